@@ -1,0 +1,103 @@
+"""Argument validation shared by every public function of the course.
+
+Every public function checks its inputs first and raises ``ValueError`` that
+names the argument, says what was given and what was expected. Students meet
+these messages when they call the library with the wrong thing, so they are
+written to teach ("adv: expected shape (4, 3) like logp, got (4,)").
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import torch
+
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def require_tensor(name: str, x, *, floating: bool = True, min_dim: int = 0) -> torch.Tensor:
+    """Check that ``x`` is a tensor (of a floating dtype when ``floating``)."""
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
+    if floating and x.dtype not in FLOAT_DTYPES:
+        raise ValueError(f"{name}: expected a floating-point tensor (float32 or float64), got dtype {x.dtype}")
+    if x.dim() < min_dim:
+        raise ValueError(
+            f"{name}: expected at least {min_dim} dimension(s), got shape {tuple(x.shape)}"
+        )
+    return x
+
+
+def require_shape(name: str, x: torch.Tensor, shape: Iterable[int], like: str | None = None) -> None:
+    """Check that ``x.shape == shape``; ``like`` names the argument the shape comes from."""
+    shape = tuple(shape)
+    if tuple(x.shape) != shape:
+        source = f" like {like}" if like else ""
+        raise ValueError(f"{name}: expected shape {shape}{source}, got {tuple(x.shape)}")
+
+
+def require_same_shape(name: str, x, like_name: str, like: torch.Tensor, *, floating: bool = True) -> torch.Tensor:
+    """Check that ``x`` is a tensor with the same shape as ``like``."""
+    require_tensor(name, x, floating=floating)
+    require_shape(name, x, like.shape, like=like_name)
+    return x
+
+
+def require_mask(name: str, mask, like_name: str, like: torch.Tensor) -> torch.Tensor:
+    """Check a validity mask and return it as a float tensor of ``like``'s dtype.
+
+    A mask may be bool, integer (0/1) or floating (0.0/1.0); it must have the
+    same shape as ``like``. Entries where it is 0 are padding: they never
+    change a result.
+    """
+    if not isinstance(mask, torch.Tensor):
+        raise ValueError(f"{name}: expected a torch.Tensor of 0/1 or bool, got {type(mask).__name__}")
+    require_shape(name, mask, like.shape, like=like_name)
+    if mask.dtype != torch.bool:
+        if not bool(((mask == 0) | (mask == 1)).all()):
+            raise ValueError(f"{name}: expected only 0 and 1 (or a bool tensor), got other values")
+    return mask.to(like.dtype)
+
+
+def require_unit_interval(name: str, value: float) -> float:
+    """Check ``0 <= value <= 1`` (gamma, lambda)."""
+    value = _as_float(name, value)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name}: expected a number in [0, 1], got {value}")
+    return value
+
+
+def require_positive(name: str, value: float) -> float:
+    """Check ``value > 0`` (clip epsilon, eps)."""
+    value = _as_float(name, value)
+    if not value > 0.0:
+        raise ValueError(f"{name}: expected a positive number, got {value}")
+    return value
+
+
+def require_non_negative(name: str, value: float) -> float:
+    """Check ``value >= 0`` (coefficients)."""
+    value = _as_float(name, value)
+    if not value >= 0.0:
+        raise ValueError(f"{name}: expected a non-negative number, got {value}")
+    return value
+
+
+def require_choice(name: str, value: str, choices: Iterable[str]) -> str:
+    """Check that a mode string is one of ``choices``."""
+    choices = tuple(choices)
+    if value not in choices:
+        options = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{name}: expected one of {options}, got {value!r}")
+    return value
+
+
+def _as_float(name: str, value) -> float:
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name}: expected a number, got {type(value).__name__}")
+    value = float(value)
+    if value != value:  # NaN
+        raise ValueError(f"{name}: expected a number, got nan")
+    return value
