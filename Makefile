@@ -1,0 +1,32 @@
+# The course's two commands: `make lab` opens it, `make test` checks all of it.
+# Both create .venv with pip on first use; re-running installs nothing unless pyproject.toml changed.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.course-installed
+KERNEL := course-grpo
+
+.PHONY: lab test setup exercises clean-venv
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python 3 (GRPO course)" >/dev/null
+	@touch $(STAMP)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab --notebook-dir=. notebooks/00_welcome.ipynb
+
+test: $(STAMP)
+	$(BIN)/python -m course_lib.build --check
+	$(BIN)/python -m pytest tests notebooks solutions
+
+exercises: $(STAMP)
+	$(BIN)/python -m course_lib.build
+
+clean-venv:
+	rm -rf $(VENV)
