@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.course-installed
 KERNEL := course-grpo
 
-.PHONY: lab test setup exercises clean-venv
+.PHONY: lab test setup browser-deps exercises clean-venv
 
 setup: $(STAMP)
 
@@ -21,7 +21,11 @@ $(STAMP): pyproject.toml
 lab: $(STAMP)
 	$(BIN)/jupyter lab --notebook-dir=. notebooks/00_welcome.ipynb
 
-test: $(STAMP)
+# Debian's Chromium for the browser tests (tests/browser/); a no-op when it is there.
+browser-deps:
+	@.ci/install-chromium
+
+test: $(STAMP) browser-deps
 	$(BIN)/python -m course_lib.build --check
 	$(BIN)/python -m pytest tests notebooks solutions
 
