@@ -1,0 +1,326 @@
+"""Generalised advantage estimation: TD residuals, discounted returns, GAE(gamma, lambda).
+
+Schulman et al. 2015, "High-Dimensional Continuous Control Using Generalized
+Advantage Estimation". With the TD residual of eq. (9),
+
+    delta_t = r_t + gamma * V(s_{t+1}) - V(s_t),
+
+the GAE advantage of eq. (16) is the exponentially weighted sum
+
+    A_t = sum_{l >= 0} (gamma * lam)^l * delta_{t+l},
+
+computed backwards in one pass:  A_t = delta_t + gamma * lam * A_{t+1}.
+lam = 0 gives the one-step TD residual (low variance, biased by V); lam = 1
+gives the Monte-Carlo return minus V(s_t) (unbiased, high variance).
+
+Conventions of the course (shapes ``[..., T]``: any leading batch, time last)
+
+| symbol              | shape      | meaning                                                  |
+|---------------------|------------|----------------------------------------------------------|
+| ``rewards[..., t]`` | ``[..., T]`` | reward received for the action at step t               |
+| ``values[..., t]``  | ``[..., T]`` | V(s_t), the critic's value of the state at step t      |
+| ``dones[..., t]``   | ``[..., T]`` | the episode *terminated* at step t (bool, int or 0./1.) |
+| ``last_values``     | ``[...]``    | V of the state after the last step, s_T (bootstrap)    |
+
+A done at step t cuts the episode there: V(s_{t+1}) belongs to the next episode,
+so it is never bootstrapped into step t or earlier (the ``1 - dones[..., t]``
+factors below). CleanRL stores the flag with the *next* observation instead
+(its ``dones[t]`` is our ``dones[t - 1]``, its ``next_done`` our ``dones[-1]``);
+``tests/test_gae.py`` writes its loop out and checks that both agree.
+
+Truncation (a time limit, not a terminal state). When gymnasium reports
+``truncated`` the episode did not end: the state it stopped in still has a
+value, and bootstrapping zero there would teach the critic that time limits
+are terminal. The course handles it the way Stable-Baselines3 does:
+
+1. fold ``gamma * V(final observation)`` into the reward of the truncated step,
+   with :func:`bootstrap_truncated`;
+2. mark the step done (``dones = terminated | truncated``), so the next
+   episode's values are not bootstrapped into it.
+
+Then delta_t = r_t + gamma * V(s_final) - V(s_t), exactly the residual of an
+episode that goes on. For the last step of a rollout (cut by the rollout
+length, not by the environment) nothing needs folding: leave it not done and
+pass V(s_T) as ``last_values``. (CleanRL's PPO treats truncation as
+termination, which is simpler and slightly biased.)
+"""
+
+from __future__ import annotations
+
+import torch
+
+from course_lib import _validate
+from course_lib.checks import Case, Mistake, check_against_reference
+
+
+def _validate_trajectory(rewards, values, dones, last_values) -> torch.Tensor:
+    """Check the shared arguments; return ``dones`` as a 0./1. tensor of rewards' dtype."""
+    _validate.require_tensor("rewards", rewards, min_dim=1)
+    if values is not None:
+        _validate.require_same_shape("values", values, "rewards", rewards)
+    dones = _validate.require_mask("dones", dones, "rewards", rewards)
+    _validate.require_tensor("last_values", last_values)
+    _validate.require_shape("last_values", last_values, rewards.shape[:-1], like="rewards without its last (time) axis")
+    return dones
+
+
+# ---------------------------------------------------------------------------
+# Truncation: fold the bootstrap value into the reward
+# ---------------------------------------------------------------------------
+
+
+def bootstrap_truncated(
+    rewards: torch.Tensor, truncated: torch.Tensor, final_values: torch.Tensor, gamma: float
+) -> torch.Tensor:
+    """Return rewards with ``gamma * V(final observation)`` added at each truncated step.
+
+    Mark those steps done afterwards (``dones = terminated | truncated``).
+
+    Args:
+        rewards: ``[..., T]`` rewards.
+        truncated: ``[..., T]`` bool or 0/1: the episode hit a time limit at step t.
+        final_values: ``[..., T]`` V(final observation) of the episode truncated at
+            step t; read only where ``truncated`` (other entries may hold anything, even NaN).
+        gamma: discount factor in [0, 1].
+
+    Returns:
+        ``[..., T]`` a new tensor; ``rewards`` is left unchanged.
+    """
+    _validate.require_tensor("rewards", rewards, min_dim=1)
+    truncated = _validate.require_mask("truncated", truncated, "rewards", rewards)
+    _validate.require_same_shape("final_values", final_values, "rewards", rewards)
+    gamma = _validate.require_unit_interval("gamma", gamma)
+    # torch.where, not a product: a NaN in an unused entry of final_values must not leak.
+    bonus = torch.where(truncated.bool(), gamma * final_values, torch.zeros_like(rewards))
+    return rewards + bonus
+
+
+# ---------------------------------------------------------------------------
+# TD residuals and Monte-Carlo returns
+# ---------------------------------------------------------------------------
+
+
+def td_residuals(
+    rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, last_values: torch.Tensor, gamma: float
+) -> torch.Tensor:
+    """One-step TD residuals ``delta_t = r_t + gamma * (1 - done_t) * V(s_{t+1}) - V(s_t)`` (GAE eq. 9).
+
+    Args:
+        rewards: ``[..., T]`` rewards.
+        values: ``[..., T]`` V(s_t).
+        dones: ``[..., T]`` the episode terminated at step t (bool, int or float 0/1).
+        last_values: ``[...]`` V(s_T), the value of the state after the last step.
+        gamma: discount factor in [0, 1].
+
+    Returns:
+        ``[..., T]`` the residuals.
+    """
+    dones = _validate_trajectory(rewards, values, dones, last_values)
+    gamma = _validate.require_unit_interval("gamma", gamma)
+    next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)  # (..., T): V(s_{t+1})
+    return rewards + gamma * (1.0 - dones) * next_values - values
+
+
+def discounted_returns(
+    rewards: torch.Tensor, dones: torch.Tensor, last_values: torch.Tensor, gamma: float
+) -> torch.Tensor:
+    """Discounted reward-to-go ``G_t = r_t + gamma * (1 - done_t) * G_{t+1}``, with ``G_T = last_values``.
+
+    The Monte-Carlo return of each step, bootstrapped by V(s_T) where the
+    rollout ends mid-episode. ``compute_gae`` with ``lam=1`` gives ``G_t - V(s_t)``.
+
+    Args:
+        rewards: ``[..., T]`` rewards.
+        dones: ``[..., T]`` the episode terminated at step t.
+        last_values: ``[...]`` V(s_T).
+        gamma: discount factor in [0, 1].
+
+    Returns:
+        ``[..., T]`` the returns.
+    """
+    dones = _validate_trajectory(rewards, None, dones, last_values)
+    gamma = _validate.require_unit_interval("gamma", gamma)
+    returns = torch.empty_like(rewards)
+    running = last_values.to(rewards.dtype)  # (...): G_{t+1}, starting from the bootstrap
+    for t in reversed(range(rewards.shape[-1])):
+        running = rewards[..., t] + gamma * (1.0 - dones[..., t]) * running
+        returns[..., t] = running
+    return returns
+
+
+# ---------------------------------------------------------------------------
+# GAE(gamma, lambda)
+# ---------------------------------------------------------------------------
+
+
+def compute_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    dones: torch.Tensor,
+    last_values: torch.Tensor,
+    gamma: float,
+    lam: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GAE advantages and the returns the critic regresses on.
+
+    Args:
+        rewards: ``[..., T]`` rewards.
+        values: ``[..., T]`` V(s_t).
+        dones: ``[..., T]`` the episode terminated at step t (bool, int or float 0/1):
+            nothing after step t is bootstrapped into step t or earlier.
+        last_values: ``[...]`` V(s_T), the value of the state after the last step
+            (ignored where ``dones[..., -1]``).
+        gamma: discount factor in [0, 1].
+        lam: GAE lambda in [0, 1].
+
+    Returns:
+        ``(advantages, returns)``, both ``[..., T]``, with ``returns = advantages + values``
+        (the lambda-return; CleanRL, SB3 and TRL use the same target).
+    """
+    dones = _validate_trajectory(rewards, values, dones, last_values)
+    gamma = _validate.require_unit_interval("gamma", gamma)
+    lam = _validate.require_unit_interval("lam", lam)
+    deltas = td_residuals(rewards, values, dones, last_values, gamma)  # (..., T)
+    # The next lines implement GAE-lambda: A_t = delta_t + gamma * lam * (1 - done_t) * A_{t+1}, backwards.
+    advantages = torch.empty_like(deltas)
+    running = torch.zeros(deltas.shape[:-1], dtype=deltas.dtype)  # (...): A_{t+1}, zero after the last step
+    for t in reversed(range(deltas.shape[-1])):
+        running = deltas[..., t] + gamma * lam * (1.0 - dones[..., t]) * running
+        advantages[..., t] = running
+    returns = advantages + values
+    return advantages, returns
+
+
+# ---------------------------------------------------------------------------
+# Exercise checks
+# ---------------------------------------------------------------------------
+
+
+def _trajectory(seed: int, shape: tuple[int, ...], done_at=(), dones_dtype=torch.bool) -> dict:
+    """Seeded random rewards, values and last values; dones set at ``(index..., t)`` positions."""
+    g = torch.Generator().manual_seed(seed)
+    rewards = torch.randn(shape, generator=g, dtype=torch.float64)
+    values = torch.randn(shape, generator=g, dtype=torch.float64)
+    last_values = torch.randn(shape[:-1], generator=g, dtype=torch.float64) + 1.0
+    dones = torch.zeros(shape, dtype=torch.bool)
+    for index in done_at:
+        dones[index] = True
+    return dict(rewards=rewards, values=values, dones=dones.to(dones_dtype), last_values=last_values)
+
+
+def _gae_cases(with_lam: bool) -> list[Case]:
+    def case(description, seed, shape, done_at=(), gamma=0.9, lam=0.8, dones_dtype=torch.bool):
+        kwargs = _trajectory(seed, shape, done_at, dones_dtype)
+        kwargs["gamma"] = gamma
+        if with_lam:
+            kwargs["lam"] = lam
+        return Case(description, kwargs)
+
+    every = tuple((i, t) for i in range(2) for t in range(3))
+    return [
+        case("one environment, 6 steps, no terminal step, bootstrap from last_values", 0, (6,)),
+        case("one environment, 6 steps, terminates at t=2 (the next episode starts at t=3)", 1, (6,), [(2,)]),
+        case("one environment, terminates at the last step (last_values must be ignored)", 2, (5,), [(4,)]),
+        case("one environment, terminates at the first step t=0", 3, (5,), [(0,)]),
+        case("4 environments, 7 steps, terminals at different steps", 4, (4, 7), [(0, 2), (1, 6), (2, 0), (2, 4)]),
+        case("3 environments, dones given as 0./1. floats", 5, (3, 5), [(0, 1), (2, 3)], dones_dtype=torch.float64),
+        case("3 environments, dones given as 0/1 integers", 6, (3, 5), [(1, 2)], dones_dtype=torch.int64),
+        case("gamma = 1 and lam = 1 (undiscounted Monte-Carlo)", 7, (2, 6), [(0, 3)], gamma=1.0, lam=1.0),
+        case("lam = 0 (one-step TD residuals)", 8, (2, 6), [(1, 1)], gamma=0.95, lam=0.0),
+        case("lam = 1, gamma = 0.99", 9, (2, 6), [(0, 4)], gamma=0.99, lam=1.0),
+        case("every step is terminal", 10, (2, 3), every),
+        case("a single step (T = 1)", 11, (3, 1), [(1, 0)]),
+        case("a (2, 3) batch of environments, 4 steps each", 12, (2, 3, 4), [(0, 1, 2), (1, 2, 0)]),
+    ]
+
+
+# Classic wrong implementations, for the messages of the checks. Each takes the dones it (wrongly) uses.
+
+
+def _wrong_dones(dones, *, ignore_dones=False, shift=False):
+    """The done flags a mistake uses: none at all, or done_{t+1} in place of done_t."""
+    d = dones.to(torch.float64)
+    if ignore_dones:
+        return torch.zeros_like(d)
+    if shift:
+        return torch.cat([d[..., 1:], torch.zeros_like(d[..., :1])], dim=-1)
+    return d
+
+
+def _wrong_deltas(rewards, values, used_dones, last_values, gamma, *, bootstrap=True, subtract=True):
+    next_values = torch.cat([values[..., 1:], (last_values if bootstrap else 0 * last_values).unsqueeze(-1)], -1)
+    return rewards + gamma * (1.0 - used_dones.to(rewards.dtype)) * next_values - (values if subtract else 0.0)
+
+
+def _gae_mistake(*, factor=None, ignore_dones=False, shift=False, bootstrap=True, subtract=True,
+                 forward=False, returns="sum", normalize=False):
+    def wrong(rewards, values, dones, last_values, gamma, lam):
+        used = _wrong_dones(dones, ignore_dones=ignore_dones, shift=shift).to(rewards.dtype)
+        deltas = _wrong_deltas(rewards, values, used, last_values, gamma, bootstrap=bootstrap, subtract=subtract)
+        k = gamma * lam if factor is None else factor(gamma, lam)
+        adv, running, T = torch.empty_like(deltas), torch.zeros_like(deltas[..., 0]), deltas.shape[-1]
+        for t in (range(T) if forward else reversed(range(T))):
+            # Forwards, the mistake reads A_{t-1} and cuts at done_{t-1}; backwards, A_{t+1} and done_t.
+            cut = (used[..., t - 1] if t > 0 else 0.0) if forward else used[..., t]
+            running = deltas[..., t] + k * (1.0 - cut) * running
+            adv[..., t] = running
+        if normalize:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        if returns == "mc":
+            return adv, discounted_returns(rewards, dones, last_values, gamma)
+        return adv, adv + values
+
+    return wrong
+
+
+_GAE_MISTAKES = [
+    Mistake("you bootstrap through terminal steps: multiply V(s_{t+1}) and A_{t+1} by (1 - dones[..., t]) "
+            "so nothing after a terminal step flows back into it", _gae_mistake(ignore_dones=True)),
+    Mistake("your done mask is off by one: step t is cut by dones[..., t] (it terminated at t), "
+            "not by dones[..., t+1]", _gae_mistake(shift=True)),
+    Mistake("the bootstrap at the end is missing: the last step's delta uses gamma * last_values "
+            "(V of the state after the last step), not 0", _gae_mistake(bootstrap=False)),
+    Mistake("you forgot to subtract V(s_t): delta_t = r_t + gamma * V(s_{t+1}) - V(s_t)", _gae_mistake(subtract=False)),
+    Mistake("the recursion multiplies A_{t+1} by lam alone; it must be gamma * lam",
+            _gae_mistake(factor=lambda gamma, lam: lam)),
+    Mistake("gamma is applied twice: the recursion factor is gamma * lam, not gamma**2 * lam",
+            _gae_mistake(factor=lambda gamma, lam: gamma * gamma * lam)),
+    Mistake("the recursion runs forwards; GAE sums future residuals, so loop backwards from t = T-1",
+            _gae_mistake(forward=True)),
+    Mistake("returns should be advantages + values (the lambda-return), not the discounted reward-to-go",
+            _gae_mistake(returns="mc")),
+    Mistake("you normalised the advantages; compute_gae returns them raw (PPO normalises per minibatch, in the loss)",
+            _gae_mistake(normalize=True)),
+]
+
+
+def check_compute_gae(fn) -> bool:
+    """Check a student's ``compute_gae(rewards, values, dones, last_values, gamma, lam)``."""
+    return check_against_reference(fn, compute_gae, _gae_cases(with_lam=True), name="compute_gae",
+                                   mistakes=_GAE_MISTAKES)
+
+
+def _td_mistake(*, ignore_dones=False, shift=False, bootstrap=True, subtract=True):
+    def wrong(rewards, values, dones, last_values, gamma):
+        used = _wrong_dones(dones, ignore_dones=ignore_dones, shift=shift)
+        return _wrong_deltas(rewards, values, used, last_values, gamma, bootstrap=bootstrap, subtract=subtract)
+
+    return wrong
+
+
+_TD_MISTAKES = [
+    Mistake("you bootstrap through terminal steps: multiply V(s_{t+1}) by (1 - dones[..., t])",
+            _td_mistake(ignore_dones=True)),
+    Mistake("your done mask is off by one: use dones[..., t], not dones[..., t+1]", _td_mistake(shift=True)),
+    Mistake("the last step must bootstrap from gamma * last_values, not 0", _td_mistake(bootstrap=False)),
+    Mistake("you forgot to subtract V(s_t): delta_t = r_t + gamma * V(s_{t+1}) - V(s_t)", _td_mistake(subtract=False)),
+    Mistake("V(s_{t+1}) is values[..., t+1] (and last_values at the end), not values[..., t]",
+            lambda rewards, values, dones, last_values, gamma:
+            rewards + gamma * (1.0 - dones.to(rewards.dtype)) * values - values),
+]
+
+
+def check_td_residuals(fn) -> bool:
+    """Check a student's ``td_residuals(rewards, values, dones, last_values, gamma)``."""
+    return check_against_reference(fn, td_residuals, _gae_cases(with_lam=False), name="td_residuals",
+                                   mistakes=_TD_MISTAKES)

@@ -1,0 +1,323 @@
+"""PPO: the importance ratio, the clipped surrogate, the value loss, ``PPOLoss``.
+
+Schulman et al. 2017, "Proximal Policy Optimization Algorithms". PPO is the
+policy-gradient loss of chapter 02 with two changes: the log-prob is replaced
+by the importance ratio of the new policy to the one that sampled the data,
+
+    ratio_t = pi_theta(a_t | s_t) / pi_theta_old(a_t | s_t) = exp(logp_t - logp_old_t),
+
+and the ratio is clipped so one batch cannot push the policy far (eq. 7):
+
+    L^CLIP = E_t[ min(ratio_t * A_t, clip(ratio_t, 1 - eps, 1 + eps) * A_t) ].
+
+The course minimises ``-L^CLIP``. ``logp_old`` and the advantages ``adv`` are
+constants: they were computed before the update, so no gradient flows into
+them. The full objective (eq. 9) adds a value loss and an entropy bonus:
+
+    loss = -L^CLIP + value_coef * L^VF - ent_coef * entropy.
+
+Yu et al. 2025 ("DAPO") clip asymmetrically ("clip-higher"): a larger upper
+range ``clip_eps_high`` lets unlikely tokens grow faster; ``clipped_surrogate``
+takes it as an option.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from course_lib import _validate, gae
+
+
+@dataclass
+class PPOConfig:
+    """Hyperparameters of PPO, with CleanRL's defaults where they apply."""
+
+    clip_eps: float = 0.2
+    """Clip range of the ratio: it is kept in [1 - clip_eps, 1 + clip_eps]."""
+    gamma: float = 0.99
+    """Discount factor."""
+    lam: float = 0.95
+    """GAE lambda: 0 is one-step TD, 1 is Monte-Carlo."""
+    value_coef: float = 0.5
+    """Weight of the value loss in the total loss."""
+    ent_coef: float = 0.01
+    """Weight of the entropy bonus (subtracted from the loss)."""
+    clip_value_loss: bool = False
+    """Clip the value update to [values_old - clip_eps, values_old + clip_eps] (CleanRL's clip_vloss)."""
+    norm_adv: bool = True
+    """Normalise the advantages to mean 0, std 1 within each minibatch."""
+    lr: float = 3e-4
+    """Learning rate of Adam."""
+    update_epochs: int = 4
+    """Passes over each rollout."""
+    num_minibatches: int = 4
+    """Minibatches per pass."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip."""
+    target_kl: float | None = None
+    """Stop the epochs early when approx_kl exceeds this (None: never)."""
+
+
+# ---------------------------------------------------------------------------
+# The clipped surrogate
+# ---------------------------------------------------------------------------
+
+
+def clipped_surrogate(
+    logp: torch.Tensor,
+    logp_old: torch.Tensor,
+    adv: torch.Tensor,
+    clip_eps: float,
+    clip_eps_high: float | None = None,
+) -> torch.Tensor:
+    """Per-element clipped surrogate loss ``-min(ratio * adv, clip(ratio, 1 - eps, 1 + eps_high) * adv)``.
+
+    Args:
+        logp: ``[...]`` log pi_theta of the actions taken (carries the gradient).
+        logp_old: ``[...]`` log pi_theta_old of the same actions (a constant: detached).
+        adv: ``[...]`` advantages (a constant: detached).
+        clip_eps: the ratio is clipped below at ``1 - clip_eps``.
+        clip_eps_high: the ratio is clipped above at ``1 + clip_eps_high``
+            (default ``clip_eps``; DAPO's clip-higher uses a larger one, e.g. 0.28).
+
+    Returns:
+        ``[...]`` the loss of every element, not reduced.
+    """
+    _validate.require_tensor("logp", logp)
+    _validate.require_same_shape("logp_old", logp_old, "logp", logp)
+    _validate.require_same_shape("adv", adv, "logp", logp)
+    clip_eps = _validate.require_positive("clip_eps", clip_eps)
+    clip_eps_high = clip_eps if clip_eps_high is None else _validate.require_positive("clip_eps_high", clip_eps_high)
+    logp_old, adv = logp_old.detach(), adv.detach()
+    ratio = torch.exp(logp - logp_old)  # (...); exp of a difference, never a quotient of log-probs
+    clipped_ratio = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps_high)
+    # The pessimistic (smaller) objective: the clip only ever removes incentive, never adds it.
+    return -torch.minimum(ratio * adv, clipped_ratio * adv)
+
+
+def clipped_surrogate_loss(
+    logp: torch.Tensor,
+    logp_old: torch.Tensor,
+    adv: torch.Tensor,
+    clip_eps: float,
+    mask: torch.Tensor | None = None,
+    clip_eps_high: float | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The clipped surrogate averaged over valid entries, with PPO's diagnostics.
+
+    Args:
+        logp: ``[...]`` log pi_theta of the actions taken.
+        logp_old: ``[...]`` log pi_theta_old (constant).
+        adv: ``[...]`` advantages (constant).
+        clip_eps: clip range; ``clip_eps_high`` as in :func:`clipped_surrogate`.
+        mask: ``[...]`` optional, 1 for valid entries, 0 for padding (which never changes anything).
+
+    Returns:
+        ``(loss, info)``: the scalar loss (0 when no entry is valid) and floats
+
+        - ``clip_fraction``: fraction of valid entries with the ratio outside
+          [1 - clip_eps, 1 + clip_eps_high], whatever the advantage's sign. This is
+          CleanRL's and SB3's definition (``|ratio - 1| > clip_eps``) and the one the course uses.
+        - ``clip_active_fraction``: fraction where the clip actually binds (the
+          gradient is zeroed): ratio above the range with adv > 0, or below with
+          adv < 0. TRL's GRPO (``clip_ratio/region_mean``) and verl (``pg_clipfrac``)
+          report this one; it is at most ``clip_fraction``.
+        - ``approx_kl``: mean of ``(ratio - 1) - log(ratio)``, the k3 estimator of
+          KL(pi_old || pi_theta) from samples of pi_old, as CleanRL logs it.
+    """
+    _validate.require_tensor("logp", logp)
+    _validate.require_same_shape("logp_old", logp_old, "logp", logp)
+    _validate.require_same_shape("adv", adv, "logp", logp)
+    valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else _validate.require_mask(
+        "mask", mask, "logp", logp).bool()
+    # Padding may hold anything (a NaN or -inf log-prob): zero it with torch.where, not a product,
+    # so it reaches neither the loss nor its gradient (0 * inf is NaN, where is not fooled).
+    logp, logp_old, adv = (torch.where(valid, x, torch.zeros_like(x)) for x in (logp, logp_old, adv))
+    per_element = clipped_surrogate(logp, logp_old, adv, clip_eps, clip_eps_high)  # (...)
+    n_valid = valid.sum().clamp(min=1)
+    loss = torch.where(valid, per_element, torch.zeros_like(per_element)).sum() / n_valid
+
+    clip_eps_high = clip_eps if clip_eps_high is None else clip_eps_high
+    with torch.no_grad():  # diagnostics, not part of the graph
+        log_ratio = logp - logp_old  # (...), 0 on padding
+        ratio = torch.exp(log_ratio)
+        low, high = ratio < 1.0 - clip_eps, ratio > 1.0 + clip_eps_high
+        binding = (high & (adv > 0)) | (low & (adv < 0))
+        info = {
+            "clip_fraction": ((low | high) & valid).sum().item() / n_valid.item(),
+            "clip_active_fraction": (binding & valid).sum().item() / n_valid.item(),
+            "approx_kl": ((ratio - 1.0) - log_ratio).sum().item() / n_valid.item(),
+        }
+    return loss, info
+
+
+# ---------------------------------------------------------------------------
+# The value loss, entropy, explained variance
+# ---------------------------------------------------------------------------
+
+
+def value_loss(
+    values: torch.Tensor,
+    returns: torch.Tensor,
+    values_old: torch.Tensor | None = None,
+    clip_eps: float | None = None,
+    mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``0.5 * (values - returns)^2`` averaged over valid entries; optionally clipped.
+
+    The factor 0.5 follows CleanRL, TRL and verl (its gradient is ``values - returns``);
+    SB3 (``F.mse_loss``) and Spinning Up leave it out, so their ``vf_coef`` weighs twice as much.
+
+    With ``clip_eps`` (PPO2's value clipping, as in CleanRL's ``clip_vloss``), the new
+    value may move at most ``clip_eps`` from ``values_old`` before the loss stops
+    rewarding it: the loss is the pessimistic max of the clipped and unclipped errors.
+
+    Args:
+        values: ``[...]`` V(s_t) from the critic being trained.
+        returns: ``[...]`` regression targets (constant: detached).
+        values_old: ``[...]`` the critic's values when the rollout was collected
+            (constant); required with ``clip_eps``.
+        clip_eps: optional clip range of the value update (positive).
+        mask: ``[...]`` optional, 1 for valid entries.
+
+    Returns:
+        the scalar loss (0 when no entry is valid).
+    """
+    _validate.require_tensor("values", values)
+    _validate.require_same_shape("returns", returns, "values", values)
+    if values_old is not None:
+        _validate.require_same_shape("values_old", values_old, "values", values)
+    if clip_eps is not None:
+        clip_eps = _validate.require_positive("clip_eps", clip_eps)
+        if values_old is None:
+            raise ValueError("values_old: required when clip_eps is given (the clip is around the old values)")
+    valid = torch.ones_like(values, dtype=torch.bool) if mask is None else _validate.require_mask(
+        "mask", mask, "values", values).bool()
+    # Padding may hold anything: zero it before it can reach the loss or its gradient.
+    values = torch.where(valid, values, torch.zeros_like(values))
+    returns = torch.where(valid, returns.detach(), torch.zeros_like(returns))
+    squared_error = (values - returns) ** 2  # (...)
+    if clip_eps is not None:
+        values_old = torch.where(valid, values_old.detach(), torch.zeros_like(values_old))
+        values_clipped = values_old + torch.clamp(values - values_old, -clip_eps, clip_eps)
+        squared_error = torch.maximum(squared_error, (values_clipped - returns) ** 2)
+    per_element = torch.where(valid, squared_error, torch.zeros_like(squared_error))
+    return 0.5 * per_element.sum() / valid.sum().clamp(min=1)
+
+
+def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy ``-sum_v p_v log p_v`` of the categorical distribution softmax(logits).
+
+    Args:
+        logits: ``[..., V]`` unnormalised log-probabilities (``-inf`` allowed for masked actions).
+
+    Returns:
+        ``[...]`` the entropy in nats.
+    """
+    _validate.require_tensor("logits", logits, min_dim=1)
+    logp = torch.log_softmax(logits, dim=-1)  # (..., V)
+    p = logp.exp()
+    # 0 * log 0 = 0: torch.where keeps a -inf logit from producing NaN.
+    return -torch.where(p > 0, p * logp, torch.zeros_like(p)).sum(dim=-1)  # (...)
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
+    """``1 - Var(returns - values) / Var(returns)``: 1 is a perfect critic, 0 no better than a constant.
+
+    NaN when the returns do not vary (as in SB3 and CleanRL).
+
+    Args:
+        values: ``[...]`` predicted values.
+        returns: ``[...]`` targets.
+    """
+    _validate.require_tensor("values", values)
+    _validate.require_same_shape("returns", returns, "values", values)
+    with torch.no_grad():
+        var_returns = returns.double().var(unbiased=False).item()
+        if not var_returns > 0:
+            return float("nan")
+        return 1.0 - (returns.double() - values.double()).var(unbiased=False).item() / var_returns
+
+
+# ---------------------------------------------------------------------------
+# The full PPO loss
+# ---------------------------------------------------------------------------
+
+
+class PPOLoss(nn.Module):
+    """The PPO objective: clipped surrogate + value loss - entropy bonus (Schulman et al. 2017, eq. 9).
+
+    Advantages are used as given: normalise them per minibatch before the call
+    if wanted (CleanRL and SB3 do by default). After each call ``self.info``
+    holds the parts (``policy_loss``, ``value_loss``, ``entropy``) and the
+    diagnostics of :func:`clipped_surrogate_loss`, as floats.
+    """
+
+    def __init__(self, clip_epsilon: float = 0.2, value_loss_coef: float = 0.5, entropy_coef: float = 0.01):
+        super().__init__()
+        self.clip_epsilon = _validate.require_positive("clip_epsilon", clip_epsilon)
+        self.value_loss_coef = _validate.require_non_negative("value_loss_coef", value_loss_coef)
+        self.entropy_coef = _validate.require_non_negative("entropy_coef", entropy_coef)
+        self.info: dict[str, float] = {}
+
+    def forward(
+        self,
+        policy_logprobs: torch.Tensor,
+        old_policy_logprobs: torch.Tensor,
+        values: torch.Tensor,
+        returns: torch.Tensor,
+        advantages: torch.Tensor,
+        entropy: torch.Tensor,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Total loss ``policy_loss + value_loss_coef * value_loss - entropy_coef * mean(entropy)``.
+
+        Args:
+            policy_logprobs: ``[...]`` logp under the current policy.
+            old_policy_logprobs: ``[...]`` logp_old (constant).
+            values: ``[...]`` the critic's current values.
+            returns: ``[...]`` value targets (constant).
+            advantages: ``[...]`` advantages (constant).
+            entropy: ``[...]`` the policy's entropy at each state (carries the gradient).
+            mask: ``[...]`` optional, 1 for valid entries.
+        """
+        _validate.require_tensor("policy_logprobs", policy_logprobs)
+        for name, x in (("old_policy_logprobs", old_policy_logprobs), ("values", values), ("returns", returns),
+                        ("advantages", advantages), ("entropy", entropy)):
+            _validate.require_same_shape(name, x, "policy_logprobs", policy_logprobs)
+        policy_loss, info = clipped_surrogate_loss(
+            policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask=mask)
+        v_loss = value_loss(values, returns, mask=mask)
+        valid = torch.ones_like(entropy, dtype=torch.bool) if mask is None else mask.bool()
+        mean_entropy = torch.where(valid, entropy, torch.zeros_like(entropy)).sum() / valid.sum().clamp(min=1)
+        self.info = {"policy_loss": policy_loss.item(), "value_loss": v_loss.item(),
+                     "entropy": mean_entropy.item(), **info}
+        return policy_loss + self.value_loss_coef * v_loss - self.entropy_coef * mean_entropy
+
+    def compute_gae(self, rewards: torch.Tensor, values: torch.Tensor, gamma: float = 0.99, lam: float = 0.95):
+        """GAE for complete episodes: each row of ``rewards`` is one episode that terminates at its last step.
+
+        Args:
+            rewards: ``[..., T]`` rewards, one episode per row.
+            values: ``[..., T]`` V(s_t).
+
+        Returns:
+            ``(advantages, returns)``, both ``[..., T]`` (see :func:`course_lib.gae.compute_gae`).
+        """
+        _validate.require_tensor("rewards", rewards, min_dim=1)
+        dones = torch.zeros_like(rewards, dtype=torch.bool)
+        dones[..., -1] = True  # the episode ends here: nothing to bootstrap
+        last_values = torch.zeros(rewards.shape[:-1], dtype=rewards.dtype)
+        return gae.compute_gae(rewards, values, dones, last_values, gamma, lam)
+
+
+# The checks live in ppo_checks.py (cases and mistakes are long); re-exported here.
+from course_lib.ppo_checks import (  # noqa: E402  (after the definitions they check)
+    check_clipped_surrogate,
+    check_clipped_surrogate_loss,
+    check_ppo_loss,
+    check_value_loss,
+)

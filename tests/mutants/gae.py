@@ -1,0 +1,239 @@
+"""Wrong and right implementations of the GAE exercises, for tests/test_mutants.py.
+
+Each mutant is written the way a student might write it (not built from the
+check's own mistake catalogue), so the test proves the check catches real code.
+"""
+
+import torch
+
+
+# ---------------------------------------------------------------------------
+# compute_gae mutants
+# ---------------------------------------------------------------------------
+
+
+def _gae_loop(rewards, values, dones, last_values, gamma, lam, *, factor="gamma_lam", use_dones=True,
+              shift_dones=False, bootstrap=True, subtract=True, returns="sum"):
+    d = dones.to(rewards.dtype)
+    if shift_dones:
+        d = torch.cat([d[..., 1:], torch.zeros_like(d[..., :1])], dim=-1)
+    if not use_dones:
+        d = torch.zeros_like(d)
+    T = rewards.shape[-1]
+    adv = torch.zeros_like(rewards)
+    next_adv = torch.zeros_like(last_values)
+    next_value = last_values if bootstrap else torch.zeros_like(last_values)
+    for t in range(T - 1, -1, -1):
+        delta = rewards[..., t] + gamma * (1 - d[..., t]) * next_value - (values[..., t] if subtract else 0)
+        k = {"gamma_lam": gamma * lam, "lam": lam, "gamma2_lam": gamma * gamma * lam}[factor]
+        next_adv = delta + k * (1 - d[..., t]) * next_adv
+        adv[..., t] = next_adv
+        next_value = values[..., t]
+    if returns == "mc":
+        ret = torch.zeros_like(rewards)
+        g = last_values
+        for t in range(T - 1, -1, -1):
+            g = rewards[..., t] + gamma * (1 - dones[..., t].to(rewards.dtype)) * g
+            ret[..., t] = g
+        return adv, ret
+    if returns == "adv":
+        return adv, adv.clone()
+    return adv, adv + values
+
+
+def gae_lam_not_gamma_lam(rewards, values, dones, last_values, gamma, lam):
+    return _gae_loop(rewards, values, dones, last_values, gamma, lam, factor="lam")
+
+
+def gae_gamma_twice(rewards, values, dones, last_values, gamma, lam):
+    return _gae_loop(rewards, values, dones, last_values, gamma, lam, factor="gamma2_lam")
+
+
+def gae_ignores_dones(rewards, values, dones, last_values, gamma, lam):
+    return _gae_loop(rewards, values, dones, last_values, gamma, lam, use_dones=False)
+
+
+def gae_next_done(rewards, values, dones, last_values, gamma, lam):
+    return _gae_loop(rewards, values, dones, last_values, gamma, lam, shift_dones=True)
+
+
+def gae_no_bootstrap(rewards, values, dones, last_values, gamma, lam):
+    return _gae_loop(rewards, values, dones, last_values, gamma, lam, bootstrap=False)
+
+
+def gae_no_baseline(rewards, values, dones, last_values, gamma, lam):
+    return _gae_loop(rewards, values, dones, last_values, gamma, lam, subtract=False)
+
+
+def gae_mc_returns(rewards, values, dones, last_values, gamma, lam):
+    return _gae_loop(rewards, values, dones, last_values, gamma, lam, returns="mc")
+
+
+def gae_returns_are_advantages(rewards, values, dones, last_values, gamma, lam):
+    return _gae_loop(rewards, values, dones, last_values, gamma, lam, returns="adv")
+
+
+def gae_forward(rewards, values, dones, last_values, gamma, lam):
+    d = dones.to(rewards.dtype)
+    next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
+    deltas = rewards + gamma * (1 - d) * next_values - values
+    adv = torch.zeros_like(rewards)
+    running = torch.zeros_like(last_values)
+    for t in range(rewards.shape[-1]):
+        not_done_before = 1 - d[..., t - 1] if t > 0 else 1.0
+        running = deltas[..., t] + gamma * lam * not_done_before * running
+        adv[..., t] = running
+    return adv, adv + values
+
+
+def gae_normalized(rewards, values, dones, last_values, gamma, lam):
+    adv, _ = _gae_loop(rewards, values, dones, last_values, gamma, lam)
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    return adv, adv + values
+
+
+def gae_in_place(rewards, values, dones, last_values, gamma, lam):
+    d = dones.to(rewards.dtype)
+    next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
+    rewards += gamma * (1 - d) * next_values - values  # overwrites the caller's rewards with the deltas
+    running = torch.zeros_like(last_values)
+    adv = torch.zeros_like(rewards)
+    for t in reversed(range(rewards.shape[-1])):
+        running = rewards[..., t] + gamma * lam * (1 - d[..., t]) * running
+        adv[..., t] = running
+    return adv, adv + values
+
+
+def gae_no_return(rewards, values, dones, last_values, gamma, lam):
+    _gae_loop(rewards, values, dones, last_values, gamma, lam)
+
+
+def gae_only_advantages(rewards, values, dones, last_values, gamma, lam):
+    return _gae_loop(rewards, values, dones, last_values, gamma, lam)[0]
+
+
+def gae_dones_only_in_delta(rewards, values, dones, last_values, gamma, lam):
+    # Cuts the bootstrap of V but lets A_{t+1} of the next episode flow back through the recursion.
+    d = dones.to(rewards.dtype)
+    next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
+    deltas = rewards + gamma * (1 - d) * next_values - values
+    adv = torch.zeros_like(rewards)
+    running = torch.zeros_like(last_values)
+    for t in reversed(range(rewards.shape[-1])):
+        running = deltas[..., t] + gamma * lam * running
+        adv[..., t] = running
+    return adv, adv + values
+
+
+# ---------------------------------------------------------------------------
+# td_residuals mutants
+# ---------------------------------------------------------------------------
+
+
+def td_ignores_dones(rewards, values, dones, last_values, gamma):
+    next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
+    return rewards + gamma * next_values - values
+
+
+def td_next_done(rewards, values, dones, last_values, gamma):
+    d = dones.to(rewards.dtype)
+    d_next = torch.cat([d[..., 1:], torch.zeros_like(d[..., :1])], dim=-1)
+    next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
+    return rewards + gamma * (1 - d_next) * next_values - values
+
+
+def td_current_value(rewards, values, dones, last_values, gamma):
+    return rewards + gamma * (1 - dones.to(rewards.dtype)) * values - values
+
+
+def td_no_baseline(rewards, values, dones, last_values, gamma):
+    next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
+    return rewards + gamma * (1 - dones.to(rewards.dtype)) * next_values
+
+
+def td_no_bootstrap(rewards, values, dones, last_values, gamma):
+    next_values = torch.cat([values[..., 1:], torch.zeros_like(last_values).unsqueeze(-1)], dim=-1)
+    return rewards + gamma * (1 - dones.to(rewards.dtype)) * next_values - values
+
+
+MUTANTS = [
+    ("compute_gae", gae_lam_not_gamma_lam, "lam alone"),
+    ("compute_gae", gae_gamma_twice, "gamma is applied twice"),
+    ("compute_gae", gae_ignores_dones, "bootstrap through terminal steps"),
+    ("compute_gae", gae_next_done, "off by one"),
+    ("compute_gae", gae_no_bootstrap, "bootstrap at the end is missing"),
+    ("compute_gae", gae_no_baseline, "subtract V(s_t)"),
+    ("compute_gae", gae_mc_returns, "advantages + values"),
+    ("compute_gae", gae_forward, "forwards"),
+    ("compute_gae", gae_normalized, "normalised"),
+    ("compute_gae", gae_in_place, "in place"),
+    ("compute_gae", gae_no_return, "return"),
+    ("compute_gae", gae_only_advantages, None),
+    ("compute_gae", gae_returns_are_advantages, None),
+    ("compute_gae", gae_dones_only_in_delta, None),
+    ("td_residuals", td_ignores_dones, "bootstrap through terminal steps"),
+    ("td_residuals", td_next_done, "off by one"),
+    ("td_residuals", td_current_value, "values[..., t+1]"),
+    ("td_residuals", td_no_baseline, "subtract V(s_t)"),
+    ("td_residuals", td_no_bootstrap, "last_values"),
+]
+
+
+# ---------------------------------------------------------------------------
+# Correct variants
+# ---------------------------------------------------------------------------
+
+
+def gae_cleanrl_style(rewards, values, dones, last_values, gamma, lam):
+    """CleanRL's loop over the time axis moved first, with our done_t as its nextnonterminal."""
+    r, v = rewards.movedim(-1, 0), values.movedim(-1, 0)  # (T, ...)
+    d = dones.to(rewards.dtype).movedim(-1, 0)
+    T = r.shape[0]
+    advantages = torch.zeros_like(r)
+    lastgaelam = 0.0
+    for t in reversed(range(T)):
+        nextnonterminal = 1.0 - d[t]
+        nextvalues = last_values if t == T - 1 else v[t + 1]
+        delta = r[t] + gamma * nextvalues * nextnonterminal - v[t]
+        advantages[t] = lastgaelam = delta + gamma * lam * nextnonterminal * lastgaelam
+    advantages = advantages.movedim(0, -1)
+    return advantages, advantages + values
+
+
+def gae_matrix(rewards, values, dones, last_values, gamma, lam):
+    """No loop: A = W @ delta with W[t, k] = prod_{j=t}^{k-1} gamma * lam * (1 - done_j) for k >= t."""
+    d = dones.to(rewards.dtype)
+    next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
+    deltas = rewards + gamma * (1 - d) * next_values - values
+    T = rewards.shape[-1]
+    step = gamma * lam * (1 - d)  # (..., T)
+    # log-free cumulative product: W[t, k] = prod over j in [t, k) of step_j.
+    weights = torch.ones(*rewards.shape[:-1], T, T, dtype=rewards.dtype)
+    for k in range(T):
+        for t in range(k - 1, -1, -1):
+            weights[..., t, k] = weights[..., t + 1, k] * step[..., t]
+    weights = torch.triu(weights)
+    adv = (weights @ deltas.unsqueeze(-1)).squeeze(-1)
+    return adv, adv + values
+
+
+def gae_float32_inside(rewards, values, dones, last_values, gamma, lam):
+    """Computes in float32 whatever comes in, then casts back (within the check's tolerance)."""
+    adv, _ = gae_cleanrl_style(rewards.float(), values.float(), dones, last_values.float(), gamma, lam)
+    adv = adv.to(rewards.dtype)
+    return adv, adv + values
+
+
+def td_cleanrl_style(rewards, values, dones, last_values, gamma):
+    nonterminal = 1.0 - dones.to(rewards.dtype)
+    next_values = torch.roll(values, -1, dims=-1).clone()
+    next_values[..., -1] = last_values
+    return rewards + gamma * nonterminal * next_values - values
+
+
+VARIANTS = [
+    ("compute_gae", gae_cleanrl_style),
+    ("compute_gae", gae_matrix),
+    ("compute_gae", gae_float32_inside),
+    ("td_residuals", td_cleanrl_style),
+]

@@ -1,0 +1,290 @@
+"""Wrong and right implementations of the PPO exercises, for tests/test_mutants.py.
+
+Each mutant is written the way a student might write it (not built from the
+check's own mistake catalogue), so the test proves the check catches real code.
+"""
+
+import torch
+
+from course_lib import ppo
+
+
+# ---------------------------------------------------------------------------
+# clipped_surrogate mutants
+# ---------------------------------------------------------------------------
+
+
+def surrogate_quotient_ratio(logp, logp_old, adv, clip_eps, clip_eps_high=None):
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    ratio = logp / logp_old.detach()
+    return -torch.min(ratio * adv.detach(), torch.clamp(ratio, 1 - clip_eps, 1 + high) * adv.detach())
+
+
+def surrogate_inverted_ratio(logp, logp_old, adv, clip_eps, clip_eps_high=None):
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    ratio = torch.exp(logp_old.detach() - logp)
+    return -torch.min(ratio * adv.detach(), torch.clamp(ratio, 1 - clip_eps, 1 + high) * adv.detach())
+
+
+def surrogate_max(logp, logp_old, adv, clip_eps, clip_eps_high=None):
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    ratio = torch.exp(logp - logp_old.detach())
+    return -torch.max(ratio * adv.detach(), torch.clamp(ratio, 1 - clip_eps, 1 + high) * adv.detach())
+
+
+def surrogate_clips_advantage(logp, logp_old, adv, clip_eps, clip_eps_high=None):
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    ratio = torch.exp(logp - logp_old.detach())
+    adv = adv.detach()
+    return -torch.min(ratio * adv, ratio * torch.clamp(adv, 1 - clip_eps, 1 + high))
+
+
+def surrogate_clips_log_ratio(logp, logp_old, adv, clip_eps, clip_eps_high=None):
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    log_ratio = logp - logp_old.detach()
+    adv = adv.detach()
+    return -torch.min(log_ratio.exp() * adv, torch.clamp(log_ratio, 1 - clip_eps, 1 + high).exp() * adv)
+
+
+def surrogate_no_clip(logp, logp_old, adv, clip_eps, clip_eps_high=None):
+    return -torch.exp(logp - logp_old.detach()) * adv.detach()
+
+
+def surrogate_no_minus(logp, logp_old, adv, clip_eps, clip_eps_high=None):
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    ratio = torch.exp(logp - logp_old.detach())
+    return torch.min(ratio * adv.detach(), torch.clamp(ratio, 1 - clip_eps, 1 + high) * adv.detach())
+
+
+def surrogate_old_attached(logp, logp_old, adv, clip_eps, clip_eps_high=None):
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    ratio = torch.exp(logp - logp_old)
+    return -torch.min(ratio * adv.detach(), torch.clamp(ratio, 1 - clip_eps, 1 + high) * adv.detach())
+
+
+def surrogate_adv_attached(logp, logp_old, adv, clip_eps, clip_eps_high=None):
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    ratio = torch.exp(logp - logp_old.detach())
+    return -torch.min(ratio * adv, torch.clamp(ratio, 1 - clip_eps, 1 + high) * adv)
+
+
+def surrogate_symmetric_only(logp, logp_old, adv, clip_eps, clip_eps_high=None):
+    ratio = torch.exp(logp - logp_old.detach())
+    return -torch.min(ratio * adv.detach(), torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps) * adv.detach())
+
+
+def surrogate_reduced(logp, logp_old, adv, clip_eps, clip_eps_high=None):
+    return ppo.clipped_surrogate(logp, logp_old, adv, clip_eps, clip_eps_high).mean()
+
+
+# ---------------------------------------------------------------------------
+# clipped_surrogate_loss mutants
+# ---------------------------------------------------------------------------
+
+
+def _loss_with(per_element, logp, logp_old, adv, clip_eps, mask, *, use_mask=True, binding=False):
+    per = per_element(logp, logp_old, adv, clip_eps)
+    m = torch.ones_like(logp) if (mask is None or not use_mask) else mask.to(logp.dtype)
+    loss = (per * m).sum() / m.sum()
+    ratio = torch.exp(logp - logp_old).detach()
+    if binding:
+        clipped = ((ratio > 1 + clip_eps) & (adv > 0)) | ((ratio < 1 - clip_eps) & (adv < 0))
+    else:
+        clipped = (ratio - 1).abs() > clip_eps
+    frac = ((clipped.to(logp.dtype) * m).sum() / m.sum()).item()
+    return loss, {"clip_fraction": frac, "approx_kl": 0.0}
+
+
+def loss_quotient_ratio(logp, logp_old, adv, clip_eps, mask=None):
+    return _loss_with(surrogate_quotient_ratio, logp, logp_old, adv, clip_eps, mask)
+
+
+def loss_max(logp, logp_old, adv, clip_eps, mask=None):
+    return _loss_with(surrogate_max, logp, logp_old, adv, clip_eps, mask)
+
+
+def loss_old_attached(logp, logp_old, adv, clip_eps, mask=None):
+    return _loss_with(surrogate_old_attached, logp, logp_old, adv, clip_eps, mask)
+
+
+def loss_ignores_mask(logp, logp_old, adv, clip_eps, mask=None):
+    return _loss_with(ppo.clipped_surrogate, logp, logp_old, adv, clip_eps, mask, use_mask=False)
+
+
+def loss_binding_clip_fraction(logp, logp_old, adv, clip_eps, mask=None):
+    return _loss_with(ppo.clipped_surrogate, logp, logp_old, adv, clip_eps, mask, binding=True)
+
+
+def loss_sum_not_mean(logp, logp_old, adv, clip_eps, mask=None):
+    per = ppo.clipped_surrogate(logp, logp_old, adv, clip_eps)
+    m = torch.ones_like(logp) if mask is None else mask.to(logp.dtype)
+    _, info = ppo.clipped_surrogate_loss(logp.detach(), logp_old, adv, clip_eps, mask)
+    return (per * m).sum(), info
+
+
+def loss_returns_tensor_only(logp, logp_old, adv, clip_eps, mask=None):
+    return ppo.clipped_surrogate_loss(logp, logp_old, adv, clip_eps, mask)[0]
+
+
+# ---------------------------------------------------------------------------
+# value_loss mutants
+# ---------------------------------------------------------------------------
+
+
+def _vloss(values, returns, values_old, clip_eps, mask, *, half=0.5, reduce=torch.max, detach_returns=True,
+           clip_values=False):
+    target = returns.detach() if detach_returns else returns
+    err = (values - target) ** 2
+    if clip_eps is not None:
+        if clip_values:
+            v_clip = torch.clamp(values, -clip_eps, clip_eps)
+        else:
+            v_clip = values_old.detach() + torch.clamp(values - values_old.detach(), -clip_eps, clip_eps)
+        err = reduce(err, (v_clip - target) ** 2)
+    m = torch.ones_like(values) if mask is None else mask.to(values.dtype)
+    return half * (err * m).sum() / m.sum()
+
+
+def value_loss_no_half(values, returns, values_old=None, clip_eps=None, mask=None):
+    return _vloss(values, returns, values_old, clip_eps, mask, half=1.0)
+
+
+def value_loss_min(values, returns, values_old=None, clip_eps=None, mask=None):
+    return _vloss(values, returns, values_old, clip_eps, mask, reduce=torch.min)
+
+
+def value_loss_returns_attached(values, returns, values_old=None, clip_eps=None, mask=None):
+    return _vloss(values, returns, values_old, clip_eps, mask, detach_returns=False)
+
+
+def value_loss_clips_values(values, returns, values_old=None, clip_eps=None, mask=None):
+    return _vloss(values, returns, values_old, clip_eps, mask, clip_values=True)
+
+
+def value_loss_never_clips(values, returns, values_old=None, clip_eps=None, mask=None):
+    return _vloss(values, returns, None, None, mask)
+
+
+# ---------------------------------------------------------------------------
+# PPOLoss mutants
+# ---------------------------------------------------------------------------
+
+
+class PPOLossEntropyAdded(torch.nn.Module):
+    def __init__(self, clip_epsilon=0.2, value_loss_coef=0.5, entropy_coef=0.01):
+        super().__init__()
+        self.clip_epsilon, self.value_loss_coef, self.entropy_coef = clip_epsilon, value_loss_coef, entropy_coef
+
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy):
+        policy_loss = ppo.clipped_surrogate(policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon).mean()
+        v_loss = 0.5 * ((values - returns.detach()) ** 2).mean()
+        return policy_loss + self.value_loss_coef * v_loss + self.entropy_coef * entropy.mean()
+
+
+def ppo_loss_old_attached(policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy,
+                          clip_epsilon=0.2, value_loss_coef=0.5, entropy_coef=0.01):
+    policy_loss = surrogate_old_attached(policy_logprobs, old_policy_logprobs, advantages, clip_epsilon).mean()
+    v_loss = 0.5 * ((values - returns.detach()) ** 2).mean()
+    return policy_loss + value_loss_coef * v_loss - entropy_coef * entropy.mean()
+
+
+def ppo_loss_ignores_value_coef(policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy,
+                                clip_epsilon=0.2, value_loss_coef=0.5, entropy_coef=0.01):
+    policy_loss = ppo.clipped_surrogate(policy_logprobs, old_policy_logprobs, advantages, clip_epsilon).mean()
+    v_loss = 0.5 * ((values - returns.detach()) ** 2).mean()
+    return policy_loss + 0.5 * v_loss - entropy_coef * entropy.mean()
+
+
+MUTANTS = [
+    ("clipped_surrogate", surrogate_quotient_ratio, "logp / logp_old"),
+    ("clipped_surrogate", surrogate_inverted_ratio, "inverted"),
+    ("clipped_surrogate", surrogate_max, "max of the two"),
+    ("clipped_surrogate", surrogate_clips_advantage, "clipped the advantage"),
+    ("clipped_surrogate", surrogate_clips_log_ratio, "clipped the log-ratio"),
+    ("clipped_surrogate", surrogate_no_clip, "no clip"),
+    ("clipped_surrogate", surrogate_no_minus, "minus sign"),
+    ("clipped_surrogate", surrogate_old_attached, "logp_old.detach()"),
+    ("clipped_surrogate", surrogate_adv_attached, "adv.detach()"),
+    ("clipped_surrogate", surrogate_symmetric_only, "clip_eps_high"),
+    ("clipped_surrogate", surrogate_reduced, "shape"),
+    ("clipped_surrogate_loss", loss_quotient_ratio, "logp / logp_old"),
+    ("clipped_surrogate_loss", loss_max, "max of the two"),
+    ("clipped_surrogate_loss", loss_old_attached, "logp_old.detach()"),
+    ("clipped_surrogate_loss", loss_ignores_mask, "mask is ignored"),
+    ("clipped_surrogate_loss", loss_binding_clip_fraction, "clip binds"),
+    ("clipped_surrogate_loss", loss_sum_not_mean, None),
+    ("clipped_surrogate_loss", loss_returns_tensor_only, None),
+    ("value_loss", value_loss_no_half, "0.5"),
+    ("value_loss", value_loss_min, "min of the two errors"),
+    ("value_loss", value_loss_returns_attached, "returns.detach()"),
+    ("value_loss", value_loss_clips_values, "do not clip the values themselves"),
+    ("value_loss", value_loss_never_clips, None),
+    ("ppo_loss", PPOLossEntropyAdded, "entropy term has the wrong sign"),
+    ("ppo_loss", ppo_loss_old_attached, "logp_old.detach()"),
+    ("ppo_loss", ppo_loss_ignores_value_coef, None),
+]
+
+
+# ---------------------------------------------------------------------------
+# Correct variants
+# ---------------------------------------------------------------------------
+
+
+def surrogate_sb3_style(logp, logp_old, adv, clip_eps, clip_eps_high=None):
+    """SB3 writes -min(a, b) as max(-a, -b)."""
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    ratio = torch.exp(logp - logp_old.detach())
+    adv = adv.detach()
+    return torch.max(-adv * ratio, -adv * torch.clamp(ratio, 1 - clip_eps, 1 + high))
+
+
+def surrogate_where(logp, logp_old, adv, clip_eps, clip_eps_high=None):
+    """Picks the branch by hand: the clipped one where it is the smaller objective."""
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    ratio = logp.exp() / logp_old.detach().exp()
+    adv = adv.detach()
+    clipped = ratio.clamp(1 - clip_eps, 1 + high)
+    return torch.where(clipped * adv < ratio * adv, -clipped * adv, -ratio * adv)
+
+
+def loss_masked_mean(logp, logp_old, adv, clip_eps, mask=None):
+    m = torch.ones_like(logp) if mask is None else mask.to(logp.dtype)
+    per = surrogate_sb3_style(logp, logp_old, adv, clip_eps)
+    ratio = torch.exp(logp - logp_old).detach()
+    frac = (((ratio - 1).abs() > clip_eps).to(logp.dtype) * m).sum() / m.sum()
+    return (per * m).sum() / m.sum(), {"clip_fraction": float(frac), "approx_kl": 0.0}
+
+
+def loss_float32_inside(logp, logp_old, adv, clip_eps, mask=None):
+    loss, info = ppo.clipped_surrogate_loss(logp.float(), logp_old.float(), adv.float(), clip_eps, mask)
+    return loss.to(logp.dtype), info
+
+
+def value_loss_mse(values, returns, values_old=None, clip_eps=None, mask=None):
+    """CleanRL's form: 0.5 * max(unclipped, clipped), with torch.nn.functional for the plain case."""
+    m = torch.ones_like(values) if mask is None else mask.to(values.dtype)
+    if clip_eps is None:
+        if mask is None:
+            return 0.5 * torch.nn.functional.mse_loss(values, returns.detach())
+        return 0.5 * (((values - returns.detach()) ** 2) * m).sum() / m.sum()
+    old = values_old.detach()
+    v_clipped = old + torch.clamp(values - old, -clip_eps, clip_eps)
+    v_loss_max = torch.max((values - returns.detach()) ** 2, (v_clipped - returns.detach()) ** 2)
+    return 0.5 * (v_loss_max * m).sum() / m.sum()
+
+
+def ppo_loss_function(policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy,
+                      clip_epsilon=0.2, value_loss_coef=0.5, entropy_coef=0.01):
+    policy_loss, _ = ppo.clipped_surrogate_loss(policy_logprobs, old_policy_logprobs, advantages, clip_epsilon)
+    return policy_loss + value_loss_coef * ppo.value_loss(values, returns) - entropy_coef * entropy.mean()
+
+
+VARIANTS = [
+    ("clipped_surrogate", surrogate_sb3_style),
+    ("clipped_surrogate", surrogate_where),
+    ("clipped_surrogate_loss", loss_masked_mean),
+    ("clipped_surrogate_loss", loss_float32_inside),
+    ("value_loss", value_loss_mse),
+    ("ppo_loss", ppo.PPOLoss),
+    ("ppo_loss", ppo_loss_function),
+]
