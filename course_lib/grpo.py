@@ -1,0 +1,333 @@
+"""GRPO: PPO's clipped surrogate with a group baseline in place of the critic.
+
+Shao et al. 2024, "DeepSeekMath", section 4.1 (eq. 3). For each prompt, sample a
+group of ``G`` responses, score them, and give every token of response ``i`` the
+same advantage, its reward standardised within the group (section 4.1.2):
+
+    adv_i = (r_i - mean(r)) / std(r).
+
+The loss is PPO's clipped surrogate (``course_lib.ppo.clipped_surrogate``) on
+every token, plus a KL penalty toward a frozen reference policy, estimated per
+token with Schulman's k3 (DeepSeekMath eq. 4; Schulman 2020, "Approximating KL
+Divergence"):
+
+    loss_{i,t} = -min(ratio * adv_i, clip(ratio, 1 - eps, 1 + eps) * adv_i) + kl_coef * k3_{i,t}.
+
+How the per-token losses become one number matters (:func:`aggregate_loss`):
+
+- ``"seq-mean-token-mean"``: DeepSeekMath's ``1/G sum_i 1/|o_i| sum_t``; each
+  token of a long response weighs less, which favours short right answers and long wrong ones
+  (Liu et al. 2025, "Understanding R1-Zero-Like Training: A Critical Perspective").
+- ``"token-mean"``: DAPO's token-level loss (Yu et al. 2025, "DAPO"): the mean over
+  all valid tokens of the batch.
+- ``"seq-mean-token-sum-norm"``: Dr. GRPO (Liu et al. 2025): sum over each
+  response's tokens divided by a constant ``max_len``, then mean over responses;
+  with ``normalize_std=False`` (no division by the group std) it is their whole fix.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from course_lib import _validate
+from course_lib.baselines import compute_deltas
+from course_lib.ppo import clipped_surrogate
+
+KL_KINDS = ("k1", "k2", "k3")
+LOSS_AGG_MODES = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum-norm")
+
+
+# ---------------------------------------------------------------------------
+# Group-relative advantages
+# ---------------------------------------------------------------------------
+
+
+def group_advantages(rewards: torch.Tensor, normalize_std: bool = True, eps: float = 1e-6) -> torch.Tensor:
+    """GRPO's advantage: each reward minus its group's mean, divided by the group's std.
+
+    The same computation as ``baselines.compute_deltas`` in the modes
+    ``"normalized_rewards"`` (GRPO) and ``"centered_rewards"`` (Dr. GRPO, which drops
+    the std because it up-weights prompts that are nearly always or never solved).
+    The std is Bessel-corrected (``torch.std``; TRL and verl do the same) and ``eps``
+    is added to it (the course and verl use 1e-6, TRL 1e-4). A group whose
+    rewards are all equal, or a group of one, gets zeros: no signal, no NaN.
+
+    Args:
+        rewards: ``[B, G]`` the reward of response ``g`` to prompt ``b``.
+        normalize_std: divide by the group std (GRPO) or not (Dr. GRPO).
+        eps: added to the std; positive.
+
+    Returns:
+        ``[B, G]`` advantages, one per response.
+    """
+    if not isinstance(normalize_std, bool):
+        raise ValueError(f"normalize_std: expected True or False, got {normalize_std!r}")  # noqa: TRY004
+    mode = "normalized_rewards" if normalize_std else "centered_rewards"
+    return compute_deltas(rewards, mode, eps=eps)
+
+
+# ---------------------------------------------------------------------------
+# The KL penalty
+# ---------------------------------------------------------------------------
+
+
+def kl_estimate(logp: torch.Tensor, logp_ref: torch.Tensor, kind: str) -> torch.Tensor:
+    """A per-sample estimate of KL(pi_theta || pi_ref) from samples of pi_theta.
+
+    With ``log_r = logp_ref - logp`` (so ``r = pi_ref / pi_theta``) at a sample
+    ``y ~ pi_theta``, Schulman's three estimators are
+
+    - ``k1 = -log_r = logp - logp_ref``: unbiased, high variance, can be negative;
+    - ``k2 = 0.5 * log_r**2``: biased, low variance, always >= 0;
+    - ``k3 = (r - 1) - log_r``: unbiased, low variance, always >= 0 (DeepSeekMath's
+      eq. 4; TRL's GRPO uses it, verl calls it ``low_var_kl``).
+
+    verl clamps ``log_r`` to [-20, 20] and k3 to [-10, 10]; the course does not.
+
+    Args:
+        logp: ``[...]`` log pi_theta of the sampled tokens.
+        logp_ref: ``[...]`` log pi_ref of the same tokens.
+        kind: ``"k1"``, ``"k2"`` or ``"k3"``.
+
+    Returns:
+        ``[...]`` one estimate per token; their mean over samples estimates the KL.
+    """
+    _validate.require_tensor("logp", logp)
+    _validate.require_same_shape("logp_ref", logp_ref, "logp", logp)
+    _validate.require_choice("kind", kind, KL_KINDS)
+    log_r = logp_ref - logp  # (...), log pi_ref / pi_theta
+    if kind == "k1":
+        return -log_r
+    if kind == "k2":
+        return 0.5 * log_r**2
+    # k3 = (exp(log_r) - 1) - log_r. expm1 is exact near log_r = 0, where
+    # exp(log_r) - 1 would lose every digit to cancellation (and could dip below 0).
+    return torch.expm1(log_r) - log_r
+
+
+# ---------------------------------------------------------------------------
+# Masked reductions and loss aggregation
+# ---------------------------------------------------------------------------
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    """Mean of the valid entries of ``x`` (over ``dim``, or over all entries when ``None``).
+
+    Args:
+        x: ``[...]`` any tensor.
+        mask: ``[...]`` same shape, 1 (True) for valid entries, 0 for padding.
+        dim: the axis to reduce, or ``None`` for all of them.
+
+    Returns:
+        The mean; where no entry is valid it is 0, not NaN (nothing to contribute).
+    """
+    total, count = _masked_sum(x, mask, dim)
+    return total / count.clamp(min=1)
+
+
+def masked_normalize(
+    x: torch.Tensor, mask: torch.Tensor, dim: int | None = None, normalize_constant: float = 1.0
+) -> torch.Tensor:
+    """Sum of the valid entries of ``x`` (over ``dim``, or all), divided by a constant.
+
+    Args:
+        x: ``[...]`` any tensor.
+        mask: ``[...]`` same shape, 1 (True) for valid entries, 0 for padding.
+        dim: the axis to reduce, or ``None`` for all of them.
+        normalize_constant: the divisor, positive (Dr. GRPO's ``max_len``).
+    """
+    normalize_constant = _validate.require_positive("normalize_constant", normalize_constant)
+    total, _ = _masked_sum(x, mask, dim)
+    return total / normalize_constant
+
+
+def _masked_sum(x, mask, dim):
+    _validate.require_tensor("x", x)
+    valid = _validate.require_mask("mask", mask, "x", x) > 0
+    if dim is not None and not -x.dim() <= dim < max(x.dim(), 1):
+        raise ValueError(f"dim: expected an axis of x (shape {tuple(x.shape)}), got {dim}")
+    # torch.where, not x * mask: a NaN or inf in the padding would survive 0 * x.
+    x = torch.where(valid, x, torch.zeros_like(x))
+    if dim is None:
+        return x.sum(), valid.sum()
+    return x.sum(dim=dim), valid.sum(dim=dim)
+
+
+def aggregate_loss(
+    per_token: torch.Tensor, mask: torch.Tensor, mode: str, max_len: float | None = None
+) -> torch.Tensor:
+    """Reduce a per-token loss to a scalar in one of the three ways GRPO variants use.
+
+    =========================== ============================================= ==============
+    mode                        loss                                          used by
+    =========================== ============================================= ==============
+    ``seq-mean-token-mean``     mean_i ( sum_t l_{i,t} / |o_i| )              GRPO
+    ``token-mean``              sum_{i,t} l_{i,t} / sum_i |o_i|               DAPO
+    ``seq-mean-token-sum-norm`` mean_i ( sum_t l_{i,t} / max_len )            Dr. GRPO
+    =========================== ============================================= ==============
+
+    ``|o_i|`` is the number of valid tokens of response ``i``; "mean_i" runs over
+    every leading index of ``per_token`` (all ``B * G`` responses).
+
+    Conventions:
+        - ``max_len`` defaults to ``T``, the padded length of this batch. TRL's
+          ``loss_type="dr_grpo"`` divides by the configured ``max_completion_length``
+          (pass it as ``max_len`` to match); verl's ``seq-mean-token-sum-norm`` divides
+          by the padded length too, but divides the *sum* over all responses by it
+          (no mean over responses), a loss ``B * G`` times larger.
+        - An empty response (no valid token) contributes 0 to the per-response
+          sum and still counts as a response in the mean, as TRL's
+          ``clamp(min=1)`` does; never NaN. (Some verl versions divide by zero there,
+          later ones leave empty responses out of the mean.)
+
+    Args:
+        per_token: ``[..., T]`` the loss of every token.
+        mask: ``[..., T]`` 1 (True) for real tokens, 0 for padding.
+        mode: one of the three modes above.
+        max_len: Dr. GRPO's constant; positive; ``None`` means ``T``.
+
+    Returns:
+        A scalar.
+    """
+    _validate.require_tensor("per_token", per_token, min_dim=1)
+    _validate.require_mask("mask", mask, "per_token", per_token)
+    _validate.require_choice("mode", mode, LOSS_AGG_MODES)
+    T = per_token.shape[-1]
+    max_len = T if max_len is None else _validate.require_positive("max_len", max_len)
+    if mode == "token-mean":
+        # Every valid token of the batch weighs the same, whatever its response's length.
+        return masked_mean(per_token, mask)
+    if mode == "seq-mean-token-mean":
+        per_response = masked_mean(per_token, mask, dim=-1)  # (...)
+    else:
+        # A constant divisor: a token's weight no longer depends on its response's length.
+        per_response = masked_normalize(per_token, mask, dim=-1, normalize_constant=max_len)  # (...)
+    return per_response.mean()
+
+
+# ---------------------------------------------------------------------------
+# The GRPO loss
+# ---------------------------------------------------------------------------
+
+
+def grpo_loss(
+    logp: torch.Tensor,
+    logp_old: torch.Tensor,
+    logp_ref: torch.Tensor | None,
+    rewards: torch.Tensor,
+    mask: torch.Tensor,
+    clip_eps: float = 0.2,
+    kl_coef: float = 0.04,
+    kl_kind: str = "k3",
+    normalize_std: bool = True,
+    loss_agg: str = "seq-mean-token-mean",
+    max_len: float | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The GRPO loss of a batch of ``B`` prompts with ``G`` responses each.
+
+    Args:
+        logp: ``[B, G, T]`` log pi_theta of the response tokens (carries the gradient).
+        logp_old: ``[B, G, T]`` log pi_theta_old, the policy that sampled them (a constant).
+        logp_ref: ``[B, G, T]`` log pi_ref of the frozen reference policy (a constant),
+            or ``None`` for no KL penalty.
+        rewards: ``[B, G]`` one reward per response (a constant).
+        mask: ``[B, G, T]`` 1 (True) for response tokens, 0 for padding.
+        clip_eps: PPO's clip range, positive.
+        kl_coef: weight of the KL penalty (DeepSeekMath's beta = 0.04), non-negative.
+        kl_kind: the KL estimator, ``"k1"``, ``"k2"`` or ``"k3"``.
+        normalize_std: divide advantages by the group std (GRPO) or not (Dr. GRPO).
+        loss_agg: how tokens are averaged, see :func:`aggregate_loss`.
+        max_len: Dr. GRPO's constant (default ``T``).
+
+    Returns:
+        ``(loss, info)``: the scalar loss and floats ``clip_fraction`` (valid tokens
+        with ``|ratio - 1| > clip_eps``, as ``ppo.clipped_surrogate_loss``),
+        ``clip_active_fraction`` (where the clip zeroes the gradient), ``kl`` (the
+        mean estimate over valid tokens, 0 without ``logp_ref``), ``adv_abs_mean``
+        (mean |advantage| over responses) and ``reward_mean``.
+    """
+    _validate.require_tensor("logp", logp)
+    if logp.dim() != 3:
+        raise ValueError(f"logp: expected shape (B, G, T), got {tuple(logp.shape)}")
+    _validate.require_same_shape("logp_old", logp_old, "logp", logp)
+    if logp_ref is not None:
+        _validate.require_same_shape("logp_ref", logp_ref, "logp", logp)
+    _validate.require_tensor("rewards", rewards)
+    _validate.require_shape("rewards", rewards, logp.shape[:2], like="logp's (B, G)")
+    valid = _validate.require_mask("mask", mask, "logp", logp) > 0  # (B, G, T)
+    kl_coef = _validate.require_non_negative("kl_coef", kl_coef)
+    _validate.require_choice("kl_kind", kl_kind, KL_KINDS)
+    _validate.require_choice("loss_agg", loss_agg, LOSS_AGG_MODES)
+
+    # The critic-free baseline: each response is compared with its own group.
+    adv = group_advantages(rewards.detach(), normalize_std=normalize_std)  # (B, G)
+    adv_tokens = adv.unsqueeze(-1).expand_as(logp)  # (B, G, T): every token shares its response's adv
+
+    # PPO's clipped surrogate, token by token (clipped_surrogate treats logp_old and adv as constants).
+    per_token = clipped_surrogate(logp, logp_old, adv_tokens, clip_eps)  # (B, G, T)
+    if logp_ref is not None:
+        kl = kl_estimate(logp, logp_ref.detach(), kl_kind)  # (B, G, T)
+        per_token = per_token + kl_coef * kl
+    loss = aggregate_loss(per_token, valid, loss_agg, max_len)
+
+    with torch.no_grad():  # diagnostics, not part of the graph
+        log_ratio = torch.where(valid, logp - logp_old, torch.zeros_like(logp))
+        ratio = torch.exp(log_ratio)  # (B, G, T)
+        low, high = ratio < 1.0 - clip_eps, ratio > 1.0 + clip_eps
+        binding = (high & (adv_tokens > 0)) | (low & (adv_tokens < 0))
+        info = {
+            "clip_fraction": masked_mean((low | high).to(logp.dtype), valid).item(),
+            "clip_active_fraction": masked_mean(binding.to(logp.dtype), valid).item(),
+            "kl": masked_mean(kl, valid).item() if logp_ref is not None else 0.0,
+            "adv_abs_mean": adv.abs().mean().item(),
+            "reward_mean": rewards.mean().item(),
+        }
+    return loss, info
+
+
+class GRPOLoss(nn.Module):
+    """GRPO's loss for one log-prob per response (a response of one token, or summed log-probs).
+
+    ``forward(policy_logprobs, old_policy_logprobs, rewards, reference_logprobs)``, all
+    ``[B, G]``, returns :func:`grpo_loss` with ``T = 1``, where the three
+    aggregation modes agree, the k3 KL estimator and std-normalised advantages.
+
+    Args:
+        clip_epsilon: PPO's clip range.
+        kl_beta: weight of the KL penalty.
+    """
+
+    def __init__(self, clip_epsilon: float = 0.2, kl_beta: float = 0.1):
+        super().__init__()
+        self.clip_epsilon = _validate.require_positive("clip_epsilon", clip_epsilon)
+        self.kl_beta = _validate.require_non_negative("kl_beta", kl_beta)
+
+    def forward(self, policy_logprobs, old_policy_logprobs, rewards, reference_logprobs=None):
+        _validate.require_tensor("policy_logprobs", policy_logprobs)
+        if policy_logprobs.dim() != 2:
+            raise ValueError(f"policy_logprobs: expected shape (B, G), got {tuple(policy_logprobs.shape)}")
+        _validate.require_same_shape("old_policy_logprobs", old_policy_logprobs, "policy_logprobs", policy_logprobs)
+        _validate.require_same_shape("rewards", rewards, "policy_logprobs", policy_logprobs)
+        if reference_logprobs is not None:
+            _validate.require_same_shape("reference_logprobs", reference_logprobs, "policy_logprobs", policy_logprobs)
+            reference_logprobs = reference_logprobs.unsqueeze(-1)  # (B, G, 1)
+        loss, _ = grpo_loss(
+            policy_logprobs.unsqueeze(-1),  # (B, G, 1)
+            old_policy_logprobs.unsqueeze(-1),
+            reference_logprobs,
+            rewards,
+            torch.ones_like(policy_logprobs).unsqueeze(-1),
+            clip_eps=self.clip_epsilon,
+            kl_coef=self.kl_beta,
+        )
+        return loss
+
+
+# The checks live in grpo_checks.py (cases and mistakes are long); re-exported here.
+from course_lib.grpo_checks import (  # noqa: E402  (after the definitions they check)
+    check_aggregate_loss,
+    check_group_advantages,
+    check_grpo_loss,
+    check_kl_estimate,
+)

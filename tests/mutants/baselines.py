@@ -1,0 +1,189 @@
+"""Classic wrong (and correct) ways to write the exercises of chapter 03.
+
+``compute_deltas(rewards[B, G], mode)`` and ``gradient_variance(grad_samples[N, P])``,
+checked by ``course_lib.baselines.check_compute_deltas`` and ``check_gradient_variance``.
+"""
+
+import torch
+
+# ---------------------------------------------------------------------------
+# compute_deltas: wrong
+# ---------------------------------------------------------------------------
+
+
+def _deltas(rewards, mode, *, centre, scale):
+    """Shared skeleton: ``centre(rewards)`` and ``scale(rewards)`` are the parts a mutant changes."""
+    if mode == "rewards":
+        return rewards.clone()
+    centred = centre(rewards)
+    if mode == "centered_rewards":
+        return centred
+    if rewards.shape[-1] == 1:
+        return torch.zeros_like(rewards)
+    return centred / scale(rewards)
+
+
+def _group_centre(r):
+    return r - r.mean(dim=-1, keepdim=True)
+
+
+def deltas_population_std(rewards, mode, eps=1e-6):
+    return _deltas(rewards, mode, centre=_group_centre,
+                   scale=lambda r: r.std(dim=-1, keepdim=True, correction=0) + eps)
+
+
+def deltas_no_eps(rewards, mode, eps=1e-6):
+    return _deltas(rewards, mode, centre=_group_centre, scale=lambda r: r.std(dim=-1, keepdim=True))
+
+
+def deltas_nan_for_group_of_one(rewards, mode, eps=1e-6):
+    if mode == "rewards":
+        return rewards.clone()
+    centred = rewards - rewards.mean(dim=-1, keepdim=True)
+    if mode == "centered_rewards":
+        return centred
+    return centred / (rewards.std(dim=-1, keepdim=True) + eps)
+
+
+def deltas_batch_mean(rewards, mode, eps=1e-6):
+    return _deltas(rewards, mode, centre=lambda r: r - r.mean(dim=0, keepdim=True),
+                   scale=lambda r: r.std(dim=-1, keepdim=True) + eps)
+
+
+def deltas_batch_std(rewards, mode, eps=1e-6):
+    return _deltas(rewards, mode, centre=_group_centre, scale=lambda r: r.std(dim=0, keepdim=True) + eps)
+
+
+def deltas_not_centred_before_dividing(rewards, mode, eps=1e-6):
+    if mode == "normalized_rewards":
+        return _deltas(rewards, mode, centre=lambda r: r, scale=lambda r: r.std(dim=-1, keepdim=True) + eps)
+    return _deltas(rewards, mode, centre=_group_centre, scale=None)
+
+
+def deltas_divide_by_variance(rewards, mode, eps=1e-6):
+    return _deltas(rewards, mode, centre=_group_centre, scale=lambda r: r.var(dim=-1, keepdim=True) + eps)
+
+
+def deltas_eps_inside_sqrt(rewards, mode, eps=1e-6):
+    return _deltas(rewards, mode, centre=_group_centre,
+                   scale=lambda r: torch.sqrt(r.var(dim=-1, keepdim=True) + eps))
+
+
+def deltas_centred_in_rewards_mode(rewards, mode, eps=1e-6):
+    if mode == "rewards":
+        return rewards - rewards.mean(dim=-1, keepdim=True)
+    return _deltas(rewards, mode, centre=_group_centre, scale=lambda r: r.std(dim=-1, keepdim=True) + eps)
+
+
+def deltas_modes_swapped(rewards, mode, eps=1e-6):
+    swapped = {"centered_rewards": "normalized_rewards", "normalized_rewards": "centered_rewards"}
+    return _deltas(rewards, swapped.get(mode, mode), centre=_group_centre,
+                   scale=lambda r: r.std(dim=-1, keepdim=True) + eps)
+
+
+# ---------------------------------------------------------------------------
+# compute_deltas: correct variants
+# ---------------------------------------------------------------------------
+
+
+def deltas_loop_over_groups(rewards, mode, eps=1e-6):
+    """One group at a time, the std written out with Bessel's correction."""
+    if mode == "rewards":
+        return rewards.clone()
+    out = torch.zeros_like(rewards)
+    B, G = rewards.shape
+    for b in range(B):
+        group = rewards[b]
+        mean = group.sum() / G
+        centred = group - mean
+        if mode == "centered_rewards":
+            out[b] = centred
+        elif G > 1:
+            std = torch.sqrt((centred**2).sum() / (G - 1))
+            out[b] = centred / (std + eps)
+    return out
+
+
+def deltas_from_population_std(rewards, mode, eps=1e-6):
+    """The population std rescaled by sqrt(G / (G - 1)) is Bessel's std; nan_to_num handles G = 1."""
+    if mode == "rewards":
+        return rewards.clone()
+    centred = rewards - rewards.mean(dim=-1, keepdim=True)
+    if mode == "centered_rewards":
+        return centred
+    G = rewards.shape[-1]
+    std = rewards.std(dim=-1, keepdim=True, correction=0) * (G / max(G - 1, 1)) ** 0.5
+    return torch.nan_to_num(centred / (std + eps))
+
+
+# ---------------------------------------------------------------------------
+# gradient_variance: wrong
+# ---------------------------------------------------------------------------
+
+
+def variance_population(grad_samples):
+    return grad_samples.var(dim=0, correction=0).sum()
+
+
+def variance_of_the_mean(grad_samples):
+    return grad_samples.var(dim=0).sum() / grad_samples.shape[0]
+
+
+def variance_over_coordinates(grad_samples):
+    return grad_samples.var(dim=1).sum()
+
+
+def variance_flattened(grad_samples):
+    return grad_samples.flatten().var()
+
+
+def variance_averaged_not_summed(grad_samples):
+    return grad_samples.var(dim=0).mean()
+
+
+def variance_not_centred(grad_samples):
+    return (grad_samples**2).sum(dim=1).mean()
+
+
+# ---------------------------------------------------------------------------
+# gradient_variance: correct variants
+# ---------------------------------------------------------------------------
+
+
+def variance_trace_of_covariance(grad_samples):
+    cov = torch.atleast_2d(torch.cov(grad_samples.T))  # (P, P), rows of .T are the coordinates
+    return float(torch.diagonal(cov).sum())
+
+
+def variance_mean_squared_distance(grad_samples):
+    """E|g - mean|^2 with Bessel's correction, written as a loop over samples."""
+    mean = grad_samples.mean(dim=0)
+    total = sum(float(((g - mean) ** 2).sum()) for g in grad_samples)
+    return total / (grad_samples.shape[0] - 1)
+
+
+MUTANTS = [
+    ("compute_deltas", deltas_population_std, "Bessel"),
+    ("compute_deltas", deltas_no_eps, "add eps"),
+    ("compute_deltas", deltas_nan_for_group_of_one, "group of one"),
+    ("compute_deltas", deltas_batch_mean, "batch axis (dim=0)"),
+    ("compute_deltas", deltas_batch_std, "std is over the batch axis"),
+    ("compute_deltas", deltas_not_centred_before_dividing, "centre them first"),
+    ("compute_deltas", deltas_divide_by_variance, "variance"),
+    ("compute_deltas", deltas_eps_inside_sqrt, "inside the square root"),
+    ("compute_deltas", deltas_centred_in_rewards_mode, "unchanged"),
+    ("compute_deltas", deltas_modes_swapped, None),
+    ("gradient_variance", variance_population, "N - 1"),
+    ("gradient_variance", variance_of_the_mean, "variance of the mean"),
+    ("gradient_variance", variance_over_coordinates, "wrong axis"),
+    ("gradient_variance", variance_flattened, "flattened"),
+    ("gradient_variance", variance_averaged_not_summed, "their sum"),
+    ("gradient_variance", variance_not_centred, "second moment"),
+]
+
+VARIANTS = [
+    ("compute_deltas", deltas_loop_over_groups),
+    ("compute_deltas", deltas_from_population_std),
+    ("gradient_variance", variance_trace_of_covariance),
+    ("gradient_variance", variance_mean_squared_distance),
+]

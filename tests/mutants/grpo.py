@@ -1,0 +1,336 @@
+"""Classic wrong (and correct) ways to write the exercises of chapter 06.
+
+``group_advantages(rewards[B, G], normalize_std=True, eps=1e-6)``,
+``kl_estimate(logp, logp_ref, kind)``, ``aggregate_loss(per_token[..., T], mask, mode, max_len=None)``
+and ``grpo_loss(...)``, checked by the ``check_*`` functions of ``course_lib.grpo``.
+"""
+
+import torch
+
+from course_lib.ppo import clipped_surrogate
+
+# ---------------------------------------------------------------------------
+# group_advantages: wrong
+# ---------------------------------------------------------------------------
+
+
+def _advantages(rewards, normalize_std, eps, *, mean_dim=-1, std=None, centre=True, add_eps=True):
+    adv = rewards - rewards.mean(dim=mean_dim, keepdim=True) if centre else rewards.clone()
+    if not normalize_std:
+        return adv
+    if rewards.shape[-1] == 1:
+        return torch.zeros_like(rewards)
+    spread = std(rewards) if std else rewards.std(dim=-1, keepdim=True)
+    return adv / (spread + eps) if add_eps else adv / spread
+
+
+def advantages_population_std(rewards, normalize_std=True, eps=1e-6):
+    return _advantages(rewards, normalize_std, eps, std=lambda r: r.std(dim=-1, keepdim=True, correction=0))
+
+
+def advantages_no_eps(rewards, normalize_std=True, eps=1e-6):
+    return _advantages(rewards, normalize_std, eps, add_eps=False)
+
+
+def advantages_batch_mean(rewards, normalize_std=True, eps=1e-6):
+    return _advantages(rewards, normalize_std, eps, mean_dim=0)
+
+
+def advantages_not_centred(rewards, normalize_std=True, eps=1e-6):
+    return _advantages(rewards, normalize_std, eps, centre=False)
+
+
+def advantages_always_normalised(rewards, normalize_std=True, eps=1e-6):
+    return _advantages(rewards, True, eps)
+
+
+def advantages_nan_for_group_of_one(rewards, normalize_std=True, eps=1e-6):
+    adv = rewards - rewards.mean(dim=-1, keepdim=True)
+    return adv / (rewards.std(dim=-1, keepdim=True) + eps) if normalize_std else adv
+
+
+def advantages_eps_ignored(rewards, normalize_std=True, eps=1e-6):
+    return _advantages(rewards, normalize_std, 1e-6)
+
+
+# ---------------------------------------------------------------------------
+# group_advantages: correct variants
+# ---------------------------------------------------------------------------
+
+
+def advantages_trl_style(rewards, normalize_std=True, eps=1e-6):
+    """TRL's layout: a flat vector of B * G rewards, group statistics repeated G times."""
+    B, G = rewards.shape
+    flat = rewards.reshape(-1)  # (B * G,)
+    mean = flat.view(B, G).mean(dim=1).repeat_interleave(G)
+    adv = flat - mean
+    if normalize_std:
+        if G == 1:
+            return torch.zeros_like(rewards)
+        std = flat.view(B, G).std(dim=1).repeat_interleave(G)
+        adv = adv / (std + eps)
+    return adv.view(B, G)
+
+
+# ---------------------------------------------------------------------------
+# kl_estimate: wrong
+# ---------------------------------------------------------------------------
+
+
+def _kl(logp, logp_ref, kind, **wrong):
+    log_r = logp_ref - logp
+    if kind in wrong:
+        return wrong[kind](logp, logp_ref)
+    if kind == "k1":
+        return -log_r
+    if kind == "k2":
+        return 0.5 * log_r**2
+    return torch.exp(log_r) - log_r - 1
+
+
+def kl_k1_reversed(logp, logp_ref, kind):
+    return _kl(logp, logp_ref, kind, k1=lambda p, q: q - p)
+
+
+def kl_k3_ratio_inverted(logp, logp_ref, kind):
+    return _kl(logp, logp_ref, kind, k3=lambda p, q: torch.exp(p - q) - (p - q) - 1)
+
+
+def kl_k3_without_minus_one(logp, logp_ref, kind):
+    return _kl(logp, logp_ref, kind, k3=lambda p, q: torch.exp(q - p) - (q - p))
+
+
+def kl_k2_without_half(logp, logp_ref, kind):
+    return _kl(logp, logp_ref, kind, k2=lambda p, q: (p - q) ** 2)
+
+
+def kl_k3_sign_of_log_term(logp, logp_ref, kind):
+    return _kl(logp, logp_ref, kind, k3=lambda p, q: torch.exp(q - p) + (q - p) - 1)
+
+
+def kl_k1_ratio_not_log_ratio(logp, logp_ref, kind):
+    return _kl(logp, logp_ref, kind, k1=lambda p, q: torch.exp(p - q))
+
+
+def kl_detached(logp, logp_ref, kind):
+    return _kl(logp.detach(), logp_ref, kind)
+
+
+# ---------------------------------------------------------------------------
+# kl_estimate: correct variants
+# ---------------------------------------------------------------------------
+
+
+def kl_via_ratio(logp, logp_ref, kind):
+    """Written with the ratio r = pi_ref / pi_theta, as in Schulman's note."""
+    r = torch.exp(logp_ref - logp)
+    return {"k1": -torch.log(r), "k2": 0.5 * torch.log(r) ** 2, "k3": (r - 1) - torch.log(r)}[kind]
+
+
+# ---------------------------------------------------------------------------
+# aggregate_loss: wrong
+# ---------------------------------------------------------------------------
+
+
+def _aggregate(per_token, mask, mode, max_len=None, **wrong):
+    mask = mask.to(per_token.dtype)
+    L = per_token.shape[-1] if max_len is None else max_len
+    if mode in wrong:
+        return wrong[mode](per_token, mask, L)
+    if mode == "token-mean":
+        return (per_token * mask).sum() / mask.sum().clamp(min=1)
+    if mode == "seq-mean-token-mean":
+        return ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1)).mean()
+    return ((per_token * mask).sum(-1) / L).mean()
+
+
+def aggregate_token_mean_for_seq_mean(per_token, mask, mode, max_len=None):
+    return _aggregate(per_token, mask, mode, max_len,
+                      **{"seq-mean-token-mean": lambda x, m, L: (x * m).sum() / m.sum().clamp(min=1)})
+
+
+def aggregate_seq_mean_for_token_mean(per_token, mask, mode, max_len=None):
+    return _aggregate(per_token, mask, mode, max_len,
+                      **{"token-mean": lambda x, m, L: ((x * m).sum(-1) / m.sum(-1).clamp(min=1)).mean()})
+
+
+def aggregate_dr_grpo_by_valid_tokens(per_token, mask, mode, max_len=None):
+    return _aggregate(per_token, mask, mode, max_len,
+                      **{"seq-mean-token-sum-norm": lambda x, m, L: ((x * m).sum(-1) / m.sum(-1).clamp(min=1)).mean()})
+
+
+def aggregate_dr_grpo_ignores_max_len(per_token, mask, mode, max_len=None):
+    return _aggregate(per_token, mask, mode, max_len,
+                      **{"seq-mean-token-sum-norm": lambda x, m, L: ((x * m).sum(-1) / x.shape[-1]).mean()})
+
+
+def aggregate_dr_grpo_verl_sum(per_token, mask, mode, max_len=None):
+    return _aggregate(per_token, mask, mode, max_len,
+                      **{"seq-mean-token-sum-norm": lambda x, m, L: (x * m).sum() / L})
+
+
+def aggregate_mask_ignored(per_token, mask, mode, max_len=None):
+    return _aggregate(per_token, torch.ones_like(per_token), mode, max_len)
+
+
+def aggregate_padding_in_denominator(per_token, mask, mode, max_len=None):
+    return _aggregate(per_token, mask, mode, max_len,
+                      **{"token-mean": lambda x, m, L: (x * m).mean(),
+                         "seq-mean-token-mean": lambda x, m, L: (x * m).mean()})
+
+
+def aggregate_nan_on_empty_response(per_token, mask, mode, max_len=None):
+    return _aggregate(per_token, mask, mode, max_len,
+                      **{"seq-mean-token-mean": lambda x, m, L: ((x * m).sum(-1) / m.sum(-1)).mean()})
+
+
+# ---------------------------------------------------------------------------
+# aggregate_loss: correct variants
+# ---------------------------------------------------------------------------
+
+
+def aggregate_loop(per_token, mask, mode, max_len=None):
+    """Response by response, token by token."""
+    T = per_token.shape[-1]
+    rows, masks = per_token.reshape(-1, T), mask.reshape(-1, T).bool()
+    L = T if max_len is None else max_len
+    per_response, total, count = [], per_token.sum() * 0.0, 0
+    for row, valid in zip(rows, masks):
+        row_sum, n = per_token.sum() * 0.0, 0
+        for t in range(T):
+            if valid[t]:
+                row_sum = row_sum + row[t]
+                n += 1
+        total, count = total + row_sum, count + n
+        per_response.append(row_sum / max(n, 1) if mode == "seq-mean-token-mean" else row_sum / L)
+    if mode == "token-mean":
+        return total / max(count, 1)
+    return torch.stack(per_response).mean()
+
+
+# ---------------------------------------------------------------------------
+# grpo_loss: wrong
+# ---------------------------------------------------------------------------
+
+
+def _grpo(logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
+          normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, *, kl=None, adv=None,
+          surrogate=None, agg=None):
+    rewards_c = rewards.detach()
+    a = adv(rewards, normalize_std) if adv else advantages_trl_style(rewards_c, normalize_std)
+    a = a[..., None].expand_as(logp)  # (B, G, T)
+    per_token = surrogate(logp, logp_old, a, clip_eps) if surrogate else clipped_surrogate(logp, logp_old, a, clip_eps)
+    if logp_ref is not None:
+        per_token = per_token + kl_coef * (kl(logp, logp_ref, kl_kind) if kl else _kl(logp, logp_ref.detach(), kl_kind))
+    loss = agg(per_token, mask) if agg else _aggregate(per_token, mask, loss_agg, max_len)
+    return loss, {}
+
+
+def grpo_kl_reversed(logp, logp_old, logp_ref, rewards, mask, **kw):
+    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw, kl=lambda p, q, kind: _kl(q.detach(), p, kind))
+
+
+def grpo_kl_subtracted(logp, logp_old, logp_ref, rewards, mask, **kw):
+    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw, kl=lambda p, q, kind: -_kl(p, q.detach(), kind))
+
+
+def grpo_old_logp_attached(logp, logp_old, logp_ref, rewards, mask, **kw):
+    def surrogate(p, p_old, a, eps):
+        ratio = torch.exp(p - p_old)
+        return -torch.minimum(ratio * a, ratio.clamp(1 - eps, 1 + eps) * a)
+    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw, surrogate=surrogate)
+
+
+def grpo_rewards_attached(logp, logp_old, logp_ref, rewards, mask, **kw):
+    # Its own surrogate, which (unlike ppo.clipped_surrogate) does not detach the advantages.
+    def surrogate(p, p_old, a, eps):
+        ratio = torch.exp(p - p_old.detach())
+        return -torch.minimum(ratio * a, ratio.clamp(1 - eps, 1 + eps) * a)
+    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw, adv=advantages_trl_style, surrogate=surrogate)
+
+
+def grpo_ref_attached(logp, logp_old, logp_ref, rewards, mask, **kw):
+    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw, kl=_kl)
+
+
+def grpo_batch_normalised(logp, logp_old, logp_ref, rewards, mask, **kw):
+    def adv(r, normalize_std):
+        r = r.detach()
+        return (r - r.mean()) / (r.std() + 1e-6) if normalize_std else r - r.mean()
+    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw, adv=adv)
+
+
+def grpo_always_token_mean(logp, logp_old, logp_ref, rewards, mask, **kw):
+    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw,
+                 agg=lambda x, m: (x * m).sum() / m.sum().clamp(min=1))
+
+
+def grpo_unclipped(logp, logp_old, logp_ref, rewards, mask, **kw):
+    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw,
+                 surrogate=lambda p, p_old, a, eps: -torch.exp(p - p_old.detach()) * a)
+
+
+def grpo_no_kl(logp, logp_old, logp_ref, rewards, mask, **kw):
+    return _grpo(logp, logp_old, None, rewards, mask, **kw)
+
+
+# ---------------------------------------------------------------------------
+# grpo_loss: correct variants
+# ---------------------------------------------------------------------------
+
+
+def grpo_trl_layout(logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
+                    normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None):
+    """Flattened to (B * G, T) as TRL holds completions, the clipped term written out."""
+    B, G, T = logp.shape
+    logp, logp_old, mask = logp.reshape(B * G, T), logp_old.reshape(B * G, T).detach(), mask.reshape(B * G, T)
+    mask = mask.to(logp.dtype)
+    adv = advantages_trl_style(rewards.detach(), normalize_std).reshape(B * G, 1)  # (B * G, 1)
+    coef_1 = torch.exp(logp - logp_old)
+    coef_2 = torch.clamp(coef_1, 1 - clip_eps, 1 + clip_eps)
+    per_token = -torch.min(coef_1 * adv, coef_2 * adv)  # (B * G, T)
+    if logp_ref is not None:
+        per_token = per_token + kl_coef * _kl(logp, logp_ref.reshape(B * G, T).detach(), kl_kind)
+    return aggregate_loop(per_token, mask, loss_agg, max_len), {"clip_fraction": 0.0}
+
+
+MUTANTS = [
+    ("group_advantages", advantages_population_std, "Bessel"),
+    ("group_advantages", advantages_no_eps, "add eps"),
+    ("group_advantages", advantages_batch_mean, "mean is over the batch"),
+    ("group_advantages", advantages_not_centred, "subtract the group mean"),
+    ("group_advantages", advantages_always_normalised, "normalize_std=False"),
+    ("group_advantages", advantages_nan_for_group_of_one, "group of one"),
+    ("group_advantages", advantages_eps_ignored, "eps argument is ignored"),
+    ("kl_estimate", kl_k1_reversed, "reversed"),
+    ("kl_estimate", kl_k3_ratio_inverted, "inverted"),
+    ("kl_estimate", kl_k3_without_minus_one, "-1"),
+    ("kl_estimate", kl_k2_without_half, "0.5"),
+    ("kl_estimate", kl_k3_sign_of_log_term, "wrong sign"),
+    ("kl_estimate", kl_k1_ratio_not_log_ratio, "not the ratio"),
+    ("kl_estimate", kl_detached, "no gradient"),
+    ("aggregate_loss", aggregate_token_mean_for_seq_mean, "token mean (DAPO)"),
+    ("aggregate_loss", aggregate_seq_mean_for_token_mean, "all valid tokens"),
+    ("aggregate_loss", aggregate_dr_grpo_by_valid_tokens, "constant max_len"),
+    ("aggregate_loss", aggregate_dr_grpo_ignores_max_len, "divided by T"),
+    ("aggregate_loss", aggregate_dr_grpo_verl_sum, "verl"),
+    ("aggregate_loss", aggregate_mask_ignored, "mask is ignored"),
+    ("aggregate_loss", aggregate_padding_in_denominator, "denominator"),
+    ("aggregate_loss", aggregate_nan_on_empty_response, "empty response"),
+    ("grpo_loss", grpo_kl_reversed, "reversed direction"),
+    ("grpo_loss", grpo_kl_subtracted, "subtracted"),
+    ("grpo_loss", grpo_old_logp_attached, "logp_old"),
+    ("grpo_loss", grpo_rewards_attached, "rewards"),
+    ("grpo_loss", grpo_ref_attached, "frozen"),
+    ("grpo_loss", grpo_batch_normalised, "whole batch"),
+    ("grpo_loss", grpo_always_token_mean, "loss_agg is ignored"),
+    ("grpo_loss", grpo_unclipped, None),
+    ("grpo_loss", grpo_no_kl, None),
+]
+
+VARIANTS = [
+    ("group_advantages", advantages_trl_style),
+    ("kl_estimate", kl_via_ratio),
+    ("aggregate_loss", aggregate_loop),
+    ("grpo_loss", grpo_trl_layout),
+]

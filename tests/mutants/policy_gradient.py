@@ -1,0 +1,172 @@
+"""Classic wrong (and correct) ways to write the exercises of chapter 02.
+
+``gather_log_probs(logits[..., T, V], tokens[..., T]) -> [..., T]`` and
+``reinforce_loss(logp[..., T], deltas[...], mask=None) -> scalar``, checked by
+``course_lib.policy_gradient.check_gather_log_probs`` and ``check_reinforce_loss``.
+"""
+
+import torch
+
+# ---------------------------------------------------------------------------
+# gather_log_probs: wrong
+# ---------------------------------------------------------------------------
+
+
+def gather_probs_not_log_probs(logits, tokens):
+    return torch.softmax(logits, dim=-1).gather(-1, tokens[..., None]).squeeze(-1)
+
+
+def gather_log_of_softmax(logits, tokens):
+    return torch.log(torch.softmax(logits, dim=-1)).gather(-1, tokens[..., None]).squeeze(-1)
+
+
+def gather_log_softmax_over_tokens(logits, tokens):
+    return torch.log_softmax(logits, dim=-2).gather(-1, tokens[..., None]).squeeze(-1)
+
+
+def gather_raw_logits(logits, tokens):
+    return logits.gather(-1, tokens[..., None]).squeeze(-1)
+
+
+def gather_shifted_like_lm_training(logits, tokens):
+    logp_all = torch.log_softmax(logits[..., :-1, :], dim=-1)
+    return logp_all.gather(-1, tokens[..., 1:, None]).squeeze(-1)
+
+
+def gather_from_next_position(logits, tokens):
+    logp_all = torch.log_softmax(logits, dim=-1)
+    # Position t reads the logits of position t + 1 (the last one reads itself).
+    shifted = torch.cat([logp_all[..., 1:, :], logp_all[..., -1:, :]], dim=-2)
+    return shifted.gather(-1, tokens[..., None]).squeeze(-1)
+
+
+def gather_detached(logits, tokens):
+    logp_all = torch.log_softmax(logits.detach(), dim=-1)
+    return logp_all.gather(-1, tokens[..., None]).squeeze(-1)
+
+
+# ---------------------------------------------------------------------------
+# gather_log_probs: correct variants
+# ---------------------------------------------------------------------------
+
+
+def gather_with_one_hot(logits, tokens):
+    one_hot = torch.nn.functional.one_hot(tokens, logits.shape[-1]).to(logits.dtype)
+    return (torch.log_softmax(logits, dim=-1) * one_hot).sum(-1)
+
+
+def gather_minus_logsumexp(logits, tokens):
+    picked = logits.gather(-1, tokens[..., None]).squeeze(-1)
+    return picked - torch.logsumexp(logits, dim=-1)
+
+
+# ---------------------------------------------------------------------------
+# reinforce_loss: wrong
+# ---------------------------------------------------------------------------
+
+
+def _mean_over_valid(per_token, mask):
+    if mask is None:
+        return per_token.mean()
+    mask = mask.to(per_token.dtype)
+    return (per_token * mask).sum() / mask.sum().clamp(min=1)
+
+
+def reinforce_deltas_attached(logp, deltas, mask=None):
+    return _mean_over_valid(-(deltas[..., None] * logp), mask)
+
+
+def reinforce_no_minus(logp, deltas, mask=None):
+    return _mean_over_valid(deltas.detach()[..., None] * logp, mask)
+
+
+def reinforce_sum(logp, deltas, mask=None):
+    per_token = -(deltas.detach()[..., None] * logp)
+    return per_token.sum() if mask is None else (per_token * mask).sum()
+
+
+def reinforce_mask_ignored(logp, deltas, mask=None):
+    return (-(deltas.detach()[..., None] * logp)).mean()
+
+
+def reinforce_padding_in_denominator(logp, deltas, mask=None):
+    per_token = -(deltas.detach()[..., None] * logp)
+    return per_token.mean() if mask is None else (per_token * mask).mean()
+
+
+def reinforce_sequence_mean(logp, deltas, mask=None):
+    per_token = -(deltas.detach()[..., None] * logp)
+    if mask is None:
+        return per_token.mean()
+    return ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1)).mean()
+
+
+def reinforce_nan_when_empty(logp, deltas, mask=None):
+    per_token = -(deltas.detach()[..., None] * logp)
+    return per_token.mean() if mask is None else (per_token * mask).sum() / mask.sum()
+
+
+def reinforce_broadcast_wrong_axis(logp, deltas, mask=None):
+    return _mean_over_valid(-(deltas.detach() * logp), mask)
+
+
+def reinforce_first_token_only(logp, deltas, mask=None):
+    # Uses only the first token of each response (the log-prob of the whole
+    # response is the sum over its tokens).
+    return (-(deltas.detach() * logp[..., 0])).mean()
+
+
+# ---------------------------------------------------------------------------
+# reinforce_loss: correct variants
+# ---------------------------------------------------------------------------
+
+
+def reinforce_loop(logp, deltas, mask=None):
+    """A loop over responses and tokens, as one would write it on paper."""
+    flat_logp = logp.reshape(-1, logp.shape[-1])
+    flat_deltas = deltas.detach().reshape(-1)
+    flat_mask = torch.ones_like(flat_logp) if mask is None else mask.reshape(-1, logp.shape[-1])
+    total, count = 0.0, 0
+    for i in range(flat_logp.shape[0]):
+        for t in range(flat_logp.shape[1]):
+            if flat_mask[i, t]:
+                total = total - flat_deltas[i] * flat_logp[i, t]
+                count += 1
+    return total / max(count, 1) if count else flat_logp.sum() * 0.0
+
+
+def reinforce_masked_select(logp, deltas, mask=None):
+    """Keep the valid tokens with boolean indexing, then take a plain mean (in float64)."""
+    per_token = -(deltas.detach().to(torch.float64)[..., None] * logp.to(torch.float64))
+    if mask is not None:
+        per_token = per_token[mask.bool()]
+    if per_token.numel() == 0:
+        return (logp.sum() * 0.0)
+    return per_token.mean().to(logp.dtype)
+
+
+MUTANTS = [
+    ("gather_log_probs", gather_probs_not_log_probs, "probabilities, not log-probabilities"),
+    ("gather_log_probs", gather_log_of_softmax, "underflows"),
+    ("gather_log_probs", gather_log_softmax_over_tokens, "wrong axis"),
+    ("gather_log_probs", gather_raw_logits, "raw logits"),
+    ("gather_log_probs", gather_shifted_like_lm_training, "shifted"),
+    ("gather_log_probs", gather_from_next_position, "next position"),
+    ("gather_log_probs", gather_detached, "no gradient"),
+    ("reinforce_loss", reinforce_deltas_attached, "deltas.detach()"),
+    ("reinforce_loss", reinforce_no_minus, "sign is flipped"),
+    ("reinforce_loss", reinforce_sum, "summed"),
+    ("reinforce_loss", reinforce_mask_ignored, "padding is not masked"),
+    ("reinforce_loss", reinforce_padding_in_denominator, "mask.numel()"),
+    ("reinforce_loss", reinforce_sequence_mean, "each response first"),
+    ("reinforce_loss", reinforce_nan_when_empty, "clamp(min=1)"),
+    ("reinforce_loss", reinforce_broadcast_wrong_axis, "deltas[..., None]"),
+    ("reinforce_loss", reinforce_first_token_only, None),
+]
+
+VARIANTS = [
+    ("gather_log_probs", gather_with_one_hot),
+    ("gather_log_probs", gather_minus_logsumexp),
+    ("reinforce_loss", reinforce_loop),
+    ("reinforce_loss", reinforce_masked_select),
+]

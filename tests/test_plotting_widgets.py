@@ -1,0 +1,194 @@
+"""Tests of course_lib.plotting and course_lib.widgets, without a browser.
+
+The plotting functions are inspected as matplotlib objects. The widgets are
+tested twice: in this process (the sliders, the redraw plumbing, no figure left
+open), and in a real kernel driven by nbclient, which plays the front end's part
+for ``ipywidgets.Output`` and sends the captured outputs back to the kernel, so
+``out.outputs`` there is what JupyterLab would show.
+"""
+
+from __future__ import annotations
+
+import json
+
+import ipywidgets
+import matplotlib
+import pytest
+from matplotlib.figure import Figure
+from nbclient import NotebookClient
+from nbformat.v4 import new_code_cell, new_notebook
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # after choosing the backend
+
+from course_lib.plotting import plot_discount_weights
+from course_lib.widgets import SliderPlot, discount_widget, slider_plot
+
+
+@pytest.fixture(autouse=True)
+def no_figures_left_behind():
+    before = set(plt.get_fignums())
+    yield
+    leaked = set(plt.get_fignums()) - before
+    plt.close("all")
+    assert not leaked, f"figures left open: {sorted(leaked)}"
+
+
+def _bars(fig: Figure):
+    (ax,) = fig.axes
+    return [p for p in ax.patches if isinstance(p, matplotlib.patches.Rectangle)]
+
+
+def _vertical_lines(fig: Figure):
+    (ax,) = fig.axes
+    return [c for c in ax.collections if isinstance(c, matplotlib.collections.LineCollection)]
+
+
+# ---------------------------------------------------------------------------
+# plot_discount_weights
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("gamma, horizon", [(0.9, 30), (0.5, 7), (0.0, 5), (1.0, 12)])
+def test_discount_weights_one_bar_per_step(gamma, horizon):
+    fig = plot_discount_weights(gamma=gamma, horizon=horizon)
+    assert isinstance(fig, Figure)
+    bars = _bars(fig)
+    assert len(bars) == horizon
+    # bar t has height gamma^t (0^0 = 1: the first reward always counts fully)
+    for t, bar in enumerate(bars):
+        assert bar.get_height() == pytest.approx(gamma**t)
+    plt.close(fig)
+
+
+def test_discount_weights_marks_the_effective_horizon():
+    fig = plot_discount_weights(gamma=0.9)
+    (line,) = _vertical_lines(fig)
+    # 1 / (1 - 0.9) = 10 steps: the line separates bars 0..9 from bar 10, at x = 9.5
+    (segment,) = line.get_segments()
+    assert segment[0][0] == pytest.approx(9.5)
+    assert "10 steps" in " ".join(t.get_text() for t in fig.axes[0].get_legend().get_texts())
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("gamma", [0.99, 1.0])
+def test_discount_weights_no_line_when_the_horizon_is_off_the_chart(gamma):
+    fig = plot_discount_weights(gamma=gamma, horizon=30)
+    assert _vertical_lines(fig) == []
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("kwargs, argname", [
+    ({"gamma": 1.5}, "gamma"),
+    ({"gamma": -0.1}, "gamma"),
+    ({"horizon": 0}, "horizon"),
+    ({"horizon": 2.5}, "horizon"),
+    ({"horizon": True}, "horizon"),
+])
+def test_discount_weights_bad_input(kwargs, argname):
+    with pytest.raises(ValueError, match=argname):
+        plot_discount_weights(**kwargs)
+
+
+# ---------------------------------------------------------------------------
+# slider_plot and discount_widget, in this process
+# ---------------------------------------------------------------------------
+
+
+class Recorder:
+    """A plot function that remembers how it was called."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, a=1.0, n=3):
+        self.calls.append({"a": a, "n": n})
+        fig, ax = plt.subplots()
+        ax.bar(range(n), [a] * n)
+        return fig
+
+
+def test_slider_plot_layout_and_slider_settings():
+    widget = slider_plot(Recorder(), a=ipywidgets.FloatSlider(value=0.5, continuous_update=False),
+                         n=ipywidgets.IntSlider(value=3, min=1, max=9, description="steps"))
+    assert isinstance(widget, ipywidgets.VBox)
+    a, n, out = widget.children
+    assert isinstance(out, ipywidgets.Output) and out is widget.out
+    assert (a.description, n.description) == ("a", "steps")  # an empty label gets the argument's name
+    assert a.readout and n.readout
+    assert a.continuous_update and n.continuous_update  # redraw while sliding, not only on release
+
+
+def test_slider_plot_redraws_once_at_creation_and_on_every_change(capsys):
+    plot_fn = Recorder()
+    widget = slider_plot(plot_fn, a=ipywidgets.FloatSlider(value=0.5), n=ipywidgets.IntSlider(value=3, min=1))
+    assert plot_fn.calls == [{"a": 0.5, "n": 3}]
+    widget.sliders["a"].value = 0.75
+    widget.sliders["n"].value = 5
+    widget.sliders["n"].value = 5  # no change, no redraw
+    assert plot_fn.calls[1:] == [{"a": 0.75, "n": 3}, {"a": 0.75, "n": 5}]
+    assert widget.values() == {"a": 0.75, "n": 5}
+    assert plt.get_fignums() == []  # every figure closed once shown
+
+
+def test_slider_plot_bad_input():
+    with pytest.raises(ValueError, match="plot_fn"):
+        slider_plot("not a function", a=ipywidgets.FloatSlider())
+    with pytest.raises(ValueError, match="sliders"):
+        slider_plot(Recorder())
+    with pytest.raises(ValueError, match="^a: expected an ipywidgets slider"):
+        slider_plot(Recorder(), a=0.5)
+
+
+def test_discount_widget_slider_and_figure(capsys):
+    widget = discount_widget()
+    assert isinstance(widget, SliderPlot) and widget.plot_fn is plot_discount_weights
+    (gamma,) = widget.sliders.values()
+    assert (gamma.description, gamma.min, gamma.max, gamma.step, gamma.value) == ("gamma", 0.0, 1.0, 0.01, 0.9)
+    assert gamma.readout and gamma.continuous_update
+    gamma.value = 0.5
+    fig = widget.redraw()  # the figure just shown, for inspection
+    assert len(_bars(fig)) == 30
+    assert _bars(fig)[1].get_height() == pytest.approx(0.5)
+    assert plt.get_fignums() == []
+
+
+# ---------------------------------------------------------------------------
+# discount_widget in a kernel: what the Output widget actually holds
+# ---------------------------------------------------------------------------
+
+REPORT = """
+import hashlib, json
+def report():
+    outs = w.out.outputs
+    return {
+        "n": len(outs),
+        "types": [o["output_type"] for o in outs],
+        "png": [hashlib.sha1(o["data"]["image/png"].encode()).hexdigest() for o in outs if "image/png" in o.get("data", {})],
+        "open_figures": plt.get_fignums(),
+    }
+print(json.dumps(report()))
+"""
+
+
+def test_discount_widget_output_in_a_kernel(tmp_path):
+    nb = new_notebook(cells=[
+        new_code_cell("import matplotlib.pyplot as plt\n"
+                      "from course_lib.widgets import discount_widget\n"
+                      "w = discount_widget()\nw"),
+        new_code_cell(REPORT),
+        new_code_cell("w.sliders['gamma'].value = 0.5"),
+        new_code_cell("print(json.dumps(report()))"),
+    ])
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    shown, _, changed, after = nb.cells
+    before = json.loads(nb.cells[1].outputs[0].text)
+    after = json.loads(after.outputs[0].text)
+    # the cell shows the widget only: no stray inline copy of the figure
+    assert [sorted(o.get("data", {})) for o in shown.outputs] == [
+        ["application/vnd.jupyter.widget-view+json", "text/plain"]]
+    assert changed.outputs == []
+    for state in (before, after):
+        assert state["n"] == 1 and state["types"] == ["display_data"] and len(state["png"]) == 1
+        assert state["open_figures"] == []
+    assert before["png"] != after["png"], "the picture should change with gamma"
