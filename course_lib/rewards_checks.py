@@ -1,0 +1,257 @@
+"""The exercise checks of chapter 01 (rewards): edge cases and classic mistakes.
+
+They sit in their own file so that ``course_lib/rewards.py`` reads as the reward
+functions alone; ``course_lib.rewards`` re-exports every ``check_*``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+from course_lib.checks import Case, Mistake, check_against_reference
+from course_lib.rewards import (
+    _NUMBER,
+    _STATEMENT,
+    _last_boxed,
+    _stated_answer,
+    extract_final_answer,
+    math_answer_reward,
+    normalize_answer,
+    sort_inclusion_ordering_reward,
+)
+
+def check_sort_inclusion_ordering_reward(fn) -> bool:
+    """Check a student's ``sort_inclusion_ordering_reward`` against the reference."""
+    g = torch.Generator().manual_seed(17)
+    t = lambda rows: torch.tensor(rows, dtype=torch.long)  # noqa: E731
+    cases = [
+        Case("the lecture's example: prompt [3, 1, 0, 2], response [0, 1, 2, 3] (4 + 3 = 7)",
+             {"prompt": t([3, 1, 0, 2]), "response": t([0, 1, 2, 3])}),
+        Case("a single token: prompt [3], response [3] (1 + 0 = 1: no pairs at all)",
+             {"prompt": t([3]), "response": t([3])}),
+        Case("the lecture's partial credit: prompt [3, 1, 0, 2], response [7, 2, 2, 5] (1 + 2 = 3)",
+             {"prompt": t([3, 1, 0, 2]), "response": t([7, 2, 2, 5])}),
+        Case("a response repeating one token: prompt [1, 0, 2], response [2, 2, 2] (1 + 2 = 3)",
+             {"prompt": t([1, 0, 2]), "response": t([2, 2, 2])}),
+        Case("response tokens that are not in the prompt: prompt [1, 0, 2], response [4, 3, 4] (0 + 1 = 1)",
+             {"prompt": t([1, 0, 2]), "response": t([4, 3, 4])}),
+        Case("an already-sorted prompt answered correctly: [0, 1, 2] -> [0, 1, 2] (3 + 2 = 5)",
+             {"prompt": t([0, 1, 2]), "response": t([0, 1, 2])}),
+        Case("the reversed answer: prompt [1, 0, 2], response [2, 1, 0] (3 + 0 = 3)",
+             {"prompt": t([1, 0, 2]), "response": t([2, 1, 0])}),
+        Case("a prompt with a repeated token: prompt [2, 2, 1], response [1, 2, 1] (3 + 1 = 4)",
+             {"prompt": t([2, 2, 1]), "response": t([1, 2, 1])}),
+        Case("the lecture's three prompts, each with a different response, shape (3, 3)",
+             {"prompt": t([[1, 0, 2], [3, 2, 4], [1, 2, 3]]), "response": t([[0, 1, 2], [4, 3, 2], [1, 1, 3]])}),
+        Case("a batch of 6 prompts of length 5 with random responses, shape (6, 5)",
+             {"prompt": torch.rand(6, 8, generator=g).argsort(-1)[:, :5],
+              "response": torch.randint(0, 8, (6, 5), generator=g)}),
+        Case("2 prompts of shape (2, 1, 4) against a group of 3 responses each, shape (2, 3, 4) (broadcasting)",
+             {"prompt": torch.rand(2, 1, 6, generator=g).argsort(-1)[..., :4],
+              "response": torch.randint(0, 6, (2, 3, 4), generator=g)}),
+    ]
+    mistakes = [
+        Mistake("you count pairs with response[t] < response[t + 1]; the ordering point is for a "
+                "non-decreasing pair (<=), so a repeated token such as [2, 2] earns it", _mistake_strict_order),
+        Mistake("you count the response tokens that appear in the prompt; count the prompt tokens that "
+                "appear in the response, so repeating one right token cannot collect several points",
+                _mistake_response_in_prompt),
+        Mistake("you count the distinct values shared by prompt and response (a set intersection); "
+                "count each prompt position whose token appears in the response", _mistake_set_intersection),
+        Mistake("you give the ordering points only when every prompt token is included; the two parts "
+                "are independent: always add both", _mistake_gated_ordering),
+        Mistake("you compare T pairs, wrapping from the last token back to the first (as torch.roll does); "
+                "a response has T - 1 adjacent pairs: response[..., :-1] against response[..., 1:]",
+                _mistake_wrapped_pairs),
+        Mistake("you compare only T - 2 adjacent pairs; response[..., :-1] <= response[..., 1:] gives all T - 1",
+                _mistake_missing_pair),
+        Mistake("you count the positions where the response equals the sorted prompt (another reward of "
+                "the lecture); this one adds inclusion points and ordering points", _mistake_positionwise),
+    ]
+    return check_against_reference(
+        fn, sort_inclusion_ordering_reward, cases, name="sort_inclusion_ordering_reward",
+        mistakes=mistakes, outputs=_float_rewards, dtypes=(torch.int64,),
+    )
+
+
+def _float_rewards(result):
+    if isinstance(result, torch.Tensor) and not result.is_floating_point():
+        raise TypeError(f"expected a floating-point tensor of rewards, got dtype {result.dtype}: convert with .float()")
+    return {"output": result}
+
+
+# Classic wrong implementations, built from the two halves of the reward.
+def _inclusion(prompt, response):
+    return (prompt[..., :, None] == response[..., None, :]).any(-1).sum(-1)
+
+
+def _ordering(response):
+    return (response[..., :-1] <= response[..., 1:]).sum(-1)
+
+
+def _mistake_strict_order(prompt, response):
+    return (_inclusion(prompt, response) + (response[..., :-1] < response[..., 1:]).sum(-1)).float()
+
+
+def _mistake_response_in_prompt(prompt, response):
+    return (_inclusion(response, prompt) + _ordering(response)).float()
+
+
+def _mistake_set_intersection(prompt, response):
+    prompt, response = torch.broadcast_tensors(prompt, response)
+    rows = zip(prompt.reshape(-1, prompt.shape[-1]).tolist(), response.reshape(-1, response.shape[-1]).tolist())
+    shared = torch.tensor([len(set(p) & set(r)) for p, r in rows]).reshape(prompt.shape[:-1])
+    return (shared + _ordering(response)).float()
+
+
+def _mistake_gated_ordering(prompt, response):
+    inclusion = _inclusion(prompt, response)
+    return (inclusion + _ordering(response) * (inclusion == prompt.shape[-1])).float()
+
+
+def _mistake_wrapped_pairs(prompt, response):
+    return (_inclusion(prompt, response) + (response <= response.roll(-1, dims=-1)).sum(-1)).float()
+
+
+def _mistake_missing_pair(prompt, response):
+    return (_inclusion(prompt, response) + _ordering(response[..., :-1])).float()
+
+
+def _mistake_positionwise(prompt, response):
+    return (response == torch.sort(prompt, dim=-1).values).sum(-1).float()
+
+
+# The math check compares strings, which check_against_reference (tensors only) does
+# not handle; the loop below keeps its behaviour and its message style.
+_MATH_CASES = [
+    # (response_text, ground_truth, expected, what the case tests)
+    ("6 + 8 = 14, so the answer is 14.", "14", 1.0, "'the answer is' with a trailing period"),
+    ("\\boxed{14}", "14", 1.0, "a boxed answer"),
+    ("So $x = \\boxed{\\frac{1}{2}}$.", "\\frac{1}{2}", 1.0, "nested braces inside \\boxed{...}"),
+    ("The answer is 1,000", "1000", 1.0, "a thousands separator"),
+    ("The answer is 1000.", "1,000", 1.0, "a thousands separator in the ground truth"),
+    ("Answer: 14.0", "14", 1.0, "'Answer:' and a number written as 14.0"),
+    ("The answer is 2.50", "2.5", 1.0, "numbers compared as numbers"),
+    ("The answer is 14", " 14 ", 1.0, "whitespace around the ground truth"),
+    ("the ANSWER is 14", "14", 1.0, "a statement in another case"),
+    ("The answer is $14$.", "14", 1.0, "dollar signs and a trailing period"),
+    ("Answer: $14", "14", 1.0, "a currency dollar sign"),
+    ("The answer is 14. I checked it by counting again.", "14", 1.0, "more text after the answer's sentence"),
+    ("The answer is -3.", "-3", 1.0, "a negative answer"),
+    ("I could not solve this one.", "14", 0.0, "no answer at all"),
+    ("6 + 8 = 14", "14", 0.0, "the right number, but no answer statement"),
+    ("Maybe 12, or 13, or 14", "14", 0.0, "candidates listed, none stated as the answer"),
+    ("The answer is 12. No wait, the answer is 14.", "14", 1.0, "two answers: the last counts"),
+    ("The answer is 12. No wait, the answer is 14.", "12", 0.0, "two answers: the first does not count"),
+    ("At first I thought the answer is 12, but \\boxed{14}", "14", 1.0, "\\boxed{...} before 'the answer is'"),
+    ("The answer is 15.", "14", 0.0, "a wrong answer"),
+    ("The answer is 140", "14", 0.0, "an answer that contains the ground truth"),
+]
+
+
+def check_math_answer_reward(fn) -> bool:
+    """Check a student's ``math_answer_reward`` on a table of responses (strings, not tensors)."""
+    name = "math_answer_reward"
+    if not callable(fn):
+        raise AssertionError(f"{name}: expected a function, got {type(fn).__name__}")
+    for response_text, ground_truth, expected, description in _MATH_CASES:
+        got = _run_math(fn, response_text, ground_truth, description)
+        if got != expected:
+            _fail_math(fn, name, response_text, ground_truth, expected, got, description)
+    print(f"\u2714 {name}: correct on all {len(_MATH_CASES)} cases.")
+    return True
+
+
+def _run_math(fn, response_text, ground_truth, description, name="math_answer_reward"):
+    call = f"{name}({response_text!r}, {ground_truth!r})"
+    try:
+        result = fn(response_text=response_text, ground_truth=ground_truth)
+    except NotImplementedError:
+        raise
+    except Exception as error:  # noqa: BLE001 - any crash becomes feedback
+        raise AssertionError(f"{call} raised {type(error).__name__}: {error}\n  on the case: {description}") from error
+    if result is None:
+        raise AssertionError(f"{name} returned None: did you forget the `return` statement?")
+    if isinstance(result, torch.Tensor) and result.numel() == 1:
+        result = result.item()
+    if not isinstance(result, (int, float)):
+        raise AssertionError(f"{name} should return a float (1.0 or 0.0), got {type(result).__name__}: {result!r}")
+    return float(result)
+
+
+def _fail_math(fn, name, response_text, ground_truth, expected, got, description):
+    # A mistake explains the failure when it is wrong on this case the way the student is,
+    # and the student repeats every other error of that mistake too.
+    student = [_run_math(fn, r, g, d) for r, g, _, d in _MATH_CASES]
+    for mistake in _MATH_MISTAKES:
+        try:
+            wrong = [float(mistake.fn(r, g)) for r, g, _, _ in _MATH_CASES]
+        except Exception:  # noqa: BLE001 - a mistake that crashes tells nothing
+            continue
+        errors = [i for i, (w, case) in enumerate(zip(wrong, _MATH_CASES)) if w != case[2]]
+        this_case = float(mistake.fn(response_text, ground_truth)) == got
+        if this_case and all(student[i] == wrong[i] for i in errors):
+            raise AssertionError(
+                f"{name}: {mistake.message}\n  seen on the case: {description}: "
+                f"{name}({response_text!r}, {ground_truth!r}) returned {got}, expected {expected}"
+            )
+    raise AssertionError(
+        f"{name}({response_text!r}, {ground_truth!r}) returned {got}, expected {expected}\n  on the case: {description}"
+    )
+
+
+def _mistake_last_number(response_text, ground_truth):
+    answer = extract_final_answer(response_text)
+    if answer is None:
+        numbers = re.findall(r"-?\d[\d,]*(?:\.\d+)?", response_text)
+        answer = normalize_answer(numbers[-1]) if numbers else None
+    return _same_answer(answer, ground_truth)
+
+
+def _mistake_first_statement(response_text, ground_truth):
+    answer = _last_boxed(response_text)
+    statements = list(_STATEMENT.finditer(response_text))
+    if answer is None and statements:
+        answer = _stated_answer(response_text, statements[0])
+    return _same_answer(None if answer is None else normalize_answer(answer) or None, ground_truth)
+
+
+def _mistake_flat_boxed(response_text, ground_truth):
+    boxed = re.findall(r"\\boxed\{(.*?)\}", response_text)  # lazy: stops at the first "}"
+    if boxed:
+        return _same_answer(normalize_answer(boxed[-1]) or None, ground_truth)
+    return math_answer_reward(response_text, ground_truth)
+
+
+def _mistake_string_compare(response_text, ground_truth):
+    answer = extract_final_answer(response_text)
+    return float(answer is not None and answer == normalize_answer(ground_truth))
+
+
+def _mistake_substring(response_text, ground_truth):
+    return float(normalize_answer(ground_truth) in response_text)
+
+
+def _same_answer(answer, ground_truth):
+    if answer is None:
+        return 0.0
+    truth = normalize_answer(ground_truth)
+    if _NUMBER.fullmatch(answer) and _NUMBER.fullmatch(truth):
+        return float(float(answer) == float(truth))
+    return float(answer == truth)
+
+
+_MATH_MISTAKES = [
+    Mistake("you fall back to the last number in the text when no answer is stated; a response "
+            "must state its answer (\\boxed{...}, 'the answer is', 'Answer:') to earn the reward",
+            _mistake_last_number),
+    Mistake("you take the first 'the answer is'; the last one is the final answer", _mistake_first_statement),
+    Mistake("your \\boxed{...} stops at the first '}'; count the braces so that "
+            "\\boxed{\\frac{1}{2}} gives \\frac{1}{2}", _mistake_flat_boxed),
+    Mistake("you compare the answers only as strings; when both are numbers compare float(answer) "
+            "== float(ground_truth), so that 2.50 equals 2.5", _mistake_string_compare),
+    Mistake("you check whether the ground truth appears anywhere in the response; extract the "
+            "final answer and compare it whole (140 is not 14)", _mistake_substring),
+]

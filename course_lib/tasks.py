@@ -1,0 +1,234 @@
+"""Tasks with verifiable answers: sorting a few integers, and small arithmetic word problems.
+
+The sorting task is the running example of Stanford CS336 (2025), lecture 17 ("Policy
+gradient"): a prompt is a short sequence of distinct small integers, say ``[1, 0, 2]``;
+the response is a sequence of the same length, one token per integer; the ideal
+response is the sorted prompt ``[0, 1, 2]``. Tokens *are* integers here, so the
+vocabulary is ``{0, ..., V - 1}`` with ``V`` one more than the largest integer.
+
+Why such a toy? It has everything RL for language models has (a prompt, a response
+generated token by token, a reward computed by a program at the end), yet a policy
+over it fits in a few hundred parameters and trains in seconds on a CPU.
+
+The arithmetic problems are free text: ``(question, answer)`` pairs such as
+``("Mia has 3 apples and buys 5 more. How many apples does Mia have now?", "8")``.
+They feed the math answer reward of ``course_lib.rewards``, which must find the
+answer inside a model's free-text response.
+
+Shapes: ``B`` prompts, ``G`` responses per prompt, ``T`` tokens per prompt (and per
+response), ``V`` vocabulary size.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+
+from course_lib import _validate
+
+# ---------------------------------------------------------------------------
+# The sorting task
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SortingTask:
+    """A batch of sorting prompts and the vocabulary they live in.
+
+    Args:
+        vocab_size: ``V``, the number of token ids; every token is an integer in ``[0, V)``.
+        prompt_length: ``T``, the number of integers in each prompt (and in each response).
+        prompts: ``(B, T)`` LongTensor, one prompt per row.
+    """
+
+    vocab_size: int
+    prompt_length: int
+    prompts: torch.Tensor
+
+    def __post_init__(self) -> None:
+        _require_int("vocab_size", self.vocab_size, minimum=1)
+        _require_int("prompt_length", self.prompt_length, minimum=1)
+        _require_token_tensor("prompts", self.prompts, vocab_size=self.vocab_size)
+        if self.prompts.dim() != 2 or self.prompts.shape[1] != self.prompt_length:
+            raise ValueError(
+                f"prompts: expected shape (B, {self.prompt_length}) for prompt_length={self.prompt_length}, "
+                f"got {tuple(self.prompts.shape)}"
+            )
+
+    @classmethod
+    def from_prompts(cls, prompts: torch.Tensor, vocab_size: int | None = None) -> "SortingTask":
+        """The task over ``prompts`` (``(B, T)``); ``vocab_size`` defaults to the largest token + 1."""
+        _require_token_tensor("prompts", prompts)
+        if prompts.dim() != 2:
+            raise ValueError(f"prompts: expected shape (B, T), got {tuple(prompts.shape)}")
+        if vocab_size is None:
+            vocab_size = int(prompts.max()) + 1 if prompts.numel() else 1
+        return cls(vocab_size=vocab_size, prompt_length=prompts.shape[1], prompts=prompts.long())
+
+    @property
+    def num_prompts(self) -> int:
+        """``B``, the number of prompts."""
+        return self.prompts.shape[0]
+
+    def targets(self) -> torch.Tensor:
+        """``(B, T)``: the ideal response to each prompt, the prompt sorted."""
+        return sorted_responses(self.prompts)
+
+
+def sorting_prompts() -> torch.Tensor:
+    """The three prompts of the CS336 lecture: ``[[1, 0, 2], [3, 2, 4], [1, 2, 3]]``.
+
+    Returns:
+        ``(3, 3)`` LongTensor. The largest token is 4, so the vocabulary is ``V = 5``.
+    """
+    return torch.tensor([[1, 0, 2], [3, 2, 4], [1, 2, 3]], dtype=torch.long)
+
+
+def random_sorting_prompts(n: int, length: int, vocab_size: int, seed: int = 0) -> torch.Tensor:
+    """``n`` prompts of ``length`` distinct integers drawn uniformly from ``[0, vocab_size)``.
+
+    Args:
+        n: ``B``, the number of prompts.
+        length: ``T``, the integers per prompt; at most ``vocab_size`` (they are distinct).
+        vocab_size: ``V``.
+        seed: seeds a private ``torch.Generator``, so the same arguments give the same prompts.
+
+    Returns:
+        ``(n, length)`` LongTensor.
+    """
+    _require_int("n", n, minimum=0)
+    _require_int("vocab_size", vocab_size, minimum=1)
+    _require_int("length", length, minimum=1)
+    if length > vocab_size:
+        raise ValueError(
+            f"length: expected at most vocab_size={vocab_size} (the integers of a prompt are distinct), got {length}"
+        )
+    _require_int("seed", seed)
+    g = torch.Generator().manual_seed(seed)
+    # Distinct integers: the first `length` entries of a random permutation of the vocabulary.
+    # Sorting i.i.d. uniform keys gives one uniformly random permutation per row.
+    keys = torch.rand(n, vocab_size, generator=g)  # (B, V)
+    return keys.argsort(dim=-1)[:, :length].long()  # (B, T)
+
+
+def sorted_responses(prompts: torch.Tensor) -> torch.Tensor:
+    """The ideal responses: each prompt sorted in non-decreasing order.
+
+    Args:
+        prompts: ``(..., T)`` integer tensor.
+
+    Returns:
+        ``(..., T)`` tensor of the same dtype.
+    """
+    _require_token_tensor("prompts", prompts)
+    return torch.sort(prompts, dim=-1).values
+
+
+def uniform_random_responses(prompts: torch.Tensor, group_size: int, vocab_size: int, seed: int = 0) -> torch.Tensor:
+    """``G`` responses per prompt from the uniform random policy: every token i.i.d. uniform on ``[0, V)``.
+
+    This is the policy an untrained model with all-equal logits would follow; its mean
+    reward is the floor any learning must beat.
+
+    Args:
+        prompts: ``(B, T)`` integer tensor (only its shape is used: this policy ignores the prompt).
+        group_size: ``G``, responses per prompt.
+        vocab_size: ``V``.
+        seed: seeds a private ``torch.Generator``.
+
+    Returns:
+        ``(B, G, T)`` LongTensor.
+    """
+    _require_token_tensor("prompts", prompts)
+    if prompts.dim() != 2:
+        raise ValueError(f"prompts: expected shape (B, T), got {tuple(prompts.shape)}")
+    _require_int("group_size", group_size, minimum=1)
+    _require_int("vocab_size", vocab_size, minimum=1)
+    _require_int("seed", seed)
+    g = torch.Generator().manual_seed(seed)
+    B, T = prompts.shape
+    return torch.randint(0, vocab_size, (B, group_size, T), generator=g)  # (B, G, T)
+
+
+# ---------------------------------------------------------------------------
+# Arithmetic word problems
+# ---------------------------------------------------------------------------
+
+
+class MathProblem(NamedTuple):
+    """A question in words and its answer as a string (the ground truth of the math reward)."""
+
+    question: str
+    answer: str
+
+
+_NAMES = ("Mia", "Noah", "Lena", "Omar", "Ava", "Ravi", "Zoe", "Theo")
+_ITEMS = ("apples", "marbles", "stickers", "pencils", "cookies", "stamps")
+
+
+def arithmetic_problems(n: int, seed: int = 0) -> list[MathProblem]:
+    """``n`` small arithmetic word problems, generated deterministically from ``seed``.
+
+    Four templates (addition, subtraction, multiplication, exact division), with
+    operands small enough that every answer is a non-negative integer below 200.
+
+    Args:
+        n: number of problems.
+        seed: seeds a private ``random.Random``; the same seed gives the same list.
+
+    Returns:
+        A list of ``MathProblem(question, answer)`` (each also unpacks as a pair).
+    """
+    _require_int("n", n, minimum=0)
+    _require_int("seed", seed)
+    rng = random.Random(seed)
+    problems = []
+    for _ in range(n):
+        name, item = rng.choice(_NAMES), rng.choice(_ITEMS)
+        kind = rng.choice(("add", "sub", "mul", "div"))
+        if kind == "add":
+            a, b = rng.randint(2, 40), rng.randint(2, 40)
+            question = f"{name} has {a} {item} and gets {b} more. How many {item} does {name} have now?"
+            answer = a + b
+        elif kind == "sub":
+            a = rng.randint(10, 60)
+            b = rng.randint(1, a - 1)
+            question = f"{name} has {a} {item} and gives away {b}. How many {item} does {name} have left?"
+            answer = a - b
+        elif kind == "mul":
+            a, b = rng.randint(2, 12), rng.randint(2, 12)
+            question = f"{name} fills {a} bags with {b} {item} each. How many {item} is that in total?"
+            answer = a * b
+        else:
+            b, answer = rng.randint(2, 9), rng.randint(2, 12)
+            question = (
+                f"{name} shares {b * answer} {item} equally among {b} friends. "
+                f"How many {item} does each friend get?"
+            )
+        problems.append(MathProblem(question, str(answer)))
+    return problems
+
+
+# ---------------------------------------------------------------------------
+# Validation helpers
+# ---------------------------------------------------------------------------
+
+
+def _require_int(name: str, value, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name}: expected an int, got {type(value).__name__}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name}: expected an int >= {minimum}, got {value}")
+    return value
+
+
+def _require_token_tensor(name: str, x, vocab_size: int | None = None) -> torch.Tensor:
+    _validate.require_tensor(name, x, floating=False, min_dim=1)
+    if x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
+        raise ValueError(f"{name}: expected an integer tensor of token ids, got dtype {x.dtype}")
+    if vocab_size is not None and x.numel() and (int(x.min()) < 0 or int(x.max()) >= vocab_size):
+        raise ValueError(f"{name}: expected token ids in [0, {vocab_size}), got values in [{int(x.min())}, {int(x.max())}]")
+    return x
