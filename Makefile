@@ -18,8 +18,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python 3 (GRPO course)" >/dev/null
 	@touch $(STAMP)
 
+# Root is common on course machines and containers; Jupyter refuses it without --allow-root.
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=. notebooks/00_welcome.ipynb
+	$(BIN)/jupyter lab $(ROOT_FLAG) --notebook-dir=. notebooks/00_welcome.ipynb
 
 # Debian's Chromium for the browser tests (tests/browser/); a no-op when it is there.
 browser-deps:
