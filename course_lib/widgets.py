@@ -12,11 +12,12 @@ not pile up in pyplot and the inline backend does not draw them a second time.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 
 import ipywidgets
 import matplotlib.pyplot as plt
-from IPython.display import display
+from IPython.display import Image, display
 from matplotlib.figure import Figure
 
 from course_lib.plotting import plot_discount_weights
@@ -43,11 +44,15 @@ class SliderPlot(ipywidgets.VBox):
         fig = self.plot_fn(**self.values())
         if not isinstance(fig, Figure):
             raise TypeError(f"plot_fn: expected a matplotlib Figure back, got {type(fig).__name__}")
+        # One PNG render at the figure's own layout: the inline backend's display(fig) would crop
+        # with bbox_inches="tight", which draws the figure twice (about a quarter slower per redraw).
+        png = io.BytesIO()
+        fig.savefig(png, format="png")
+        plt.close(fig)
         with self.out:
             # wait=True keeps the old picture until the new one arrives: no flicker while sliding.
             self.out.clear_output(wait=True)
-            display(fig)
-        plt.close(fig)
+            display(Image(data=png.getvalue(), format="png"))
         return fig
 
     def _on_change(self, change) -> None:
@@ -76,3 +81,80 @@ def discount_widget(gamma: float = 0.9) -> SliderPlot:
     slider = ipywidgets.FloatSlider(value=gamma, min=0.0, max=1.0, step=0.01, description="gamma",
                                     readout_format=".2f")
     return slider_plot(plot_discount_weights, gamma=slider)
+
+
+def gae_widget(gamma: float = 0.95, lam: float = 0.5) -> SliderPlot:
+    """gamma and lam sliders over :func:`~course_lib.plotting.plot_gae_on_chain` (chapter 04).
+
+    The batch of episodes is sampled once; each redraw recomputes only the critic,
+    the truth and GAE on that batch.
+    """
+    from course_lib.plotting import plot_gae_on_chain
+
+    gamma_slider = ipywidgets.FloatSlider(value=gamma, min=0.5, max=1.0, step=0.01, description="gamma",
+                                          readout_format=".2f")
+    lam_slider = ipywidgets.FloatSlider(value=lam, min=0.0, max=1.0, step=0.05, description="lam",
+                                        readout_format=".2f")
+    return slider_plot(plot_gae_on_chain, gamma=gamma_slider, lam=lam_slider)
+
+
+def baseline_variance_widget(group_size: int = 8, baseline: str = "leave_one_out") -> SliderPlot:
+    """A group-size slider and a baseline menu over :func:`~course_lib.plotting.plot_baseline_variance` (chapter 03).
+
+    Every (group size, baseline) pair is measured once, when the widget is built
+    (:func:`course_lib.variance.group_variance_table`, about a second); a redraw only plots.
+    """
+    from functools import partial
+
+    from course_lib import variance
+    from course_lib.plotting import plot_baseline_variance
+
+    table = variance.default_group_variance_table()
+    size_slider = ipywidgets.IntSlider(value=group_size, min=min(table.group_sizes), max=max(table.group_sizes),
+                                       step=1, description="group_size")
+    menu = ipywidgets.Dropdown(options=[(variance.BASELINE_LABELS[name], name) for name in variance.BASELINES],
+                               value=baseline, description="baseline")
+    return slider_plot(partial(plot_baseline_variance, table=table), group_size=size_slider, baseline=menu)
+
+
+def mc_gradient_widget(n_samples: int = 16, seed: int = 0) -> SliderPlot:
+    """Sample-size and seed sliders over :func:`~course_lib.plotting.plot_mc_gradient_estimate` (chapter 02).
+
+    The sample size moves in powers of 4, from 1 to 4096: each step should halve the error.
+    """
+    from course_lib.plotting import plot_mc_gradient_estimate
+
+    sizes = [4**k for k in range(7)]
+    if n_samples not in sizes:
+        raise ValueError(f"n_samples: expected one of {sizes}, got {n_samples!r}")
+    size_slider = ipywidgets.SelectionSlider(options=sizes, value=n_samples, description="n_samples")
+    seed_slider = ipywidgets.IntSlider(value=seed, min=0, max=20, step=1, description="seed")
+    return slider_plot(plot_mc_gradient_estimate, n_samples=size_slider, seed=seed_slider)
+
+
+def ppo_clip_widget(clip_eps: float = 0.2) -> SliderPlot:
+    """A clip_eps slider over :func:`~course_lib.plotting.plot_ppo_clip` (chapter 05).
+
+    Each redraw recomputes the objective and its gradient by autograd through
+    :func:`course_lib.ppo.clipped_surrogate` (a few hundred points) and draws two panels.
+    """
+    from course_lib.plotting import plot_ppo_clip
+
+    slider = ipywidgets.FloatSlider(value=clip_eps, min=0.05, max=0.5, step=0.01, description="clip_eps",
+                                    readout_format=".2f")
+    return slider_plot(plot_ppo_clip, clip_eps=slider)
+
+
+def grpo_group_widget(group_size: int = 8) -> SliderPlot:
+    """A group_size slider over :func:`~course_lib.plotting.plot_group_signal` (chapter 06).
+
+    For binary rewards: how often a group of G carries no signal (all rewards equal),
+    and how large the advantages of a mixed group are with and without GRPO's std
+    normalisation, as a function of the prompt's success rate.
+    """
+    from course_lib.plotting import plot_group_signal
+
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or not 2 <= group_size <= 64:
+        raise ValueError(f"group_size: expected an int in [2, 64], got {group_size!r}")
+    slider = ipywidgets.IntSlider(value=group_size, min=2, max=64, step=1, description="group_size")
+    return slider_plot(plot_group_signal, group_size=slider)
