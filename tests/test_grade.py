@@ -1,0 +1,536 @@
+"""`python -m course_lib.grade`: a class of fixture submissions graded in one call.
+
+The fixtures are generated here from the solution notebooks (the real ones in
+`solutions/`, and a tiny synthetic chapter `98_synth` whose checks are written inline,
+with hidden checks), each one a way a student's notebook can go wrong. The whole class
+is graded by ONE run of the command (`-j 2`): starting kernels is the slow part.
+Unit tests of the pieces (matching, reading, naming, hidden checks) run no kernel.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_lib import build, grade
+from course_lib.grading import canonical as canonical_mod
+from course_lib.grading import rebuild, report, submissions, verdict
+from course_lib.grading.runner import CellOutcome
+
+ROOT = Path(__file__).resolve().parent.parent
+WARMUP = ROOT / "solutions" / "00_warmup.ipynb"
+REAL = sorted((ROOT / "solutions").glob("*.ipynb"))
+TIMEOUT = 8  # seconds per cell in the class run: the slowest cell (import torch) takes about 2
+
+# --- a tiny synthetic chapter: two module-free exercises, checks inline --------------------------------
+
+
+def _cell(source, cell_id, tags=(), exercise=None):
+    cell = nbformat.v4.new_code_cell(source, id=cell_id)
+    if tags:
+        cell.metadata["tags"] = list(tags)
+    if exercise:
+        cell.metadata["course"] = {"exercise": exercise}
+    return cell
+
+
+def synth_solution() -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["course"] = {"chapter": "98", "exercises": {"double": {"points": 1, "title": "Double"},
+                                                            "halve": {"points": 2, "title": "Halve"}}}
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# Synthetic chapter", id="intro"),
+        _cell("import math\nfactor = 2", "setup"),
+        _cell("def double(x):\n    ### BEGIN SOLUTION\n    return factor * x\n    ### END SOLUTION",
+              "double-solution", ["solution"], "double"),
+        _cell('assert double(2) == 4, "double(2) should be 4"\nprint("\\u2714 double: correct")',
+              "double-check", ["check"], "double"),
+        _cell("def halve(x):\n    ### BEGIN SOLUTION\n    return x / factor\n    ### END SOLUTION",
+              "halve-solution", ["solution"], "halve"),
+        _cell('assert halve(4) == 2, "halve(4) should be 2"\nprint("\\u2714 halve: correct")',
+              "halve-check", ["check"], "halve"),
+    ]
+    return nb
+
+
+HIDDEN_SYNTH = """\
+# hidden checks of 98_synth: cases the students never see
+big = 10 ** 6
+
+# %% double
+assert double(5) == 10, "double(5) should be 10"
+assert double(big) == 2 * big, "double of a big number"
+
+# %% halve
+assert halve(3) == 1.5, "halve(3) should be 1.5 (true division)"
+"""
+HIDDEN_WARMUP = """\
+import torch
+
+# %% discounted_return
+assert torch.allclose(discounted_return(torch.ones(2, 3), 1.0), torch.tensor([3.0, 3.0])), "gamma = 1, a batch"
+"""
+
+# --- editing notebooks as a student would -----------------------------------------------------------------
+
+
+def exercise_of(solution: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
+    """The student notebook, exactly as the build makes it."""
+    return build.exercise_notebook(solution, name)
+
+
+def by_id(nb, cell_id):
+    return next(c for c in nb.cells if c.get("id") == cell_id)
+
+
+def solution_cell(nb, exercise):
+    return next(c for c in nb.cells if "solution" in c.metadata.get("tags", [])
+                and c.metadata.get("course", {}).get("exercise") == exercise)
+
+
+def check_cell(nb, exercise):
+    return next(c for c in nb.cells if "check" in c.metadata.get("tags", [])
+                and c.metadata.get("course", {}).get("exercise") == exercise)
+
+
+def answer(nb, solution, exercise, body=None):
+    """Fill the student's cell of ``exercise``: the real solution, or ``body`` in its place."""
+    source = solution_cell(solution, exercise).source
+    if body is not None:
+        head = source.split("### BEGIN SOLUTION")[0]
+        indent = head[len(head.rstrip(" \t")):]
+        tail = source.split("### END SOLUTION", 1)[1].split("\n", 1)
+        source = head.rstrip(" ") + "\n".join(indent + line for line in body.splitlines()) + (
+            "\n" + tail[1] if len(tail) > 1 else "")
+    solution_cell(nb, exercise).source = source
+    return nb
+
+
+def save(folder: Path, name: str, nb) -> None:
+    (folder / name).write_text(json.dumps(nb, indent=1), encoding="utf-8")  # raw: keeps duplicated ids
+
+
+WRONG_RETURN = "T = rewards.shape[-1]\nreturn (rewards * gamma ** torch.arange(1, T + 1, dtype=rewards.dtype)).sum(-1)"
+WRONG_RTG = "return rewards.flip(-1).cumsum(-1).flip(-1)"
+SIMPLE_LOOP = "while True:\n    pass"
+STUBBORN_LOOP = "import time\nwhile True:\n    try:\n        time.sleep(0.01)\n    except BaseException:\n        pass"
+PATCH_CHECKS = """\
+import course_lib.checks, course_lib.warmup
+course_lib.warmup.check_discounted_return = lambda fn: print("\\u2714 discounted_return: correct") or True
+course_lib.checks.check_against_reference = lambda *args, **kwargs: True
+check_discounted_return = course_lib.warmup.check_discounted_return
+"""
+
+
+def warmup_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
+    """Write the 00_warmup fixtures; return {student: {exercise: (status, substring of message or notes)}}."""
+    solution = nbformat.read(WARMUP, as_version=4)
+
+    def fresh():
+        return exercise_of(solution, WARMUP.name)
+
+    def correct():
+        return answer(answer(fresh(), solution, "discounted_return"), solution, "reward_to_go")
+
+    expect = {}
+
+    save(folder, "ada_00_warmup.ipynb", correct())
+    expect["ada"] = {"discounted_return": ("passed", "\u2714"), "reward_to_go": ("passed", "\u2714")}
+
+    save(folder, "bo_00_warmup.ipynb", fresh())
+    expect["bo"] = {"discounted_return": ("not attempted", "NotImplementedError"),
+                    "reward_to_go": ("not attempted", "NotImplementedError")}
+
+    nb = answer(correct(), solution, "discounted_return", WRONG_RETURN)
+    save(folder, "cy_00_warmup.ipynb", nb)
+    expect["cy"] = {"discounted_return": ("failed", "first reward is discounted too"), "reward_to_go": ("passed", "")}
+
+    # Check cells deleted; the correct answer also writes warnings to stderr, which cost nothing.
+    nb = answer(fresh(), solution, "discounted_return",
+                "import sys, warnings\nwarnings.warn('a UserWarning on stderr')\nprint('noise', file=sys.stderr)\n"
+                "T = rewards.shape[-1]\nreturn (rewards * gamma ** torch.arange(T, dtype=rewards.dtype)).sum(-1)")
+    nb.cells = [c for c in nb.cells if "check" not in c.metadata.get("tags", [])]
+    save(folder, "di_00_warmup.ipynb", nb)
+    expect["di"] = {"discounted_return": ("passed", ""), "reward_to_go": ("not attempted", "")}
+
+    nb = answer(fresh(), solution, "discounted_return", WRONG_RETURN)
+    check_cell(nb, "discounted_return").source = "pass"
+    check_cell(nb, "reward_to_go").source = 'print("all passed")'
+    save(folder, "ed_00_warmup.ipynb", nb)
+    expect["ed"] = {"discounted_return": ("failed", "first reward"), "reward_to_go": ("not attempted", "")}
+
+    # Metadata edited: tags dropped or swapped, exercises relabelled, points raised, checks allowed to raise.
+    nb = answer(correct(), solution, "discounted_return", WRONG_RETURN)
+    nb.metadata["course"]["exercises"] = {"discounted_return": {"points": 100, "title": "x"}}
+    for cell in nb.cells:
+        tags = cell.metadata.get("tags", [])
+        cell.metadata = {"tags": ["raises-exception"] if "check" in tags else ["check"] if "solution" in tags else [],
+                         "course": {"exercise": "reward_to_go"}}
+    save(folder, "fay_00_warmup.ipynb", nb)
+    expect["fay"] = {"discounted_return": ("failed", "first reward"), "reward_to_go": ("passed", "")}
+
+    save(folder, "gus_00_warmup.ipynb", answer(correct(), solution, "discounted_return", SIMPLE_LOOP))
+    expect["gus"] = {"discounted_return": ("timeout", f"within {TIMEOUT} s"), "reward_to_go": ("passed", "")}
+
+    save(folder, "hal_00_warmup.ipynb", answer(correct(), solution, "discounted_return", STUBBORN_LOOP))
+    expect["hal"] = {"discounted_return": ("timeout", f"within {TIMEOUT} s"), "reward_to_go": ("passed", "")}
+
+    (folder / "ivy_00_warmup.ipynb").write_text('{"cells": [{"cell_type": "code", "source": ', encoding="utf-8")
+    expect["ivy"] = {"discounted_return": ("unreadable", "not valid JSON"),
+                     "reward_to_go": ("unreadable", "not valid JSON")}
+
+    # Copied into a new notebook (no cell ids: nbformat 4.4) and reordered; one solution keeps its metadata.
+    nb = correct()
+    rtg = solution_cell(nb, "reward_to_go")
+    rtg.metadata = {}
+    nb.cells.remove(rtg)
+    nb.cells.insert(2, rtg)
+    for cell in nb.cells:
+        del cell["id"]
+    nb.nbformat_minor = 4
+    save(folder, "jo_00_warmup.ipynb", nb)
+    expect["jo"] = {"discounted_return": ("passed", "by its metadata"), "reward_to_go": ("passed", "by its content")}
+
+    # Monkeypatching the check module (and torch) from a solution cell, before the check runs.
+    nb = answer(fresh(), solution, "discounted_return", WRONG_RETURN)
+    solution_cell(nb, "discounted_return").source = PATCH_CHECKS + solution_cell(nb, "discounted_return").source
+    nb = answer(nb, solution, "reward_to_go", WRONG_RTG)
+    solution_cell(nb, "reward_to_go").source = "torch.allclose = lambda *args, **kwargs: True\n" + \
+        solution_cell(nb, "reward_to_go").source
+    save(folder, "kim_00_warmup.ipynb", nb)
+    expect["kim"] = {"discounted_return": ("failed", "first reward"), "reward_to_go": ("failed", "without discounting")}
+
+    # Hiding errors: IPython shows no traceback, so nbval sees no error; the check's token is missing.
+    nb = answer(correct(), solution, "discounted_return", WRONG_RETURN)
+    solution_cell(nb, "discounted_return").source = "get_ipython().showtraceback = lambda *args, **kwargs: None\n" + \
+        solution_cell(nb, "discounted_return").source
+    save(folder, "lu_00_warmup.ipynb", nb)
+    expect["lu"] = {"discounted_return": ("error", "did not report completion"), "reward_to_go": ("passed", "")}
+
+    # Duplicated cell ids (a wrong draft, then the final answer under the same id), and missing cells
+    # (the markdown and the second solution cell deleted).
+    nb = correct()
+    final = solution_cell(nb, "discounted_return")
+    draft = copy.deepcopy(final)
+    draft.source = solution_cell(answer(fresh(), solution, "discounted_return", WRONG_RETURN),
+                                 "discounted_return").source
+    nb.cells.insert(nb.cells.index(final), draft)
+    nb.cells = [c for c in nb.cells if c.cell_type == "code" and c is not solution_cell(nb, "reward_to_go")]
+    save(folder, "mo_00_warmup.ipynb", nb)
+    expect["mo"] = {"discounted_return": ("passed", "appears 2 times; the last such cell was graded"),
+                    "reward_to_go": ("not attempted", "no solution cell")}
+    return expect
+
+
+def synth_class(folder: Path, solutions: Path) -> dict[str, dict[str, tuple[str, str]]]:
+    solution = synth_solution()
+    nbformat.write(solution, solutions / "98_synth.ipynb")
+
+    def fresh():
+        return exercise_of(solution, "98_synth.ipynb")
+
+    expect = {}
+    nb = answer(answer(fresh(), solution, "double"), solution, "halve")
+    (folder / "ra").mkdir()
+    save(folder / "ra", "98_synth.ipynb", nb)  # student from the folder name
+    expect["ra"] = {"double": ("passed", "\u2714 double"), "halve": ("passed", "")}
+    # double passes the visible check but not the hidden one; halve's cell does not even parse.
+    nb = answer(answer(fresh(), solution, "double", "return x + 2"), solution, "halve", "return x / 2 +")
+    save(folder, "qi-98_synth.ipynb", nb)
+    expect["qi"] = {"double": ("failed", "hidden check: double(5) should be 10"),
+                    "halve": ("error", "SyntaxError in your solution cell")}
+    if WARMUP.exists():  # a notebook of another chapter under this one's name
+        save(folder, "sam_98_synth.ipynb", exercise_of(nbformat.read(WARMUP, as_version=4), WARMUP.name))
+        expect["sam"] = {"double": ("wrong notebook", "holds 00_warmup"), "halve": ("wrong notebook", "")}
+    save(folder, "tom_42_nothing.ipynb", nbformat.v4.new_notebook())
+    expect["tom"] = {"": ("unknown notebook", "42_nothing")}
+    return expect
+
+
+def real_class(folder: Path) -> dict[str, dict[tuple[str, str], tuple[str, str]]]:
+    """Every other real solution notebook, sent as a submission: it must pass every exercise.
+
+    (00_warmup's correct and untouched submissions are ada's and bo's; that an untouched
+    stub fails only with NotImplementedError is tests/test_exercise_notebooks.py's job.)
+    """
+    expect = {}
+    for path in REAL:
+        if path != WARMUP:
+            save(folder, f"sol_{path.name}", nbformat.read(path, as_version=4))
+            exercises = nbformat.read(path, as_version=4).metadata["course"]["exercises"]
+            expect.setdefault("sol", {}).update({(path.stem, e): ("passed", "\u2714") for e in exercises})
+    return expect
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory):
+    """Generate every fixture submission and grade the whole class in one call."""
+    tmp = tmp_path_factory.mktemp("class")
+    folder, solutions, hidden, out = tmp / "submissions", tmp / "solutions", tmp / "hidden", tmp / "out"
+    for path in (folder, solutions, hidden):
+        path.mkdir()
+    for path in REAL:
+        shutil.copy(path, solutions / path.name)
+    expect = synth_class(folder, solutions)
+    (hidden / "98_synth.py").write_text(HIDDEN_SYNTH, encoding="utf-8")
+    if WARMUP.exists():
+        expect.update(warmup_class(folder))
+        (hidden / "00_warmup.py").write_text(HIDDEN_WARMUP, encoding="utf-8")
+    real = real_class(folder)
+    code = grade.main([str(folder), "--out", str(out), "--solutions", str(solutions), "--hidden", str(hidden),
+                       "--timeout", str(TIMEOUT), "-j", "2", "--quiet"])
+    with open(out / "grades.csv", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    return {"code": code, "rows": rows, "expect": expect, "real": real, "out": out}
+
+
+def _row(rows, student, exercise, notebook=None):
+    found = [r for r in rows if r["student"] == student and r["exercise"] == exercise
+             and (notebook is None or r["notebook"] == notebook)]
+    assert len(found) == 1, f"expected one row for {student}/{exercise}, got {found}"
+    return found[0]
+
+
+def test_class_grading_completes_with_exit_0_and_writes_every_report(graded_class):
+    out = graded_class["out"]
+    assert graded_class["code"] == 0, "grading completed: exit 0 whatever the students scored"
+    assert list(graded_class["rows"][0]) == ["student", "notebook", "exercise", "points", "max_points", "status",
+                                             "message", "notes", "submission"]
+    students = {r["student"] for r in graded_class["rows"]}
+    assert students >= set(graded_class["expect"]) | set(graded_class["real"])
+    summary = (out / "summary.md").read_text(encoding="utf-8")
+    assert "## Per student" in summary and "class average" in summary and "## Per exercise" in summary
+    assert len(list((out / "logs").glob("*.log"))) == len({r["submission"] for r in graded_class["rows"]})
+
+
+@pytest.mark.parametrize("student", ["ada", "bo", "cy", "di", "ed", "fay", "gus", "hal", "ivy", "jo", "kim", "lu",
+                                     "mo", "ra", "qi", "sam", "tom"])
+def test_fixture_submission_is_graded_as_it_should_be(graded_class, student):
+    if student not in graded_class["expect"]:
+        pytest.skip("needs solutions/00_warmup.ipynb, which does not exist yet")
+    for exercise, (status, text) in graded_class["expect"][student].items():
+        row = _row(graded_class["rows"], student, exercise)
+        assert row["status"] == status, f"{student}/{exercise}: {row}"
+        assert text in row["message"] + " " + row["notes"], f"{student}/{exercise}: {row}"
+        assert float(row["points"]) == (float(row["max_points"]) if status == "passed" else 0.0)
+
+
+def test_points_come_from_the_solution_notebook_not_the_submission(graded_class):
+    if "fay" not in graded_class["expect"]:
+        pytest.skip("needs solutions/00_warmup.ipynb, which does not exist yet")
+    assert _row(graded_class["rows"], "fay", "discounted_return")["max_points"] == "1"  # fay claimed 100
+    assert _row(graded_class["rows"], "ra", "halve")["max_points"] == "2"
+
+
+@pytest.mark.skipif(len(REAL) < 2, reason="no solution notebook other than 00_warmup in solutions/ yet")
+def test_every_other_real_solution_notebook_passes_when_sent_as_a_submission(graded_class):
+    for student, expected in graded_class["real"].items():
+        for (notebook, exercise), (status, text) in expected.items():
+            row = _row(graded_class["rows"], student, exercise, notebook)
+            assert row["status"] == status and text in row["message"], row
+
+
+# --- the pieces, without a kernel --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("relative, base, student", [
+    ("submissions/alice/00_warmup.ipynb", "submissions", "alice"),
+    ("submissions/alice/deep/any.ipynb", "submissions", "alice"),
+    ("submissions/alice_00_warmup.ipynb", "submissions", "alice"),
+    ("x/bob-00_warmup (1).ipynb", None, "bob"),
+    ("carol/00_warmup.ipynb", None, "carol"),
+    ("dan_07_trainers.ipynb", None, "dan"),
+    ("homework.ipynb", None, "homework"),
+], ids=["sub-folder", "deep-sub-folder", "prefix", "prefix-and-copy-suffix", "parent-folder", "unknown-notebook",
+        "no-notebook-name"])
+def test_student_names(tmp_path, relative, base, student):
+    path = tmp_path / relative
+    assert submissions.student_name(path, tmp_path / base if base else None, ["00_warmup"]) == student
+
+
+def test_unreadable_files_come_back_with_a_problem_not_an_exception(tmp_path):
+    cases = {"broken.ipynb": '{"cells": [', "list.ipynb": "[1, 2]", "binary.ipynb": b"\xff\xfe\x00"}
+    for name, content in cases.items():
+        path = tmp_path / name
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+        assert submissions.read_submission(path, None, []).problem, name
+
+
+def test_reading_keeps_duplicated_ids_and_joins_list_sources(tmp_path):
+    cells = [{"cell_type": "code", "id": "a", "source": ["x = 1\n", "y = 2"], "metadata": {}, "outputs": []},
+             {"cell_type": "code", "id": "a", "source": "z = 3", "metadata": {"tags": "not a list"}, "outputs": []}]
+    path = tmp_path / "n.ipynb"
+    path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    read = submissions.read_submission(path, None, [])
+    assert [c.cell_id for c in read.cells] == ["a", "a"] and read.cells[0].source == "x = 1\ny = 2"
+    assert read.cells[1].tags == []
+
+
+def _synth_canonical(tmp_path, hidden=None) -> canonical_mod.Canonical:
+    path = tmp_path / "98_synth.ipynb"
+    nbformat.write(synth_solution(), path)
+    if hidden is not None:
+        (tmp_path / "hidden").mkdir(exist_ok=True)
+        (tmp_path / "hidden" / "98_synth.py").write_text(hidden, encoding="utf-8")
+    return canonical_mod.load_canonical(path, tmp_path / "hidden")
+
+
+def _submission(tmp_path, nb) -> submissions.Submission:
+    path = tmp_path / "s_98_synth.ipynb"
+    save(tmp_path, path.name, nb)
+    return submissions.read_submission(path, None, ["98_synth"])
+
+
+def test_hidden_checks_are_split_per_exercise_with_the_preamble(tmp_path):
+    canonical = _synth_canonical(tmp_path, HIDDEN_SYNTH)
+    assert list(canonical.exercises) == ["double", "halve"]
+    double = canonical.exercises["double"].hidden[0]
+    assert double.startswith("# hidden checks") and "big = 10 ** 6" in double and "double(5)" in double
+    assert "halve(3)" not in double and "big = 10 ** 6" in canonical.exercises["halve"].hidden[0]
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("# %% nosuch\nassert True\n", "names no exercise"),
+    ("# %% double\nassert (\n", "does not compile"),
+    ("assert True\n", "no '# %% <exercise id>' section"),
+])
+def test_bad_hidden_checks_are_a_setup_error(tmp_path, text, problem):
+    with pytest.raises(canonical_mod.SetupError, match=problem):
+        _synth_canonical(tmp_path, text)
+
+
+def test_a_solution_notebook_without_points_is_a_setup_error(tmp_path):
+    nb = synth_solution()
+    nb.metadata["course"]["exercises"]["double"]["points"] = "many"
+    nbformat.write(nb, tmp_path / "98_synth.ipynb")
+    with pytest.raises(canonical_mod.SetupError, match="points"):
+        canonical_mod.load_canonical(tmp_path / "98_synth.ipynb")
+
+
+def test_rebuild_takes_only_solution_cells_and_guards_the_checks(tmp_path):
+    canonical = _synth_canonical(tmp_path, HIDDEN_SYNTH)
+    nb = exercise_of(synth_solution(), "98_synth.ipynb")
+    by_id(nb, "double-solution").source = "def double(x):\n    return 2 * x"
+    by_id(nb, "double-check").source = "pass"
+    by_id(nb, "setup").source = "factor = 3"
+    match = rebuild.match_solutions(canonical, _submission(tmp_path, nb))
+    rebuilt, graded = rebuild.rebuild(canonical, match, "TOKEN")
+    assert by_id(rebuilt, "double-solution").source == "def double(x):\n    return 2 * x"
+    assert by_id(rebuilt, "setup").source == "import math\nfactor = 2", "given code is the instructor's"
+    check = by_id(rebuilt, "double-check").source
+    assert 'assert double(2) == 4' in check and "TOKEN" in check and "del _grading_sys.modules" in check
+    assert [g.role for g in graded] == ["prologue", "given", "solution", "check", "hidden", "solution", "check",
+                                        "hidden"]
+    stubbed, _ = rebuild.rebuild(canonical, match, "TOKEN", stubbed={"double"})
+    assert "NotImplementedError" in by_id(stubbed, "double-solution").source
+    assert "not run" in by_id(stubbed, "double-check").source
+
+
+def test_matching_by_id_metadata_position_and_content(tmp_path):
+    canonical = _synth_canonical(tmp_path)
+    nb = exercise_of(synth_solution(), "98_synth.ipynb")
+    by_id(nb, "double-solution")["id"] = "pasted-1"  # metadata still says solution/double
+    halve = by_id(nb, "halve-solution")
+    halve["id"], halve.metadata = "pasted-2", {}  # same position among code cells
+    match = rebuild.match_solutions(canonical, _submission(tmp_path, nb))
+    assert set(match.sources) == {"double-solution", "halve-solution"} and not match.missing
+    assert any("by its metadata" in n for n in match.notes) and any("by position" in n for n in match.notes)
+    nb.cells = [c for c in nb.cells if c is not halve]
+    nb.cells.insert(1, halve)  # moved up: found by the function it defines
+    match = rebuild.match_solutions(canonical, _submission(tmp_path, nb))
+    assert any("by its content" in n for n in match.notes) and any("reordered" in n for n in match.notes)
+    nb.cells = [c for c in nb.cells if c is not halve]
+    match = rebuild.match_solutions(canonical, _submission(tmp_path, nb))
+    assert match.missing == {"halve"}
+
+
+def test_duplicated_ids_grade_the_last_cell_and_say_so(tmp_path):
+    canonical = _synth_canonical(tmp_path)
+    nb = exercise_of(synth_solution(), "98_synth.ipynb")
+    second = copy.deepcopy(by_id(nb, "double-solution"))
+    second.source = "def double(x):\n    return x + x"
+    nb.cells.insert(4, second)
+    match = rebuild.match_solutions(canonical, _submission(tmp_path, nb))
+    assert match.sources["double-solution"] == "def double(x):\n    return x + x"
+    assert any("appears 2 times" in n for n in match.notes)
+
+
+@pytest.mark.skipif(not WARMUP.exists(), reason="needs solutions/00_warmup.ipynb")
+def test_a_solution_that_calls_the_reference_gets_a_note(tmp_path):
+    canonical = canonical_mod.load_canonical(WARMUP)
+    solution = nbformat.read(WARMUP, as_version=4)
+    nb = answer(exercise_of(solution, WARMUP.name), solution, "discounted_return",
+                "from course_lib.warmup import discounted_return as ref\nreturn ref(rewards, gamma)")
+    save(tmp_path, "s_00_warmup.ipynb", nb)
+    match = rebuild.match_solutions(canonical, submissions.read_submission(tmp_path / "s_00_warmup.ipynb", None, []))
+    assert [n for n in match.notes if "own discounted_return" in n], match.notes
+    assert not [n for n in match.notes if "reward_to_go" in n], "an untouched stub is not flagged"
+
+
+@pytest.mark.parametrize("role, cell, status, text", [
+    ("check", CellOutcome("passed", stdout="\u2714 ok\nTOKEN\n"), None, ""),
+    ("check", CellOutcome("passed", stdout="\u2714 ok\n"), "error", "did not report completion"),
+    ("check", CellOutcome("error", "AssertionError", "f: wrong\n  on the case: x"), "failed", "f: wrong"),
+    ("hidden", CellOutcome("error", "AssertionError", "big case"), "failed", "hidden check: big case"),
+    ("check", CellOutcome("error", "NotImplementedError", "stub"), "not attempted", "stub"),
+    ("solution", CellOutcome("error", "SyntaxError", "bad"), "error", "SyntaxError in your solution cell"),
+    ("solution", CellOutcome("error", "AssertionError", "own assert"), "error", "AssertionError"),
+    ("check", CellOutcome("timeout"), "timeout", "within 60 s"),
+    ("check", CellOutcome("dead"), "error", "did not run"),
+    ("check", CellOutcome("error", "TypeError", "at 0x7f00aa in /tmp/abc/x.py"), "error", "at ADDR in TMPPATH"),
+])
+def test_judge_maps_cell_outcomes_to_statuses(role, cell, status, text):
+    clean = verdict.sanitizer(ROOT / "tests" / "nbval_sanitize.cfg")
+    got = verdict.judge(role, cell, "TOKEN", verdict.Options(), clean)
+    assert (got is None) if status is None else (got[0] == status and text in got[1]), got
+
+
+def test_a_grader_bug_costs_one_submission_not_the_class(tmp_path, monkeypatch):
+    canonical = {"98_synth": _synth_canonical(tmp_path)}
+    path = tmp_path / "zed_98_synth.ipynb"
+    nbformat.write(synth_solution(), path)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in the grader")
+
+    monkeypatch.setattr(verdict, "match_solutions", broken)
+    result = verdict.grade_submission(path, None, canonical, verdict.Options(work=tmp_path / "w"), "zed")
+    assert [(r.exercise, r.status) for r in result.rows] == [("double", "grader error"), ("halve", "grader error")]
+    assert "a bug in the grader" in result.rows[0].message and "Traceback" in "\n".join(result.log)
+
+
+def test_summary_totals_averages_and_problems():
+    def result(student, notebook, points, status="passed", notes=""):
+        rows = [verdict.Row(student, notebook, "e1", points[0], 1, status, "", notes, f"{student}.ipynb"),
+                verdict.Row(student, notebook, "e2", points[1], 2, status, "", "", f"{student}.ipynb")]
+        return verdict.Graded(student, Path(f"{student}.ipynb"), rows, key=student)
+
+    results = [result("a", "00_x", (1, 2)), result("b", "00_x", (0, 0), "unreadable"),
+               result("a", "00_x", (0, 2), notes="reordered")]
+    text = report.summary_markdown(results, "header")
+    assert "| a | 3 | 3 | 100% |" in text, "the best of a's two submissions counts"
+    assert "| b | 0 | 0 | 0% |" in text and "| **class average** | 1.50 | 1.50 | 50% |" in text
+    assert "a: 2 submissions of 00_x" in text and "unreadable" in text and "reordered" in text
+
+
+def test_cannot_grade_at_all_exits_2(tmp_path, capsys):
+    solutions = tmp_path / "solutions"
+    solutions.mkdir()
+    nbformat.write(synth_solution(), solutions / "98_synth.ipynb")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    sub = tmp_path / "s_98_synth.ipynb"
+    nbformat.write(synth_solution(), sub)
+    assert grade.main([str(empty), "--out", str(tmp_path / "o"), "--solutions", str(solutions)]) == 2
+    assert grade.main([str(sub), "--out", str(tmp_path / "o"), "--solutions", str(empty)]) == 2
+    assert grade.main([str(sub), "--out", str(tmp_path / "o"), "--solutions", str(tmp_path / "no")]) == 2
+    assert grade.main([str(sub), "--out", str(blocker / "o"), "--solutions", str(solutions)]) == 2
+    assert "no submission found" in capsys.readouterr().err
