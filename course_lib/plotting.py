@@ -335,7 +335,7 @@ def plot_baseline_variances(variances: dict | None = None, exact: dict | None = 
     else:
         ax.set_xlim(0, max(heights) * 1.6 if max(heights) > 0 else 1.0)
     for yi, name in zip(y, names):
-        text = f"{values[name]:.3g}" + (f"  (exact {exact[name]:.3g})" if exact else "")
+        text = f"{values[name]:.3g}" + (f" measured, {exact[name]:.3g} exact" if exact else "")
         ax.text(values[name] if values[name] > 0 else ax.get_xlim()[0], yi, "  " + text, va="center",
                 fontsize="small")
     ax.set_yticks(y)
@@ -782,9 +782,9 @@ def plot_ppo_diagnostics(history, title: str = "PPO diagnostics over a training 
     last = "kl" if kl is not None and torch.isfinite(kl).any() else "loss"
     metrics = ("mean_return", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction",
                "explained_variance", last)
+    curves = [_history_curve(history, metric, "history") for metric in metrics]  # checked before drawing
     fig, axes = plt.subplots(2, 4, figsize=(12.0, 5.2), sharex=True)
-    for ax, metric in zip(axes.flat, metrics):
-        x, y = _history_curve(history, metric, "history")
+    for ax, metric, (x, y) in zip(axes.flat, metrics, curves):
         _plot_finite(ax, x, y, color="tab:blue", linewidth=1.5)
         ax.set_title(_PPO_METRICS[metric], fontsize="medium")
         ax.grid(alpha=0.3)
@@ -820,11 +820,13 @@ def plot_ppo_runs(histories: dict, metrics=("mean_return",), title: str | None =
         raise ValueError("metrics: expected at least one metric name")
     for metric in metrics:
         _validate.require_choice("metrics", metric, tuple(_PPO_METRICS))
+    # Every curve is read (and checked) before the figure exists, so a bad history leaves no figure behind.
+    curves = {metric: [_history_curve(history, metric, f"histories[{label!r}]") for label, history in histories.items()]
+              for metric in metrics}
     fig, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics) + 0.6, 3.4), squeeze=False)
     colors = ["tab:blue", "tab:red", "tab:orange", "tab:green", "tab:purple", "tab:gray"]
     for ax, metric in zip(axes[0], metrics):
-        for i, (label, history) in enumerate(histories.items()):
-            x, y = _history_curve(history, metric, f"histories[{label!r}]")
+        for i, (label, (x, y)) in enumerate(zip(histories, curves[metric])):
             _plot_finite(ax, x, y, color=colors[i % len(colors)], linewidth=1.8, label=str(label))
         ax.set_xlabel("environment steps")
         ax.set_ylabel(_PPO_METRICS[metric])
