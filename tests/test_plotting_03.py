@@ -20,12 +20,8 @@ from course_lib.widgets import SliderPlot, baseline_variance_widget
 
 
 @pytest.fixture(autouse=True)
-def no_figures_left_behind():
-    before = set(plt.get_fignums())
-    yield
-    leaked = set(plt.get_fignums()) - before
-    plt.close("all")
-    assert not leaked, f"figures left open: {sorted(leaked)}"
+def _no_figures_left(no_figures_left_behind):
+    """Every test here must close the figures it opens (tests/conftest.py)."""
 
 
 @pytest.fixture(scope="module")

@@ -17,12 +17,8 @@ from course_lib.widgets import SliderPlot, ppo_clip_widget
 
 
 @pytest.fixture(autouse=True)
-def no_figures_left_behind():
-    before = set(plt.get_fignums())
-    yield
-    leaked = set(plt.get_fignums()) - before
-    plt.close("all")
-    assert not leaked, f"figures left open: {sorted(leaked)}"
+def _no_figures_left(no_figures_left_behind):
+    """Every test here must close the figures it opens (tests/conftest.py)."""
 
 
 def _labelled_lines(ax):
