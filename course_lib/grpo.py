@@ -223,6 +223,7 @@ def grpo_loss(
     normalize_std: bool = True,
     loss_agg: str = "seq-mean-token-mean",
     max_len: float | None = None,
+    clip_eps_high: float | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The GRPO loss of a batch of ``B`` prompts with ``G`` responses each.
 
@@ -239,10 +240,12 @@ def grpo_loss(
         normalize_std: divide advantages by the group std (GRPO) or not (Dr. GRPO).
         loss_agg: how tokens are averaged, see :func:`aggregate_loss`.
         max_len: Dr. GRPO's constant (default ``T``).
+        clip_eps_high: the upper clip range (default ``clip_eps``); larger is DAPO's
+            clip-higher, which lets low-probability tokens with a positive advantage grow.
 
     Returns:
         ``(loss, info)``: the scalar loss and floats ``clip_fraction`` (valid tokens
-        with ``|ratio - 1| > clip_eps``, as ``ppo.clipped_surrogate_loss``),
+        with the ratio outside ``[1 - clip_eps, 1 + clip_eps_high]``, as ``ppo.clipped_surrogate_loss``),
         ``clip_active_fraction`` (where the clip zeroes the gradient), ``kl`` (the
         mean estimate over valid tokens, 0 without ``logp_ref``), ``adv_abs_mean``
         (mean |advantage| over responses) and ``reward_mean``.
@@ -265,7 +268,8 @@ def grpo_loss(
     adv_tokens = adv.unsqueeze(-1).expand_as(logp)  # (B, G, T): every token shares its response's adv
 
     # PPO's clipped surrogate, token by token (clipped_surrogate treats logp_old and adv as constants).
-    per_token = clipped_surrogate(logp, logp_old, adv_tokens, clip_eps)  # (B, G, T)
+    clip_eps_high = clip_eps if clip_eps_high is None else clip_eps_high
+    per_token = clipped_surrogate(logp, logp_old, adv_tokens, clip_eps, clip_eps_high)  # (B, G, T)
     if logp_ref is not None:
         kl = kl_estimate(logp, logp_ref.detach(), kl_kind)  # (B, G, T)
         per_token = per_token + kl_coef * kl
@@ -274,7 +278,7 @@ def grpo_loss(
     with torch.no_grad():  # diagnostics, not part of the graph
         log_ratio = torch.where(valid, logp - logp_old, torch.zeros_like(logp))
         ratio = torch.exp(log_ratio)  # (B, G, T)
-        low, high = ratio < 1.0 - clip_eps, ratio > 1.0 + clip_eps
+        low, high = ratio < 1.0 - clip_eps, ratio > 1.0 + clip_eps_high
         binding = (high & (adv_tokens > 0)) | (low & (adv_tokens < 0))
         info = {
             "clip_fraction": masked_mean((low | high).to(logp.dtype), valid).item(),

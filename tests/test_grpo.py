@@ -562,3 +562,23 @@ def test_check_aggregate_loss_names_the_length_bias_mistake():
 
     with pytest.raises(AssertionError, match="token mean"):
         check_aggregate_loss(always_token_mean)
+
+
+def test_grpo_loss_clip_higher_lets_a_positive_advantage_token_grow():
+    # One prompt, two responses of one token: rewards 1 and 0 give advantages +0.707 and -0.707.
+    # The first token's ratio is exp(0.22) = 1.246: outside [0.8, 1.2], inside [0.8, 1.28].
+    from course_lib.grpo import grpo_loss
+
+    logp_old = torch.tensor([[[-1.0], [-1.0]]], dtype=torch.float64)
+    rewards = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
+    mask = torch.ones(1, 2, 1)
+    grads = {}
+    for high in (None, 0.28):
+        logp = (logp_old + torch.tensor([[[0.22], [0.0]]], dtype=torch.float64)).requires_grad_(True)
+        loss, info = grpo_loss(logp, logp_old, None, rewards, mask, clip_eps=0.2, clip_eps_high=high)
+        loss.backward()
+        grads[high] = logp.grad[0, 0, 0].item()
+        assert info["clip_fraction"] == (0.5 if high is None else 0.0)
+    assert grads[None] == 0.0, "the symmetric clip binds: no gradient"
+    # Unclipped: d/dlogp of -(ratio * adv) / 2 responses = -1.246 * 0.7071 / 2 (eps=1e-6 in the std shifts it by 1e-6).
+    assert grads[0.28] == pytest.approx(-math.exp(0.22) * 2**-0.5 / 2, rel=1e-5)
