@@ -158,3 +158,24 @@ def grpo_group_widget(group_size: int = 8) -> SliderPlot:
         raise ValueError(f"group_size: expected an int in [2, 64], got {group_size!r}")
     slider = ipywidgets.IntSlider(value=group_size, min=2, max=64, step=1, description="group_size")
     return slider_plot(plot_group_signal, group_size=slider)
+
+
+def sweep_widget(group_size: int = 8, clip_eps: float = 0.2) -> SliderPlot:
+    """group_size and clip_eps sliders over :func:`~course_lib.plotting.plot_sweep` (chapter 07).
+
+    Browses the precomputed sweep of ``course_lib/data/sweep_07.json`` (``benchmarks/sweep_07.py``
+    regenerates it): the file is read once, when the widget is built; a redraw only plots.
+    """
+    from functools import partial
+
+    from course_lib.sweep import load_sweep
+    from course_lib.plotting import plot_sweep
+
+    sweep = load_sweep()["sweep"]
+    if group_size not in sweep["group_sizes"]:
+        raise ValueError(f"group_size: expected one of {sweep['group_sizes']}, got {group_size!r}")
+    if clip_eps not in sweep["clip_eps"]:
+        raise ValueError(f"clip_eps: expected one of {sweep['clip_eps']}, got {clip_eps!r}")
+    size_slider = ipywidgets.SelectionSlider(options=sweep["group_sizes"], value=group_size, description="group_size")
+    eps_slider = ipywidgets.SelectionSlider(options=sweep["clip_eps"], value=clip_eps, description="clip_eps")
+    return slider_plot(partial(plot_sweep, sweep=sweep), group_size=size_slider, clip_eps=eps_slider)

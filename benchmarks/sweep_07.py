@@ -1,0 +1,101 @@
+"""Regenerate ``course_lib/data/sweep_07.json``: chapter 07's longer runs, which the notebook only reads.
+
+Three sets of runs, each on one torch thread:
+
+1. the sweep: GRPO on the sorting task for every group size in
+   ``sweep.SWEEP_GROUP_SIZES`` and clip range in ``sweep.SWEEP_CLIP_EPS``, 6 seeds each,
+   the lecture's 100 epochs (``course_lib.sweep.run_sweep``);
+2. GRPO against PPO on the sorting task, 8 seeds, 100 iterations of 10 responses per prompt;
+3. GRPO against PPO on CartPole-v1, 5 seeds, 150,000 environment steps each.
+
+Every curve is stored thinned to at most 60 points; the file stays under 100 kB.
+
+Usage::
+
+    python benchmarks/sweep_07.py                # about 6 minutes on one core
+    python benchmarks/sweep_07.py --quick        # 2 seeds, short runs: a smoke test (writes to --out)
+    python benchmarks/sweep_07.py --out /tmp/sweep.json
+
+The last line printed is ``total_seconds=...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from course_lib import compare
+from course_lib.sweep import run_sweep
+
+OUT = Path(__file__).resolve().parent.parent / "course_lib" / "data" / "sweep_07.json"
+
+
+def thin(curve: dict, max_points: int = 60) -> dict:
+    """Keep at most ``max_points`` entries of every list of a curve (always the last), rounded to 3 decimals."""
+    n = len(curve["samples"])
+    step = max(1, -(-n // max_points))
+    keep = sorted(set(range(step - 1, n, step)) | {n - 1})
+    out = {}
+    for key, value in curve.items():
+        if isinstance(value, list):
+            out[key] = [None if v != v else round(float(v), 3) for v in (value[i] for i in keep)]
+        else:
+            out[key] = round(float(value), 3)
+    return out
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2 seeds and short runs, to check the script works")
+    parser.add_argument("--out", type=Path, default=OUT, help=f"where to write the JSON (default {OUT})")
+    args = parser.parse_args(argv)
+    if args.quick and args.out == OUT:
+        parser.error("--quick must not overwrite the committed results: pass --out")
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+
+    sweep_seeds, epochs = (range(2), 10) if args.quick else (range(6), 100)
+    sweep = run_sweep(seeds=sweep_seeds, epochs=epochs, progress=False)
+    print(f"sweep: {len(sweep['configs'])} configurations x {len(sweep_seeds)} seeds "
+          f"in {time.perf_counter() - start:.0f} s", flush=True)
+    for config in sweep["configs"]:
+        print(f"  G={config['group_size']:>2} clip_eps={config['clip_eps']:<4} final greedy "
+              f"{config['final_greedy_reward']:.3f}  mean sampled {config['final_mean_reward']:.3f}  "
+              f"{config['wall_time_s']:.2f} s per run")
+
+    seeds, iterations = (range(2), 10) if args.quick else (range(8), 100)
+    sorting = {"GRPO": [thin(compare.run_sorting_grpo(seed, iterations)) for seed in seeds],
+               "PPO": [thin(compare.run_sorting_ppo(seed, iterations)) for seed in seeds]}
+    for label, runs in sorting.items():
+        print(f"sorting {label}: final greedy per seed {[run['final_greedy'] for run in runs]}, "
+              f"seconds per run {[run['seconds'][-1] for run in runs]}", flush=True)
+
+    seeds, max_steps = (range(2), 5_000) if args.quick else (range(5), 150_000)
+    cartpole = {"GRPO": [thin(compare.run_cartpole_grpo(seed, max_steps)) for seed in seeds],
+                "PPO": [thin(compare.run_cartpole_ppo(seed, max_steps)) for seed in seeds]}
+    for label, runs in cartpole.items():
+        print(f"cartpole {label}: final evaluation per seed {[run['final_eval'] for run in runs]}, "
+              f"seconds per run {[run['seconds'][-1] for run in runs]}", flush=True)
+
+    total = time.perf_counter() - start
+    results = {
+        "meta": {"generated_by": "benchmarks/sweep_07.py", "torch": torch.__version__,
+                 "python": platform.python_version(), "threads": 1, "total_seconds": round(total, 1)},
+        "sweep": sweep,
+        "sorting": {"iterations": iterations, "group_size": 10, "runs": sorting},
+        "cartpole": {"max_steps": max_steps, "group_size": 8, "num_groups": 4, "runs": cartpole},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, separators=(",", ":")) + "\n")
+    print(f"wrote {args.out} ({args.out.stat().st_size / 1000:.0f} kB)")
+    print(f"total_seconds={total:.0f}")
+    return results
+
+
+if __name__ == "__main__":
+    main()
