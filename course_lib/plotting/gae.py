@@ -1,0 +1,208 @@
+"""Plots of Chapter 04: GAE."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import torch
+from matplotlib.figure import Figure
+
+from course_lib import _validate
+from course_lib.plotting.base import FIGSIZE, _curve
+
+
+
+def plot_nstep_weights(lam: float = 0.9, horizon: int = 20) -> Figure:
+    """Bar chart of the weight ``(1 - lam) * lam^(n - 1)`` GAE gives the n-step estimator A^(n).
+
+    GAE(gamma, lam) is the exponentially weighted average of the n-step advantage
+    estimators (GAE paper, eq. 15-16); the weights sum to 1 over n = 1, 2, ...
+
+    Args:
+        lam: GAE lambda in [0, 1]. For lam = 1 all the weight sits at n = infinity (Monte-Carlo).
+        horizon: number of estimators drawn, n = 1 .. horizon (a positive integer).
+    """
+    lam = _validate.require_unit_interval("lam", lam)
+    if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
+        raise ValueError(f"horizon: expected a positive integer number of estimators, got {horizon!r}")
+    n = torch.arange(1, horizon + 1, dtype=torch.float64)
+    weights = (1.0 - lam) * lam ** (n - 1)  # (horizon,)
+    fig, ax = plt.subplots(figsize=FIGSIZE)
+    ax.bar(n.numpy(), weights.numpy(), width=0.8, color="tab:blue",
+           label=r"weight $(1-\lambda)\lambda^{n-1}$ of $\hat A^{(n)}$")
+    rest = 1.0 - float(weights.sum())
+    ax.plot([], [], " ", label=f"weight left for n > {horizon}: {rest:.3f}")
+    ax.set_xlim(0.4, horizon + 0.6)
+    ax.set_ylim(0.0, 1.4 * max(float(weights.max()), 0.05))  # head room for the legend
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_xlabel("n (the estimator looks n steps ahead, then bootstraps from V)")
+    ax.set_ylabel("weight")
+    ax.set_title(rf"GAE as an average of n-step estimators, $\lambda$ = {lam:.2f}")
+    ax.legend(loc="upper right", frameon=False, fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+_CHAIN_EPISODES: dict = {}  # (n_episodes, seed) -> Episodes: the widget's fixed batch, sampled once
+
+
+def _chain_batch(n_episodes: int, seed: int):
+    # Imported here, not at the top: the chain is chapter 04's, the plotting module everyone's.
+    from course_lib import chain
+
+    key = (n_episodes, seed)
+    if key not in _CHAIN_EPISODES:
+        _CHAIN_EPISODES[key] = chain.sample_episodes(chain.Chain(), n_episodes, seed=seed)
+    return _CHAIN_EPISODES[key]
+
+
+def plot_gae_on_chain(gamma: float = 0.95, lam: float = 0.5, noise: float = 0.3, n_episodes: int = 300,
+                      seed: int = 0) -> Figure:
+    """GAE estimates beside the true advantages on :class:`course_lib.chain.Chain`, for one fixed batch.
+
+    For each state and action: the truth ``Q(s, a) - V_hat(s)`` (the true advantage seen
+    from the critic's baseline, see :mod:`course_lib.chain`) as a line, and the mean
+    +- one standard deviation of the GAE estimates at the steps that visit (s, a) as
+    error bars. The title gives bias^2, variance and their sum, the mean squared error.
+    The episodes are sampled once per ``(n_episodes, seed)`` and reused: sliding gamma
+    or lam only recomputes the estimates.
+
+    Args:
+        gamma: discount factor in [0, 1].
+        lam: GAE lambda in [0, 1].
+        noise: scale of the critic's fixed error, V_hat = V + noise * N(0, 1) per state.
+        n_episodes: size of the batch.
+        seed: seed of the batch and of the critic's error.
+    """
+    from course_lib import chain
+
+    gamma = _validate.require_unit_interval("gamma", gamma)
+    lam = _validate.require_unit_interval("lam", lam)
+    ch = chain.Chain()
+    # One thread for these small tensors: a second one only adds waiting, badly so on a busy machine,
+    # and the widget redraws on every slider step.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        episodes = _chain_batch(n_episodes, seed)
+        critic = chain.imperfect_critic(ch, gamma, noise=noise, seed=seed)
+        stats = chain.gae_statistics(ch, episodes, critic, gamma, lam)
+    finally:
+        torch.set_num_threads(threads)
+
+    s = torch.arange(ch.n_states, dtype=torch.float64).numpy()
+    fig, ax = plt.subplots(figsize=(7.2, 3.6))
+    for a, name, color, shift in ((chain.RIGHT, "right", "tab:blue", -0.1), (chain.LEFT, "left", "tab:orange", 0.1)):
+        ax.plot(s, stats["target"][:, a].numpy(), color=color, marker="D", markersize=4, linewidth=1.5,
+                label=f"truth Q(s, {name}) − V̂(s)")
+        ax.errorbar(s + shift, stats["mean"][:, a].numpy(), yerr=stats["std"][:, a].numpy(), color=color,
+                    fmt="o", markersize=4, capsize=3, alpha=0.75, label=f"GAE mean ± std, {name}")
+    ax.axhline(0.0, color="0.6", linewidth=0.8)
+    ax.set_ylim(-1.5, 1.9)  # fixed, so what moves with the sliders is the estimate, not the axis
+    ax.set_yticks([-1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5])
+    ax.set_xticks(s)
+    ax.set_xlabel(f"state s (episodes start at s = {ch.start}; off either end they stop)")
+    ax.set_ylabel("advantage")
+    # Plain text, no mathtext and no tight_layout: each costs tens of milliseconds per redraw.
+    ax.set_title(f"GAE with γ = {gamma:.2f}, λ = {lam:.2f} ({n_episodes} episodes):  "
+                 f"bias² {stats['bias2']:.3f} + variance {stats['variance']:.3f} = MSE {stats['mse']:.3f}",
+                 fontsize="medium")
+    ax.legend(loc="upper center", ncol=2, frameon=False, fontsize="small")
+    fig.subplots_adjust(left=0.1, right=0.98, bottom=0.14, top=0.9)
+    return fig
+
+
+def plot_bias_variance(lams, mse, bias2, variance, exact_bias2=None) -> Figure:
+    """Mean squared error, bias^2 and variance of the GAE estimate against lambda.
+
+    Args:
+        lams: ``(L,)`` the lambdas.
+        mse, bias2, variance: ``(L,)`` each, as :func:`course_lib.chain.bias_variance` returns them.
+        exact_bias2: optional ``(L,)`` bias^2 computed exactly, drawn dashed.
+
+    Returns:
+        The figure: one line each for MSE, bias^2 and variance (and the exact bias^2 when given).
+    """
+    lams = _curve("lams", lams)
+    if lams.numel() < 2:
+        raise ValueError(f"lams: expected at least 2 values of lambda, got {lams.numel()}")
+    mse = _curve("mse", mse, "lams", lams)
+    bias2 = _curve("bias2", bias2, "lams", lams)
+    variance = _curve("variance", variance, "lams", lams)
+    x = lams.numpy()
+    fig, ax = plt.subplots(figsize=FIGSIZE)
+    ax.plot(x, mse.numpy(), color="black", linewidth=2, marker="o", markersize=3, label="MSE = bias² + variance")
+    ax.plot(x, bias2.numpy(), color="tab:red", marker="o", markersize=3, label="bias² (sampled)")
+    ax.plot(x, variance.numpy(), color="tab:blue", marker="o", markersize=3, label="variance")
+    if exact_bias2 is not None:
+        exact_bias2 = _curve("exact_bias2", exact_bias2, "lams", lams)
+        ax.plot(x, exact_bias2.numpy(), color="tab:red", linestyle="--", linewidth=1, label="bias² (exact)")
+    best = int(mse.argmin())
+    ax.axvline(x[best], color="0.6", linestyle=":", linewidth=1)
+    ax.annotate(rf"least MSE at $\lambda$ = {x[best]:.2f}", (x[best], float(mse[best])),
+                xytext=(0, 12), textcoords="offset points", ha="center", fontsize="small")
+    ax.set_xlabel(r"$\lambda$  (0: one-step TD residual, 1: Monte-Carlo return minus V)")
+    ax.set_ylabel("squared error (advantage²)")
+    ax.set_ylim(0.0, 1.35 * float(torch.stack([mse.max(), bias2.max(), variance.max()]).max()))  # room for the legend
+    ax.set_title("The bias-variance trade-off of GAE, measured")
+    ax.legend(loc="upper center", ncol=2, frameon=False, fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def plot_truncation_errors(error_bootstrap, error_terminal, gamma_lam: float | None = None) -> Figure:
+    """Mean advantage error of episodes cut by a time limit, against the number of steps before the cut.
+
+    Args:
+        error_bootstrap: ``(K,)`` mean error at k = 0 .. K-1 steps before the cut, bootstrapping
+            from V of the state the episode stopped in (right).
+        error_terminal: ``(K,)`` the same when the cut is treated as termination (wrong).
+        gamma_lam: optional gamma * lam: draws the predicted decay of the error,
+            ``error_terminal[0] * (gamma * lam)^k``, dotted.
+    """
+    error_terminal = _curve("error_terminal", error_terminal)
+    error_bootstrap = _curve("error_bootstrap", error_bootstrap, "error_terminal", error_terminal)
+    if gamma_lam is not None:
+        gamma_lam = _validate.require_unit_interval("gamma_lam", gamma_lam)
+    k = torch.arange(error_terminal.numel(), dtype=torch.float64)
+    fig, ax = plt.subplots(figsize=FIGSIZE)
+    ax.plot(k.numpy(), error_terminal.numpy(), color="tab:red", marker="o", markersize=4,
+            label="cut treated as terminal (wrong)")
+    ax.plot(k.numpy(), error_bootstrap.numpy(), color="tab:green", marker="o", markersize=4,
+            label=r"bootstrap from $V$(last state) (right)")
+    if gamma_lam is not None:
+        ax.plot(k.numpy(), (error_terminal[0] * gamma_lam**k).numpy(), color="0.4", linestyle=":",
+                label=r"first error $\times (\gamma\lambda)^k$")
+    ax.axhline(0.0, color="0.6", linewidth=0.8)
+    ax.invert_xaxis()  # time runs left to right: the cut is on the right
+    ax.set_xlabel("k, steps before the time limit (k = 0: the last step)")
+    ax.set_ylabel("mean error of the advantage")
+    ax.set_title("Time limits: what a wrong bootstrap does to the advantages")
+    ax.legend(loc="lower left", frameon=False, fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def plot_token_gae(rewards, values, advantages) -> Figure:
+    """Per-token rewards (bars), critic values and GAE advantages (lines) of one response.
+
+    Args:
+        rewards: ``(T,)`` per-token rewards (a KL penalty at every token, the score at the last).
+        values: ``(T,)`` the critic's value of each prefix.
+        advantages: ``(T,)`` the GAE advantages.
+    """
+    rewards = _curve("rewards", rewards)
+    values = _curve("values", values, "rewards", rewards)
+    advantages = _curve("advantages", advantages, "rewards", rewards)
+    t = torch.arange(rewards.numel()).numpy()
+    fig, ax = plt.subplots(figsize=FIGSIZE)
+    ax.bar(t, rewards.numpy(), width=0.6, color="0.7", label="reward $r_t$")
+    ax.plot(t, values.numpy(), color="tab:blue", marker="s", markersize=4, label=r"value $V(s_t)$")
+    ax.plot(t, advantages.numpy(), color="tab:red", marker="o", markersize=4, label=r"advantage $\hat A_t$")
+    ax.axhline(0.0, color="0.6", linewidth=0.8)
+    ax.set_xticks(t)
+    ax.set_xlabel("token t of the response")
+    ax.set_ylabel("per token")
+    ax.set_title("GAE over the tokens of one response")
+    ax.legend(loc="upper left", frameon=False, fontsize="small")
+    fig.tight_layout()
+    return fig
