@@ -534,3 +534,31 @@ def test_cannot_grade_at_all_exits_2(tmp_path, capsys):
     assert grade.main([str(sub), "--out", str(tmp_path / "o"), "--solutions", str(tmp_path / "no")]) == 2
     assert grade.main([str(sub), "--out", str(blocker / "o"), "--solutions", str(solutions)]) == 2
     assert "no submission found" in capsys.readouterr().err
+
+
+def test_a_kernel_that_dies_before_answering_is_started_again(monkeypatch, tmp_path):
+    from course_lib.grading import runner
+
+    outcomes = iter([runner.CellOutcome("setup-error", message="Kernel died before replying to kernel_info"),
+                     runner.CellOutcome("passed")])
+    calls = []
+
+    def fake_run_once(notebook, timeout, threads, sanitize):
+        calls.append(notebook)
+        return runner.Run(cells={0: next(outcomes)})
+
+    monkeypatch.setattr(runner, "_run_once", fake_run_once)
+    monkeypatch.setattr(runner.time, "sleep", lambda seconds: None)
+    run = runner.run_nbval(tmp_path / "nb.ipynb", timeout=5)
+    assert len(calls) == 2 and run.kernel_retries == 1
+    assert run.cells[0].outcome == "passed"
+
+
+def test_a_kernel_that_never_starts_is_reported_after_the_last_try(monkeypatch, tmp_path):
+    from course_lib.grading import runner
+
+    monkeypatch.setattr(runner, "_run_once", lambda *args: runner.Run(cells={0: runner.CellOutcome("setup-error")}))
+    monkeypatch.setattr(runner.time, "sleep", lambda seconds: None)
+    run = runner.run_nbval(tmp_path / "nb.ipynb", timeout=5)
+    assert run.kernel_retries == runner.KERNEL_START_TRIES - 1
+    assert run.cells[0].outcome == "setup-error"

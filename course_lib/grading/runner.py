@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import random
 import signal
 import subprocess
 import sys
@@ -63,6 +64,10 @@ class Run:
     output: str = ""  # pytest's own report, for the log
     killed: bool = False  # the watchdog had to stop it
     seconds: float = 0.0
+    kernel_retries: int = 0  # kernels that died before answering, started again
+
+
+KERNEL_START_TRIES = 3
 
 
 def child_env(threads: int) -> dict[str, str]:
@@ -113,7 +118,21 @@ def run_nbval(notebook: Path, timeout: float, threads: int = 1, sanitize: Path |
     The run is stopped as soon as a cell times out (the later cells are "not run"): the
     kernel's state after an interrupt is not worth grading on, and a later cell calling
     the same function would hang again. Never raises for what the notebook does.
+
+    A kernel that dies before it answers at all is the grader's failure, not the
+    student's (kernels started side by side with ``-j`` can race for the same ports),
+    so such a run is started again, up to ``KERNEL_START_TRIES`` times in all.
     """
+    for retry in range(KERNEL_START_TRIES):
+        run = _run_once(notebook, timeout, threads, sanitize)
+        run.kernel_retries = retry
+        if not any(cell.outcome == "setup-error" for cell in run.cells.values()):
+            break
+        time.sleep(0.5 + random.random())  # out of step with whichever kernel it raced
+    return run
+
+
+def _run_once(notebook: Path, timeout: float, threads: int, sanitize: Path | None) -> Run:
     folder = notebook.parent
     events_path, output_path = folder / "cells.jsonl", folder / "pytest-output.txt"
     events_path.unlink(missing_ok=True)

@@ -236,7 +236,9 @@ def _grade(path: Path, base: Path | None, canonical: dict[str, Canonical], optio
 
 
 def _run_log(attempt: int, cells: list[GradedCell], run: Run) -> list[str]:
-    lines = [f"--- run {attempt}: {run.seconds:.1f} s" + (" (stopped after a cell hung)" if run.killed else "")]
+    lines = [f"--- run {attempt}: {run.seconds:.1f} s" + (" (stopped after a cell hung)" if run.killed else "")
+             + (f" (kernel started again {run.kernel_retries} time(s): it died before answering)"
+                if run.kernel_retries else "")]
     for number, cell in enumerate(cells):
         outcome = run.cells.get(number, CellOutcome("not run"))
         detail = f" {outcome.ename}: {outcome.evalue}" if outcome.ename else (
