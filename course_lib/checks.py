@@ -94,7 +94,7 @@ def check_against_reference(
             got = _run_student(fn, kwargs, case, select, name)
             problem = _compare(expected, got, rtol, atol)
             if problem is not None:
-                _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol)
+                _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol, expected)
             n_runs += 1
     kinds = " and ".join(str(d).replace("torch.", "") for d in dtypes)
     grads = ", gradients included" if any(c.grad for c in cases) else ""
@@ -200,39 +200,69 @@ def _run_student(fn, kwargs, case, select, name) -> _Outcome:
 # ---------------------------------------------------------------------------
 
 
-def _compare(expected: _Outcome, got: _Outcome, rtol: float, atol: float) -> str | None:
-    """Return a description of the first difference, or None when they agree."""
+def _differences(expected: _Outcome, got: _Outcome, rtol: float, atol: float):
+    """Yield ``(component, description)`` for each output or gradient that disagrees, values first."""
     for kind, exp_map, got_map in (("", expected.values, got.values), ("gradient of ", expected.grads, got.grads)):
         for key, exp in exp_map.items():
+            what = f"{kind}{key}"
             if key not in got_map:
-                return f"{key} is missing from what your function returned"
+                yield what, f"{key} is missing from what your function returned"
+                continue
             value = got_map[key]
-            what = f"{kind}{key}" if kind else key
             if tuple(value.shape) != tuple(exp.shape):
-                return f"{what} has shape {tuple(value.shape)}, expected {tuple(exp.shape)}"
+                yield what, f"{what} has shape {tuple(value.shape)}, expected {tuple(exp.shape)}"
+                continue
             value64, exp64 = value.to(torch.float64), exp.to(torch.float64)
             if _isnan(value64).any() and not _isnan(exp64).any():
-                return f"{what} contains NaN where the reference has numbers"
-            if not _allclose(value64, exp64, rtol=rtol, atol=atol, equal_nan=True):
+                yield what, f"{what} contains NaN where the reference has numbers"
+            elif not _allclose(value64, exp64, rtol=rtol, atol=atol, equal_nan=True):
                 diff = (value64 - exp64).abs().nan_to_num(math.inf)
                 worst = int(diff.flatten().argmax())
-                return (
+                yield what, (
                     f"{what} differs from the reference: expected {_show(exp64)}, got {_show(value64)} "
                     f"(largest difference {diff.flatten()[worst].item():.3g} at flat index {worst})"
                 )
-    return None
 
 
-def _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol):
+def _compare(expected: _Outcome, got: _Outcome, rtol: float, atol: float) -> str | None:
+    """Return a description of the first difference, or None when they agree."""
+    return next((description for _, description in _differences(expected, got, rtol, atol)), None)
+
+
+def _component(outcome: _Outcome, what: str) -> _Outcome:
+    """The part of an outcome named like ``"loss"`` or ``"gradient of logp_old"``, alone."""
+    if what.startswith("gradient of "):
+        key = what[len("gradient of "):]
+        return _Outcome(grads={key: outcome.grads[key]} if key in outcome.grads else {})
+    return _Outcome(values={what: outcome.values[what]} if what in outcome.values else {})
+
+
+def _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol, expected=None):
+    """Raise the most helpful message: a known mistake the student's output matches, else the first difference."""
+    replays = []
     for mistake in mistakes:
         try:
-            wrong = _run(mistake.fn, kwargs, case.grad, select, name="mistake")
+            replays.append((mistake, _run(mistake.fn, kwargs, case.grad, select, name="mistake")))
         except Exception:  # noqa: BLE001 - a mistake that cannot run on this case tells nothing
             continue
+    # 1. The student made exactly this mistake: every output and gradient matches it.
+    for mistake, wrong in replays:
         if _compare(wrong, got, rtol, atol) is None:
-            raise AssertionError(
-                f"{name}: {mistake.message}\n  seen on the case: {case.description} ({dtype})"
-            )
+            raise AssertionError(f"{name}: {mistake.message}\n  seen on the case: {case.description} ({dtype})")
+    # 2. Several mistakes at once (say a quotient ratio *and* logp_old left attached): name the one
+    #    that explains the first difference, where it reproduces exactly that output or gradient.
+    if expected is not None:
+        first = next(iter(_differences(expected, got, rtol, atol)), None)
+        if first is not None:
+            what, _ = first
+            for mistake, wrong in replays:
+                own = _component(wrong, what)
+                if _compare(own, _component(got, what), rtol, atol) is None and \
+                        _compare(own, _component(expected, what), rtol, atol) is not None:
+                    raise AssertionError(
+                        f"{name}: {mistake.message}\n  seen on the case: {case.description} ({dtype}), "
+                        f"in the {what}; fix it and run the check again: there may be more to fix"
+                    )
     raise AssertionError(f"{name}: {problem}\n  on the case: {case.description} ({dtype})")
 
 

@@ -328,10 +328,33 @@ class GRPOLoss(nn.Module):
         return loss
 
 
-# The checks live in grpo_checks.py (cases and mistakes are long); re-exported here.
-from course_lib.grpo_checks import (  # noqa: E402  (after the definitions they check)
-    check_aggregate_loss,
-    check_group_advantages,
-    check_grpo_loss,
-    check_kl_estimate,
-)
+# The checks' cases and known mistakes are long, so they live in grpo_checks.py;
+# these wrappers import it on first use (it imports this module's references).
+
+
+def check_aggregate_loss(fn) -> bool:
+    """Check a student's ``aggregate_loss(per_token, mask, mode, max_len=None)``, gradients included."""
+    from course_lib import grpo_checks
+
+    return grpo_checks.check_aggregate_loss(fn)
+
+
+def check_group_advantages(fn) -> bool:
+    """Check a student's ``group_advantages(rewards, normalize_std=True, eps=1e-6)``."""
+    from course_lib import grpo_checks
+
+    return grpo_checks.check_group_advantages(fn)
+
+
+def check_grpo_loss(fn) -> bool:
+    """Check a student's ``grpo_loss(...)``: the loss value and its gradients."""
+    from course_lib import grpo_checks
+
+    return grpo_checks.check_grpo_loss(fn)
+
+
+def check_kl_estimate(fn) -> bool:
+    """Check a student's ``kl_estimate(logp, logp_ref, kind)``, gradients included."""
+    from course_lib import grpo_checks
+
+    return grpo_checks.check_kl_estimate(fn)

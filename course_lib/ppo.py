@@ -314,10 +314,33 @@ class PPOLoss(nn.Module):
         return gae.compute_gae(rewards, values, dones, last_values, gamma, lam)
 
 
-# The checks live in ppo_checks.py (cases and mistakes are long); re-exported here.
-from course_lib.ppo_checks import (  # noqa: E402  (after the definitions they check)
-    check_clipped_surrogate,
-    check_clipped_surrogate_loss,
-    check_ppo_loss,
-    check_value_loss,
-)
+# The checks' cases and known mistakes are long, so they live in ppo_checks.py;
+# these wrappers import it on first use (it imports this module's references).
+
+
+def check_clipped_surrogate(fn) -> bool:
+    """Check a student's ``clipped_surrogate(logp, logp_old, adv, clip_eps, clip_eps_high=None)``."""
+    from course_lib import ppo_checks
+
+    return ppo_checks.check_clipped_surrogate(fn)
+
+
+def check_clipped_surrogate_loss(fn) -> bool:
+    """Check a student's ``clipped_surrogate_loss(logp, logp_old, adv, clip_eps, mask=None)``: loss and clip_fraction."""
+    from course_lib import ppo_checks
+
+    return ppo_checks.check_clipped_surrogate_loss(fn)
+
+
+def check_ppo_loss(fn) -> bool:
+    """Check a student's full PPO loss."""
+    from course_lib import ppo_checks
+
+    return ppo_checks.check_ppo_loss(fn)
+
+
+def check_value_loss(fn) -> bool:
+    """Check a student's ``value_loss(values, returns, values_old=None, clip_eps=None, mask=None)``."""
+    from course_lib import ppo_checks
+
+    return ppo_checks.check_value_loss(fn)

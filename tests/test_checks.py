@@ -75,3 +75,29 @@ def test_patching_torch_allclose_does_not_help(monkeypatch):
 def test_not_callable():
     with pytest.raises(AssertionError, match="expected a function"):
         _run(42)
+
+
+def test_two_mistakes_at_once_names_the_one_behind_the_first_difference():
+    # Wrong scale (sum, not mean) *and* y left attached: no catalogued mistake matches both,
+    # but "sum" explains the first difference (the value), so that is what the student hears.
+    def summed(x, y):
+        return (x * y.detach()).sum()
+
+    def attached(x, y):
+        return (x * y).mean()
+
+    mistakes = [Mistake("you summed; take the mean", summed), Mistake("y must be a constant", attached)]
+    with pytest.raises(AssertionError, match="(?s)you summed; take the mean.*there may be more to fix"):
+        _run(lambda x, y: (x * y).sum(), mistakes=mistakes)
+    # Fixed the sum, y still attached: now the exact match names the second mistake.
+    with pytest.raises(AssertionError, match="y must be a constant"):
+        _run(attached, mistakes=mistakes)
+
+
+def test_a_partial_match_must_reproduce_the_wrong_component():
+    # A mistake that agrees with the reference on the differing component explains nothing.
+    def harmless(x, y):
+        return (x * y.detach()).mean() + 0.0 * x.sum()
+
+    with pytest.raises(AssertionError, match="differs from the reference"):
+        _run(lambda x, y: (x * y.detach()).sum(), mistakes=[Mistake("irrelevant", harmless)])
