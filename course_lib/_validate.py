@@ -83,6 +83,14 @@ def require_non_negative(name: str, value: float) -> float:
     return value
 
 
+def require_int(name: str, value, minimum: int | None = None) -> int:
+    """Check that ``value`` is an int (not a bool), at least ``minimum`` when given (sizes, counts, seeds)."""
+    at_least = f" >= {minimum}" if minimum is not None else ""
+    if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
+        raise ValueError(f"{name}: expected an int{at_least}, got {value!r}")
+    return value
+
+
 def require_choice(name: str, value: str, choices: Iterable[str]) -> str:
     """Check that a mode string is one of ``choices``."""
     choices = tuple(choices)

@@ -86,8 +86,8 @@ def random_bandit(num_states: int = 6, num_actions: int = 4, num_features: int =
         seed: seeds a private ``torch.Generator``.
     """
     for name, value in (("num_states", num_states), ("num_actions", num_actions), ("num_features", num_features)):
-        _require_int(name, value, minimum=1)
-    _require_int("seed", seed)
+        _validate.require_int(name, value, minimum=1)
+    _validate.require_int("seed", seed)
     g = torch.Generator().manual_seed(seed)
     phi = torch.randn(num_states, num_features, generator=g, dtype=torch.float64)  # (S, D)
     u = torch.randn(num_features, generator=g, dtype=torch.float64)  # (D,)
@@ -111,8 +111,8 @@ def sample_groups(bandit: ContextualBandit, logits: torch.Tensor, num_groups: in
         ``(states [B], actions [B, G], rewards [B, G])``.
     """
     _require_logits(bandit, logits)
-    _require_int("num_groups", num_groups, minimum=1)
-    _require_int("group_size", group_size, minimum=1)
+    _validate.require_int("num_groups", num_groups, minimum=1)
+    _validate.require_int("group_size", group_size, minimum=1)
     states = torch.multinomial(bandit.state_probs, num_groups, replacement=True, generator=generator)  # (B,)
     pi = torch.softmax(logits.detach(), dim=-1)[states]  # (B, K)
     actions = torch.multinomial(pi, group_size, replacement=True, generator=generator)  # (B, G)
@@ -202,13 +202,6 @@ def exact_moments(probs: torch.Tensor, estimates: torch.Tensor) -> tuple[torch.T
 # Validation helpers
 # ---------------------------------------------------------------------------
 
-
-def _require_int(name: str, value, minimum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name}: expected an int, got {type(value).__name__}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name}: expected an int >= {minimum}, got {value}")
-    return value
 
 
 def _require_ids(name: str, ids, size: int) -> None:

@@ -88,7 +88,7 @@ def run_sorting_grpo(seed: int = 0, epochs: int = 100, group_size: int = 10, cli
 
     def train():
         start = time.perf_counter()
-        for epoch in range(_require_int("epochs", epochs)):
+        for epoch in range(_validate.require_int("epochs", epochs, 1)):
             history = trainer.train(prompts, epochs=1, progress=False)  # one epoch; the trainer keeps its state
             curve["samples"].append((epoch + 1) * prompts.shape[0] * group_size)
             curve["seconds"].append(time.perf_counter() - start)
@@ -136,7 +136,7 @@ def run_sorting_ppo(seed: int = 0, updates: int = 100, group_size: int = 10, cli
 
     def train():
         start = time.perf_counter()
-        for _ in range(_require_int("updates", updates)):
+        for _ in range(_validate.require_int("updates", updates, 1)):
             record = trainer.train_step(env)  # one rollout = one response per environment
             curve["samples"].append(trainer.total_steps // prompts.shape[1])
             curve["seconds"].append(time.perf_counter() - start)
@@ -169,7 +169,7 @@ def run_cartpole_ppo(seed: int = 0, max_steps: int = 50_000, num_envs: int = 8, 
         ended in the update's rollout, NaN when none did) plus ``final_eval``, the mean return of
         10 fresh episodes of the trained (sampling) policy.
     """
-    _require_int("max_steps", max_steps)
+    _validate.require_int("max_steps", max_steps, 1)
     env = GymVectorEnv("CartPole-v1", num_envs)
     actor, critic = cartpole_models(hidden=64, seed=seed)
     trainer = PPOTrainer(actor, critic, None, config=PPOTrainerConfig(num_steps=128, lr=lr, seed=seed))
@@ -274,7 +274,7 @@ def run_cartpole_grpo(seed: int = 0, max_steps: int = 50_000, group_size: int = 
 
     for name, value in (("max_steps", max_steps), ("group_size", group_size), ("num_groups", num_groups),
                         ("steps_per_batch", steps_per_batch)):
-        _require_int(name, value)
+        _validate.require_int(name, value, 1)
     _validate.require_positive("clip_eps", clip_eps)
     _validate.require_positive("lr", lr)
     _validate.require_choice("loss_agg", loss_agg, LOSS_AGG_MODES)
@@ -382,9 +382,3 @@ def sorting_memory_tables(group_size: int = 8, seed: int = 0) -> dict[str, dict]
         {"actor": grpo.model, "reference": grpo.ref_model}, grpo.optimizer,
         lambda: grpo.training_step(prompts, responses, rewards, logp_old, logp_ref))
     return tables
-
-
-def _require_int(name: str, value, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name}: expected an int >= {minimum}, got {value!r}")
-    return value

@@ -76,11 +76,11 @@ class PGConfig:
         _validate.require_choice("deltas_mode", self.deltas_mode, MODES)
         _validate.require_choice("reward", self.reward, tuple(REWARDS))
         for name in ("group_size", "epochs", "steps_per_epoch", "embedding_dim"):
-            _require_int(name, getattr(self, name), minimum=1)
+            _validate.require_int(name, getattr(self, name), minimum=1)
         _validate.require_positive("lr", self.lr)
         if self.vocab_size is not None:
-            _require_int("vocab_size", self.vocab_size, minimum=1)
-        _require_int("seed", self.seed, minimum=0)
+            _validate.require_int("vocab_size", self.vocab_size, minimum=1)
+        _validate.require_int("seed", self.seed, minimum=0)
 
 
 @dataclass
@@ -177,9 +177,3 @@ def train_sorting_pg(config: PGConfig | None = None, prompts: torch.Tensor | Non
         return history
     finally:
         torch.set_num_threads(threads)
-
-
-def _require_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name}: expected an int >= {minimum}, got {value!r}")
-    return value

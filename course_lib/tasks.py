@@ -49,8 +49,8 @@ class SortingTask:
     prompts: torch.Tensor
 
     def __post_init__(self) -> None:
-        _require_int("vocab_size", self.vocab_size, minimum=1)
-        _require_int("prompt_length", self.prompt_length, minimum=1)
+        _validate.require_int("vocab_size", self.vocab_size, minimum=1)
+        _validate.require_int("prompt_length", self.prompt_length, minimum=1)
         _require_token_tensor("prompts", self.prompts, vocab_size=self.vocab_size)
         if self.prompts.dim() != 2 or self.prompts.shape[1] != self.prompt_length:
             raise ValueError(
@@ -99,14 +99,14 @@ def random_sorting_prompts(n: int, length: int, vocab_size: int, seed: int = 0) 
     Returns:
         ``(n, length)`` LongTensor.
     """
-    _require_int("n", n, minimum=0)
-    _require_int("vocab_size", vocab_size, minimum=1)
-    _require_int("length", length, minimum=1)
+    _validate.require_int("n", n, minimum=0)
+    _validate.require_int("vocab_size", vocab_size, minimum=1)
+    _validate.require_int("length", length, minimum=1)
     if length > vocab_size:
         raise ValueError(
             f"length: expected at most vocab_size={vocab_size} (the integers of a prompt are distinct), got {length}"
         )
-    _require_int("seed", seed)
+    _validate.require_int("seed", seed)
     g = torch.Generator().manual_seed(seed)
     # Distinct integers: the first `length` entries of a random permutation of the vocabulary.
     # Sorting i.i.d. uniform keys gives one uniformly random permutation per row.
@@ -145,9 +145,9 @@ def uniform_random_responses(prompts: torch.Tensor, group_size: int, vocab_size:
     _require_token_tensor("prompts", prompts)
     if prompts.dim() != 2:
         raise ValueError(f"prompts: expected shape (B, T), got {tuple(prompts.shape)}")
-    _require_int("group_size", group_size, minimum=1)
-    _require_int("vocab_size", vocab_size, minimum=1)
-    _require_int("seed", seed)
+    _validate.require_int("group_size", group_size, minimum=1)
+    _validate.require_int("vocab_size", vocab_size, minimum=1)
+    _validate.require_int("seed", seed)
     g = torch.Generator().manual_seed(seed)
     B, T = prompts.shape
     return torch.randint(0, vocab_size, (B, group_size, T), generator=g)  # (B, G, T)
@@ -182,8 +182,8 @@ def arithmetic_problems(n: int, seed: int = 0) -> list[MathProblem]:
     Returns:
         A list of ``MathProblem(question, answer)`` (each also unpacks as a pair).
     """
-    _require_int("n", n, minimum=0)
-    _require_int("seed", seed)
+    _validate.require_int("n", n, minimum=0)
+    _validate.require_int("seed", seed)
     rng = random.Random(seed)
     problems = []
     for _ in range(n):
@@ -216,13 +216,6 @@ def arithmetic_problems(n: int, seed: int = 0) -> list[MathProblem]:
 # Validation helpers
 # ---------------------------------------------------------------------------
 
-
-def _require_int(name: str, value, minimum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name}: expected an int, got {type(value).__name__}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name}: expected an int >= {minimum}, got {value}")
-    return value
 
 
 def _require_token_tensor(name: str, x, vocab_size: int | None = None) -> torch.Tensor:

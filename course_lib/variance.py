@@ -57,7 +57,6 @@ from course_lib.policy_gradient import expected_reward_gradient
 from course_lib.bandits import (  # the test bed; re-exported so chapter 03 needs one import
     ContextualBandit,
     _require_ids,
-    _require_int,
     _require_logits,
     _require_probs,
     bandit_exact_gradient,
@@ -296,7 +295,7 @@ def group_gradient_estimates(bandit: ContextualBandit, logits: torch.Tensor, gro
     """
     _validate.require_choice("baseline", baseline, BASELINES)
     if state is not None:
-        _require_int("state", state, minimum=0)
+        _validate.require_int("state", state, minimum=0)
         if state >= bandit.num_states:
             raise ValueError(f"state: expected a state id in [0, {bandit.num_states}), got {state}")
         only = torch.zeros_like(bandit.state_probs)
@@ -354,7 +353,7 @@ def group_variance_table(bandit: ContextualBandit | None = None, logits: torch.T
     _require_logits(bandit, logits)
     sizes = tuple(group_sizes)
     for G in sizes:
-        _require_int("group_sizes", G, minimum=2)
+        _validate.require_int("group_sizes", G, minimum=2)
     # The gradient with respect to this state's logits, as a group from this state estimates it.
     exact = expected_reward_gradient(logits.detach()[state], bandit.rewards[state].to(logits.dtype))  # (K,)
     direction = exact / exact.norm()

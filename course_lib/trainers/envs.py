@@ -44,7 +44,7 @@ class GymVectorEnv:
     def __init__(self, env_id: str = "CartPole-v1", num_envs: int = 8):
         import gymnasium as gym  # imported here: the sorting task needs no gymnasium
 
-        self.num_envs = _require_int("num_envs", num_envs, minimum=1)
+        self.num_envs = _validate.require_int("num_envs", num_envs, minimum=1)
         self.envs = gym.vector.SyncVectorEnv([lambda: gym.make(env_id) for _ in range(num_envs)],
                                              autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
         self.obs_dim = int(self.envs.single_observation_space.shape[0])
@@ -87,7 +87,7 @@ def mlp(in_dim: int, out_dim: int, hidden: int = 64, last_gain: float = 1.0,
 
 def cartpole_models(hidden: int = 64, seed: int = 0, obs_dim: int = 4, n_actions: int = 2):
     """A fresh ``(actor, critic)`` pair for CartPole, initialised from ``seed`` (no global RNG touched)."""
-    g = torch.Generator().manual_seed(_require_int("seed", seed, minimum=0))
+    g = torch.Generator().manual_seed(_validate.require_int("seed", seed, minimum=0))
     return mlp(obs_dim, n_actions, hidden, 0.01, g), mlp(obs_dim, 1, hidden, 1.0, g)
 
 
@@ -145,8 +145,8 @@ class SortingEnv:
         if prompts.dim() != 2 or prompts.is_floating_point() or prompts.dtype == torch.bool:
             raise ValueError(f"prompts: expected integer token ids of shape (B, T), got {prompts.dtype} "
                              f"of shape {tuple(prompts.shape)}")
-        self.group_size = _require_int("group_size", group_size, minimum=1)
-        self.vocab_size = int(prompts.max()) + 1 if vocab_size is None else _require_int("vocab_size", vocab_size, 1)
+        self.group_size = _validate.require_int("group_size", group_size, minimum=1)
+        self.vocab_size = int(prompts.max()) + 1 if vocab_size is None else _validate.require_int("vocab_size", vocab_size, 1)
         self.prompts = prompts.long().repeat_interleave(group_size, dim=0)  # (N, Tp): G copies of each prompt
         self.num_envs, self.length = self.prompts.shape
         self.reward_fn = reward_fn
@@ -186,7 +186,7 @@ class TokenPolicy(nn.Module):
 
     def __init__(self, model: nn.Module, prompt_length: int):
         super().__init__()
-        self.model, self.prompt_length = model, _require_int("prompt_length", prompt_length, minimum=1)
+        self.model, self.prompt_length = model, _validate.require_int("prompt_length", prompt_length, minimum=1)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         logits = self.model(obs[:, : self.prompt_length])  # (M, T, V)
@@ -203,10 +203,10 @@ class TokenCritic(nn.Module):
 
     def __init__(self, vocab_size: int, prompt_length: int, hidden: int = 64, seed: int = 0):
         super().__init__()
-        self.vocab_size = _require_int("vocab_size", vocab_size, minimum=1)
-        self.length = _require_int("prompt_length", prompt_length, minimum=1)
+        self.vocab_size = _validate.require_int("vocab_size", vocab_size, minimum=1)
+        self.length = _validate.require_int("prompt_length", prompt_length, minimum=1)
         in_dim = 2 * self.length * (vocab_size + 1) + self.length + 1  # tokens (PAD included), then t in 0..T
-        g = torch.Generator().manual_seed(_require_int("seed", seed, minimum=0))
+        g = torch.Generator().manual_seed(_validate.require_int("seed", seed, minimum=0))
         self.net = mlp(in_dim, 1, hidden, 1.0, g)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
@@ -220,9 +220,3 @@ def sorting_ppo_models(model: nn.Module, prompt_length: int, vocab_size: int, hi
     actor = TokenPolicy(model, prompt_length)
     ref = copy.deepcopy(actor).requires_grad_(False)
     return actor, TokenCritic(vocab_size, prompt_length, hidden, seed), ref
-
-
-def _require_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name}: expected an int >= {minimum}, got {value!r}")
-    return value

@@ -95,8 +95,8 @@ class GRPOTrainerConfig:
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first field that is out of range."""
         for name in ("group_size", "epochs", "steps_per_epoch", "embedding_dim"):
-            _require_int(name, getattr(self, name), minimum=1)
-        _require_int("seed", self.seed, minimum=0)
+            _validate.require_int(name, getattr(self, name), minimum=1)
+        _validate.require_int("seed", self.seed, minimum=0)
         for name in ("lr", "clip_eps", "temperature", "init_scale"):
             _validate.require_positive(name, getattr(self, name))
         for name in ("kl_coef", "entropy_coef"):
@@ -298,7 +298,7 @@ class GRPOTrainer:
         """
         cfg = self.config
         prompts = _require_prompts(sorting_prompts() if prompts is None else prompts)
-        epochs = cfg.epochs if epochs is None else _require_int("epochs", epochs, minimum=1)
+        epochs = cfg.epochs if epochs is None else _validate.require_int("epochs", epochs, minimum=1)
         history = GRPOHistory(max_reward=float(self.reward_fn(prompts[:1], prompts[:1].sort(-1).values)))
 
         threads = torch.get_num_threads()
@@ -338,9 +338,3 @@ def _require_prompts(prompts) -> torch.Tensor:
         raise ValueError(f"prompts: expected a (B, T) integer tensor of token ids, "
                          f"got shape {tuple(prompts.shape)} and dtype {prompts.dtype}")
     return prompts.long()
-
-
-def _require_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name}: expected an int >= {minimum}, got {value!r}")
-    return value

@@ -81,10 +81,10 @@ class PPOTrainerConfig(PPOConfig):
         for name in ("value_coef", "ent_coef", "kl_coef"):
             _validate.require_non_negative(name, getattr(self, name))
         for name in ("update_epochs", "num_minibatches", "num_steps"):
-            _require_int(name, getattr(self, name), minimum=1)
-        _require_int("seed", self.seed, minimum=0)
+            _validate.require_int(name, getattr(self, name), minimum=1)
+        _validate.require_int("seed", self.seed, minimum=0)
         if self.num_threads is not None:
-            _require_int("num_threads", self.num_threads, minimum=1)
+            _validate.require_int("num_threads", self.num_threads, minimum=1)
         if self.target_kl is not None:
             _validate.require_positive("target_kl", self.target_kl)
         _validate.require_choice("kl_kind", self.kl_kind, KL_KINDS)
@@ -247,7 +247,7 @@ class PPOTrainer:
         Returns:
             A :class:`Rollout` of ``(N, T)`` tensors.
         """
-        T = self.config.num_steps if num_steps is None else _require_int("num_steps", num_steps, minimum=1)
+        T = self.config.num_steps if num_steps is None else _validate.require_int("num_steps", num_steps, minimum=1)
         if env is not self.env:
             self.env, self.obs = env, env.reset(seed=self.config.seed)  # (N, ...)
             self.running_return = torch.zeros(self.obs.shape[0], dtype=torch.float64)  # (N,)
@@ -412,7 +412,7 @@ class PPOTrainer:
         Returns:
             ``self.history``, which holds every update so far (several calls append).
         """
-        num_updates = _require_int("num_updates", num_updates, minimum=1)
+        num_updates = _validate.require_int("num_updates", num_updates, minimum=1)
         threads = torch.get_num_threads()
         if self.config.num_threads is not None:
             torch.set_num_threads(self.config.num_threads)
@@ -437,9 +437,3 @@ from course_lib.trainers.envs import (  # noqa: E402
     mlp,
     sorting_ppo_models,
 )
-
-
-def _require_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name}: expected an int >= {minimum}, got {value!r}")
-    return value
