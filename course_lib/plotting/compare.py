@@ -159,5 +159,7 @@ def plot_sweep(group_size: int = 8, clip_eps: float = 0.2, sweep: dict | None = 
                       f"{config['wall_time_s']:.2f} s per run", fontsize="medium")
     axes[1].legend(fontsize="small", frameon=False, loc="lower right")
     axes[1].grid(alpha=0.3)
-    fig.tight_layout()
+    # A fixed layout, not tight_layout: the widget redraws this on every slider step, and
+    # tight_layout's extra layout pass costs about 50 ms of the redraw.
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.14, top=0.9, wspace=0.25)
     return fig

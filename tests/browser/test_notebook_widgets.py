@@ -55,6 +55,8 @@ TABLE = [
         (Slider(("lam", "lambda"), ("ArrowLeft", "ArrowLeft", "ArrowRight")), Slider(("gamma",), ("ArrowLeft",))),
     ),
     Row("notebooks/05_*.ipynb", (Slider(("clip_eps", "epsilon"), ("ArrowRight", "ArrowRight", "ArrowLeft")),)),
+    # Chapter 07's sweep browser: SelectionSliders over precomputed results.
+    Row("notebooks/07_*.ipynb", (Slider(("group_size",), ("ArrowRight", "ArrowLeft")), Slider(("clip_eps",), ("ArrowLeft",)))),
 ]
 
 
