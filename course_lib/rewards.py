@@ -218,7 +218,11 @@ def math_answer_reward(response_text: str, ground_truth: str) -> float:
     """
     _require_str("response_text", response_text)
     _require_str("ground_truth", ground_truth)
-    answer = extract_final_answer(response_text)
+    return _same_answer(extract_final_answer(response_text), ground_truth)
+
+
+def _same_answer(answer: str | None, ground_truth: str) -> float:
+    """1.0 when an extracted (normalised) answer equals the ground truth, numerically where both are numbers."""
     if answer is None:
         return 0.0
     truth = normalize_answer(ground_truth)

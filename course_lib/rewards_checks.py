@@ -12,9 +12,9 @@ import torch
 
 from course_lib.checks import Case, Mistake, check_against_reference
 from course_lib.rewards import (
-    _NUMBER,
     _STATEMENT,
     _last_boxed,
+    _same_answer,
     _stated_answer,
     extract_final_answer,
     math_answer_reward,
@@ -233,14 +233,6 @@ def _mistake_string_compare(response_text, ground_truth):
 def _mistake_substring(response_text, ground_truth):
     return float(normalize_answer(ground_truth) in response_text)
 
-
-def _same_answer(answer, ground_truth):
-    if answer is None:
-        return 0.0
-    truth = normalize_answer(ground_truth)
-    if _NUMBER.fullmatch(answer) and _NUMBER.fullmatch(truth):
-        return float(float(answer) == float(truth))
-    return float(answer == truth)
 
 
 _MATH_MISTAKES = [
