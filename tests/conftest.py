@@ -20,3 +20,15 @@ def no_figures_left_behind():
     leaked = set(plt.get_fignums()) - before
     plt.close("all")
     assert not leaked, f"figures left open: {sorted(leaked)}"
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Run a module's tests on one torch thread: the course's networks and tensors are tiny, and
+    on a busy 2-core machine a second thread mostly waits (steps measured ~10x slower)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -22,12 +22,8 @@ from course_lib.trainers.ppo_trainer import (GymVectorEnv, PPOHistory, Rollout, 
 
 
 @pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # These networks are tiny: on a busy 2-core machine a second thread makes each step ~10x slower.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+def _one_thread(one_thread):
+    """Tiny tensors: one torch thread (tests/conftest.py)."""
 
 
 class CountingEnv:

@@ -35,12 +35,8 @@ SETTINGS = settings(max_examples=50, deadline=None)
 
 
 @pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # These tensors are tiny: on a shared machine, two threads spend more time waiting for each other than computing.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+def _one_thread(one_thread):
+    """Tiny tensors: one torch thread (tests/conftest.py)."""
 
 
 def _random_problem(seed, num_states=3, num_actions=4, dtype=torch.float64):
