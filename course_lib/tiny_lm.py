@@ -1,0 +1,329 @@
+"""A tiny character-level transformer language model, small enough to train with RL on a CPU.
+
+The model is a decoder-only transformer in the shape of GPT-2 (Radford et al. 2019),
+written top to bottom in the manner of nanoGPT's ``model.py``:
+
+    x_0   = E_tok[ids] + E_pos[0..T-1]                       (B, T, D)
+    x_l+1 = x_l + Attn(LN(x_l));  x_l+1 += MLP(LN(x_l+1))    pre-LayerNorm blocks, causal attention
+    logits = W_head LN(x_L)                                   (B, T, V)
+
+``logits[:, t]`` is the distribution of the token at position ``t + 1``: everything the
+RL chapters need follows from that one shift. The head is *untied* from the token
+embedding: with a vocabulary of 14 symbols tying would save fewer than 1% of the
+parameters, and an untied head keeps the embedding free to serve the value head that
+PPO adds on the same hidden states (chapter 08).
+
+The second half is what RL needs on top of a language model, as small pure functions
+(shared with chapter 09, where the model comes from Hugging Face):
+
+- :meth:`TinyLM.generate` samples completions token by token, stops each row at EOS
+  and returns the completion ids with their mask;
+- :func:`completion_mask`: 1 for every token up to and including the first EOS, 0 after;
+- :func:`completion_log_probs`: ``log pi(y_t | x, y_<t)`` of every completion token, from
+  the logits one position to the left (the last prompt token predicts the first one);
+- :func:`save_checkpoint` / :func:`load_checkpoint`: config, weights and history in one file.
+
+Shapes: ``B`` sequences, ``P`` prompt tokens, ``L`` completion tokens, ``T`` tokens fed to the
+model, ``V`` vocabulary, ``D`` model width, ``H`` heads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_lib import _validate
+from course_lib.policy_gradient import gather_log_probs
+
+# ---------------------------------------------------------------------------
+# 1. The tokenizer: one id per character, plus EOS and PAD
+# ---------------------------------------------------------------------------
+
+EOS_TEXT = "$"
+"""How EOS is written when a completion is decoded to text (``"132$"``: the answer, then the stop)."""
+
+
+class CharTokenizer:
+    """A character-level tokenizer over a fixed alphabet, with explicit EOS and PAD ids.
+
+    The ids of the alphabet come first, in order (for ``"0123456789+="`` the digit ``d``
+    has id ``d``), then ``eos_id`` and ``pad_id``. EOS ends a completion: the model learns
+    to write it. PAD fills the positions after EOS so that a batch is rectangular; it is
+    never a target and never decoded.
+
+    Args:
+        alphabet: the characters, each once; must not contain ``EOS_TEXT``.
+    """
+
+    def __init__(self, alphabet: str = "0123456789+="):
+        if not isinstance(alphabet, str) or not alphabet or len(set(alphabet)) != len(alphabet):
+            raise ValueError(f"alphabet: expected a non-empty string of distinct characters, got {alphabet!r}")
+        if EOS_TEXT in alphabet:
+            raise ValueError(f"alphabet: must not contain {EOS_TEXT!r}, which stands for EOS")
+        self.alphabet = alphabet
+        self.stoi = {ch: i for i, ch in enumerate(alphabet)}
+        self.eos_id = len(alphabet)
+        self.pad_id = len(alphabet) + 1
+        self.vocab_size = len(alphabet) + 2
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of ``text``; ``EOS_TEXT`` becomes ``eos_id``."""
+        if not isinstance(text, str):
+            raise ValueError(f"text: expected a string, got {type(text).__name__}")
+        unknown = sorted({ch for ch in text if ch not in self.stoi and ch != EOS_TEXT})
+        if unknown:
+            raise ValueError(f"text: characters {unknown} are not in the alphabet {self.alphabet!r}")
+        return [self.eos_id if ch == EOS_TEXT else self.stoi[ch] for ch in text]
+
+    def decode(self, ids) -> str:
+        """Text of ``ids`` up to and including the first EOS (written ``EOS_TEXT``); PAD is skipped."""
+        out = []
+        for i in (ids.tolist() if torch.is_tensor(ids) else list(ids)):
+            if i == self.eos_id:
+                out.append(EOS_TEXT)
+                break
+            if i != self.pad_id:
+                out.append(self.alphabet[i])
+        return "".join(out)
+
+    def encode_batch(self, texts: list[str]) -> torch.Tensor:
+        """``(B, T)`` ids of texts of equal length (prompts of the task all have the same length)."""
+        rows = [self.encode(t) for t in texts]
+        if not rows or len({len(r) for r in rows}) != 1:
+            raise ValueError("texts: expected a non-empty list of strings of the same length")
+        return torch.tensor(rows, dtype=torch.long)  # (B, T)
+
+
+# ---------------------------------------------------------------------------
+# 2. The model
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class TinyLMConfig:
+    """Size of a :class:`TinyLM`; the defaults give about 70k parameters."""
+
+    vocab_size: int = 14
+    """V, the tokenizer's vocabulary (alphabet + EOS + PAD)."""
+    block_size: int = 16
+    """The longest sequence (prompt + completion) the model reads: the number of learned positions."""
+    n_layer: int = 2
+    """Transformer blocks."""
+    n_head: int = 4
+    """Attention heads per block; must divide d_model."""
+    d_model: int = 64
+    """D, the width of every hidden state."""
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "d_model"):
+            _validate.require_int(name, getattr(self, name), minimum=1)
+        if self.d_model % self.n_head:
+            raise ValueError(f"n_head: must divide d_model={self.d_model}, got {self.n_head}")
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head self-attention where position t attends to positions <= t only."""
+
+    def __init__(self, cfg: TinyLMConfig):
+        super().__init__()
+        self.n_head = cfg.n_head
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, D = x.shape
+        q, k, v = self.qkv(x).split(D, dim=-1)  # 3 x (B, T, D)
+        q, k, v = (z.view(B, T, self.n_head, D // self.n_head).transpose(1, 2) for z in (q, k, v))  # (B, H, T, D/H)
+        # The causal mask is what makes this a language model: no position sees its future.
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, D/H)
+        return self.proj(y.transpose(1, 2).reshape(B, T, D))  # (B, T, D)
+
+
+class Block(nn.Module):
+    """A pre-LayerNorm transformer block: ``x + Attn(LN(x))``, then ``x + MLP(LN(x))``."""
+
+    def __init__(self, cfg: TinyLMConfig):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(cfg.d_model)
+        self.attn = CausalSelfAttention(cfg)
+        self.ln_2 = nn.LayerNorm(cfg.d_model)
+        self.mlp = nn.Sequential(nn.Linear(cfg.d_model, 4 * cfg.d_model), nn.GELU(),
+                                 nn.Linear(4 * cfg.d_model, cfg.d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x))  # (B, T, D)
+        return x + self.mlp(self.ln_2(x))  # (B, T, D)
+
+
+class TinyLM(nn.Module):
+    """A decoder-only transformer: ``(B, T)`` token ids to ``(B, T, V)`` next-token logits.
+
+    Args:
+        cfg: its size (:class:`TinyLMConfig`).
+        seed: seeds the initialisation (a private generator: the global RNG is untouched).
+    """
+
+    def __init__(self, cfg: TinyLMConfig | None = None, seed: int = 0):
+        super().__init__()
+        self.cfg = TinyLMConfig() if cfg is None else cfg
+        c = self.cfg
+        self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
+        self.pos_emb = nn.Embedding(c.block_size, c.d_model)
+        self.blocks = nn.ModuleList(Block(c) for _ in range(c.n_layer))
+        self.ln_f = nn.LayerNorm(c.d_model)
+        self.head = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():  # GPT-2's initialisation: N(0, 0.02) weights, zero biases
+            for name, p in self.named_parameters():
+                if p.dim() >= 2:
+                    p.copy_(torch.randn(p.shape, generator=g) * 0.02)
+                elif "ln" not in name:
+                    p.zero_()
+
+    def hidden(self, ids: torch.Tensor) -> torch.Tensor:
+        """``(B, T)`` ids to ``(B, T, D)`` final hidden states (after the last LayerNorm)."""
+        B, T = ids.shape
+        if T > self.cfg.block_size:
+            raise ValueError(f"ids: {T} tokens exceed block_size={self.cfg.block_size}")
+        x = self.tok_emb(ids) + self.pos_emb(torch.arange(T, device=ids.device))  # (B, T, D)
+        for block in self.blocks:
+            x = block(x)  # (B, T, D)
+        return self.ln_f(x)  # (B, T, D)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """``(B, T)`` ids to ``(B, T, V)`` logits; ``logits[:, t]`` scores the token at ``t + 1``."""
+        return self.head(self.hidden(ids))  # (B, T, V)
+
+    @torch.no_grad()
+    def generate(self, prompts: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+                 top_k: int | None = None, greedy: bool = False, eos_id: int | None = None,
+                 pad_id: int | None = None, generator: torch.Generator | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sample a completion of every prompt, one token at a time, stopping each row at EOS.
+
+        Args:
+            prompts: ``(B, P)`` ids, all prompts of the same length ``P``.
+            max_new_tokens: ``L``, the most tokens a completion may have (EOS included).
+            temperature: divides the logits before sampling (positive); ignored when ``greedy``.
+            top_k: sample among the ``top_k`` most likely tokens only (``None``: all of them).
+            greedy: take the most likely token at every step (no sampling).
+            eos_id, pad_id: the tokenizer's ids (default: the last two ids of the vocabulary,
+                as :class:`CharTokenizer` lays them out).
+            generator: ``torch.Generator`` for the sampling (the global RNG when ``None``).
+
+        Returns:
+            ``(completions, mask)``: ``(B, L)`` ids, PAD after each row's first EOS, and
+            ``(B, L)`` float mask (see :func:`completion_mask`: the EOS counts, the padding does not).
+        """
+        _validate.require_tensor("prompts", prompts, floating=False)
+        if prompts.dim() != 2 or prompts.is_floating_point():
+            raise ValueError(f"prompts: expected (B, P) integer ids, got {tuple(prompts.shape)} of {prompts.dtype}")
+        L = _validate.require_int("max_new_tokens", max_new_tokens, minimum=1)
+        if prompts.shape[1] + L - 1 > self.cfg.block_size:
+            raise ValueError(f"max_new_tokens: P + L - 1 = {prompts.shape[1] + L - 1} exceeds "
+                             f"block_size={self.cfg.block_size}")
+        if not greedy:
+            _validate.require_positive("temperature", temperature)
+        if top_k is not None:
+            _validate.require_int("top_k", top_k, minimum=1)
+        V = self.cfg.vocab_size
+        eos_id = V - 2 if eos_id is None else eos_id
+        pad_id = V - 1 if pad_id is None else pad_id
+
+        ids = prompts.long()  # (B, P), grows by one column per step
+        done = torch.zeros(ids.shape[0], dtype=torch.bool)  # (B,): the row has written its EOS
+        for _ in range(L):
+            logits = self(ids)[:, -1, :]  # (B, V): the distribution of the next token
+            logits[:, pad_id] = -float("inf")  # PAD is a filler, never a word
+            if greedy:
+                nxt = logits.argmax(-1)  # (B,)
+            else:
+                logits = logits / temperature
+                if top_k is not None and top_k < V:
+                    kth = logits.topk(top_k, dim=-1).values[:, -1:]  # (B, 1)
+                    logits = logits.masked_fill(logits < kth, -float("inf"))
+                probs = torch.softmax(logits.double(), dim=-1)  # float64: multinomial is picky about sums
+                nxt = torch.multinomial(probs, 1, generator=generator)[:, 0]  # (B,)
+            nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)  # a finished row only pads
+            ids = torch.cat([ids, nxt[:, None]], dim=1)  # (B, P + t + 1)
+            done = done | (nxt == eos_id)
+            if bool(done.all()):
+                break
+        completions = ids[:, prompts.shape[1]:]  # (B, <= L)
+        completions = F.pad(completions, (0, L - completions.shape[1]), value=pad_id)  # (B, L)
+        return completions, completion_mask(completions, eos_id)
+
+
+# ---------------------------------------------------------------------------
+# 3. What RL needs on top of a language model: masks, log-probs, checkpoints
+# ---------------------------------------------------------------------------
+
+
+def completion_mask(completions: torch.Tensor, eos_id: int) -> torch.Tensor:
+    """1.0 for every token up to and including the first EOS of its row, 0.0 after it.
+
+    The EOS token is part of the completion: the model chose to stop, and that choice
+    gets the completion's advantage like any other token. A row with no EOS (it ran out
+    of ``max_new_tokens``) is valid everywhere.
+
+    Args:
+        completions: ``[..., L]`` integer ids.
+        eos_id: the id of EOS.
+
+    Returns:
+        ``[..., L]`` float32 mask.
+    """
+    _validate.require_tensor("completions", completions, floating=False, min_dim=1)
+    if completions.is_floating_point():
+        raise ValueError(f"completions: expected integer ids, got {completions.dtype}")
+    is_eos = (completions == eos_id).long()  # (..., L)
+    # EOS tokens strictly before position t: 0 up to and including the first EOS, >= 1 after it.
+    eos_before = torch.cumsum(is_eos, dim=-1) - is_eos  # (..., L)
+    return (eos_before == 0).float()  # (..., L)
+
+
+def completion_log_probs(model: nn.Module, prompts: torch.Tensor, completions: torch.Tensor,
+                         temperature: float = 1.0) -> torch.Tensor:
+    """``log pi(y_t | x, y_<t)`` of every completion token, in one forward pass.
+
+    The model reads the prompt and the completion but its last token (nothing is
+    predicted after it); the logits at position ``P - 1 + t`` score completion token
+    ``t``. So the last prompt token predicts the first completion token, and the shift
+    by one is the whole trick (forget it and every log-prob scores the wrong token).
+
+    Args:
+        model: maps ``(B, T)`` ids to ``(B, T, V)`` logits (a :class:`TinyLM`).
+        prompts: ``(B, P)`` ids.
+        completions: ``(B, L)`` ids (PAD after EOS is fine: mask those positions out).
+        temperature: divides the logits, as at sampling time, so ratios compare like with like.
+
+    Returns:
+        ``(B, L)`` log-probs (differentiable in the model's parameters).
+    """
+    _validate.require_positive("temperature", temperature)
+    P, L = prompts.shape[1], completions.shape[1]
+    ids = torch.cat([prompts, completions[:, :-1]], dim=1).long()  # (B, P + L - 1)
+    logits = model(ids)[:, P - 1:, :] / temperature  # (B, L, V): position P - 1 + t predicts y_t
+    return gather_log_probs(logits, completions.long())  # (B, L)
+
+
+def save_checkpoint(path, model: TinyLM, history: dict | None = None, **extra) -> None:
+    """Save the model's config and weights, a training history and any extra fields in one file."""
+    torch.save({"config": dataclasses.asdict(model.cfg), "state_dict": model.state_dict(),
+                "history": history or {}, **extra}, path)
+
+
+def load_checkpoint(path) -> tuple[TinyLM, dict]:
+    """The model saved by :func:`save_checkpoint`, and the whole saved dict (history and extras).
+
+    Returns:
+        ``(model, checkpoint)``: a :class:`TinyLM` in eval mode and the dict.
+    """
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    model = TinyLM(TinyLMConfig(**ckpt["config"]))
+    model.load_state_dict(ckpt["state_dict"])
+    return model.eval(), ckpt
