@@ -309,6 +309,115 @@ def degenerate_responses() -> dict[str, str]:
     }
 
 
+# ---------------------------------------------------------------------------
+# 5. Rewards of the addition task (chapter 08): strings in, floats out
+# ---------------------------------------------------------------------------
+# A completion is decoded with EOS written "$" (course_lib.tiny_lm.EOS_TEXT): "132$" is the
+# answer 132 and a stop. Nothing after the first "$" is ever read: the model stopped there,
+# and the trainer masks those tokens out, so they must not earn (or lose) reward either.
+
+_EOS = "$"
+_WELL_FORMED = re.compile(r"(0|[1-9][0-9]*)\$")
+
+
+def _before_eos(completion: str) -> tuple[str, bool]:
+    """The text before the first EOS, and whether there was one."""
+    head, eos, _ = _require_str("completion", completion).partition(_EOS)
+    return head, bool(eos)
+
+
+def addition_answer(prompt: str) -> str:
+    """The verifier's answer to an addition prompt: ``"47+85="`` -> ``"132"``."""
+    m = re.fullmatch(r"([0-9]+)\+([0-9]+)=", _require_str("prompt", prompt))
+    if m is None:
+        raise ValueError(f"prompt: expected digits+digits=, got {prompt!r}")
+    return str(int(m.group(1)) + int(m.group(2)))
+
+
+def addition_exact_reward(completion: str, answer: str) -> float:
+    """1.0 when the completion is exactly the answer then EOS (``"132$"``), else 0.0.
+
+    No leading zeros (``"0132$"``), no extra text before EOS (``"132 $"``), and EOS
+    required (``"132"`` never stopped). Whatever follows the first EOS is ignored.
+    """
+    head, stopped = _before_eos(completion)
+    return float(stopped and head == _require_str("answer", answer))
+
+
+def addition_format_reward(completion: str) -> float:
+    """1.0 when the completion is a well-formed number (no leading zeros) then EOS, right or wrong."""
+    head, stopped = _before_eos(completion)
+    return float(_WELL_FORMED.fullmatch(head + _EOS) is not None and stopped)
+
+
+def addition_digit_reward(completion: str, answer: str) -> float:
+    """Dense partial credit: the fraction of digits right, columns aligned from the units.
+
+    ``matches / max(len(written), len(answer))``, so a missing or an extra digit costs
+    its column. 0.0 when the text before EOS is empty or holds anything but digits.
+    A missing EOS is not penalised here (that is the format reward's job), which is
+    exactly the blind spot a policy can exploit when nothing else holds it back.
+    """
+    head, _ = _before_eos(completion)
+    answer = _require_str("answer", answer)
+    if not head or not head.isdigit() or not head.isascii():
+        return 0.0
+    matches = sum(x == y for x, y in zip(reversed(head), reversed(answer)))
+    return matches / max(len(head), len(answer))
+
+
+def completion_length_penalty(completion: str, max_tokens: int) -> float:
+    """``-(tokens beyond max_tokens) / max_tokens``, counting EOS as a token; 0 for a short enough one.
+
+    A completion with no EOS counts as one token longer than written (it never stopped).
+    """
+    head, _ = _before_eos(completion)
+    max_tokens = _validate.require_int("max_tokens", max_tokens, minimum=1)
+    n_tokens = len(head) + 1  # the EOS, or the stop it failed to write
+    return -max(0, n_tokens - max_tokens) / max_tokens
+
+
+ADDITION_REWARDS = {
+    "exact": addition_exact_reward,
+    "format": lambda completion, answer: addition_format_reward(completion),
+    "digits": addition_digit_reward,
+}
+"""The rewards of :func:`score_completions` by name, ``(completion, answer) -> float``; a name such
+as ``"digits+exact"`` sums its parts."""
+
+
+def score_completions(prompts: torch.Tensor, completions: torch.Tensor, tokenizer, reward: str = "exact"
+                      ) -> torch.Tensor:
+    """Decode and score completions of addition prompts: the verifier, on token ids.
+
+    Args:
+        prompts: ``(..., P)`` prompt ids; broadcast against ``completions`` (``(B, 1, P)``
+            against ``(B, G, L)`` scores a group per prompt).
+        completions: ``(..., L)`` completion ids (decoding stops at the first EOS).
+        tokenizer: the :class:`course_lib.tiny_lm.CharTokenizer` that wrote them.
+        reward: a key of :data:`ADDITION_REWARDS`, or several joined by ``"+"`` (summed).
+
+    Returns:
+        ``(...)`` float32 rewards.
+    """
+    parts = [_validate.require_choice("reward", part, tuple(ADDITION_REWARDS)) for part in str(reward).split("+")]
+
+    def fn(completion, answer):
+        return sum(ADDITION_REWARDS[part](completion, answer) for part in parts)
+
+    shape = torch.broadcast_shapes(prompts.shape[:-1], completions.shape[:-1])
+    prompts = prompts.expand(*shape, prompts.shape[-1]).reshape(-1, prompts.shape[-1])
+    completions = completions.expand(*shape, completions.shape[-1]).reshape(-1, completions.shape[-1])
+    answers = {}
+    out = []
+    for p, c in zip(prompts.tolist(), completions.tolist()):
+        key = tuple(p)
+        if key not in answers:
+            answers[key] = addition_answer(tokenizer.decode(p))
+        out.append(fn(tokenizer.decode(c), answers[key]))
+    return torch.tensor(out, dtype=torch.float32).reshape(shape)  # (...)
+
+
 def _require_str(name: str, value) -> str:
     if not isinstance(value, str):
         raise ValueError(f"{name}: expected a str, got {type(value).__name__}")

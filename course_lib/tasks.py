@@ -213,6 +213,86 @@ def arithmetic_problems(n: int, seed: int = 0) -> list[MathProblem]:
 
 
 # ---------------------------------------------------------------------------
+# Multi-digit addition, written as text (chapter 08)
+# ---------------------------------------------------------------------------
+
+
+class AdditionTask:
+    """Addition of two ``n_digits``-digit numbers as text: prompt ``"47+85="``, answer ``"132"`` then EOS.
+
+    Operands are written with leading zeros (``"07+85="``), so every prompt has the same
+    length ``P = 2 * n_digits + 2`` and a batch of prompts needs no padding; answers are
+    written without leading zeros (``"92"``, ``"132"``, ``"7"``), so completions have
+    different lengths and the model must learn where to stop (EOS). The answer of the
+    hundreds column depends on a carry from every column to its right, which a model
+    that writes from the left must work out before its first token: a small model
+    trained on a few hundred demonstrations gets it wrong most of the time, and a
+    program (the verifier) can tell it exactly when it is right.
+
+    Args:
+        n_digits: digits per operand, 1 to 4.
+    """
+
+    def __init__(self, n_digits: int = 2):
+        from course_lib.tiny_lm import CharTokenizer  # the model's tokenizer; tiny_lm does not import tasks
+
+        self.n_digits = _validate.require_int("n_digits", n_digits, minimum=1)
+        if n_digits > 4:
+            raise ValueError(f"n_digits: at most 4, got {n_digits}")
+        self.tokenizer = CharTokenizer("0123456789+=")
+        self.prompt_length = 2 * n_digits + 2
+        self.max_new_tokens = n_digits + 2  # the longest answer (n + 1 digits) and its EOS
+
+    def prompt_text(self, a: int, b: int) -> str:
+        """``"07+85="`` for ``(7, 85)`` with two digits."""
+        return f"{a:0{self.n_digits}d}+{b:0{self.n_digits}d}="
+
+    def answer_text(self, a: int, b: int) -> str:
+        """``"92"``: the sum, without leading zeros and without EOS."""
+        return str(a + b)
+
+    def all_pairs(self) -> list[tuple[int, int]]:
+        """Every ``(a, b)`` with ``0 <= a, b < 10 ** n_digits``, in order."""
+        n = 10 ** self.n_digits
+        return [(a, b) for a in range(n) for b in range(n)]
+
+    def split(self, n_demos: int, n_heldout: int, seed: int = 0) -> dict[str, list[tuple[int, int]]]:
+        """Shuffle every pair and cut it into held-out prompts and training prompts.
+
+        Returns:
+            ``{"heldout": ..., "train": ..., "demos": ...}``: ``n_heldout`` pairs never
+            trained on, the rest for RL, and the first ``n_demos`` of those as the
+            supervised demonstrations.
+        """
+        pairs = self.all_pairs()
+        _validate.require_int("n_heldout", n_heldout, minimum=1)
+        _validate.require_int("n_demos", n_demos, minimum=0)
+        if n_heldout + max(n_demos, 1) > len(pairs):
+            raise ValueError(f"n_heldout: {n_heldout} + n_demos {n_demos} exceed the {len(pairs)} pairs")
+        random.Random(seed).shuffle(pairs)
+        train = pairs[n_heldout:]
+        return {"heldout": pairs[:n_heldout], "train": train, "demos": train[:n_demos]}
+
+    def prompts(self, pairs: list[tuple[int, int]]) -> torch.Tensor:
+        """``(N, P)`` token ids of the prompts of ``pairs``."""
+        return self.tokenizer.encode_batch([self.prompt_text(a, b) for a, b in pairs])  # (N, P)
+
+    def demonstrations(self, pairs: list[tuple[int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Prompts with their correct completions, for supervised warm-up.
+
+        Returns:
+            ``(prompts, completions)``: ``(N, P)`` ids and ``(N, L)`` ids of the answer, EOS,
+            then PAD (``L = max_new_tokens``).
+        """
+        tok, L = self.tokenizer, self.max_new_tokens
+        rows = []
+        for a, b in pairs:
+            ids = tok.encode(self.answer_text(a, b)) + [tok.eos_id]
+            rows.append(ids + [tok.pad_id] * (L - len(ids)))
+        return self.prompts(pairs), torch.tensor(rows, dtype=torch.long)  # (N, P), (N, L)
+
+
+# ---------------------------------------------------------------------------
 # Validation helpers
 # ---------------------------------------------------------------------------
 
