@@ -33,6 +33,12 @@ The model is :class:`course_lib.models.SortingPolicy`, which is non-autoregressi
 forward pass of the ``B`` prompts gives the distributions of every response
 position, shared by the ``G`` responses of a prompt. Shapes: ``B`` prompts, ``G``
 responses per prompt, ``T`` tokens, ``V`` vocabulary.
+
+A language model (chapter 08) plugs in through a thin wrapper,
+:class:`course_lib.capstone.LMPolicy`: when the model has the methods ``sample_group``,
+``response_log_probs``, ``response_mask`` and ``greedy``, the trainer calls them in place of
+the sorting model's one-pass sampling and log-probs, and the mask (1 up to EOS) enters
+the loss. Everything else (advantages, ratio, clip, KL, epochs) is the same code.
 """
 
 from __future__ import annotations
@@ -88,6 +94,10 @@ class GRPOTrainerConfig:
     """The reward: "inclusion_ordering" (dense, at most 2T - 1) or "exact_match" (0 or 1)."""
     seed: int = 0
     """Seeds the initialisation and the sampling (two private generators)."""
+    max_grad_norm: float | None = None
+    """Clip the global gradient norm to this before each step (None: no clipping, the lecture's)."""
+    prompts_per_step: int | None = None
+    """B, prompts drawn at random from those given to train() in each epoch (None: all of them)."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -96,6 +106,10 @@ class GRPOTrainerConfig:
         """Raise ``ValueError`` naming the first field that is out of range."""
         for name in ("group_size", "epochs", "steps_per_epoch", "embedding_dim"):
             _validate.require_int(name, getattr(self, name), minimum=1)
+        if self.max_grad_norm is not None:
+            _validate.require_positive("max_grad_norm", self.max_grad_norm)
+        if self.prompts_per_step is not None:
+            _validate.require_int("prompts_per_step", self.prompts_per_step, minimum=1)
         _validate.require_int("seed", self.seed, minimum=0)
         for name in ("lr", "clip_eps", "temperature", "init_scale"):
             _validate.require_positive(name, getattr(self, name))
@@ -126,6 +140,8 @@ class GRPOHistory:
     """Mean entropy (nats) of the policy's distribution at each response position, at the start of the epoch."""
     all_equal_fraction: list[float] = field(default_factory=list)
     """Fraction of the B groups whose G rewards are all equal: zero advantages, no learning signal."""
+    mean_length: list[float] = field(default_factory=list)
+    """Mean number of valid (unmasked) tokens of the sampled responses (T for the sorting task)."""
     max_reward: float = 0.0
     """The largest reward possible on every prompt (2T - 1, or 1 for exact match)."""
     model: nn.Module | None = None
@@ -151,11 +167,13 @@ class GRPOTrainer:
         clip_epsilon: PPO's clip range; overrides ``config.clip_eps`` when given.
         kl_beta: weight of the KL penalty; overrides ``config.kl_coef`` when given.
         config: every other hyperparameter (``GRPOTrainerConfig()`` when ``None``).
+        reward_fn: ``(prompts (B, 1, P), responses (B, G, L)) -> (B, G)`` rewards, in place of
+            ``config.reward``'s sorting reward (chapter 08's verifier).
     """
 
     def __init__(self, model: nn.Module, ref_model: nn.Module | None, group_size: int | None = None,
                  clip_epsilon: float | None = None, kl_beta: float | None = None,
-                 config: GRPOTrainerConfig | None = None):
+                 config: GRPOTrainerConfig | None = None, reward_fn=None):
         if not isinstance(model, nn.Module):
             raise ValueError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
         if ref_model is not None and not isinstance(ref_model, nn.Module):
@@ -170,7 +188,8 @@ class GRPOTrainer:
         self.ref_model = ref_model
         if ref_model is not None:
             ref_model.requires_grad_(False)
-        self.reward_fn = REWARDS[self.config.reward]
+        self.reward_fn = REWARDS[self.config.reward] if reward_fn is None else reward_fn
+        self.custom_reward = reward_fn is not None
         self.optimizer = torch.optim.Adam(model.parameters(), lr=self.config.lr)
         self.generator = torch.Generator().manual_seed(self.config.seed + 1)  # for sampling
 
@@ -203,6 +222,9 @@ class GRPOTrainer:
         Returns:
             ``(B, G, T)`` LongTensor of responses (no gradient).
         """
+        if hasattr(self.model, "sample_group"):  # an autoregressive LM: token by token, stopping at EOS
+            return self.model.sample_group(prompts, self.config.group_size, self.config.temperature, self.generator)
+
         def tempered(p):
             return self.model(p) / self.config.temperature
         return sample_responses(tempered, prompts, self.config.group_size, generator=self.generator)  # (B, G, T)
@@ -234,10 +256,18 @@ class GRPOTrainer:
         Returns:
             ``(B, G, T)`` log-probs (with a gradient when ``model``'s parameters need one).
         """
+        if hasattr(model, "response_log_probs"):  # an autoregressive LM: logits shifted by one
+            return model.response_log_probs(prompts, responses, self.config.temperature)  # (B, G, L)
         logits = model(prompts) / self.config.temperature  # (B, T, V)
         # The model ignores y_<t, so the G responses to prompt b share its logits.
         logits = repeat(logits, "B T V -> B G T V", G=responses.shape[1])
         return gather_log_probs(logits, responses)  # (B, G, T)
+
+    def response_mask(self, responses: torch.Tensor) -> torch.Tensor:
+        """``(B, G, T)`` 1.0 for the tokens that count: all of them, or up to EOS for an LM."""
+        if hasattr(self.model, "response_mask"):
+            return self.model.response_mask(responses)  # (B, G, L)
+        return torch.ones(responses.shape)  # every sorting response has all T tokens
 
     def training_step(self, prompts: torch.Tensor, responses: torch.Tensor, rewards: torch.Tensor,
                       logp_old: torch.Tensor | None = None, logp_ref: torch.Tensor | None = None) -> dict[str, float]:
@@ -261,7 +291,7 @@ class GRPOTrainer:
         if logp_ref is None and self.ref_model is not None and cfg.kl_coef > 0:
             with torch.no_grad():
                 logp_ref = self.log_probs(self.ref_model, prompts, responses)  # (B, G, T)
-        mask = torch.ones_like(logp)  # every sorting response has all T tokens
+        mask = self.response_mask(responses).to(logp.dtype)  # (B, G, T)
         loss, info = grpo_loss(logp, logp_old, logp_ref if cfg.kl_coef > 0 else None, rewards.to(logp.dtype), mask,
                                clip_eps=cfg.clip_eps, kl_coef=cfg.kl_coef, kl_kind=cfg.kl_kind,
                                normalize_std=cfg.normalize_std, loss_agg=cfg.loss_agg)
@@ -273,13 +303,15 @@ class GRPOTrainer:
             loss = loss - cfg.entropy_coef * entropy
         self.optimizer.zero_grad()
         loss.backward()
+        if cfg.max_grad_norm is not None:
+            nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
         self.optimizer.step()
         return {**info, "loss": loss.item(), "entropy": entropy.item()}
 
     # -- the loop --------------------------------------------------------------------------
 
     def train(self, prompts: torch.Tensor | None = None, epochs: int | None = None,
-              progress: bool = True) -> GRPOHistory:
+              progress: bool = True, history: GRPOHistory | None = None) -> GRPOHistory:
         """Train for ``epochs`` epochs (``config.epochs`` when ``None``) on ``prompts``.
 
         Seeded and deterministic: the same config, model and prompts give the same history.
@@ -292,6 +324,7 @@ class GRPOTrainer:
             prompts: ``(B, T)`` integer prompts; the lecture's three when ``None``.
             epochs: number of epochs, a positive int.
             progress: show a tqdm progress bar over epochs.
+            history: a history to append to (a new one when ``None``), so training can go on in chunks.
 
         Returns:
             A :class:`GRPOHistory`.
@@ -299,20 +332,32 @@ class GRPOTrainer:
         cfg = self.config
         prompts = _require_prompts(sorting_prompts() if prompts is None else prompts)
         epochs = cfg.epochs if epochs is None else _validate.require_int("epochs", epochs, minimum=1)
-        history = GRPOHistory(max_reward=float(self.reward_fn(prompts[:1], prompts[:1].sort(-1).values)))
+        if history is None:
+            history = GRPOHistory(max_reward=1.0 if self.custom_reward else
+                                  float(self.reward_fn(prompts[:1], prompts[:1].sort(-1).values)))
+        all_prompts = prompts
 
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
             for _ in tqdm(range(epochs), desc="GRPO epochs", disable=not progress):
+                if cfg.prompts_per_step is not None:  # a fresh batch of prompts from the pool
+                    pick = torch.randperm(all_prompts.shape[0], generator=self.generator)[:cfg.prompts_per_step]
+                    prompts = all_prompts[pick]  # (B, P)
                 # 1-2. Sample a group per prompt and reward it.
                 responses = self.generate_group_outputs(prompts)  # (B, G, T)
                 rewards = self.compute_rewards(prompts, responses)  # (B, G)
                 # 3. The sampling policy's and the reference's log-probs: constants for this epoch.
+                mask = self.response_mask(responses)  # (B, G, T)
                 with torch.no_grad():
-                    logp_all = torch.log_softmax(self.model(prompts) / cfg.temperature, dim=-1)  # (B, T, V)
-                    entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
                     logp_old = self.log_probs(self.model, prompts, responses)  # (B, G, T)
+                    if hasattr(self.model, "response_log_probs"):
+                        # An LM's distribution depends on the tokens before: estimate the entropy
+                        # by the mean -log pi of the sampled tokens.
+                        entropy = -(logp_old * mask).sum() / mask.sum()
+                    else:
+                        logp_all = torch.log_softmax(self.model(prompts) / cfg.temperature, dim=-1)  # (B, T, V)
+                        entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
                     logp_ref = (self.log_probs(self.ref_model, prompts, responses)
                                 if self.ref_model is not None and cfg.kl_coef > 0 else None)
                 # 4. Several clipped steps on the same batch.
@@ -321,10 +366,12 @@ class GRPOTrainer:
                 history.mean_reward.append(float(rewards.mean()))
                 history.entropy.append(float(entropy))
                 history.all_equal_fraction.append(float((rewards == rewards[:, :1]).all(-1).double().mean()))
+                history.mean_length.append(float(mask.sum(-1).mean()))
                 history.loss.append(sum(i["loss"] for i in infos) / len(infos))
                 history.kl.append(sum(i["kl"] for i in infos) / len(infos))
                 history.clip_fraction.append(sum(i["clip_fraction"] for i in infos) / len(infos))
-                greedy = self.reward_fn(prompts, greedy_responses(self.model, prompts))  # (B,)
+                greedy_fn = getattr(self.model, "greedy", None) or (lambda p: greedy_responses(self.model, p))
+                greedy = self.reward_fn(prompts, greedy_fn(prompts))  # (B,)
                 history.greedy_reward.append([float(r) for r in greedy])
         finally:
             torch.set_num_threads(threads)
