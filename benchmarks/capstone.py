@@ -54,19 +54,53 @@ def run_seed(seed: int, cfg: CapstoneConfig, ppo: bool = True) -> dict:
     return out
 
 
+EXTRAS = {  # name -> (changes to CapstoneConfig.grpo, reward): short runs for the notebook's pitfalls
+    "kl_coef=0 (digits reward)": ({"kl_coef": 0.0, "lr": 3e-3}, "digits"),
+    "kl_coef=0.1 (digits reward)": ({"kl_coef": 0.1, "lr": 3e-3}, "digits"),
+    "seq-mean-token-mean": ({"loss_agg": "seq-mean-token-mean"}, None),
+    "token-mean": ({"loss_agg": "token-mean"}, None),
+    "seq-mean-token-sum-norm": ({"loss_agg": "seq-mean-token-sum-norm"}, None),
+}
+
+
+def run_extras(cfg: CapstoneConfig, sft_state: dict, epochs: int = 100) -> dict:
+    """Short GRPO runs from seed 0's warmed-up model: KL or not on a hackable reward, three loss aggregations."""
+    from course_lib.tasks import AdditionTask
+    from course_lib.tiny_lm import TinyLM, TinyLMConfig
+
+    task = AdditionTask(cfg.n_digits)
+    split = task.split(cfg.n_demos, cfg.n_heldout, seed=0)
+    out = {}
+    for name, (changes, reward) in EXTRAS.items():
+        lm = TinyLM(TinyLMConfig(**_lm_config(cfg)))
+        lm.load_state_dict(sft_state)
+        grpo = dataclasses.replace(cfg.grpo, epochs=epochs, prompts_per_step=32, **changes)
+        run_cfg = dataclasses.replace(cfg, grpo=grpo, reward=reward or cfg.reward, eval_every=epochs)
+        out[name] = run_grpo(lm, task, split, run_cfg, seed=0)
+        print(f"extra {name}: accuracy {out[name]['eval']['accuracy'][-1]:.3f}, "
+              f"length {out[name]['history']['mean_length'][-1]:.2f}", flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3, help="number of seeds, 0 .. n - 1")
     parser.add_argument("--no-ppo", action="store_true", help="skip the PPO runs")
     parser.add_argument("--save", type=Path, default=None, help="folder for capstone_08.pt")
+    parser.add_argument("--jobs", type=int, default=2, help="seeds run in parallel processes (one per core)")
+    parser.add_argument("--extras", action="store_true", help="with --save: the notebook's short extra runs")
     args = parser.parse_args()
     torch.set_num_threads(1)  # a 100k-parameter model runs fastest on one thread
     cfg = CapstoneConfig()
     start = time.perf_counter()
-    results = []
-    for seed in range(args.seeds):
-        r = run_seed(seed, cfg, ppo=not args.no_ppo)
-        results.append(r)
+    if args.jobs > 1:
+        import multiprocessing as mp
+
+        with mp.get_context("fork").Pool(args.jobs, initializer=torch.set_num_threads, initargs=(1,)) as pool:
+            results = pool.starmap(run_seed, [(seed, cfg, not args.no_ppo) for seed in range(args.seeds)])
+    else:
+        results = [run_seed(seed, cfg, ppo=not args.no_ppo) for seed in range(args.seeds)]
+    for seed, r in enumerate(results):
         ppo = f" ppo={r['ppo']:.3f} ({r['ppo_seconds']:.0f} s)" if "ppo" in r else ""
         print(f"seed {seed}: sft={r['sft']:.3f} ({r['sft_seconds']:.0f} s) "
               f"grpo={r['grpo']:.3f} ({r['grpo_seconds']:.0f} s){ppo}", flush=True)
@@ -80,8 +114,12 @@ def main() -> None:
         lm.load_state_dict(r0["models"]["grpo"])
         history = {"config": json.loads(json.dumps(dataclasses.asdict(cfg))),
                    "seeds": [{k: v for k, v in r.items() if k != "models"} for r in results]}
+        if args.extras:
+            history["extras"] = run_extras(cfg, r0["models"]["sft"])
         args.save.mkdir(parents=True, exist_ok=True)
-        save_checkpoint(args.save / "capstone_08.pt", lm, history, sft_state_dict=r0["models"]["sft"])
+        # float16 weights: half the file; load_state_dict casts them back into the float32 model.
+        half = {k: v.half() for k, v in r0["models"]["sft"].items()}
+        save_checkpoint(args.save / "capstone_08.pt", lm.half(), history, sft_state_dict=half)
         print(f"saved {args.save / 'capstone_08.pt'}")
 
     def mean(key):

@@ -148,7 +148,7 @@ def sample_table(lm: TinyLM, task: AdditionTask, pairs, temperature: float | Non
 
 def history_dict(history) -> dict:
     """A GRPOHistory as a plain dict of lists, without the model (small enough to ship)."""
-    return {f.name: getattr(history, f.name) for f in dataclasses.fields(history) if f.name != "model"}
+    return {f.name: getattr(history, f.name) for f in dataclasses.fields(history) if f.name not in ("model", "greedy_reward")}
 
 
 # ---------------------------------------------------------------------------
@@ -363,11 +363,11 @@ def run_grpo(lm: TinyLM, task: AdditionTask, split: dict, cfg: CapstoneConfig, s
 
 
 def ppo_config(seed: int = 0):
-    """PPO's hyperparameters for the capstone: 512 environments x 4 tokens per rollout, gamma = 1."""
+    """PPO's hyperparameters for the capstone: 512 environments x 4 tokens per rollout, one epoch, gamma = 1."""
     from course_lib.trainers.ppo_trainer import PPOTrainerConfig
 
     # gamma = 1: the only reward is at the last token, and a completion is at most 4 tokens long.
-    return PPOTrainerConfig(lr=1e-3, num_steps=4, update_epochs=2, num_minibatches=4, gamma=1.0, lam=0.95,
+    return PPOTrainerConfig(lr=1e-3, num_steps=4, update_epochs=1, num_minibatches=2, gamma=1.0, lam=0.95,
                             kl_coef=0.02, kl_kind="k1", ent_coef=0.0, clip_eps=0.2, max_grad_norm=1.0,
                             value_coef=0.5, seed=seed)
 
