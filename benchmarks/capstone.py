@@ -16,7 +16,7 @@ Usage::
 
     python benchmarks/capstone.py                    # 3 seeds, GRPO and PPO
     python benchmarks/capstone.py --seeds 1 --no-ppo  # quicker
-    python benchmarks/capstone.py --save course_lib/data
+    python benchmarks/capstone.py --save course_lib/lectures/data
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from course_lib.capstone import CapstoneConfig, accuracy, run_grpo, run_ppo, warm_up
+from course_lib.lectures.capstone import CapstoneConfig, accuracy, run_grpo, run_ppo, warm_up
 from course_lib.tiny_lm import save_checkpoint
 
 

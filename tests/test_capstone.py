@@ -1,10 +1,10 @@
-"""Tests of course_lib.capstone: warm-up, the LM behind GRPOTrainer, one GRPO step, PPO's token episodes."""
+"""Tests of course_lib.lectures.capstone: warm-up, the LM behind GRPOTrainer, one GRPO step, PPO's token episodes."""
 
 import copy
 
 import torch
 
-from course_lib.capstone import (
+from course_lib.lectures.capstone import (
     AdditionEnv,
     CapstoneConfig,
     LMActor,

@@ -2,7 +2,7 @@
 
 Shao et al. 2024, "DeepSeekMath", section 4.1 and Algorithm 1 (iterative GRPO, one
 iteration). One epoch of :meth:`GRPOTrainer.train` does what one epoch of
-:func:`course_lib.sorting_pg.train_sorting_pg` does, in the same order, with four changes
+:func:`course_lib.trainers.pg_trainer.train_sorting_pg` does, in the same order, with four changes
 marked (*) below:
 
 1. sample ``G`` responses per prompt from the current policy (:meth:`generate_group_outputs`);
@@ -35,7 +35,7 @@ position, shared by the ``G`` responses of a prompt. Shapes: ``B`` prompts, ``G`
 responses per prompt, ``T`` tokens, ``V`` vocabulary.
 
 A language model (chapter 08) plugs in through a thin wrapper,
-:class:`course_lib.capstone.LMPolicy`: when the model has the methods ``sample_group``,
+:class:`course_lib.lectures.capstone.LMPolicy`: when the model has the methods ``sample_group``,
 ``response_log_probs``, ``response_mask`` and ``greedy``, the trainer calls them in place of
 the sorting model's one-pass sampling and log-probs, and the mask (1 up to EOS) enters
 the loss. Everything else (advantages, ratio, clip, KL, epochs) is the same code.
@@ -56,8 +56,9 @@ from course_lib import _validate
 from course_lib.grpo import KL_KINDS, LOSS_AGG_MODES, grpo_loss
 from course_lib.models import SortingPolicy, greedy_responses, sample_responses
 from course_lib.policy_gradient import gather_log_probs
-from course_lib.sorting_pg import REWARDS  # the same two rewards as chapter 02's loop
+from course_lib.trainers.pg_trainer import REWARDS  # the same two rewards as chapter 02's loop
 from course_lib.tasks import sorting_prompts
+from course_lib._threads import one_thread
 
 
 @dataclass
@@ -337,9 +338,7 @@ class GRPOTrainer:
                                   float(self.reward_fn(prompts[:1], prompts[:1].sort(-1).values)))
         all_prompts = prompts
 
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
+        with one_thread():
             for _ in tqdm(range(epochs), desc="GRPO epochs", disable=not progress):
                 if cfg.prompts_per_step is not None:  # a fresh batch of prompts from the pool
                     pick = torch.randperm(all_prompts.shape[0], generator=self.generator)[:cfg.prompts_per_step]
@@ -373,8 +372,6 @@ class GRPOTrainer:
                 greedy_fn = getattr(self.model, "greedy", None) or (lambda p: greedy_responses(self.model, p))
                 greedy = self.reward_fn(prompts, greedy_fn(prompts))  # (B,)
                 history.greedy_reward.append([float(r) for r in greedy])
-        finally:
-            torch.set_num_threads(threads)
         history.model = self.model
         return history
 

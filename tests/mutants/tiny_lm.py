@@ -1,13 +1,13 @@
 """Classic wrong (and correct) ways to write the exercises of chapter 08 (the capstone).
 
 ``addition_exact_reward(completion, answer)``, ``completion_mask(completions, eos_id)`` and
-``grpo_step(...)``, checked by ``course_lib.tiny_lm_checks``.
+``grpo_step(...)``, checked by ``course_lib.checks.tiny_lm``.
 """
 
 import torch
 
-from course_lib import tiny_lm_checks as c
-from course_lib.capstone import grpo_step
+from course_lib.checks import tiny_lm as c
+from course_lib.lectures.capstone import grpo_step
 from course_lib.tiny_lm import completion_mask
 
 

@@ -19,7 +19,7 @@ import copy
 import torch
 from einops import rearrange, repeat
 
-from course_lib.capstone import grpo_step
+from course_lib.lectures.capstone import grpo_step
 from course_lib.checks import Case, Mistake, check_against_reference
 from course_lib.grpo import grpo_loss
 from course_lib.rewards import addition_exact_reward
