@@ -382,40 +382,8 @@ ADDITION_REWARDS = {
     "format": lambda completion, answer: addition_format_reward(completion),
     "digits": addition_digit_reward,
 }
-"""The rewards of :func:`score_completions` by name, ``(completion, answer) -> float``; a name such
+"""The rewards of :func:`course_lib.tasks.score_completions` by name, ``(completion, answer) -> float``; a name such
 as ``"digits+exact"`` sums its parts."""
-
-
-def score_completions(prompts: torch.Tensor, completions: torch.Tensor, tokenizer, reward: str = "exact"
-                      ) -> torch.Tensor:
-    """Decode and score completions of addition prompts: the verifier, on token ids.
-
-    Args:
-        prompts: ``(..., P)`` prompt ids; broadcast against ``completions`` (``(B, 1, P)``
-            against ``(B, G, L)`` scores a group per prompt).
-        completions: ``(..., L)`` completion ids (decoding stops at the first EOS).
-        tokenizer: the :class:`course_lib.tiny_lm.CharTokenizer` that wrote them.
-        reward: a key of :data:`ADDITION_REWARDS`, or several joined by ``"+"`` (summed).
-
-    Returns:
-        ``(...)`` float32 rewards.
-    """
-    parts = [_validate.require_choice("reward", part, tuple(ADDITION_REWARDS)) for part in str(reward).split("+")]
-
-    def fn(completion, answer):
-        return sum(ADDITION_REWARDS[part](completion, answer) for part in parts)
-
-    shape = torch.broadcast_shapes(prompts.shape[:-1], completions.shape[:-1])
-    prompts = prompts.expand(*shape, prompts.shape[-1]).reshape(-1, prompts.shape[-1])
-    completions = completions.expand(*shape, completions.shape[-1]).reshape(-1, completions.shape[-1])
-    answers = {}
-    out = []
-    for p, c in zip(prompts.tolist(), completions.tolist()):
-        key = tuple(p)
-        if key not in answers:
-            answers[key] = addition_answer(tokenizer.decode(p))
-        out.append(fn(tokenizer.decode(c), answers[key]))
-    return torch.tensor(out, dtype=torch.float32).reshape(shape)  # (...)
 
 
 def _require_str(name: str, value) -> str:

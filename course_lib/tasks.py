@@ -28,6 +28,7 @@ from typing import NamedTuple
 import torch
 
 from course_lib import _validate
+from course_lib.rewards import ADDITION_REWARDS, addition_answer
 
 # ---------------------------------------------------------------------------
 # The sorting task
@@ -290,6 +291,38 @@ class AdditionTask:
             ids = tok.encode(self.answer_text(a, b)) + [tok.eos_id]
             rows.append(ids + [tok.pad_id] * (L - len(ids)))
         return self.prompts(pairs), torch.tensor(rows, dtype=torch.long)  # (N, P), (N, L)
+
+
+def score_completions(prompts: torch.Tensor, completions: torch.Tensor, tokenizer, reward: str = "exact"
+                      ) -> torch.Tensor:
+    """Decode and score completions of addition prompts: the verifier, on token ids.
+
+    Args:
+        prompts: ``(..., P)`` prompt ids; broadcast against ``completions`` (``(B, 1, P)``
+            against ``(B, G, L)`` scores a group per prompt).
+        completions: ``(..., L)`` completion ids (decoding stops at the first EOS).
+        tokenizer: the :class:`course_lib.tiny_lm.CharTokenizer` that wrote them.
+        reward: a key of :data:`course_lib.rewards.ADDITION_REWARDS`, or several joined by ``"+"`` (summed).
+
+    Returns:
+        ``(...)`` float32 rewards.
+    """
+    parts = [_validate.require_choice("reward", part, tuple(ADDITION_REWARDS)) for part in str(reward).split("+")]
+
+    def fn(completion, answer):
+        return sum(ADDITION_REWARDS[part](completion, answer) for part in parts)
+
+    shape = torch.broadcast_shapes(prompts.shape[:-1], completions.shape[:-1])
+    prompts = prompts.expand(*shape, prompts.shape[-1]).reshape(-1, prompts.shape[-1])
+    completions = completions.expand(*shape, completions.shape[-1]).reshape(-1, completions.shape[-1])
+    answers = {}
+    out = []
+    for p, c in zip(prompts.tolist(), completions.tolist()):
+        key = tuple(p)
+        if key not in answers:
+            answers[key] = addition_answer(tokenizer.decode(p))
+        out.append(fn(tokenizer.decode(c), answers[key]))
+    return torch.tensor(out, dtype=torch.float32).reshape(shape)  # (...)
 
 
 # ---------------------------------------------------------------------------

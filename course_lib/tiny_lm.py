@@ -21,7 +21,8 @@ The second half is what RL needs on top of a language model, as small pure funct
 - :func:`completion_mask`: 1 for every token up to and including the first EOS, 0 after;
 - :func:`completion_log_probs`: ``log pi(y_t | x, y_<t)`` of every completion token, from
   the logits one position to the left (the last prompt token predicts the first one);
-- :func:`save_checkpoint` / :func:`load_checkpoint`: config, weights and history in one file.
+- :func:`save_checkpoint` / :func:`load_checkpoint`: config, weights and history in one file;
+- :func:`grpo_step`: one GRPO update of an LM from a batch of sampled groups (the exercise of chapter 08).
 
 Shapes: ``B`` sequences, ``P`` prompt tokens, ``L`` completion tokens, ``T`` tokens fed to the
 model, ``V`` vocabulary, ``D`` model width, ``H`` heads.
@@ -37,6 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_lib import _validate
+from course_lib.grpo import grpo_loss
 from course_lib.policy_gradient import gather_log_probs
 
 # ---------------------------------------------------------------------------
@@ -327,3 +329,42 @@ def load_checkpoint(path) -> tuple[TinyLM, dict]:
     model = TinyLM(TinyLMConfig(**ckpt["config"]))
     model.load_state_dict(ckpt["state_dict"])
     return model.eval(), ckpt
+
+
+# ---------------------------------------------------------------------------
+# 4. One GRPO step on a language model (chapter 08's exercise; GRPOTrainer.training_step does the same)
+# ---------------------------------------------------------------------------
+
+
+def grpo_step(policy: TinyLM, ref_model: TinyLM | None, optimizer: torch.optim.Optimizer, prompts: torch.Tensor,
+              completions: torch.Tensor, rewards: torch.Tensor, logp_old: torch.Tensor, eos_id: int,
+              clip_eps: float = 0.2, kl_coef: float = 0.04, max_grad_norm: float = 1.0) -> float:
+    """One optimiser step on the GRPO loss of ``G`` completions per prompt of a language model.
+
+    Args:
+        policy: the LM being trained; ref_model: the frozen reference (or ``None``: no KL).
+        optimizer: over ``policy``'s parameters.
+        prompts: ``(B, P)`` ids; completions: ``(B, G, L)`` sampled ids (PAD after EOS).
+        rewards: ``(B, G)``; logp_old: ``(B, G, L)`` log-probs of the policy that sampled them.
+        eos_id: the EOS id (the mask keeps it and drops what follows).
+        clip_eps, kl_coef: as in :func:`course_lib.grpo.grpo_loss` (k3 KL).
+        max_grad_norm: the global gradient norm is clipped to this before the step.
+
+    Returns:
+        The loss (a float).
+    """
+    B, G, L = completions.shape
+    flat_prompts = prompts.repeat_interleave(G, dim=0)  # (B*G, P): each prompt G times, in group order
+    flat = completions.reshape(B * G, L)  # (B*G, L)
+    logp = completion_log_probs(policy, flat_prompts, flat).reshape(B, G, L)  # (B, G, L), with gradient
+    logp_ref = None
+    if ref_model is not None and kl_coef > 0:
+        with torch.no_grad():
+            logp_ref = completion_log_probs(ref_model, flat_prompts, flat).reshape(B, G, L)
+    mask = completion_mask(completions, eos_id)  # (B, G, L): up to and including EOS
+    loss, _ = grpo_loss(logp, logp_old, logp_ref, rewards, mask, clip_eps=clip_eps, kl_coef=kl_coef, kl_kind="k3")
+    optimizer.zero_grad()
+    loss.backward()
+    nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+    optimizer.step()
+    return loss.item()

@@ -9,9 +9,9 @@ from course_lib.rewards import (
     addition_exact_reward,
     addition_format_reward,
     completion_length_penalty,
-    score_completions,
+
 )
-from course_lib.tasks import AdditionTask
+from course_lib.tasks import AdditionTask, score_completions
 
 
 def test_task_texts_and_shapes():

@@ -10,7 +10,6 @@ from course_lib.lectures.capstone import (
     LMActor,
     LMPolicy,
     ValueHeadLM,
-    grpo_step,
     grpo_trainer,
     run_grpo,
     run_ppo,
@@ -19,7 +18,7 @@ from course_lib.lectures.capstone import (
     warm_up,
 )
 from course_lib.tasks import AdditionTask
-from course_lib.tiny_lm import TinyLM, TinyLMConfig, completion_log_probs, completion_mask
+from course_lib.tiny_lm import TinyLM, TinyLMConfig, completion_log_probs, completion_mask, grpo_step
 from course_lib.trainers.grpo_trainer import GRPOTrainerConfig
 
 

@@ -19,11 +19,10 @@ import copy
 import torch
 from einops import rearrange, repeat
 
-from course_lib.lectures.capstone import grpo_step
 from course_lib.checks import Case, Mistake, check_against_reference
 from course_lib.grpo import grpo_loss
 from course_lib.rewards import addition_exact_reward
-from course_lib.tiny_lm import TinyLM, TinyLMConfig, completion_log_probs, completion_mask
+from course_lib.tiny_lm import TinyLM, TinyLMConfig, completion_log_probs, completion_mask, grpo_step
 
 # ---------------------------------------------------------------------------
 # 1. The exact-answer reward

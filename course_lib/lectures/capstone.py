@@ -28,9 +28,7 @@ from einops import rearrange, repeat
 from torch import nn
 
 from course_lib import _validate
-from course_lib.grpo import grpo_loss
-from course_lib.rewards import score_completions
-from course_lib.tasks import AdditionTask
+from course_lib.tasks import AdditionTask, score_completions
 from course_lib.tiny_lm import TinyLM, TinyLMConfig, completion_log_probs, completion_mask
 from course_lib.trainers.grpo_trainer import GRPOTrainer, GRPOTrainerConfig
 
@@ -169,7 +167,7 @@ class AdditionEnv:
         task: the :class:`AdditionTask`.
         prompts: ``(M, P)`` the pool of training prompts.
         num_envs: ``N``.
-        reward: the name given to :func:`course_lib.rewards.score_completions`.
+        reward: the name given to :func:`course_lib.tasks.score_completions`.
     """
 
     def __init__(self, task: AdditionTask, prompts: torch.Tensor, num_envs: int = 256, reward: str = "exact"):
@@ -250,46 +248,7 @@ class ValueHeadLM(nn.Module):
 
 
 # ---------------------------------------------------------------------------
-# 4. One GRPO step, written out (the exercise's reference; GRPOTrainer.training_step does the same)
-# ---------------------------------------------------------------------------
-
-
-def grpo_step(policy: TinyLM, ref_model: TinyLM | None, optimizer: torch.optim.Optimizer, prompts: torch.Tensor,
-              completions: torch.Tensor, rewards: torch.Tensor, logp_old: torch.Tensor, eos_id: int,
-              clip_eps: float = 0.2, kl_coef: float = 0.04, max_grad_norm: float = 1.0) -> float:
-    """One optimiser step on the GRPO loss of ``G`` completions per prompt of a language model.
-
-    Args:
-        policy: the LM being trained; ref_model: the frozen reference (or ``None``: no KL).
-        optimizer: over ``policy``'s parameters.
-        prompts: ``(B, P)`` ids; completions: ``(B, G, L)`` sampled ids (PAD after EOS).
-        rewards: ``(B, G)``; logp_old: ``(B, G, L)`` log-probs of the policy that sampled them.
-        eos_id: the EOS id (the mask keeps it and drops what follows).
-        clip_eps, kl_coef: as in :func:`course_lib.grpo.grpo_loss` (k3 KL).
-        max_grad_norm: the global gradient norm is clipped to this before the step.
-
-    Returns:
-        The loss (a float).
-    """
-    G = completions.shape[1]
-    flat_prompts = repeat(prompts, "B P -> (B G) P", G=G)  # (B*G, P)
-    flat = rearrange(completions, "B G L -> (B G) L")  # (B*G, L)
-    logp = rearrange(completion_log_probs(policy, flat_prompts, flat), "(B G) L -> B G L", G=G)
-    logp_ref = None
-    if ref_model is not None and kl_coef > 0:
-        with torch.no_grad():
-            logp_ref = rearrange(completion_log_probs(ref_model, flat_prompts, flat), "(B G) L -> B G L", G=G)
-    mask = completion_mask(completions, eos_id)  # (B, G, L): up to and including EOS
-    loss, _ = grpo_loss(logp, logp_old, logp_ref, rewards, mask, clip_eps=clip_eps, kl_coef=kl_coef, kl_kind="k3")
-    optimizer.zero_grad()
-    loss.backward()
-    nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
-    optimizer.step()
-    return loss.item()
-
-
-# ---------------------------------------------------------------------------
-# 5. The whole run: warm-up, then GRPO or PPO, with the same budget of completions
+# 4. The whole run: warm-up, then GRPO or PPO, with the same budget of completions
 # ---------------------------------------------------------------------------
 
 
@@ -310,7 +269,7 @@ class CapstoneConfig:
     d_model: int = 64
     """Width of the tiny LM (2 layers, 4 heads: about 100k parameters)."""
     reward: str = "digits+exact"
-    """The verifier's reward (course_lib.rewards.score_completions): digit-wise credit plus 1 when exact."""
+    """The verifier's reward (course_lib.tasks.score_completions): digit-wise credit plus 1 when exact."""
     grpo: GRPOTrainerConfig = dataclasses.field(default_factory=lambda: GRPOTrainerConfig(
         group_size=8, epochs=300, steps_per_epoch=2, lr=1e-3, kl_coef=0.02, prompts_per_step=64,
         max_grad_norm=1.0, temperature=1.0, loss_agg="seq-mean-token-mean"))

@@ -7,7 +7,7 @@
 import torch
 
 from course_lib.checks import tiny_lm as c
-from course_lib.lectures.capstone import grpo_step
+from course_lib.tiny_lm import grpo_step
 from course_lib.tiny_lm import completion_mask
 
 
