@@ -3,20 +3,23 @@
 For each seed: supervised warm-up on 500 demonstrations (``CapstoneConfig()``), then from
 that same warmed-up model GRPO, and separately PPO with a value head, both until they have
 sampled the same number of completions (300 epochs x 64 prompts x 8 = 153,600). Accuracy is
-greedy exact match on 500 held-out prompts never trained on. Wall-clock seconds count
-training only (evaluations excluded), one torch thread per process.
+greedy exact match on 500 held-out prompts never trained on. Every run is a process with one
+torch thread (``--jobs`` at a time); a phase's seconds count its training only (evaluations
+excluded), and the last line's seconds are the wall-clock of the whole script.
 
 Bars (issue 13): after warm-up <= 0.25; after GRPO >= 0.80 on every seed; whole run < 10 min.
 The last line is ``capstone: sft=X grpo=Y ppo=Z seconds=S`` (means over seeds; S the total).
 
-With ``--save DIR`` seed 0's GRPO model, the warm-up model and every history are written to
-``DIR/capstone_08.pt`` (a few hundred kB), which chapter 08's notebook loads.
+With ``--save DIR`` seed 0's GRPO model, the warm-up model (float16) and every history are
+written to ``DIR/capstone_08.pt`` (about 500 kB), which chapter 08's notebook loads; with
+``--extras`` too, five short GRPO runs for the notebook's pitfalls (KL or not on the
+digit reward, the three loss aggregations) run beside the seeds and are saved with them.
 
 Usage::
 
     python benchmarks/capstone.py                    # 3 seeds, GRPO and PPO
     python benchmarks/capstone.py --seeds 1 --no-ppo  # quicker
-    python benchmarks/capstone.py --save course_lib/lectures/data
+    python benchmarks/capstone.py --jobs 8 --save course_lib/lectures/data --extras   # the shipped file
 """
 
 from __future__ import annotations
@@ -54,32 +57,27 @@ def run_seed(seed: int, cfg: CapstoneConfig, ppo: bool = True) -> dict:
     return out
 
 
-EXTRAS = {  # name -> (changes to CapstoneConfig.grpo, reward): short runs for the notebook's pitfalls
-    "kl_coef=0 (digits reward)": ({"kl_coef": 0.0, "lr": 3e-3}, "digits"),
-    "kl_coef=0.1 (digits reward)": ({"kl_coef": 0.1, "lr": 3e-3}, "digits"),
-    "seq-mean-token-mean": ({"loss_agg": "seq-mean-token-mean"}, None),
-    "token-mean": ({"loss_agg": "token-mean"}, None),
-    "seq-mean-token-sum-norm": ({"loss_agg": "seq-mean-token-sum-norm"}, None),
+EXTRAS = {  # name -> (changes to CapstoneConfig.grpo, reward, epochs): short runs for the notebook's pitfalls
+    "kl_coef=0 (digits reward)": ({"kl_coef": 0.0, "lr": 3e-3}, "digits", 100),
+    "kl_coef=0.1 (digits reward)": ({"kl_coef": 0.1, "lr": 3e-3}, "digits", 100),
+    "seq-mean-token-mean": ({"loss_agg": "seq-mean-token-mean"}, None, 60),
+    "token-mean": ({"loss_agg": "token-mean"}, None, 60),
+    "seq-mean-token-sum-norm": ({"loss_agg": "seq-mean-token-sum-norm"}, None, 60),
 }
 
 
-def run_extras(cfg: CapstoneConfig, sft_state: dict, epochs: int = 100) -> dict:
-    """Short GRPO runs from seed 0's warmed-up model: KL or not on a hackable reward, three loss aggregations."""
-    from course_lib.tasks import AdditionTask
-    from course_lib.tiny_lm import TinyLM, TinyLMConfig
+def run_extra(name: str, cfg: CapstoneConfig) -> dict:
+    """One short GRPO run from seed 0's warmed-up model (recomputed: the warm-up is deterministic)."""
+    changes, reward, epochs = EXTRAS[name]
+    lm, task, split, _ = warm_up(cfg, seed=0)
+    grpo = dataclasses.replace(cfg.grpo, epochs=epochs, prompts_per_step=32, **changes)
+    run_cfg = dataclasses.replace(cfg, grpo=grpo, reward=reward or cfg.reward, eval_every=epochs)
+    return run_grpo(lm, task, split, run_cfg, seed=0)
 
-    task = AdditionTask(cfg.n_digits)
-    split = task.split(cfg.n_demos, cfg.n_heldout, seed=0)
-    out = {}
-    for name, (changes, reward) in EXTRAS.items():
-        lm = TinyLM(TinyLMConfig(**_lm_config(cfg)))
-        lm.load_state_dict(sft_state)
-        grpo = dataclasses.replace(cfg.grpo, epochs=epochs, prompts_per_step=32, **changes)
-        run_cfg = dataclasses.replace(cfg, grpo=grpo, reward=reward or cfg.reward, eval_every=epochs)
-        out[name] = run_grpo(lm, task, split, run_cfg, seed=0)
-        print(f"extra {name}: accuracy {out[name]['eval']['accuracy'][-1]:.3f}, "
-              f"length {out[name]['history']['mean_length'][-1]:.2f}", flush=True)
-    return out
+
+def _job(kind: str, arg, cfg: CapstoneConfig, ppo: bool):
+    torch.set_num_threads(1)  # a 100k-parameter model runs fastest on one thread
+    return run_seed(arg, cfg, ppo=ppo) if kind == "seed" else run_extra(arg, cfg)
 
 
 def main() -> None:
@@ -87,24 +85,30 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3, help="number of seeds, 0 .. n - 1")
     parser.add_argument("--no-ppo", action="store_true", help="skip the PPO runs")
     parser.add_argument("--save", type=Path, default=None, help="folder for capstone_08.pt")
-    parser.add_argument("--jobs", type=int, default=2, help="seeds run in parallel processes (one per core)")
+    parser.add_argument("--jobs", type=int, default=3, help="runs in parallel processes (one thread each)")
     parser.add_argument("--extras", action="store_true", help="with --save: the notebook's short extra runs")
     args = parser.parse_args()
     torch.set_num_threads(1)  # a 100k-parameter model runs fastest on one thread
     cfg = CapstoneConfig()
     start = time.perf_counter()
+    jobs = [("seed", seed) for seed in range(args.seeds)]
+    if args.save is not None and args.extras:
+        jobs += [("extra", name) for name in EXTRAS]
+    jobs = [(kind, arg, cfg, not args.no_ppo) for kind, arg in jobs]
     if args.jobs > 1:
         import multiprocessing as mp
 
-        with mp.get_context("fork").Pool(args.jobs, initializer=torch.set_num_threads, initargs=(1,)) as pool:
-            results = pool.starmap(run_seed, [(seed, cfg, not args.no_ppo) for seed in range(args.seeds)])
+        with mp.get_context("fork").Pool(args.jobs) as pool:
+            outputs = pool.starmap(_job, jobs)
     else:
-        results = [run_seed(seed, cfg, ppo=not args.no_ppo) for seed in range(args.seeds)]
+        outputs = [_job(*job) for job in jobs]
+    results = outputs[:args.seeds]
+    extras = {name: out for (kind, name, _, _), out in zip(jobs, outputs) if kind == "extra"}
+    total = time.perf_counter() - start
     for seed, r in enumerate(results):
         ppo = f" ppo={r['ppo']:.3f} ({r['ppo_seconds']:.0f} s)" if "ppo" in r else ""
         print(f"seed {seed}: sft={r['sft']:.3f} ({r['sft_seconds']:.0f} s) "
               f"grpo={r['grpo']:.3f} ({r['grpo_seconds']:.0f} s){ppo}", flush=True)
-    total = time.perf_counter() - start
 
     if args.save is not None:
         from course_lib.tiny_lm import TinyLM, TinyLMConfig
@@ -114,8 +118,8 @@ def main() -> None:
         lm.load_state_dict(r0["models"]["grpo"])
         history = {"config": json.loads(json.dumps(dataclasses.asdict(cfg))),
                    "seeds": [{k: v for k, v in r.items() if k != "models"} for r in results]}
-        if args.extras:
-            history["extras"] = run_extras(cfg, r0["models"]["sft"])
+        if extras:
+            history["extras"] = extras
         args.save.mkdir(parents=True, exist_ok=True)
         # float16 weights: half the file; load_state_dict casts them back into the float32 model.
         half = {k: v.half() for k, v in r0["models"]["sft"].items()}
