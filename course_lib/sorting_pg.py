@@ -47,7 +47,12 @@ REWARDS = {
 
 @dataclass
 class PGConfig:
-    """Hyperparameters of :func:`train_sorting_pg`; the defaults are the lecture's."""
+    """Hyperparameters of :func:`train_sorting_pg`.
+
+    The defaults keep the lecture's budget (G = 10, 100 epochs of 10 steps) and model, but
+    not its optimiser and initialisation: the lecture uses Adam with ``lr = 1e-3`` and an
+    ``nn.Embedding`` table drawn from ``N(0, 1)``. :meth:`lecture` gives that exact setup.
+    """
 
     deltas_mode: str = "rewards"
     """How rewards become the loss weights: "rewards", "centered_rewards" or "normalized_rewards"."""
@@ -60,9 +65,11 @@ class PGConfig:
     steps_per_epoch: int = 10
     """Adam steps taken on each batch of samples (1 is strictly on-policy REINFORCE)."""
     lr: float = 1e-2
-    """Adam's learning rate."""
+    """Adam's learning rate (the lecture's is 1e-3)."""
     embedding_dim: int = 10
     """D, the width of the model's embeddings and hidden vector."""
+    embedding_std: float | None = None
+    """Std of the embedding table at init: None is 1/sqrt(D) (the course's), 1.0 the lecture's nn.Embedding."""
     vocab_size: int | None = None
     """V; None takes the largest prompt token + 1."""
     seed: int = 0
@@ -71,6 +78,11 @@ class PGConfig:
     def __post_init__(self) -> None:
         self.validate()
 
+    @classmethod
+    def lecture(cls, **overrides) -> "PGConfig":
+        """The lecture's exact setup: Adam at lr 1e-3 and the N(0, 1) embedding table."""
+        return cls(**{"lr": 1e-3, "embedding_std": 1.0, **overrides})
+
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first field that is out of range."""
         _validate.require_choice("deltas_mode", self.deltas_mode, MODES)
@@ -78,6 +90,8 @@ class PGConfig:
         for name in ("group_size", "epochs", "steps_per_epoch", "embedding_dim"):
             _validate.require_int(name, getattr(self, name), minimum=1)
         _validate.require_positive("lr", self.lr)
+        if self.embedding_std is not None:
+            _validate.require_positive("embedding_std", self.embedding_std)
         if self.vocab_size is not None:
             _validate.require_int("vocab_size", self.vocab_size, minimum=1)
         _validate.require_int("seed", self.seed, minimum=0)
@@ -145,7 +159,7 @@ def train_sorting_pg(config: PGConfig | None = None, prompts: torch.Tensor | Non
     try:
         init_gen = torch.Generator().manual_seed(config.seed)
         sample_gen = torch.Generator().manual_seed(config.seed + 1)
-        model = SortingPolicy(V, config.embedding_dim, T, T, generator=init_gen)
+        model = SortingPolicy(V, config.embedding_dim, T, T, generator=init_gen, embedding_std=config.embedding_std)
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
         history = PGHistory(max_reward=float(reward_fn(prompts[:1], prompts[:1].sort(-1).values)))
 

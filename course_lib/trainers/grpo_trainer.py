@@ -25,8 +25,8 @@ tests check.
 The course's defaults (:class:`GRPOTrainerConfig`) keep the lecture's budget and model
 and take DeepSeekMath's ``kl_coef = 0.04`` with k3. What they add to the lecture is what
 keeps the policy from collapsing onto a partial-credit answer: the clip, the KL toward
-the (near-uniform) initial policy, and a small initialisation (``init_scale``) that starts
-the policy closer to uniform still. ``benchmarks/sort_task.py`` measures them over 8 seeds;
+the initial policy, and a small initialisation (``init_scale``) that starts the policy
+closer to uniform (the lecture's own init, ``embedding_std=1.0``, starts far from it). ``benchmarks/sort_task.py`` measures them over 8 seeds;
 chapter 06's notebook takes them away one at a time.
 
 The model is :class:`course_lib.models.SortingPolicy`, which is non-autoregressive: one
@@ -83,7 +83,9 @@ class GRPOTrainerConfig:
     embedding_dim: int = 10
     """D, the width of the model's embeddings (the lecture's 10)."""
     init_scale: float = 0.1
-    """Multiplies the decoder matrices at initialisation, so the initial logits scale by it (1 is the lecture's)."""
+    """Multiplies the decoder matrices at init, so the initial logits scale by it (1 keeps SortingPolicy's init)."""
+    embedding_std: float | None = None
+    """Std of the embedding table at init: None is SortingPolicy's 1/sqrt(D), 1.0 the lecture's nn.Embedding."""
     reward: str = "inclusion_ordering"
     """The reward: "inclusion_ordering" (dense, at most 2T - 1) or "exact_match" (0 or 1)."""
     seed: int = 0
@@ -99,6 +101,8 @@ class GRPOTrainerConfig:
         _validate.require_int("seed", self.seed, minimum=0)
         for name in ("lr", "clip_eps", "temperature", "init_scale"):
             _validate.require_positive(name, getattr(self, name))
+        if self.embedding_std is not None:
+            _validate.require_positive("embedding_std", self.embedding_std)
         for name in ("kl_coef", "entropy_coef"):
             _validate.require_non_negative(name, getattr(self, name))
         _validate.require_choice("kl_kind", self.kl_kind, KL_KINDS)
@@ -185,7 +189,8 @@ class GRPOTrainer:
         config = GRPOTrainerConfig() if config is None else config
         prompts = _require_prompts(sorting_prompts() if prompts is None else prompts)
         V, T = int(prompts.max()) + 1, prompts.shape[-1]
-        model = SortingPolicy(V, config.embedding_dim, T, T, generator=torch.Generator().manual_seed(config.seed))
+        model = SortingPolicy(V, config.embedding_dim, T, T, generator=torch.Generator().manual_seed(config.seed),
+                              embedding_std=config.embedding_std)
         with torch.no_grad():
             # The logits are linear in the decoder, so this scales the initial logits by init_scale.
             model.decode.mul_(config.init_scale)
