@@ -86,6 +86,8 @@ class GRPOTrainerConfig:
     """Multiplies the decoder matrices at init, so the initial logits scale by it (1 keeps SortingPolicy's init)."""
     embedding_std: float | None = None
     """Std of the embedding table at init: None is SortingPolicy's 1/sqrt(D), 1.0 the lecture's nn.Embedding."""
+    ref_refresh_every: int = 0
+    """Copy the policy into the reference every this many epochs (0: never, the frozen initial policy)."""
     reward: str = "inclusion_ordering"
     """The reward: "inclusion_ordering" (dense, at most 2T - 1) or "exact_match" (0 or 1)."""
     seed: int = 0
@@ -99,6 +101,7 @@ class GRPOTrainerConfig:
         for name in ("group_size", "epochs", "steps_per_epoch", "embedding_dim"):
             _validate.require_int(name, getattr(self, name), minimum=1)
         _validate.require_int("seed", self.seed, minimum=0)
+        _validate.require_int("ref_refresh_every", self.ref_refresh_every, minimum=0)
         for name in ("lr", "clip_eps", "temperature", "init_scale"):
             _validate.require_positive(name, getattr(self, name))
         if self.embedding_std is not None:
@@ -309,7 +312,10 @@ class GRPOTrainer:
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
-            for _ in tqdm(range(epochs), desc="GRPO epochs", disable=not progress):
+            for epoch in tqdm(range(epochs), desc="GRPO epochs", disable=not progress):
+                if cfg.ref_refresh_every and epoch % cfg.ref_refresh_every == 0 and self.ref_model is not None:
+                    # A moving reference: with ref_refresh_every=1 it is the sampling policy, pi_old.
+                    self.ref_model.load_state_dict(self.model.state_dict())
                 # 1-2. Sample a group per prompt and reward it.
                 responses = self.generate_group_outputs(prompts)  # (B, G, T)
                 rewards = self.compute_rewards(prompts, responses)  # (B, G)
