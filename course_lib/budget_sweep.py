@@ -66,3 +66,11 @@ def run_budget_sweep(group_sizes=BUDGET_GROUP_SIZES, clip_eps=BUDGET_CLIP_EPS, s
                             "train_greedy_per_seed": [round(r["train"], 3) for r in rows]})
     return {"budget": budget, "epochs": epochs, "seeds": list(seeds), "group_sizes": list(group_sizes),
             "clip_eps": list(clip_eps), "configs": configs}
+
+
+def load_budget_sweep() -> dict:
+    """The precomputed results of ``benchmarks/sweep_07_budget.py`` (``course_lib/data/sweep_07_budget.json``)."""
+    import json
+    from importlib import resources
+
+    return json.loads(resources.files("course_lib").joinpath("data", "sweep_07_budget.json").read_text())
