@@ -9,7 +9,7 @@ Every run keeps the lecture's budget: the three prompts of ``course_lib.tasks.so
 - **the course's GRPO** (``GRPOTrainerConfig()``, the configuration this benchmark is named for).
 
 Every trained policy is scored by its greedy (argmax) answer, on the three training prompts and on 24
-held-out prompts it never saw (``course_lib.sorting_variants.held_out_prompts``: distinct integers, as
+held-out prompts it never saw (``course_lib.lectures.sorting_variants.held_out_prompts``: distinct integers, as
 ``random_sorting_prompts`` draws them). The reward is at most 5 (three tokens present, two ordered pairs).
 A policy that sorts the training prompts but not the held-out ones has memorised three answers.
 
@@ -28,8 +28,8 @@ import time
 
 import torch
 
-from course_lib.sorting_pg import PGConfig, train_sorting_pg
-from course_lib.sorting_variants import greedy_scores, held_out_prompts
+from course_lib.trainers.pg_trainer import PGConfig, train_sorting_pg
+from course_lib.lectures.sorting_variants import greedy_scores, held_out_prompts
 from course_lib.tasks import sorting_prompts
 from course_lib.trainers.grpo_trainer import GRPOTrainer, GRPOTrainerConfig
 

@@ -1,4 +1,4 @@
-"""Regenerate ``course_lib/data/sorting_variants.json``: chapter 06's section 9, which the notebook only reads.
+"""Regenerate ``course_lib/lectures/data/sorting_variants.json``: chapter 06's section 9, which the notebook only reads.
 
 On the sorting task, the lecture's budget (100 epochs of 10 responses per prompt, 10 Adam steps each),
 8 seeds, every trained policy scored on the training prompts and on 24 held-out prompts:
@@ -29,14 +29,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from course_lib.sorting_pg import PGConfig, train_sorting_pg
-from course_lib.sorting_variants import (greedy_scores, held_out_prompts, kl_to_reference, policy_entropy,
+from course_lib.trainers.pg_trainer import PGConfig, train_sorting_pg
+from course_lib.lectures.sorting_variants import (greedy_scores, held_out_prompts, kl_to_reference, policy_entropy,
                                          summarize_run, train_expert_iteration)
 from course_lib.models import SortingPolicy
 from course_lib.tasks import sorting_prompts
 from course_lib.trainers.grpo_trainer import GRPOTrainer, GRPOTrainerConfig
 
-OUT = Path(__file__).resolve().parent.parent / "course_lib" / "data" / "sorting_variants.json"
+OUT = Path(__file__).resolve().parent.parent / "course_lib" / "lectures" / "data" / "sorting_variants.json"
 GRPO_VARIANTS = {
     "GRPO, reference frozen (default)": {},
     "reference refreshed every 10 epochs": {"ref_refresh_every": 10},

@@ -1,6 +1,6 @@
-"""Regenerate ``course_lib/data/sweep_07_budget.json``: chapter 07's group-size sweep at a fixed sample budget.
+"""Regenerate ``course_lib/lectures/data/sweep_07_budget.json``: chapter 07's group-size sweep at a fixed sample budget.
 
-48 responses per epoch for every group size (``B = 48 / G`` groups; ``course_lib.budget_sweep``), 100
+48 responses per epoch for every group size (``B = 48 / G`` groups; ``course_lib.lectures.budget_sweep``), 100
 epochs, 8 seeds, the default clip range 0.2. The notebook only reads the file.
 
 Usage::
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import torch
 
-from course_lib.budget_sweep import run_budget_sweep
+from course_lib.lectures.budget_sweep import run_budget_sweep
 
-OUT = Path(__file__).resolve().parent.parent / "course_lib" / "data" / "sweep_07_budget.json"
+OUT = Path(__file__).resolve().parent.parent / "course_lib" / "lectures" / "data" / "sweep_07_budget.json"
 
 
 def main(argv=None) -> dict:

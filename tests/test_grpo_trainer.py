@@ -15,7 +15,7 @@ import torch
 from course_lib.grpo import group_advantages
 from course_lib.models import SortingPolicy
 from course_lib.policy_gradient import reinforce_loss
-from course_lib.sorting_pg import PGConfig
+from course_lib.trainers.pg_trainer import PGConfig
 from course_lib.tasks import sorting_prompts
 from course_lib.trainers import GRPOTrainer, GRPOTrainerConfig
 from course_lib.trainers.grpo_trainer import GRPOHistory

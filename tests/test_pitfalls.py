@@ -1,9 +1,10 @@
-"""The wrong versions of course_lib.pitfalls: each differs from the right one as its docstring says."""
+"""The wrong versions of course_lib.lectures.pitfalls: each differs from the right one as its docstring says."""
 
 import pytest
 import torch
 
-from course_lib import pitfalls, variance
+from course_lib.lectures import pitfalls
+from course_lib.lectures import variance
 from course_lib.baselines import gradient_variance
 from course_lib.gae import compute_gae
 

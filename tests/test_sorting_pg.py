@@ -1,11 +1,11 @@
-"""Tests for course_lib.sorting_pg: the REINFORCE loop on the CS336 sorting task."""
+"""Tests for course_lib.trainers.pg_trainer: the REINFORCE loop on the CS336 sorting task."""
 
 import dataclasses
 
 import pytest
 import torch
 
-from course_lib.sorting_pg import PGConfig, PGHistory, train_sorting_pg
+from course_lib.trainers.pg_trainer import PGConfig, PGHistory, train_sorting_pg
 
 
 def test_history_shapes_and_ranges():
@@ -85,7 +85,7 @@ def test_bad_prompts_and_config_type():
 
 
 def test_lecture_config_is_the_lectures_optimiser_and_init():
-    from course_lib.sorting_pg import PGConfig
+    from course_lib.trainers.pg_trainer import PGConfig
     cfg = PGConfig.lecture(seed=3)
     assert (cfg.lr, cfg.embedding_std, cfg.group_size, cfg.epochs, cfg.steps_per_epoch, cfg.seed) == (1e-3, 1.0, 10, 100, 10, 3)
     with pytest.raises(ValueError, match="embedding_std"):

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_lib import budget_sweep, sorting_variants
+from course_lib.lectures import budget_sweep, sorting_variants
 from course_lib.tasks import sorting_prompts
 from course_lib.trainers.grpo_trainer import GRPOTrainer, GRPOTrainerConfig
 

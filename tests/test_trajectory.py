@@ -1,9 +1,9 @@
-"""The trajectory policy gradient and the reward-to-go (course_lib.trajectory)."""
+"""The trajectory policy gradient and the reward-to-go (course_lib.lectures.trajectory)."""
 
 import pytest
 import torch
 
-from course_lib import trajectory
+from course_lib.lectures import trajectory
 from course_lib.baselines import gradient_variance
 
 

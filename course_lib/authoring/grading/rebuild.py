@@ -1,0 +1,256 @@
+"""Rebuild a gradable notebook: the canonical notebook with the student's solution cells in it.
+
+Only the student's *solution cells* are taken; every other cell (given code, checks,
+their order, their metadata, the points) is the instructor's. A student who deletes,
+edits or weakens a check cell, or edits cell metadata, changes nothing that runs.
+
+Finding each solution cell, most trusted first:
+
+1. **by cell id**: the student's code cell with the canonical solution cell's id (cell ids
+   survive editing, moving and reordering). If the id appears several times, the last
+   such cell wins (it is the definition a top-to-bottom run would keep), and a note says so;
+2. **by metadata**: a code cell tagged ``solution`` whose ``course.exercise`` names the
+   exercise (cells copied into another notebook keep metadata but get new ids);
+3. **by position**: the code cell at the same position among code cells, when it still
+   looks like this solution (it defines the same function, or resembles the stub);
+4. **by content**: any remaining code cell that defines the function of the stub.
+
+A solution cell found nowhere is "not attempted"; the canonical stub runs in its place,
+so later cells fail exactly as for a student who never touched it.
+
+Check cells are guarded (:func:`guard_check`). A first cell, added before any student
+code, remembers the attributes of ``torch``, ``torch.nn.functional``, ``torch.linalg``,
+``torch.Tensor`` and the builtins. Before the canonical check code, each check cell puts
+back whatever a solution cell replaced there, forgets every cached ``course_lib`` module
+and runs the notebook's ``course_lib`` imports again: a solution cell that monkeypatched
+the check module, the check machinery, ``torch.allclose`` or a check's name is undone.
+(So a check gets fresh ``course_lib`` classes: check functions build their own inputs
+rather than take objects made by earlier cells.) After the check code, a line prints a
+random token chosen for this grading run; a check counts as passed only when its token
+is printed, so a solution cell that hides errors (patching IPython's traceback display,
+which nbval would take for a pass) cannot make a failing check pass. What this does not
+cover is listed under "Limits" in ``docs/grading.md``.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import re
+from dataclasses import dataclass, field
+
+import nbformat
+
+from course_lib.authoring.build import strip_solutions
+from course_lib.authoring.grading.canonical import Canonical, cell_role
+from course_lib.authoring.grading.submissions import StudentCell, Submission
+
+GUARD = """\
+# --- added by course_lib.grade: use the check on disk, whatever a solution cell patched ---
+_grading_restore()  # undo what a solution cell replaced in torch or the builtins
+import sys as _grading_sys
+for _grading_name in [_n for _n in list(_grading_sys.modules) if _n.split(".")[0] == "course_lib"]:
+    del _grading_sys.modules[_grading_name]
+{imports}
+# --- the instructor's check cell ---
+"""
+PROLOGUE = """\
+# --- added by course_lib.grade: remember torch and the builtins before any student code runs ---
+def _grading_snapshot():
+    import builtins
+    owners = [builtins]
+    if {uses_torch}:
+        import torch
+        import torch.nn.functional
+        owners += [torch, torch.nn.functional, torch.linalg, torch.Tensor]
+    saved = [(owner, dict(vars(owner))) for owner in owners]
+
+    def restore():
+        for owner, attributes in saved:
+            is_class = isinstance(owner, type)
+            added = [n for n in vars(owner) if is_class and n not in attributes]  # e.g. torch.Tensor.allclose
+            changed = [n for n, v in attributes.items() if (is_class or not n.startswith("_"))
+                       and vars(owner).get(n) is not v]
+            for name in added + changed:
+                try:
+                    if name in added:
+                        delattr(owner, name)
+                    else:
+                        setattr(owner, name, attributes[name])
+                except (AttributeError, TypeError):
+                    pass
+    return restore
+
+
+_grading_restore = _grading_snapshot()
+del _grading_snapshot
+"""
+TOKEN_LINE = 'print("grading: check completed {token}")'
+SKIPPED = "# course_lib.grade: this cell was not run ({why})"
+MARKERS = re.compile(r"^\s*#\s*NBVAL_\w+\s*$", re.MULTILINE)
+
+
+@dataclass
+class Match:
+    """The student's source for each canonical solution cell, and what was odd about finding it."""
+
+    sources: dict[str, str] = field(default_factory=dict)  # canonical cell id -> student source
+    missing: set[str] = field(default_factory=set)  # exercise ids with a solution cell found nowhere
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class GradedCell:
+    """What a code cell of the rebuilt notebook is, by its position among code cells."""
+
+    cell_id: str
+    role: str  # "prologue", "given", "solution", "check", "hidden" or "skipped"
+    exercise: str | None
+
+
+def _def_line(stub: str) -> str | None:
+    """``def name(`` of the function a stub defines, if it defines one."""
+    found = re.search(r"^\s*(?:async\s+)?def\s+(\w+)\s*\(", stub, re.MULTILINE)
+    return found.group(1) if found else None
+
+
+def _looks_like(cell: StudentCell, stub: str) -> bool:
+    name = _def_line(stub)
+    if name is not None:
+        return re.search(rf"^\s*(?:async\s+)?def\s+{name}\s*\(", cell.source, re.MULTILINE) is not None
+    return difflib.SequenceMatcher(None, stub, cell.source).ratio() >= 0.6
+
+
+def match_solutions(canonical: Canonical, submission: Submission) -> Match:
+    """Find the student's cell for every canonical solution cell (order of trust in the module docstring)."""
+    match = Match()
+    code = submission.code_cells
+    by_id: dict[str, list[StudentCell]] = {}
+    for cell in submission.cells:
+        if cell.cell_id:
+            by_id.setdefault(cell.cell_id, []).append(cell)
+    canonical_code = [c for c in canonical.nb.cells if c.cell_type == "code"]
+    wanted = [(n, c) for n, c in enumerate(canonical_code) if cell_role(c)[0] == "solution"]
+    for cell_id, cells in by_id.items():
+        if len(cells) > 1 and cell_id not in {c.id for _, c in wanted}:
+            match.notes.append(f"cell id {cell_id!r} appears {len(cells)} times (not a solution cell: no effect)")
+    claimed: dict[str, StudentCell] = {}
+
+    def taken(cell: StudentCell) -> bool:
+        return any(cell is other for other in claimed.values())
+
+    def claim(cell, student: StudentCell, how: str | None = None) -> None:
+        claimed[cell.id] = student
+        match.sources[cell.id] = MARKERS.sub("", student.source)  # the student's NBVAL_SKIP & co. do nothing
+        if how:
+            match.notes.append(f"{cell_role(cell)[1]}: solution cell found {how} (its cell id changed)")
+
+    for _, cell in wanted:
+        candidates = [c for c in by_id.get(cell.id, []) if c.cell_type == "code"]
+        if candidates:
+            claim(cell, candidates[-1])
+            if len(candidates) > 1:
+                match.notes.append(f"{cell_role(cell)[1]}: cell id {cell.id!r} appears {len(candidates)} times; "
+                                   "the last such cell was graded")
+    for _, cell in wanted:
+        tagged = [c for c in code if not taken(c) and "solution" in c.tags and c.exercise == cell_role(cell)[1]]
+        if cell.id not in claimed and tagged:
+            claim(cell, tagged[0], "by its metadata")
+    for position, cell in wanted:
+        stub = strip_solutions(cell.source, cell_role(cell)[1])
+        there = code[position] if position < len(code) else None
+        if cell.id not in claimed and there is not None and not taken(there) and _looks_like(there, stub):
+            claim(cell, there, "by position")
+    for _, cell in wanted:
+        stub = strip_solutions(cell.source, cell_role(cell)[1])
+        lookalikes = [c for c in code if not taken(c) and _looks_like(c, stub)] if _def_line(stub) else []
+        if cell.id not in claimed and lookalikes:
+            claim(cell, lookalikes[-1], "by its content")
+    match.missing = {cell_role(cell)[1] for _, cell in wanted if cell.id not in claimed}
+    order = [claimed[c.id].index for _, c in wanted if c.id in claimed]
+    if order != sorted(order):
+        match.notes.append("solution cells were reordered; graded in the notebook's order")
+    known = {c.id for c in canonical_code}
+    given = {c.source.strip() for c in canonical_code}
+    given |= {strip_solutions(c.source, cell_role(c)[1]).strip() for c in canonical_code}
+    extra = [c for c in code if not taken(c) and c.cell_id not in known and c.source.strip() not in given | {""}]
+    if extra:
+        match.notes.append(f"{len(extra)} code cell(s) of the student's own were not run "
+                           "(only solution cells are graded)")
+    for _, cell in wanted:
+        reference = _uses_reference(match.sources.get(cell.id, ""), canonical, cell_role(cell)[1])
+        if reference:
+            match.notes.append(f"{cell_role(cell)[1]}: the solution seems to call course_lib's own {reference} "
+                               "(the reference): look at it by hand")
+    return match
+
+
+def _uses_reference(source: str, canonical: Canonical, exercise: str) -> str | None:
+    """The reference's name when a solution mentions it through course_lib (a hint for the instructor, not a grade).
+
+    The reference of ``check_<name>`` is ``<name>`` in the same module; a solution that
+    imports it from course_lib, or reaches it as an attribute (``warmup.<name>``), is
+    probably calling it instead of implementing it.
+    """
+    for check_id in canonical.exercises[exercise].check_cells:
+        check_source = next(c.source for c in canonical.nb.cells if c.get("id") == check_id)
+        for name in re.findall(r"\bcheck_(\w+)\s*\(", check_source):
+            imported = re.search(rf"^\s*from\s+course_lib[\w.]*\s+import\s+[^#\n]*\b{name}\b", source, re.MULTILINE)
+            if imported or re.search(rf"\.\s*{name}\b", source):
+                return name
+    return None
+
+
+def guard_check(source: str, imports: str, token: str) -> str:
+    """A check (or hidden check) cell as it runs at grading time: fresh course_lib, then a completion token."""
+    body = MARKERS.sub("", source).rstrip()  # output is never compared for checks: a warning cannot cost points
+    return GUARD.format(imports=imports) + body + "\n" + TOKEN_LINE.format(token=token) + "\n"
+
+
+def rebuild(canonical: Canonical, match: Match, token: str, *, stubbed=frozenset(), skipped=frozenset()):
+    """The gradable notebook, and a :class:`GradedCell` per code cell.
+
+    Args:
+        stubbed: exercises whose solution runs as the canonical stub and whose checks are
+            skipped (an earlier run of them hung the kernel: they are graded "timeout").
+        skipped: ids of given cells not to run (an earlier run of them hung the kernel).
+    """
+    nb = copy.deepcopy(canonical.nb)
+    cells, graded = [], []
+    uses_torch = any("torch" in c.source for c in nb.cells if c.cell_type == "code")  # else no import: faster
+    prologue = nbformat.v4.new_code_cell(PROLOGUE.replace("{uses_torch}", str(uses_torch)), id="grading-prologue")
+    cells.append(prologue)
+    graded.append(GradedCell(prologue.id, "prologue", None))
+
+    def add(cell, role, exercise):
+        cells.append(cell)
+        graded.append(GradedCell(cell.id, role, exercise))
+
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            cells.append(cell)
+            continue
+        role, exercise = cell_role(cell)
+        if cell.id in skipped or exercise in stubbed and role == "check":
+            why = "it hung in an earlier run" if cell.id in skipped else "its exercise hung in an earlier run"
+            cell.source, cell.outputs, cell.execution_count = SKIPPED.format(why=why), [], None
+            add(cell, "skipped", exercise)
+            continue
+        if role == "solution":
+            student = None if exercise in stubbed else match.sources.get(cell.id)
+            cell.source = student if student is not None else strip_solutions(cell.source, exercise)
+        elif role == "check":
+            cell.source = guard_check(cell.source, canonical.course_imports, token)
+        if role != "given":
+            cell.outputs, cell.execution_count = [], None
+        add(cell, role, exercise)
+        ex = canonical.exercises.get(exercise)
+        if role == "check" and ex is not None and cell.id == ex.check_cells[-1]:
+            for number, source in enumerate(ex.hidden):
+                hidden = nbformat.v4.new_code_cell(guard_check(source, canonical.course_imports, token),
+                                                   id=f"hidden-{exercise}-{number}")
+                hidden.metadata = {"tags": ["check", "hidden"], "course": {"exercise": exercise}}
+                add(hidden, "hidden", exercise)
+    nb.cells = cells
+    nb.metadata.setdefault("course", {})["graded"] = True
+    return nb, graded

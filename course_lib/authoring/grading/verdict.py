@@ -1,0 +1,249 @@
+"""Grade one submission: rebuild it, run it, run it again without what hung, and judge each exercise.
+
+An exercise is judged on its cells in notebook order (its solution cells, its check
+cells, then its hidden checks); the first cell that does not pass decides:
+
+=================  ==============================================================
+status             when
+=================  ==============================================================
+passed             every cell passed and each check printed this run's token
+failed             a check (or hidden check) raised ``AssertionError``
+not attempted      ``NotImplementedError`` (the untouched stub), or no solution cell
+timeout            a cell ran past ``--timeout`` seconds
+error              any other exception, in the solution cell or in the check
+=================  ==============================================================
+
+and, for a whole submission that cannot be graded, one of ``unreadable`` (not a
+notebook: broken JSON, a file that cannot be read), ``wrong notebook`` (a notebook of
+another chapter under this one's name), ``unknown notebook`` (no solution notebook to
+grade it against), ``grader error`` (the grader itself failed: see the log). Such a
+submission gets a row per exercise when its notebook is known, otherwise one row.
+"""
+
+from __future__ import annotations
+
+import configparser
+import re
+import secrets
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from course_lib.authoring.grading.canonical import Canonical
+from course_lib.authoring.grading.rebuild import GradedCell, match_solutions, rebuild
+from course_lib.authoring.grading.runner import CellOutcome, Run, run_nbval
+from course_lib.authoring.grading.submissions import identify, name_in_file, read_submission
+
+WHERE = {"solution": "your solution cell", "check": "the check", "hidden": "a hidden check"}
+
+
+@dataclass
+class Row:
+    """One line of grades.csv."""
+
+    student: str
+    notebook: str
+    exercise: str
+    points: float
+    max_points: float
+    status: str
+    message: str
+    notes: str
+    submission: str
+
+
+@dataclass
+class Options:
+    timeout: float = 60.0
+    threads: int = 1
+    sanitize: Path | None = None
+    work: Path = Path("rebuilt")  # one folder per submission, kept for the instructor
+    notebook: str | None = None  # --notebook: what every submission is expected to be
+
+
+@dataclass
+class Graded:
+    student: str
+    submission: Path
+    rows: list[Row] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    key: str = ""
+
+
+def first_line(text: str) -> str:
+    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+def sanitizer(path: Path | None):
+    """A function applying nbval's sanitize file (regex/replace sections) to a message."""
+    rules = []
+    if path is not None and path.is_file():
+        parser = configparser.ConfigParser(interpolation=None)
+        parser.read(path, encoding="utf-8")
+        rules = [(re.compile(parser[s]["regex"]), parser[s].get("replace", "")) for s in parser.sections()
+                 if "regex" in parser[s]]
+
+    def clean(text: str) -> str:
+        for pattern, replacement in rules:
+            text = pattern.sub(replacement, text)
+        return text
+
+    return clean
+
+
+def judge(role: str, cell: CellOutcome, token: str, options: Options, clean) -> tuple[str, str] | None:
+    """(status, message) when this cell decides its exercise's grade, None when it passed."""
+    where = WHERE[role]
+    if cell.outcome in ("passed", "skipped"):
+        if role != "solution" and token not in cell.stdout:
+            return "error", (f"{where} did not report completion (did a solution cell redirect the output "
+                             "or patch how errors are shown?)")
+        return None
+    if cell.outcome == "timeout":
+        return "timeout", f"{where} did not finish within {options.timeout:g} s (an infinite loop?)"
+    if cell.outcome in ("dead", "not run"):
+        return "error", f"{where} did not run: an earlier cell stopped the kernel"
+    if cell.outcome == "setup-error":
+        return "grader error", f"the kernel did not start: {first_line(cell.message)}"
+    ename, message = cell.ename, clean(first_line(cell.evalue))
+    if not ename:
+        return "error", f"{where}: {clean(first_line(cell.message))}"
+    if ename == "NotImplementedError":
+        return "not attempted", f"NotImplementedError: {message}"
+    if ename == "AssertionError" and role != "solution":
+        return "failed", ("hidden check: " if role == "hidden" else "") + (message or "an assertion failed")
+    return "error", f"{ename} in {where}: {message}"
+
+
+def exercise_verdict(exercise, graded: list[GradedCell], run: Run, token, options, clean) -> tuple[str, str]:
+    passed_line = ""
+    for number, cell in enumerate(graded):
+        if cell.exercise != exercise.id or cell.role not in WHERE:
+            continue
+        outcome = run.cells.get(number, CellOutcome("not run"))
+        verdict = judge(cell.role, outcome, token, options, clean)
+        if verdict is not None:
+            return verdict
+        if cell.role == "check" and not passed_line:
+            passed_line = next((line for line in outcome.stdout.splitlines() if line.startswith("\u2714")), "")
+    return "passed", clean(passed_line)
+
+
+def _culprit(graded: list[GradedCell], run: Run) -> int | None:
+    """The cell to leave out of the next run: the first that timed out, else the one that killed the kernel."""
+    outcomes = [run.cells.get(n, CellOutcome("not run")).outcome for n in range(len(graded))]
+    if "timeout" in outcomes:
+        return outcomes.index("timeout")
+    if "dead" in outcomes and outcomes.index("dead") > 0:
+        return outcomes.index("dead") - 1
+    return None
+
+
+def grade_submission(path: Path, base: Path | None, canonical: dict[str, Canonical], options: Options,
+                     key: str) -> Graded:
+    """Grade one file; whatever happens, the result has rows and a log (never an exception)."""
+    start = time.monotonic()
+    names = list(canonical)
+    graded = Graded(student=path.stem, submission=path, key=key)
+    try:
+        _grade(path, base, canonical, options, graded)
+    except Exception:  # noqa: BLE001 - a grader bug must cost one submission, not the class
+        graded.log += ["grader error:", traceback.format_exc()]
+        notebook = options.notebook or name_in_file(path, names)
+        graded.rows = _whole(graded, canonical.get(notebook), notebook or "", "grader error",
+                             f"the grader failed on this file: {first_line(traceback.format_exc().splitlines()[-1])}")
+    graded.seconds = time.monotonic() - start
+    graded.log.append(f"graded in {graded.seconds:.1f} s")
+    return graded
+
+
+def _whole(graded: Graded, notebook: Canonical | None, name: str, status: str, message: str,
+           notes: str = "") -> list[Row]:
+    """Rows for a submission that cannot be graded: one per exercise when the notebook is known."""
+    if notebook is None:
+        return [Row(graded.student, name, "", 0, 0, status, message, notes, str(graded.submission))]
+    return [Row(graded.student, notebook.name, ex.id, 0, ex.points, status, message, notes, str(graded.submission))
+            for ex in notebook.exercises.values()]
+
+
+def _grade(path: Path, base: Path | None, canonical: dict[str, Canonical], options: Options, graded: Graded) -> None:
+    clean = sanitizer(options.sanitize)
+    submission = read_submission(path, base, canonical)
+    graded.student = submission.student
+    graded.log += [f"submission: {path}", f"student: {submission.student}"]
+    expected, holds = identify(submission, canonical, options.notebook)
+    if submission.problem:
+        graded.log.append(f"unreadable: {submission.problem}")
+        graded.rows = _whole(graded, canonical.get(expected), expected or "", "unreadable", submission.problem)
+        return
+    if expected and holds and expected != holds:
+        message = f"this file holds {holds} (its metadata says so), not {expected}"
+        graded.log.append(f"wrong notebook: {message}")
+        graded.rows = _whole(graded, canonical[expected], expected, "wrong notebook", message)
+        return
+    if not (expected or holds):
+        named = re.search(r"\d\d_\w+", path.stem)
+        message = (f"no solution notebook {named.group(0)}.ipynb to grade it against" if named else
+                   "cannot tell which notebook this is (no course metadata, no NN_name in the file name)")
+        graded.log.append(f"unknown notebook: {message}")
+        graded.rows = _whole(graded, None, named.group(0) if named else "", "unknown notebook", message)
+        return
+    notebook = canonical[holds or expected]
+    match = match_solutions(notebook, submission)
+    notes = list(match.notes)
+    graded.log += [f"notebook: {notebook.name} (solution {notebook.path})"] + [f"note: {n}" for n in notes]
+    token = secrets.token_hex(8)
+    stubbed: dict[str, tuple[str, str]] = {}  # exercise -> its verdict from the run that hung
+    skipped: set[str] = set()
+    folder = options.work / graded.key
+    folder.mkdir(parents=True, exist_ok=True)
+    for attempt in range(1, len(notebook.exercises) + 4):
+        nb, cells = rebuild(notebook, match, token, stubbed=set(stubbed), skipped=skipped)
+        target = folder / f"{notebook.name}.ipynb"
+        nbformat.write(nb, target)
+        run = run_nbval(target, options.timeout, options.threads, options.sanitize)
+        graded.log += _run_log(attempt, cells, run)
+        culprit = _culprit(cells, run)
+        if culprit is None:
+            break
+        cell = cells[culprit]
+        graded.log.append(f"cell {culprit} ({cell.cell_id}) hung or stopped the kernel: running again without it")
+        if cell.role in WHERE and cell.exercise not in stubbed:
+            outcome = run.cells.get(culprit, CellOutcome("not run"))
+            stubbed[cell.exercise] = (judge(cell.role, outcome, token, options, clean)
+                                      or ("error", f"{WHERE[cell.role]} stopped the kernel"))
+        elif cell.role == "given" and cell.cell_id not in skipped:
+            skipped.add(cell.cell_id)
+            notes.append(f"given cell {cell.cell_id!r} hung (calling a student's function?) and was skipped")
+        else:
+            break
+    for exercise in notebook.exercises.values():
+        if exercise.id in match.missing:
+            status, message = "not attempted", "no solution cell for this exercise in the submission"
+        elif exercise.id in stubbed:
+            status, message = stubbed[exercise.id]
+        else:
+            status, message = exercise_verdict(exercise, cells, run, token, options, clean)
+        points = exercise.points if status == "passed" else 0
+        graded.rows.append(Row(graded.student, notebook.name, exercise.id, points, exercise.points, status,
+                               message, "; ".join(notes), str(path)))
+        graded.log.append(f"{exercise.id}: {status} {points:g}/{exercise.points:g} {message}")
+
+
+def _run_log(attempt: int, cells: list[GradedCell], run: Run) -> list[str]:
+    lines = [f"--- run {attempt}: {run.seconds:.1f} s" + (" (stopped after a cell hung)" if run.killed else "")
+             + (f" (kernel started again {run.kernel_retries} time(s): it died before answering)"
+                if run.kernel_retries else "")]
+    for number, cell in enumerate(cells):
+        outcome = run.cells.get(number, CellOutcome("not run"))
+        detail = f" {outcome.ename}: {outcome.evalue}" if outcome.ename else (
+            f" {first_line(outcome.message)}" if outcome.outcome != "passed" and outcome.message else "")
+        where = f"cell {number:2d} {cell.role:8s} {cell.exercise or '':20s} {cell.cell_id}"
+        lines.append(f"{where}: {outcome.outcome}{detail}")
+    lines += ["pytest output:", run.output.rstrip()]
+    return lines

@@ -1,0 +1,275 @@
+"""The autograder's shared machinery: compare a student's function with the reference.
+
+Every exercise check in the course (``course_lib.checks.gae.check_compute_gae`` and
+friends) is a thin wrapper around :func:`check_against_reference`:
+
+1. it runs the student's function and the reference on a grid of edge cases
+   (terminal steps, equal rewards, ratios far outside the trust region, ...),
+   in float64 and in float32, on fresh copies of the inputs;
+2. it compares the outputs, and for losses the gradients with respect to the
+   inputs (so a forgotten ``.detach()`` is caught, not only a wrong value);
+3. when they differ, it replays a catalogue of *known mistakes* (wrong
+   implementations with the same signature) on the same case; if the student's
+   output matches one of them, the message names that mistake and how to fix it;
+4. it raises ``AssertionError`` on the first failure (so nbval reports the cell)
+   and prints one line and returns ``True`` when everything matches.
+
+``NotImplementedError`` from an untouched stub is let through unchanged: the
+grader reports it as "not attempted", which is not the same as "wrong".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+
+# Bound once, at import: a solution that later replaces torch.allclose (or torch.equal,
+# torch.isnan) globally cannot make a wrong answer compare equal to the reference.
+_allclose, _equal, _isnan = torch.allclose, torch.equal, torch.isnan
+
+
+@dataclass
+class Case:
+    """One edge case: keyword arguments for the function, and a description for the student.
+
+    ``grad`` names the tensor arguments to differentiate with respect to (for
+    losses); the reference's gradient with respect to a constant (``logp_old``,
+    ``deltas``) is zero, so a student who leaves one attached is caught.
+    """
+
+    description: str
+    kwargs: Mapping[str, Any]
+    grad: Sequence[str] = ()
+
+
+@dataclass
+class Mistake:
+    """A classic wrong implementation and the message that explains it."""
+
+    message: str
+    fn: Callable[..., Any]
+
+
+@dataclass
+class _Outcome:
+    values: dict[str, torch.Tensor] = field(default_factory=dict)
+    grads: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+def check_against_reference(
+    fn: Callable[..., Any],
+    reference: Callable[..., Any],
+    cases: Sequence[Case],
+    *,
+    name: str,
+    mistakes: Sequence[Mistake] = (),
+    outputs: Callable[[Any], Mapping[str, Any]] | None = None,
+    dtypes: Sequence[torch.dtype] = (torch.float64, torch.float32),
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
+) -> bool:
+    """Raise ``AssertionError`` unless ``fn`` agrees with ``reference`` on every case.
+
+    Args:
+        fn: the student's function.
+        reference: the course's implementation, same signature.
+        cases: the grid of edge cases.
+        name: the function's name, used in messages.
+        mistakes: known wrong implementations, tried in order to diagnose a failure.
+        outputs: maps a return value to named tensors to compare (default: the
+            tensor itself, or each element of a returned tuple).
+        dtypes: floating dtypes every case is run in.
+    """
+    if not callable(fn):
+        raise AssertionError(f"{name}: expected a function, got {type(fn).__name__}")
+    select = outputs or _default_outputs
+    n_runs = 0
+    for dtype in dtypes:
+        for case in cases:
+            kwargs = _cast(case.kwargs, dtype)
+            expected = _run(reference, kwargs, case.grad, select, name="reference")
+            got = _run_student(fn, kwargs, case, select, name)
+            problem = _compare(expected, got, rtol, atol)
+            if problem is not None:
+                _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol, expected)
+            n_runs += 1
+    kinds = " and ".join(str(d).replace("torch.", "") for d in dtypes)
+    grads = ", gradients included" if any(c.grad for c in cases) else ""
+    print(f"\u2714 {name}: correct on all {len(cases)} cases ({kinds}{grads}).")
+    return True
+
+
+# ---------------------------------------------------------------------------
+# Running one case
+# ---------------------------------------------------------------------------
+
+
+def _default_outputs(result: Any) -> Mapping[str, Any]:
+    if isinstance(result, tuple):
+        return {f"output[{i}]": r for i, r in enumerate(result)}
+    return {"output": result}
+
+
+def _cast(kwargs: Mapping[str, Any], dtype: torch.dtype) -> dict[str, Any]:
+    """Floating tensors to ``dtype``; every tensor a fresh copy."""
+    cast = {}
+    for key, value in kwargs.items():
+        if isinstance(value, torch.Tensor):
+            value = value.detach().clone()
+            if value.is_floating_point():
+                value = value.to(dtype)
+        cast[key] = value
+    return cast
+
+
+def _fresh(kwargs: Mapping[str, Any], grad: Sequence[str]) -> dict[str, Any]:
+    fresh = {}
+    for key, value in kwargs.items():
+        if isinstance(value, torch.Tensor):
+            value = value.detach().clone().requires_grad_(key in grad)
+        fresh[key] = value
+    return fresh
+
+
+def _run(fn, kwargs, grad, select, name) -> _Outcome:
+    args = _fresh(kwargs, grad)
+    result = fn(**args)
+    return _outcome(result, args, grad, select, name)
+
+
+def _outcome(result, args, grad, select, name) -> _Outcome:
+    if result is None:
+        raise AssertionError(f"{name} returned None: did you forget the `return` statement?")
+    try:
+        named = dict(select(result))
+    except (TypeError, KeyError, IndexError) as error:
+        raise AssertionError(
+            f"{name} returned {type(result).__name__}, not what the exercise asks for ({error})"
+        ) from None
+    outcome = _Outcome()
+    for key, value in named.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = torch.tensor(float(value), dtype=torch.float64)
+        if not isinstance(value, torch.Tensor):
+            raise AssertionError(f"{name}: {key} should be a tensor or a number, got {type(value).__name__}")
+        outcome.values[key] = value
+    if grad:
+        first = next(iter(outcome.values.values()))
+        if not first.requires_grad:
+            raise AssertionError(
+                f"{name}: the result carries no gradient with respect to {', '.join(grad)}; "
+                "did you call .detach(), .item(), .numpy() or torch.no_grad() on the way?"
+            )
+        # A fixed weighting turns a per-element output into a scalar without hiding entries.
+        g = torch.Generator().manual_seed(1234)
+        weights = torch.rand(first.shape, generator=g, dtype=torch.float64).to(first.dtype) + 0.5
+        (first * weights).sum().backward()
+        for key in grad:
+            got = args[key].grad
+            outcome.grads[key] = torch.zeros_like(args[key]) if got is None else got.detach()
+    outcome.values = {k: v.detach() for k, v in outcome.values.items()}
+    return outcome
+
+
+def _run_student(fn, kwargs, case, select, name) -> _Outcome:
+    args = _fresh(kwargs, case.grad)
+    originals = {k: v.detach().clone() for k, v in args.items() if isinstance(v, torch.Tensor)}
+    try:
+        result = fn(**args)
+    except NotImplementedError:
+        raise
+    except Exception as error:  # noqa: BLE001 - any crash becomes feedback
+        raise AssertionError(
+            f"{name} raised {type(error).__name__}: {error}\n  on the case: {case.description}"
+        ) from error
+    for key, before in originals.items():
+        if not _equal(args[key].detach(), before):
+            raise AssertionError(
+                f"{name} changed its input `{key}` in place; work on a copy "
+                f"(for example `{key}.clone()`) so the caller's tensor is left alone."
+                f"\n  on the case: {case.description}"
+            )
+    return _outcome(result, args, case.grad, select, name)
+
+
+# ---------------------------------------------------------------------------
+# Comparing and explaining
+# ---------------------------------------------------------------------------
+
+
+def _differences(expected: _Outcome, got: _Outcome, rtol: float, atol: float):
+    """Yield ``(component, description)`` for each output or gradient that disagrees, values first."""
+    for kind, exp_map, got_map in (("", expected.values, got.values), ("gradient of ", expected.grads, got.grads)):
+        for key, exp in exp_map.items():
+            what = f"{kind}{key}"
+            if key not in got_map:
+                yield what, f"{key} is missing from what your function returned"
+                continue
+            value = got_map[key]
+            if tuple(value.shape) != tuple(exp.shape):
+                yield what, f"{what} has shape {tuple(value.shape)}, expected {tuple(exp.shape)}"
+                continue
+            value64, exp64 = value.to(torch.float64), exp.to(torch.float64)
+            if _isnan(value64).any() and not _isnan(exp64).any():
+                yield what, f"{what} contains NaN where the reference has numbers"
+            elif not _allclose(value64, exp64, rtol=rtol, atol=atol, equal_nan=True):
+                diff = (value64 - exp64).abs().nan_to_num(math.inf)
+                worst = int(diff.flatten().argmax())
+                yield what, (
+                    f"{what} differs from the reference: expected {_show(exp64)}, got {_show(value64)} "
+                    f"(largest difference {diff.flatten()[worst].item():.3g} at flat index {worst})"
+                )
+
+
+def _compare(expected: _Outcome, got: _Outcome, rtol: float, atol: float) -> str | None:
+    """Return a description of the first difference, or None when they agree."""
+    return next((description for _, description in _differences(expected, got, rtol, atol)), None)
+
+
+def _component(outcome: _Outcome, what: str) -> _Outcome:
+    """The part of an outcome named like ``"loss"`` or ``"gradient of logp_old"``, alone."""
+    if what.startswith("gradient of "):
+        key = what[len("gradient of "):]
+        return _Outcome(grads={key: outcome.grads[key]} if key in outcome.grads else {})
+    return _Outcome(values={what: outcome.values[what]} if what in outcome.values else {})
+
+
+def _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol, expected=None):
+    """Raise the most helpful message: a known mistake the student's output matches, else the first difference."""
+    replays = []
+    for mistake in mistakes:
+        try:
+            replays.append((mistake, _run(mistake.fn, kwargs, case.grad, select, name="mistake")))
+        except Exception:  # noqa: BLE001 - a mistake that cannot run on this case tells nothing
+            continue
+    # 1. The student made exactly this mistake: every output and gradient matches it.
+    for mistake, wrong in replays:
+        if _compare(wrong, got, rtol, atol) is None:
+            raise AssertionError(f"{name}: {mistake.message}\n  seen on the case: {case.description} ({dtype})")
+    # 2. Several mistakes at once (say a quotient ratio *and* logp_old left attached): name the one
+    #    that explains the first difference, where it reproduces exactly that output or gradient.
+    if expected is not None:
+        first = next(iter(_differences(expected, got, rtol, atol)), None)
+        if first is not None:
+            what, _ = first
+            for mistake, wrong in replays:
+                own = _component(wrong, what)
+                if _compare(own, _component(got, what), rtol, atol) is None and \
+                        _compare(own, _component(expected, what), rtol, atol) is not None:
+                    raise AssertionError(
+                        f"{name}: {mistake.message}\n  seen on the case: {case.description} ({dtype}), "
+                        f"in the {what}; fix it and run the check again: there may be more to fix"
+                    )
+    raise AssertionError(f"{name}: {problem}\n  on the case: {case.description} ({dtype})")
+
+
+def _show(t: torch.Tensor) -> str:
+    """A short, rounded rendering of a tensor for a message."""
+    if t.numel() == 1:
+        return f"{t.item():.4g}"
+    flat = [f"{x:.4g}" for x in t.flatten()[:8].tolist()]
+    more = ", ..." if t.numel() > 8 else ""
+    return f"[{', '.join(flat)}{more}] (shape {tuple(t.shape)})"

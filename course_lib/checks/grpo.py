@@ -1,0 +1,268 @@
+"""The exercise checks of chapter 06 (GRPO): edge cases and classic mistakes.
+
+They sit in their own file so that ``course_lib/grpo.py`` reads as the algorithm
+alone; ``course_lib.grpo`` re-exports every ``check_*`` so students call
+``course_lib.checks.grpo.check_group_advantages(fn)`` as everywhere else.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from course_lib.checks.baselines import _std
+from course_lib.checks import Case, Mistake, check_against_reference
+from course_lib.grpo import (
+    KL_KINDS,
+    LOSS_AGG_MODES,
+    aggregate_loss,
+    grpo_loss,
+    group_advantages,
+    kl_estimate,
+    masked_mean,
+)
+from course_lib.ppo import clipped_surrogate
+
+def check_group_advantages(fn) -> bool:
+    """Check a student's ``group_advantages(rewards, normalize_std=True, eps=1e-6)``."""
+    g = torch.Generator().manual_seed(6)
+    grids = [
+        ("B=3 prompts, G=4 random rewards", torch.randn(3, 4, generator=g, dtype=torch.float64)),
+        ("B=2 prompts, G=6 correct/incorrect (0/1) rewards",
+         torch.tensor([[1.0, 0, 0, 1, 0, 0], [0, 1, 1, 1, 1, 1]], dtype=torch.float64)),
+        ("an all-correct group (rewards all equal: zeros, not NaN) beside a mixed one",
+         torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.5]], dtype=torch.float64)),
+        ("groups of one response (G=1): zeros, not NaN", torch.tensor([[0.7], [-1.0]], dtype=torch.float64)),
+        ("G=2 responses per prompt", torch.tensor([[2.0, 0.0], [0.0, 1.0], [5.0, 4.0]], dtype=torch.float64)),
+        ("nearly equal rewards (std 1e-3, close to eps)",
+         torch.tensor([[0.0, 1e-3, 2e-3, 0.0]], dtype=torch.float64)),
+    ]
+    cases = [Case(f"{text}, normalize_std={flag}", {"rewards": rewards, "normalize_std": flag})
+             for flag in (True, False) for text, rewards in grids]
+    cases.append(Case("eps=0.5 given explicitly, normalize_std=True",
+                      {"rewards": grids[0][1], "normalize_std": True, "eps": 0.5}))
+
+    def advantages_with(*, std=lambda r: _std(r, dim=-1), mean_dim=-1, centre=True,
+                        eps_used=True, always_normalize=False, g1_zero=True, ignore_eps=False):
+        def wrong(rewards, normalize_std=True, eps=1e-6):
+            eps = 1e-6 if ignore_eps else eps
+            adv = rewards - rewards.mean(dim=mean_dim, keepdim=True) if centre else rewards.clone()
+            if not (normalize_std or always_normalize):
+                return adv
+            if rewards.shape[-1] == 1 and g1_zero:
+                return torch.zeros_like(rewards)
+            return adv / (std(rewards) + (eps if eps_used else 0.0))
+        return wrong
+
+    mistakes = [
+        Mistake("the eps argument is ignored (1e-6 is used whatever is passed): divide by std + eps",
+                advantages_with(ignore_eps=True)),
+        Mistake("the std divides by G, not G - 1: GRPO (like TRL and verl) uses Bessel's correction, "
+                "rewards.std(dim=-1)", advantages_with(std=lambda r: _std(r, dim=-1, correction=0))),
+        Mistake("equal rewards give 0 / 0 = NaN: add eps to the std, (r - mean) / (std + eps)",
+                advantages_with(eps_used=False)),
+        Mistake("a group of one (G=1) gives NaN: torch.std divides by G - 1 = 0; return zeros there",
+                advantages_with(g1_zero=False)),
+        Mistake("the mean is over the batch (dim=0); the baseline is each prompt's own group mean, "
+                "rewards.mean(dim=-1, keepdim=True)", advantages_with(mean_dim=0)),
+        Mistake("the std is over the batch (dim=0); take it within each group, rewards.std(dim=-1)",
+                advantages_with(std=lambda r: _std(r, dim=0).expand_as(r))),
+        Mistake("you divided the raw rewards by the std: subtract the group mean first",
+                advantages_with(centre=False)),
+        Mistake("you divided by the variance; divide by the standard deviation",
+                advantages_with(std=lambda r: _std(r, dim=-1) ** 2)),
+        Mistake("normalize_std=False (Dr. GRPO) must only centre the rewards, not divide by the std",
+                advantages_with(always_normalize=True)),
+    ]
+    return check_against_reference(fn, group_advantages, cases, name="group_advantages", mistakes=mistakes)
+
+
+def check_kl_estimate(fn) -> bool:
+    """Check a student's ``kl_estimate(logp, logp_ref, kind)``, gradients included."""
+    g = torch.Generator().manual_seed(7)
+    logp = -3.0 * torch.rand(2, 3, 4, generator=g, dtype=torch.float64)
+    near = logp + 0.1 * torch.randn(2, 3, 4, generator=g, dtype=torch.float64)
+    far = logp + 2.0 * torch.randn(2, 3, 4, generator=g, dtype=torch.float64)
+    grids = [
+        ("B=2, G=3, T=4 tokens, the reference close to the policy", {"logp": logp, "logp_ref": near}),
+        ("the reference far from the policy (log-ratios up to about +-4)", {"logp": logp, "logp_ref": far}),
+        ("the policy equal to the reference: every estimate is 0", {"logp": logp, "logp_ref": logp.clone()}),
+        ("one token (0-dimensional tensors)", {"logp": torch.tensor(-0.5), "logp_ref": torch.tensor(-1.7)}),
+    ]
+    cases = [Case(f"{text}, kind={kind!r}", {**kwargs, "kind": kind}, grad=("logp",))
+             for kind in KL_KINDS for text, kwargs in grids]
+
+    def estimator(k1=None, k2=None, k3=None):
+        wrong = {"k1": k1, "k2": k2, "k3": k3}
+
+        def kl(logp, logp_ref, kind):
+            if wrong[kind] is not None:
+                return wrong[kind](logp, logp_ref)
+            return kl_estimate(logp, logp_ref, kind)
+        return kl
+
+    mistakes = [
+        Mistake("the KL direction is reversed: k1 = logp - logp_ref estimates KL(pi_theta || pi_ref) "
+                "from samples of pi_theta", estimator(k1=lambda p, q: q - p)),
+        Mistake("k1 is the log-ratio logp - logp_ref, not the ratio exp(logp - logp_ref)",
+                estimator(k1=lambda p, q: torch.exp(p - q))),
+        Mistake("k2 is 0.5 * (logp - logp_ref)**2: the factor 0.5 is missing", estimator(k2=lambda p, q: (p - q) ** 2)),
+        Mistake("k3's ratio is inverted: with log_r = logp_ref - logp, k3 = exp(log_r) - log_r - 1 "
+                "(the ratio is pi_ref / pi_theta)", estimator(k3=lambda p, q: torch.exp(p - q) - (p - q) - 1)),
+        Mistake("k3 is missing its -1: k3 = exp(log_r) - log_r - 1, which is 0 when the policies agree",
+                estimator(k3=lambda p, q: torch.exp(q - p) - (q - p))),
+        Mistake("k3's log-ratio term has the wrong sign: k3 = exp(log_r) - log_r - 1 with log_r = logp_ref - logp",
+                estimator(k3=lambda p, q: torch.exp(q - p) + (q - p) - 1)),
+    ]
+    return check_against_reference(fn, kl_estimate, cases, name="kl_estimate", mistakes=mistakes)
+
+
+def check_aggregate_loss(fn) -> bool:
+    """Check a student's ``aggregate_loss(per_token, mask, mode, max_len=None)``, gradients included."""
+    g = torch.Generator().manual_seed(8)
+
+    def per_token_of(*shape):
+        return torch.randn(*shape, generator=g, dtype=torch.float64)
+
+    ragged = torch.tensor([[[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 0, 0, 0, 0]],
+                           [[1, 1, 1, 0, 0], [1, 1, 1, 1, 0], [1, 1, 0, 0, 0]]])  # lengths 5,2,1 / 3,4,2
+    with_empty = torch.tensor([[1, 1, 1, 0], [0, 0, 0, 0], [1, 1, 0, 0]], dtype=torch.bool)
+    garbage = per_token_of(3, 4)
+    garbage[~with_empty] = 1e3  # padding holds garbage: it must never change the loss
+    grids = [
+        ("B=2, G=3 responses of lengths 5, 2, 1 / 3, 4, 2 (padded to T=5)",
+         {"per_token": per_token_of(2, 3, 5), "mask": ragged}),
+        ("3 responses of lengths 3, 0 (empty) and 2, a bool mask, 1000 in the padding",
+         {"per_token": garbage, "mask": with_empty}),
+        ("4 responses all of full length T=3", {"per_token": per_token_of(4, 3), "mask": torch.ones(4, 3)}),
+        ("one response of 6 tokens, the last 2 padding",
+         {"per_token": per_token_of(6), "mask": torch.tensor([1, 1, 1, 1, 0, 0])}),
+    ]
+    cases = [Case(f"{text}, mode={mode!r}", {**kwargs, "mode": mode}, grad=("per_token",))
+             for mode in LOSS_AGG_MODES for text, kwargs in grids]
+    cases.append(Case("the lengths 5, 2, 1 / 3, 4, 2 again, mode='seq-mean-token-sum-norm', max_len=8 given",
+                      {**grids[0][1], "mode": "seq-mean-token-sum-norm", "max_len": 8}, grad=("per_token",)))
+
+    def seq_sum(x, m):
+        return (x * m).sum(-1)
+
+    def n_tokens(m):
+        return m.to(torch.float64).sum(-1)
+
+    def aggregate_with(**wrong_modes):
+        def agg(per_token, mask, mode, max_len=None):
+            mask = mask.to(per_token.dtype)
+            if mode in wrong_modes:
+                return wrong_modes[mode](per_token, mask, max_len or per_token.shape[-1])
+            return aggregate_loss(per_token, mask, mode, max_len)
+        return agg
+
+    def token_mean(x, m, L):
+        return (x * m).sum() / m.sum().clamp(min=1)
+
+    def seq_mean(x, m, L):
+        return (seq_sum(x, m) / m.sum(-1).clamp(min=1)).mean()
+
+    def ignore_mask(x, m, L):
+        return x.mean()
+
+    mistakes = [
+        Mistake("this is the token mean (DAPO), but the mode asks for the mean over responses of each "
+                "response's token mean: average within each response first (no length bias between them)",
+                aggregate_with(**{"seq-mean-token-mean": token_mean})),
+        Mistake("this is the mean over responses, but 'token-mean' averages over all valid tokens of the "
+                "batch at once: (loss * mask).sum() / mask.sum()", aggregate_with(**{"token-mean": seq_mean})),
+        Mistake("Dr. GRPO divides each response's token sum by the constant max_len, not by its number of "
+                "valid tokens", aggregate_with(**{"seq-mean-token-sum-norm": seq_mean})),
+        Mistake("max_len was given but you divided by T, the padded length; divide by max_len when it is "
+                "not None", aggregate_with(**{"seq-mean-token-sum-norm": lambda x, m, L: seq_sum(x, m).mean()
+                                              / x.shape[-1]})),
+        Mistake("you summed over all responses and divided by max_len (verl's variant); the course's Dr. GRPO "
+                "then takes the mean over responses", aggregate_with(**{"seq-mean-token-sum-norm":
+                                                                        lambda x, m, L: seq_sum(x, m).sum() / L})),
+        Mistake("the mask is ignored: padding tokens are averaged in; keep only valid tokens",
+                aggregate_with(**dict.fromkeys(LOSS_AGG_MODES, ignore_mask))),
+        Mistake("padding is counted in the denominator: divide by the number of valid tokens, mask.sum(), "
+                "not by the padded size", aggregate_with(**{"token-mean": lambda x, m, L: (x * m).mean(),
+                                                            "seq-mean-token-mean": lambda x, m, L: (x * m).mean()})),
+        Mistake("an empty response (no valid token) gives 0 / 0 = NaN; it contributes 0: divide by "
+                "mask.sum(-1).clamp(min=1)", aggregate_with(**{"seq-mean-token-mean": lambda x, m, L: (
+                    seq_sum(x, m) / n_tokens(m)).mean()})),
+    ]
+    return check_against_reference(fn, aggregate_loss, cases, name="aggregate_loss", mistakes=mistakes)
+
+
+def check_grpo_loss(fn) -> bool:
+    """Check a student's ``grpo_loss(...)``: the loss value and its gradients."""
+    g = torch.Generator().manual_seed(9)
+    B, G, T = 2, 3, 4
+    mask = torch.tensor([[[1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 0]],
+                         [[1, 0, 0, 0], [1, 1, 1, 1], [1, 1, 0, 0]]])
+    rewards = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]], dtype=torch.float64)
+    logp_old = -2.0 * torch.rand(B, G, T, generator=g, dtype=torch.float64)
+    logp = logp_old + 0.3 * torch.randn(B, G, T, generator=g, dtype=torch.float64)  # ratios inside and outside the clip
+    logp_ref = logp_old + 0.2 * torch.randn(B, G, T, generator=g, dtype=torch.float64)
+    base = {"logp": logp, "logp_old": logp_old, "logp_ref": logp_ref, "rewards": rewards, "mask": mask}
+    grad = ("logp", "logp_old", "logp_ref", "rewards")
+    cases = [
+        Case("B=2 prompts, G=3 responses of lengths 4, 2, 3 / 1, 4, 2, the defaults", base, grad),
+        Case("the first update: logp equals logp_old, so every ratio is 1",
+             {**base, "logp": logp_old.clone()}, grad),
+        Case("no reference model (logp_ref=None): no KL term",
+             {**base, "logp_ref": None}, ("logp", "logp_old", "rewards")),
+        Case("kl_coef=0.5 with the k1 estimator", {**base, "kl_coef": 0.5, "kl_kind": "k1"}, grad),
+        Case("Dr. GRPO: normalize_std=False, loss_agg='seq-mean-token-sum-norm', max_len=6",
+             {**base, "normalize_std": False, "loss_agg": "seq-mean-token-sum-norm", "max_len": 6}, grad),
+        Case("DAPO's loss_agg='token-mean', clip_eps=0.1", {**base, "loss_agg": "token-mean", "clip_eps": 0.1}, grad),
+        Case("DAPO's clip-higher: clip_eps=0.1, clip_eps_high=0.3 (the ratio is clipped to [0.9, 1.3])",
+             {**base, "clip_eps": 0.1, "clip_eps_high": 0.3}, grad),
+    ]
+
+    def wrong_grpo(*, kl=None, adv=None, per_token=None, agg=None, ignore_high=False):
+        def loss_fn(logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
+                    normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, clip_eps_high=None):
+            a = adv(rewards, normalize_std) if adv else group_advantages(rewards.detach(), normalize_std)
+            a = a[..., None].expand_as(logp)
+            high = None if ignore_high else clip_eps_high
+            surrogate = per_token(logp, logp_old, a, clip_eps) if per_token else clipped_surrogate(
+                logp, logp_old, a, clip_eps, high)
+            if logp_ref is not None:
+                k = kl(logp, logp_ref, kl_kind) if kl else kl_estimate(logp, logp_ref.detach(), kl_kind)
+                surrogate = surrogate + kl_coef * k
+            if agg:
+                return agg(surrogate, mask), {}
+            return aggregate_loss(surrogate, mask, loss_agg, max_len), {}
+        return loss_fn
+
+    def surrogate_attached(*, old=False, adv=False):
+        def surrogate(logp, logp_old, a, clip_eps):
+            ratio = torch.exp(logp - (logp_old if old else logp_old.detach()))
+            a = a if adv else a.detach()
+            return -torch.minimum(ratio * a, ratio.clamp(1 - clip_eps, 1 + clip_eps) * a)
+        return surrogate
+
+    mistakes = [
+        Mistake("the KL penalty points the wrong way (reversed direction: use log_r = logp_ref - logp, "
+                "k3 = exp(log_r) - log_r - 1)",
+                wrong_grpo(kl=lambda p, q, kind: kl_estimate(q.detach(), p, kind))),
+        Mistake("the KL penalty is subtracted; the loss adds kl_coef * KL (the objective subtracts it)",
+                wrong_grpo(kl=lambda p, q, kind: -kl_estimate(p, q.detach(), kind))),
+        Mistake("a gradient flows into logp_old: the old policy's log-probs are constants; detach them",
+                wrong_grpo(per_token=surrogate_attached(old=True))),
+        Mistake("a gradient flows into the rewards (or advantages): they are constants; detach them",
+                wrong_grpo(adv=lambda r, n: group_advantages(r, n), per_token=surrogate_attached(adv=True))),
+        Mistake("a gradient flows into logp_ref: the reference model is frozen; detach logp_ref",
+                wrong_grpo(kl=lambda p, q, kind: kl_estimate(p, q, kind))),
+        Mistake("the advantages are normalised over the whole batch; GRPO normalises within each "
+                "prompt's group (dim=-1)", wrong_grpo(adv=lambda r, n: (r - r.mean()) / (r.std() + 1e-6)
+                                                      if n else r - r.mean())),
+        Mistake("the advantage std divides by G; use Bessel's correction (torch.std's default)",
+                wrong_grpo(adv=lambda r, n: (r - r.mean(-1, keepdim=True)) / (r.std(-1, keepdim=True, correction=0)
+                                                                               + 1e-6) if n else
+                           r - r.mean(-1, keepdim=True))),
+        Mistake("clip_eps_high is ignored: the ratio is clipped to [1 - clip_eps, 1 + clip_eps_high] "
+                "(DAPO's clip-higher); clip_eps_high=None means clip_eps", wrong_grpo(ignore_high=True)),
+        Mistake("loss_agg is ignored: the tokens are always averaged over the whole batch (token-mean); "
+                "pass loss_agg (and max_len) to aggregate_loss", wrong_grpo(agg=lambda x, m: masked_mean(x, m))),
+    ]
+    return check_against_reference(fn, grpo_loss, cases, name="grpo_loss", mistakes=mistakes,
+                                   outputs=lambda result: {"loss": result[0]})

@@ -1,0 +1,181 @@
+"""Sliders over the plots of :mod:`course_lib.plotting`, for the lecture notebooks.
+
+A widget here is a plotting function plus sliders, nothing more: the function
+is an ordinary ``plot_<what>(**knobs) -> Figure`` with defaults, tested without a
+browser, and :func:`slider_plot` binds one slider to each keyword argument.
+
+Redraws happen on every slider step (``continuous_update=True``), so they must be
+cheap: each one calls the plotting function once, shows its figure in an
+``ipywidgets.Output`` (replacing the previous one) and closes it, so figures do
+not pile up in pyplot and the inline backend does not draw them a second time.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+
+import ipywidgets
+import matplotlib.pyplot as plt
+from IPython.display import Image, display
+from matplotlib.figure import Figure
+
+from course_lib.plotting import plot_discount_weights
+
+
+class SliderPlot(ipywidgets.VBox):
+    """A column of sliders above the figure that ``plot_fn(**slider values)`` returns."""
+
+    def __init__(self, plot_fn: Callable[..., Figure], sliders: dict[str, ipywidgets.ValueWidget]):
+        self.plot_fn = plot_fn
+        self.sliders = dict(sliders)
+        self.out = ipywidgets.Output()
+        super().__init__(children=[*self.sliders.values(), self.out])
+        for slider in self.sliders.values():
+            slider.observe(self._on_change, names="value")
+        self.redraw()
+
+    def values(self) -> dict:
+        """The keyword arguments the plot is drawn with now."""
+        return {name: slider.value for name, slider in self.sliders.items()}
+
+    def redraw(self) -> Figure:
+        """Draw the plot for the current slider values into the output area; return the (closed) figure."""
+        fig = self.plot_fn(**self.values())
+        if not isinstance(fig, Figure):
+            raise TypeError(f"plot_fn: expected a matplotlib Figure back, got {type(fig).__name__}")
+        # One PNG render at the figure's own layout: the inline backend's display(fig) would crop
+        # with bbox_inches="tight", which draws the figure twice (about a quarter slower per redraw).
+        png = io.BytesIO()
+        fig.savefig(png, format="png")
+        plt.close(fig)
+        with self.out:
+            # wait=True keeps the old picture until the new one arrives: no flicker while sliding.
+            self.out.clear_output(wait=True)
+            display(Image(data=png.getvalue(), format="png"))
+        return fig
+
+    def _on_change(self, change) -> None:
+        self.redraw()
+
+
+def slider_plot(plot_fn: Callable[..., Figure], **sliders: ipywidgets.ValueWidget) -> SliderPlot:
+    """Sliders named after ``plot_fn``'s keyword arguments above the figure it draws, redrawn on every change."""
+    if not callable(plot_fn):
+        raise ValueError(f"plot_fn: expected a function returning a Figure, got {type(plot_fn).__name__}")
+    if not sliders:
+        raise ValueError("sliders: expected at least one slider, as name=ipywidgets.FloatSlider(...)")
+    for name, slider in sliders.items():
+        if not isinstance(slider, ipywidgets.ValueWidget):
+            raise ValueError(f"{name}: expected an ipywidgets slider, got {type(slider).__name__}")
+        slider.description = slider.description or name
+        # Visible values, and a redraw on every step of the slider rather than on release.
+        for trait in ("readout", "continuous_update"):
+            if slider.has_trait(trait):
+                setattr(slider, trait, True)
+    return SliderPlot(plot_fn, sliders)
+
+
+def discount_widget(gamma: float = 0.9) -> SliderPlot:
+    """A gamma slider over :func:`~course_lib.plotting.plot_discount_weights`."""
+    slider = ipywidgets.FloatSlider(value=gamma, min=0.0, max=1.0, step=0.01, description="gamma",
+                                    readout_format=".2f")
+    return slider_plot(plot_discount_weights, gamma=slider)
+
+
+def gae_widget(gamma: float = 0.95, lam: float = 0.5) -> SliderPlot:
+    """gamma and lam sliders over :func:`~course_lib.plotting.plot_gae_on_chain` (chapter 04).
+
+    The batch of episodes is sampled once; each redraw recomputes only the critic,
+    the truth and GAE on that batch.
+    """
+    from course_lib.plotting import plot_gae_on_chain
+
+    gamma_slider = ipywidgets.FloatSlider(value=gamma, min=0.5, max=1.0, step=0.01, description="gamma",
+                                          readout_format=".2f")
+    lam_slider = ipywidgets.FloatSlider(value=lam, min=0.0, max=1.0, step=0.05, description="lam",
+                                        readout_format=".2f")
+    return slider_plot(plot_gae_on_chain, gamma=gamma_slider, lam=lam_slider)
+
+
+def baseline_variance_widget(group_size: int = 8, baseline: str = "leave_one_out") -> SliderPlot:
+    """A group-size slider and a baseline menu over :func:`~course_lib.plotting.plot_baseline_variance` (chapter 03).
+
+    Every (group size, baseline) pair is measured once, when the widget is built
+    (:func:`course_lib.lectures.variance.group_variance_table`, about a second); a redraw only plots.
+    """
+    from functools import partial
+
+    from course_lib.lectures import variance
+    from course_lib.plotting import plot_baseline_variance
+
+    table = variance.default_group_variance_table()
+    size_slider = ipywidgets.IntSlider(value=group_size, min=min(table.group_sizes), max=max(table.group_sizes),
+                                       step=1, description="group_size")
+    menu = ipywidgets.Dropdown(options=[(variance.BASELINE_LABELS[name], name) for name in variance.BASELINES],
+                               value=baseline, description="baseline")
+    return slider_plot(partial(plot_baseline_variance, table=table), group_size=size_slider, baseline=menu)
+
+
+def mc_gradient_widget(n_samples: int = 16, seed: int = 0) -> SliderPlot:
+    """Sample-size and seed sliders over :func:`~course_lib.plotting.plot_mc_gradient_estimate` (chapter 02).
+
+    The sample size moves in powers of 4, from 1 to 4096: each step should halve the error.
+    """
+    from course_lib.plotting import plot_mc_gradient_estimate
+
+    sizes = [4**k for k in range(7)]
+    if n_samples not in sizes:
+        raise ValueError(f"n_samples: expected one of {sizes}, got {n_samples!r}")
+    size_slider = ipywidgets.SelectionSlider(options=sizes, value=n_samples, description="n_samples")
+    seed_slider = ipywidgets.IntSlider(value=seed, min=0, max=20, step=1, description="seed")
+    return slider_plot(plot_mc_gradient_estimate, n_samples=size_slider, seed=seed_slider)
+
+
+def ppo_clip_widget(clip_eps: float = 0.2) -> SliderPlot:
+    """A clip_eps slider over :func:`~course_lib.plotting.plot_ppo_clip` (chapter 05).
+
+    Each redraw recomputes the objective and its gradient by autograd through
+    :func:`course_lib.ppo.clipped_surrogate` (a few hundred points) and draws two panels.
+    """
+    from course_lib.plotting import plot_ppo_clip
+
+    slider = ipywidgets.FloatSlider(value=clip_eps, min=0.05, max=0.5, step=0.01, description="clip_eps",
+                                    readout_format=".2f")
+    return slider_plot(plot_ppo_clip, clip_eps=slider)
+
+
+def grpo_group_widget(group_size: int = 8) -> SliderPlot:
+    """A group_size slider over :func:`~course_lib.plotting.plot_group_signal` (chapter 06).
+
+    For binary rewards: how often a group of G carries no signal (all rewards equal),
+    and how large the advantages of a mixed group are with and without GRPO's std
+    normalisation, as a function of the prompt's success rate.
+    """
+    from course_lib.plotting import plot_group_signal
+
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or not 2 <= group_size <= 64:
+        raise ValueError(f"group_size: expected an int in [2, 64], got {group_size!r}")
+    slider = ipywidgets.IntSlider(value=group_size, min=2, max=64, step=1, description="group_size")
+    return slider_plot(plot_group_signal, group_size=slider)
+
+
+def sweep_widget(group_size: int = 8, clip_eps: float = 0.2) -> SliderPlot:
+    """group_size and clip_eps sliders over :func:`~course_lib.plotting.plot_sweep` (chapter 07).
+
+    Browses the precomputed sweep of ``course_lib/lectures/data/sweep_07.json`` (``benchmarks/sweep_07.py``
+    regenerates it): the file is read once, when the widget is built; a redraw only plots.
+    """
+    from functools import partial
+
+    from course_lib.lectures.sweep import load_sweep
+    from course_lib.plotting import plot_sweep
+
+    sweep = load_sweep()["sweep"]
+    if group_size not in sweep["group_sizes"]:
+        raise ValueError(f"group_size: expected one of {sweep['group_sizes']}, got {group_size!r}")
+    if clip_eps not in sweep["clip_eps"]:
+        raise ValueError(f"clip_eps: expected one of {sweep['clip_eps']}, got {clip_eps!r}")
+    size_slider = ipywidgets.SelectionSlider(options=sweep["group_sizes"], value=group_size, description="group_size")
+    eps_slider = ipywidgets.SelectionSlider(options=sweep["clip_eps"], value=clip_eps, description="clip_eps")
+    return slider_plot(partial(plot_sweep, sweep=sweep), group_size=size_slider, clip_eps=eps_slider)
