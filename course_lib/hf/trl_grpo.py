@@ -160,7 +160,8 @@ def main(argv=None):
 
             with open(args.history, "w") as f:
                 json.dump(asdict(history), f, indent=1)
-        print(f"TRL: {trainer.state.global_step} optimiser steps; mean reward by round: "
+        print(f"TRL: {trainer.state.global_step} optimiser steps on {trainer.accelerator.num_processes} process(es) "
+              f"({trainer.accelerator.distributed_type}); mean reward by round: "
               f"{[round(r, 3) for r in history.mean_reward]}")
     return trainer
 
