@@ -123,14 +123,17 @@ def history_from_trl(trainer):
     from course_lib.hf.loop import HFGRPOHistory
 
     history = HFGRPOHistory()
-    # TRL logs the rewards once per generation round, on its first optimiser step.
-    for row in (row for row in trainer.state.log_history if "reward" in row):
-        history.mean_reward.append(row["reward"])
-        history.loss.append(row.get("loss", float("nan")))
-        history.kl.append(row.get("kl", 0.0))
-        history.clip_fraction.append(row.get("clip_ratio/region_mean", 0.0))
-        history.completion_length.append(row.get("completions/mean_length", float("nan")))
-        history.grad_norm.append(row.get("grad_norm", float("nan")))
+    # TRL logs one row per optimiser step; the rewards only on the first step of each generation round.
+    # The course logs a round's reward with the loss, KL and clip fraction of its last update: so do we.
+    steps = [row for row in trainer.state.log_history if "loss" in row]
+    k = trainer.args.num_iterations
+    for first, last in zip(steps[::k], steps[k - 1::k]):
+        history.mean_reward.append(first["reward"])
+        history.completion_length.append(first.get("completions/mean_length", float("nan")))
+        history.loss.append(last["loss"])
+        history.kl.append(last.get("kl", 0.0))
+        history.clip_fraction.append(last.get("clip_ratio/region_mean", 0.0))
+        history.grad_norm.append(last.get("grad_norm", float("nan")))
     return history
 
 
