@@ -35,7 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         flag = "--" + f.name.replace("_", "-")
         value = getattr(defaults, f.name)
-        if isinstance(value, bool):
+        if value is None:  # optional floats (clip_eps_high)
+            p.add_argument(flag, type=float, default=None, help="(default: none)")
+        elif isinstance(value, bool):
             p.add_argument(flag, type=lambda s: s.lower() in ("1", "true", "yes"), default=value,
                            help=f"(default {value})")
         else:

@@ -52,6 +52,8 @@ class HFGRPOConfig:
     """AdamW's learning rate (1e-3 for the tiny model; about 1e-6 for a 0.5B model)."""
     clip_eps: float = 0.2
     """PPO's clip range."""
+    clip_eps_high: float | None = None
+    """Upper clip range (DAPO's clip-higher); None means clip_eps."""
     kl_coef: float = 0.04
     """Weight of the k3 KL penalty toward the frozen reference (DeepSeekMath's beta); 0 drops the reference."""
     normalize_std: bool = True
@@ -83,6 +85,8 @@ class HFGRPOConfig:
         for name in ("lr", "clip_eps", "temperature", "max_grad_norm"):
             _validate.require_positive(name, getattr(self, name))
         _validate.require_non_negative("kl_coef", self.kl_coef)
+        if self.clip_eps_high is not None:
+            _validate.require_positive("clip_eps_high", self.clip_eps_high)
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p: expected a probability in (0, 1], got {self.top_p}")
         _validate.require_choice("loss_agg", self.loss_agg, LOSS_AGG_MODES)
@@ -325,7 +329,8 @@ def train(model, tokenizer, problems, config: HFGRPOConfig | None = None, output
                 loss, info = grpo_loss(
                     logp.view(B, G, T), logp_old.view(B, G, T),
                     logp_ref.view(B, G, T) if logp_ref is not None else None,
-                    rewards.to(device), mask.view(B, G, T), clip_eps=config.clip_eps, kl_coef=config.kl_coef,
+                    rewards.to(device), mask.view(B, G, T), clip_eps=config.clip_eps,
+                    clip_eps_high=config.clip_eps_high, kl_coef=config.kl_coef,
                     kl_kind="k3", normalize_std=config.normalize_std, loss_agg=config.loss_agg,
                     max_len=config.max_new_tokens,
                 )

@@ -61,6 +61,7 @@ def trl_config(config: HFGRPOConfig, output_dir: str, device: str = "cpu", num_p
         # correction of the KL estimate); the course's grpo_loss, like DeepSeekMath, does not.
         use_bias_correction_kl=False,
         epsilon=config.clip_eps,
+        epsilon_high=config.clip_eps_high,
         num_iterations=k,
         loss_type=LOSS_TYPES[config.loss_agg],
         scale_rewards="group" if config.normalize_std else "none",
