@@ -1,10 +1,10 @@
-"""Regenerate ``course_lib/data/sweep_07.json``: chapter 07's longer runs, which the notebook only reads.
+"""Regenerate ``course_lib/lectures/data/sweep_07.json``: chapter 07's longer runs, which the notebook only reads.
 
 Three sets of runs, each on one torch thread:
 
 1. the sweep: GRPO on the sorting task for every group size in
    ``sweep.SWEEP_GROUP_SIZES`` and clip range in ``sweep.SWEEP_CLIP_EPS``, 6 seeds each,
-   the lecture's 100 epochs (``course_lib.sweep.run_sweep``);
+   the lecture's 100 epochs (``course_lib.lectures.sweep.run_sweep``);
 2. GRPO against PPO on the sorting task, 8 seeds, 100 iterations of 10 responses per prompt;
 3. GRPO against PPO on CartPole-v1, 5 seeds, 150,000 environment steps each.
 
@@ -29,8 +29,8 @@ from pathlib import Path
 
 import torch
 
-from course_lib import compare
-from course_lib.sweep import run_sweep
+from course_lib.lectures import compare
+from course_lib.lectures.sweep import run_sweep
 
 OUT = Path(__file__).resolve().parent.parent / "course_lib" / "data" / "sweep_07.json"
 

@@ -1,15 +1,23 @@
 """course_lib: the library behind the course "From Policy Gradients to GRPO".
 
-One module per concept, in the order the course teaches them:
+The tree is the course's map. Chapter by chapter (``lectures/`` holds each chapter's experiments,
+``checks/`` mirrors the maths modules with the exercises' autograder checks):
 
-- ``policy_gradient``: log-probs of sampled tokens and the REINFORCE loss;
-- ``baselines``: rewards, centred rewards and normalised rewards as deltas;
-- ``gae``: TD residuals and generalised advantage estimation;
-- ``ppo``: the importance ratio, the clipped surrogate, the value loss, ``PPOLoss``;
-- ``grpo``: group-relative advantages, KL estimators, loss aggregation, ``GRPOLoss``.
+- 00 welcome ........ ``lectures.warmup`` (discounted return, reward-to-go); ``checks`` (the shared machinery)
+- 01 RL for LMs ..... ``tasks`` (the sorting and math tasks), ``rewards`` (verifiable rewards and their hacks)
+- 02 policy gradient  ``policy_gradient`` (log-probs, REINFORCE), ``models`` (the sorting policy),
+                      ``lectures.mc_gradient``, ``trainers.pg_trainer`` (REINFORCE on the sorting task)
+- 03 baselines ...... ``baselines`` (deltas in three modes), ``lectures.bandits``, ``lectures.variance``
+- 04 GAE ............ ``gae`` (TD residuals, GAE, truncation), ``lectures.chain`` (a chain with known values)
+- 05 PPO ............ ``ppo`` (ratio, clip, value loss, ``PPOLoss``), ``trainers.ppo_trainer``, ``trainers.envs``
+- 06 GRPO ........... ``grpo`` (group advantages, KL estimators, aggregation, ``grpo_loss``), ``trainers.grpo_trainer``
+- 07 GRPO vs PPO .... ``lectures.compare``, ``lectures.memory``, ``lectures.sweep``
+- 09 scaling up ..... ``hf`` (the course's GRPO on Hugging Face models: ``hf.tiny``, ``hf.data``, ``hf.loop``,
+                      ``python -m course_lib.hf``; TRL: ``hf.trl_grpo``, ``hf.agreement``, ``hf.mapping``)
 
-``checks`` holds the autograder machinery that every exercise check uses, and
-``build`` turns the authored ``solutions/`` notebooks into the student ``exercises/``.
+Shared helpers: ``_validate`` (argument checks that raise ``ValueError`` naming the argument) and ``masked``
+(masked means and sums, the one-thread context). ``plotting`` draws every figure (``plotting.widgets`` wraps them
+in sliders); ``authoring`` holds the instructor's tools (``python -m course_lib.build``, ``python -m course_lib.grade``).
 """
 
 __version__ = "0.1.0"

@@ -8,6 +8,7 @@ written to teach ("adv: expected shape (4, 3) like logp, got (4,)").
 
 from __future__ import annotations
 
+import math
 from typing import Iterable
 
 import torch
@@ -59,6 +60,34 @@ def require_mask(name: str, mask, like_name: str, like: torch.Tensor) -> torch.T
     return mask.to(like.dtype)
 
 
+def valid_entries(name: str, mask, like_name: str, like: torch.Tensor) -> torch.Tensor:
+    """A checked mask as a bool tensor of ``like``'s shape; ``None`` means every entry is valid."""
+    if mask is None:
+        return torch.ones_like(like, dtype=torch.bool)
+    return require_mask(name, mask, like_name, like) > 0
+
+
+def require_clip_range(clip_eps, clip_eps_high=None) -> tuple[float, float]:
+    """PPO's clip range ``(clip_eps, clip_eps_high)``, both positive; ``clip_eps_high`` defaults to ``clip_eps``."""
+    clip_eps = require_positive("clip_eps", clip_eps)
+    return clip_eps, clip_eps if clip_eps_high is None else require_positive("clip_eps_high", clip_eps_high)
+
+
+def require_rewards_table(name: str, rewards) -> torch.Tensor:
+    """Check a ``[B, G]`` table of rewards: one row of ``G`` responses' rewards per prompt."""
+    require_tensor(name, rewards)
+    if rewards.dim() != 2:
+        raise ValueError(f"{name}: expected shape (B, G), one row of G rewards per prompt, got {tuple(rewards.shape)}")
+    return rewards
+
+
+def require_bool(name: str, value) -> bool:
+    """Check a flag: exactly ``True`` or ``False`` (not 0, 1 or a string)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name}: expected True or False, got {value!r}")
+    return value
+
+
 def require_unit_interval(name: str, value: float) -> float:
     """Check ``0 <= value <= 1`` (gamma, lambda)."""
     value = _as_float(name, value)
@@ -88,6 +117,15 @@ def require_int(name: str, value, minimum: int | None = None) -> int:
     at_least = f" >= {minimum}" if minimum is not None else ""
     if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
         raise ValueError(f"{name}: expected an int{at_least}, got {value!r}")
+    return value
+
+
+def require_count(name: str, value) -> int:
+    """A number of parameters or tokens: a non-negative int (a whole float such as ``7e9`` is accepted)."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name}: expected a non-negative int, got {value!r}")
     return value
 
 

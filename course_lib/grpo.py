@@ -31,8 +31,9 @@ import torch
 from torch import nn
 
 from course_lib import _validate
-from course_lib.baselines import compute_deltas
-from course_lib.ppo import clipped_surrogate
+from course_lib.baselines import _compute_deltas
+from course_lib.masked import _masked_mean, _masked_sum, masked_mean, masked_normalize  # noqa: F401 (API.md names)
+from course_lib.ppo import _clipped_objective, clip_diagnostics
 
 KL_KINDS = ("k1", "k2", "k3")
 LOSS_AGG_MODES = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum-norm")
@@ -61,10 +62,14 @@ def group_advantages(rewards: torch.Tensor, normalize_std: bool = True, eps: flo
     Returns:
         ``[B, G]`` advantages, one per response.
     """
-    if not isinstance(normalize_std, bool):
-        raise ValueError(f"normalize_std: expected True or False, got {normalize_std!r}")  # noqa: TRY004
-    mode = "normalized_rewards" if normalize_std else "centered_rewards"
-    return compute_deltas(rewards, mode, eps=eps)
+    _validate.require_rewards_table("rewards", rewards)
+    _validate.require_bool("normalize_std", normalize_std)
+    eps = _validate.require_positive("eps", eps)
+    return _group_advantages(rewards, normalize_std, eps)
+
+
+def _group_advantages(rewards: torch.Tensor, normalize_std: bool, eps: float = 1e-6) -> torch.Tensor:
+    return _compute_deltas(rewards, "normalized_rewards" if normalize_std else "centered_rewards", eps)  # (B, G)
 
 
 # ---------------------------------------------------------------------------
@@ -96,6 +101,10 @@ def kl_estimate(logp: torch.Tensor, logp_ref: torch.Tensor, kind: str) -> torch.
     _validate.require_tensor("logp", logp)
     _validate.require_same_shape("logp_ref", logp_ref, "logp", logp)
     _validate.require_choice("kind", kind, KL_KINDS)
+    return _kl_estimate(logp, logp_ref, kind)
+
+
+def _kl_estimate(logp: torch.Tensor, logp_ref: torch.Tensor, kind: str) -> torch.Tensor:
     log_r = logp_ref - logp  # (...), log pi_ref / pi_theta
     if kind == "k1":
         return -log_r
@@ -107,51 +116,8 @@ def kl_estimate(logp: torch.Tensor, logp_ref: torch.Tensor, kind: str) -> torch.
 
 
 # ---------------------------------------------------------------------------
-# Masked reductions and loss aggregation
+# Loss aggregation (the masked reductions are course_lib.masked's, re-exported here)
 # ---------------------------------------------------------------------------
-
-
-def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
-    """Mean of the valid entries of ``x`` (over ``dim``, or over all entries when ``None``).
-
-    Args:
-        x: ``[...]`` any tensor.
-        mask: ``[...]`` same shape, 1 (True) for valid entries, 0 for padding.
-        dim: the axis to reduce, or ``None`` for all of them.
-
-    Returns:
-        The mean; where no entry is valid it is 0, not NaN (nothing to contribute).
-    """
-    total, count = _masked_sum(x, mask, dim)
-    return total / count.clamp(min=1)
-
-
-def masked_normalize(
-    x: torch.Tensor, mask: torch.Tensor, dim: int | None = None, normalize_constant: float = 1.0
-) -> torch.Tensor:
-    """Sum of the valid entries of ``x`` (over ``dim``, or all), divided by a constant.
-
-    Args:
-        x: ``[...]`` any tensor.
-        mask: ``[...]`` same shape, 1 (True) for valid entries, 0 for padding.
-        dim: the axis to reduce, or ``None`` for all of them.
-        normalize_constant: the divisor, positive (Dr. GRPO's ``max_len``).
-    """
-    normalize_constant = _validate.require_positive("normalize_constant", normalize_constant)
-    total, _ = _masked_sum(x, mask, dim)
-    return total / normalize_constant
-
-
-def _masked_sum(x, mask, dim):
-    _validate.require_tensor("x", x)
-    valid = _validate.require_mask("mask", mask, "x", x) > 0
-    if dim is not None and not -x.dim() <= dim < max(x.dim(), 1):
-        raise ValueError(f"dim: expected an axis of x (shape {tuple(x.shape)}), got {dim}")
-    # torch.where, not x * mask: a NaN or inf in the padding would survive 0 * x.
-    x = torch.where(valid, x, torch.zeros_like(x))
-    if dim is None:
-        return x.sum(), valid.sum()
-    return x.sum(dim=dim), valid.sum(dim=dim)
 
 
 def aggregate_loss(
@@ -191,18 +157,21 @@ def aggregate_loss(
         A scalar.
     """
     _validate.require_tensor("per_token", per_token, min_dim=1)
-    _validate.require_mask("mask", mask, "per_token", per_token)
+    valid = _validate.require_mask("mask", mask, "per_token", per_token) > 0  # (..., T) bool
     _validate.require_choice("mode", mode, LOSS_AGG_MODES)
-    T = per_token.shape[-1]
-    max_len = T if max_len is None else _validate.require_positive("max_len", max_len)
+    max_len = None if max_len is None else _validate.require_positive("max_len", max_len)
+    return _aggregate_loss(per_token, valid, mode, max_len)
+
+
+def _aggregate_loss(per_token: torch.Tensor, valid: torch.Tensor, mode: str, max_len: float | None) -> torch.Tensor:
     if mode == "token-mean":
         # Every valid token of the batch weighs the same, whatever its response's length.
-        return masked_mean(per_token, mask)
+        return _masked_mean(per_token, valid)
     if mode == "seq-mean-token-mean":
-        per_response = masked_mean(per_token, mask, dim=-1)  # (...)
+        per_response = _masked_mean(per_token, valid, dim=-1)  # (...)
     else:
         # A constant divisor: a token's weight no longer depends on its response's length.
-        per_response = masked_normalize(per_token, mask, dim=-1, normalize_constant=max_len)  # (...)
+        per_response = _masked_sum(per_token, valid, dim=-1)[0] / (per_token.shape[-1] if max_len is None else max_len)
     return per_response.mean()
 
 
@@ -259,34 +228,30 @@ def grpo_loss(
     _validate.require_tensor("rewards", rewards)
     _validate.require_shape("rewards", rewards, logp.shape[:2], like="logp's (B, G)")
     valid = _validate.require_mask("mask", mask, "logp", logp) > 0  # (B, G, T)
+    clip_eps, clip_eps_high = _validate.require_clip_range(clip_eps, clip_eps_high)
     kl_coef = _validate.require_non_negative("kl_coef", kl_coef)
     _validate.require_choice("kl_kind", kl_kind, KL_KINDS)
+    _validate.require_bool("normalize_std", normalize_std)
     _validate.require_choice("loss_agg", loss_agg, LOSS_AGG_MODES)
+    max_len = None if max_len is None else _validate.require_positive("max_len", max_len)
 
-    # The critic-free baseline: each response is compared with its own group.
-    adv = group_advantages(rewards.detach(), normalize_std=normalize_std)  # (B, G)
+    # GRPO's change to PPO: the critic-free baseline, each response compared with its own group.
+    adv = _group_advantages(rewards.detach(), normalize_std)  # (B, G)
     adv_tokens = adv.unsqueeze(-1).expand_as(logp)  # (B, G, T): every token shares its response's adv
 
-    # PPO's clipped surrogate, token by token (clipped_surrogate treats logp_old and adv as constants).
-    clip_eps_high = clip_eps if clip_eps_high is None else clip_eps_high
-    per_token = clipped_surrogate(logp, logp_old, adv_tokens, clip_eps, clip_eps_high)  # (B, G, T)
+    # PPO's clipped surrogate, token by token (logp_old and the advantages are constants).
+    ratio = torch.exp(logp - logp_old.detach())  # (B, G, T)
+    per_token = _clipped_objective(ratio, adv_tokens, clip_eps, clip_eps_high)  # (B, G, T)
     if logp_ref is not None:
-        kl = kl_estimate(logp, logp_ref.detach(), kl_kind)  # (B, G, T)
+        kl = _kl_estimate(logp, logp_ref.detach(), kl_kind)  # (B, G, T)
         per_token = per_token + kl_coef * kl
-    loss = aggregate_loss(per_token, valid, loss_agg, max_len)
+    loss = _aggregate_loss(per_token, valid, loss_agg, max_len)
 
+    info = clip_diagnostics(ratio, adv_tokens, valid, clip_eps, clip_eps_high)
     with torch.no_grad():  # diagnostics, not part of the graph
-        log_ratio = torch.where(valid, logp - logp_old, torch.zeros_like(logp))
-        ratio = torch.exp(log_ratio)  # (B, G, T)
-        low, high = ratio < 1.0 - clip_eps, ratio > 1.0 + clip_eps_high
-        binding = (high & (adv_tokens > 0)) | (low & (adv_tokens < 0))
-        info = {
-            "clip_fraction": masked_mean((low | high).to(logp.dtype), valid).item(),
-            "clip_active_fraction": masked_mean(binding.to(logp.dtype), valid).item(),
-            "kl": masked_mean(kl, valid).item() if logp_ref is not None else 0.0,
-            "adv_abs_mean": adv.abs().mean().item(),
-            "reward_mean": rewards.mean().item(),
-        }
+        info["kl"] = _masked_mean(kl, valid).item() if logp_ref is not None else 0.0
+        info["adv_abs_mean"] = adv.abs().mean().item()
+        info["reward_mean"] = rewards.mean().item()
     return loss, info
 
 
@@ -326,35 +291,3 @@ class GRPOLoss(nn.Module):
             kl_coef=self.kl_beta,
         )
         return loss
-
-
-# The checks' cases and known mistakes are long, so they live in grpo_checks.py;
-# these wrappers import it on first use (it imports this module's references).
-
-
-def check_aggregate_loss(fn) -> bool:
-    """Check a student's ``aggregate_loss(per_token, mask, mode, max_len=None)``, gradients included."""
-    from course_lib import grpo_checks
-
-    return grpo_checks.check_aggregate_loss(fn)
-
-
-def check_group_advantages(fn) -> bool:
-    """Check a student's ``group_advantages(rewards, normalize_std=True, eps=1e-6)``."""
-    from course_lib import grpo_checks
-
-    return grpo_checks.check_group_advantages(fn)
-
-
-def check_grpo_loss(fn) -> bool:
-    """Check a student's ``grpo_loss(...)``: the loss value and its gradients."""
-    from course_lib import grpo_checks
-
-    return grpo_checks.check_grpo_loss(fn)
-
-
-def check_kl_estimate(fn) -> bool:
-    """Check a student's ``kl_estimate(logp, logp_ref, kind)``, gradients included."""
-    from course_lib import grpo_checks
-
-    return grpo_checks.check_kl_estimate(fn)

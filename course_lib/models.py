@@ -66,7 +66,7 @@ class SortingPolicy(nn.Module):
         super().__init__()
         for name, value in (("vocab_size", vocab_size), ("embedding_dim", embedding_dim),
                             ("prompt_length", prompt_length), ("response_length", response_length)):
-            _require_positive_int(name, value)
+            _validate.require_int(name, value, minimum=1)
         self.vocab_size = vocab_size
         self.embedding_dim = embedding_dim
         self.prompt_length = prompt_length
@@ -117,7 +117,7 @@ def sample_responses(model: nn.Module, prompts: torch.Tensor, group_size: int,
     Returns:
         ``(B, G, T)`` LongTensor of sampled token ids.
     """
-    _require_positive_int("group_size", group_size)
+    _validate.require_int("group_size", group_size, minimum=1)
     _validate.require_tensor("prompts", prompts, floating=False)
     if prompts.dim() != 2:
         raise ValueError(f"prompts: expected shape (B, T), got {tuple(prompts.shape)}")
@@ -160,7 +160,7 @@ class CategoricalPolicy(nn.Module):
 
     def __init__(self, n_actions: int, logits: torch.Tensor | None = None):
         super().__init__()
-        _require_positive_int("n_actions", n_actions)
+        _validate.require_int("n_actions", n_actions, minimum=1)
         if logits is None:
             logits = torch.zeros(n_actions)
         _validate.require_tensor("logits", logits)
@@ -177,7 +177,7 @@ class CategoricalPolicy(nn.Module):
 
     def sample(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """``n`` actions drawn i.i.d. from ``pi``, a ``(n,)`` LongTensor."""
-        _require_positive_int("n", n)
+        _validate.require_int("n", n, minimum=1)
         with torch.no_grad():
             return torch.multinomial(self.probs().double(), n, replacement=True, generator=generator)
 
@@ -186,11 +186,6 @@ class CategoricalPolicy(nn.Module):
 # Validation helpers
 # ---------------------------------------------------------------------------
 
-
-def _require_positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name}: expected a positive int, got {value!r}")
-    return value
 
 
 def _require_prompts(prompts, vocab_size: int, prompt_length: int) -> None:

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from course_lib import _validate, gae
+from course_lib.masked import _masked_mean
 
 
 @dataclass
@@ -89,13 +90,16 @@ def clipped_surrogate(
     _validate.require_tensor("logp", logp)
     _validate.require_same_shape("logp_old", logp_old, "logp", logp)
     _validate.require_same_shape("adv", adv, "logp", logp)
-    clip_eps = _validate.require_positive("clip_eps", clip_eps)
-    clip_eps_high = clip_eps if clip_eps_high is None else _validate.require_positive("clip_eps_high", clip_eps_high)
-    logp_old, adv = logp_old.detach(), adv.detach()
-    ratio = torch.exp(logp - logp_old)  # (...); exp of a difference, never a quotient of log-probs
+    clip_eps, clip_eps_high = _validate.require_clip_range(clip_eps, clip_eps_high)
+    ratio = torch.exp(logp - logp_old.detach())  # (...); exp of a difference, never a quotient of log-probs
+    return _clipped_objective(ratio, adv.detach(), clip_eps, clip_eps_high)
+
+
+def _clipped_objective(ratio: torch.Tensor, adv: torch.Tensor, clip_eps: float, clip_eps_high: float) -> torch.Tensor:
+    """``-min(ratio * adv, clip(ratio) * adv)`` element by element, for checked arguments."""
     clipped_ratio = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps_high)
     # The pessimistic (smaller) objective: the clip only ever removes incentive, never adds it.
-    return -torch.minimum(ratio * adv, clipped_ratio * adv)
+    return -torch.minimum(ratio * adv, clipped_ratio * adv)  # (...)
 
 
 def clipped_surrogate_loss(
@@ -116,42 +120,62 @@ def clipped_surrogate_loss(
         mask: ``[...]`` optional, 1 for valid entries, 0 for padding (which never changes anything).
 
     Returns:
-        ``(loss, info)``: the scalar loss (0 when no entry is valid) and floats
+        ``(loss, info)``: the scalar loss (0 when no entry is valid) and floats (see
+        :func:`clip_diagnostics`):
 
         - ``clip_fraction``: fraction of valid entries with the ratio outside
-          [1 - clip_eps, 1 + clip_eps_high], whatever the advantage's sign. This is
-          CleanRL's and SB3's definition (``|ratio - 1| > clip_eps``) and the one the course uses.
-        - ``clip_active_fraction``: fraction where the clip actually binds (the
-          gradient is zeroed): ratio above the range with adv > 0, or below with
-          adv < 0. TRL's GRPO (``clip_ratio/region_mean``) and verl (``pg_clipfrac``)
-          report this one; it is at most ``clip_fraction``.
-        - ``approx_kl``: mean of ``(ratio - 1) - log(ratio)``, the k3 estimator of
-          KL(pi_old || pi_theta) from samples of pi_old, as CleanRL logs it.
+          [1 - clip_eps, 1 + clip_eps_high], whatever the advantage's sign (CleanRL's and SB3's);
+        - ``clip_active_fraction``: fraction where the clip binds and zeroes the gradient (TRL's, verl's);
+        - ``approx_kl``: mean of ``(ratio - 1) - log(ratio)``.
     """
     _validate.require_tensor("logp", logp)
     _validate.require_same_shape("logp_old", logp_old, "logp", logp)
     _validate.require_same_shape("adv", adv, "logp", logp)
-    valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else _validate.require_mask(
-        "mask", mask, "logp", logp).bool()
-    # Padding may hold anything (a NaN or -inf log-prob): zero it with torch.where, not a product,
-    # so it reaches neither the loss nor its gradient (0 * inf is NaN, where is not fooled).
-    logp, logp_old, adv = (torch.where(valid, x, torch.zeros_like(x)) for x in (logp, logp_old, adv))
-    per_element = clipped_surrogate(logp, logp_old, adv, clip_eps, clip_eps_high)  # (...)
-    n_valid = valid.sum().clamp(min=1)
-    loss = torch.where(valid, per_element, torch.zeros_like(per_element)).sum() / n_valid
+    valid = _validate.valid_entries("mask", mask, "logp", logp)  # (...) bool
+    clip_eps, clip_eps_high = _validate.require_clip_range(clip_eps, clip_eps_high)
+    return _clipped_surrogate_loss(logp, logp_old, adv, valid, clip_eps, clip_eps_high)
 
+
+def _clipped_surrogate_loss(logp, logp_old, adv, valid, clip_eps, clip_eps_high):
+    # Padding may hold anything (a -inf or NaN log-prob): zero it before it reaches the loss or its gradient.
+    logp, logp_old, adv = (torch.where(valid, x, torch.zeros_like(x)) for x in (logp, logp_old.detach(), adv.detach()))
+    # PPO's two changes to REINFORCE: the importance ratio in place of logp, and its clip.
+    ratio = torch.exp(logp - logp_old)  # (...); exp of a difference, never a quotient of log-probs
+    per_token = _clipped_objective(ratio, adv, clip_eps, clip_eps_high)  # (...)
+    return _masked_mean(per_token, valid), clip_diagnostics(ratio, adv, valid, clip_eps, clip_eps_high)
+
+
+def clip_diagnostics(ratio: torch.Tensor, adv: torch.Tensor, valid: torch.Tensor, clip_eps: float,
+                     clip_eps_high: float | None = None) -> dict[str, float]:
+    """PPO's diagnostics of one batch, as floats over its valid entries.
+
+    - ``clip_fraction``: fraction of valid entries with the ratio outside
+      [1 - clip_eps, 1 + clip_eps_high], whatever the advantage's sign. This is
+      CleanRL's and SB3's definition (``|ratio - 1| > clip_eps``) and the one the course uses.
+    - ``clip_active_fraction``: fraction where the clip actually binds (the
+      gradient is zeroed): ratio above the range with adv > 0, or below with
+      adv < 0. TRL's GRPO (``clip_ratio/region_mean``) and verl (``pg_clipfrac``)
+      report this one; it is at most ``clip_fraction``.
+    - ``approx_kl``: mean of ``(ratio - 1) - log(ratio)``, the k3 estimator of
+      KL(pi_old || pi_theta) from samples of pi_old, as CleanRL logs it.
+
+    Args:
+        ratio: ``[...]`` importance ratios ``exp(logp - logp_old)``.
+        adv: ``[...]`` advantages.
+        valid: ``[...]`` bool, True for the entries to count.
+        clip_eps, clip_eps_high: the clip range (``clip_eps_high`` defaults to ``clip_eps``).
+    """
     clip_eps_high = clip_eps if clip_eps_high is None else clip_eps_high
     with torch.no_grad():  # diagnostics, not part of the graph
-        log_ratio = logp - logp_old  # (...), 0 on padding
-        ratio = torch.exp(log_ratio)
+        ratio = torch.where(valid, ratio, torch.ones_like(ratio))  # padding: ratio 1, inside the range
         low, high = ratio < 1.0 - clip_eps, ratio > 1.0 + clip_eps_high
         binding = (high & (adv > 0)) | (low & (adv < 0))
-        info = {
-            "clip_fraction": ((low | high) & valid).sum().item() / n_valid.item(),
-            "clip_active_fraction": (binding & valid).sum().item() / n_valid.item(),
-            "approx_kl": ((ratio - 1.0) - log_ratio).sum().item() / n_valid.item(),
+        n_valid = max(int(valid.sum()), 1)
+        return {
+            "clip_fraction": ((low | high) & valid).sum().item() / n_valid,
+            "clip_active_fraction": (binding & valid).sum().item() / n_valid,
+            "approx_kl": ((ratio - 1.0) - torch.log(ratio)).sum().item() / n_valid,
         }
-    return loss, info
 
 
 # ---------------------------------------------------------------------------
@@ -194,8 +218,11 @@ def value_loss(
         clip_eps = _validate.require_positive("clip_eps", clip_eps)
         if values_old is None:
             raise ValueError("values_old: required when clip_eps is given (the clip is around the old values)")
-    valid = torch.ones_like(values, dtype=torch.bool) if mask is None else _validate.require_mask(
-        "mask", mask, "values", values).bool()
+    valid = _validate.valid_entries("mask", mask, "values", values)  # (...) bool
+    return _value_loss(values, returns, values_old, clip_eps, valid)
+
+
+def _value_loss(values, returns, values_old, clip_eps, valid):
     # Padding may hold anything: zero it before it can reach the loss or its gradient.
     values = torch.where(valid, values, torch.zeros_like(values))
     returns = torch.where(valid, returns.detach(), torch.zeros_like(returns))
@@ -204,8 +231,7 @@ def value_loss(
         values_old = torch.where(valid, values_old.detach(), torch.zeros_like(values_old))
         values_clipped = values_old + torch.clamp(values - values_old, -clip_eps, clip_eps)
         squared_error = torch.maximum(squared_error, (values_clipped - returns) ** 2)
-    per_element = torch.where(valid, squared_error, torch.zeros_like(squared_error))
-    return 0.5 * per_element.sum() / valid.sum().clamp(min=1)
+    return 0.5 * _masked_mean(squared_error, valid)
 
 
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
@@ -288,11 +314,11 @@ class PPOLoss(nn.Module):
         for name, x in (("old_policy_logprobs", old_policy_logprobs), ("values", values), ("returns", returns),
                         ("advantages", advantages), ("entropy", entropy)):
             _validate.require_same_shape(name, x, "policy_logprobs", policy_logprobs)
-        policy_loss, info = clipped_surrogate_loss(
-            policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask=mask)
-        v_loss = value_loss(values, returns, mask=mask)
-        valid = torch.ones_like(entropy, dtype=torch.bool) if mask is None else mask.bool()
-        mean_entropy = torch.where(valid, entropy, torch.zeros_like(entropy)).sum() / valid.sum().clamp(min=1)
+        valid = _validate.valid_entries("mask", mask, "policy_logprobs", policy_logprobs)  # (...) bool
+        eps = self.clip_epsilon
+        policy_loss, info = _clipped_surrogate_loss(policy_logprobs, old_policy_logprobs, advantages, valid, eps, eps)
+        v_loss = _value_loss(values, returns, None, None, valid)
+        mean_entropy = _masked_mean(entropy, valid)
         self.info = {"policy_loss": policy_loss.item(), "value_loss": v_loss.item(),
                      "entropy": mean_entropy.item(), **info}
         return policy_loss + self.value_loss_coef * v_loss - self.entropy_coef * mean_entropy
@@ -312,35 +338,3 @@ class PPOLoss(nn.Module):
         dones[..., -1] = True  # the episode ends here: nothing to bootstrap
         last_values = torch.zeros(rewards.shape[:-1], dtype=rewards.dtype)
         return gae.compute_gae(rewards, values, dones, last_values, gamma, lam)
-
-
-# The checks' cases and known mistakes are long, so they live in ppo_checks.py;
-# these wrappers import it on first use (it imports this module's references).
-
-
-def check_clipped_surrogate(fn) -> bool:
-    """Check a student's ``clipped_surrogate(logp, logp_old, adv, clip_eps, clip_eps_high=None)``."""
-    from course_lib import ppo_checks
-
-    return ppo_checks.check_clipped_surrogate(fn)
-
-
-def check_clipped_surrogate_loss(fn) -> bool:
-    """Check a student's ``clipped_surrogate_loss(logp, logp_old, adv, clip_eps, mask=None)``: loss and clip_fraction."""
-    from course_lib import ppo_checks
-
-    return ppo_checks.check_clipped_surrogate_loss(fn)
-
-
-def check_ppo_loss(fn) -> bool:
-    """Check a student's full PPO loss."""
-    from course_lib import ppo_checks
-
-    return ppo_checks.check_ppo_loss(fn)
-
-
-def check_value_loss(fn) -> bool:
-    """Check a student's ``value_loss(values, returns, values_old=None, clip_eps=None, mask=None)``."""
-    from course_lib import ppo_checks
-
-    return ppo_checks.check_value_loss(fn)

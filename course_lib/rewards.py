@@ -313,21 +313,3 @@ def _require_str(name: str, value) -> str:
     if not isinstance(value, str):
         raise ValueError(f"{name}: expected a str, got {type(value).__name__}")
     return value
-
-
-# The checks' cases and known mistakes are long, so they live in rewards_checks.py;
-# these wrappers import it on first use (it imports this module's references).
-
-
-def check_math_answer_reward(fn) -> bool:
-    """Check a student's ``math_answer_reward`` on a table of responses (strings, not tensors)."""
-    from course_lib import rewards_checks
-
-    return rewards_checks.check_math_answer_reward(fn)
-
-
-def check_sort_inclusion_ordering_reward(fn) -> bool:
-    """Check a student's ``sort_inclusion_ordering_reward`` against the reference."""
-    from course_lib import rewards_checks
-
-    return rewards_checks.check_sort_inclusion_ordering_reward(fn)

@@ -8,13 +8,8 @@ import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from course_lib.baselines import (
-    MODES,
-    check_compute_deltas,
-    check_gradient_variance,
-    compute_deltas,
-    gradient_variance,
-)
+from course_lib.baselines import MODES, compute_deltas, gradient_variance
+from course_lib.checks.baselines import check_compute_deltas, check_gradient_variance
 
 # ---------------------------------------------------------------------------
 # compute_deltas: hand-computed values

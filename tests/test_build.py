@@ -6,7 +6,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib import build
+from course_lib.authoring import build
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""Tests of course_lib.chain (the chain with known values) and of chapter 04's hand-table check in course_lib.gae."""
+"""Tests of course_lib.lectures.chain (the chain with known values) and of chapter 04's hand-table check in course_lib.gae."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib import chain as C
+from course_lib.lectures import chain as C
 from course_lib import gae
+from course_lib.checks import gae as gae_checks
 
 chains = st.builds(
     C.Chain,
@@ -302,7 +303,7 @@ def test_bad_arguments(batch):
 
 
 # ---------------------------------------------------------------------------
-# course_lib.gae.check_gae_table: the hand-computed table of the exercise
+# course_lib.checks.gae_checks.check_gae_table: the hand-computed table of the exercise
 # ---------------------------------------------------------------------------
 
 # The episode: r = [1, 0, 2, 0, 1], V = [2, 1.5, 1, 1, 0.5], done at t = 2, V(s_5) = 1, gamma = 0.9, lam = 0.8.
@@ -323,7 +324,7 @@ def table(deltas=DELTAS, advantages=ADVANTAGES):
 
 def _rejects(fn) -> str:
     with contextlib.redirect_stdout(io.StringIO()) as printed, pytest.raises(AssertionError) as error:
-        gae.check_gae_table(fn)
+        gae_checks.check_gae_table(fn)
     assert "\u2714" not in printed.getvalue()
     return str(error.value)
 
@@ -343,7 +344,7 @@ def test_hand_values_agree_with_the_library():
     lambda: (tuple(DELTAS), [1.0 * a for a in ADVANTAGES]),
 ])
 def test_table_check_accepts_right_tables(fn, capsys):
-    assert gae.check_gae_table(fn) is True
+    assert gae_checks.check_gae_table(fn) is True
     assert "\u2714 gae_table" in capsys.readouterr().out
 
 
@@ -398,7 +399,7 @@ def test_table_check_lets_an_untouched_stub_through():
         raise NotImplementedError("Exercise gae_table: write your solution here")
 
     with pytest.raises(NotImplementedError):
-        gae.check_gae_table(stub)
+        gae_checks.check_gae_table(stub)
 
 
 def test_linear_solve_agrees_with_iterative_policy_evaluation():

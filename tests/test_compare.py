@@ -1,4 +1,4 @@
-"""Tests of chapter 07's accounting (course_lib.memory) and comparison (course_lib.compare)."""
+"""Tests of chapter 07's accounting (course_lib.lectures.memory) and comparison (course_lib.lectures.compare)."""
 
 import math
 
@@ -8,8 +8,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib import compare, memory
-from course_lib import sweep as sweeps
+from course_lib.lectures import compare, memory
+from course_lib.lectures import sweep as sweeps
+from course_lib.checks import memory as memory_checks
+from course_lib.checks import sweep as sweep_checks
 
 SEVEN_B = 7_000_000_000
 
@@ -92,7 +94,7 @@ def test_accounting_bad_input(kwargs, name):
 
 
 def test_check_memory_accounting_accepts_the_reference(capsys):
-    assert memory.check_memory_accounting(memory.memory_accounting)
+    assert memory_checks.check_memory_accounting(memory.memory_accounting)
     assert "\u2714" in capsys.readouterr().out
 
 
@@ -101,7 +103,7 @@ def test_check_memory_accounting_lets_not_implemented_through():
         raise NotImplementedError
 
     with pytest.raises(NotImplementedError):
-        memory.check_memory_accounting(stub)
+        memory_checks.check_memory_accounting(stub)
 
 
 # ---------------------------------------------------------------------------
@@ -426,5 +428,5 @@ def test_read_sweep_on_the_committed_sweep():
 
 
 def test_check_read_sweep_accepts_the_reference(capsys):
-    assert sweeps.check_read_sweep(sweeps.read_sweep)
+    assert sweep_checks.check_read_sweep(sweeps.read_sweep)
     assert "\u2714" in capsys.readouterr().out

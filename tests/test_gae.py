@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from course_lib import gae
 from course_lib.gae import bootstrap_truncated, compute_gae, discounted_returns, td_residuals
+from course_lib.checks import gae as gae_checks
 
 # ---------------------------------------------------------------------------
 # A worked 5-step episode, by hand
@@ -323,8 +324,8 @@ def test_bootstrap_truncated_bad_input(kwargs, argname):
 
 
 def test_checks_accept_the_reference(capsys):
-    assert gae.check_compute_gae(compute_gae) is True
-    assert gae.check_td_residuals(td_residuals) is True
+    assert gae_checks.check_compute_gae(compute_gae) is True
+    assert gae_checks.check_td_residuals(td_residuals) is True
     assert capsys.readouterr().out.count("\u2714") == 2
 
 
@@ -333,9 +334,9 @@ def test_checks_let_not_implemented_through():
         raise NotImplementedError("write compute_gae")
 
     with pytest.raises(NotImplementedError):
-        gae.check_compute_gae(stub)
+        gae_checks.check_compute_gae(stub)
     with pytest.raises(NotImplementedError):
-        gae.check_td_residuals(stub)
+        gae_checks.check_td_residuals(stub)
 
 
 def test_check_names_a_classic_mistake():
@@ -349,4 +350,4 @@ def test_check_names_a_classic_mistake():
         return adv, adv + values
 
     with pytest.raises(AssertionError, match="gamma \\* lam"):
-        gae.check_compute_gae(lam_only)
+        gae_checks.check_compute_gae(lam_only)

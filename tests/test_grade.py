@@ -18,10 +18,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib import build, grade
-from course_lib.grading import canonical as canonical_mod
-from course_lib.grading import rebuild, report, submissions, verdict
-from course_lib.grading.runner import CellOutcome
+from course_lib.authoring import build, grade
+from course_lib.authoring.grading import canonical as canonical_mod
+from course_lib.authoring.grading import rebuild, report, submissions, verdict
+from course_lib.authoring.grading.runner import CellOutcome
 
 ROOT = Path(__file__).resolve().parent.parent
 WARMUP = ROOT / "solutions" / "00_warmup.ipynb"
@@ -121,10 +121,10 @@ WRONG_RTG = "return rewards.flip(-1).cumsum(-1).flip(-1)"
 SIMPLE_LOOP = "while True:\n    pass"
 STUBBORN_LOOP = "import time\nwhile True:\n    try:\n        time.sleep(0.01)\n    except BaseException:\n        pass"
 PATCH_CHECKS = """\
-import course_lib.checks, course_lib.warmup
-course_lib.warmup.check_discounted_return = lambda fn: print("\\u2714 discounted_return: correct") or True
+import course_lib.checks, course_lib.checks.warmup
+course_lib.checks.warmup.check_discounted_return = lambda fn: print("\\u2714 discounted_return: correct") or True
 course_lib.checks.check_against_reference = lambda *args, **kwargs: True
-check_discounted_return = course_lib.warmup.check_discounted_return
+check_discounted_return = course_lib.checks.warmup.check_discounted_return
 """
 
 
@@ -466,7 +466,7 @@ def test_a_solution_that_calls_the_reference_gets_a_note(tmp_path):
     canonical = canonical_mod.load_canonical(WARMUP)
     solution = nbformat.read(WARMUP, as_version=4)
     nb = answer(exercise_of(solution, WARMUP.name), solution, "discounted_return",
-                "from course_lib.warmup import discounted_return as ref\nreturn ref(rewards, gamma)")
+                "from course_lib.lectures.warmup import discounted_return as ref\nreturn ref(rewards, gamma)")
     save(tmp_path, "s_00_warmup.ipynb", nb)
     match = rebuild.match_solutions(canonical, submissions.read_submission(tmp_path / "s_00_warmup.ipynb", None, []))
     assert [n for n in match.notes if "own discounted_return" in n], match.notes
@@ -537,7 +537,7 @@ def test_cannot_grade_at_all_exits_2(tmp_path, capsys):
 
 
 def test_a_kernel_that_dies_before_answering_is_started_again(monkeypatch, tmp_path):
-    from course_lib.grading import runner
+    from course_lib.authoring.grading import runner
 
     outcomes = iter([runner.CellOutcome("setup-error", message="Kernel died before replying to kernel_info"),
                      runner.CellOutcome("passed")])
@@ -555,7 +555,7 @@ def test_a_kernel_that_dies_before_answering_is_started_again(monkeypatch, tmp_p
 
 
 def test_a_kernel_that_never_starts_is_reported_after_the_last_try(monkeypatch, tmp_path):
-    from course_lib.grading import runner
+    from course_lib.authoring.grading import runner
 
     monkeypatch.setattr(runner, "_run_once", lambda *args: runner.Run(cells={0: runner.CellOutcome("setup-error")}))
     monkeypatch.setattr(runner.time, "sleep", lambda seconds: None)

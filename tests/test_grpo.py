@@ -13,15 +13,17 @@ from course_lib.grpo import (
     LOSS_AGG_MODES,
     GRPOLoss,
     aggregate_loss,
-    check_aggregate_loss,
-    check_group_advantages,
-    check_grpo_loss,
-    check_kl_estimate,
     group_advantages,
     grpo_loss,
     kl_estimate,
     masked_mean,
     masked_normalize,
+)
+from course_lib.checks.grpo import (
+    check_aggregate_loss,
+    check_group_advantages,
+    check_grpo_loss,
+    check_kl_estimate,
 )
 
 F64 = torch.float64

@@ -1,4 +1,4 @@
-"""Tests for course_lib.mc_gradient: the Monte-Carlo policy gradient of a categorical policy."""
+"""Tests for course_lib.lectures.mc_gradient: the Monte-Carlo policy gradient of a categorical policy."""
 
 import math
 
@@ -7,12 +7,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib.mc_gradient import (
-    check_mc_policy_gradient,
-    mc_gradient_errors,
-    mc_gradient_std,
-    mc_policy_gradient,
-)
+from course_lib.checks.mc_gradient import check_mc_policy_gradient
+from course_lib.lectures.mc_gradient import mc_gradient_errors, mc_gradient_std, mc_policy_gradient
 from course_lib.policy_gradient import expected_reward_gradient, gather_log_probs, reinforce_loss
 
 

@@ -2,7 +2,7 @@
 
 Each file in tests/mutants/ lists ``MUTANTS`` as ``(check_name, wrong_fn, expected_substring)``
 and ``VARIANTS`` as ``(check_name, correct_fn)``. ``check_name`` is the exercise's function
-name; its check is ``check_<name>`` in whichever course_lib module defines it.
+name; its check is ``check_<name>`` in whichever ``course_lib.checks`` module defines it.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-import course_lib
+import course_lib.checks
 
 MUTANT_DIR = Path(__file__).resolve().parent / "mutants"
-# Every course_lib module may hold checks; the build and grading commands are not imported.
-CHECK_MODULES = [m.name for m in pkgutil.iter_modules(course_lib.__path__) if m.name not in {"build", "grade"}]
+# Every check lives in a module of course_lib.checks, named after the module of its reference.
+CHECK_MODULES = [m.name for m in pkgutil.iter_modules(course_lib.checks.__path__)]
 
 
 def _catalogue():
@@ -35,10 +35,10 @@ def _catalogue():
 
 def _check(name: str):
     for module_name in CHECK_MODULES:
-        module = importlib.import_module(f"course_lib.{module_name}")
+        module = importlib.import_module(f"course_lib.checks.{module_name}")
         if hasattr(module, f"check_{name}"):
             return getattr(module, f"check_{name}")
-    raise LookupError(f"no check_{name} in course_lib")
+    raise LookupError(f"no check_{name} in course_lib.checks")
 
 
 MUTANTS, VARIANTS = _catalogue()

@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after choosing the backend
 
 from course_lib.plotting import plot_mc_gradient_error, plot_mc_gradient_estimate, plot_pg_reward_curves
-from course_lib.widgets import SliderPlot, mc_gradient_widget
+from course_lib.plotting.widgets import SliderPlot, mc_gradient_widget
 
 
 @pytest.fixture(autouse=True)

@@ -14,9 +14,9 @@ from matplotlib.figure import Figure
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after choosing the backend
 
-from course_lib import variance
+from course_lib.lectures import variance
 from course_lib.plotting import plot_baseline_variance, plot_baseline_variances, plot_reward_curves_by_mode
-from course_lib.widgets import SliderPlot, baseline_variance_widget
+from course_lib.plotting.widgets import SliderPlot, baseline_variance_widget
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""Tests of chapter 04's plots (course_lib.plotting) and of its widget (course_lib.widgets.gae_widget)."""
+"""Tests of chapter 04's plots (course_lib.plotting) and of its widget (course_lib.plotting.widgets.gae_widget)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from course_lib import chain
+from course_lib.lectures import chain
 from course_lib.plotting import (
     plot_bias_variance,
     plot_gae_on_chain,
@@ -21,7 +21,7 @@ from course_lib.plotting import (
     plot_token_gae,
     plot_truncation_errors,
 )
-from course_lib.widgets import SliderPlot, gae_widget
+from course_lib.plotting.widgets import SliderPlot, gae_widget
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""Tests of chapter 06's plots and widget (course_lib.plotting, course_lib.widgets), without a browser."""
+"""Tests of chapter 06's plots and widget (course_lib.plotting, course_lib.plotting.widgets), without a browser."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # after choosing the backend
 
 from course_lib import plotting
 from course_lib.trainers.grpo_trainer import GRPOHistory
-from course_lib.widgets import SliderPlot, grpo_group_widget
+from course_lib.plotting.widgets import SliderPlot, grpo_group_widget
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""Tests of chapter 07's plots and widget (course_lib.plotting, course_lib.widgets), without a browser."""
+"""Tests of chapter 07's plots and widget (course_lib.plotting, course_lib.plotting.widgets), without a browser."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from matplotlib.figure import Figure
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after choosing the backend
 
-from course_lib import memory, plotting
-from course_lib.sweep import load_sweep
-from course_lib.widgets import SliderPlot, sweep_widget
+from course_lib.lectures import memory
+from course_lib import plotting
+from course_lib.lectures.sweep import load_sweep
+from course_lib.plotting.widgets import SliderPlot, sweep_widget
 
 
 @pytest.fixture(autouse=True)

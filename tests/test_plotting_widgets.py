@@ -1,4 +1,4 @@
-"""Tests of course_lib.plotting and course_lib.widgets, without a browser.
+"""Tests of course_lib.plotting and course_lib.plotting.widgets, without a browser.
 
 The plotting functions are inspected as matplotlib objects. The widgets are
 tested twice: in this process (the sliders, the redraw plumbing, no figure left
@@ -22,7 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after choosing the backend
 
 from course_lib.plotting import plot_discount_weights
-from course_lib.widgets import SliderPlot, discount_widget, slider_plot
+from course_lib.plotting.widgets import SliderPlot, discount_widget, slider_plot
 
 
 @pytest.fixture(autouse=True)
@@ -170,7 +170,7 @@ print(json.dumps(report()))
 def test_discount_widget_output_in_a_kernel(tmp_path):
     nb = new_notebook(cells=[
         new_code_cell("import matplotlib.pyplot as plt\n"
-                      "from course_lib.widgets import discount_widget\n"
+                      "from course_lib.plotting.widgets import discount_widget\n"
                       "w = discount_widget()\nw"),
         new_code_cell(REPORT),
         new_code_cell("w.sliders['gamma'].value = 0.5"),

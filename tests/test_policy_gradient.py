@@ -7,13 +7,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib.policy_gradient import (
-    check_gather_log_probs,
-    check_reinforce_loss,
-    expected_reward_gradient,
-    gather_log_probs,
-    reinforce_loss,
-)
+from course_lib.checks.policy_gradient import check_gather_log_probs, check_reinforce_loss
+from course_lib.policy_gradient import expected_reward_gradient, gather_log_probs, reinforce_loss
 
 # ---------------------------------------------------------------------------
 # gather_log_probs

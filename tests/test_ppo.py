@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from course_lib import gae, ppo
 from course_lib.ppo import (PPOConfig, PPOLoss, clipped_surrogate, clipped_surrogate_loss, entropy_from_logits,
                             explained_variance, value_loss)
+from course_lib.checks import ppo as ppo_checks
 
 
 def _leaf(values, dtype=torch.float64):
@@ -399,10 +400,10 @@ def test_other_bad_input():
 
 
 def test_checks_accept_the_reference(capsys):
-    assert ppo.check_clipped_surrogate(clipped_surrogate) is True
-    assert ppo.check_clipped_surrogate_loss(clipped_surrogate_loss) is True
-    assert ppo.check_value_loss(value_loss) is True
-    assert ppo.check_ppo_loss(PPOLoss) is True
+    assert ppo_checks.check_clipped_surrogate(clipped_surrogate) is True
+    assert ppo_checks.check_clipped_surrogate_loss(clipped_surrogate_loss) is True
+    assert ppo_checks.check_value_loss(value_loss) is True
+    assert ppo_checks.check_ppo_loss(PPOLoss) is True
     assert capsys.readouterr().out.count("\u2714") == 4
 
 
@@ -410,8 +411,8 @@ def test_checks_let_not_implemented_through():
     def stub(*args, **kwargs):
         raise NotImplementedError
 
-    for check in (ppo.check_clipped_surrogate, ppo.check_clipped_surrogate_loss, ppo.check_value_loss,
-                  ppo.check_ppo_loss):
+    for check in (ppo_checks.check_clipped_surrogate, ppo_checks.check_clipped_surrogate_loss, ppo_checks.check_value_loss,
+                  ppo_checks.check_ppo_loss):
         with pytest.raises(NotImplementedError):
             check(stub)
 
@@ -423,4 +424,4 @@ def test_check_names_the_quotient_ratio():
         return -torch.min(ratio * adv.detach(), ratio.clamp(1 - clip_eps, 1 + high) * adv.detach())
 
     with pytest.raises(AssertionError, match="logp / logp_old; use exp"):
-        ppo.check_clipped_surrogate(quotient)
+        ppo_checks.check_clipped_surrogate(quotient)

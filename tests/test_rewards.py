@@ -7,9 +7,8 @@ import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from course_lib.checks.rewards import check_math_answer_reward, check_sort_inclusion_ordering_reward
 from course_lib.rewards import (
-    check_math_answer_reward,
-    check_sort_inclusion_ordering_reward,
     connective_coherence_reward,
     degenerate_responses,
     extract_final_answer,

@@ -1,11 +1,11 @@
-"""Tests for course_lib.sorting_pg: the REINFORCE loop on the CS336 sorting task."""
+"""Tests for course_lib.trainers.pg_trainer: the REINFORCE loop on the CS336 sorting task."""
 
 import dataclasses
 
 import pytest
 import torch
 
-from course_lib.sorting_pg import PGConfig, PGHistory, train_sorting_pg
+from course_lib.trainers.pg_trainer import PGConfig, PGHistory, train_sorting_pg
 
 
 def test_history_shapes_and_ranges():

@@ -1,4 +1,4 @@
-"""Tests of course_lib.warmup: the discounted return and the reward-to-go."""
+"""Tests of course_lib.lectures.warmup: the discounted return and the reward-to-go."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib import warmup
+from course_lib.lectures import warmup
 from course_lib.gae import compute_gae
-from course_lib.warmup import check_discounted_return, check_reward_to_go, discounted_return, reward_to_go
+from course_lib.checks import warmup as warmup_checks
+from course_lib.checks.warmup import check_discounted_return, check_reward_to_go
+from course_lib.lectures.warmup import discounted_return, reward_to_go
 
 ROOT = Path(__file__).resolve().parent.parent
 DTYPES = [torch.float32, torch.float64]
@@ -241,7 +243,7 @@ def test_check_names_the_mistake():
 
 
 def test_cases_are_deterministic():
-    first, second = warmup._cases(), warmup._cases()
+    first, second = warmup_checks._cases(), warmup_checks._cases()
     for a, b in zip(first, second):
         assert torch.equal(a.kwargs["rewards"], b.kwargs["rewards"]) and a.kwargs["gamma"] == b.kwargs["gamma"]
 

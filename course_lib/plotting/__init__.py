@@ -9,7 +9,7 @@ The convention every chapter follows when it adds a plot here:
 - it creates its own figure with ``plt.subplots`` (never draws on the current
   one) and **returns** it; it never calls ``plt.show()``. A notebook cell that
   ends with ``fig = plot_...()`` shows it once; a widget in
-  :mod:`course_lib.widgets` displays it and closes it;
+  :mod:`course_lib.plotting.widgets` displays it and closes it;
 - keyword arguments only for the knobs a slider may turn, so
   ``slider_plot(plot_fn, gamma=FloatSlider(...))`` can bind to them by name;
 - small and quick: a widget redraws it on every slider step.

@@ -63,7 +63,7 @@ def plot_baseline_variances(variances: dict | None = None, exact: dict | None = 
 
 def _two_state_variances() -> dict:
     """Exact total variances for the two-state example (uniform policy): no baseline, and b = 10, 1."""
-    from course_lib import variance
+    from course_lib.lectures import variance
 
     bandit = variance.two_state_bandit()
     logits = torch.zeros(2, 2, dtype=torch.float64)
@@ -143,14 +143,14 @@ def plot_baseline_variance(group_size: int = 8, baseline: str = "leave_one_out",
 
     Args:
         group_size: ``G``, one of ``table.group_sizes`` (2 to 32 by default).
-        baseline: one of ``course_lib.variance.BASELINES``.
-        table: a ``course_lib.variance.GroupVarianceTable``; ``None`` uses the default one,
+        baseline: one of ``course_lib.lectures.variance.BASELINES``.
+        table: a ``course_lib.lectures.variance.GroupVarianceTable``; ``None`` uses the default one,
             computed once per process (about a second), so redraws only plot.
 
     Returns:
         The figure (two panels).
     """
-    from course_lib import variance
+    from course_lib.lectures import variance
 
     table = variance.default_group_variance_table() if table is None else table
     if not isinstance(table, variance.GroupVarianceTable):

@@ -26,8 +26,8 @@ def plot_memory_breakdown(tables: dict, title: str = "Memory of one training ste
 
     Args:
         tables: ``{algorithm: rows}`` with ``rows`` either the result of
-            :func:`course_lib.memory.measure_training_memory` (``{part: {"bytes": int, ...}}``) or of
-            :func:`course_lib.memory.memory_accounting` (``{part: int}``); a ``"total"`` row is ignored
+            :func:`course_lib.lectures.memory.measure_training_memory` (``{part: {"bytes": int, ...}}``) or of
+            :func:`course_lib.lectures.memory.memory_accounting` (``{part: int}``); a ``"total"`` row is ignored
             and recomputed.
         title: the figure's title.
 
@@ -78,8 +78,8 @@ def plot_budget_curves(runs: dict, y: str = "reward", max_reward: float | None =
 
     Args:
         runs: ``{label: list of curves}``, each curve a dict of lists ``samples``, ``seconds``
-            and ``reward`` (as ``course_lib.compare``'s runners return them); the seeds of a
-            label are put on one grid by :func:`course_lib.compare.band`.
+            and ``reward`` (as ``course_lib.lectures.compare``'s runners return them); the seeds of a
+            label are put on one grid by :func:`course_lib.lectures.compare.band`.
         y: the curve key to draw (``"reward"``; ``"greedy"`` for the sorting runs).
         max_reward: drawn as a dashed line (none when None).
         sample_label: what a sample is, for the left axis ("responses sampled", "environment steps").
@@ -89,7 +89,7 @@ def plot_budget_curves(runs: dict, y: str = "reward", max_reward: float | None =
     Returns:
         The figure: two panels with one mean line and one band per label.
     """
-    from course_lib.compare import band
+    from course_lib.lectures.compare import band
 
     if not isinstance(runs, dict) or not runs:
         raise ValueError(f"runs: expected a non-empty dict of label -> list of curves, got {type(runs).__name__}")
@@ -122,12 +122,12 @@ def plot_sweep(group_size: int = 8, clip_eps: float = 0.2, sweep: dict | None = 
 
     Args:
         group_size, clip_eps: the configuration to show; must be in the sweep.
-        sweep: the ``"sweep"`` entry of :func:`course_lib.sweep.load_sweep` (loaded when None).
+        sweep: the ``"sweep"`` entry of :func:`course_lib.lectures.sweep.load_sweep` (loaded when None).
 
     Returns:
         The figure: a heatmap and two curves.
     """
-    from course_lib.sweep import load_sweep, sweep_config, sweep_grid
+    from course_lib.lectures.sweep import load_sweep, sweep_config, sweep_grid
 
     sweep = load_sweep()["sweep"] if sweep is None else sweep
     config = sweep_config(sweep, group_size, clip_eps)  # raises ValueError for an unknown pair

@@ -8,6 +8,7 @@ from matplotlib.figure import Figure
 
 from course_lib import _validate
 from course_lib.plotting.base import FIGSIZE, _curve
+from course_lib._threads import one_thread
 
 
 
@@ -47,7 +48,7 @@ _CHAIN_EPISODES: dict = {}  # (n_episodes, seed) -> Episodes: the widget's fixed
 
 def _chain_batch(n_episodes: int, seed: int):
     # Imported here, not at the top: the chain is chapter 04's, the plotting module everyone's.
-    from course_lib import chain
+    from course_lib.lectures import chain
 
     key = (n_episodes, seed)
     if key not in _CHAIN_EPISODES:
@@ -57,10 +58,10 @@ def _chain_batch(n_episodes: int, seed: int):
 
 def plot_gae_on_chain(gamma: float = 0.95, lam: float = 0.5, noise: float = 0.3, n_episodes: int = 300,
                       seed: int = 0) -> Figure:
-    """GAE estimates beside the true advantages on :class:`course_lib.chain.Chain`, for one fixed batch.
+    """GAE estimates beside the true advantages on :class:`course_lib.lectures.chain.Chain`, for one fixed batch.
 
     For each state and action: the truth ``Q(s, a) - V_hat(s)`` (the true advantage seen
-    from the critic's baseline, see :mod:`course_lib.chain`) as a line, and the mean
+    from the critic's baseline, see :mod:`course_lib.lectures.chain`) as a line, and the mean
     +- one standard deviation of the GAE estimates at the steps that visit (s, a) as
     error bars. The title gives bias^2, variance and their sum, the mean squared error.
     The episodes are sampled once per ``(n_episodes, seed)`` and reused: sliding gamma
@@ -73,21 +74,17 @@ def plot_gae_on_chain(gamma: float = 0.95, lam: float = 0.5, noise: float = 0.3,
         n_episodes: size of the batch.
         seed: seed of the batch and of the critic's error.
     """
-    from course_lib import chain
+    from course_lib.lectures import chain
 
     gamma = _validate.require_unit_interval("gamma", gamma)
     lam = _validate.require_unit_interval("lam", lam)
     ch = chain.Chain()
     # One thread for these small tensors: a second one only adds waiting, badly so on a busy machine,
     # and the widget redraws on every slider step.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread():
         episodes = _chain_batch(n_episodes, seed)
         critic = chain.imperfect_critic(ch, gamma, noise=noise, seed=seed)
         stats = chain.gae_statistics(ch, episodes, critic, gamma, lam)
-    finally:
-        torch.set_num_threads(threads)
 
     s = torch.arange(ch.n_states, dtype=torch.float64).numpy()
     fig, ax = plt.subplots(figsize=(7.2, 3.6))
@@ -116,7 +113,7 @@ def plot_bias_variance(lams, mse, bias2, variance, exact_bias2=None) -> Figure:
 
     Args:
         lams: ``(L,)`` the lambdas.
-        mse, bias2, variance: ``(L,)`` each, as :func:`course_lib.chain.bias_variance` returns them.
+        mse, bias2, variance: ``(L,)`` each, as :func:`course_lib.lectures.chain.bias_variance` returns them.
         exact_bias2: optional ``(L,)`` bias^2 computed exactly, drawn dashed.
 
     Returns:

@@ -20,7 +20,7 @@ def plot_mc_gradient_error(n_samples=None, errors=None, sigma: float | None = No
     Each dot is one estimate's distance to the exact gradient; the line through the
     markers is their root mean square at each ``n``; the dashed line is the exact
     prediction ``sigma / sqrt(n)`` (not a fit), where ``sigma`` is the RMS error of a
-    one-sample estimate (:func:`course_lib.mc_gradient.mc_gradient_std`).
+    one-sample estimate (:func:`course_lib.lectures.mc_gradient.mc_gradient_std`).
 
     Args:
         n_samples: the sample sizes, ``(N,)`` (a list or tensor of positive numbers).
@@ -36,7 +36,7 @@ def plot_mc_gradient_error(n_samples=None, errors=None, sigma: float | None = No
         The figure: the RMS line and the reference line (the dots are one scatter collection).
     """
     if n_samples is None and errors is None:
-        from course_lib import mc_gradient
+        from course_lib.lectures import mc_gradient
 
         logits = torch.tensor(_MC_LOGITS, dtype=torch.float64)
         rewards = torch.tensor(_MC_REWARDS, dtype=torch.float64)
@@ -92,7 +92,7 @@ def plot_mc_gradient_estimate(n_samples: int = 16, seed: int = 0, logits=None, r
     Returns:
         The figure: two bars per action (exact, estimate) and the policy's probabilities as text.
     """
-    from course_lib import mc_gradient
+    from course_lib.lectures import mc_gradient
     from course_lib.policy_gradient import expected_reward_gradient
 
     if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1:

@@ -2,7 +2,7 @@
 
 Shao et al. 2024, "DeepSeekMath", section 4.1 and Algorithm 1 (iterative GRPO, one
 iteration). One epoch of :meth:`GRPOTrainer.train` does what one epoch of
-:func:`course_lib.sorting_pg.train_sorting_pg` does, in the same order, with four changes
+:func:`course_lib.trainers.pg_trainer.train_sorting_pg` does, in the same order, with four changes
 marked (*) below:
 
 1. sample ``G`` responses per prompt from the current policy (:meth:`generate_group_outputs`);
@@ -50,8 +50,9 @@ from course_lib import _validate
 from course_lib.grpo import KL_KINDS, LOSS_AGG_MODES, grpo_loss
 from course_lib.models import SortingPolicy, greedy_responses, sample_responses
 from course_lib.policy_gradient import gather_log_probs
-from course_lib.sorting_pg import REWARDS  # the same two rewards as chapter 02's loop
+from course_lib.trainers.pg_trainer import REWARDS  # the same two rewards as chapter 02's loop
 from course_lib.tasks import sorting_prompts
+from course_lib._threads import one_thread
 
 
 @dataclass
@@ -301,9 +302,7 @@ class GRPOTrainer:
         epochs = cfg.epochs if epochs is None else _validate.require_int("epochs", epochs, minimum=1)
         history = GRPOHistory(max_reward=float(self.reward_fn(prompts[:1], prompts[:1].sort(-1).values)))
 
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
+        with one_thread():
             for _ in tqdm(range(epochs), desc="GRPO epochs", disable=not progress):
                 # 1-2. Sample a group per prompt and reward it.
                 responses = self.generate_group_outputs(prompts)  # (B, G, T)
@@ -326,8 +325,6 @@ class GRPOTrainer:
                 history.clip_fraction.append(sum(i["clip_fraction"] for i in infos) / len(infos))
                 greedy = self.reward_fn(prompts, greedy_responses(self.model, prompts))  # (B,)
                 history.greedy_reward.append([float(r) for r in greedy])
-        finally:
-            torch.set_num_threads(threads)
         history.model = self.model
         return history
 

@@ -44,6 +44,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from course_lib import _validate
+from course_lib._threads import one_thread
 from course_lib.gae import bootstrap_truncated, compute_gae
 from course_lib.grpo import KL_KINDS, kl_estimate
 from course_lib.policy_gradient import gather_log_probs
@@ -413,16 +414,11 @@ class PPOTrainer:
             ``self.history``, which holds every update so far (several calls append).
         """
         num_updates = _validate.require_int("num_updates", num_updates, minimum=1)
-        threads = torch.get_num_threads()
-        if self.config.num_threads is not None:
-            torch.set_num_threads(self.config.num_threads)
-        try:
+        with one_thread(self.config.num_threads):
             bar = tqdm(range(num_updates), desc="PPO updates", disable=not progress)
             for _ in bar:
                 record = self.train_step(env)
                 bar.set_postfix(ret=f"{record['mean_return']:.1f}", kl=f"{record['approx_kl']:.4f}")
-        finally:
-            torch.set_num_threads(threads)
         return self.history
 
 

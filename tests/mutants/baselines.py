@@ -1,7 +1,7 @@
 """Classic wrong (and correct) ways to write the exercises of chapter 03.
 
 ``compute_deltas(rewards[B, G], mode)`` and ``gradient_variance(grad_samples[N, P])``,
-checked by ``course_lib.baselines.check_compute_deltas`` and ``check_gradient_variance``.
+checked by ``course_lib.checks.baselines.check_compute_deltas`` and ``check_gradient_variance``.
 """
 
 import torch

@@ -1,8 +1,8 @@
 """Wrong and right implementations of chapter 07's exercises, for tests/test_mutants.py.
 
 ``memory_accounting(n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0,
-weights_dtype="bf16", optimizer_dtype="fp32")`` (checked by ``course_lib.memory``) and
-``read_sweep(group_sizes, clip_eps, reward, tol=0.1)`` (checked by ``course_lib.sweep``).
+weights_dtype="bf16", optimizer_dtype="fp32")`` (checked by ``course_lib.lectures.memory``) and
+``read_sweep(group_sizes, clip_eps, reward, tol=0.1)`` (checked by ``course_lib.lectures.sweep``).
 Each mutant is written the way a student might write it, not built from the checks' own
 mistake catalogues, so the tests prove the checks catch real code.
 """

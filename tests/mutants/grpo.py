@@ -214,12 +214,13 @@ def aggregate_loop(per_token, mask, mode, max_len=None):
 
 
 def _grpo(logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
-          normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, *, kl=None, adv=None,
-          surrogate=None, agg=None):
+          normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, clip_eps_high=None, *, kl=None,
+          adv=None, surrogate=None, agg=None):
     rewards_c = rewards.detach()
     a = adv(rewards, normalize_std) if adv else advantages_trl_style(rewards_c, normalize_std)
     a = a[..., None].expand_as(logp)  # (B, G, T)
-    per_token = surrogate(logp, logp_old, a, clip_eps) if surrogate else clipped_surrogate(logp, logp_old, a, clip_eps)
+    per_token = surrogate(logp, logp_old, a, clip_eps) if surrogate else clipped_surrogate(
+        logp, logp_old, a, clip_eps, clip_eps_high)
     if logp_ref is not None:
         per_token = per_token + kl_coef * (kl(logp, logp_ref, kl_kind) if kl else _kl(logp, logp_ref.detach(), kl_kind))
     loss = agg(per_token, mask) if agg else _aggregate(per_token, mask, loss_agg, max_len)
@@ -274,20 +275,24 @@ def grpo_no_kl(logp, logp_old, logp_ref, rewards, mask, **kw):
     return _grpo(logp, logp_old, None, rewards, mask, **kw)
 
 
+def grpo_ignores_clip_eps_high(logp, logp_old, logp_ref, rewards, mask, clip_eps_high=None, **kw):
+    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw)
+
+
 # ---------------------------------------------------------------------------
 # grpo_loss: correct variants
 # ---------------------------------------------------------------------------
 
 
 def grpo_trl_layout(logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
-                    normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None):
+                    normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, clip_eps_high=None):
     """Flattened to (B * G, T) as TRL holds completions, the clipped term written out."""
     B, G, T = logp.shape
     logp, logp_old, mask = logp.reshape(B * G, T), logp_old.reshape(B * G, T).detach(), mask.reshape(B * G, T)
     mask = mask.to(logp.dtype)
     adv = advantages_trl_style(rewards.detach(), normalize_std).reshape(B * G, 1)  # (B * G, 1)
     coef_1 = torch.exp(logp - logp_old)
-    coef_2 = torch.clamp(coef_1, 1 - clip_eps, 1 + clip_eps)
+    coef_2 = torch.clamp(coef_1, 1 - clip_eps, 1 + (clip_eps if clip_eps_high is None else clip_eps_high))
     per_token = -torch.min(coef_1 * adv, coef_2 * adv)  # (B * G, T)
     if logp_ref is not None:
         per_token = per_token + kl_coef * _kl(logp, logp_ref.reshape(B * G, T).detach(), kl_kind)
@@ -324,6 +329,7 @@ MUTANTS = [
     ("grpo_loss", grpo_ref_attached, "frozen"),
     ("grpo_loss", grpo_batch_normalised, "whole batch"),
     ("grpo_loss", grpo_always_token_mean, "loss_agg is ignored"),
+    ("grpo_loss", grpo_ignores_clip_eps_high, "clip_eps_high is ignored"),
     ("grpo_loss", grpo_unclipped, None),
     ("grpo_loss", grpo_no_kl, None),
 ]

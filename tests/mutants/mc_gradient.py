@@ -1,7 +1,7 @@
 """Classic wrong (and correct) ways to write the Monte-Carlo policy gradient of chapter 02.
 
 ``mc_policy_gradient(logits[V], reward_per_action[V], n_samples, generator) -> [V]``, checked by
-``course_lib.mc_gradient.check_mc_policy_gradient``. Each wrong one samples exactly as the
+``course_lib.checks.mc_gradient.check_mc_policy_gradient``. Each wrong one samples exactly as the
 exercise asks, so its mistake is diagnosed by name; the last ones sample another way.
 """
 

@@ -2,7 +2,7 @@
 
 ``gather_log_probs(logits[..., T, V], tokens[..., T]) -> [..., T]`` and
 ``reinforce_loss(logp[..., T], deltas[...], mask=None) -> scalar``, checked by
-``course_lib.policy_gradient.check_gather_log_probs`` and ``check_reinforce_loss``.
+``course_lib.checks.policy_gradient.check_gather_log_probs`` and ``check_reinforce_loss``.
 """
 
 import torch

@@ -1,7 +1,7 @@
 """Wrong and right implementations of the chapter 01 exercises, for tests/test_mutants.py.
 
 ``MUTANTS``: ``(check_name, wrong_fn, expected_substring_or_None)``; each must be rejected by
-``course_lib.rewards.check_<check_name>`` (with the substring in its message when given).
+``course_lib.checks.rewards.check_<check_name>`` (with the substring in its message when given).
 ``VARIANTS``: ``(check_name, correct_fn)``; each must be accepted.
 """
 

@@ -2,7 +2,7 @@
 
 ``discounted_return(rewards[..., T], gamma) -> [...]`` and
 ``reward_to_go(rewards[..., T], gamma) -> [..., T]``, checked by
-``course_lib.warmup.check_discounted_return`` and ``check_reward_to_go``.
+``course_lib.checks.warmup.check_discounted_return`` and ``check_reward_to_go``.
 """
 
 import math

@@ -5,8 +5,8 @@ sorting task for every pair of group size ``G`` and clip range ``clip_eps`` (Sch
 2017, eq. 7), several seeds each, with every other hyperparameter at the course's default
 (:func:`run_sweep`). ``benchmarks/sweep_07.py`` runs it once (about four minutes on one core)
 and stores the results, with chapter 07's longer GRPO-against-PPO runs, in
-``course_lib/data/sweep_07.json`` (:func:`load_sweep`); the notebook and
-:func:`course_lib.widgets.sweep_widget` only read that file.
+``course_lib/lectures/data/sweep_07.json`` (:func:`load_sweep`); the notebook and
+:func:`course_lib.plotting.widgets.sweep_widget` only read that file.
 
 A sweep is a table ``reward[i, j]`` for ``group_sizes[i]`` and ``clip_eps[j]``
 (:func:`sweep_grid`). :func:`read_sweep`, the chapter's second exercise, reads it: the best
@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from course_lib import _validate
-from course_lib.compare import run_sorting_grpo
+from course_lib.lectures.compare import run_sorting_grpo
 
 # ---------------------------------------------------------------------------
 # The sweep over group size and clip range (precomputed)
@@ -70,9 +70,9 @@ def run_sweep(group_sizes=SWEEP_GROUP_SIZES, clip_eps=SWEEP_CLIP_EPS, seeds=rang
 
 
 def load_sweep(path=None) -> dict:
-    """The precomputed results of ``benchmarks/sweep_07.py`` (``course_lib/data/sweep_07.json`` by default)."""
+    """The precomputed results of ``benchmarks/sweep_07.py`` (``course_lib/lectures/data/sweep_07.json`` by default)."""
     if path is None:
-        text = resources.files("course_lib").joinpath("data", "sweep_07.json").read_text()
+        text = resources.files("course_lib.lectures").joinpath("data", "sweep_07.json").read_text()
     else:
         with open(path) as file:
             text = file.read()
@@ -149,92 +149,3 @@ def read_sweep(group_sizes: torch.Tensor, clip_eps: torch.Tensor, reward: torch.
     saturated = best_per_group >= reward.max() - tol  # (nG,)
     k = int(saturated.nonzero()[0, 0])  # the first (smallest) group size within tol of the best
     return int(group_sizes[i]), float(clip_eps[j]), int(group_sizes[k])
-
-
-def _sweep_reader(*, indices=False, swap_unravel=False, last_tie=False, mean_over_eps=False,
-                  plateau=False, against_last=False, argmax_saturation=False):
-    """A wrong read_sweep: the reference with one classic slip switched on."""
-    def wrong(group_sizes, clip_eps, reward, tol=0.1):
-        n_rows, n_cols = reward.shape
-        if last_tie:  # the last maximal entry: the largest group size among equals
-            flat = n_rows * n_cols - 1 - int(torch.argmax(reward.flatten().flip(0)))
-        else:
-            flat = int(torch.argmax(reward))
-        if swap_unravel == "modulo":
-            i, j = flat % n_rows, flat // n_rows
-        elif swap_unravel:
-            i, j = flat // n_rows, flat % n_rows
-        else:
-            i, j = divmod(flat, n_cols)
-        i, j = min(i, n_rows - 1), min(j, n_cols - 1)
-        per_group = reward.mean(dim=1) if mean_over_eps else reward.max(dim=1).values
-        if argmax_saturation:
-            k = int(torch.argmax(per_group))
-        elif plateau:  # stops at the first step that gains less than tol: a noisy dip ends it early
-            gains = per_group[1:] - per_group[:-1]
-            flat_steps = (gains < tol).nonzero()
-            k = int(flat_steps[0, 0]) if len(flat_steps) else n_rows - 1
-        else:
-            target = per_group[-1] if against_last else reward.max()
-            within = (per_group >= target - tol).nonzero()
-            k = int(within[0, 0]) if len(within) else n_rows - 1
-        if indices:
-            return i, j, k
-        return int(group_sizes[i]), float(clip_eps[j]), int(group_sizes[k])
-    return wrong
-
-
-def check_read_sweep(fn) -> bool:
-    """Check a student's ``read_sweep(group_sizes, clip_eps, reward, tol=0.1)``."""
-    from course_lib.checks import Case, Mistake, check_against_reference
-
-    g = torch.Generator().manual_seed(7)
-    G4, E4 = torch.tensor([2, 4, 8, 16]), torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
-    G3, E5 = torch.tensor([4, 8, 16]), torch.tensor([0.05, 0.1, 0.2, 0.3, 0.5], dtype=torch.float64)
-    rising = torch.tensor([3.0, 4.0, 4.6, 4.65], dtype=torch.float64)[:, None]  # saturates at 8 with tol 0.1
-    cases = [
-        Case("4 x 4 table, reward rising with the group size, distinct values, tol=0.1",
-             {"group_sizes": G4, "clip_eps": E4, "reward": rising + 0.01 * torch.rand(4, 4, generator=g,
-                                                                                    dtype=torch.float64)}),
-        Case("3 group sizes x 5 clip ranges (not square), best in the last column",
-             {"group_sizes": G3, "clip_eps": E5,
-              "reward": torch.tensor([[1.0, 1.2, 1.5, 1.7, 2.0], [1.1, 1.4, 1.6, 1.9, 2.3],
-                                      [1.0, 1.3, 1.8, 2.1, 2.4]], dtype=torch.float64), "tol": 0.2}),
-        Case("a noisy dip: the reward stalls from 4 to 8, then rises again (tol=0.1)",
-             {"group_sizes": torch.tensor([2, 4, 8, 16, 32]), "clip_eps": torch.tensor([0.2], dtype=torch.float64),
-              "reward": torch.tensor([[2.0], [3.0], [3.05], [4.0], [4.95]], dtype=torch.float64)}),
-        Case("the largest group size is not the best (tol=0.3)",
-             {"group_sizes": G4, "clip_eps": E4[:2],
-              "reward": torch.tensor([[3.0, 3.2], [4.0, 4.1], [4.8, 4.5], [4.2, 4.3]], dtype=torch.float64),
-              "tol": 0.3}),
-        Case("one clip range is much worse than the others (the mean over clip ranges misleads)",
-             {"group_sizes": G3, "clip_eps": E5[:3],
-              "reward": torch.tensor([[0.5, 4.0, 4.1], [1.0, 4.9, 4.8], [4.95, 4.9, 4.95]], dtype=torch.float64),
-              "tol": 0.1}),
-        Case("saturated: several configurations reach the maximum 5.0 exactly (ties: the smallest group size, "
-             "then the smallest clip_eps)",
-             {"group_sizes": G4, "clip_eps": E4,
-              "reward": torch.tensor([[4.0, 4.2, 4.1, 3.9], [4.8, 5.0, 5.0, 4.9], [5.0, 5.0, 4.7, 5.0],
-                                      [5.0, 5.0, 5.0, 5.0]], dtype=torch.float64), "tol": 0.0}),
-        Case("a single configuration", {"group_sizes": torch.tensor([8]), "clip_eps": torch.tensor([0.2]),
-                                        "reward": torch.tensor([[3.5]]), "tol": 0.1}),
-    ]
-    mistakes = [
-        Mistake("you returned indices; return the group size and clip range themselves, "
-                "group_sizes[i] and clip_eps[j]", _sweep_reader(indices=True)),
-        *(Mistake("the flat index of the best entry was unravelled with the wrong row length: "
-                  "row = flat // len(clip_eps), column = flat % len(clip_eps) (or use divmod)",
-                  _sweep_reader(swap_unravel=swap)) for swap in ("modulo", "divide")),
-        Mistake("among equal rewards take the cheapest configuration, the smallest group size (then the smallest "
-                "clip_eps): torch.argmax returns the first maximal entry", _sweep_reader(last_tie=True)),
-        Mistake("saturation used the mean over clip ranges; take each group size at its best clip range, "
-                "reward.max(dim=1)", _sweep_reader(mean_over_eps=True)),
-        Mistake("saturation stopped at the first step that gains less than tol; a noisy dip is not saturation: "
-                "take the smallest group size within tol of the best reward of the table",
-                _sweep_reader(plateau=True)),
-        Mistake("saturation was measured against the largest group size; measure it against the best reward of "
-                "the whole table", _sweep_reader(against_last=True)),
-        Mistake("that is the best group size; saturation is the *smallest* group size within tol of the best",
-                _sweep_reader(argmax_saturation=True)),
-    ]
-    return check_against_reference(fn, read_sweep, cases, name="read_sweep", mistakes=mistakes)

@@ -1,7 +1,7 @@
 """A tiny pytest plugin: what happened in each notebook cell, one JSON line per event.
 
 ``python -m course_lib.grade`` runs every rebuilt submission under nbval in its own
-pytest process, with ``-p course_lib.grading.nbval_report --grade-events FILE``.
+pytest process, with ``-p course_lib.authoring.grading.nbval_report --grade-events FILE``.
 nbval reports a cell only as passed or failed, and after a timeout it marks every
 later cell "xfail", which hides whether that cell really passed. This plugin writes,
 for each cell, the raw truth the grader needs:

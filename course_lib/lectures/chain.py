@@ -215,8 +215,8 @@ def sample_episodes(chain: Chain, n_episodes: int, seed: int = 0, max_steps: int
     last step is marked ``truncated`` (not ``terminated``), and its ``next_states``
     entry holds the state they stopped in, whose value is not zero.
     """
-    n_episodes = _require_count("n_episodes", n_episodes)
-    max_steps = _require_count("max_steps", max_steps)
+    n_episodes = _validate.require_int("n_episodes", n_episodes, minimum=1)
+    max_steps = _validate.require_int("max_steps", max_steps, minimum=1)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed: expected an integer, got {seed!r}")
     start = chain.start if start is None else start
@@ -362,9 +362,3 @@ def _require_values_like(values, episodes: Episodes) -> torch.Tensor:
     _validate.require_tensor("values", values)
     _validate.require_shape("values", values, (episodes.n_states,), like="(n_states,) of the episodes' chain")
     return values.double()
-
-
-def _require_count(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name}: expected a positive integer, got {value!r}")
-    return value

@@ -11,7 +11,7 @@ minimises it, in the order chapter 03 teaches:
 
 1. **Per-sample gradients** (:func:`per_sample_grads`): row ``i`` is
    ``grad log pi(a_i | s_i)``, a row of the Jacobian of the vector of log-probs.
-2. **A contextual bandit** (:class:`~course_lib.bandits.ContextualBandit`, in ``bandits.py``): ``S`` states (prompts),
+2. **A contextual bandit** (:class:`~course_lib.lectures.bandits.ContextualBandit`, in ``bandits.py``): ``S`` states (prompts),
    ``K`` actions (responses), a reward table, and a tabular softmax policy whose
    ``S * K`` logits are the parameters. Small enough to enumerate, so every
    expectation has an exact value to check samples against. Its score function
@@ -53,8 +53,9 @@ from typing import Sequence
 import torch
 
 from course_lib import _validate
+from course_lib._threads import one_thread
 from course_lib.policy_gradient import expected_reward_gradient
-from course_lib.bandits import (  # the test bed; re-exported so chapter 03 needs one import
+from course_lib.lectures.bandits import (  # the test bed; re-exported so chapter 03 needs one import
     ContextualBandit,
     _require_ids,
     _require_logits,
@@ -360,9 +361,7 @@ def group_variance_table(bandit: ContextualBandit | None = None, logits: torch.T
     K = bandit.num_actions
     variance, projections = {}, {}
     # Tensors this small are faster on one thread (splitting them costs more than it saves).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread():
         for name in BASELINES:
             # The same seed for every baseline: they see the same draws, so their differences are not noise.
             g = torch.Generator().manual_seed(seed)
@@ -373,8 +372,6 @@ def group_variance_table(bandit: ContextualBandit | None = None, logits: torch.T
                 rows_var.append(G * est.var(dim=0).sum())  # trace of the covariance, per response
                 rows_proj.append(est @ direction)  # (B,)
             variance[name], projections[name] = torch.stack(rows_var), torch.stack(rows_proj)
-    finally:
-        torch.set_num_threads(threads)
     return GroupVarianceTable(sizes, variance, projections, float(exact.norm()))
 
 

@@ -21,7 +21,7 @@ import csv
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from course_lib.grading.verdict import Graded, Row
+from course_lib.authoring.grading.verdict import Graded, Row
 
 COLUMNS = ["student", "notebook", "exercise", "points", "max_points", "status", "message", "notes", "submission"]
 STATUS_ORDER = ["passed", "failed", "error", "timeout", "not attempted"]

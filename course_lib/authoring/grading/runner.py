@@ -5,7 +5,7 @@ The command line is the one an instructor would type for a single notebook::
     python -m pytest NOTEBOOK --nbval-lax --nbval-current-env --nbval-cell-timeout=60 \\
         --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider -c pytest.ini -o addopts=
 
-plus ``-p course_lib.grading.nbval_report``, which writes one JSON line per cell event
+plus ``-p course_lib.authoring.grading.nbval_report``, which writes one JSON line per cell event
 (with ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` and ``-p nbval.plugin``: no other plugin loads).
 ``-c`` points at an empty ``pytest.ini`` next to the notebook, so the repository's
 ``addopts`` (coverage) and ``conftest.py`` are not used.
@@ -20,7 +20,7 @@ the plugin records each call's real outcome). If the cell swallows the interrupt
 and every later cell fails with "Kernel dead on test start"; if the cell keeps printing,
 nbval never stops reading its output. So the runner stops the whole process tree (pytest
 and the kernel, which runs in a session of its own) as soon as a cell has timed out,
-or has run ``timeout + GRACE`` seconds, and :mod:`course_lib.grading.verdict` runs the
+or has run ``timeout + GRACE`` seconds, and :mod:`course_lib.authoring.grading.verdict` runs the
 notebook again from the start without that exercise: one infinite loop costs only its
 own exercise, and the later cells are graded in a kernel that never saw it.
 """
@@ -40,7 +40,7 @@ from pathlib import Path
 
 import psutil  # installed with ipykernel, which the course needs anyway
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # IPython colours its tracebacks
 GRACE = 2.0  # seconds past the cell timeout (nbval interrupts at the timeout) before the watchdog stops all
 STARTUP = 120.0  # seconds allowed for pytest and the kernel to start
@@ -138,7 +138,7 @@ def _run_once(notebook: Path, timeout: float, threads: int, sanitize: Path | Non
     events_path.unlink(missing_ok=True)
     (folder / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
     command = [sys.executable, "-m", "pytest", notebook.name, "--nbval-lax", "--nbval-current-env",
-               f"--nbval-cell-timeout={timeout:g}", "-p", "no:cacheprovider", "-p", "course_lib.grading.nbval_report",
+               f"--nbval-cell-timeout={timeout:g}", "-p", "no:cacheprovider", "-p", "course_lib.authoring.grading.nbval_report",
                "-p", "nbval.plugin", f"--grade-events={events_path}",
                "-c", "pytest.ini", "--rootdir", ".", "-o", "addopts=", "--color=no", "-q", "-rfE"]
     if sanitize is not None:

@@ -32,10 +32,10 @@ from pathlib import Path
 
 import nbformat
 
-from course_lib.grading.canonical import Canonical
-from course_lib.grading.rebuild import GradedCell, match_solutions, rebuild
-from course_lib.grading.runner import CellOutcome, Run, run_nbval
-from course_lib.grading.submissions import identify, name_in_file, read_submission
+from course_lib.authoring.grading.canonical import Canonical
+from course_lib.authoring.grading.rebuild import GradedCell, match_solutions, rebuild
+from course_lib.authoring.grading.runner import CellOutcome, Run, run_nbval
+from course_lib.authoring.grading.submissions import identify, name_in_file, read_submission
 
 WHERE = {"solution": "your solution cell", "check": "the check", "hidden": "a hidden check"}
 

@@ -102,11 +102,11 @@ def baseline_variance_widget(group_size: int = 8, baseline: str = "leave_one_out
     """A group-size slider and a baseline menu over :func:`~course_lib.plotting.plot_baseline_variance` (chapter 03).
 
     Every (group size, baseline) pair is measured once, when the widget is built
-    (:func:`course_lib.variance.group_variance_table`, about a second); a redraw only plots.
+    (:func:`course_lib.lectures.variance.group_variance_table`, about a second); a redraw only plots.
     """
     from functools import partial
 
-    from course_lib import variance
+    from course_lib.lectures import variance
     from course_lib.plotting import plot_baseline_variance
 
     table = variance.default_group_variance_table()
@@ -163,12 +163,12 @@ def grpo_group_widget(group_size: int = 8) -> SliderPlot:
 def sweep_widget(group_size: int = 8, clip_eps: float = 0.2) -> SliderPlot:
     """group_size and clip_eps sliders over :func:`~course_lib.plotting.plot_sweep` (chapter 07).
 
-    Browses the precomputed sweep of ``course_lib/data/sweep_07.json`` (``benchmarks/sweep_07.py``
+    Browses the precomputed sweep of ``course_lib/lectures/data/sweep_07.json`` (``benchmarks/sweep_07.py``
     regenerates it): the file is read once, when the widget is built; a redraw only plots.
     """
     from functools import partial
 
-    from course_lib.sweep import load_sweep
+    from course_lib.lectures.sweep import load_sweep
     from course_lib.plotting import plot_sweep
 
     sweep = load_sweep()["sweep"]

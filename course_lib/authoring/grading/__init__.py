@@ -1,4 +1,4 @@
-"""The parts of ``python -m course_lib.grade`` (see :mod:`course_lib.grade`), in the order they run.
+"""The parts of ``python -m course_lib.grade`` (see :mod:`course_lib.authoring.grade`), in the order they run.
 
 - ``canonical``: the instructor's solution notebooks and hidden checks;
 - ``submissions``: finding, reading and naming the students' files;

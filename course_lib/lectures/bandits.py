@@ -2,7 +2,7 @@
 
 ``S`` states (think prompts), ``K`` actions (think whole responses), one reward per
 (state, action), and a softmax policy whose ``S * K`` logits are the parameters.
-It is small enough to enumerate, so every expectation that ``course_lib.variance``
+It is small enough to enumerate, so every expectation that ``course_lib.lectures.variance``
 estimates from samples also has an exact value here to check it against.
 
 Shapes: ``S`` states, ``K`` actions, ``D`` state features, ``P = S * K`` parameters,

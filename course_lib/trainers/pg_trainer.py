@@ -38,6 +38,7 @@ from course_lib.models import SortingPolicy, greedy_responses, sample_responses
 from course_lib.policy_gradient import gather_log_probs, reinforce_loss
 from course_lib.rewards import sort_exact_match_reward, sort_inclusion_ordering_reward
 from course_lib.tasks import sorting_prompts
+from course_lib._threads import one_thread
 
 REWARDS = {
     "inclusion_ordering": sort_inclusion_ordering_reward,
@@ -140,9 +141,7 @@ def train_sorting_pg(config: PGConfig | None = None, prompts: torch.Tensor | Non
 
     # A model this small (a few hundred parameters) runs faster on one thread: the cost of
     # splitting a tiny matrix product across threads exceeds the product itself.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread():
         init_gen = torch.Generator().manual_seed(config.seed)
         sample_gen = torch.Generator().manual_seed(config.seed + 1)
         model = SortingPolicy(V, config.embedding_dim, T, T, generator=init_gen)
@@ -175,5 +174,3 @@ def train_sorting_pg(config: PGConfig | None = None, prompts: torch.Tensor | Non
                     history.loss.append(loss.item())
         history.model = model
         return history
-    finally:
-        torch.set_num_threads(threads)

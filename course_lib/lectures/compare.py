@@ -15,9 +15,9 @@ Chapter 07 puts the two trainers of chapters 05 and 06 on equal terms and measur
    is :func:`course_lib.grpo.grpo_loss` over the padded episodes. PPO runs
    (:func:`run_cartpole_ppo`) with GAE and its critic on the same number of environment steps;
 3. **memory** (:func:`sorting_memory_tables`): one training step of each trainer, with every
-   byte accounted for by :mod:`course_lib.memory`.
+   byte accounted for by :mod:`course_lib.lectures.memory`.
 
-The sweep over GRPO's group size and clip range, and its reading, are in :mod:`course_lib.sweep`.
+The sweep over GRPO's group size and clip range, and its reading, are in :mod:`course_lib.lectures.sweep`.
 
 A run's result is a *curve*: a dict of equal-length lists ``samples`` (responses, or
 environment steps), ``seconds`` (wall-clock since the start of training) and ``reward``
@@ -36,8 +36,9 @@ import numpy as np
 import torch
 
 from course_lib import _validate
+from course_lib._threads import one_thread
 from course_lib.grpo import LOSS_AGG_MODES, grpo_loss
-from course_lib.memory import measure_training_memory
+from course_lib.lectures.memory import measure_training_memory
 from course_lib.models import greedy_responses
 from course_lib.policy_gradient import gather_log_probs
 from course_lib.rewards import sort_inclusion_ordering_reward
@@ -58,12 +59,8 @@ SORTING_PPO = dict(num_steps=3, gamma=1.0, lam=0.95, lr=5e-3, ent_coef=0.0, num_
 
 def _one_thread(fn):
     """Run ``fn()`` on one torch thread (fastest for models this small), restoring the setting after."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread():
         return fn()
-    finally:
-        torch.set_num_threads(threads)
 
 
 def run_sorting_grpo(seed: int = 0, epochs: int = 100, group_size: int = 10, clip_eps: float = 0.2,
@@ -362,7 +359,7 @@ def sorting_memory_tables(group_size: int = 8, seed: int = 0) -> dict[str, dict]
 
     PPO takes one Adam step on the whole rollout (``update_epochs = num_minibatches = 1``),
     so both steps see the same samples. Returns ``{"PPO": rows, "GRPO": rows}`` of
-    :func:`course_lib.memory.measure_training_memory`.
+    :func:`course_lib.lectures.memory.measure_training_memory`.
     """
     prompts = sorting_prompts()
     ppo, env = sorting_ppo_trainer(seed, group_size, prompts=prompts, update_epochs=1, num_minibatches=1)

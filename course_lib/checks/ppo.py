@@ -2,7 +2,7 @@
 
 They sit in their own file so that ``course_lib/ppo.py`` reads as the algorithm
 alone; ``course_lib.ppo`` re-exports every ``check_*`` so students call
-``course_lib.ppo.check_clipped_surrogate_loss(fn)`` as everywhere else.
+``course_lib.checks.ppo.check_clipped_surrogate_loss(fn)`` as everywhere else.
 """
 
 from __future__ import annotations

@@ -2,14 +2,14 @@
 
 They sit in their own file so that ``course_lib/grpo.py`` reads as the algorithm
 alone; ``course_lib.grpo`` re-exports every ``check_*`` so students call
-``course_lib.grpo.check_group_advantages(fn)`` as everywhere else.
+``course_lib.checks.grpo.check_group_advantages(fn)`` as everywhere else.
 """
 
 from __future__ import annotations
 
 import torch
 
-from course_lib.baselines import _std
+from course_lib.checks.baselines import _std
 from course_lib.checks import Case, Mistake, check_against_reference
 from course_lib.grpo import (
     KL_KINDS,
@@ -213,15 +213,18 @@ def check_grpo_loss(fn) -> bool:
         Case("Dr. GRPO: normalize_std=False, loss_agg='seq-mean-token-sum-norm', max_len=6",
              {**base, "normalize_std": False, "loss_agg": "seq-mean-token-sum-norm", "max_len": 6}, grad),
         Case("DAPO's loss_agg='token-mean', clip_eps=0.1", {**base, "loss_agg": "token-mean", "clip_eps": 0.1}, grad),
+        Case("DAPO's clip-higher: clip_eps=0.1, clip_eps_high=0.3 (the ratio is clipped to [0.9, 1.3])",
+             {**base, "clip_eps": 0.1, "clip_eps_high": 0.3}, grad),
     ]
 
-    def wrong_grpo(*, kl=None, adv=None, per_token=None, agg=None):
+    def wrong_grpo(*, kl=None, adv=None, per_token=None, agg=None, ignore_high=False):
         def loss_fn(logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
-                    normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None):
+                    normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, clip_eps_high=None):
             a = adv(rewards, normalize_std) if adv else group_advantages(rewards.detach(), normalize_std)
             a = a[..., None].expand_as(logp)
+            high = None if ignore_high else clip_eps_high
             surrogate = per_token(logp, logp_old, a, clip_eps) if per_token else clipped_surrogate(
-                logp, logp_old, a, clip_eps)
+                logp, logp_old, a, clip_eps, high)
             if logp_ref is not None:
                 k = kl(logp, logp_ref, kl_kind) if kl else kl_estimate(logp, logp_ref.detach(), kl_kind)
                 surrogate = surrogate + kl_coef * k
@@ -256,6 +259,8 @@ def check_grpo_loss(fn) -> bool:
                 wrong_grpo(adv=lambda r, n: (r - r.mean(-1, keepdim=True)) / (r.std(-1, keepdim=True, correction=0)
                                                                                + 1e-6) if n else
                            r - r.mean(-1, keepdim=True))),
+        Mistake("clip_eps_high is ignored: the ratio is clipped to [1 - clip_eps, 1 + clip_eps_high] "
+                "(DAPO's clip-higher); clip_eps_high=None means clip_eps", wrong_grpo(ignore_high=True)),
         Mistake("loss_agg is ignored: the tokens are always averaged over the whole batch (token-mean); "
                 "pass loss_agg (and max_len) to aggregate_loss", wrong_grpo(agg=lambda x, m: masked_mean(x, m))),
     ]

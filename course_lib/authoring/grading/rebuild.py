@@ -41,9 +41,9 @@ from dataclasses import dataclass, field
 
 import nbformat
 
-from course_lib.build import strip_solutions
-from course_lib.grading.canonical import Canonical, cell_role
-from course_lib.grading.submissions import StudentCell, Submission
+from course_lib.authoring.build import strip_solutions
+from course_lib.authoring.grading.canonical import Canonical, cell_role
+from course_lib.authoring.grading.submissions import StudentCell, Submission
 
 GUARD = """\
 # --- added by course_lib.grade: use the check on disk, whatever a solution cell patched ---

@@ -1,6 +1,6 @@
 """The autograder's shared machinery: compare a student's function with the reference.
 
-Every exercise check in the course (``course_lib.gae.check_compute_gae`` and
+Every exercise check in the course (``course_lib.checks.gae.check_compute_gae`` and
 friends) is a thin wrapper around :func:`check_against_reference`:
 
 1. it runs the student's function and the reference on a grid of edge cases

@@ -1,0 +1,271 @@
+"""Exercise checks of chapter 04 (GAE): TD residuals, compute_gae, and the table by hand.
+
+The checks import the reference implementations of ``course_lib.gae``; the maths module never
+imports its checks, so the file a student opens is the maths alone.
+"""
+
+from __future__ import annotations
+
+import torch
+from course_lib.checks import Case, Mistake, check_against_reference
+from course_lib.gae import compute_gae, discounted_returns, gae_table_episode, td_residuals
+
+
+def _trajectory(seed: int, shape: tuple[int, ...], done_at=(), dones_dtype=torch.bool) -> dict:
+    """Seeded random rewards, values and last values; dones set at ``(index..., t)`` positions."""
+    g = torch.Generator().manual_seed(seed)
+    rewards = torch.randn(shape, generator=g, dtype=torch.float64)
+    values = torch.randn(shape, generator=g, dtype=torch.float64)
+    last_values = torch.randn(shape[:-1], generator=g, dtype=torch.float64) + 1.0
+    dones = torch.zeros(shape, dtype=torch.bool)
+    for index in done_at:
+        dones[index] = True
+    return dict(rewards=rewards, values=values, dones=dones.to(dones_dtype), last_values=last_values)
+
+
+def _gae_cases(with_lam: bool) -> list[Case]:
+    def case(description, seed, shape, done_at=(), gamma=0.9, lam=0.8, dones_dtype=torch.bool):
+        kwargs = _trajectory(seed, shape, done_at, dones_dtype)
+        kwargs["gamma"] = gamma
+        if with_lam:
+            kwargs["lam"] = lam
+        return Case(description, kwargs)
+
+    every = tuple((i, t) for i in range(2) for t in range(3))
+    return [
+        case("one environment, 6 steps, no terminal step, bootstrap from last_values", 0, (6,)),
+        case("one environment, 6 steps, terminates at t=2 (the next episode starts at t=3)", 1, (6,), [(2,)]),
+        case("one environment, terminates at the last step (last_values must be ignored)", 2, (5,), [(4,)]),
+        case("one environment, terminates at the first step t=0", 3, (5,), [(0,)]),
+        case("4 environments, 7 steps, terminals at different steps", 4, (4, 7), [(0, 2), (1, 6), (2, 0), (2, 4)]),
+        case("3 environments, dones given as 0./1. floats", 5, (3, 5), [(0, 1), (2, 3)], dones_dtype=torch.float64),
+        case("3 environments, dones given as 0/1 integers", 6, (3, 5), [(1, 2)], dones_dtype=torch.int64),
+        case("gamma = 1 and lam = 1 (undiscounted Monte-Carlo)", 7, (2, 6), [(0, 3)], gamma=1.0, lam=1.0),
+        case("lam = 0 (one-step TD residuals)", 8, (2, 6), [(1, 1)], gamma=0.95, lam=0.0),
+        case("lam = 1, gamma = 0.99", 9, (2, 6), [(0, 4)], gamma=0.99, lam=1.0),
+        case("every step is terminal", 10, (2, 3), every),
+        case("a single step (T = 1)", 11, (3, 1), [(1, 0)]),
+        case("a (2, 3) batch of environments, 4 steps each", 12, (2, 3, 4), [(0, 1, 2), (1, 2, 0)]),
+    ]
+
+
+# Classic wrong implementations, for the messages of the checks. Each takes the dones it (wrongly) uses.
+
+
+def _wrong_dones(dones, *, ignore_dones=False, shift=False):
+    """The done flags a mistake uses: none at all, or done_{t+1} in place of done_t."""
+    d = dones.to(torch.float64)
+    if ignore_dones:
+        return torch.zeros_like(d)
+    if shift:
+        return torch.cat([d[..., 1:], torch.zeros_like(d[..., :1])], dim=-1)
+    return d
+
+
+def _wrong_deltas(rewards, values, used_dones, last_values, gamma, *, bootstrap=True, subtract=True):
+    next_values = torch.cat([values[..., 1:], (last_values if bootstrap else 0 * last_values).unsqueeze(-1)], -1)
+    return rewards + gamma * (1.0 - used_dones.to(rewards.dtype)) * next_values - (values if subtract else 0.0)
+
+
+def _gae_mistake(*, factor=None, ignore_dones=False, shift=False, bootstrap=True, subtract=True,
+                 forward=False, returns="sum", normalize=False):
+    def wrong(rewards, values, dones, last_values, gamma, lam):
+        used = _wrong_dones(dones, ignore_dones=ignore_dones, shift=shift).to(rewards.dtype)
+        deltas = _wrong_deltas(rewards, values, used, last_values, gamma, bootstrap=bootstrap, subtract=subtract)
+        k = gamma * lam if factor is None else factor(gamma, lam)
+        adv, running, T = torch.empty_like(deltas), torch.zeros_like(deltas[..., 0]), deltas.shape[-1]
+        for t in (range(T) if forward else reversed(range(T))):
+            # Forwards, the mistake reads A_{t-1} and cuts at done_{t-1}; backwards, A_{t+1} and done_t.
+            cut = (used[..., t - 1] if t > 0 else 0.0) if forward else used[..., t]
+            running = deltas[..., t] + k * (1.0 - cut) * running
+            adv[..., t] = running
+        if normalize:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        if returns == "mc":
+            return adv, discounted_returns(rewards, dones, last_values, gamma)
+        return adv, adv + values
+
+    return wrong
+
+
+_GAE_MISTAKES = [
+    Mistake("you bootstrap through terminal steps: multiply V(s_{t+1}) and A_{t+1} by (1 - dones[..., t]) "
+            "so nothing after a terminal step flows back into it", _gae_mistake(ignore_dones=True)),
+    Mistake("your done mask is off by one: step t is cut by dones[..., t] (it terminated at t), "
+            "not by dones[..., t+1]", _gae_mistake(shift=True)),
+    Mistake("the bootstrap at the end is missing: the last step's delta uses gamma * last_values "
+            "(V of the state after the last step), not 0", _gae_mistake(bootstrap=False)),
+    Mistake("you forgot to subtract V(s_t): delta_t = r_t + gamma * V(s_{t+1}) - V(s_t)", _gae_mistake(subtract=False)),
+    Mistake("the recursion multiplies A_{t+1} by lam alone; it must be gamma * lam",
+            _gae_mistake(factor=lambda gamma, lam: lam)),
+    Mistake("gamma is applied twice: the recursion factor is gamma * lam, not gamma**2 * lam",
+            _gae_mistake(factor=lambda gamma, lam: gamma * gamma * lam)),
+    Mistake("the recursion runs forwards; GAE sums future residuals, so loop backwards from t = T-1",
+            _gae_mistake(forward=True)),
+    Mistake("returns should be advantages + values (the lambda-return), not the discounted reward-to-go",
+            _gae_mistake(returns="mc")),
+    Mistake("you normalised the advantages; compute_gae returns them raw (PPO normalises per minibatch, in the loss)",
+            _gae_mistake(normalize=True)),
+]
+
+
+def check_compute_gae(fn) -> bool:
+    """Check a student's ``compute_gae(rewards, values, dones, last_values, gamma, lam)``."""
+    return check_against_reference(fn, compute_gae, _gae_cases(with_lam=True), name="compute_gae",
+                                   mistakes=_GAE_MISTAKES)
+
+
+def _td_mistake(*, ignore_dones=False, shift=False, bootstrap=True, subtract=True):
+    def wrong(rewards, values, dones, last_values, gamma):
+        used = _wrong_dones(dones, ignore_dones=ignore_dones, shift=shift)
+        return _wrong_deltas(rewards, values, used, last_values, gamma, bootstrap=bootstrap, subtract=subtract)
+
+    return wrong
+
+
+_TD_MISTAKES = [
+    Mistake("you bootstrap through terminal steps: multiply V(s_{t+1}) by (1 - dones[..., t])",
+            _td_mistake(ignore_dones=True)),
+    Mistake("your done mask is off by one: use dones[..., t], not dones[..., t+1]", _td_mistake(shift=True)),
+    Mistake("the last step must bootstrap from gamma * last_values, not 0", _td_mistake(bootstrap=False)),
+    Mistake("you forgot to subtract V(s_t): delta_t = r_t + gamma * V(s_{t+1}) - V(s_t)", _td_mistake(subtract=False)),
+    Mistake("V(s_{t+1}) is values[..., t+1] (and last_values at the end), not values[..., t]",
+            lambda rewards, values, dones, last_values, gamma:
+            rewards + gamma * (1.0 - dones.to(rewards.dtype)) * values - values),
+]
+
+
+def check_td_residuals(fn) -> bool:
+    """Check a student's ``td_residuals(rewards, values, dones, last_values, gamma)``."""
+    return check_against_reference(fn, td_residuals, _gae_cases(with_lam=False), name="td_residuals",
+                                   mistakes=_TD_MISTAKES)
+
+
+def _table_parts(ep):
+    r, v, d = ep["rewards"], ep["values"], ep["dones"].double()
+    v_next = torch.cat([v[1:], ep["last_values"].reshape(1)])  # (T,): V(s_{t+1})
+    d_next = torch.cat([d[1:], torch.zeros(1, dtype=d.dtype)])  # (T,): done_{t+1}
+    return r, v, d, v_next, d_next, ep["gamma"], ep["lam"]
+
+
+# Each wrong delta column: a message (formatted with t) and the column the mistake produces.
+_TABLE_DELTA_MISTAKES = [
+    (("the episode terminates at t = {t}, so nothing after it is bootstrapped: "
+      "delta_{t} = r_{t} - V(s_{t}), without gamma * V(s_{t1})"),
+     lambda r, v, d, vn, dn, g: r + g * vn - v),
+    ("the last step bootstraps from last_values = V(s_5): delta_4 = r_4 + gamma * V(s_5) - V(s_4)",
+     lambda r, v, d, vn, dn, g: r + g * (1 - d) * torch.cat([vn[:-1], vn.new_zeros(1)]) - v),
+    ("you forgot to subtract V(s_{t}): delta_t = r_t + gamma * V(s_{{t+1}}) - V(s_t)",
+     lambda r, v, d, vn, dn, g: r + g * (1 - d) * vn),
+    ("gamma is missing: delta_t = r_t + gamma * V(s_{{t+1}}) - V(s_t)",
+     lambda r, v, d, vn, dn, g: r + (1 - d) * vn - v),
+    ("V(s_{t1}) is the value of the next state (values[{t1}], or last_values after t = 4), not V(s_{t})",
+     lambda r, v, d, vn, dn, g: r + g * (1 - d) * v - v),
+    ("the sign is flipped: delta_t = r_t + gamma * V(s_{{t+1}}) - V(s_t)",
+     lambda r, v, d, vn, dn, g: -(r + g * (1 - d) * vn - v)),
+    ("step {t} is cut by its own done flag dones[{t}] (it ended the episode), not by dones[{t1}]",
+     lambda r, v, d, vn, dn, g: r + g * (1 - dn) * vn - v),
+]
+
+# Each wrong advantage entry, from the right delta_t and the student's own A_{t+1} (right, since the
+# entries are checked from t = 4 down): (message, fn(delta, a_next, done, done_next, g, lam, v_t, v_last, last)).
+_TABLE_ADV_MISTAKES = [
+    ("the episode terminates at t = {t}: A_{t} = delta_{t}, nothing of A_{t1} (the next episode) flows back",
+     lambda dl, an, d, dn, g, lam, vt, vl, last: dl + g * lam * an),
+    ("step {t} is cut by its own done flag dones[{t}], not by dones[{t1}]",
+     lambda dl, an, d, dn, g, lam, vt, vl, last: dl + g * lam * (1 - dn) * an),
+    ("the recursion multiplies A_{t1} by lam alone; it must be gamma * lam",
+     lambda dl, an, d, dn, g, lam, vt, vl, last: dl + lam * (1 - d) * an),
+    ("the recursion multiplies A_{t1} by gamma alone; it must be gamma * lam",
+     lambda dl, an, d, dn, g, lam, vt, vl, last: dl + g * (1 - d) * an),
+    ("you forgot gamma * lam: A_t = delta_t + gamma * lam * A_{{t+1}}",
+     lambda dl, an, d, dn, g, lam, vt, vl, last: dl + (1 - d) * an),
+    ("gamma is applied twice: the factor is gamma * lam, not gamma^2 * lam",
+     lambda dl, an, d, dn, g, lam, vt, vl, last: dl + g * g * lam * (1 - d) * an),
+    ("A_t is not delta_t alone (that is lam = 0): add gamma * lam * A_{{t+1}}",
+     lambda dl, an, d, dn, g, lam, vt, vl, last: dl),
+    ("A_4 = delta_4: the recursion starts from A_5 = 0 (last_values already entered through delta_4)",
+     lambda dl, an, d, dn, g, lam, vt, vl, last: dl + g * lam * vl if last else torch.tensor(float("nan"))),
+    ("that is the return A_{t} + V(s_{t}); the table asks for the advantage A_{t}",
+     lambda dl, an, d, dn, g, lam, vt, vl, last: dl + g * lam * (1 - d) * an + vt),
+]
+
+
+def _table_column(name: str, column) -> torch.Tensor:
+    """One column of the student's table as a (5,) float64 tensor; AssertionError naming what is wrong."""
+    if isinstance(column, torch.Tensor):
+        column = column.detach().flatten().tolist()
+    try:
+        entries = list(column)
+    except TypeError:
+        raise AssertionError(f"gae_table: {name} should be a list of 5 numbers, got {type(column).__name__}") from None
+    if len(entries) != 5:
+        raise AssertionError(f"gae_table: {name} should hold 5 numbers (t = 0, ..., 4), got {len(entries)}")
+    for t, x in enumerate(entries):
+        if isinstance(x, torch.Tensor) and x.numel() == 1:
+            x = x.item()
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or x != x:  # noqa: PLR0124 (only NaN != NaN)
+            raise AssertionError(f"gae_table: {name}[{t}] should be a number, got {x!r}: fill it in")
+        entries[t] = float(x)
+    return torch.tensor(entries, dtype=torch.float64)
+
+
+def check_gae_table(fn, atol: float = 1e-3) -> bool:
+    """Check a hand-filled table: ``fn()`` returns ``(deltas, advantages)`` for :func:`gae_table_episode`.
+
+    The deltas are compared with :func:`td_residuals`, the advantages with
+    :func:`compute_gae`, each entry to ``atol`` (3 decimals are enough). A wrong
+    entry is named, and matched against the classic mistakes to say why.
+    """
+    result = fn()
+    if result is None:
+        raise AssertionError("gae_table returned None: did you forget `return deltas, advantages`?")
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise AssertionError("gae_table should return two lists, `return deltas, advantages`")
+    deltas, advantages = _table_column("deltas", result[0]), _table_column("advantages", result[1])
+    ep = gae_table_episode()
+    want_deltas = td_residuals(ep["rewards"], ep["values"], ep["dones"], ep["last_values"], ep["gamma"])
+    want_adv, _ = compute_gae(**ep)
+    r, v, d, v_next, d_next, g, lam = _table_parts(ep)
+
+    def off(got, want):
+        return abs(float(got) - float(want)) > atol
+
+    # 1. The deltas: every entry on its own.
+    wrong = [t for t in range(5) if off(deltas[t], want_deltas[t])]
+    if wrong:
+        lines = []
+        for t in wrong:
+            why = f"off by more than {atol:g}: delta_{t} = r_{t} + gamma * (1 - done_{t}) * V(s_{t + 1}) - V(s_{t})"
+            for message, mistake in _TABLE_DELTA_MISTAKES:
+                guess = mistake(r, v, d, v_next, d_next, g)[t]
+                if off(guess, want_deltas[t]) and not off(deltas[t], guess):
+                    why = message.format(t=t, t1=t + 1)
+                    break
+            lines.append(f"  deltas[{t}] = {deltas[t].item():.4g}: {why}")
+        count = "1 of the 5 deltas is" if len(wrong) == 1 else f"{len(wrong)} of the 5 deltas are"
+        raise AssertionError(f"gae_table: {count} wrong (the advantages are checked once the deltas are right)\n"
+                             + "\n".join(lines))
+
+    # 2. The advantages, from t = 4 down: the first wrong entry is diagnosed from the (right) ones after it.
+    wrong = [t for t in reversed(range(5)) if off(advantages[t], want_adv[t])]
+    if wrong:
+        t = wrong[0]
+        a_next = advantages[t + 1] if t < 4 else torch.tensor(0.0, dtype=torch.float64)
+        why = f"off by more than {atol:g}: A_{t} = delta_{t} + gamma * lam * (1 - done_{t}) * A_{t + 1}, with A_5 = 0"
+        candidates = [(m, f(want_deltas[t], a_next, d[t], d_next[t], g, lam, v[t], ep["last_values"], t == 4))
+                      for m, f in _TABLE_ADV_MISTAKES]
+        forward, _ = _gae_mistake(forward=True)(**ep)
+        candidates.append(("the recursion runs backwards: start at t = 4 with A_4 = delta_4, then t = 3, ..., 0",
+                           forward[t]))
+        for message, guess in candidates:
+            if not torch.isnan(torch.as_tensor(guess)) and off(guess, want_adv[t]) and not off(advantages[t], guess):
+                why = message.format(t=t, t1=t + 1)
+                break
+        later = ", ".join(f"advantages[{s}]" for s in wrong[1:])
+        verb = "is" if len(wrong) == 2 else "are"
+        also = f"\n  ({later} {verb} off too, perhaps only because they build on it)" if later else ""
+        raise AssertionError(f"gae_table: the deltas are right; advantages[{t}] = {advantages[t].item():.4g} is wrong "
+                             f"(fill the column from t = 4 down to t = 0): {why}{also}")
+    print(f"\u2714 gae_table: all 5 deltas and 5 advantages agree with td_residuals and compute_gae (to {atol:g}).")
+    return True

@@ -1,0 +1,161 @@
+"""Exercise checks of chapter 02 (policy gradient): log-probs and the REINFORCE loss.
+
+The checks import the reference implementations of ``course_lib.policy_gradient``; the maths module never
+imports its checks, so the file a student opens is the maths alone.
+"""
+
+from __future__ import annotations
+
+import torch
+from course_lib.checks import Case, Mistake, check_against_reference
+from course_lib.policy_gradient import gather_log_probs, reinforce_loss
+
+
+def check_gather_log_probs(fn) -> bool:
+    """Check a student's ``gather_log_probs(logits, tokens)`` against the reference."""
+    g = torch.Generator().manual_seed(0)
+
+    def case(description, shape, scale=2.0, logits=None):
+        *lead, V = shape
+        if logits is None:
+            logits = scale * torch.randn(*shape, generator=g, dtype=torch.float64)
+        tokens = torch.randint(0, V, tuple(lead), generator=g)
+        return Case(description, {"logits": logits, "tokens": tokens}, grad=("logits",))
+
+    far = torch.tensor([[0.0, 1000.0, -5.0], [2.0, 0.0, -1000.0]], dtype=torch.float64)
+    cases = [
+        case("one response of T=5 tokens, vocabulary V=4 (logits (5, 4))", (5, 4)),
+        case("B=2 responses of T=3 tokens, V=6 (logits (2, 3, 6))", (2, 3, 6)),
+        case("B=2 prompts, G=3 responses of T=4 tokens, V=5 (logits (2, 3, 4, 5))", (2, 3, 4, 5)),
+        case("a single token, T=1, V=7", (1, 1, 7)),
+        case("a vocabulary of one token, V=1: log pi is 0", (2, 3, 1)),
+        Case("logits 1000 apart: log(softmax) underflows to -inf, log_softmax does not",
+             {"logits": far, "tokens": torch.tensor([0, 2])}, grad=("logits",)),
+    ]
+
+    def softmax_probs(logits, tokens):
+        return torch.softmax(logits, -1).gather(-1, tokens.long()[..., None]).squeeze(-1)
+
+    def log_of_softmax(logits, tokens):
+        return torch.log(torch.softmax(logits, -1)).gather(-1, tokens.long()[..., None]).squeeze(-1)
+
+    def wrong_axis(logits, tokens):
+        return torch.log_softmax(logits, -2).gather(-1, tokens.long()[..., None]).squeeze(-1)
+
+    def raw_logits(logits, tokens):
+        return logits.gather(-1, tokens.long()[..., None]).squeeze(-1)
+
+    def shifted(logits, tokens):
+        logp_all = torch.log_softmax(logits, -1)[..., :-1, :]
+        return logp_all.gather(-1, tokens.long()[..., 1:, None]).squeeze(-1)
+
+    def next_position(logits, tokens):
+        logp_all = torch.log_softmax(logits, -1)
+        # Position t reads position t + 1; the last position, having no next one, reads itself.
+        logp_all = torch.cat([logp_all[..., 1:, :], logp_all[..., -1:, :]], dim=-2)
+        return logp_all.gather(-1, tokens.long()[..., None]).squeeze(-1)
+
+    mistakes = [
+        Mistake("these are probabilities, not log-probabilities: use torch.log_softmax(logits, dim=-1), "
+                "not torch.softmax", softmax_probs),
+        Mistake("log(softmax(...)) underflows to -inf for very unlikely tokens: use torch.log_softmax, "
+                "which is exact there", log_of_softmax),
+        Mistake("the log_softmax normalises over the wrong axis (the token axis T); normalise over the "
+                "vocabulary, the last axis: torch.log_softmax(logits, dim=-1)", wrong_axis),
+        Mistake("you gathered raw logits; normalise them first with torch.log_softmax(logits, dim=-1)",
+                raw_logits),
+        Mistake("you shifted logits and tokens by one position, as in next-token training; here "
+                "logits[..., t, :] is already the distribution of tokens[..., t]: gather without a shift",
+                shifted),
+        Mistake("you gathered each token from the logits of the next position; logits[..., t, :] is "
+                "the distribution of tokens[..., t]: use the same position t", next_position),
+    ]
+    return check_against_reference(fn, gather_log_probs, cases, name="gather_log_probs", mistakes=mistakes)
+
+
+def check_reinforce_loss(fn) -> bool:
+    """Check a student's ``reinforce_loss(logp, deltas, mask=None)``, gradients included."""
+    g = torch.Generator().manual_seed(1)
+
+    def logp_of(*shape):
+        # Negative numbers, like real log-probs.
+        return -torch.rand(*shape, generator=g, dtype=torch.float64) * 3.0
+
+    def deltas_of(*shape):
+        return torch.randn(*shape, generator=g, dtype=torch.float64)
+
+    ragged = torch.tensor([[[1, 1, 1, 1], [1, 1, 0, 0]], [[1, 0, 0, 0], [1, 1, 1, 0]]])
+    with_empty = torch.tensor([[1, 1, 1, 0], [0, 0, 0, 0], [1, 1, 0, 0]])
+    padded_logp = logp_of(3, 4)
+    padded_logp[with_empty == 0] = -50.0  # garbage in the padding
+    grad = ("logp", "deltas")
+    cases = [
+        Case("one response of T=4 tokens, deltas a scalar, no mask",
+             {"logp": logp_of(4), "deltas": torch.tensor(1.5)}, grad),
+        Case("B=3 responses of T=3 tokens (B == T: deltas[b] must weight row b)",
+             {"logp": logp_of(3, 3), "deltas": deltas_of(3)}, grad),
+        Case("B=3 responses of T=5 tokens, no mask", {"logp": logp_of(3, 5), "deltas": deltas_of(3)}, grad),
+        Case("B=2 prompts, G=2 responses of lengths 4, 2, 1, 3 (padded to T=4)",
+             {"logp": logp_of(2, 2, 4), "deltas": deltas_of(2, 2), "mask": ragged}, grad),
+        Case("a bool mask, lengths 3, 0 (an empty response) and 2, padding holds -50",
+             {"logp": padded_logp, "deltas": deltas_of(3), "mask": with_empty.bool()}, grad),
+        Case("every token is padding: the loss is 0",
+             {"logp": logp_of(2, 3), "deltas": deltas_of(2), "mask": torch.zeros(2, 3)}, grad),
+    ]
+
+    def attached(logp, deltas, mask=None):
+        per_token = -(deltas[..., None] * logp)
+        return _masked_token_mean(per_token, mask)
+
+    def no_minus(logp, deltas, mask=None):
+        return _masked_token_mean(deltas.detach()[..., None] * logp, mask)
+
+    def summed(logp, deltas, mask=None):
+        per_token = -(deltas.detach()[..., None] * logp)
+        return per_token.sum() if mask is None else (per_token * mask).sum()
+
+    def unmasked(logp, deltas, mask=None):
+        return (-(deltas.detach()[..., None] * logp)).mean()
+
+    def all_tokens(logp, deltas, mask=None):
+        per_token = -(deltas.detach()[..., None] * logp)
+        return per_token.mean() if mask is None else (per_token * mask).mean()
+
+    def seq_mean(logp, deltas, mask=None):
+        per_token = -(deltas.detach()[..., None] * logp)
+        if mask is None:
+            return per_token.mean()
+        return ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1)).mean()
+
+    def nan_when_empty(logp, deltas, mask=None):
+        per_token = -(deltas.detach()[..., None] * logp)
+        return per_token.mean() if mask is None else (per_token * mask).sum() / mask.sum()
+
+    def wrong_broadcast(logp, deltas, mask=None):
+        return _masked_token_mean(-(deltas.detach() * logp), mask)
+
+    mistakes = [
+        Mistake("a gradient flows into deltas: they are constant weights; use deltas.detach()", attached),
+        Mistake("the sign is flipped: the loss is -(deltas * logp), so that gradient descent on the loss "
+                "is gradient ascent on the expected reward", no_minus),
+        Mistake("you summed over tokens; average over the valid tokens instead "
+                "((loss * mask).sum() / mask.sum())", summed),
+        Mistake("padding is not masked: multiply by mask (or select with it) before you average", unmasked),
+        Mistake("you averaged over all tokens, padding included; divide by the number of valid tokens, "
+                "mask.sum(), not by mask.numel()", all_tokens),
+        Mistake("you averaged each response first, then across responses; reinforce_loss averages over "
+                "all valid tokens of the batch at once", seq_mean),
+        Mistake("a batch with no valid token gives NaN (0 / 0); it contributes nothing: divide by "
+                "mask.sum().clamp(min=1)", nan_when_empty),
+        Mistake("deltas broadcast along the token axis: deltas[b] must weight every token of row b; "
+                "use deltas[..., None] * logp", wrong_broadcast),
+    ]
+    return check_against_reference(fn, reinforce_loss, cases, name="reinforce_loss", mistakes=mistakes)
+
+
+def _masked_token_mean(per_token: torch.Tensor, mask) -> torch.Tensor:
+    """Mean over valid tokens, for the mistakes above (mask may be None)."""
+    if mask is None:
+        return per_token.mean()
+    mask = mask.to(per_token.dtype)
+    return (per_token * mask).sum() / mask.sum().clamp(min=1)

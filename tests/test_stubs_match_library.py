@@ -1,0 +1,77 @@
+"""Every exercise function has the signature and the docstring of the library function it reproduces.
+
+A student's stub and the reference are one function written twice: when the library gains an
+argument (``clip_eps_high``) or a docstring changes, the exercise must follow, or the check
+would test what the stub never asked for. Functions an exercise defines that the library does
+not hold (a table by hand, a helper) are skipped.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import course_lib
+
+ROOT = Path(__file__).resolve().parent.parent
+SKIP_PACKAGES = {"course_lib.authoring", "course_lib.checks", "course_lib.plotting"}
+
+
+def _library_functions() -> dict[str, object]:
+    """Every public function and class of the library, by name (maths, tasks, trainers and lecture modules)."""
+    found = {}
+    for info in pkgutil.walk_packages(course_lib.__path__, "course_lib."):
+        if any(info.name == p or info.name.startswith(p + ".") for p in SKIP_PACKAGES) or info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, obj in vars(module).items():
+            if not name.startswith("_") and inspect.isfunction(obj) and obj.__module__ == info.name:
+                found.setdefault(name, obj)
+    return found
+
+
+def _exercise_functions():
+    for path in sorted((ROOT / "solutions").glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type != "code" or "solution" not in cell.metadata.get("tags", []):
+                continue
+            for node in ast.parse(cell.source).body:
+                if isinstance(node, ast.FunctionDef):
+                    yield path.name, node
+
+
+LIBRARY = _library_functions()
+EXERCISES = [(nb, node) for nb, node in _exercise_functions() if node.name in LIBRARY]
+
+
+def _signature_of(node: ast.FunctionDef) -> str:
+    args = ast.unparse(node.args)
+    returns = f" -> {ast.unparse(node.returns)}" if node.returns else ""
+    return f"({args}){returns}"
+
+
+def _library_signature(fn) -> str:
+    node = ast.parse(inspect.getsource(fn).lstrip()).body[0]
+    return _signature_of(node)
+
+
+def test_exercises_reproduce_library_functions():
+    assert len(EXERCISES) >= 12, [node.name for _, node in EXERCISES]
+
+
+@pytest.mark.parametrize("notebook, node", EXERCISES, ids=[f"{nb}-{node.name}" for nb, node in EXERCISES])
+def test_stub_matches_library(notebook, node):
+    fn = LIBRARY[node.name]
+    assert _signature_of(node) == _library_signature(fn), (
+        f"{notebook}: {node.name} has the signature {_signature_of(node)}, the library's "
+        f"{fn.__module__}.{node.name} has {_library_signature(fn)}")
+    stub_doc, library_doc = ast.get_docstring(node), inspect.getdoc(fn)
+    assert stub_doc == library_doc, (
+        f"{notebook}: the docstring of {node.name} differs from {fn.__module__}.{node.name}'s")
