@@ -89,3 +89,35 @@ def test_two_trl_steps_on_cpu_change_the_weights(tiny_qwen, tmp_path):
     saved = AutoModelForCausalLM.from_pretrained(tmp_path / "checkpoint-2")  # save_steps = save_every * epochs
     torch.testing.assert_close(dict(saved.named_parameters())[changed[0]],
                                dict(trainer.model.named_parameters())[changed[0]])
+
+
+@pytest.mark.parametrize("num_iterations", [1, 2])
+def test_trl_pipeline_old_logps_and_advantages_are_the_course_ones(tiny_qwen, tmp_path, num_iterations):
+    """Inside a real TRL step: with num_iterations=1 TRL hands its loss no logp_old (so the ratio is exactly 1);
+    with more it does. And its advantages are the course's group_advantages of the course's rewards
+    (TRL's std is Bessel-corrected like torch.std; its eps is 1e-4, the course's default 1e-6)."""
+    from course_lib.grpo import group_advantages
+
+    config = loop.HFGRPOConfig(steps=1, prompts_per_step=2, group_size=4, max_new_tokens=6,
+                               epochs_per_batch=num_iterations, reward_weights={"length": 1.0, "answer_format": 0.5})
+    trainer = make_trainer(str(tiny_qwen), data.load_problems(n=4), config, str(tmp_path), progress=False)
+    seen, compute_loss = [], trainer.compute_loss
+
+    def recording_compute_loss(model, inputs, *args, **kwargs):
+        seen.append({k: v.detach().clone() if torch.is_tensor(v) else v for k, v in inputs.items()})
+        return compute_loss(model, inputs, *args, **kwargs)
+
+    trainer.compute_loss = recording_compute_loss
+    trainer.train()
+    assert len(seen) == num_iterations
+    assert ("old_per_token_logps" in seen[0]) == (num_iterations > 1)
+    inputs, tokenizer = seen[0], trainer.processing_class
+    texts = tokenizer.batch_decode(inputs["completion_ids"], skip_special_tokens=True)
+    rewards = torch.tensor(data.score(texts, ["0"] * len(texts), config.reward_weights))  # (N,)
+    # TRL shuffles the rows after scoring: regroup them by prompt.
+    prompts = [tuple(row[m.bool()].tolist()) for row, m in zip(inputs["prompt_ids"], inputs["prompt_mask"])]
+    for prompt in set(prompts):
+        rows = [i for i, p in enumerate(prompts) if p == prompt]
+        assert len(rows) == 4
+        expected = group_advantages(rewards[rows][None, :], eps=1e-4)[0]
+        torch.testing.assert_close(inputs["advantages"][rows], expected, atol=1e-5, rtol=1e-5)
