@@ -128,13 +128,16 @@ def history_from_trl(trainer):
     # The course logs a round's reward with the loss, KL and clip fraction of its last update: so do we.
     steps = [row for row in trainer.state.log_history if "loss" in row]
     k = trainer.args.num_iterations
-    for first, last in zip(steps[::k], steps[k - 1::k]):
+    for start in range(0, len(steps) - k + 1, k):
+        first, last = steps[start], steps[start + k - 1]  # a round's k optimiser steps
         history.mean_reward.append(first["reward"])
         history.completion_length.append(first.get("completions/mean_length", float("nan")))
         history.loss.append(last["loss"])
         history.kl.append(last.get("kl", 0.0))
         history.clip_fraction.append(last.get("clip_ratio/region_mean", 0.0))
         history.grad_norm.append(last.get("grad_norm", float("nan")))
+        # TRL's step_time: each training_step (generation on a round's first, forward, backward; not the update).
+        history.seconds.append(sum(row.get("step_time", float("nan")) for row in steps[start:start + k]))
     return history
 
 
