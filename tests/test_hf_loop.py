@@ -196,3 +196,15 @@ def test_scores_use_the_course_rewards():
     assert data.score(texts, ["8", "8", "8"]) == [1.5, 0.5, 0.0]
     with pytest.raises(ValueError, match="^reward_weights: unknown"):
         data.score(texts, ["8"] * 3, {"nonsense": 1.0})
+
+
+def test_reward_breakdown_means_each_reward():
+    assert data.reward_breakdown(["Answer: 8", "Answer: 7", "nothing"], ["8", "8", "8"]) == {
+        "answer": 1 / 3, "answer_format": 2 / 3}
+    with pytest.raises(ValueError, match="^names: unknown"):
+        data.reward_breakdown(["x"], ["1"], names=("nonsense",))
+
+
+def test_unknown_hub_id_offline_names_model():
+    with pytest.raises(ValueError, match="^model: could not load 'no-such-org/no-such-model'"):
+        loop.load_model_and_tokenizer("no-such-org/no-such-model")

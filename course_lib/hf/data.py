@@ -118,6 +118,16 @@ def score(completions: list[str], answers: list[str], reward_weights: dict = DEF
             for text, answer in zip(completions, answers)]
 
 
+def reward_breakdown(completions: list[str], answers: list[str], names=("answer", "answer_format")) -> dict:
+    """The mean of each named reward over the completions: what a policy has learned, reward by reward."""
+    if len(completions) != len(answers) or not completions:
+        raise ValueError(f"answers: expected one per completion ({len(completions)}), got {len(answers)}")
+    unknown = sorted(set(names) - set(REWARDS))
+    if unknown:
+        raise ValueError(f"names: unknown rewards {unknown}; expected names among {sorted(REWARDS)}")
+    return {name: sum(REWARDS[name](t, a) for t, a in zip(completions, answers)) / len(completions) for name in names}
+
+
 def trl_reward_functions(reward_weights: dict = DEFAULT_REWARD_WEIGHTS) -> tuple[list, list[float]]:
     """The same rewards in the form TRL's ``GRPOTrainer`` calls: ``f(completions, answer, **kwargs) -> list[float]``.
 
