@@ -46,9 +46,9 @@ from tqdm.auto import tqdm
 from course_lib import _validate
 from course_lib._threads import one_thread
 from course_lib.gae import bootstrap_truncated, compute_gae
-from course_lib.grpo import KL_KINDS, kl_estimate
+from course_lib.kl import KL_KINDS, kl_estimate
 from course_lib.policy_gradient import gather_log_probs
-from course_lib.ppo import PPOConfig, clipped_surrogate_loss, entropy_from_logits, explained_variance, value_loss
+from course_lib.ppo import PPOConfig, PPOLoss, clipped_surrogate_loss, entropy_from_logits, explained_variance
 
 DIAGNOSTICS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 
@@ -64,7 +64,7 @@ class PPOTrainerConfig(PPOConfig):
     kl_coef: float = 0.05
     """Weight of the per-step KL penalty folded into the reward; used only with a ref_model."""
     kl_kind: str = "k1"
-    """Estimator of that penalty, as in course_lib.grpo.kl_estimate ("k1": InstructGPT, TRL's PPO)."""
+    """Estimator of that penalty, as in course_lib.kl.kl_estimate ("k1": InstructGPT, TRL's PPO)."""
     seed: int = 0
     """Seeds the action sampling, the minibatch order and the first reset of the environments."""
     num_threads: int | None = 1
@@ -351,32 +351,29 @@ class PPOTrainer:
         obs = rollout.obs.flatten(0, 1)  # (N*T, ...)
         actions, logp_old, values_old, adv, ret = (
             x.reshape(-1) for x in (rollout.actions, rollout.logp, rollout.values, advantages, returns))  # (N*T,)
+        # Eq. 9 of the paper, written once in course_lib.ppo; the trainer's policy_loss_fn is its surrogate.
+        ppo_loss = PPOLoss(self.clip_epsilon, cfg.value_coef, cfg.ent_coef, cfg.clip_value_loss, self.policy_loss_fn)
         sums, n_minibatches = dict.fromkeys(DIAGNOSTICS, 0.0), 0
         for _ in range(cfg.update_epochs):
             epoch_kl, epoch_count = 0.0, 0
             for idx in torch.randperm(actions.shape[0], generator=self.generator).chunk(cfg.num_minibatches):
                 logits = self.actor_model(obs[idx])  # (M, A)
                 logp = gather_log_probs(logits, actions[idx])  # (M,)
-                entropy = entropy_from_logits(logits).mean()
                 values = self._values(obs[idx])  # (M,)
                 mb_adv = adv[idx]
                 if cfg.norm_adv and mb_adv.numel() > 1:
                     mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
-                policy_loss, info = self.policy_loss_fn(logp, logp_old[idx], mb_adv, self.clip_epsilon)
-                v_loss = value_loss(values, ret[idx], values_old[idx],
-                                    clip_eps=self.clip_epsilon if cfg.clip_value_loss else None)
-                loss = policy_loss + cfg.value_coef * v_loss - cfg.ent_coef * entropy
+                loss = ppo_loss(logp, logp_old[idx], values, ret[idx], mb_adv, entropy_from_logits(logits),
+                                values_old=values_old[idx])
 
                 self.optimizer.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
                 self.optimizer.step()
 
-                record = {"loss": loss.item(), "policy_loss": policy_loss.item(), "value_loss": v_loss.item(),
-                          "entropy": entropy.item(), "approx_kl": info.get("approx_kl", math.nan),
-                          "clip_fraction": info.get("clip_fraction", math.nan)}
-                for key, value in record.items():
-                    sums[key] += float(value)
+                record = {"loss": loss.item(), "approx_kl": math.nan, "clip_fraction": math.nan, **ppo_loss.info}
+                for key in DIAGNOSTICS:
+                    sums[key] += float(record[key])
                 n_minibatches += 1
                 epoch_kl, epoch_count = epoch_kl + record["approx_kl"], epoch_count + 1
             # Early stopping (Spinning Up, CleanRL's target_kl): the policy moved far enough.
