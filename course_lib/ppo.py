@@ -333,7 +333,8 @@ class PPOLoss(nn.Module):
             raise ValueError("mask: a policy_loss_fn sees every entry, so PPOLoss takes no mask with one")
         eps = self.clip_epsilon
         if self.policy_loss_fn is None:
-            policy_loss, info = _clipped_surrogate_loss(policy_logprobs, old_policy_logprobs, advantages, valid, eps, eps)
+            policy_loss, info = _clipped_surrogate_loss(policy_logprobs, old_policy_logprobs, advantages, valid,
+                                                        eps, eps)
         else:
             policy_loss, info = self.policy_loss_fn(policy_logprobs, old_policy_logprobs, advantages, eps)
         v_loss = _value_loss(values, returns, values_old, eps if self.clip_value_loss else None, valid)

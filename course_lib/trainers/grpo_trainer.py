@@ -141,8 +141,7 @@ class GRPOTrainer(PGTrainer):
             ref_model.requires_grad_(False)
 
     @classmethod
-    def for_sorting(cls, config: GRPOTrainerConfig | None = None, prompts: torch.Tensor | None = None,
-                    vocab_size: int | None = None) -> GRPOTrainer:
+    def for_sorting(cls, config=None, prompts: torch.Tensor | None = None, vocab_size: int | None = None):
         """:meth:`PGTrainer.for_sorting`, with a frozen copy of the initial policy as the reference."""
         trainer = super().for_sorting(config, prompts, vocab_size)
         # The reference is the policy before RL, frozen (DeepSeekMath: the initial policy).

@@ -228,7 +228,7 @@ class PGTrainer:
         return {}
 
     def training_step(self, prompts: torch.Tensor, responses: torch.Tensor, rewards: torch.Tensor) -> dict[str, float]:
-        """One Adam step on the REINFORCE loss of ``(B, G, T)`` responses to ``(B, T)`` prompts with ``(B, G)`` rewards.
+        """One Adam step on the REINFORCE loss of ``(B, G, T)`` responses to ``(B, T)`` prompts, ``(B, G)`` rewards.
 
         Returns:
             ``loss`` and ``entropy`` as floats.
@@ -238,7 +238,7 @@ class PGTrainer:
         return self.optimizer_step(loss, prompts, {})
 
     def optimizer_step(self, loss: torch.Tensor, prompts: torch.Tensor, info: dict[str, float]) -> dict[str, float]:
-        """Subtract the entropy bonus (when ``ent_coef > 0``), take one Adam step; ``info`` plus ``loss``, ``entropy``."""
+        """Subtract the entropy bonus (if ``ent_coef > 0``) and take one Adam step; ``info`` + loss, entropy."""
         entropy = torch.zeros(())
         if self.config.ent_coef > 0:
             # An entropy bonus, as in PPO (chapter 05): mean entropy of every position's distribution.
