@@ -180,8 +180,8 @@ class GRPOTrainer(PGTrainer):
         if logp_ref is None and self.ref_model is not None and cfg.kl_coef > 0:
             with torch.no_grad():
                 logp_ref = self.log_probs(self.ref_model, prompts, responses)  # (B, G, T)
-        mask = torch.ones_like(logp)  # every sorting response has all T tokens
+        mask = self.response_mask(responses).to(logp.dtype)  # (B, G, T)
         loss, info = grpo_loss(logp, logp_old, logp_ref if cfg.kl_coef > 0 else None, rewards.to(logp.dtype), mask,
                                clip_eps=cfg.clip_eps, kl_coef=cfg.kl_coef, kl_kind=cfg.kl_kind,
                                normalize_std=cfg.normalize_std, loss_agg=cfg.loss_agg)
-        return self.optimizer_step(loss, prompts, info)
+        return self.optimizer_step(loss, prompts, responses, info)

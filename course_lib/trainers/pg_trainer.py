@@ -175,28 +175,13 @@ class PGTrainer:
     # -- the three steps of the homework -------------------------------------------------
 
     def generate_group_outputs(self, prompts: torch.Tensor) -> torch.Tensor:
-        """Sample ``G`` responses per prompt from the current policy at ``config.temperature``.
-
-        Args:
-            prompts: ``(B, T)`` integer prompts.
-
-        Returns:
-            ``(B, G, T)`` LongTensor of responses (no gradient).
-        """
+        """``(B, G, T)`` responses (long, no gradient): ``G`` per ``(B, T)`` prompt, at ``config.temperature``."""
         def tempered(p):
             return self.model(p) / self.config.temperature
         return sample_responses(tempered, prompts, self.config.group_size, generator=self.generator)  # (B, G, T)
 
     def compute_rewards(self, prompts: torch.Tensor, responses: torch.Tensor) -> torch.Tensor:
-        """Score every response against its prompt.
-
-        Args:
-            prompts: ``(B, T)`` integer prompts.
-            responses: ``(B, G, T)`` integer responses.
-
-        Returns:
-            ``(B, G)`` float32 rewards.
-        """
+        """``(B, G)`` float32 rewards: every one of the ``(B, G, T)`` responses scored against its ``(B, T)`` prompt."""
         prompts = _require_prompts(prompts)
         _validate.require_tensor("responses", responses, floating=False)
         if responses.is_floating_point() or responses.dim() != 3 or responses.shape[0] != prompts.shape[0]:
@@ -223,6 +208,14 @@ class PGTrainer:
         logits = repeat(logits, "B T V -> B G T V", G=responses.shape[1])
         return gather_log_probs(logits, responses)  # (B, G, T)
 
+    def response_mask(self, responses: torch.Tensor) -> torch.Tensor:
+        """``(B, G, T)`` 1.0 for the response tokens that count, 0.0 for padding: every sorting token counts."""
+        return torch.ones(responses.shape)
+
+    def entropy(self, prompts: torch.Tensor, responses: torch.Tensor) -> torch.Tensor:
+        """Mean entropy (nats) of the policy's distribution at each response position, at ``config.temperature``."""
+        return entropy_from_logits(self.model(prompts) / self.config.temperature).mean()
+
     def batch_constants(self, prompts: torch.Tensor, responses: torch.Tensor) -> dict[str, torch.Tensor]:
         """What every step on one batch holds fixed, passed to :meth:`training_step`: nothing for REINFORCE."""
         return {}
@@ -234,15 +227,16 @@ class PGTrainer:
             ``loss`` and ``entropy`` as floats.
         """
         logp = self.log_probs(self.model, prompts, responses)  # (B, G, T), carries the gradient
-        loss = reinforce_loss(logp, self.advantages(rewards))
-        return self.optimizer_step(loss, prompts, {})
+        loss = reinforce_loss(logp, self.advantages(rewards), self.response_mask(responses))
+        return self.optimizer_step(loss, prompts, responses, {})
 
-    def optimizer_step(self, loss: torch.Tensor, prompts: torch.Tensor, info: dict[str, float]) -> dict[str, float]:
+    def optimizer_step(self, loss: torch.Tensor, prompts: torch.Tensor, responses: torch.Tensor,
+                       info: dict[str, float]) -> dict[str, float]:
         """Subtract the entropy bonus (if ``ent_coef > 0``) and take one Adam step; ``info`` + loss, entropy."""
         entropy = torch.zeros(())
         if self.config.ent_coef > 0:
             # An entropy bonus, as in PPO (chapter 05): mean entropy of every position's distribution.
-            entropy = entropy_from_logits(self.model(prompts) / self.config.temperature).mean()
+            entropy = self.entropy(prompts, responses)
             loss = loss - self.config.ent_coef * entropy
         self.optimizer.zero_grad()
         loss.backward()
@@ -285,7 +279,7 @@ class PGTrainer:
                 rewards = self.compute_rewards(prompts, responses)  # (B, G)
                 # 3. The policy's entropy before the steps, and what the steps hold fixed.
                 with torch.no_grad():
-                    entropy = entropy_from_logits(self.model(prompts) / cfg.temperature).mean()
+                    entropy = self.entropy(prompts, responses)
                     constants = self.batch_constants(prompts, responses)
                 # 4. Several steps on the same batch.
                 infos = [self.training_step(prompts, responses, rewards, **constants)
