@@ -172,7 +172,7 @@ class PGTrainer:
             model.decode.mul_(config.init_scale)
         return cls(model, config=config)
 
-    # -- the three steps of the homework -------------------------------------------------
+    # -- the steps of the homework, and the pieces a new model or task replaces ---------
 
     def generate_group_outputs(self, prompts: torch.Tensor) -> torch.Tensor:
         """``(B, G, T)`` responses (long, no gradient): ``G`` per ``(B, T)`` prompt, at ``config.temperature``."""
@@ -253,7 +253,8 @@ class PGTrainer:
 
     # -- the loop --------------------------------------------------------------------------
 
-    def train(self, prompts: torch.Tensor | None = None, epochs: int | None = None, progress: bool = True):
+    def train(self, prompts: torch.Tensor | None = None, epochs: int | None = None,
+              progress: bool = True) -> PGTrainerHistory:
         """Train for ``epochs`` epochs (``config.epochs`` when ``None``) on ``prompts``.
 
         Seeded and deterministic. A model this small runs several times faster on one thread than on
