@@ -44,7 +44,7 @@ GRPO_VARIANTS = {
     "kl_coef=0.5, reference frozen": {"kl_coef": 0.5},
     "kl_coef=0.5, KL to pi_old": {"kl_coef": 0.5, "ref_refresh_every": 1},
     "no reference (kl_coef=0)": {"kl_coef": 0.0},
-    "no reference, entropy bonus 0.05": {"kl_coef": 0.0, "entropy_coef": 0.05},
+    "no reference, entropy bonus 0.05": {"kl_coef": 0.0, "ent_coef": 0.05},
 }
 LECTURE_MODES = ("rewards", "centered_rewards", "normalized_rewards")
 
