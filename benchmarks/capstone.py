@@ -70,8 +70,8 @@ def run_extra(name: str, cfg: CapstoneConfig) -> dict:
     """One short GRPO run from seed 0's warmed-up model (recomputed: the warm-up is deterministic)."""
     changes, reward, epochs = EXTRAS[name]
     lm, task, split, _ = warm_up(cfg, seed=0)
-    grpo = dataclasses.replace(cfg.grpo, epochs=epochs, prompts_per_step=32, **changes)
-    run_cfg = dataclasses.replace(cfg, grpo=grpo, reward=reward or cfg.reward, eval_every=epochs)
+    grpo = dataclasses.replace(cfg.grpo, epochs=epochs, **changes)
+    run_cfg = dataclasses.replace(cfg, grpo=grpo, prompts_per_step=32, reward=reward or cfg.reward, eval_every=epochs)
     return run_grpo(lm, task, split, run_cfg, seed=0)
 
 

@@ -52,8 +52,8 @@ def test_lm_policy_samples_groups_with_masks():
 def test_grpo_step_is_the_trainers_step():
     """The exercise's reference step and GRPOTrainer.training_step on the LM make the same update."""
     task, lm = _small()
-    cfg = GRPOTrainerConfig(group_size=4, lr=1e-2, kl_coef=0.1, max_grad_norm=0.5, clip_eps=0.2)
-    trainer = grpo_trainer(copy.deepcopy(lm), task, cfg, reward="digits")
+    cfg = GRPOTrainerConfig(group_size=4, lr=1e-2, kl_coef=0.1, clip_eps=0.2)
+    trainer = grpo_trainer(copy.deepcopy(lm), task, cfg, reward="digits", max_grad_norm=0.5)
     with torch.no_grad():  # move the policy off its reference so the KL term matters
         for p in trainer.model.parameters():
             p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(1)))
@@ -103,9 +103,9 @@ def test_actor_and_critic_read_the_last_written_token():
 
 
 def test_short_runs_record_their_evaluations():
-    cfg = CapstoneConfig(n_digits=1, n_demos=20, n_heldout=20, sft_steps=5, d_model=16, eval_every=1)
-    cfg.grpo = GRPOTrainerConfig(group_size=4, epochs=2, steps_per_epoch=1, prompts_per_step=4, kl_coef=0.02,
-                                 max_grad_norm=1.0)
+    cfg = CapstoneConfig(n_digits=1, n_demos=20, n_heldout=20, sft_steps=5, d_model=16, eval_every=1,
+                         prompts_per_step=4)
+    cfg.grpo = GRPOTrainerConfig(group_size=4, epochs=2, steps_per_epoch=1, kl_coef=0.02)
     lm, task, split, losses = warm_up(cfg, seed=0)
     grpo = run_grpo(copy.deepcopy(lm), task, split, cfg)
     assert grpo["eval"]["completions"] == [0, 16, 32] and len(grpo["history"]["mean_reward"]) == 2

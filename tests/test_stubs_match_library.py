@@ -23,8 +23,12 @@ ROOT = Path(__file__).resolve().parent.parent
 SKIP_PACKAGES = {"course_lib.authoring", "course_lib.checks", "course_lib.plotting"}
 
 
-def _library_functions() -> dict[str, object]:
-    """Every public function and class of the library, by name (maths, tasks, trainers and lecture modules)."""
+def _library_functions() -> dict[str, list]:
+    """Every public function of the library, by name (maths, tasks, trainers and lecture modules).
+
+    A name may be defined in several modules (``completion_mask`` in ``tiny_lm`` and ``hf.loop``):
+    all of them are kept, and the exercise must reproduce one.
+    """
     found = {}
     for info in pkgutil.walk_packages(course_lib.__path__, "course_lib."):
         if any(info.name == p or info.name.startswith(p + ".") for p in SKIP_PACKAGES) or info.name.endswith("__main__"):
@@ -32,7 +36,7 @@ def _library_functions() -> dict[str, object]:
         module = importlib.import_module(info.name)
         for name, obj in vars(module).items():
             if not name.startswith("_") and inspect.isfunction(obj) and obj.__module__ == info.name:
-                found.setdefault(name, obj)
+                found.setdefault(name, []).append(obj)
     return found
 
 
@@ -68,7 +72,9 @@ def test_exercises_reproduce_library_functions():
 
 @pytest.mark.parametrize("notebook, node", EXERCISES, ids=[f"{nb}-{node.name}" for nb, node in EXERCISES])
 def test_stub_matches_library(notebook, node):
-    fn = LIBRARY[node.name]
+    candidates = LIBRARY[node.name]
+    # The one with the same signature, if any (else the first, for the message).
+    fn = next((f for f in candidates if _signature_of(node) == _library_signature(f)), candidates[0])
     assert _signature_of(node) == _library_signature(fn), (
         f"{notebook}: {node.name} has the signature {_signature_of(node)}, the library's "
         f"{fn.__module__}.{node.name} has {_library_signature(fn)}")

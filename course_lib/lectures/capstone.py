@@ -1,17 +1,11 @@
-"""Chapter 08: a tiny transformer learns multi-digit addition by SFT, then GRPO (or PPO).
+"""Chapter 08: a tiny transformer learns 2-digit addition by warm-up, then GRPO (or PPO).
 
-The pieces, each reusing the course's functions:
-
-1. :func:`sft`: supervised warm-up on a few demonstrations, the negative log-likelihood
-   of the completion tokens (:func:`course_lib.tiny_lm.completion_log_probs` under
-   :func:`course_lib.tiny_lm.completion_mask`);
-2. :class:`LMPolicy`: the thin wrapper through which :class:`course_lib.trainers.GRPOTrainer`
-   trains the LM (sampling with EOS, shifted log-probs, the completion mask);
-   :func:`grpo_trainer` builds the trainer with a frozen reference and the verifier;
-3. :class:`AdditionEnv` and :class:`ValueHeadLM`: the same task as token-level episodes
-   for :class:`course_lib.trainers.PPOTrainer`, with a critic that is a value head on the
-   LM's hidden states (one value per token, per-token KL in the reward, GAE over tokens);
-4. :func:`accuracy`: held-out exact match, greedy.
+1. :func:`sft`: supervised warm-up, the NLL of the completion tokens (EOS in, PAD out);
+2. :class:`LMPolicy` and :class:`LMGRPOTrainer`: ``GRPOTrainer``'s hooks pointed at the LM
+   (sampling with EOS stops, shifted log-probs, the completion mask, the verifier);
+3. :class:`AdditionEnv`, :class:`LMActor`, :class:`ValueHeadLM`: the task as token-level episodes
+   for ``PPOTrainer``, the critic a value head (one value per token, GAE over tokens);
+4. :func:`accuracy`, :func:`run_grpo`, :func:`run_ppo`: held-out exact match and the benchmark's runs.
 
 Shapes: ``B`` prompts, ``G`` completions per prompt, ``P`` prompt tokens, ``L`` completion
 tokens, ``N`` environments, ``D`` model width.
@@ -21,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import time
 from functools import partial
 
 import torch
@@ -75,13 +70,8 @@ def sft(model: nn.Module, prompts: torch.Tensor, completions: torch.Tensor, eos_
 
 
 class LMPolicy(nn.Module):
-    """A :class:`TinyLM` with the four methods :class:`GRPOTrainer` calls on a language model.
-
-    Args:
-        lm: the language model (trained in place).
-        max_new_tokens: ``L``, the longest completion.
-        eos_id, pad_id: the tokenizer's ids.
-    """
+    """A :class:`TinyLM` (trained in place) with what :class:`LMGRPOTrainer` calls: sampling ``L`` tokens at
+    most, stopping at ``eos_id``, padding with ``pad_id``; log-probs; the mask; greedy answers."""
 
     def __init__(self, lm: TinyLM, max_new_tokens: int, eos_id: int, pad_id: int):
         super().__init__()
@@ -116,12 +106,58 @@ class LMPolicy(nn.Module):
                                 pad_id=self.pad_id)[0]
 
 
-def grpo_trainer(lm: TinyLM, task: AdditionTask, config: GRPOTrainerConfig, reward: str = "exact") -> GRPOTrainer:
-    """A :class:`GRPOTrainer` for ``lm`` on ``task``: the policy, a frozen copy as reference, the verifier."""
+class LMGRPOTrainer(GRPOTrainer):
+    """:class:`GRPOTrainer` with its sampling, log-prob, mask and scoring hooks pointed at an :class:`LMPolicy`.
+
+    The loop, the advantages, ``grpo_loss`` and the batch constants are the trainer's own;
+    only what differs for a language model is overridden (and the gradient norm is clipped).
+    """
+
+    def __init__(self, policy: LMPolicy, config: GRPOTrainerConfig, tokenizer, reward: str = "exact",
+                 max_grad_norm: float = 1.0):
+        super().__init__(policy, copy.deepcopy(policy), config=config)  # the reference: the policy before RL
+        self.tokenizer, self.max_grad_norm = tokenizer, _validate.require_positive("max_grad_norm", max_grad_norm)
+        self.reward_fn = partial(score_completions, tokenizer=tokenizer, reward=reward)
+        self.mean_length = float("nan")  # of the last batch scored, for the plots
+
+    def generate_group_outputs(self, prompts: torch.Tensor) -> torch.Tensor:
+        return self.model.sample_group(prompts, self.config.group_size, self.config.temperature, self.generator)
+
+    def compute_rewards(self, prompts: torch.Tensor, responses: torch.Tensor) -> torch.Tensor:
+        self.mean_length = float(self.response_mask(responses).sum(-1).mean())
+        return self.reward_fn(prompts[:, None, :], responses)  # (B, G)
+
+    def log_probs(self, model: nn.Module, prompts: torch.Tensor, responses: torch.Tensor) -> torch.Tensor:
+        return model.response_log_probs(prompts, responses, self.config.temperature)  # (B, G, L)
+
+    def response_mask(self, responses: torch.Tensor) -> torch.Tensor:
+        return self.model.response_mask(responses)  # (B, G, L): up to and including EOS
+
+    def entropy(self, prompts: torch.Tensor, responses: torch.Tensor) -> torch.Tensor:
+        # An LM's distribution depends on the tokens before: estimate it by the mean -log pi of the samples.
+        mask = self.response_mask(responses)
+        return -(self.log_probs(self.model, prompts, responses) * mask).sum() / mask.sum()
+
+    def greedy_rewards(self, prompts: torch.Tensor) -> list[float]:
+        return [float(r) for r in self.reward_fn(prompts, self.model.greedy(prompts))]
+
+    def exact_match(self, prompts: torch.Tensor, responses: torch.Tensor) -> torch.Tensor:
+        return score_completions(prompts[:, None, :], responses, self.tokenizer, "exact")  # (B, G)
+
+    def optimizer_step(self, loss, prompts, responses, info):
+        self.optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)  # the LM's updates need the clip
+        self.optimizer.step()
+        return {**info, "loss": loss.item(), "entropy": 0.0}
+
+
+def grpo_trainer(lm: TinyLM, task: AdditionTask, config: GRPOTrainerConfig, reward: str = "exact",
+                 max_grad_norm: float = 1.0) -> LMGRPOTrainer:
+    """A GRPO trainer for ``lm`` on ``task``: the policy, a frozen copy as reference, the verifier."""
     tok = task.tokenizer
     policy = LMPolicy(lm, task.max_new_tokens, tok.eos_id, tok.pad_id)
-    reward_fn = partial(score_completions, tokenizer=tok, reward=reward)
-    return GRPOTrainer(policy, copy.deepcopy(policy), config=config, reward_fn=reward_fn)
+    return LMGRPOTrainer(policy, config, tok, reward, max_grad_norm)
 
 
 def accuracy(lm: TinyLM, task: AdditionTask, pairs: list[tuple[int, int]]) -> float:
@@ -157,17 +193,10 @@ def history_dict(history) -> dict:
 class AdditionEnv:
     """Addition as episodes of one step per completion token, for :class:`PPOTrainer`.
 
-    Each of the ``N`` environments holds a prompt and the completion written so far; its
-    observation is ``(P + L,)`` ids (the completion padded with PAD). An action appends one
-    token; the episode terminates at EOS or after ``L`` tokens, with the verifier's reward at
-    that last token and 0 before it; the environment then starts a fresh prompt drawn from
-    ``prompts`` (gymnasium's same-step autoreset, as :class:`course_lib.trainers.envs.SortingEnv`).
-
-    Args:
-        task: the :class:`AdditionTask`.
-        prompts: ``(M, P)`` the pool of training prompts.
-        num_envs: ``N``.
-        reward: the name given to :func:`course_lib.tasks.score_completions`.
+    An observation is ``(P + L,)`` ids: a prompt and the completion so far, PAD-padded. An action
+    appends a token; the episode terminates at EOS or after ``L`` tokens with the verifier's reward
+    (``reward``, see :func:`course_lib.tasks.score_completions`) and 0 before; a fresh prompt from
+    ``prompts`` ``(M, P)`` starts at once (same-step autoreset, as ``trainers.envs.SortingEnv``).
     """
 
     def __init__(self, task: AdditionTask, prompts: torch.Tensor, num_envs: int = 256, reward: str = "exact"):
@@ -226,11 +255,9 @@ class LMActor(nn.Module):
 
 
 class ValueHeadLM(nn.Module):
-    """The critic: a copy of the LM's body with a linear value head, ``(N, P + L)`` -> ``(N,)`` values.
+    """The critic: a linear value head on a copy of the LM's body, V(prompt, y_<t) at the last written token.
 
-    One value per token position, read at the last written token: V(prompt, y_<t). It starts
-    from the warmed-up LM (as InstructGPT's value model starts from a trained LM), with its
-    own weights, so the actor's and the critic's gradients do not mix.
+    ``(N, P + L)`` -> ``(N,)``. Its own weights, from the warmed-up LM (as InstructGPT's value model).
     """
 
     def __init__(self, lm: TinyLM, pad_id: int):
@@ -271,9 +298,13 @@ class CapstoneConfig:
     reward: str = "digits+exact"
     """The verifier's reward (course_lib.tasks.score_completions): digit-wise credit plus 1 when exact."""
     grpo: GRPOTrainerConfig = dataclasses.field(default_factory=lambda: GRPOTrainerConfig(
-        group_size=8, epochs=300, steps_per_epoch=2, lr=1e-3, kl_coef=0.02, prompts_per_step=64,
-        max_grad_norm=1.0, temperature=1.0, loss_agg="seq-mean-token-mean"))
-    """GRPO's hyperparameters: B = 64 prompts x G = 8 completions per epoch, two steps on each batch."""
+        group_size=8, epochs=300, steps_per_epoch=2, lr=1e-3, kl_coef=0.02, temperature=1.0,
+        loss_agg="seq-mean-token-mean"))
+    """GRPO's hyperparameters: G = 8 completions per prompt, two steps on each batch."""
+    prompts_per_step: int = 64
+    """B, prompts drawn from the training prompts for each GRPO epoch."""
+    max_grad_norm: float = 1.0
+    """The gradient norm is clipped to this before every GRPO step."""
     eval_every: int = 25
     """Epochs (GRPO) or updates (PPO) between two held-out evaluations."""
 
@@ -301,24 +332,27 @@ def run_grpo(lm: TinyLM, task: AdditionTask, split: dict, cfg: CapstoneConfig, s
         ``{"history": per-epoch GRPOHistory as a dict, "eval": {"epoch", "completions", "seconds",
         "accuracy"}}``.
     """
-    import time
-
-    trainer = grpo_trainer(lm, task, dataclasses.replace(cfg.grpo, seed=seed), reward=cfg.reward)
+    trainer = grpo_trainer(lm, task, dataclasses.replace(cfg.grpo, seed=seed), cfg.reward, cfg.max_grad_norm)
     prompts = task.prompts(split["train"])
-    per_epoch = cfg.grpo.prompts_per_step * cfg.grpo.group_size
+    per_epoch = cfg.prompts_per_step * cfg.grpo.group_size
     ev = {"epoch": [0], "completions": [0], "seconds": [0.0], "accuracy": [accuracy(lm, task, split["heldout"])]}
-    history, seconds, done = None, 0.0, 0
-    while done < cfg.grpo.epochs:
-        n = min(cfg.eval_every, cfg.grpo.epochs - done)
+    history, seconds = {}, 0.0
+    for epoch in range(1, cfg.grpo.epochs + 1):
         start = time.perf_counter()
-        history = trainer.train(prompts, epochs=n, progress=progress, history=history)
+        # One epoch of the trainer's loop on a fresh batch of prompts (drawn with its sampling generator).
+        pick = torch.randperm(prompts.shape[0], generator=trainer.generator)[:cfg.prompts_per_step]
+        record = history_dict(trainer.train(prompts[pick], epochs=1, progress=False))
         seconds += time.perf_counter() - start  # training only: the evaluations are not counted
-        done += n
-        ev["epoch"].append(done)
-        ev["completions"].append(done * per_epoch)
-        ev["seconds"].append(seconds)
-        ev["accuracy"].append(accuracy(lm, task, split["heldout"]))
-    return {"history": history_dict(history), "eval": ev}
+        record["mean_length"] = [trainer.mean_length]
+        for key, values in record.items():
+            if isinstance(values, list):
+                history.setdefault(key, []).extend(values)
+        if epoch % cfg.eval_every == 0 or epoch == cfg.grpo.epochs:
+            ev["epoch"].append(epoch)
+            ev["completions"].append(epoch * per_epoch)
+            ev["seconds"].append(seconds)
+            ev["accuracy"].append(accuracy(lm, task, split["heldout"]))
+    return {"history": history, "eval": ev}
 
 
 def ppo_config(seed: int = 0):
@@ -335,21 +369,16 @@ def run_ppo(lm: TinyLM, task: AdditionTask, split: dict, cfg: CapstoneConfig, se
             num_envs: int = 512, progress: bool = False) -> dict:
     """PPO from the warmed-up ``lm`` (trained in place) until it has sampled as many completions as GRPO.
 
-    The actor is the LM, the critic a value head on a copy of it, the reference a frozen copy;
-    the per-token KL penalty is folded into the reward and GAE runs over the tokens.
-
     Returns:
         ``{"history": PPOHistory as a dict, "eval": {"update", "completions", "seconds", "accuracy"}}``.
     """
-    import time
-
     from course_lib.trainers.ppo_trainer import PPOTrainer
 
     pad = task.tokenizer.pad_id
     actor = LMActor(lm, pad)
     trainer = PPOTrainer(actor, ValueHeadLM(lm, pad), copy.deepcopy(actor), config=ppo_config(seed))
     env = AdditionEnv(task, task.prompts(split["train"]), num_envs=num_envs, reward=cfg.reward)
-    budget = cfg.grpo.epochs * cfg.grpo.prompts_per_step * cfg.grpo.group_size  # GRPO's completions
+    budget = cfg.grpo.epochs * cfg.prompts_per_step * cfg.grpo.group_size  # GRPO's completions
     ev = {"update": [0], "completions": [0], "seconds": [0.0], "accuracy": [accuracy(lm, task, split["heldout"])]}
     updates, seconds = 0, 0.0
     while env.completions < budget:
