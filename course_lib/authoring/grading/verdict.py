@@ -132,7 +132,10 @@ def judge(role: str, cell: CellOutcome, token: str, options: Options, clean) -> 
     return "error", f"{ename} in {where}: {message}"
 
 
-def exercise_verdict(exercise, graded: list[GradedCell], run: Run, token, options, clean) -> tuple[str, str]:
+def exercise_verdict(exercise, graded: list[GradedCell], run: Run, token, options, clean,
+                     judge_check=None) -> tuple[str, str]:
+    """The first cell of the exercise that did not pass decides; a check cell that passed in the kernel is then
+    judged by ``judge_check(cell id)`` from what the kernel recorded (None: judged from the kernel alone)."""
     passed_line = ""
     for number, cell in enumerate(graded):
         if cell.exercise != exercise.id or cell.role not in WHERE:
@@ -141,9 +144,69 @@ def exercise_verdict(exercise, graded: list[GradedCell], run: Run, token, option
         verdict = judge(cell.role, outcome, token, options, clean)
         if verdict is not None:
             return verdict
+        judged = judge_check(cell.cell_id) if judge_check is not None and cell.role == "check" else None
+        if judged is not None and judged[0] != "passed":
+            return judged[0], clean(judged[1])
         if cell.role == "check" and not passed_line:
-            passed_line = next((line for line in outcome.stdout.splitlines() if line.startswith("\u2714")), "")
+            passed_line = judged[1] if judged is not None else \
+                next((line for line in outcome.stdout.splitlines() if line.startswith("\u2714")), "")
     return "passed", clean(passed_line)
+
+
+class _Unjudged(Exception):
+    """The check called the student's function itself: the grader cannot replay it from records."""
+
+
+class _Student(dict):
+    """Names a check cell reads that the imports do not define: the student's, which the grader never runs."""
+
+    def __init__(self, namespace):
+        super().__init__()
+        self.namespace = namespace
+
+    def __missing__(self, name):
+        if name in self.namespace:
+            return self.namespace[name]
+        import builtins
+
+        if hasattr(builtins, name):
+            return getattr(builtins, name)
+
+        def student_function(*args, **kwargs):
+            raise _Unjudged(name)
+        return student_function
+
+
+def _judge_with(notebook: Canonical, scratch: Path, seed: int):
+    """judge_check for one run: the check cell run again in this process, on the kernel's records."""
+    from course_lib.authoring.grading.rebuild import record_folder
+    from course_lib.checks import recording
+
+    sources = {c.id: c.source for c in notebook.nb.cells if c.cell_type == "code"}
+
+    def judge_check(cell_id: str) -> tuple[str, str] | None:
+        namespace: dict = {}
+        try:
+            exec(compile(notebook.course_imports, "<course imports>", "exec"), namespace)
+        except Exception:  # noqa: BLE001 - cannot judge here: the kernel's outcome stands
+            return None
+        with recording.judging(Path(record_folder(scratch, cell_id)), seed) as session:
+            try:
+                exec(compile(sources[cell_id], f"<check {cell_id}>", "exec"), namespace, _Student(namespace))
+            except _Unjudged:
+                return None if session.calls == 0 else ("passed", session.lines[0] if session.lines else "")
+            except recording.NotRecorded as error:
+                return "error", f"{error}"
+            except NotImplementedError as error:
+                return "not attempted", f"NotImplementedError: {first_line(error)}"
+            except AssertionError as error:
+                return "failed", first_line(error) or "an assertion failed"
+            except Exception as error:  # noqa: BLE001 - the check itself failed on the records
+                return "error", f"{type(error).__name__} while judging the check: {first_line(error)}"
+        if session.calls == 0:
+            return None  # a check written inline (asserts): judged in the kernel only
+        return "passed", session.lines[0] if session.lines else ""
+    return judge_check
 
 
 def _culprit(graded: list[GradedCell], run: Run) -> int | None:
@@ -226,6 +289,7 @@ def _grade(path: Path, base: Path | None, canonical: dict[str, Canonical], optio
     notes = list(match.notes)
     graded.log += [f"notebook: {notebook.name} (solution {notebook.path})"] + [f"note: {n}" for n in notes]
     token = secrets.token_hex(8)
+    seed = secrets.randbelow(2 ** 31)  # the drawn cases: the kernel learns it only in the check cell
     stubbed: dict[str, tuple[str, str]] = {}  # exercise -> its verdict from the run that hung
     skipped: set[str] = set()
     sandbox = options.sandboxes.get() if options.sandboxes is not None else None
@@ -234,10 +298,11 @@ def _grade(path: Path, base: Path | None, canonical: dict[str, Canonical], optio
     pytest_retried = False
     try:
         for attempt in range(1, len(notebook.exercises) + 5):
-            nb, cells = rebuild(notebook, match, token, stubbed=set(stubbed), skipped=skipped)
+            scratch = _fresh_scratch(scratch, sandbox)
+            nb, cells = rebuild(notebook, match, token, stubbed=set(stubbed), skipped=skipped, scratch=scratch,
+                                seed=seed)
             target = private / f"{notebook.name}.ipynb"
             nbformat.write(nb, target)
-            scratch = _fresh_scratch(scratch, sandbox)
             run = run_nbval(target, options.timeout, options.threads, options.sanitize, scratch, sandbox)
             graded.log += _run_log(attempt, cells, run)
             if run.pytest_died and not pytest_retried:
@@ -261,6 +326,10 @@ def _grade(path: Path, base: Path | None, canonical: dict[str, Canonical], optio
         kept = options.work / graded.key  # the notebook actually graded, for the instructor to rerun
         kept.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(target, kept / target.name)
+        verdicts = {ex.id: exercise_verdict(ex, cells, run, token, options, clean,
+                                            judge_check=_judge_with(notebook, scratch, seed))
+                    for ex in notebook.exercises.values()
+                    if ex.id not in match.missing and ex.id not in stubbed}
     finally:
         kill_kernel_processes(sandbox, None) if sandbox is not None and sandbox.uid is not None else None
         for folder in (private, scratch):
@@ -274,7 +343,7 @@ def _grade(path: Path, base: Path | None, canonical: dict[str, Canonical], optio
         elif exercise.id in stubbed:
             status, message = stubbed[exercise.id]
         else:
-            status, message = exercise_verdict(exercise, cells, run, token, options, clean)
+            status, message = verdicts[exercise.id]
         points = exercise.points if status == "passed" else 0
         graded.rows.append(Row(graded.student, notebook.name, exercise.id, points, exercise.points, status,
                                message, "; ".join(notes), str(path)))

@@ -1,0 +1,151 @@
+"""Record, then judge: the two halves of a check at grading time (see :mod:`course_lib.checks`).
+
+In a notebook no session is active and a check judges at once. ``python -m course_lib.grade``
+opens a *record* session in the grading kernel at the top of each check cell
+(:func:`start`), and a *judge* session in its own process (:func:`judging`), where the
+check cell runs again and every ``check_against_reference`` call reads the student's
+results from the records instead of calling the student's function.
+
+A record file is plain data: ``numpy.savez`` of float64 arrays, named
+``<case>.<dtype>.value.<output>`` and ``<case>.<dtype>.grad.<input>``, and a string array
+``<case>.<dtype>.error`` for a drawn case the student's function failed on. It is read
+back with ``allow_pickle=False``: nothing of the student's objects reaches the grader.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+MAX_RECORD = 64 << 20  # bytes: a record larger than this is refused
+
+
+class NotRecorded(Exception):
+    """A judged check needed something the kernel did not record (a check that calls the function itself)."""
+
+
+@dataclass
+class Session:
+    mode: str  # "record" (in the kernel) or "judge" (in the grader)
+    folder: Path
+    seed: int
+    calls: int = 0
+    lines: list[str] = field(default_factory=list)  # the "✔" lines of a judge session
+
+    def begin(self, name: str) -> "Records":
+        self.calls += 1
+        path = self.folder / f"record-{self.calls}.npz"
+        return Records(self, name, path, {} if self.mode == "record" else load(path, name))
+
+
+_SESSION: contextvars.ContextVar[Session | None] = contextvars.ContextVar("course_lib_check_session", default=None)
+
+
+def current() -> Session | None:
+    return _SESSION.get()
+
+
+def start(folder: str, seed: int) -> None:
+    """Open a record session (called by the grader's code at the top of a check cell in the grading kernel)."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    _SESSION.set(Session("record", Path(folder), seed))
+
+
+@contextlib.contextmanager
+def judging(folder: Path, seed: int):
+    """A judge session over the records of one check cell (in the grader's process, thread-safe)."""
+    session = Session("judge", Path(folder), seed)
+    token = _SESSION.set(session)
+    try:
+        yield session
+    finally:
+        _SESSION.reset(token)
+
+
+def report(line: str) -> None:
+    """A check's success line: printed in a notebook, kept by a judge session."""
+    session = current()
+    if session is not None and session.mode == "judge":
+        session.lines.append(line)
+    else:
+        print(line)
+
+
+def _key(number: int, dtype: torch.dtype) -> str:
+    return f"{number}.{str(dtype).replace('torch.', '')}"
+
+
+@dataclass
+class Records:
+    session: Session
+    name: str
+    path: Path
+    arrays: dict
+
+    def put(self, number: int, dtype: torch.dtype, outcome, error: str | None = None) -> None:
+        key = _key(number, dtype)
+        if error is not None:
+            self.arrays[f"{key}.error"] = np.array(str(error)[:2000])
+            return
+        for kind, named in (("value", outcome.values), ("grad", outcome.grads)):
+            for output, tensor in named.items():
+                self.arrays[f"{key}.{kind}.{output}"] = _plain(tensor)
+
+    def save(self) -> None:
+        self.arrays["name"] = np.array(self.name)
+        with open(self.path, "wb") as f:
+            np.savez(f, **self.arrays)
+
+    def get(self, number: int, dtype: torch.dtype):
+        from course_lib.checks import _Outcome
+
+        key = _key(number, dtype)
+        if f"{key}.error" in self.arrays:
+            raise AssertionError(str(self.arrays[f"{key}.error"]))
+        outcome = _Outcome()
+        for name, array in self.arrays.items():
+            parts = name.split(".")
+            if ".".join(parts[:2]) == key and parts[2] in ("value", "grad"):
+                target = outcome.values if parts[2] == "value" else outcome.grads
+                target[".".join(parts[3:])] = torch.from_numpy(array).to(dtype)
+        if not outcome.values:
+            raise NotRecorded(f"{self.name}: no record of case {key}")
+        return outcome
+
+
+def _plain(tensor) -> np.ndarray:
+    """A float64 numpy array of what a tensor holds, whatever class it claims to be."""
+    t = torch.Tensor.detach(tensor)
+    if type(t) is not torch.Tensor:
+        t = t.as_subclass(torch.Tensor)  # a subclass's own __torch_function__ is not used from here on
+    return np.array(t.to(torch.float64).cpu().tolist(), dtype=np.float64).reshape(tuple(t.shape))
+
+
+def load(path: Path, name: str) -> dict:
+    """The arrays of one record file: a regular file, not a link, not too large; no pickle."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        raise NotRecorded(f"{name}: the check left no record (did the solution stop it?)") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_RECORD:
+            raise NotRecorded(f"{name}: the record is not a plain file of a reasonable size")
+        try:
+            with np.load(f, allow_pickle=False) as data:
+                arrays = {key: data[key] for key in data.files}
+        except Exception as error:  # noqa: BLE001 - a forged or broken file is the student's problem
+            raise NotRecorded(f"{name}: the record cannot be read ({type(error).__name__})") from None
+    if str(arrays.get("name", "")) != name:
+        raise NotRecorded(f"{name}: the record is of another check")
+    for key, array in arrays.items():
+        if key != "name" and not key.endswith(".error") and array.dtype != np.float64:
+            raise NotRecorded(f"{name}: the record holds {array.dtype} data, not float64")
+    return arrays
