@@ -107,18 +107,13 @@ def check_against_reference(
     if session is not None:
         cases = list(cases) + [c for c in (_secret_case(c, n, session.seed) for n, c in enumerate(cases)) if c]
     records = session.begin(name) if session is not None else None
+    if session is not None and session.mode == "record":
+        with recording.watching(reference, name):  # the reference must not run while the student's code can
+            return _record(fn, cases, dtypes, select, name, records)
     n_runs = 0
     for dtype in dtypes:
         for number, case in enumerate(cases):
             kwargs = _cast(case.kwargs, dtype)
-            if session is not None and session.mode == "record":  # in the grading kernel: no judging here
-                try:
-                    records.put(number, dtype, _run_student(fn, kwargs, case, select, name))
-                except AssertionError as error:
-                    if not _is_secret(case):
-                        raise  # the same message as in the notebook, at once
-                    records.put(number, dtype, None, error=str(error))
-                continue
             try:
                 expected = _run(reference, kwargs, case.grad, select, name="reference")
             except ValueError:
@@ -133,14 +128,26 @@ def check_against_reference(
             if problem is not None:
                 _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol, expected)
             n_runs += 1
-    if records is not None and session.mode == "record":
-        records.save()
-        print(f"{name}: recorded for grading")
-        return True
     kinds = " and ".join(str(d).replace("torch.", "") for d in dtypes)
     grads = ", gradients included" if any(c.grad for c in cases) else ""
     shown = len([c for c in cases if not _is_secret(c)])
     recording.report(f"\u2714 {name}: correct on all {shown} cases ({kinds}{grads}).")
+    return True
+
+
+def _record(fn, cases, dtypes, select, name, records) -> bool:
+    """In the grading kernel: the student's results on every case, saved for the grader to judge."""
+    for dtype in dtypes:
+        for number, case in enumerate(cases):
+            kwargs = _cast(case.kwargs, dtype)
+            try:
+                records.put(number, dtype, _run_student(fn, kwargs, case, select, name))
+            except AssertionError as error:
+                if not _is_secret(case):
+                    raise  # the same message as in the notebook, at once
+                records.put(number, dtype, None, error=str(error))
+    records.save()
+    print(f"{name}: recorded for grading")
     return True
 
 

@@ -149,3 +149,58 @@ def load(path: Path, name: str) -> dict:
         if key != "name" and not key.endswith(".error") and array.dtype != np.float64:
             raise NotRecorded(f"{name}: the record holds {array.dtype} data, not float64")
     return arrays
+
+
+def _codes(fn) -> set:
+    """(file, first line, name) of the reference's code; of the functions it wraps when it is a closure
+    (``seeded(reference)`` wraps the student's function in the same code, which must not count)."""
+    inner = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if _callable_cell(c)]
+    inner += [w for w in [getattr(fn, "__wrapped__", None)] if w is not None]
+    if inner:
+        return set().union(*(_codes(f) for f in inner if f is not fn))
+    code = getattr(fn, "__code__", None)
+    return {(code.co_filename, code.co_firstlineno, code.co_name)} if code is not None else set()
+
+
+def _callable_cell(cell) -> bool:
+    try:
+        return callable(cell.cell_contents)
+    except ValueError:  # an empty cell
+        return False
+
+
+@contextlib.contextmanager
+def watching(reference, name: str):
+    """While a check records in the grading kernel: fail if the reference's code runs at all.
+
+    Any import path leads to the same code (an alias, ``getattr(__import__(...), ...)``, a
+    reloaded module, the file's source executed again): a profile hook sees its file, line
+    and name when it is called. The check never calls the reference while it records, so
+    any call is the student's. A solution that removes the hook is caught too.
+    """
+    import sys
+    import threading
+
+    codes, seen = _codes(reference), []
+
+    def hook(frame, event, arg):
+        if event == "call" and not seen:
+            code = frame.f_code
+            if (code.co_filename, code.co_firstlineno, code.co_name) in codes:
+                seen.append(code.co_name)
+        return None
+
+    previous = sys.getprofile()
+    sys.setprofile(hook)
+    threading.setprofile(hook)
+    try:
+        yield
+        if sys.getprofile() is not hook:
+            seen.append("profile hook")
+            raise AssertionError(f"{name}: your solution turned off the grader's profile hook while the check ran")
+        if seen:
+            raise AssertionError(f"{name}: your solution calls course_lib's own {seen[0]} (the reference the "
+                                 "check compares with); at grading time that counts as not solved: write it yourself")
+    finally:
+        sys.setprofile(previous)
+        threading.setprofile(None)
