@@ -209,10 +209,12 @@ def _sandboxes(args, files) -> tuple["queue.Queue[Sandbox]", str]:
             slots.put(Sandbox(uid=uid, gid=gid, memory=memory, hide=hide))
         else:
             slots.put(Sandbox(memory=memory))
+    if isolated:
+        hide_note = _python_note(users[0])
     if isolated and hide:
         text = (f"Kernels ran isolated: as unprivileged users ({USER.format(slot='N')}), in a fresh folder outside "
                 f"the output folder, with the output folder, the submissions, the solutions and the hidden checks "
-                f"hidden from them, at most {args.memory:g} GB of address space each.")
+                f"hidden from them, at most {args.memory:g} GB of address space each.{hide_note}")
     elif isolated:
         text = ("Kernels ran as unprivileged users, but without a mount namespace (`unshare --mount` failed): "
                 "they could read every world-readable file, other submissions included.")
@@ -222,6 +224,18 @@ def _sandboxes(args, files) -> tuple["queue.Queue[Sandbox]", str]:
                 f"{args.memory:g} GB). Grade untrusted work as root in a container, where kernels get users of "
                 "their own.")
     return slots, text
+
+
+def _python_note(user: tuple[int, int]) -> str:
+    """A warning when the kernels' user cannot read this Python's own installation (it is in a private home)."""
+    probe = subprocess.run(["setpriv", f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups", sys.executable,
+                            "-c", "import sys; print(sys.version)"], capture_output=True, text=True, cwd="/")
+    if probe.returncode == 0 and probe.stdout.strip() == sys.version.strip():
+        return ""
+    note = (f" Warning: the grading users cannot read this Python's installation ({Path(sys.executable).resolve()}): "
+            f"kernels ran with {probe.stdout.strip() or 'no'} Python; install the course where others can read it.")
+    print(f"course_lib.grade: warning:{note}", file=sys.stderr)
+    return note
 
 
 def _grading_user(name: str) -> tuple[int, int]:

@@ -153,8 +153,11 @@ def exercise_verdict(exercise, graded: list[GradedCell], run: Run, token, option
     return "passed", clean(passed_line)
 
 
-class _Unjudged(Exception):
-    """The check called the student's function itself: the grader cannot replay it from records."""
+class _Unjudged(BaseException):
+    """The check called the student's function itself: the grader cannot replay it from records.
+
+    A BaseException, so that a check's own ``except Exception`` (which turns a student's crash into
+    feedback) lets it through."""
 
 
 class _Student(dict):
