@@ -43,7 +43,7 @@ def plot_sorting_curves(histories: dict, fields=("mean_reward", "greedy_reward")
     Args:
         histories: ``{label: history or list of histories}``; a history has one value per
             epoch in each field (``greedy_reward`` has ``B``, averaged over prompts), as
-            ``sorting_pg.PGHistory`` and ``trainers.grpo_trainer.GRPOHistory`` do.
+            ``trainers.pg_trainer.PGHistory`` and ``trainers.grpo_trainer.GRPOHistory`` do.
         fields: one panel per field, among ``"mean_reward"``, ``"greedy_reward"``,
             ``"entropy"``, ``"all_equal_fraction"``, ``"kl"``, ``"clip_fraction"``.
         max_reward: drawn as a dashed line on the reward panels (none when None).
