@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import pwd
 import queue
@@ -203,14 +204,15 @@ def _sandboxes(args, files) -> tuple["queue.Queue[Sandbox]", str]:
         except (OSError, subprocess.SubprocessError, KeyError) as error:
             print(f"course_lib.grade: warning: cannot isolate the kernels ({error})", file=sys.stderr)
             isolated = False
+    expose = _private_python() if isolated and hide else []
     for slot in range(args.jobs):
         if isolated:
             uid, gid = users[slot]
-            slots.put(Sandbox(uid=uid, gid=gid, memory=memory, hide=hide))
+            slots.put(Sandbox(uid=uid, gid=gid, memory=memory, hide=hide, expose=expose))
         else:
             slots.put(Sandbox(memory=memory))
     if isolated:
-        hide_note = _python_note(users[0])
+        hide_note = _python_note(users[0], expose)
     if isolated and hide:
         text = (f"Kernels ran isolated: as unprivileged users ({USER.format(slot='N')}), in a fresh folder outside "
                 f"the output folder, with the output folder, the submissions, the solutions and the hidden checks "
@@ -226,14 +228,28 @@ def _sandboxes(args, files) -> tuple["queue.Queue[Sandbox]", str]:
     return slots, text
 
 
-def _python_note(user: tuple[int, int]) -> str:
-    """A warning when the kernels' user cannot read this Python's own installation (it is in a private home)."""
-    probe = subprocess.run(["setpriv", f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups", sys.executable,
-                            "-c", "import sys; print(sys.version)"], capture_output=True, text=True, cwd="/")
+def _private_python() -> list[tuple[str, str]]:
+    """(a folder others cannot enter, the Python installation inside it) when this Python lives in one (pyenv in
+    /root, say): the kernel's mount namespace then hides that folder but keeps the installation, read-only."""
+    base = Path(sys.base_prefix).resolve()
+    for folder in [*reversed(base.parents), base]:
+        if not folder.stat().st_mode & 0o001:  # not searchable by others
+            return [(str(folder), str(base))] if folder != base else []
+    return []
+
+
+def _python_note(user: tuple[int, int], expose: list[tuple[str, str]]) -> str:
+    """A warning when the kernels' user cannot run this Python (installed where others cannot read it)."""
+    box = Sandbox(uid=user[0], gid=user[1], expose=expose)
+    from course_lib.authoring.grading.nbval_report import kernel_command
+
+    probe = subprocess.run(kernel_command([sys.executable, "-c", "import sys; print(sys.version)"],
+                                          json.loads(box.for_plugin(Path("/")))),
+                           capture_output=True, text=True, cwd="/")
     if probe.returncode == 0 and probe.stdout.strip() == sys.version.strip():
         return ""
-    note = (f" Warning: the grading users cannot read this Python's installation ({Path(sys.executable).resolve()}): "
-            f"kernels ran with {probe.stdout.strip() or 'no'} Python; install the course where others can read it.")
+    note = (f" Warning: the grading users cannot run this Python ({Path(sys.executable).resolve()}): kernels ran with "
+            f"{probe.stdout.strip() or 'no'} Python; install the course where others can read it.")
     print(f"course_lib.grade: warning:{note}", file=sys.stderr)
     return note
 

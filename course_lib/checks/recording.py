@@ -27,6 +27,10 @@ import torch
 MAX_RECORD = 64 << 20  # bytes: a record larger than this is refused
 
 
+class ReferenceCalled(BaseException):
+    """The student's code ran the reference while a check recorded (a BaseException: no check can swallow it)."""
+
+
 class NotRecorded(Exception):
     """A judged check needed something the kernel did not record (a check that calls the function itself)."""
 
@@ -197,9 +201,9 @@ def watching(reference, name: str):
         yield
         if sys.getprofile() is not hook:
             seen.append("profile hook")
-            raise AssertionError(f"{name}: your solution turned off the grader's profile hook while the check ran")
+            raise ReferenceCalled(f"{name}: your solution turned off the grader's profile hook while the check ran")
         if seen:
-            raise AssertionError(f"{name}: your solution calls course_lib's own {seen[0]} (the reference the "
+            raise ReferenceCalled(f"{name}: your solution calls course_lib's own {seen[0]} (the reference the "
                                  "check compares with); at grading time that counts as not solved: write it yourself")
     finally:
         sys.setprofile(previous)

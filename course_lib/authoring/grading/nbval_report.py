@@ -68,10 +68,19 @@ def kernel_command(cmd: list[str], box: dict) -> list[str]:
     """The kernel's command line, wrapped: a mount namespace hiding the grader's folders, then the kernel's user."""
     if box.get("uid") is None:
         return cmd
-    mounts = [f"mount -t tmpfs -o size=4k,mode=0555 none {shlex.quote(path)}" for path in box.get("hide", [])]
+    mounts = []
+    for private, keep in box.get("expose", []):  # e.g. /root hidden, but the Python installed in it kept
+        private, keep = shlex.quote(private), shlex.quote(keep)
+        mounts += ['stage=$(mktemp -d)', f'mount --bind {keep} "$stage"',
+                   f"mount -t tmpfs -o size=4k,mode=0711 none {private}", f"mkdir -p {keep}",
+                   f'mount --move "$stage" {keep}', 'rmdir "$stage"']
+    mounts += [f"if [ -d {shlex.quote(path)} ]; then mount -t tmpfs -o size=4k,mode=0555 none {shlex.quote(path)}; fi"
+               for path in box.get("hide", [])]
     mounts += [f"mount --bind -o ro {shlex.quote(src)} {shlex.quote(dst)}" for src, dst in box.get("binds", [])]
     drop = (f"exec setpriv --reuid={int(box['uid'])} --regid={int(box['gid'])} --clear-groups --no-new-privs "
             "--inh-caps=-all --bounding-set=-all -- \"$@\"")
+    if not mounts:  # no mount namespace to be had (``unshare --mount`` failed): the user alone
+        return ["setpriv", *shlex.split(drop.split("setpriv ", 1)[1].split(" -- ")[0]), "--", *cmd]
     script = "; ".join(["set -e"] + mounts + [drop])
     return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "grading-kernel", *cmd]
 

@@ -62,11 +62,12 @@ class Sandbox:
     memory: int = 0  # RLIMIT_AS in bytes, 0 for none
     hide: list[str] = field(default_factory=list)  # folders an empty tmpfs covers in the kernel's mount namespace
     binds: list[tuple[str, str]] = field(default_factory=list)  # (file, over this file): read-only bind mounts
+    expose: list[tuple[str, str]] = field(default_factory=list)  # (private folder, what to keep of it): see below
     max_output: int = MAX_OUTPUT
 
     def for_plugin(self, scratch: Path) -> str:
         return json.dumps({"uid": self.uid, "gid": self.gid, "memory": self.memory, "hide": self.hide,
-                           "binds": self.binds, "max_output": self.max_output, "cwd": str(scratch)})
+                           "binds": self.binds, "expose": self.expose, "max_output": self.max_output, "cwd": str(scratch)})
 
 
 @dataclass

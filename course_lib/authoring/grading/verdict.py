@@ -127,6 +127,8 @@ def judge(role: str, cell: CellOutcome, token: str, options: Options, clean) -> 
         return "error", f"{where}: {clean(first_line(cell.message))}"
     if ename == "NotImplementedError":
         return "not attempted", f"NotImplementedError: {message}"
+    if ename == "ReferenceCalled":  # course_lib.checks.recording: the solution ran the reference
+        return "failed", message
     if ename == "AssertionError" and role != "solution":
         return "failed", ("hidden check: " if role == "hidden" else "") + (message or "an assertion failed")
     return "error", f"{ename} in {where}: {message}"
@@ -148,7 +150,7 @@ def exercise_verdict(exercise, graded: list[GradedCell], run: Run, token, option
         if judged is not None and judged[0] != "passed":
             return judged[0], clean(judged[1])
         if cell.role == "check" and not passed_line:
-            passed_line = judged[1] if judged is not None else \
+            passed_line = judged[1] if judged is not None and judged[1] else \
                 next((line for line in outcome.stdout.splitlines() if line.startswith("\u2714")), "")
     return "passed", clean(passed_line)
 
