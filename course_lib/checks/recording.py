@@ -42,6 +42,9 @@ class Session:
     seed: int
     calls: int = 0
     lines: list[str] = field(default_factory=list)  # the "✔" lines of a judge session
+    codes: set = field(default_factory=set)  # (file, line, name) of the references of this cell's checks
+    seen: list = field(default_factory=list)  # the name of a reference that ran, once one did
+    hook: object = None  # the profile hook watching for them
 
     def begin(self, name: str) -> "Records":
         self.calls += 1
@@ -58,6 +61,9 @@ def current() -> Session | None:
 
 def start(folder: str, seed: int) -> None:
     """Open a record session (called by the grader's code at the top of a check cell in the grading kernel)."""
+    import sys
+
+    sys.setprofile(None)  # an earlier cell's watch, if it ended by an exception
     Path(folder).mkdir(parents=True, exist_ok=True)
     _SESSION.set(Session("record", Path(folder), seed))
 
@@ -180,31 +186,52 @@ def watching(reference, name: str):
     Any import path leads to the same code (an alias, ``getattr(__import__(...), ...)``, a
     reloaded module, the file's source executed again): a profile hook sees its file, line
     and name when it is called. The check never calls the reference while it records, so
-    any call is the student's. A solution that removes the hook is caught too.
+    any call is the student's. The hook stays on until the end of the check cell
+    (:func:`finish`), for checks that call the student's function again themselves.
     """
+    session = current()
+    session.codes |= _codes(reference)
+    _arm(session)
+    yield
+    _verdict(session, name)
+
+
+def _arm(session: Session) -> None:
     import sys
     import threading
 
-    codes, seen = _codes(reference), []
+    if session.hook is None:
+        def hook(frame, event, arg):
+            if event == "call" and not session.seen:
+                code = frame.f_code
+                if (code.co_filename, code.co_firstlineno, code.co_name) in session.codes:
+                    session.seen.append(code.co_name)
+            return None
+        session.hook = hook
+    sys.setprofile(session.hook)
+    threading.setprofile(session.hook)
 
-    def hook(frame, event, arg):
-        if event == "call" and not seen:
-            code = frame.f_code
-            if (code.co_filename, code.co_firstlineno, code.co_name) in codes:
-                seen.append(code.co_name)
-        return None
 
-    previous = sys.getprofile()
-    sys.setprofile(hook)
-    threading.setprofile(hook)
+def _verdict(session: Session, name: str) -> None:
+    import sys
+
+    if session.hook is not None and sys.getprofile() is not session.hook:
+        raise ReferenceCalled(f"{name}: your solution turned off the grader's profile hook while the check ran")
+    if session.seen:
+        raise ReferenceCalled(f"{name}: your solution calls course_lib's own {session.seen[0]} (the reference the "
+                              "check compares with); at grading time that counts as not solved: write it yourself")
+
+
+def finish() -> None:
+    """The end of a check cell in the grading kernel: a reference called since, then the hook off."""
+    import sys
+    import threading
+
+    session = current()
+    if session is None or session.hook is None:
+        return
     try:
-        yield
-        if sys.getprofile() is not hook:
-            seen.append("profile hook")
-            raise ReferenceCalled(f"{name}: your solution turned off the grader's profile hook while the check ran")
-        if seen:
-            raise ReferenceCalled(f"{name}: your solution calls course_lib's own {seen[0]} (the reference the "
-                                 "check compares with); at grading time that counts as not solved: write it yourself")
+        _verdict(session, "the check")
     finally:
-        sys.setprofile(previous)
+        sys.setprofile(None)
         threading.setprofile(None)

@@ -213,7 +213,9 @@ def guard_check(source: str, imports: str, token: str, record: tuple[str, int] |
     """
     body = MARKERS.sub("", source).rstrip()  # output is never compared for checks: a warning cannot cost points
     record_code = RECORD.format(folder=record[0], seed=record[1]) if record else ""
-    return GUARD.format(imports=imports, record=record_code) + body + "\n" + TOKEN_LINE.format(token=token) + "\n"
+    finish = "_grading_recording.finish()  # fails if the reference ran since\n" if record else ""
+    return (GUARD.format(imports=imports, record=record_code) + body + "\n" + finish
+            + TOKEN_LINE.format(token=token) + "\n")
 
 
 def record_folder(scratch, cell_id: str) -> str:
