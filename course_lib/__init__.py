@@ -3,7 +3,8 @@
 The tree is the course's map. Chapter by chapter (``lectures/`` holds each chapter's experiments,
 ``checks/`` mirrors the maths modules with the exercises' autograder checks):
 
-- 00 welcome ........ ``lectures.warmup`` (discounted return, reward-to-go); ``checks`` (the shared machinery)
+- 00 welcome ........ ``lectures.warmup`` (discounted return, reward-to-go); ``checks`` (the shared machinery;
+  ``checks.recording``: record in the grading kernel, judge in the grader)
 - 01 RL for LMs ..... ``tasks`` (the sorting and math tasks), ``rewards`` (verifiable rewards and their hacks)
 - 02 policy gradient  ``policy_gradient`` (log-probs, REINFORCE), ``models`` (the sorting policy),
                       ``lectures.mc_gradient``, ``trainers.pg_trainer`` (REINFORCE on the sorting task)

@@ -121,7 +121,7 @@ def check_against_reference(
                     continue  # a drawn case the reference refuses (say, out of its domain): not asked
                 raise
             if session is not None:  # in the grader: what the student's function gave in the kernel
-                got = records.get(number, dtype)
+                got = _Outcome(*records.get(number, dtype))
             else:
                 got = _run_student(fn, kwargs, case, select, name)
             problem = _compare(expected, got, rtol, atol)

@@ -113,21 +113,20 @@ class Records:
         with open(self.path, "wb") as f:
             np.savez(f, **self.arrays)
 
-    def get(self, number: int, dtype: torch.dtype):
-        from course_lib.checks import _Outcome
-
+    def get(self, number: int, dtype: torch.dtype) -> tuple[dict, dict]:
+        """(values, gradients) the student's function gave on a case, as tensors of ``dtype``."""
         key = _key(number, dtype)
         if f"{key}.error" in self.arrays:
             raise AssertionError(str(self.arrays[f"{key}.error"]))
-        outcome = _Outcome()
+        values, grads = {}, {}
         for name, array in self.arrays.items():
             parts = name.split(".")
             if ".".join(parts[:2]) == key and parts[2] in ("value", "grad"):
-                target = outcome.values if parts[2] == "value" else outcome.grads
+                target = values if parts[2] == "value" else grads
                 target[".".join(parts[3:])] = torch.from_numpy(array).to(dtype)
-        if not outcome.values:
+        if not values:
             raise NotRecorded(f"{self.name}: no record of case {key}")
-        return outcome
+        return values, grads
 
 
 def _plain(tensor) -> np.ndarray:

@@ -42,7 +42,8 @@ import nbformat
 from course_lib.authoring.grading.canonical import Canonical
 from course_lib.authoring.grading.rebuild import GradedCell, match_solutions, rebuild
 from course_lib.authoring.grading.runner import CellOutcome, Run, Sandbox, kill_kernel_processes, run_nbval
-from course_lib.authoring.grading.submissions import identify, is_symlink, name_in_file, read_submission
+from course_lib.authoring.grading.submissions import (identify, is_symlink, name_in_file, read_submission,
+                                                      student_name)
 
 WHERE = {"solution": "your solution cell", "check": "the check", "hidden": "a hidden check"}
 
@@ -248,8 +249,6 @@ def grade_submission(path: Path, base: Path | None, canonical: dict[str, Canonic
 
 def _refuse_link(path: Path, base: Path | None, canonical: dict[str, Canonical], options: Options,
                  graded: Graded) -> None:
-    from course_lib.authoring.grading.submissions import student_name
-
     graded.student = student_name(path, base, canonical)
     notebook = options.notebook or name_in_file(path, list(canonical))
     message = f"a symbolic link (to {os.readlink(path) if path.is_symlink() else 'a linked folder'}): not graded, " \
@@ -336,7 +335,8 @@ def _grade(path: Path, base: Path | None, canonical: dict[str, Canonical], optio
                     for ex in notebook.exercises.values()
                     if ex.id not in match.missing and ex.id not in stubbed}
     finally:
-        kill_kernel_processes(sandbox, None) if sandbox is not None and sandbox.uid is not None else None
+        if sandbox is not None and sandbox.uid is not None:
+            kill_kernel_processes(sandbox, None)  # whatever its user still runs
         for folder in (private, scratch):
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
