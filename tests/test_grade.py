@@ -894,3 +894,23 @@ def test_a_forged_record_is_refused(tmp_path):
         np.savez(f, name=np.array("reward_to_go"))
     with pytest.raises(recording.NotRecorded, match="another check"):
         recording.load(tmp_path / "r" / "record-3.npz", "discounted_return")
+
+
+def test_pytest_killed_from_a_cell_costs_only_that_exercise(tmp_path):
+    """Without isolation a cell can kill its pytest: run again once, then only that exercise is lost."""
+    solutions, folder, out = tmp_path / "solutions", tmp_path / "subs", tmp_path / "out"
+    solutions.mkdir()
+    folder.mkdir()
+    solution = synth_solution()
+    nbformat.write(solution, solutions / "98_synth.ipynb")
+    nb = answer(answer(exercise_of(solution, "98_synth.ipynb"), solution, "double"), solution, "halve")
+    by_id(nb, "halve-solution").source = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n" + \
+        by_id(nb, "halve-solution").source
+    save(folder, "kay_98_synth.ipynb", nb)
+    assert grade.main([str(folder), "--out", str(out), "--solutions", str(solutions), "--no-isolation", "--quiet",
+                       "--timeout", "20"]) == 0
+    rows = {r.exercise: r for r in report.read_rows(out / "grades.csv")}
+    assert rows["double"].status == "passed", rows["double"]
+    assert rows["halve"].status == "error" and "grading process was killed" in rows["halve"].message, rows["halve"]
+    assert "without isolation" in (out / "summary.md").read_text(encoding="utf-8")
+    assert "running the submission again once" in next((out / "logs").glob("*.log")).read_text(encoding="utf-8")
