@@ -10,9 +10,12 @@ The tree is the course's map. Chapter by chapter (``lectures/`` holds each chapt
                       ``lectures.mc_gradient``, ``trainers.pg_trainer`` (REINFORCE on the sorting task)
 - 03 baselines ...... ``baselines`` (deltas in three modes), ``lectures.bandits``, ``lectures.variance``
 - 04 GAE ............ ``gae`` (TD residuals, GAE, truncation), ``lectures.chain`` (a chain with known values)
-- 05 PPO ............ ``ppo`` (ratio, clip, value loss, ``PPOLoss``), ``trainers.ppo_trainer``, ``trainers.envs``
-- 06 GRPO ........... ``grpo`` (group advantages, KL estimators, aggregation, ``grpo_loss``), ``trainers.grpo_trainer``
+- 05 PPO ............ ``ppo`` (ratio, clip, value loss, ``PPOLoss``), ``kl`` (KL estimators k1, k2, k3),
+                      ``trainers.ppo_trainer``, ``trainers.envs``
+- 06 GRPO ........... ``grpo`` (group advantages, aggregation, ``grpo_loss``), ``trainers.grpo_trainer``
 - 07 GRPO vs PPO .... ``lectures.compare``, ``lectures.memory``, ``lectures.sweep``
+- 09 scaling up ..... ``hf`` (the course's GRPO on Hugging Face models: ``hf.tiny``, ``hf.data``, ``hf.loop``,
+                      ``python -m course_lib.hf``; TRL: ``hf.trl_grpo``, ``hf.agreement``, ``hf.mapping``)
 
 Shared helpers: ``_validate`` (argument checks that raise ``ValueError`` naming the argument) and ``masked``
 (masked means and sums, the one-thread context). ``plotting`` draws every figure (``plotting.widgets`` wraps them

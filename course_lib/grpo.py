@@ -32,10 +32,10 @@ from torch import nn
 
 from course_lib import _validate
 from course_lib.baselines import _compute_deltas
+from course_lib.kl import KL_KINDS, _kl_estimate, kl_estimate  # noqa: F401 (chapter 05's, API.md names)
 from course_lib.masked import _masked_mean, _masked_sum, masked_mean, masked_normalize  # noqa: F401 (API.md names)
 from course_lib.ppo import _clipped_objective, clip_diagnostics
 
-KL_KINDS = ("k1", "k2", "k3")
 LOSS_AGG_MODES = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum-norm")
 
 
@@ -70,49 +70,6 @@ def group_advantages(rewards: torch.Tensor, normalize_std: bool = True, eps: flo
 
 def _group_advantages(rewards: torch.Tensor, normalize_std: bool, eps: float = 1e-6) -> torch.Tensor:
     return _compute_deltas(rewards, "normalized_rewards" if normalize_std else "centered_rewards", eps)  # (B, G)
-
-
-# ---------------------------------------------------------------------------
-# The KL penalty
-# ---------------------------------------------------------------------------
-
-
-def kl_estimate(logp: torch.Tensor, logp_ref: torch.Tensor, kind: str) -> torch.Tensor:
-    """A per-sample estimate of KL(pi_theta || pi_ref) from samples of pi_theta.
-
-    With ``log_r = logp_ref - logp`` (so ``r = pi_ref / pi_theta``) at a sample
-    ``y ~ pi_theta``, Schulman's three estimators are
-
-    - ``k1 = -log_r = logp - logp_ref``: unbiased, high variance, can be negative;
-    - ``k2 = 0.5 * log_r**2``: biased, low variance, always >= 0;
-    - ``k3 = (r - 1) - log_r``: unbiased, low variance, always >= 0 (DeepSeekMath's
-      eq. 4; TRL's GRPO uses it, verl calls it ``low_var_kl``).
-
-    verl clamps ``log_r`` to [-20, 20] and k3 to [-10, 10]; the course does not.
-
-    Args:
-        logp: ``[...]`` log pi_theta of the sampled tokens.
-        logp_ref: ``[...]`` log pi_ref of the same tokens.
-        kind: ``"k1"``, ``"k2"`` or ``"k3"``.
-
-    Returns:
-        ``[...]`` one estimate per token; their mean over samples estimates the KL.
-    """
-    _validate.require_tensor("logp", logp)
-    _validate.require_same_shape("logp_ref", logp_ref, "logp", logp)
-    _validate.require_choice("kind", kind, KL_KINDS)
-    return _kl_estimate(logp, logp_ref, kind)
-
-
-def _kl_estimate(logp: torch.Tensor, logp_ref: torch.Tensor, kind: str) -> torch.Tensor:
-    log_r = logp_ref - logp  # (...), log pi_ref / pi_theta
-    if kind == "k1":
-        return -log_r
-    if kind == "k2":
-        return 0.5 * log_r**2
-    # k3 = (exp(log_r) - 1) - log_r. expm1 is exact near log_r = 0, where
-    # exp(log_r) - 1 would lose every digit to cancellation (and could dip below 0).
-    return torch.expm1(log_r) - log_r
 
 
 # ---------------------------------------------------------------------------

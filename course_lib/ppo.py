@@ -280,13 +280,23 @@ class PPOLoss(nn.Module):
     if wanted (CleanRL and SB3 do by default). After each call ``self.info``
     holds the parts (``policy_loss``, ``value_loss``, ``entropy``) and the
     diagnostics of :func:`clipped_surrogate_loss`, as floats.
+
+    Two options serve :class:`~course_lib.trainers.ppo_trainer.PPOTrainer`: ``clip_value_loss``
+    clips the value update around ``values_old`` (see :func:`value_loss`), and ``policy_loss_fn``,
+    ``(logp, logp_old, adv, clip_eps) -> (loss, info)``, replaces the clipped surrogate (a
+    student's, or a broken one, to watch what it does to training; unmasked entries only).
     """
 
-    def __init__(self, clip_epsilon: float = 0.2, value_loss_coef: float = 0.5, entropy_coef: float = 0.01):
+    def __init__(self, clip_epsilon: float = 0.2, value_loss_coef: float = 0.5, entropy_coef: float = 0.01,
+                 clip_value_loss: bool = False, policy_loss_fn=None):
         super().__init__()
         self.clip_epsilon = _validate.require_positive("clip_epsilon", clip_epsilon)
         self.value_loss_coef = _validate.require_non_negative("value_loss_coef", value_loss_coef)
         self.entropy_coef = _validate.require_non_negative("entropy_coef", entropy_coef)
+        self.clip_value_loss = _validate.require_bool("clip_value_loss", clip_value_loss)
+        if policy_loss_fn is not None and not callable(policy_loss_fn):
+            raise ValueError("policy_loss_fn: expected a function (logp, logp_old, adv, clip_eps) -> (loss, info)")
+        self.policy_loss_fn = policy_loss_fn
         self.info: dict[str, float] = {}
 
     def forward(
@@ -298,6 +308,7 @@ class PPOLoss(nn.Module):
         advantages: torch.Tensor,
         entropy: torch.Tensor,
         mask: torch.Tensor | None = None,
+        values_old: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Total loss ``policy_loss + value_loss_coef * value_loss - entropy_coef * mean(entropy)``.
 
@@ -309,15 +320,24 @@ class PPOLoss(nn.Module):
             advantages: ``[...]`` advantages (constant).
             entropy: ``[...]`` the policy's entropy at each state (carries the gradient).
             mask: ``[...]`` optional, 1 for valid entries.
+            values_old: ``[...]`` the critic's values at collection (constant); required with ``clip_value_loss``.
         """
         _validate.require_tensor("policy_logprobs", policy_logprobs)
         for name, x in (("old_policy_logprobs", old_policy_logprobs), ("values", values), ("returns", returns),
                         ("advantages", advantages), ("entropy", entropy)):
             _validate.require_same_shape(name, x, "policy_logprobs", policy_logprobs)
         valid = _validate.valid_entries("mask", mask, "policy_logprobs", policy_logprobs)  # (...) bool
+        if self.clip_value_loss:
+            _validate.require_same_shape("values_old", values_old, "values", values)
+        if self.policy_loss_fn is not None and mask is not None:
+            raise ValueError("mask: a policy_loss_fn sees every entry, so PPOLoss takes no mask with one")
         eps = self.clip_epsilon
-        policy_loss, info = _clipped_surrogate_loss(policy_logprobs, old_policy_logprobs, advantages, valid, eps, eps)
-        v_loss = _value_loss(values, returns, None, None, valid)
+        if self.policy_loss_fn is None:
+            policy_loss, info = _clipped_surrogate_loss(policy_logprobs, old_policy_logprobs, advantages, valid,
+                                                        eps, eps)
+        else:
+            policy_loss, info = self.policy_loss_fn(policy_logprobs, old_policy_logprobs, advantages, eps)
+        v_loss = _value_loss(values, returns, values_old, eps if self.clip_value_loss else None, valid)
         mean_entropy = _masked_mean(entropy, valid)
         self.info = {"policy_loss": policy_loss.item(), "value_loss": v_loss.item(),
                      "entropy": mean_entropy.item(), **info}

@@ -32,3 +32,15 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen(tmp_path_factory):
+    """Chapter 09's offline tiny Qwen2 and tokenizer, built once per session into a temporary folder."""
+    import os
+
+    os.environ["HF_HUB_OFFLINE"] = "1"  # never touch the network, even by accident
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    from course_lib.hf.tiny import save_tiny_model
+
+    return save_tiny_model(tmp_path_factory.mktemp("tiny_qwen"))

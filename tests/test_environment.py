@@ -32,3 +32,11 @@ def test_environment_yml_matches_pyproject():
 def test_torch_is_pinned_everywhere():
     assert "torch==2.13.0" in _pyproject_requirements()
     assert "torch==2.13.0" in _environment_requirements()
+
+
+def test_hugging_face_stack_is_pinned_everywhere():
+    """Chapter 09's transformers, TRL and accelerate are pinned (exact versions) in both files."""
+    for name in ("transformers", "trl", "accelerate"):
+        pinned = {r for r in _pyproject_requirements() if r.startswith(name + "==")}
+        assert len(pinned) == 1, f"pin {name} with == in pyproject.toml"
+        assert pinned <= _environment_requirements()

@@ -1,36 +1,30 @@
 """PPO with a critic and GAE, on CartPole or on the sorting task as token-level episodes.
 
-Schulman et al. 2017, "Proximal Policy Optimization Algorithms", Algorithm 1 (PPO,
-actor-critic style), one method of :class:`PPOTrainer` per line:
+Schulman et al. 2017, "Proximal Policy Optimization Algorithms", Algorithm 1 (actor-critic), a method per line:
 
     for iteration = 1, 2, ...:
         run pi_theta_old in N environments for T steps              -> collect_experiences
         compute the advantages A_1 .. A_T with GAE                   -> compute_advantages
         optimise L^CLIP - c1 L^VF + c2 S for K epochs, minibatch M   -> update_policy
 
-The loop follows CleanRL's ``ppo.py`` (Huang et al. 2022, "The 37 Implementation
-Details of Proximal Policy Optimization"), written with the course's functions:
-:func:`course_lib.gae.compute_gae`, :func:`course_lib.ppo.clipped_surrogate_loss`,
-:func:`course_lib.ppo.value_loss`. Two differences from CleanRL, both deliberate:
+The loop follows CleanRL's ``ppo.py`` (Huang et al. 2022, "The 37 Implementation Details of
+Proximal Policy Optimization"), written with the course's :func:`course_lib.gae.compute_gae` and
+:class:`course_lib.ppo.PPOLoss`. Two differences from CleanRL, both deliberate:
 
-- a time limit is not a terminal state: a step that gymnasium reports ``truncated``
-  gets ``gamma * V(final observation)`` folded into its reward
-  (:func:`course_lib.gae.bootstrap_truncated`, as Stable-Baselines3 does); CleanRL
-  treats it as termination. CartPole-v1 truncates at 500 steps, exactly where a
-  good policy lives, so this matters for reaching a mean return of 475;
-- with a frozen ``ref_model`` the per-step reward becomes
-  ``r_t - kl_coef * kl_estimate(logp_t, logp_ref_t)``: the KL penalty of PPO-RLHF
-  (Stiennon et al. 2020, Ouyang et al. 2022; TRL's PPOTrainer does the same, with
-  ``kl_coef=0.05`` and k1 by default), so the critic learns the penalised return.
+- a time limit is not a terminal state: a step that gymnasium reports ``truncated`` gets
+  ``gamma * V(final observation)`` folded into its reward (:func:`course_lib.gae.bootstrap_truncated`,
+  as Stable-Baselines3 does); CleanRL treats it as termination. CartPole-v1 truncates at 500 steps,
+  exactly where a good policy lives, so this matters for reaching a mean return of 475;
+- with a frozen ``ref_model`` the per-step reward becomes ``r_t - kl_coef * kl_estimate(logp_t, logp_ref_t)``
+  (:mod:`course_lib.kl`): the KL penalty of PPO-RLHF (Stiennon et al. 2020, Ouyang et al. 2022; TRL's
+  PPOTrainer does the same, with ``kl_coef=0.05`` and k1 by default), so the critic learns the penalised return.
 
-Environments plug in through a small vectorised protocol (``reset``/``step`` on
-tensors, gymnasium's "same-step" autoreset): :class:`GymVectorEnv` wraps gymnasium's
-CartPole-v1; :class:`SortingEnv` turns the sorting task into episodes of one step per
-response token with the reward at the last token, so GAE runs over tokens.
+Environments plug in through a small vectorised protocol (``reset``/``step`` on tensors, gymnasium's
+"same-step" autoreset): :class:`GymVectorEnv` wraps gymnasium's CartPole-v1; :class:`SortingEnv` turns
+the sorting task into episodes of one step per response token, reward at the last, so GAE runs over tokens.
 
-Shapes: ``N`` environments (parallel episodes), ``T`` steps per rollout, ``A``
-actions (the ``V`` tokens for the sorting task). Experience is stored time last,
-``(N, T)``, as :mod:`course_lib.gae` expects.
+Shapes: ``N`` environments (parallel episodes), ``T`` steps per rollout, ``A`` actions (the ``V``
+tokens for the sorting task). Experience is stored time last, ``(N, T)``, as :mod:`course_lib.gae` expects.
 """
 
 from __future__ import annotations
@@ -46,9 +40,9 @@ from tqdm.auto import tqdm
 from course_lib import _validate
 from course_lib._threads import one_thread
 from course_lib.gae import bootstrap_truncated, compute_gae
-from course_lib.grpo import KL_KINDS, kl_estimate
+from course_lib.kl import KL_KINDS, kl_estimate
 from course_lib.policy_gradient import gather_log_probs
-from course_lib.ppo import PPOConfig, clipped_surrogate_loss, entropy_from_logits, explained_variance, value_loss
+from course_lib.ppo import PPOConfig, PPOLoss, clipped_surrogate_loss, entropy_from_logits, explained_variance
 
 DIAGNOSTICS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 
@@ -64,7 +58,7 @@ class PPOTrainerConfig(PPOConfig):
     kl_coef: float = 0.05
     """Weight of the per-step KL penalty folded into the reward; used only with a ref_model."""
     kl_kind: str = "k1"
-    """Estimator of that penalty, as in course_lib.grpo.kl_estimate ("k1": InstructGPT, TRL's PPO)."""
+    """Estimator of that penalty, as in course_lib.kl.kl_estimate ("k1": InstructGPT, TRL's PPO)."""
     seed: int = 0
     """Seeds the action sampling, the minibatch order and the first reset of the environments."""
     num_threads: int | None = 1
@@ -90,8 +84,7 @@ class PPOTrainerConfig(PPOConfig):
             _validate.require_positive("target_kl", self.target_kl)
         _validate.require_choice("kl_kind", self.kl_kind, KL_KINDS)
         for name in ("clip_value_loss", "norm_adv"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name}: expected True or False, got {getattr(self, name)!r}")
+            _validate.require_bool(name, getattr(self, name))
 
 
 @dataclass
@@ -162,9 +155,8 @@ class PPOHistory:
 class PPOTrainer:
     """PPO (actor-critic, clipped surrogate, GAE) over a vectorised environment.
 
-    The homework's interface: ``PPOTrainer(actor_model, critic_model, ref_model,
-    clip_epsilon, gamma, lam)`` and the three methods :meth:`collect_experiences`,
-    :meth:`compute_advantages` and :meth:`update_policy`; :meth:`train` loops over them.
+    The homework's interface: ``PPOTrainer(actor_model, critic_model, ref_model, clip_epsilon, gamma, lam)``
+    and :meth:`collect_experiences`, :meth:`compute_advantages`, :meth:`update_policy`; :meth:`train` loops.
 
     Args:
         actor_model: maps observations ``(M, ...)`` to action logits ``(M, A)``; trained in place.
@@ -172,23 +164,22 @@ class PPOTrainer:
         ref_model: a frozen policy like ``actor_model`` (its KL penalty enters the reward), or None.
         clip_epsilon, gamma, lam: override the config's ``clip_eps``, ``gamma`` and ``lam`` when given.
         config: the other hyperparameters (``PPOTrainerConfig()`` when None).
-        policy_loss_fn: ``(logp, logp_old, adv, clip_eps) -> (loss, info)``, by default
-            :func:`course_lib.ppo.clipped_surrogate_loss`; swap in another (yours, or a broken
-            one) to watch what it does to training.
+        policy_loss_fn: ``(logp, logp_old, adv, clip_eps) -> (loss, info)``, by default ``clipped_surrogate_loss``;
+            swap in another (yours, or a broken one) to watch what it does to training.
     """
+
+    Config, History = PPOTrainerConfig, PPOHistory
 
     def __init__(self, actor_model: nn.Module, critic_model: nn.Module, ref_model: nn.Module | None = None,
                  clip_epsilon: float | None = None, gamma: float | None = None, lam: float | None = None,
                  config: PPOTrainerConfig | None = None, policy_loss_fn=clipped_surrogate_loss):
-        config = PPOTrainerConfig() if config is None else config
-        if not isinstance(config, PPOTrainerConfig):
-            raise ValueError(f"config: expected a PPOTrainerConfig, got {type(config).__name__}")
+        config = self.Config() if config is None else config
+        if not isinstance(config, self.Config):
+            raise ValueError(f"config: expected a {self.Config.__name__}, got {type(config).__name__}")
         if clip_epsilon is not None:
-            _validate.require_positive("clip_epsilon", clip_epsilon)
-        for name, value in (("gamma", gamma), ("lam", lam)):
-            if value is not None:
-                _validate.require_unit_interval(name, value)
+            _validate.require_positive("clip_epsilon", clip_epsilon)  # the homework's name, not the config's
         overrides = {"clip_eps": clip_epsilon, "gamma": gamma, "lam": lam}
+        # dataclasses.replace re-runs __post_init__, so a bad override raises ValueError naming its field.
         self.config = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
         for name, model in (("actor_model", actor_model), ("critic_model", critic_model)):
             if not isinstance(model, nn.Module):
@@ -199,13 +190,13 @@ class PPOTrainer:
             raise ValueError("policy_loss_fn: expected a function (logp, logp_old, adv, clip_eps) -> (loss, info)")
         self.actor_model, self.critic_model, self.ref_model = actor_model, critic_model, ref_model
         if ref_model is not None:
-            ref_model.requires_grad_(False)  # frozen: only its log-probs are used
+            ref_model.requires_grad_(False)
         self.policy_loss_fn = policy_loss_fn
         self.params = [*actor_model.parameters(), *critic_model.parameters()]
         # eps=1e-5, as CleanRL and OpenAI Baselines (PPO2) use, in place of the default 1e-8.
         self.optimizer = torch.optim.Adam(self.params, lr=self.config.lr, eps=1e-5)
         self.generator = torch.Generator().manual_seed(self.config.seed)
-        self.history = PPOHistory()
+        self.history = self.History()
         self.env = None  # the environment being collected from, with each episode's running totals
         self.total_steps = 0
 
@@ -228,9 +219,7 @@ class PPOTrainer:
         values = self.critic_model(obs)
         return values.squeeze(-1) if values.dim() == 2 and values.shape[-1] == 1 else values  # (M,)
 
-    # -----------------------------------------------------------------------
-    # 1. Collect experience with the current policy
-    # -----------------------------------------------------------------------
+    # -- 1. Collect experience with the current policy -----------------------------------
 
     def collect_experiences(self, env, num_steps: int | None = None) -> Rollout:
         """Run the current policy for ``num_steps`` steps in each of the env's ``N`` environments.
@@ -293,9 +282,7 @@ class PPOTrainer:
         return Rollout(**stacked, last_values=last_values, episode_returns=episode_returns,
                        episode_lengths=episode_lengths)
 
-    # -----------------------------------------------------------------------
-    # 2. Advantages: GAE on the rewards the critic must learn
-    # -----------------------------------------------------------------------
+    # -- 2. Advantages: GAE on the rewards the critic must learn -------------------------
 
     def shaped_rewards(self, rollout: Rollout) -> torch.Tensor:
         """The rewards GAE sees: the env's, plus the truncation bootstrap, minus the KL penalty.
@@ -324,25 +311,21 @@ class PPOTrainer:
         return compute_gae(self.shaped_rewards(rollout), rollout.values, dones, rollout.last_values,
                            self.gamma, self.lam)
 
-    # -----------------------------------------------------------------------
-    # 3. The update: K epochs of minibatch steps on the PPO loss
-    # -----------------------------------------------------------------------
+    # -- 3. The update: K epochs of minibatch steps on the PPO loss ----------------------
 
     def update_policy(self, rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor) -> dict[str, float]:
         """``update_epochs`` passes over the rollout in ``num_minibatches`` shuffled minibatches.
 
-        Each minibatch step minimises ``policy_loss + value_coef * value_loss - ent_coef * entropy``
-        (eq. 9 of the paper) with the advantages normalised within the minibatch (``norm_adv``),
-        then clips the global gradient norm to ``max_grad_norm``.
+        Each minibatch step minimises :class:`~course_lib.ppo.PPOLoss` (eq. 9 of the paper) with the advantages
+        normalised within the minibatch (``norm_adv``), then clips the gradient norm to ``max_grad_norm``.
 
         Args:
             rollout: from :meth:`collect_experiences`.
             advantages, returns: ``(N, T)`` from :meth:`compute_advantages`.
 
         Returns:
-            the means over minibatches of ``loss``, ``policy_loss``, ``value_loss``, ``entropy``,
-            ``approx_kl`` and ``clip_fraction``, and ``explained_variance`` of the rollout's values
-            (before the update, as CleanRL logs it).
+            the means over minibatches of ``loss``, ``policy_loss``, ``value_loss``, ``entropy``, ``approx_kl`` and
+            ``clip_fraction``, and ``explained_variance`` of the rollout's values (before the update, as CleanRL's).
         """
         cfg = self.config
         _validate.require_same_shape("advantages", advantages, "rollout.values", rollout.values)
@@ -351,53 +334,44 @@ class PPOTrainer:
         obs = rollout.obs.flatten(0, 1)  # (N*T, ...)
         actions, logp_old, values_old, adv, ret = (
             x.reshape(-1) for x in (rollout.actions, rollout.logp, rollout.values, advantages, returns))  # (N*T,)
-        sums, n_minibatches = dict.fromkeys(DIAGNOSTICS, 0.0), 0
+        # Eq. 9 of the paper, written once in course_lib.ppo; the trainer's policy_loss_fn is its surrogate.
+        ppo_loss = PPOLoss(self.clip_epsilon, cfg.value_coef, cfg.ent_coef, cfg.clip_value_loss, self.policy_loss_fn)
+        records = []
         for _ in range(cfg.update_epochs):
             epoch_kl, epoch_count = 0.0, 0
             for idx in torch.randperm(actions.shape[0], generator=self.generator).chunk(cfg.num_minibatches):
                 logits = self.actor_model(obs[idx])  # (M, A)
                 logp = gather_log_probs(logits, actions[idx])  # (M,)
-                entropy = entropy_from_logits(logits).mean()
                 values = self._values(obs[idx])  # (M,)
                 mb_adv = adv[idx]
                 if cfg.norm_adv and mb_adv.numel() > 1:
                     mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
-                policy_loss, info = self.policy_loss_fn(logp, logp_old[idx], mb_adv, self.clip_epsilon)
-                v_loss = value_loss(values, ret[idx], values_old[idx],
-                                    clip_eps=self.clip_epsilon if cfg.clip_value_loss else None)
-                loss = policy_loss + cfg.value_coef * v_loss - cfg.ent_coef * entropy
+                loss = ppo_loss(logp, logp_old[idx], values, ret[idx], mb_adv, entropy_from_logits(logits),
+                                values_old=values_old[idx])
 
                 self.optimizer.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
                 self.optimizer.step()
 
-                record = {"loss": loss.item(), "policy_loss": policy_loss.item(), "value_loss": v_loss.item(),
-                          "entropy": entropy.item(), "approx_kl": info.get("approx_kl", math.nan),
-                          "clip_fraction": info.get("clip_fraction", math.nan)}
-                for key, value in record.items():
-                    sums[key] += float(value)
-                n_minibatches += 1
-                epoch_kl, epoch_count = epoch_kl + record["approx_kl"], epoch_count + 1
+                records.append({"loss": loss.item(), "approx_kl": math.nan, "clip_fraction": math.nan, **ppo_loss.info})
+                epoch_kl, epoch_count = epoch_kl + records[-1]["approx_kl"], epoch_count + 1
             # Early stopping (Spinning Up, CleanRL's target_kl): the policy moved far enough.
             if cfg.target_kl is not None and epoch_kl / epoch_count > cfg.target_kl:
                 break
-        diagnostics = {key: total / n_minibatches for key, total in sums.items()}
+        diagnostics = {key: sum(float(r[key]) for r in records) / len(records) for key in DIAGNOSTICS}  # their mean
         diagnostics["explained_variance"] = explained_variance(rollout.values, returns)
         return diagnostics
 
-    # -----------------------------------------------------------------------
-    # The loop
-    # -----------------------------------------------------------------------
+    # -- The loop ------------------------------------------------------------------------
 
     def train_step(self, env) -> dict[str, float]:
         """One iteration: collect, compute the advantages, update; appends a record to ``self.history``."""
         rollout = self.collect_experiences(env)
         advantages, returns = self.compute_advantages(rollout)
         record = self.update_policy(rollout, advantages, returns)
-        kl = math.nan
-        if rollout.logp_ref is not None:
-            kl = kl_estimate(rollout.logp, rollout.logp_ref, self.config.kl_kind).mean().item()
+        kl = (kl_estimate(rollout.logp, rollout.logp_ref, self.config.kl_kind).mean().item()
+              if rollout.logp_ref is not None else math.nan)
         returns_ended = rollout.episode_returns
         record.update(steps=self.total_steps, kl=kl,
                       mean_return=sum(returns_ended) / len(returns_ended) if returns_ended else math.nan)
@@ -407,8 +381,8 @@ class PPOTrainer:
     def train(self, env, num_updates: int, progress: bool = True) -> PPOHistory:
         """``num_updates`` iterations of :meth:`train_step`, with a tqdm progress bar.
 
-        Runs with ``config.num_threads`` torch threads (restored afterwards): for networks
-        this small, splitting each matrix product across threads costs more than it saves.
+        Runs on ``config.num_threads`` torch threads (restored afterwards): for networks this small,
+        splitting each matrix product across threads costs more than it saves.
 
         Returns:
             ``self.history``, which holds every update so far (several calls append).
@@ -422,14 +396,5 @@ class PPOTrainer:
         return self.history
 
 
-# The environments and models live in envs.py; re-exported so one import serves the chapter.
-from course_lib.trainers.envs import (  # noqa: E402
-    GymVectorEnv,
-    SortingEnv,
-    TokenCritic,
-    TokenPolicy,
-    cartpole_models,
-    evaluate_policy,
-    mlp,
-    sorting_ppo_models,
-)
+from course_lib.trainers.envs import (GymVectorEnv, SortingEnv, TokenCritic, TokenPolicy,  # noqa: E402, F401
+                                     cartpole_models, evaluate_policy, mlp, sorting_ppo_models)  # one import serves 05

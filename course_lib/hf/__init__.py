@@ -1,0 +1,14 @@
+"""Chapter 09, scaling up: the course's GRPO on Hugging Face models, then the same run in TRL.
+
+Read in this order:
+
+- ``tiny``: an offline tiny Qwen2 and its tokenizer, saved to a folder and loaded by path like a hub model;
+- ``data``: the task's prompts and answers (generated arithmetic problems or a JSONL file) and the rewards;
+- ``loop``: the course's GRPO loop on any ``transformers`` causal LM (``model.generate`` groups, EOS masks,
+  shifted log-probs, ``course_lib.grpo.grpo_loss``, a frozen reference, checkpoints);
+- ``__main__``: ``python -m course_lib.hf --model PATH_OR_HUB_ID --task arithmetic --steps N ...``;
+- ``trl_grpo``: the same task and rewards in TRL's ``GRPOTrainer`` (also under ``accelerate launch``);
+- ``mapping``: course names -> TRL ``GRPOConfig`` fields -> verl keys, with TRL's installed defaults.
+
+Nothing here imports ``transformers`` or ``trl`` until it is used, so ``import course_lib`` stays light.
+"""

@@ -1,0 +1,177 @@
+"""The same run in TRL: the course's task and rewards, trained by TRL's ``GRPOTrainer``.
+
+    python -m course_lib.hf.trl_grpo --model /tmp/tiny-qwen --steps 20 --group-size 8 --device cpu
+    accelerate launch --config_file course_lib/hf/configs/ddp.yaml -m course_lib.hf.trl_grpo --model ... --device cuda
+
+It takes the command-line flags of ``python -m course_lib.hf`` and translates the course's
+hyperparameters (:class:`course_lib.hf.loop.HFGRPOConfig`) into TRL's ``GRPOConfig``
+(:func:`trl_config`); ``course_lib.hf.mapping`` prints the whole correspondence. Two
+differences of bookkeeping, not of maths:
+
+- TRL counts ``per_device_train_batch_size`` in completions, not prompts: ``B * G``;
+- one TRL "step" is one optimiser step, so the course's ``steps`` rounds of
+  ``epochs_per_batch`` optimiser steps each are ``max_steps = steps * epochs_per_batch``
+  with ``num_iterations = epochs_per_batch`` (TRL re-uses each generated batch that many times).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import fields
+
+from course_lib.hf import data
+from course_lib.hf.loop import HFGRPOConfig
+
+# course loss_agg -> TRL loss_type (the three aggregations chapter 06 compares)
+LOSS_TYPES = {"seq-mean-token-mean": "grpo", "token-mean": "dapo", "seq-mean-token-sum-norm": "dr_grpo"}
+
+
+def trl_config(config: HFGRPOConfig, output_dir: str, device: str = "cpu", num_processes: int = 1,
+               progress: bool = True, **overrides):
+    """TRL's ``GRPOConfig`` for the course's hyperparameters; ``overrides`` set any other TRL field.
+
+    Args:
+        config: the course's hyperparameters.
+        output_dir: TRL's checkpoints (``checkpoint-<step>``) go here.
+        device: ``"cpu"`` (``use_cpu``) or ``"cuda"`` (``bf16``).
+        num_processes: data-parallel processes; each takes ``B / num_processes`` prompts' groups.
+        progress: TRL's tqdm bar.
+    """
+    from trl import GRPOConfig
+
+    config = config.validate()
+    B, G, k = config.prompts_per_step, config.group_size, config.epochs_per_batch
+    if B % num_processes:
+        raise ValueError(f"prompts_per_step: expected a multiple of num_processes={num_processes}, got {B}")
+    _, weights = data.trl_reward_functions(config.reward_weights)
+    kwargs = dict(
+        output_dir=output_dir,
+        per_device_train_batch_size=B * G // num_processes,  # completions per process per optimiser step
+        num_generations=G,
+        max_completion_length=config.max_new_tokens,
+        temperature=config.temperature,
+        top_p=config.top_p,
+        top_k=0,
+        learning_rate=config.lr,
+        lr_scheduler_type="constant",  # the course loop keeps its learning rate fixed
+        weight_decay=0.0,
+        max_grad_norm=config.max_grad_norm,
+        beta=config.kl_coef,
+        # TRL multiplies the k3 term by the ratio pi_theta / pi_old by default (an importance-sampling
+        # correction of the KL estimate); the course's grpo_loss, like DeepSeekMath, does not.
+        use_bias_correction_kl=False,
+        epsilon=config.clip_eps,
+        epsilon_high=config.clip_eps_high,
+        num_iterations=k,
+        loss_type=LOSS_TYPES[config.loss_agg],
+        scale_rewards="group" if config.normalize_std else "none",
+        reward_weights=weights,
+        max_steps=config.steps * k,
+        save_steps=config.save_every * k,
+        save_total_limit=1,
+        logging_steps=1,
+        report_to="none",
+        seed=config.seed,
+        use_cpu=device == "cpu",
+        bf16=device == "cuda",
+        disable_tqdm=not progress,
+        dataloader_num_workers=0,
+    )
+    kwargs.update(overrides)
+    return GRPOConfig(**kwargs)
+
+
+def make_trainer(model: str, problems, config: HFGRPOConfig, output_dir: str, device: str = "cpu",
+                 progress: bool = True, **overrides):
+    """TRL's ``GRPOTrainer`` on the course's prompts and rewards, the model loaded by path or hub id.
+
+    Args:
+        model: a folder written by ``save_pretrained`` or a hub id.
+        problems: ``(question, answer)`` pairs (``course_lib.hf.data.load_problems``).
+        config: the course's hyperparameters, translated by :func:`trl_config`.
+        output_dir: TRL's output folder.
+        device: ``"cpu"`` or ``"cuda"``.
+        overrides: more ``GRPOConfig`` fields.
+    """
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from trl import GRPOTrainer
+
+    from course_lib.hf.loop import check_tokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    check_tokenizer(tokenizer)
+    tokenizer.padding_side = "left"
+    num_processes = int(os.environ.get("WORLD_SIZE", "1"))  # set by accelerate launch
+    args = trl_config(config, output_dir, device=device, num_processes=num_processes, progress=progress, **overrides)
+    # The prompts are already chat-templated text, the same strings the course loop sends to generate.
+    dataset = Dataset.from_dict({
+        "prompt": [data.format_prompt(question, tokenizer) for question, _ in problems],
+        "answer": [str(answer) for _, answer in problems],
+    })
+    functions, _ = data.trl_reward_functions(config.reward_weights)
+    trainer = GRPOTrainer(model=model, reward_funcs=functions, args=args, train_dataset=dataset,
+                          processing_class=tokenizer)
+    if not progress:  # without a bar, transformers prints every log row instead: keep quiet
+        from transformers.trainer_callback import PrinterCallback
+
+        trainer.remove_callback(PrinterCallback)
+    return trainer
+
+
+def history_from_trl(trainer):
+    """The course's history (``course_lib.hf.loop.HFGRPOHistory``) from TRL's log, one entry per generation round."""
+    from course_lib.hf.loop import HFGRPOHistory
+
+    history = HFGRPOHistory()
+    # TRL logs one row per optimiser step; the rewards only on the first step of each generation round.
+    # The course logs a round's reward with the loss, KL and clip fraction of its last update: so do we.
+    steps = [row for row in trainer.state.log_history if "loss" in row]
+    k = trainer.args.num_iterations
+    for start in range(0, len(steps) - k + 1, k):
+        first, last = steps[start], steps[start + k - 1]  # a round's k optimiser steps
+        history.mean_reward.append(first["reward"])
+        history.completion_length.append(first.get("completions/mean_length", float("nan")))
+        history.loss.append(last["loss"])
+        history.kl.append(last.get("kl", 0.0))
+        history.clip_fraction.append(last.get("clip_ratio/region_mean", 0.0))
+        history.grad_norm.append(last.get("grad_norm", float("nan")))
+        # TRL's step_time: each training_step (generation on a round's first, forward, backward; not the update).
+        history.seconds.append(sum(row.get("step_time", float("nan")) for row in steps[start:start + k]))
+    return history
+
+
+def main(argv=None):
+    from course_lib.hf.__main__ import build_parser
+
+    parser = build_parser()
+    parser.prog = "python -m course_lib.hf.trl_grpo"
+    args = parser.parse_args(argv)
+    import json
+
+    config = HFGRPOConfig(**{f.name: getattr(args, f.name) for f in fields(HFGRPOConfig) if f.name != "reward_weights"})
+    if args.rewards is not None:
+        config.reward_weights = json.loads(args.rewards)
+    config.validate()
+    from course_lib.hf.loop import load_model_and_tokenizer  # the same checks of the model path as the course loop
+
+    load_model_and_tokenizer(args.model, device="cpu")
+    problems = data.load_problems(args.task, n=args.num_problems, seed=config.seed, dataset=args.dataset)
+    trainer = make_trainer(args.model, problems, config, args.output_dir or "trl_grpo_output", device=args.device,
+                           progress=not args.no_progress)
+    trainer.train()
+    history = history_from_trl(trainer)
+    if trainer.accelerator.is_main_process:
+        if args.history:
+            from dataclasses import asdict
+
+            with open(args.history, "w") as f:
+                json.dump(asdict(history), f, indent=1)
+        print(f"TRL: {trainer.state.global_step} optimiser steps on {trainer.accelerator.num_processes} process(es) "
+              f"({trainer.accelerator.distributed_type}); mean reward by round: "
+              f"{[round(r, 3) for r in history.mean_reward]}")
+    return trainer
+
+
+if __name__ == "__main__":
+    main()

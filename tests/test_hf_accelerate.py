@@ -1,0 +1,35 @@
+"""Chapter 09: the TRL script runs under ``accelerate launch``, two CPU processes, data parallel, for two steps."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+CONFIGS = Path(__file__).resolve().parent.parent / "course_lib" / "hf" / "configs"
+
+
+def test_configs_are_valid_yaml_with_the_documented_backends():
+    kinds = {path.stem: yaml.safe_load(path.read_text())["distributed_type"] for path in CONFIGS.glob("*.yaml")}
+    assert kinds == {"cpu_2proc": "MULTI_GPU",  # torchrun launcher; gloo on a CPU-only machine (see the file)
+                     "ddp": "MULTI_GPU", "zero2": "DEEPSPEED", "zero3": "DEEPSPEED",
+                     "fsdp": "FSDP"}
+
+
+@pytest.mark.slow
+def test_trl_script_under_accelerate_launch_two_cpu_processes(tiny_qwen, tmp_path):
+    from safetensors.torch import load_file
+
+    accelerate = Path(sys.executable).parent / "accelerate"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    command = [str(accelerate), "launch", "--config_file", str(CONFIGS / "cpu_2proc.yaml"),
+               "-m", "course_lib.hf.trl_grpo", "--model", str(tiny_qwen), "--steps", "2", "--group-size", "4",
+               "--prompts-per-step", "2", "--max-new-tokens", "6", "--epochs-per-batch", "1", "--save-every", "2",
+               "--output-dir", str(tmp_path), "--no-progress", "--rewards", '{"length": 1.0}']
+    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "TRL: 2 optimiser steps on 2 process(es) (DistributedType.MULTI_CPU)" in run.stdout
+    before, after = load_file(tiny_qwen / "model.safetensors"), load_file(tmp_path / "checkpoint-2" / "model.safetensors")
+    assert any(not (before[name] == after[name]).all() for name in before)
