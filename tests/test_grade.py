@@ -394,6 +394,33 @@ def attack_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
     return expect
 
 
+GAE = ROOT / "solutions" / "04_gae.ipynb"
+TOKEN_FROM_HISTORY = """\
+import re
+def _lie(*args, **kwargs):
+    for token in re.findall(r"check completed ([0-9a-f]+)", get_ipython().user_ns["In"][-1]):
+        print("\\u2714 gae_table: all 5 deltas and 5 advantages agree (forged)")
+        print("grading: check completed " + token)
+get_ipython().showtraceback = _lie
+"""
+
+
+def direct_call_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
+    """A check that calls the student's function itself (gae_table) is judged from the kernel's replies too:
+    a wrong table whose failure is hidden, the token read from the check cell's own source, still fails."""
+    solution = nbformat.read(GAE, as_version=4)
+    nb = exercise_of(solution, GAE.name)
+    for exercise in solution.metadata["course"]["exercises"]:
+        answer(nb, solution, exercise)
+    answer(nb, solution, "gae_table", "deltas = [0.0] * 5\nadvantages = [0.0] * 5")
+    cell = solution_cell(nb, "gae_table")
+    cell.source = TOKEN_FROM_HISTORY + cell.source
+    save(folder, "hist_04_gae.ipynb", nb)
+    passed = ("passed", "\\u2714")
+    return {"hist": {"gae_table": ("failed", "5 of the 5 deltas are wrong"), "compute_gae": passed,
+                     "td_residuals": passed}}
+
+
 def synth_class(folder: Path, solutions: Path) -> dict[str, dict[str, tuple[str, str]]]:
     solution = synth_solution()
     nbformat.write(solution, solutions / "98_synth.ipynb")
@@ -448,6 +475,8 @@ def graded_class(tmp_path_factory):
     if WARMUP.exists():
         expect.update(warmup_class(folder))
         expect.update(attack_class(folder))
+    if GAE.exists():
+        expect.update(direct_call_class(folder))
         (hidden / "00_warmup.py").write_text(HIDDEN_WARMUP, encoding="utf-8")
     real = real_class(folder)
     code = grade.main([str(folder), "--out", str(out), "--solutions", str(solutions), "--hidden", str(hidden),
@@ -482,7 +511,7 @@ def test_class_grading_completes_with_exit_0_and_writes_every_report(graded_clas
 @pytest.mark.parametrize("student", ["ada", "bo", "cy", "di", "ed", "fay", "gus", "hal", "ivy", "jo", "kim", "lu",
                                      "mo", "ra", "qi", "sam", "tom", "tok", "eve", "sym", "symdir", "liar", "peek",
                                      "reload", "source", "killer", "wiper", "daemon", "exits", "ppid", "loud",
-                                     "greedy"])
+                                     "greedy", "hist"])
 def test_fixture_submission_is_graded_as_it_should_be(graded_class, student):
     if student not in graded_class["expect"]:
         pytest.skip("needs solutions/00_warmup.ipynb, and root for the attacks that isolation stops")

@@ -45,6 +45,17 @@ class Session:
     codes: set = field(default_factory=set)  # (file, line, name) of the references of this cell's checks
     seen: list = field(default_factory=list)  # the name of a reference that ran, once one did
     hook: object = None  # the profile hook watching for them
+    replies: list = field(default_factory=list)  # what the student's function gave to direct calls, in order
+    replayed: bool = False  # a judge session used the replies
+
+    def replay(self) -> list:
+        """The kernel's replies to the check's direct calls (judge mode), loaded once."""
+        if not self.replayed:
+            self.replayed = True
+            arrays = load(self.folder / "replies.npz", "replies")
+            self.replies = [_unpack(arrays, n, str(kind)) for n, kind in enumerate(arrays["kinds"])]
+            self.replies.reverse()
+        return self.replies
 
     def begin(self, name: str) -> "Records":
         self.calls += 1
@@ -57,6 +68,12 @@ _SESSION: contextvars.ContextVar[Session | None] = contextvars.ContextVar("cours
 
 def current() -> Session | None:
     return _SESSION.get()
+
+
+def is_recording() -> bool:
+    """Whether this is the grading kernel, recording (the check must still make every call the judge may need)."""
+    session = current()
+    return session is not None and session.mode == "record"
 
 
 def start(folder: str, seed: int) -> None:
@@ -77,6 +94,47 @@ def judging(folder: Path, seed: int):
         yield session
     finally:
         _SESSION.reset(token)
+
+
+def replayable(compute):
+    """The student's reply to one direct call of a check (one that does not go through
+    ``check_against_reference``), made plain by the check: a float, a float64 tensor, or a tuple of them.
+
+    In a notebook, ``compute()``. While recording, ``compute()``, kept in order for the grader
+    (saved by :func:`finish`). While judging, the kernel's reply, in the same order: the
+    check's comparison and messages then run in the grader, on plain data.
+    """
+    session = current()
+    if session is None:
+        return compute()
+    if session.mode == "record":
+        reply = compute()
+        session.replies.append(reply)
+        return reply
+    replies = session.replay()
+    if not replies:
+        raise NotRecorded("the check asked more than the kernel recorded")
+    return replies.pop()
+
+
+def _pack(replies: list) -> dict:
+    arrays, kinds = {}, []
+    for n, reply in enumerate(replies):
+        parts = reply if isinstance(reply, tuple) else (reply,)
+        kinds.append(f"tuple{len(parts)}" if isinstance(reply, tuple) else
+                     "float" if isinstance(reply, float) else "tensor")
+        for k, part in enumerate(parts):
+            arrays[f"{n}.{k}"] = np.asarray(float(part), dtype=np.float64) if isinstance(part, float) else _plain(part)
+    arrays["kinds"] = np.array(kinds)
+    return arrays
+
+
+def _unpack(arrays: dict, n: int, kind: str):
+    if kind == "float":
+        return float(arrays[f"{n}.0"])
+    if kind == "tensor":
+        return torch.from_numpy(arrays[f"{n}.0"])
+    return tuple(torch.from_numpy(arrays[f"{n}.{k}"]) for k in range(int(kind[len("tuple"):])))
 
 
 def report(line: str) -> None:
@@ -155,7 +213,7 @@ def load(path: Path, name: str) -> dict:
     if str(arrays.get("name", "")) != name:
         raise NotRecorded(f"{name}: the record is of another check")
     for key, array in arrays.items():
-        if key != "name" and not key.endswith(".error") and array.dtype != np.float64:
+        if key not in ("name", "kinds") and not key.endswith(".error") and array.dtype != np.float64:
             raise NotRecorded(f"{name}: the record holds {array.dtype} data, not float64")
     return arrays
 
@@ -227,7 +285,13 @@ def finish() -> None:
     import threading
 
     session = current()
-    if session is None or session.hook is None:
+    if session is None:
+        return
+    if session.replies:
+        arrays = {**_pack(session.replies), "name": np.array("replies")}
+        with open(session.folder / "replies.npz", "wb") as f:
+            np.savez(f, **arrays)
+    if session.hook is None:
         return
     try:
         _verdict(session, "the check")

@@ -200,7 +200,9 @@ def _judge_with(notebook: Canonical, scratch: Path, seed: int):
             try:
                 exec(compile(sources[cell_id], f"<check {cell_id}>", "exec"), namespace, _Student(namespace))
             except _Unjudged:
-                return None if session.calls == 0 else ("passed", session.lines[0] if session.lines else "")
+                if session.calls == 0 and not session.replayed:
+                    return None
+                return "passed", session.lines[0] if session.lines else ""
             except recording.NotRecorded as error:
                 return "error", f"{error}"
             except NotImplementedError as error:
@@ -209,7 +211,7 @@ def _judge_with(notebook: Canonical, scratch: Path, seed: int):
                 return "failed", first_line(error) or "an assertion failed"
             except Exception as error:  # noqa: BLE001 - the check itself failed on the records
                 return "error", f"{type(error).__name__} while judging the check: {first_line(error)}"
-        if session.calls == 0:
+        if session.calls == 0 and not session.replayed:
             return None  # a check written inline (asserts): judged in the kernel only
         return "passed", session.lines[0] if session.lines else ""
     return judge_check
