@@ -396,9 +396,13 @@ def attack_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
 
 GAE = ROOT / "solutions" / "04_gae.ipynb"
 TOKEN_FROM_HISTORY = """\
-import re
+import re, sys
 def _lie(*args, **kwargs):
-    for token in re.findall(r"check completed ([0-9a-f]+)", get_ipython().user_ns["In"][-1]):
+    sources, tb = list(get_ipython().user_ns.get("In", [])), sys.exc_info()[2]
+    while tb is not None:  # the check cell's own code, on the traceback
+        sources += [c for c in tb.tb_frame.f_code.co_consts if isinstance(c, str)]
+        tb = tb.tb_next
+    for token in sorted(set(re.findall(r"check completed ([0-9a-f]+)", "\\n".join(sources)))):
         print("\\u2714 gae_table: all 5 deltas and 5 advantages agree (forged)")
         print("grading: check completed " + token)
 get_ipython().showtraceback = _lie
@@ -407,7 +411,7 @@ get_ipython().showtraceback = _lie
 
 def direct_call_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
     """A check that calls the student's function itself (gae_table) is judged from the kernel's replies too:
-    a wrong table whose failure is hidden, the token read from the check cell's own source, still fails."""
+    a wrong table whose failure is hidden, the token looked for in the check cell's own source, earns nothing."""
     solution = nbformat.read(GAE, as_version=4)
     nb = exercise_of(solution, GAE.name)
     for exercise in solution.metadata["course"]["exercises"]:
@@ -417,8 +421,9 @@ def direct_call_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
     cell.source = TOKEN_FROM_HISTORY + cell.source
     save(folder, "hist_04_gae.ipynb", nb)
     passed = ("passed", "\\u2714")
-    return {"hist": {"gae_table": ("failed", "5 of the 5 deltas are wrong"), "compute_gae": passed,
-                     "td_residuals": passed}}
+    # Whether or not it finds the token, no points: the kernel's check stops before the replies are saved,
+    # so the judge finds no record (or the token is missing).
+    return {"hist": {"gae_table": ("error", ""), "compute_gae": passed, "td_residuals": passed}}
 
 
 def synth_class(folder: Path, solutions: Path) -> dict[str, dict[str, tuple[str, str]]]:
@@ -943,3 +948,35 @@ def test_pytest_killed_from_a_cell_costs_only_that_exercise(tmp_path):
     assert rows["halve"].status == "error" and "grading process was killed" in rows["halve"].message, rows["halve"]
     assert "without isolation" in (out / "summary.md").read_text(encoding="utf-8")
     assert "running the submission again once" in next((out / "logs").glob("*.log")).read_text(encoding="utf-8")
+
+
+def _record_and_judge(tmp_path, check, fn):
+    """Record ``check(fn)`` as the grading kernel would, then judge it from the records alone: (message, replayed)."""
+    import contextvars
+
+    from course_lib.checks import recording
+
+    def record():
+        recording.start(str(tmp_path / "records"), seed=7)
+        check(fn)
+        recording.finish()
+
+    contextvars.copy_context().run(record)
+    with recording.judging(tmp_path / "records", seed=7) as session:
+        try:
+            check(lambda *a, **k: pytest.fail("the judge never calls the student's function"))
+            return session.lines[0], session.replayed
+        except AssertionError as error:
+            return str(error).splitlines()[0], session.replayed
+
+
+def test_a_check_that_calls_the_function_itself_is_replayed_in_the_judge(tmp_path):
+    from course_lib.checks.gae import check_gae_table
+    from course_lib.checks.rewards import check_math_answer_reward
+    from course_lib.rewards import math_answer_reward
+
+    assert _record_and_judge(tmp_path / "a", check_math_answer_reward, math_answer_reward) == (
+        "\u2714 math_answer_reward: correct on all 21 cases.", True)
+    # Wrong in the kernel already: the kernel fails it, with the notebook's message.
+    with pytest.raises(AssertionError, match="5 of the 5 deltas are wrong"):
+        _record_and_judge(tmp_path / "b", check_gae_table, lambda: ([0.0] * 5, [0.0] * 5))
