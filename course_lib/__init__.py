@@ -7,13 +7,14 @@ The tree is the course's map. Chapter by chapter (``lectures/`` holds each chapt
   ``checks.recording``: record in the grading kernel, judge in the grader)
 - 01 RL for LMs ..... ``tasks`` (the sorting and math tasks), ``rewards`` (verifiable rewards and their hacks)
 - 02 policy gradient  ``policy_gradient`` (log-probs, REINFORCE), ``models`` (the sorting policy),
-                      ``lectures.mc_gradient``, ``trainers.pg_trainer`` (REINFORCE on the sorting task)
+                      ``lectures.mc_gradient``, ``lectures.trajectory`` (reward-to-go), ``trainers.pg_trainer`` (REINFORCE on the sorting task)
 - 03 baselines ...... ``baselines`` (deltas in three modes), ``lectures.bandits``, ``lectures.variance``
 - 04 GAE ............ ``gae`` (TD residuals, GAE, truncation), ``lectures.chain`` (a chain with known values)
 - 05 PPO ............ ``ppo`` (ratio, clip, value loss, ``PPOLoss``), ``kl`` (KL estimators k1, k2, k3),
-                      ``trainers.ppo_trainer``, ``trainers.envs``
-- 06 GRPO ........... ``grpo`` (group advantages, aggregation, ``grpo_loss``), ``trainers.grpo_trainer``
-- 07 GRPO vs PPO .... ``lectures.compare``, ``lectures.memory``, ``lectures.sweep``
+                      ``trainers.ppo_trainer``, ``trainers.envs``, ``lectures.pitfalls`` (wrong versions beside the right ones)
+- 06 GRPO ........... ``grpo`` (group advantages, aggregation, ``grpo_loss``), ``trainers.grpo_trainer``,
+                      ``lectures.sorting_variants`` (held-out prompts, moving reference, expert iteration)
+- 07 GRPO vs PPO .... ``lectures.compare``, ``lectures.memory``, ``lectures.sweep``, ``lectures.budget_sweep``
 - 09 scaling up ..... ``hf`` (the course's GRPO on Hugging Face models: ``hf.tiny``, ``hf.data``, ``hf.loop``,
                       ``python -m course_lib.hf``; TRL: ``hf.trl_grpo``, ``hf.agreement``, ``hf.mapping``)
 

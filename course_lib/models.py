@@ -41,7 +41,9 @@ class SortingPolicy(nn.Module):
     """The CS336 lecture-17 sorting model: encode the prompt into one vector, decode each position.
 
     Parameters, every entry drawn from ``N(0, 1/D)`` (a standard normal scaled by
-    ``1 / sqrt(D)``, so a product with a matrix keeps the scale of its input):
+    ``1 / sqrt(D)``, so a product with a matrix keeps the scale of its input). The
+    lecture's own code differs in one place: its table is an ``nn.Embedding``, whose
+    default init is ``N(0, 1)``; ``embedding_std=1.0`` reproduces it:
 
     =========== ============= ================================================
     name        shape         meaning
@@ -59,10 +61,13 @@ class SortingPolicy(nn.Module):
         generator: optional ``torch.Generator`` for the initialisation (the global
             RNG when ``None``), so that a run can be reproduced without touching
             global state.
+        embedding_std: standard deviation of the embedding table at initialisation;
+            ``None`` (the course's default) takes ``1 / sqrt(D)`` like the matrices, ``1.0``
+            is the lecture's ``nn.Embedding``.
     """
 
     def __init__(self, vocab_size: int, embedding_dim: int, prompt_length: int, response_length: int,
-                 generator: torch.Generator | None = None):
+                 generator: torch.Generator | None = None, embedding_std: float | None = None):
         super().__init__()
         for name, value in (("vocab_size", vocab_size), ("embedding_dim", embedding_dim),
                             ("prompt_length", prompt_length), ("response_length", response_length)):
@@ -77,7 +82,10 @@ class SortingPolicy(nn.Module):
         # (0.3 for the lecture's Tp = 3, D = 10), so the untrained policy is close to uniform
         # and explores. A unit-variance table (nn.Embedding's default) would give logits of
         # variance Tp * D = 30: a policy nearly deterministic before it has learnt anything.
-        self.embedding = nn.Parameter(torch.randn(vocab_size, D, generator=generator) * scale)  # (V, D)
+        if embedding_std is not None:
+            _validate.require_positive("embedding_std", embedding_std)
+        table_std = scale if embedding_std is None else float(embedding_std)
+        self.embedding = nn.Parameter(torch.randn(vocab_size, D, generator=generator) * table_std)  # (V, D)
         self.encode = nn.Parameter(torch.randn(prompt_length, D, D, generator=generator) * scale)  # (Tp, D, D)
         self.decode = nn.Parameter(torch.randn(response_length, D, D, generator=generator) * scale)  # (Tr, D, D)
 

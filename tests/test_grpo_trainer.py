@@ -15,6 +15,7 @@ import torch
 from course_lib.grpo import group_advantages
 from course_lib.models import SortingPolicy
 from course_lib.policy_gradient import reinforce_loss
+from course_lib.trainers.pg_trainer import PGConfig
 from course_lib.tasks import sorting_prompts
 from course_lib.trainers import GRPOTrainer, GRPOTrainerConfig
 from course_lib.trainers.grpo_trainer import GRPOHistory
@@ -205,6 +206,13 @@ def _benchmark():
     return module
 
 
+def test_benchmark_runs_the_lectures_exact_setup_beside_the_course_default():
+    bench = _benchmark()
+    lecture = bench.BASELINES["lecture: REINFORCE, rewards"]
+    assert (lecture.lr, lecture.embedding_std) == (1e-3, 1.0)
+    assert bench.BASELINES["course: REINFORCE, rewards"] == PGConfig()
+
+
 def test_benchmark_uses_the_config_defaults():
     bench = _benchmark()
     assert bench.CONFIG == GRPOTrainerConfig()
@@ -215,6 +223,8 @@ def test_benchmark_uses_the_config_defaults():
 def test_benchmark_prints_the_mean_last(capsys, monkeypatch):
     bench = _benchmark()
     monkeypatch.setattr(bench, "run", lambda seeds: {0: [5.0, 4.0, 3.0], 1: [5.0, 5.0, 5.0]})
+    row = {"train_greedy": 5.0, "train_sorted": 1.0, "held_out_greedy": 3.0, "held_out_sorted": 0.0}
+    monkeypatch.setattr(bench, "run_all", lambda seeds: {"lecture: REINFORCE, rewards": row})
     assert bench.main(["--seeds", "2"]) == pytest.approx(27 / 6)
     assert capsys.readouterr().out.strip().splitlines()[-1] == "mean_greedy_reward=4.500"
 

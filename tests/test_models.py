@@ -125,3 +125,13 @@ def test_bad_prompts_and_group_size():
         CategoricalPolicy(0)
     with pytest.raises(ValueError, match="logits"):
         CategoricalPolicy(3, logits=torch.zeros(4))
+
+
+def test_embedding_std_reproduces_the_lectures_nn_embedding_scale():
+    from course_lib.models import SortingPolicy
+    course = SortingPolicy(5, 10, 3, 3, generator=torch.Generator().manual_seed(0))
+    lecture = SortingPolicy(5, 10, 3, 3, generator=torch.Generator().manual_seed(0), embedding_std=1.0)
+    torch.testing.assert_close(lecture.embedding * 10 ** -0.5, course.embedding)  # same draws, other scale
+    torch.testing.assert_close(lecture.encode, course.encode)
+    with pytest.raises(ValueError, match="embedding_std"):
+        SortingPolicy(5, 10, 3, 3, embedding_std=0.0)

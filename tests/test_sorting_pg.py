@@ -82,3 +82,11 @@ def test_bad_prompts_and_config_type():
         train_sorting_pg(PGConfig(epochs=1), prompts=torch.tensor([1, 0, 2]))
     with pytest.raises(ValueError, match="prompts"):
         train_sorting_pg(PGConfig(epochs=1, vocab_size=3), prompts=torch.tensor([[1, 0, 4]]))
+
+
+def test_lecture_config_is_the_lectures_optimiser_and_init():
+    from course_lib.trainers.pg_trainer import PGConfig
+    cfg = PGConfig.lecture(seed=3)
+    assert (cfg.lr, cfg.embedding_std, cfg.group_size, cfg.epochs, cfg.steps_per_epoch, cfg.seed) == (1e-3, 1.0, 10, 100, 10, 3)
+    with pytest.raises(ValueError, match="embedding_std"):
+        PGConfig(embedding_std=-1.0)

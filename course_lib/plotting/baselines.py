@@ -22,8 +22,9 @@ def plot_baseline_variances(variances: dict | None = None, exact: dict | None = 
         title: the figure's title.
 
     Returns:
-        The figure, one bar per baseline; the axis is logarithmic when the bars span
-        more than a factor of 30.
+        The figure, one bar per baseline; when the values span more than a factor of 30
+        the axis is logarithmic and each baseline is a dot (a bar's length would mislead
+        there), labelled with its ratio to the smallest.
     """
     if variances is None:
         variances, exact = _two_state_variances(), None
@@ -41,16 +42,23 @@ def plot_baseline_variances(variances: dict | None = None, exact: dict | None = 
     heights = [values[n] for n in names]
     fig, ax = plt.subplots(figsize=(FIGSIZE[0], 0.45 * len(names) + 1.3))
     y = list(range(len(names)))[::-1]  # first name on top
-    ax.barh(y, heights, color="tab:blue", height=0.6)
     positive = [h for h in heights if h > 0]
     log = bool(positive) and max(positive) / min(positive) > 30
     if log:
+        # A bar on a log axis starts at an arbitrary left edge, so its length misleads (a ratio of 100
+        # can look like 2.5). Dots on a log axis show positions only; the text gives the ratios.
         ax.set_xscale("log")
-        ax.set_xlim(min(positive) / 2, max(positive) * 12)  # room on the right for the printed numbers
+        ax.set_xlim(min(positive) / 2, max(positive) * 40)  # room on the right for the printed numbers
+        ax.plot([h if h > 0 else min(positive) / 2 for h in heights], y, "o", color="tab:blue", markersize=8)
+        ax.grid(axis="x", which="major", alpha=0.4)
     else:
+        ax.barh(y, heights, color="tab:blue", height=0.6)
         ax.set_xlim(0, max(heights) * 1.6 if max(heights) > 0 else 1.0)
+    smallest = min(positive) if positive else 0.0
     for yi, name in zip(y, names):
         text = f"{values[name]:.3g}" + (f" measured, {exact[name]:.3g} exact" if exact else "")
+        if log and values[name] > 0:
+            text += f"  ({values[name] / smallest:.3g}x the smallest)"
         ax.text(values[name] if values[name] > 0 else ax.get_xlim()[0], yi, "  " + text, va="center",
                 fontsize="small")
     ax.set_yticks(y)
@@ -76,6 +84,9 @@ def _two_state_variances() -> dict:
         "b(s1) = 10, b(s2) = 1": variance.exact_moments(probs, variance.baselined_estimates(rewards, scores,
                                                                                               per_state))[1],
     }
+
+
+LINESTYLES = ("-", "--", (0, (1, 1.5)), "-.")
 
 
 def plot_reward_curves_by_mode(curves: dict | None = None, band: str = "minmax", max_reward: float | None = None,
@@ -117,7 +128,9 @@ def plot_reward_curves_by_mode(curves: dict | None = None, band: str = "minmax",
             spread = rows.std(0) if rows.shape[0] > 1 else torch.zeros_like(mean)
             low, high = mean - spread, mean + spread
         color = colors[i % len(colors)]
-        ax.plot(x, mean.numpy(), color=color, linewidth=1.8, label=f"{mode} (mean of {rows.shape[0]} seeds)")
+        # Curves that coincide must stay visible: each mode gets its own dash pattern, and later ones are thinner.
+        ax.plot(x, mean.numpy(), color=color, linewidth=2.6 - 0.6 * (i % 3), linestyle=LINESTYLES[i % len(LINESTYLES)],
+                label=f"{mode} (mean of {rows.shape[0]} seeds)")
         ax.fill_between(x, low.numpy(), high.numpy(), color=color, alpha=0.2, linewidth=0)
     if max_reward is not None:
         ax.axhline(_validate._as_float("max_reward", max_reward), color="black", linestyle=":", linewidth=1,

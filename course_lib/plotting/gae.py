@@ -127,12 +127,15 @@ def plot_bias_variance(lams, mse, bias2, variance, exact_bias2=None) -> Figure:
     variance = _curve("variance", variance, "lams", lams)
     x = lams.numpy()
     fig, ax = plt.subplots(figsize=FIGSIZE)
-    ax.plot(x, mse.numpy(), color="black", linewidth=2, marker="o", markersize=3, label="MSE = bias² + variance")
-    ax.plot(x, bias2.numpy(), color="tab:red", marker="o", markersize=3, label="bias² (sampled)")
-    ax.plot(x, variance.numpy(), color="tab:blue", marker="o", markersize=3, label="variance")
+    # Curves meet (MSE = variance where the bias is 0; sampled and exact bias² agree), so each has its own
+    # style: a wide pale line under a thinner dashed one stays visible where the two coincide.
+    ax.plot(x, mse.numpy(), color="0.55", linewidth=5, alpha=0.6, label="MSE = bias² + variance")
+    ax.plot(x, variance.numpy(), color="tab:blue", linewidth=1.6, linestyle="--", marker="s", markersize=3,
+            label="variance")
     if exact_bias2 is not None:
         exact_bias2 = _curve("exact_bias2", exact_bias2, "lams", lams)
-        ax.plot(x, exact_bias2.numpy(), color="tab:red", linestyle="--", linewidth=1, label="bias² (exact)")
+        ax.plot(x, exact_bias2.numpy(), color="tab:red", linewidth=3, alpha=0.35, label="bias² (exact)")
+    ax.plot(x, bias2.numpy(), color="tab:red", linestyle="none", marker="o", markersize=4, label="bias² (sampled)")
     best = int(mse.argmin())
     ax.axvline(x[best], color="0.6", linestyle=":", linewidth=1)
     ax.annotate(rf"least MSE at $\lambda$ = {x[best]:.2f}", (x[best], float(mse[best])),
@@ -200,6 +203,7 @@ def plot_token_gae(rewards, values, advantages) -> Figure:
     ax.set_xlabel("token t of the response")
     ax.set_ylabel("per token")
     ax.set_title("GAE over the tokens of one response")
-    ax.legend(loc="upper left", frameon=False, fontsize="small")
+    # The legend sits outside the axes: inside, it covered the first token's markers.
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize="small")
     fig.tight_layout()
     return fig

@@ -133,11 +133,15 @@ def plot_kl_estimators(kl, bias: dict, std: dict) -> Figure:
     if not isinstance(bias, dict) or not isinstance(std, dict) or not bias or set(bias) != set(std):
         raise ValueError("bias: expected a non-empty dict of name -> curve with the same names as std")
     colors = {"k1": "tab:red", "k2": "tab:orange", "k3": "tab:blue"}
+    # k1 and k3 are both unbiased, so their bias curves coincide at 0: a wide pale line for k1 under a thin
+    # dashed one for k3 keeps both visible.
+    bias_styles = {"k1": {"linewidth": 5, "alpha": 0.45, "marker": None}, "k3": {"linestyle": "--", "marker": "s"}}
     fig, axes = plt.subplots(1, 2, figsize=(10.0, 3.4))
     for name in bias:
         color = colors.get(name)
-        axes[0].plot(kl.numpy(), (_curve(f"bias[{name!r}]", bias[name], "kl", kl) / kl).numpy(), "o-", color=color,
-                     label=name, markersize=3)
+        style = {"marker": "o", "markersize": 3, **bias_styles.get(name, {})}
+        axes[0].plot(kl.numpy(), (_curve(f"bias[{name!r}]", bias[name], "kl", kl) / kl).numpy(), color=color,
+                     label=name, **style)
         axes[1].plot(kl.numpy(), (_curve(f"std[{name!r}]", std[name], "kl", kl) / kl).numpy(), "o-", color=color,
                      label=name, markersize=3)
     axes[0].axhline(0.0, color="black", linewidth=0.8)
@@ -222,9 +226,11 @@ def plot_token_weights(lengths=(2, 4, 8), advantages=(1.0, -1.0, -1.0), max_len:
         ax.set_ylim(-limit, limit)
         ax.grid(alpha=0.3, axis="y")
     axes[0].set_ylabel(r"weight of $\nabla \log \pi$ per token")
-    axes[0].legend(fontsize="x-small", frameon=False, loc="lower left")
+    # One legend for the three panels, below them at a readable size (inside a panel it had to be tiny).
+    handles, labels = axes[0].get_legend_handles_labels()
     fig.suptitle("How much each token is pushed up (+) or down (-), by loss aggregation")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize="medium", frameon=False)
     return fig
 
 

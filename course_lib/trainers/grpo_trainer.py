@@ -76,7 +76,11 @@ class GRPOTrainerConfig:
     embedding_dim: int = 10
     """D, the width of the model's embeddings (the lecture's 10)."""
     init_scale: float = 0.1
-    """Multiplies the decoder matrices at initialisation, so the initial logits scale by it (1 is the lecture's)."""
+    """Multiplies the decoder matrices at init, so the initial logits scale by it (1 keeps SortingPolicy's init)."""
+    embedding_std: float | None = None
+    """Std of the embedding table at init: None is SortingPolicy's 1/sqrt(D), 1.0 the lecture's nn.Embedding."""
+    ref_refresh_every: int = 0
+    """Copy the policy into the reference every this many epochs (0: never, the frozen initial policy)."""
     reward: str = "inclusion_ordering"
     """The reward: "inclusion_ordering" (dense, at most 2T - 1) or "exact_match" (0 or 1)."""
     seed: int = 0
@@ -90,8 +94,11 @@ class GRPOTrainerConfig:
         for name in ("group_size", "epochs", "steps_per_epoch", "embedding_dim"):
             _validate.require_int(name, getattr(self, name), minimum=1)
         _validate.require_int("seed", self.seed, minimum=0)
+        _validate.require_int("ref_refresh_every", self.ref_refresh_every, minimum=0)
         for name in ("lr", "clip_eps", "temperature", "init_scale"):
             _validate.require_positive(name, getattr(self, name))
+        if self.embedding_std is not None:
+            _validate.require_positive("embedding_std", self.embedding_std)
         for name in ("kl_coef", "ent_coef"):
             _validate.require_non_negative(name, getattr(self, name))
         _validate.require_choice("kl_kind", self.kl_kind, KL_KINDS)
@@ -137,6 +144,7 @@ class GRPOTrainer(PGTrainer):
             raise ValueError(f"ref_model: expected a torch.nn.Module or None, got {type(ref_model).__name__}")
         super().__init__(model, group_size, config, clip_eps=clip_epsilon, kl_coef=kl_beta)
         self.ref_model = ref_model
+        self.batches_seen = 0  # for config.ref_refresh_every
         if ref_model is not None:
             ref_model.requires_grad_(False)
 
@@ -155,6 +163,11 @@ class GRPOTrainer(PGTrainer):
     def batch_constants(self, prompts: torch.Tensor, responses: torch.Tensor) -> dict[str, torch.Tensor]:
         """``logp_old`` and ``logp_ref``, ``(B, G, T)``: the sampling policy's and the reference's log-probs."""
         use_ref = self.ref_model is not None and self.config.kl_coef > 0
+        every = self.config.ref_refresh_every
+        if use_ref and every and self.batches_seen % every == 0:
+            # A moving reference: with ref_refresh_every=1 it is the sampling policy, pi_old.
+            self.ref_model.load_state_dict(self.model.state_dict())
+        self.batches_seen += 1
         return {"logp_old": self.log_probs(self.model, prompts, responses),
                 "logp_ref": self.log_probs(self.ref_model, prompts, responses) if use_ref else None}
 

@@ -4,24 +4,21 @@ Williams 1992 (REINFORCE): with ``G`` responses ``y_1 .. y_G`` sampled per promp
 
     grad J  ~=  1/(B G T) sum_{b, g, t}  delta[b, g] * grad log pi(y_{b,g,t} | x_b),
 
-the gradient of the surrogate loss ``-mean(delta * logp)``
-(:func:`course_lib.policy_gradient.reinforce_loss`), where ``delta`` is the reward or
-the reward minus a baseline (:func:`course_lib.baselines.compute_deltas`).
+the gradient of the surrogate loss ``-mean(delta * logp)`` (:func:`course_lib.policy_gradient.reinforce_loss`),
+where ``delta`` is the reward or the reward minus a baseline (:func:`course_lib.baselines.compute_deltas`).
 One epoch of :meth:`PGTrainer.train`, in the lecture's order:
 
 1. sample ``G`` responses per prompt from the current policy (:meth:`PGTrainer.generate_group_outputs`);
-2. reward them (:meth:`PGTrainer.compute_rewards`), and turn the rewards into deltas
-   (:meth:`PGTrainer.advantages`);
+2. reward them (:meth:`PGTrainer.compute_rewards`), and turn the rewards into deltas (:meth:`PGTrainer.advantages`);
 3. take ``steps_per_epoch`` Adam steps (:meth:`PGTrainer.training_step`) on the REINFORCE loss of *that* batch.
 
 Only the first of those steps is exactly on-policy: after it the policy has moved while the
 samples have not. The lecture reuses each batch because sampling is the expensive part of RL for
 LMs; chapter 05's ratio and clip make the reuse principled. ``steps_per_epoch=1`` is REINFORCE.
 
-:class:`PGTrainer` is the skeleton of the course's trainers: chapter 06's
-:class:`~course_lib.trainers.grpo_trainer.GRPOTrainer` is this class with another
-advantage and another loss. :func:`train_sorting_pg` is chapter 02's entry point, a thin
-wrapper that keeps the lecture's bookkeeping (:class:`PGHistory`).
+:class:`PGTrainer` is the skeleton of the course's trainers: :class:`~course_lib.trainers.grpo_trainer.GRPOTrainer`
+(chapter 06) is this class with another advantage and another loss. :func:`train_sorting_pg` is chapter 02's
+entry point, a thin wrapper that keeps the lecture's bookkeeping (:class:`PGHistory`).
 
 The model is :class:`course_lib.models.SortingPolicy`, the lecture's non-autoregressive model.
 Shapes: ``B`` prompts, ``G`` responses per prompt, ``T`` tokens, ``V`` vocabulary.
@@ -51,7 +48,7 @@ REWARDS = {"inclusion_ordering": sort_inclusion_ordering_reward, "exact_match": 
 
 @dataclass
 class PGTrainerConfig:
-    """Hyperparameters of :class:`PGTrainer`; the defaults are the lecture's."""
+    """Hyperparameters of :class:`PGTrainer`: the lecture's budget and model (its lr is 1e-3, its table N(0, 1))."""
 
     group_size: int = 10
     """G, responses sampled per prompt in every epoch."""
@@ -70,7 +67,9 @@ class PGTrainerConfig:
     embedding_dim: int = 10
     """D, the width of the model's embeddings and hidden vector."""
     init_scale: float = 1.0
-    """Multiplies the decoder matrices at initialisation, so the initial logits scale by it (1 is the lecture's)."""
+    """Multiplies the decoder matrices at init, so the initial logits scale by it (1 keeps SortingPolicy's init)."""
+    embedding_std: float | None = None
+    """Std of the embedding table at init: None is SortingPolicy's 1/sqrt(D), 1.0 the lecture's nn.Embedding."""
     reward: str = "inclusion_ordering"
     """The reward: "inclusion_ordering" (dense, at most 2T - 1) or "exact_match" (sparse, 0 or 1)."""
     seed: int = 0
@@ -84,7 +83,7 @@ class PGTrainerConfig:
         for name in ("group_size", "epochs", "steps_per_epoch", "embedding_dim"):
             _validate.require_int(name, getattr(self, name), minimum=1)
         _validate.require_int("seed", self.seed, minimum=0)
-        for name in ("lr", "temperature", "init_scale"):
+        for name in ("lr", "temperature", "init_scale") + ("embedding_std",) * (self.embedding_std is not None):
             _validate.require_positive(name, getattr(self, name))
         _validate.require_non_negative("ent_coef", self.ent_coef)
         _validate.require_choice("deltas_mode", self.deltas_mode, MODES)
@@ -166,7 +165,8 @@ class PGTrainer:
         config = cls.Config() if config is None else config
         prompts = _require_prompts(sorting_prompts() if prompts is None else prompts)
         V, T = vocab_size if vocab_size is not None else int(prompts.max()) + 1, prompts.shape[-1]
-        model = SortingPolicy(V, config.embedding_dim, T, T, generator=torch.Generator().manual_seed(config.seed))
+        gen = torch.Generator().manual_seed(config.seed)
+        model = SortingPolicy(V, config.embedding_dim, T, T, generator=gen, embedding_std=config.embedding_std)
         with torch.no_grad():
             # The logits are linear in the decoder, so this scales the initial logits by init_scale.
             model.decode.mul_(config.init_scale)
@@ -307,7 +307,7 @@ def _require_prompts(prompts) -> torch.Tensor:
 
 @dataclass
 class PGConfig:
-    """Hyperparameters of :func:`train_sorting_pg`; the defaults are the lecture's."""
+    """Hyperparameters of :func:`train_sorting_pg`: the lecture's budget and model; ``lecture()``: its exact setup."""
 
     deltas_mode: str = "rewards"
     """How rewards become the loss weights: "rewards", "centered_rewards" or "normalized_rewards"."""
@@ -320,9 +320,11 @@ class PGConfig:
     steps_per_epoch: int = 10
     """Adam steps taken on each batch of samples (1 is strictly on-policy REINFORCE)."""
     lr: float = 1e-2
-    """Adam's learning rate."""
+    """Adam's learning rate (the lecture's is 1e-3)."""
     embedding_dim: int = 10
     """D, the width of the model's embeddings and hidden vector."""
+    embedding_std: float | None = None
+    """Std of the embedding table at init: None is 1/sqrt(D) (the course's), 1.0 the lecture's nn.Embedding."""
     vocab_size: int | None = None
     """V; None takes the largest prompt token + 1."""
     seed: int = 0
@@ -330,6 +332,9 @@ class PGConfig:
 
     def __post_init__(self) -> None:
         self.validate()
+
+    # PGConfig.lecture(**overrides): the lecture's exact setup, Adam at lr 1e-3 and nn.Embedding's N(0, 1) table.
+    lecture = classmethod(lambda cls, **overrides: cls(**{"lr": 1e-3, "embedding_std": 1.0, **overrides}))
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first field that is out of range."""

@@ -1,0 +1,56 @@
+"""Regenerate ``course_lib/lectures/data/sweep_07_budget.json``: chapter 07's group-size sweep at a fixed sample budget.
+
+48 responses per epoch for every group size (``B = 48 / G`` groups; ``course_lib.lectures.budget_sweep``), 100
+epochs, 8 seeds, the default clip range 0.2. The notebook only reads the file.
+
+Usage::
+
+    python benchmarks/sweep_07_budget.py              # a few minutes on one core
+    python benchmarks/sweep_07_budget.py --quick --out /tmp/budget.json
+
+The last line printed is ``total_seconds=...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from course_lib.lectures.budget_sweep import run_budget_sweep
+
+OUT = Path(__file__).resolve().parent.parent / "course_lib" / "lectures" / "data" / "sweep_07_budget.json"
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2 seeds and 10 epochs, to check the script works")
+    parser.add_argument("--out", type=Path, default=OUT, help=f"where to write the JSON (default {OUT})")
+    args = parser.parse_args(argv)
+    if args.quick and args.out == OUT:
+        parser.error("--quick must not overwrite the committed results: pass --out")
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    seeds, epochs = (range(2), 10) if args.quick else (range(8), 100)
+    sweep = run_budget_sweep(seeds=seeds, epochs=epochs)
+    for c in sweep["configs"]:
+        print(f"G={c['group_size']:>2} ({c['groups_per_epoch']:>2} groups) clip_eps={c['clip_eps']:<4} "
+              f"train greedy {c['train_greedy']:.3f}  held-out greedy {c['held_out_greedy']:.3f}  "
+              f"sampled {c['final_mean_reward']:.3f}  all-equal groups {c['all_equal']:.2f}  {c['wall_time_s']:.2f} s")
+    total = time.perf_counter() - start
+    results = {"meta": {"generated_by": "benchmarks/sweep_07_budget.py", "torch": torch.__version__,
+                        "python": platform.python_version(), "threads": 1, "total_seconds": round(total, 1)},
+               "sweep": sweep}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, separators=(",", ":")) + "\n")
+    print(f"wrote {args.out} ({args.out.stat().st_size / 1000:.1f} kB)")
+    print(f"total_seconds={total:.0f}")
+    return results
+
+
+if __name__ == "__main__":
+    main()
