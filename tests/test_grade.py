@@ -420,7 +420,7 @@ def direct_call_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
     cell = solution_cell(nb, "gae_table")
     cell.source = TOKEN_FROM_HISTORY + cell.source
     save(folder, "hist_04_gae.ipynb", nb)
-    passed = ("passed", "\\u2714")
+    passed = ("passed", "\u2714")
     # Whether or not it finds the token, no points: the kernel's check stops before the replies are saved,
     # so the judge finds no record (or the token is missing).
     return {"hist": {"gae_table": ("error", ""), "compute_gae": passed, "td_residuals": passed}}
