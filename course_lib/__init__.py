@@ -18,8 +18,8 @@ The tree is the course's map. Chapter by chapter (``lectures/`` holds each chapt
 - 09 scaling up ..... ``hf`` (the course's GRPO on Hugging Face models: ``hf.tiny``, ``hf.data``, ``hf.loop``,
                       ``python -m course_lib.hf``; TRL: ``hf.trl_grpo``, ``hf.agreement``, ``hf.mapping``)
 
-Shared helpers: ``_validate`` (argument checks that raise ``ValueError`` naming the argument) and ``masked``
-(masked means and sums, the one-thread context). ``plotting`` draws every figure (``plotting.widgets`` wraps them
+Shared helpers: ``_validate`` (argument checks that raise ``ValueError`` naming the argument), ``masked``
+(masked means and sums) and ``_threads`` (the ``one_thread()`` context). ``plotting`` draws every figure (``plotting.widgets`` wraps them
 in sliders); ``authoring`` holds the instructor's tools (``python -m course_lib.build``, ``python -m course_lib.grade``).
 """
 
