@@ -3,7 +3,8 @@
 The tree is the course's map. Chapter by chapter (``lectures/`` holds each chapter's experiments,
 ``checks/`` mirrors the maths modules with the exercises' autograder checks):
 
-- 00 welcome ........ ``lectures.warmup`` (discounted return, reward-to-go); ``checks`` (the shared machinery)
+- 00 welcome ........ ``lectures.warmup`` (discounted return, reward-to-go); ``checks`` (the shared machinery;
+  ``checks.recording``: record in the grading kernel, judge in the grader)
 - 01 RL for LMs ..... ``tasks`` (the sorting and math tasks), ``rewards`` (verifiable rewards and their hacks)
 - 02 policy gradient  ``policy_gradient`` (log-probs, REINFORCE), ``models`` (the sorting policy),
                       ``lectures.mc_gradient``, ``lectures.trajectory`` (reward-to-go), ``trainers.pg_trainer`` (REINFORCE on the sorting task)
@@ -19,8 +20,8 @@ The tree is the course's map. Chapter by chapter (``lectures/`` holds each chapt
 - 09 scaling up ..... ``hf`` (the course's GRPO on Hugging Face models: ``hf.tiny``, ``hf.data``, ``hf.loop``,
                       ``python -m course_lib.hf``; TRL: ``hf.trl_grpo``, ``hf.agreement``, ``hf.mapping``)
 
-Shared helpers: ``_validate`` (argument checks that raise ``ValueError`` naming the argument) and ``masked``
-(masked means and sums, the one-thread context). ``plotting`` draws every figure (``plotting.widgets`` wraps them
+Shared helpers: ``_validate`` (argument checks that raise ``ValueError`` naming the argument), ``masked``
+(masked means and sums) and ``_threads`` (the ``one_thread()`` context). ``plotting`` draws every figure (``plotting.widgets`` wraps them
 in sliders); ``authoring`` holds the instructor's tools (``python -m course_lib.build``, ``python -m course_lib.grade``).
 """
 

@@ -12,7 +12,10 @@ from __future__ import annotations
 import copy
 import csv
 import json
+import os
 import shutil
+import time
+import uuid
 from pathlib import Path
 
 import nbformat
@@ -27,6 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 WARMUP = ROOT / "solutions" / "00_warmup.ipynb"
 REAL = sorted((ROOT / "solutions").glob("*.ipynb"))
 TIMEOUT = 8  # seconds per cell in the class run: the slowest cell (import torch) takes about 2
+ISOLATED = os.geteuid() == 0  # as root (CI, containers) kernels run as users of their own
+MARKER = Path("/tmp") / f"course-grade-daemon-{uuid.uuid4().hex}"  # a daemonised process would create it
 
 # --- a tiny synthetic chapter: two module-free exercises, checks inline --------------------------------
 
@@ -206,12 +211,12 @@ def warmup_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
     save(folder, "kim_00_warmup.ipynb", nb)
     expect["kim"] = {"discounted_return": ("failed", "first reward"), "reward_to_go": ("failed", "without discounting")}
 
-    # Hiding errors: IPython shows no traceback, so nbval sees no error; the check's token is missing.
+    # Hiding errors: IPython shows no traceback, so nbval sees no error; the grader judges from the records.
     nb = answer(correct(), solution, "discounted_return", WRONG_RETURN)
     solution_cell(nb, "discounted_return").source = "get_ipython().showtraceback = lambda *args, **kwargs: None\n" + \
         solution_cell(nb, "discounted_return").source
     save(folder, "lu_00_warmup.ipynb", nb)
-    expect["lu"] = {"discounted_return": ("error", "did not report completion"), "reward_to_go": ("passed", "")}
+    expect["lu"] = {"discounted_return": ("failed", "first reward"), "reward_to_go": ("passed", "")}
 
     # Duplicated cell ids (a wrong draft, then the final answer under the same id), and missing cells
     # (the markdown and the second solution cell deleted).
@@ -226,6 +231,199 @@ def warmup_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
     expect["mo"] = {"discounted_return": ("passed", "appears 2 times; the last such cell was graded"),
                     "reward_to_go": ("not attempted", "no solution cell")}
     return expect
+
+
+# --- attacks: a student who wants points without solving, or to hurt the class ---------------------------
+RIGHT_RETURN = "T = rewards.shape[-1]\nreturn (rewards * gamma ** torch.arange(T, dtype=rewards.dtype)).sum(-1)"
+STUB = 'raise NotImplementedError("still a stub")'
+READ_TOKEN = """\
+import glob, re
+for path in glob.glob("*.ipynb") + glob.glob("../*.ipynb") + glob.glob("../*/*.ipynb"):
+    found = re.findall(r"check completed ([0-9a-f]+)", open(path).read())
+    if found:
+        token = found[0]
+        def _lie(*args, **kwargs):
+            print("\\u2714 discounted_return: correct on all 6 cases (float64 and float32).")
+            print("grading: check completed " + token)
+        get_ipython().showtraceback = _lie
+"""
+FORGER = """\
+for i in $(seq 100); do
+  for folder in . .. "$HOME"; do
+    for cell in 0 1 2 3 4 5 6 7 8 9 10 11; do
+      echo '{"event": "end", "cell": '$cell', "outcome": "passed", "stdout": "forged"}' >> "$folder/cells.jsonl"
+    done
+  done 2>/dev/null
+  sleep 0.05
+done
+"""
+FORGE_EVENTS = f"import subprocess\nsubprocess.Popen(['/bin/sh', '-c', {FORGER!r}], start_new_session=True)\n"
+LIAR = """\
+class Liar(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func in (torch.allclose, torch.equal, torch.Tensor.allclose, torch.Tensor.equal):
+            return True
+        if func in (torch.isclose, torch.Tensor.isclose):
+            return torch.ones(args[0].shape, dtype=torch.bool)
+        if func in (torch.isnan, torch.Tensor.isnan):
+            return torch.zeros(args[0].shape, dtype=torch.bool)
+        return super().__torch_function__(func, types, args, kwargs or {})
+return torch.zeros(rewards.shape[:-1], dtype=rewards.dtype).as_subclass(Liar)"""
+STACK_PEEK = """\
+import inspect
+if any("course_lib" in frame.filename for frame in inspect.stack()):
+    return getattr(__import__("course_lib.lectures.warmup", fromlist=["x"]), "discounted" + "_return")(rewards, gamma)
+return rewards.sum(-1)"""
+RELOADED = """\
+import importlib, sys
+module = importlib.reload(sys.modules["course_lib.lectures.warmup"])
+return module.discounted_return(rewards, gamma)"""
+EXEC_SOURCE = """\
+import course_lib.lectures.warmup as w
+namespace = {}
+exec(compile(open(w.__file__).read(), w.__file__, "exec"), namespace)
+return namespace["discounted_return"](rewards, gamma)"""
+KILL_GRADER = """\
+import os, signal
+def _grader_pids():
+    pid = os.getpid()
+    for _ in range(4):
+        try:
+            pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return
+        yield pid
+for pid in list(_grader_pids()):
+    if pid > 1:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+"""
+WIPE = """\
+import glob, os, shutil
+targets = []
+for pattern in ("../../logs/*", "../../rebuilt/*", "../logs/*", "../rebuilt/*", "/proc/*/cmdline"):
+    targets += glob.glob(pattern)
+for path in list(targets):
+    if path.endswith("cmdline"):
+        try:
+            words = open(path, "rb").read().split(b"\\0")
+            out = words[words.index(b"--out") + 1].decode()
+            targets += [os.path.join(out, "grades.csv"), os.path.join(out, "logs"), os.path.join(out, "rebuilt")]
+        except (OSError, ValueError, IndexError):
+            pass
+        continue
+for path in targets:
+    try:
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif path.endswith("grades.csv"):
+            open(path, "a").write("wiper,00_warmup,discounted_return,100,1,passed,forged,,x\\n")
+        else:
+            os.remove(path)
+    except OSError:
+        pass
+"""
+DAEMON_CODE = f"setsid /bin/sh -c 'sleep 4; echo alive > {MARKER}' >/dev/null 2>&1 &"  # a double fork
+DAEMON = f"import subprocess\nsubprocess.Popen(['/bin/sh', '-c', {DAEMON_CODE!r}], start_new_session=True)\n"
+
+
+def attack_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
+    """Submissions that attack the grader, each with the row it must produce (all 00_warmup)."""
+    solution = nbformat.read(WARMUP, as_version=4)
+
+    def correct():
+        return answer(answer(exercise_of(solution, WARMUP.name), solution, "discounted_return"), solution,
+                      "reward_to_go")
+
+    def attack(student, prelude="", body=None, rtg_prelude=""):
+        nb = answer(correct(), solution, "discounted_return", body) if body is not None else correct()
+        cell = solution_cell(nb, "discounted_return")
+        cell.source = prelude + cell.source
+        rtg = solution_cell(nb, "reward_to_go")
+        rtg.source = rtg_prelude + rtg.source
+        save(folder, f"{student}_00_warmup.ipynb", nb)
+
+    passed = ("passed", "\u2714")
+    expect = {}
+    # 1. The per-run token read from the rebuilt notebook, and printed in place of the traceback: a wrong answer.
+    attack("tok", READ_TOKEN, WRONG_RETURN)
+    expect["tok"] = {"discounted_return": ("failed", "first reward is discounted too"), "reward_to_go": passed}
+    # 2. A detached process forging the events file, for a stub.
+    attack("eve", FORGE_EVENTS, STUB)
+    expect["eve"] = {"discounted_return": ("not attempted", "still a stub"), "reward_to_go": passed}
+    # 3. Links to the solution notebook: a file, and a folder.
+    os.symlink(WARMUP, folder / "sym_00_warmup.ipynb")
+    expect["sym"] = {"discounted_return": ("symlink", "symbolic link"), "reward_to_go": ("symlink", "never followed")}
+    os.symlink(WARMUP.parent, folder / "symdir")
+    expect["symdir"] = {"": ("symlink", "symbolic link")}
+    # 4. Lying return values: a tensor subclass that compares equal to anything; the reference called only
+    #    when a check is on the stack, reached through getattr(__import__(...)); a reloaded module; the source.
+    attack("liar", body=LIAR)
+    expect["liar"] = {"discounted_return": ("failed", "differs from the reference"), "reward_to_go": passed}
+    attack("peek", body=STACK_PEEK)
+    expect["peek"] = {"discounted_return": ("failed", "calls course_lib's own discounted_return"),
+                      "reward_to_go": passed}
+    attack("reload", body=RELOADED)
+    expect["reload"] = {"discounted_return": ("failed", "calls course_lib's own discounted_return"),
+                        "reward_to_go": passed}
+    attack("source", body=EXEC_SOURCE)
+    expect["source"] = {"discounted_return": ("failed", "calls course_lib's own discounted_return"),
+                        "reward_to_go": passed}
+    # 5. Hurting the class: killing the grader, wiping the logs and rebuilt notebooks and forging rows,
+    #    a daemon that outlives its kernel. Each solves the exercise honestly besides, and keeps its points.
+    if ISOLATED:  # without isolation these would succeed: never run them on a developer's machine
+        attack("killer", KILL_GRADER)
+        expect["killer"] = {"discounted_return": passed, "reward_to_go": passed}
+        attack("wiper", WIPE)
+        expect["wiper"] = {"discounted_return": passed, "reward_to_go": passed}
+        attack("daemon", DAEMON)
+        expect["daemon"] = {"discounted_return": passed, "reward_to_go": passed}
+    # 6. Statuses: os._exit is a dead kernel, not a timeout; pytest killed; a huge printout; too much memory.
+    attack("exits", body="import os\nos._exit(0)")
+    expect["exits"] = {"discounted_return": ("error", "the kernel died"), "reward_to_go": passed}
+    if ISOLATED:
+        attack("ppid", rtg_prelude="import os\ntry:\n    os.kill(os.getppid(), 9)\nexcept OSError:\n    pass\n")
+        expect["ppid"] = {"discounted_return": passed, "reward_to_go": passed}
+    attack("loud", "print('x' * 50_000_000)\n")
+    expect["loud"] = {"discounted_return": passed, "reward_to_go": passed}
+    attack("greedy", body="hog = bytearray(64 * 2 ** 30)\n" + RIGHT_RETURN)
+    expect["greedy"] = {"discounted_return": ("failed", "MemoryError"), "reward_to_go": passed}
+    return expect
+
+
+GAE = ROOT / "solutions" / "04_gae.ipynb"
+TOKEN_FROM_HISTORY = """\
+import re, sys
+def _lie(*args, **kwargs):
+    sources, tb = list(get_ipython().user_ns.get("In", [])), sys.exc_info()[2]
+    while tb is not None:  # the check cell's own code, on the traceback
+        sources += [c for c in tb.tb_frame.f_code.co_consts if isinstance(c, str)]
+        tb = tb.tb_next
+    for token in sorted(set(re.findall(r"check completed ([0-9a-f]+)", "\\n".join(sources)))):
+        print("\\u2714 gae_table: all 5 deltas and 5 advantages agree (forged)")
+        print("grading: check completed " + token)
+get_ipython().showtraceback = _lie
+"""
+
+
+def direct_call_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
+    """A check that calls the student's function itself (gae_table) is judged from the kernel's replies too:
+    a wrong table whose failure is hidden, the token looked for in the check cell's own source, earns nothing."""
+    solution = nbformat.read(GAE, as_version=4)
+    nb = exercise_of(solution, GAE.name)
+    for exercise in solution.metadata["course"]["exercises"]:
+        answer(nb, solution, exercise)
+    answer(nb, solution, "gae_table", "deltas = [0.0] * 5\nadvantages = [0.0] * 5")
+    cell = solution_cell(nb, "gae_table")
+    cell.source = TOKEN_FROM_HISTORY + cell.source
+    save(folder, "hist_04_gae.ipynb", nb)
+    passed = ("passed", "\u2714")
+    # Whether or not it finds the token, no points: the kernel's check stops before the replies are saved,
+    # so the judge finds no record (or the token is missing).
+    return {"hist": {"gae_table": ("error", ""), "compute_gae": passed, "td_residuals": passed}}
 
 
 def synth_class(folder: Path, solutions: Path) -> dict[str, dict[str, tuple[str, str]]]:
@@ -281,13 +479,19 @@ def graded_class(tmp_path_factory):
     (hidden / "98_synth.py").write_text(HIDDEN_SYNTH, encoding="utf-8")
     if WARMUP.exists():
         expect.update(warmup_class(folder))
+        expect.update(attack_class(folder))
+    if GAE.exists():
+        expect.update(direct_call_class(folder))
         (hidden / "00_warmup.py").write_text(HIDDEN_WARMUP, encoding="utf-8")
     real = real_class(folder)
     code = grade.main([str(folder), "--out", str(out), "--solutions", str(solutions), "--hidden", str(hidden),
                        "--timeout", str(TIMEOUT), "-j", "2", "--quiet"])
+    ended = time.monotonic()
     with open(out / "grades.csv", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    return {"code": code, "rows": rows, "expect": expect, "real": real, "out": out}
+    return {"code": code, "rows": rows, "expect": expect, "real": real, "out": out, "ended": ended,
+            "args": [str(folder), "--out", str(out), "--solutions", str(solutions), "--hidden", str(hidden),
+                     "--timeout", str(TIMEOUT), "-j", "2", "--quiet"]}
 
 
 def _row(rows, student, exercise, notebook=None):
@@ -310,15 +514,36 @@ def test_class_grading_completes_with_exit_0_and_writes_every_report(graded_clas
 
 
 @pytest.mark.parametrize("student", ["ada", "bo", "cy", "di", "ed", "fay", "gus", "hal", "ivy", "jo", "kim", "lu",
-                                     "mo", "ra", "qi", "sam", "tom"])
+                                     "mo", "ra", "qi", "sam", "tom", "tok", "eve", "sym", "symdir", "liar", "peek",
+                                     "reload", "source", "killer", "wiper", "daemon", "exits", "ppid", "loud",
+                                     "greedy", "hist"])
 def test_fixture_submission_is_graded_as_it_should_be(graded_class, student):
     if student not in graded_class["expect"]:
-        pytest.skip("needs solutions/00_warmup.ipynb, which does not exist yet")
+        pytest.skip("needs solutions/00_warmup.ipynb, and root for the attacks that isolation stops")
     for exercise, (status, text) in graded_class["expect"][student].items():
         row = _row(graded_class["rows"], student, exercise)
         assert row["status"] == status, f"{student}/{exercise}: {row}"
         assert text in row["message"] + " " + row["notes"], f"{student}/{exercise}: {row}"
         assert float(row["points"]) == (float(row["max_points"]) if status == "passed" else 0.0)
+
+
+def test_nothing_a_kernel_started_outlives_it_and_no_row_is_forged(graded_class):
+    if "daemon" not in graded_class["expect"]:
+        pytest.skip("needs root: kernels isolated as users of their own")
+    time.sleep(max(0.0, graded_class["ended"] + 5 - time.monotonic()))
+    assert not MARKER.exists(), "a daemonised process outlived its kernel"
+    assert not [r for r in graded_class["rows"] if r["message"] == "forged"]
+    summary = (graded_class["out"] / "summary.md").read_text(encoding="utf-8")
+    assert "Kernels ran isolated" in summary
+
+
+def test_running_again_resumes_and_regrades_nothing(graded_class, capsys):
+    before = (graded_class["out"] / "grades.csv").read_text(encoding="utf-8")
+    start = time.monotonic()
+    assert grade.main(graded_class["args"]) == 0
+    assert time.monotonic() - start < 20, "every submission was already graded: no kernel should start"
+    assert (graded_class["out"] / "grades.csv").read_text(encoding="utf-8") == before
+    assert "already in" in capsys.readouterr().err
 
 
 def test_points_come_from_the_solution_notebook_not_the_submission(graded_class):
@@ -543,7 +768,7 @@ def test_a_kernel_that_dies_before_answering_is_started_again(monkeypatch, tmp_p
                      runner.CellOutcome("passed")])
     calls = []
 
-    def fake_run_once(notebook, timeout, threads, sanitize):
+    def fake_run_once(notebook, timeout, threads, sanitize, *sandbox):
         calls.append(notebook)
         return runner.Run(cells={0: next(outcomes)})
 
@@ -562,3 +787,196 @@ def test_a_kernel_that_never_starts_is_reported_after_the_last_try(monkeypatch, 
     run = runner.run_nbval(tmp_path / "nb.ipynb", timeout=5)
     assert run.kernel_retries == runner.KERNEL_START_TRIES - 1
     assert run.cells[0].outcome == "setup-error"
+
+
+# --- losing nothing, statuses, recording: no class run needed ---------------------------------------------
+
+
+def test_a_grader_killed_mid_class_keeps_finished_rows_and_resumes(tmp_path):
+    """Kill the command after its first submission; every finished row stays, and a rerun grades the rest."""
+    import subprocess
+    import sys
+
+    solutions, folder, out = tmp_path / "solutions", tmp_path / "subs", tmp_path / "out"
+    solutions.mkdir()
+    folder.mkdir()
+    solution = synth_solution()
+    nbformat.write(solution, solutions / "98_synth.ipynb")
+    for student in ("a1", "a2", "a3"):
+        save(folder, f"{student}_98_synth.ipynb", answer(answer(exercise_of(solution, "98_synth.ipynb"), solution,
+                                                                "double"), solution, "halve"))
+    args = [str(folder), "--out", str(out), "--solutions", str(solutions), "-j", "1", "--quiet", "--timeout", "20"]
+    proc = subprocess.Popen([sys.executable, "-m", "course_lib.grade", *args], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(report.read_rows(out / "grades.csv")) < 2:
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    kept = report.read_rows(out / "grades.csv")
+    assert len(kept) >= 2 and all(r.status == "passed" for r in kept), kept
+    assert grade.main(args) == 0
+    rows = report.read_rows(out / "grades.csv")
+    assert sorted((r.student, r.exercise) for r in rows) == [(s, e) for s in ("a1", "a2", "a3")
+                                                             for e in ("double", "halve")]
+    assert [r for r in rows if r.status != "passed"] == []
+
+
+def test_symlinks_are_found_but_never_followed(tmp_path):
+    (tmp_path / "real").mkdir()
+    nbformat.write(synth_solution(), tmp_path / "real" / "x_98_synth.ipynb")
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    os.symlink(tmp_path / "real" / "x_98_synth.ipynb", subs / "ln_98_synth.ipynb")
+    os.symlink(tmp_path / "real", subs / "linked")
+    found, missing = submissions.find_submissions([subs])
+    assert sorted(p.name for p, _ in found) == ["linked", "ln_98_synth.ipynb"] and not missing
+    assert all(submissions.is_symlink(p, b) for p, b in found)
+    with pytest.raises(OSError):
+        submissions.read_no_follow(subs / "ln_98_synth.ipynb")
+
+
+def test_a_dead_kernel_and_a_killed_pytest_are_named():
+    clean = verdict.sanitizer(None)
+    died = CellOutcome("died", message="the kernel died while this cell ran")
+    assert verdict.judge("check", died, "T", verdict.Options(), clean)[1].startswith("the kernel died")
+    killed = CellOutcome("died", message="the grading process was killed while this cell ran")
+    assert "grading process was killed" in verdict.judge("solution", killed, "T", verdict.Options(), clean)[1]
+
+
+def test_rows_are_appended_and_read_back(tmp_path):
+    path = tmp_path / "grades.csv"
+    report.write_csv([verdict.Row("a", "00_x", "e", 1, 1, "passed", "\u2714, with a comma", "", "a.ipynb")], path)
+    report.append_rows([verdict.Row("b", "00_x", "e", 0, 1, "failed", "no", "", "b.ipynb")], path)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("c,00_x,e,0")  # a row cut short by a kill
+    assert [(r.student, r.points, r.message) for r in report.read_rows(path)] == [
+        ("a", 1.0, "\u2714, with a comma"), ("b", 0.0, "no")]
+
+
+RIGHT = "return (rewards * gamma ** torch.arange(rewards.shape[-1], dtype=rewards.dtype)).sum(-1)"
+
+
+@pytest.mark.skipif(not WARMUP.exists(), reason="needs course_lib.checks.warmup")
+@pytest.mark.parametrize("body, status, text", [
+    (RIGHT, "passed", "\u2714 discounted_return: correct on all 6 cases"),
+    (WRONG_RETURN, "failed", "first reward is discounted too"),
+    ("key = round(float(rewards.sum()), 3)\nif key in MEMO:\n    return MEMO[key].to(rewards.dtype)\n"
+     "return rewards.sum(-1)", "failed", "drawn at grading time"),  # the notebook's cases learnt by heart
+    ("from course_lib.lectures.warmup import discounted_return as ref\nreturn ref(rewards, gamma)", "record",
+     "calls course_lib's own discounted_return"),
+    ("raise NotImplementedError('stub')", "record", "stub"),
+], ids=["right", "wrong", "memorised", "reference", "stub"])
+def test_record_then_judge_gives_the_notebooks_feedback(tmp_path, body, status, text):
+    """The check records in one context and judges in another, with the notebook's messages."""
+    import contextvars
+
+    import torch
+
+    from course_lib.checks import recording
+    from course_lib.checks.warmup import check_discounted_return
+
+    from course_lib.checks.warmup import _cases
+    from course_lib.lectures.warmup import discounted_return
+
+    memo = {round(float(c.kwargs["rewards"].sum()), 3): discounted_return(**c.kwargs) for c in _cases()}
+    namespace = {"torch": torch, "MEMO": memo}
+    exec("def discounted_return(rewards, gamma):\n" + "\n".join("    " + line for line in body.splitlines()),
+         namespace)
+    fn = namespace["discounted_return"]
+
+    def record():
+        recording.start(str(tmp_path / "records"), seed=1234)
+        return check_discounted_return(fn)
+
+    if status == "record":  # stopped in the kernel already, with the same message as in a notebook
+        with pytest.raises((recording.ReferenceCalled, NotImplementedError), match=text):
+            contextvars.copy_context().run(record)
+        return
+    assert contextvars.copy_context().run(record) is True
+    assert recording.current() is None, "the record session stays in its own context"
+    with recording.judging(tmp_path / "records", seed=1234) as session:
+        try:
+            check_discounted_return(lambda *a, **k: pytest.fail("the judge never calls the student's function"))
+            judged = session.lines[0]
+        except AssertionError as error:
+            judged = str(error)
+    assert text in judged, judged
+    if status != "failed" or "drawn" not in text:
+        try:
+            check_discounted_return(fn)
+            in_notebook = session.lines[0]
+        except AssertionError as error:
+            in_notebook = str(error)
+        assert judged.splitlines()[0] == in_notebook.splitlines()[0], "the same feedback as in a notebook"
+
+
+def test_a_forged_record_is_refused(tmp_path):
+    import numpy as np
+
+    from course_lib.checks import recording
+
+    (tmp_path / "r").mkdir()
+    with open(tmp_path / "r" / "record-1.npz", "wb") as f:
+        np.savez(f, name=np.array("discounted_return"), **{"0.float64.value.output": np.array([object()])})
+    with pytest.raises(recording.NotRecorded):
+        recording.load(tmp_path / "r" / "record-1.npz", "discounted_return")
+    os.symlink("/etc/passwd", tmp_path / "r" / "record-2.npz")
+    with pytest.raises(recording.NotRecorded):
+        recording.load(tmp_path / "r" / "record-2.npz", "discounted_return")
+    with open(tmp_path / "r" / "record-3.npz", "wb") as f:
+        np.savez(f, name=np.array("reward_to_go"))
+    with pytest.raises(recording.NotRecorded, match="another check"):
+        recording.load(tmp_path / "r" / "record-3.npz", "discounted_return")
+
+
+def test_pytest_killed_from_a_cell_costs_only_that_exercise(tmp_path):
+    """Without isolation a cell can kill its pytest: run again once, then only that exercise is lost."""
+    solutions, folder, out = tmp_path / "solutions", tmp_path / "subs", tmp_path / "out"
+    solutions.mkdir()
+    folder.mkdir()
+    solution = synth_solution()
+    nbformat.write(solution, solutions / "98_synth.ipynb")
+    nb = answer(answer(exercise_of(solution, "98_synth.ipynb"), solution, "double"), solution, "halve")
+    by_id(nb, "halve-solution").source = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n" + \
+        by_id(nb, "halve-solution").source
+    save(folder, "kay_98_synth.ipynb", nb)
+    assert grade.main([str(folder), "--out", str(out), "--solutions", str(solutions), "--no-isolation", "--quiet",
+                       "--timeout", "20"]) == 0
+    rows = {r.exercise: r for r in report.read_rows(out / "grades.csv")}
+    assert rows["double"].status == "passed", rows["double"]
+    assert rows["halve"].status == "error" and "grading process was killed" in rows["halve"].message, rows["halve"]
+    assert "without isolation" in (out / "summary.md").read_text(encoding="utf-8")
+    assert "running the submission again once" in next((out / "logs").glob("*.log")).read_text(encoding="utf-8")
+
+
+def _record_and_judge(tmp_path, check, fn):
+    """Record ``check(fn)`` as the grading kernel would, then judge it from the records alone: (message, replayed)."""
+    import contextvars
+
+    from course_lib.checks import recording
+
+    def record():
+        recording.start(str(tmp_path / "records"), seed=7)
+        check(fn)
+        recording.finish()
+
+    contextvars.copy_context().run(record)
+    with recording.judging(tmp_path / "records", seed=7) as session:
+        try:
+            check(lambda *a, **k: pytest.fail("the judge never calls the student's function"))
+            return session.lines[0], session.replayed
+        except AssertionError as error:
+            return str(error).splitlines()[0], session.replayed
+
+
+def test_a_check_that_calls_the_function_itself_is_replayed_in_the_judge(tmp_path):
+    from course_lib.checks.gae import check_gae_table
+    from course_lib.checks.rewards import check_math_answer_reward
+    from course_lib.rewards import math_answer_reward
+
+    assert _record_and_judge(tmp_path / "a", check_math_answer_reward, math_answer_reward) == (
+        "\u2714 math_answer_reward: correct on all 21 cases.", True)
+    # Wrong in the kernel already: the kernel fails it, with the notebook's message.
+    with pytest.raises(AssertionError, match="5 of the 5 deltas are wrong"):
+        _record_and_judge(tmp_path / "b", check_gae_table, lambda: ([0.0] * 5, [0.0] * 5))

@@ -24,6 +24,15 @@ It writes ``DIR/grades.csv``, ``DIR/summary.md``, ``DIR/logs/<student>__<noteboo
 and keeps each rebuilt notebook in ``DIR/rebuilt/<student>__<notebook>/`` (rerun one by
 hand with ``pytest --nbval-lax`` there). See :mod:`course_lib.authoring.grading.report`.
 
+Nothing is lost: each submission's rows are appended to ``grades.csv`` (flushed to disk)
+as soon as it is graded, so a grader killed half-way keeps every finished row, and the
+same command run again resumes: it skips the submissions already in ``grades.csv``
+(``--regrade`` grades everything again). When it runs as root, every kernel runs as an
+unprivileged user of its own (``course-grade-<slot>``, created if missing) in a mount
+namespace that hides the output folder, the submissions, the solutions and the hidden
+checks (see :mod:`course_lib.authoring.grading.runner`); otherwise ``summary.md`` says
+that grading ran without isolation.
+
 Exit status: 0 when grading completed, whatever the students scored (an unreadable
 file, a wrong notebook, a hang: each is a row of the CSV); 2 when it could not grade at
 all: no submission found, no usable solution notebook, the output folder not writable,
@@ -35,17 +44,24 @@ What the defences do not cover is written in ``docs/grading.md`` ("Limits").
 from __future__ import annotations
 
 import argparse
+import csv
+import json
 import os
+import pwd
+import queue
 import re
+import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from course_lib.authoring.grading.canonical import load_solutions
-from course_lib.authoring.grading.report import summary_markdown, write_csv, write_log
+from course_lib.authoring.grading.report import COLUMNS, append_rows, read_rows, summary_markdown, write_log
+from course_lib.authoring.grading.runner import Sandbox
 from course_lib.authoring.grading.submissions import find_submissions, student_name
-from course_lib.authoring.grading.verdict import Graded, Options, Row, grade_submission
+from course_lib.authoring.grading.verdict import Graded, Options, grade_submission
 
 ROOT = Path(__file__).resolve().parents[2]
 CANNOT_GRADE = 2
@@ -65,6 +81,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--notebook", metavar="NN_name", help="every submission should be this notebook")
     parser.add_argument("--sanitize", type=Path, default=ROOT / "tests" / "nbval_sanitize.cfg", metavar="FILE",
                         help="nbval sanitize file for volatile output (default: tests/nbval_sanitize.cfg)")
+    parser.add_argument("--memory", type=float, default=4.0, metavar="GB",
+                        help="address space allowed to each kernel (RLIMIT_AS; default 4, 0 for no limit)")
+    parser.add_argument("--regrade", action="store_true",
+                        help="grade every submission again (default: skip those already in DIR/grades.csv)")
+    parser.add_argument("--no-isolation", action="store_true",
+                        help="run kernels as this user even when root (summary.md says so)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -103,42 +125,158 @@ def main(argv: list[str] | None = None) -> int:
         print(f"course_lib.grade: warning: {path} does not exist", file=sys.stderr)
     if not files:
         return _fail("no submission found (give notebook files or folders of them)")
+    csv_path = args.out / "grades.csv"
     try:
         for folder in (args.out, args.out / "logs", args.out / "rebuilt"):
             folder.mkdir(parents=True, exist_ok=True)
-        (args.out / "grades.csv").write_text("", encoding="utf-8")
+        previous = [] if args.regrade else read_rows(csv_path)
+        if args.regrade or not previous:
+            with open(csv_path, "w", newline="", encoding="utf-8") as f:
+                csv.writer(f).writerow(COLUMNS)
     except OSError as error:
         return _fail(f"cannot write to {args.out}: {error}")
 
+    sandboxes, isolation = _sandboxes(args, files)
     options = Options(timeout=args.timeout, threads=max(1, (os.cpu_count() or 1) // args.jobs),
                       sanitize=args.sanitize if args.sanitize.is_file() else None,
-                      work=(args.out / "rebuilt").resolve(), notebook=args.notebook)
-    start, taken, results = time.monotonic(), set(), []
+                      work=(args.out / "rebuilt").resolve(), notebook=args.notebook, sandboxes=sandboxes)
+    start, taken = time.monotonic(), set()
+    done = {row.submission for row in previous}
     jobs = [(path, base, _key(student_name(path, base, canonical), path, taken)) for path, base in files]
+    results = _resumed(previous, jobs)
+    todo = [(path, base, key) for path, base, key in jobs if str(path) not in done]
+    if len(todo) < len(jobs):
+        print(f"course_lib.grade: {len(jobs) - len(todo)} submission(s) already in {csv_path}: skipped "
+              "(--regrade to grade them again)", file=sys.stderr)
     from tqdm import tqdm
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool, \
-            tqdm(total=len(jobs), desc="grading", unit="notebook", file=sys.stderr, disable=args.quiet) as bar:
-        futures = [pool.submit(grade_submission, path, base, canonical, options, key) for path, base, key in jobs]
+            tqdm(total=len(todo), desc="grading", unit="notebook", file=sys.stderr, disable=args.quiet) as bar:
+        futures = [pool.submit(grade_submission, path, base, canonical, options, key) for path, base, key in todo]
         for future in as_completed(futures):
             result = future.result()
             write_log(result, args.out / "logs")  # at once: a crash later loses no log
+            append_rows(result.rows, csv_path)  # at once, flushed to disk: a kill later loses no grade
             results.append(result)
             bar.update(1)
     total = time.monotonic() - start
-    order = {path: n for n, (path, _, _) in enumerate(jobs)}
-    results.sort(key=lambda r: (r.student, order[r.submission]))
-    rows: list[Row] = [row for result in results for row in result.rows]
-    write_csv(rows, args.out / "grades.csv")
-    per = sum(r.seconds for r in results) / len(results)
+    order = {str(path): n for n, (path, _, _) in enumerate(jobs)}
+    results.sort(key=lambda r: (r.student, order.get(str(r.submission), len(order))))
+    fresh = [r for r in results if r.seconds]
+    per = sum(r.seconds for r in fresh) / len(fresh) if fresh else 0.0
     header = (f"{len(results)} submission(s) from {len({r.student for r in results})} student(s), graded against "
               f"`{args.solutions}` with a {args.timeout:g} s cell timeout and -j {args.jobs}: "
-              f"{per:.1f} s per submission, {total:.0f} s in all.")
+              f"{len(fresh)} graded in this run, {per:.1f} s per submission, {total:.0f} s in all.\n\n{isolation}")
     (args.out / "summary.md").write_text(summary_markdown(results, header), encoding="utf-8")
-    print(f"{header}\nwrote {args.out / 'grades.csv'}, {args.out / 'summary.md'} and {len(results)} log(s)")
-    if all(_grader_failed(r) for r in results):
+    print(f"{header}\nwrote {csv_path}, {args.out / 'summary.md'} and {len(fresh)} log(s)")
+    if fresh and all(_grader_failed(r) for r in fresh):
         return _fail("no submission could be graded (see the logs: did the kernel start?)")
     return 0
+
+
+def _resumed(previous, jobs) -> list[Graded]:
+    """The submissions already graded in an earlier run, rebuilt from their rows of grades.csv."""
+    keys = {str(path): key for path, _, key in jobs}
+    by_submission: dict[str, Graded] = {}
+    for row in previous:
+        graded = by_submission.setdefault(row.submission, Graded(row.student, Path(row.submission),
+                                                                  key=keys.get(row.submission, row.student)))
+        graded.rows.append(row)
+    return list(by_submission.values())
+
+
+USER = "course-grade-{slot}"
+
+
+def _sandboxes(args, files) -> tuple["queue.Queue[Sandbox]", str]:
+    """One sandbox per -j slot, and the sentence summary.md says about isolation."""
+    memory = int(args.memory * (1 << 30))
+    slots: "queue.Queue[Sandbox]" = queue.Queue()
+    isolated = os.geteuid() == 0 and not args.no_isolation and sys.platform.startswith("linux")
+    hide: list[str] = []
+    if isolated:
+        try:
+            users = [_grading_user(USER.format(slot=slot)) for slot in range(args.jobs)]
+            hide = _hidden_folders(args, files)
+            probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"], capture_output=True)
+            if probe.returncode != 0:
+                hide = []
+        except (OSError, subprocess.SubprocessError, KeyError) as error:
+            print(f"course_lib.grade: warning: cannot isolate the kernels ({error})", file=sys.stderr)
+            isolated = False
+    expose = _private_python() if isolated and hide else []
+    for slot in range(args.jobs):
+        if isolated:
+            uid, gid = users[slot]
+            slots.put(Sandbox(uid=uid, gid=gid, memory=memory, hide=hide, expose=expose))
+        else:
+            slots.put(Sandbox(memory=memory))
+    if isolated:
+        hide_note = _python_note(users[0], expose)
+    if isolated and hide:
+        text = (f"Kernels ran isolated: as unprivileged users ({USER.format(slot='N')}), in a fresh folder outside "
+                f"the output folder, with the output folder, the submissions, the solutions and the hidden checks "
+                f"hidden from them, at most {args.memory:g} GB of address space each.{hide_note}")
+    elif isolated:
+        text = ("Kernels ran as unprivileged users, but without a mount namespace (`unshare --mount` failed): "
+                "they could read every world-readable file, other submissions included.")
+    else:
+        text = ("**Grading ran without isolation**: the grader is not root, so the students' code ran as "
+                f"{pwd.getpwuid(os.getuid()).pw_name}, with your files (only its memory was limited, to "
+                f"{args.memory:g} GB). Grade untrusted work as root in a container, where kernels get users of "
+                "their own.")
+    return slots, text
+
+
+def _private_python() -> list[tuple[str, str]]:
+    """(a folder others cannot enter, the Python installation inside it) when this Python lives in one (pyenv in
+    /root, say): the kernel's mount namespace then hides that folder but keeps the installation, read-only."""
+    base = Path(sys.base_prefix).resolve()
+    for folder in [*reversed(base.parents), base]:
+        if not folder.stat().st_mode & 0o001:  # not searchable by others
+            return [(str(folder), str(base))] if folder != base else []
+    return []
+
+
+def _python_note(user: tuple[int, int], expose: list[tuple[str, str]]) -> str:
+    """A warning when the kernels' user cannot run this Python (installed where others cannot read it)."""
+    box = Sandbox(uid=user[0], gid=user[1], expose=expose)
+    from course_lib.authoring.grading.nbval_report import kernel_command
+
+    probe = subprocess.run(kernel_command([sys.executable, "-c", "import sys; print(sys.version)"],
+                                          json.loads(box.for_plugin(Path("/")))),
+                           capture_output=True, text=True, cwd="/")
+    if probe.returncode == 0 and probe.stdout.strip() == sys.version.strip():
+        return ""
+    note = (f" Warning: the grading users cannot run this Python ({Path(sys.executable).resolve()}): kernels ran with "
+            f"{probe.stdout.strip() or 'no'} Python; install the course where others can read it.")
+    print(f"course_lib.grade: warning:{note}", file=sys.stderr)
+    return note
+
+
+def _grading_user(name: str) -> tuple[int, int]:
+    """(uid, gid) of an unprivileged system user for kernels, created if missing."""
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--user-group", "--home-dir", "/nonexistent",
+                        "--shell", "/usr/sbin/nologin", name], check=True, capture_output=True)
+        entry = pwd.getpwnam(name)
+    return entry.pw_uid, entry.pw_gid
+
+
+def _hidden_folders(args, files) -> list[str]:
+    """Folders a kernel must not see; never one that holds what the kernel needs (the course, Python, /tmp)."""
+    wanted = {args.out, args.solutions, args.hidden, ROOT / "solutions", ROOT / "grading", ROOT / ".git"}
+    wanted |= {base if base is not None else path.parent for path, base in files}
+    needed = [ROOT / "course_lib", Path(sys.prefix), Path(sys.base_prefix), Path(tempfile.gettempdir())]
+    needed = [p.resolve() for p in needed]
+    hide = []
+    for folder in wanted:
+        folder = folder.resolve()
+        if folder.is_dir() and not any(n == folder or folder in n.parents for n in needed):
+            hide.append(str(folder))
+    return sorted(set(hide))
 
 
 def _grader_failed(result: Graded) -> bool:

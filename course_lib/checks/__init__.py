@@ -16,15 +16,32 @@ friends) is a thin wrapper around :func:`check_against_reference`:
 
 ``NotImplementedError`` from an untouched stub is let through unchanged: the
 grader reports it as "not attempted", which is not the same as "wrong".
+
+**Record, then judge** (how ``python -m course_lib.grade`` uses the same checks). In a
+notebook, a check runs the student's function and judges it at once. At grading time
+the kernel that runs the student's code cannot be trusted to judge, so the same call
+works in two halves (:mod:`course_lib.checks.recording` switches between them):
+
+- in the kernel, *recording*: the student's function is run on the same cases, plus one
+  extra case per case whose inputs are drawn from a seed chosen per grading run (the
+  kernel learns it only when the check cell runs), and only plain float arrays come out,
+  written with ``numpy.savez``: the values, the gradients, nothing of the student's objects;
+- in the grader's process, *judging*: the same check cell is run again with the records
+  in place of the student's function; the reference runs here, on the same cases, and the
+  comparison and every diagnosis (the known mistakes) are this module's, unchanged.
+
+A new check needs nothing for this: call :func:`check_against_reference`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
+
+from course_lib.checks import recording
 
 # Bound once, at import: a solution that later replaces torch.allclose (or torch.equal,
 # torch.isnan) globally cannot make a wrong answer compare equal to the reference.
@@ -86,20 +103,77 @@ def check_against_reference(
     if not callable(fn):
         raise AssertionError(f"{name}: expected a function, got {type(fn).__name__}")
     select = outputs or _default_outputs
+    session = recording.current()
+    if session is not None:
+        cases = list(cases) + [c for c in (_secret_case(c, n, session.seed) for n, c in enumerate(cases)) if c]
+    records = session.begin(name) if session is not None else None
+    if session is not None and session.mode == "record":
+        with recording.watching(reference, name):  # the reference must not run while the student's code can
+            return _record(fn, cases, dtypes, select, name, records)
     n_runs = 0
     for dtype in dtypes:
-        for case in cases:
+        for number, case in enumerate(cases):
             kwargs = _cast(case.kwargs, dtype)
-            expected = _run(reference, kwargs, case.grad, select, name="reference")
-            got = _run_student(fn, kwargs, case, select, name)
+            try:
+                expected = _run(reference, kwargs, case.grad, select, name="reference")
+            except ValueError:
+                if _is_secret(case):
+                    continue  # a drawn case the reference refuses (say, out of its domain): not asked
+                raise
+            if session is not None:  # in the grader: what the student's function gave in the kernel
+                got = _Outcome(*records.get(number, dtype))
+            else:
+                got = _run_student(fn, kwargs, case, select, name)
             problem = _compare(expected, got, rtol, atol)
             if problem is not None:
                 _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol, expected)
             n_runs += 1
     kinds = " and ".join(str(d).replace("torch.", "") for d in dtypes)
     grads = ", gradients included" if any(c.grad for c in cases) else ""
-    print(f"\u2714 {name}: correct on all {len(cases)} cases ({kinds}{grads}).")
+    shown = len([c for c in cases if not _is_secret(c)])
+    recording.report(f"\u2714 {name}: correct on all {shown} cases ({kinds}{grads}).")
     return True
+
+
+def _record(fn, cases, dtypes, select, name, records) -> bool:
+    """In the grading kernel: the student's results on every case, saved for the grader to judge."""
+    for dtype in dtypes:
+        for number, case in enumerate(cases):
+            kwargs = _cast(case.kwargs, dtype)
+            try:
+                records.put(number, dtype, _run_student(fn, kwargs, case, select, name))
+            except AssertionError as error:
+                if not _is_secret(case):
+                    raise  # the same message as in the notebook, at once
+                records.put(number, dtype, None, error=str(error))
+    records.save()
+    print(f"{name}: recorded for grading")
+    return True
+
+
+def _is_secret(case: Case) -> bool:
+    return case.description.startswith("a case drawn at grading time")
+
+
+def _integral(t: torch.Tensor) -> bool:
+    finite = t[torch.isfinite(t)]
+    return bool(finite.numel() == 0 or _equal(finite, finite.round()))
+
+
+def _secret_case(case: Case, number: int, seed: int) -> Case | None:
+    """A copy of ``case`` with its floating tensors moved by noise drawn from this run's ``seed``."""
+    g = torch.Generator().manual_seed(seed * 1000 + number)
+    kwargs, moved = {}, False
+    for key, value in case.kwargs.items():
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() \
+                and not _integral(value):  # masks, counts and 0/1 rewards keep their meaning
+            noise = torch.randn(value.shape, generator=g, dtype=torch.float64).to(value.dtype)
+            value = value + 0.1 * noise * (1 + value.abs())
+            moved = True
+        kwargs[key] = value
+    if not moved:
+        return None
+    return replace(case, description=f"a case drawn at grading time, like: {case.description}", kwargs=kwargs)
 
 
 # ---------------------------------------------------------------------------

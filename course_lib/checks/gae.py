@@ -7,7 +7,7 @@ imports its checks, so the file a student opens is the maths alone.
 from __future__ import annotations
 
 import torch
-from course_lib.checks import Case, Mistake, check_against_reference
+from course_lib.checks import Case, Mistake, check_against_reference, recording
 from course_lib.gae import compute_gae, discounted_returns, gae_table_episode, td_residuals
 
 
@@ -210,6 +210,16 @@ def _table_column(name: str, column) -> torch.Tensor:
     return torch.tensor(entries, dtype=torch.float64)
 
 
+def _table(fn) -> tuple[torch.Tensor, torch.Tensor]:
+    """The student's two columns, as float64 tensors."""
+    result = fn()
+    if result is None:
+        raise AssertionError("gae_table returned None: did you forget `return deltas, advantages`?")
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise AssertionError("gae_table should return two lists, `return deltas, advantages`")
+    return _table_column("deltas", result[0]), _table_column("advantages", result[1])
+
+
 def check_gae_table(fn, atol: float = 1e-3) -> bool:
     """Check a hand-filled table: ``fn()`` returns ``(deltas, advantages)`` for :func:`gae_table_episode`.
 
@@ -217,12 +227,7 @@ def check_gae_table(fn, atol: float = 1e-3) -> bool:
     :func:`compute_gae`, each entry to ``atol`` (3 decimals are enough). A wrong
     entry is named, and matched against the classic mistakes to say why.
     """
-    result = fn()
-    if result is None:
-        raise AssertionError("gae_table returned None: did you forget `return deltas, advantages`?")
-    if not isinstance(result, (tuple, list)) or len(result) != 2:
-        raise AssertionError("gae_table should return two lists, `return deltas, advantages`")
-    deltas, advantages = _table_column("deltas", result[0]), _table_column("advantages", result[1])
+    deltas, advantages = recording.replayable(lambda: _table(fn))  # recorded in the grading kernel
     ep = gae_table_episode()
     want_deltas = td_residuals(ep["rewards"], ep["values"], ep["dones"], ep["last_values"], ep["gamma"])
     want_adv, _ = compute_gae(**ep)
@@ -267,5 +272,5 @@ def check_gae_table(fn, atol: float = 1e-3) -> bool:
         also = f"\n  ({later} {verb} off too, perhaps only because they build on it)" if later else ""
         raise AssertionError(f"gae_table: the deltas are right; advantages[{t}] = {advantages[t].item():.4g} is wrong "
                              f"(fill the column from t = 4 down to t = 0): {why}{also}")
-    print(f"\u2714 gae_table: all 5 deltas and 5 advantages agree with td_residuals and compute_gae (to {atol:g}).")
+    recording.report(f"\u2714 gae_table: all 5 deltas and 5 advantages agree with td_residuals and compute_gae (to {atol:g}).")
     return True

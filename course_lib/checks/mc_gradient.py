@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import torch
 from course_lib.policy_gradient import expected_reward_gradient
-from course_lib.checks import Case, Mistake, check_against_reference
+from course_lib.checks import Case, Mistake, check_against_reference, recording
 from course_lib.lectures.mc_gradient import mc_gradient_std, mc_policy_gradient
 
 
@@ -135,20 +135,31 @@ def check_mc_policy_gradient(fn) -> bool:
         ("you used one sample, whatever n_samples is: average over all n_samples sampled actions", one_sample),
     ]]
     try:
-        return check_against_reference(seeded(fn), seeded(mc_policy_gradient), cases, name=name,
-                                       mistakes=mistakes)
+        passed = check_against_reference(seeded(fn), seeded(mc_policy_gradient), cases, name=name,
+                                         mistakes=mistakes)
     except NotImplementedError:
         raise
     except AssertionError as error:
         if any(m.message in str(error) for m in mistakes) or "raised" in str(error).split("\n")[0]:
             raise
         _statistical_check(fn, name, str(error))
-        print(f"\u2714 {name}: unbiased, with an error that shrinks like 1/sqrt(n) (your samples differ from "
-              f"those of {_SAMPLING}, so the values were checked statistically).")
+        recording.report(f"\u2714 {name}: unbiased, with an error that shrinks like 1/sqrt(n) (your samples differ "
+                         f"from those of {_SAMPLING}, so the values were checked statistically).")
         return True
+    if recording.is_recording():  # the grading kernel does not judge: record what the statistical check asks too
+        try:
+            _statistical_check(fn, name, "the grader compares the values")
+        except AssertionError:
+            pass  # the grader replays it, and says so if the exact comparison does not settle it first
+    return passed
 
 
 def _call_student(fn, name, logits, rewards, n, seed) -> torch.Tensor:
+    """The student's estimate, as a float64 tensor (recorded in the grading kernel, replayed by the grader)."""
+    return recording.replayable(lambda: _ask_student(fn, name, logits, rewards, n, seed))
+
+
+def _ask_student(fn, name, logits, rewards, n, seed) -> torch.Tensor:
     try:
         out = fn(logits.clone(), rewards.clone(), n, torch.Generator().manual_seed(seed))
     except NotImplementedError:

@@ -10,7 +10,7 @@ import re
 
 import torch
 
-from course_lib.checks import Case, Mistake, check_against_reference
+from course_lib.checks import Case, Mistake, check_against_reference, recording
 from course_lib.rewards import (
     _STATEMENT,
     _last_boxed,
@@ -160,11 +160,16 @@ def check_math_answer_reward(fn) -> bool:
         got = _run_math(fn, response_text, ground_truth, description)
         if got != expected:
             _fail_math(fn, name, response_text, ground_truth, expected, got, description)
-    print(f"\u2714 {name}: correct on all {len(_MATH_CASES)} cases.")
+    recording.report(f"\u2714 {name}: correct on all {len(_MATH_CASES)} cases.")
     return True
 
 
 def _run_math(fn, response_text, ground_truth, description, name="math_answer_reward"):
+    """The student's reward as a float (recorded in the grading kernel, replayed by the grader)."""
+    return recording.replayable(lambda: _ask_math(fn, response_text, ground_truth, description, name))
+
+
+def _ask_math(fn, response_text, ground_truth, description, name):
     call = f"{name}({response_text!r}, {ground_truth!r})"
     try:
         result = fn(response_text=response_text, ground_truth=ground_truth)

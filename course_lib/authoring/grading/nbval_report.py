@@ -1,4 +1,4 @@
-"""A tiny pytest plugin: what happened in each notebook cell, one JSON line per event.
+"""A tiny pytest plugin: what happened in each notebook cell, one JSON line per event; and the kernel's sandbox.
 
 ``python -m course_lib.grade`` runs every rebuilt submission under nbval in its own
 pytest process, with ``-p course_lib.authoring.grading.nbval_report --grade-events FILE``.
@@ -14,12 +14,20 @@ for each cell, the raw truth the grader needs:
 
 ``outcome`` is ``passed``, ``error``, ``skipped`` (``NBVAL_SKIP``) or ``setup-error`` (the
 kernel did not start). The grader, not this plugin, decides what an outcome means.
+
+The events file is in the grader's private folder: the kernel, which runs as another
+user in its own scratch folder (see :mod:`course_lib.authoring.grading.runner`), can
+neither read nor write it. This plugin also starts the kernel in that sandbox (the
+runner passes it in the ``COURSE_GRADE_SANDBOX`` environment variable, which the kernel
+does not inherit) and drops what a cell prints beyond ``max_output`` characters as it
+arrives, so a print loop costs neither memory nor disk.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import time
 
@@ -31,11 +39,97 @@ import pytest
 # before nbval (``-p`` order), so jsonschema finds it missing and skips those formats.
 sys.modules.setdefault("rfc3987_syntax", None)
 
-MAX_STDOUT = 20_000  # characters kept per cell: a print loop must not fill the disk
+MAX_STDOUT = 20_000  # characters kept per cell in the events: a print loop must not fill the disk
+SANDBOX = json.loads(os.environ.pop("COURSE_GRADE_SANDBOX", "null") or "null")
 
 
 def pytest_addoption(parser):
     parser.addoption("--grade-events", default=None, help="course_lib.grade: write per-cell events (JSON lines) here")
+
+
+def pytest_configure(config):
+    if SANDBOX is not None:
+        _sandbox_kernels(SANDBOX)
+
+
+def _limits(memory: int):
+    """Run in the kernel's process before it starts: address space, no core files, a bounded scratch file size."""
+    def apply():
+        import resource
+
+        if memory:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))
+    return apply
+
+
+def kernel_command(cmd: list[str], box: dict) -> list[str]:
+    """The kernel's command line, wrapped: a mount namespace hiding the grader's folders, then the kernel's user."""
+    if box.get("uid") is None:
+        return cmd
+    mounts = []
+    for private, keep in box.get("expose", []):  # e.g. /root hidden, but the Python installed in it kept
+        private, keep = shlex.quote(private), shlex.quote(keep)
+        mounts += ['stage=$(mktemp -d)', f'mount --bind {keep} "$stage"',
+                   f"mount -t tmpfs -o size=4k,mode=0711 none {private}", f"mkdir -p {keep}",
+                   f'mount --move "$stage" {keep}', 'rmdir "$stage"']
+    mounts += [f"if [ -d {shlex.quote(path)} ]; then mount -t tmpfs -o size=4k,mode=0555 none {shlex.quote(path)}; fi"
+               for path in box.get("hide", [])]
+    mounts += [f"mount --bind -o ro {shlex.quote(src)} {shlex.quote(dst)}" for src, dst in box.get("binds", [])]
+    drop = (f"exec setpriv --reuid={int(box['uid'])} --regid={int(box['gid'])} --clear-groups --no-new-privs "
+            "--inh-caps=-all --bounding-set=-all -- \"$@\"")
+    if not mounts:  # no mount namespace to be had (``unshare --mount`` failed): the user alone
+        return ["setpriv", *shlex.split(drop.split("setpriv ", 1)[1].split(" -- ")[0]), "--", *cmd]
+    script = "; ".join(["set -e"] + mounts + [drop])
+    return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "grading-kernel", *cmd]
+
+
+def _sandbox_kernels(box: dict) -> None:
+    from jupyter_client.provisioning import local_provisioner
+    from nbval.kernel import RunningKernel
+
+    original_launch = local_provisioner.launch_kernel
+
+    def launch_kernel(cmd, **kwargs):
+        env = dict(kwargs.get("env") or os.environ)
+        env.pop("COURSE_GRADE_SANDBOX", None)
+        scratch = box["cwd"]
+        env.update(HOME=scratch, TMPDIR=scratch, IPYTHONDIR=os.path.join(scratch, ".ipython"),
+                   MPLCONFIGDIR=os.path.join(scratch, ".matplotlib"), JUPYTER_RUNTIME_DIR=scratch)
+        kwargs.update(env=env, cwd=scratch, preexec_fn=_limits(int(box.get("memory") or 0)))
+        if box.get("uid") is not None and "-f" in cmd:  # the kernel must read its connection file
+            os.chown(cmd[cmd.index("-f") + 1], int(box["uid"]), int(box["gid"]))
+        return original_launch(kernel_command(list(cmd), box), **kwargs)
+
+    local_provisioner.launch_kernel = launch_kernel
+    original_get = RunningKernel.get_message
+    budget_total = int(box.get("max_output") or 0)
+
+    def get_message(self, stream, timeout=None):
+        msg = original_get(self, stream, timeout=timeout)
+        if stream != "iopub" or not budget_total:
+            return msg
+        kind, content = msg.get("msg_type") or msg.get("header", {}).get("msg_type"), msg.get("content", {})
+        if kind == "execute_input":
+            self._grade_budget = budget_total  # a new cell: a new allowance
+        budget = getattr(self, "_grade_budget", budget_total)
+        if kind == "stream":
+            text = content.get("text", "")
+            content["text"] = text[:max(budget, 0)] + ("\n[output truncated by the grader]\n"
+                                                       if budget >= 0 and len(text) > budget else "")
+            self._grade_budget = budget - len(text) - (1 if len(text) > budget else 0)
+        elif kind in ("display_data", "execute_result", "update_display_data"):
+            size = sum(len(str(v)) for v in content.get("data", {}).values())
+            if size > budget:
+                content["data"] = {"text/plain": "[output truncated by the grader]"}
+            self._grade_budget = budget - size
+        elif kind == "error":
+            content["evalue"] = str(content.get("evalue", ""))[:MAX_STDOUT]
+            content["traceback"] = [str(line)[:MAX_STDOUT] for line in content.get("traceback", [])[-50:]]
+        return msg
+
+    RunningKernel.get_message = get_message
 
 
 def _write(config, record) -> None:
@@ -74,7 +168,7 @@ def pytest_runtest_makereport(item, call):
               "message": ""}
     for output in getattr(item, "test_outputs", None) or []:
         if output.get("output_type") == "stream" and output.get("name") == "stdout":
-            record["stdout"] += output.get("text", "")
+            record["stdout"] += output.get("text", "")[:MAX_STDOUT]
         elif output.get("output_type") == "error":
             record["ename"], record["evalue"] = output.get("ename", ""), output.get("evalue", "")
     if call.excinfo is None:

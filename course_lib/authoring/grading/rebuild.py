@@ -52,7 +52,11 @@ import sys as _grading_sys
 for _grading_name in [_n for _n in list(_grading_sys.modules) if _n.split(".")[0] == "course_lib"]:
     del _grading_sys.modules[_grading_name]
 {imports}
-# --- the instructor's check cell ---
+{record}# --- the instructor's check cell ---
+"""
+RECORD = """\
+import course_lib.checks.recording as _grading_recording  # record, then the grader judges (course_lib.checks)
+_grading_recording.start({folder!r}, {seed})
 """
 PROLOGUE = """\
 # --- added by course_lib.grade: remember torch and the builtins before any student code runs ---
@@ -201,13 +205,26 @@ def _uses_reference(source: str, canonical: Canonical, exercise: str) -> str | N
     return None
 
 
-def guard_check(source: str, imports: str, token: str) -> str:
-    """A check (or hidden check) cell as it runs at grading time: fresh course_lib, then a completion token."""
+def guard_check(source: str, imports: str, token: str, record: tuple[str, int] | None = None) -> str:
+    """A check (or hidden check) cell as it runs at grading time: fresh course_lib, then a completion token.
+
+    ``record``: (folder, seed) for a check cell whose ``check_against_reference`` calls
+    record the student's results there for the grader to judge.
+    """
     body = MARKERS.sub("", source).rstrip()  # output is never compared for checks: a warning cannot cost points
-    return GUARD.format(imports=imports) + body + "\n" + TOKEN_LINE.format(token=token) + "\n"
+    record_code = RECORD.format(folder=record[0], seed=record[1]) if record else ""
+    finish = "_grading_recording.finish()  # fails if the reference ran since\n" if record else ""
+    return (GUARD.format(imports=imports, record=record_code) + body + "\n" + finish
+            + TOKEN_LINE.format(token=token) + "\n")
 
 
-def rebuild(canonical: Canonical, match: Match, token: str, *, stubbed=frozenset(), skipped=frozenset()):
+def record_folder(scratch, cell_id: str) -> str:
+    """Where the check cell ``cell_id`` records the student's results, in the kernel's scratch folder."""
+    return str(scratch / "records" / re.sub(r"[^A-Za-z0-9_-]", "_", cell_id))
+
+
+def rebuild(canonical: Canonical, match: Match, token: str, *, stubbed=frozenset(), skipped=frozenset(),
+            scratch=None, seed: int = 0):
     """The gradable notebook, and a :class:`GradedCell` per code cell.
 
     Args:
@@ -240,7 +257,8 @@ def rebuild(canonical: Canonical, match: Match, token: str, *, stubbed=frozenset
             student = None if exercise in stubbed else match.sources.get(cell.id)
             cell.source = student if student is not None else strip_solutions(cell.source, exercise)
         elif role == "check":
-            cell.source = guard_check(cell.source, canonical.course_imports, token)
+            record = (record_folder(scratch, cell.id), seed) if scratch is not None else None
+            cell.source = guard_check(cell.source, canonical.course_imports, token, record)
         if role != "given":
             cell.outputs, cell.execution_count = [], None
         add(cell, role, exercise)

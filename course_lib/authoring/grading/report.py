@@ -18,6 +18,7 @@ submissions an instructor should look at.
 from __future__ import annotations
 
 import csv
+import os
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -33,11 +34,39 @@ def _number(x: float) -> str:
 
 def write_csv(rows: list[Row], path: Path) -> None:
     with open(path, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerow(COLUMNS)
+    append_rows(rows, path)
+
+
+def append_rows(rows: list[Row], path: Path) -> None:
+    """Add one submission's rows to grades.csv and make sure they are on disk (flush and fsync)."""
+    with open(path, "a", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(COLUMNS)
         for row in rows:
             values = [getattr(row, column) for column in COLUMNS]
             writer.writerow([_number(v) if isinstance(v, (int, float)) else v for v in values])
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_rows(path: Path) -> list[Row]:
+    """The rows of an earlier run's grades.csv (none if it is missing or not ours); a row cut short is dropped."""
+    if not path.is_file():
+        return []
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        if reader.fieldnames != COLUMNS:
+            return []
+        rows = []
+        for record in reader:
+            if None in record.values() or None in record:
+                continue
+            try:
+                rows.append(Row(**{**record, "points": float(record["points"]),
+                                   "max_points": float(record["max_points"])}))
+            except (TypeError, ValueError):
+                continue
+    return rows
 
 
 def write_log(graded: Graded, folder: Path) -> Path:

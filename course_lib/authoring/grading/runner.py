@@ -1,4 +1,4 @@
-"""Run one rebuilt notebook under nbval, in its own pytest process and kernel, and say what each cell did.
+"""Run one rebuilt notebook under nbval, in its own pytest process and an isolated kernel; say what each cell did.
 
 The command line is the one an instructor would type for a single notebook::
 
@@ -6,31 +6,34 @@ The command line is the one an instructor would type for a single notebook::
         --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider -c pytest.ini -o addopts=
 
 plus ``-p course_lib.authoring.grading.nbval_report``, which writes one JSON line per cell event
-(with ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` and ``-p nbval.plugin``: no other plugin loads).
-``-c`` points at an empty ``pytest.ini`` next to the notebook, so the repository's
-``addopts`` (coverage) and ``conftest.py`` are not used.
+(with ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` and ``-p nbval.plugin``: no other plugin loads),
+truncates what a cell prints, and starts the kernel inside its :class:`Sandbox`.
+
+Who can touch what. The rebuilt notebook, ``pytest.ini``, the events file and pytest's
+output live in a *private* folder of the grader's (mode 0700). pytest runs as the grader;
+only the kernel runs the student's code, in a *scratch* folder of its own. When the
+grader is root, the kernel runs as an unprivileged user of its own (one per ``-j`` slot),
+in a mount namespace where the output folder, the submissions, the solutions and the
+hidden checks are hidden under empty folders: it cannot read the notebook (so not the
+per-run seed of the cases), forge the events, write the reports or signal the grader.
+Its address space is limited (``RLIMIT_AS``), and every process of its user is killed
+when the notebook ends, whatever it forked or daemonised.
 
 A cell that raises does not stop the run: nbval runs every cell of the notebook in one
-kernel, so a wrong answer or a crash in one exercise costs only that exercise (unless a
-later exercise calls its function). What nbval does on a timeout (read in ``nbval/plugin.py``): after ``--nbval-cell-timeout``
-seconds it interrupts the kernel. Usually the cell then ends with ``KeyboardInterrupt``
-and the later cells run on in the same kernel (nbval marks them xfail, which is why
-the plugin records each call's real outcome). If the cell swallows the interrupt
-(``except BaseException: pass`` in a loop), nbval waits 5 more seconds, stops the kernel,
-and every later cell fails with "Kernel dead on test start"; if the cell keeps printing,
-nbval never stops reading its output. So the runner stops the whole process tree (pytest
-and the kernel, which runs in a session of its own) as soon as a cell has timed out,
-or has run ``timeout + GRACE`` seconds, and :mod:`course_lib.authoring.grading.verdict` runs the
-notebook again from the start without that exercise: one infinite loop costs only its
-own exercise, and the later cells are graded in a kernel that never saw it.
+kernel, so a wrong answer or a crash in one exercise costs only that exercise. What nbval
+does on a timeout (read in ``nbval/plugin.py``): after ``--nbval-cell-timeout`` seconds it
+interrupts the kernel; a cell that swallows the interrupt, or keeps printing, is not
+stopped by nbval. So the runner stops the whole process tree as soon as a cell has
+timed out, has run ``timeout + GRACE`` seconds, or the kernel died while it ran, and
+:mod:`course_lib.authoring.grading.verdict` runs the notebook again without that exercise.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -44,12 +47,34 @@ ROOT = Path(__file__).resolve().parents[3]
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # IPython colours its tracebacks
 GRACE = 2.0  # seconds past the cell timeout (nbval interrupts at the timeout) before the watchdog stops all
 STARTUP = 120.0  # seconds allowed for pytest and the kernel to start
+KERNEL_START_TRIES = 3
+MAX_OUTPUT = 200_000  # characters of a cell's output that pytest keeps (the rest is dropped as it arrives)
+MAX_LOG = 1_000_000  # characters of pytest's own report read back for the log
+SANDBOX_ENV = "COURSE_GRADE_SANDBOX"  # how the runner tells the plugin (in the pytest process) what to do
+
+
+@dataclass
+class Sandbox:
+    """How one kernel is confined (see the module docstring); an empty one confines nothing but memory."""
+
+    uid: int | None = None  # run the kernel as this user (needs root), with gid
+    gid: int | None = None
+    memory: int = 0  # RLIMIT_AS in bytes, 0 for none
+    hide: list[str] = field(default_factory=list)  # folders an empty tmpfs covers in the kernel's mount namespace
+    binds: list[tuple[str, str]] = field(default_factory=list)  # (file, over this file): read-only bind mounts
+    expose: list[tuple[str, str]] = field(default_factory=list)  # (private folder, what to keep of it): see below
+    max_output: int = MAX_OUTPUT
+
+    def for_plugin(self, scratch: Path) -> str:
+        return json.dumps({"uid": self.uid, "gid": self.gid, "memory": self.memory, "hide": self.hide,
+                           "binds": self.binds, "expose": self.expose, "max_output": self.max_output, "cwd": str(scratch)})
 
 
 @dataclass
 class CellOutcome:
-    """What one code cell did: ``passed``, ``error``, ``timeout``, ``skipped``, ``dead`` (the kernel was
-    gone before it started), ``not run`` (never reached) or ``setup-error`` (no kernel at all)."""
+    """What one code cell did: ``passed``, ``error``, ``timeout``, ``skipped``, ``died`` (the kernel or pytest
+    died while it ran), ``dead`` (the kernel was gone before it started), ``not run`` (never reached) or
+    ``setup-error`` (no kernel at all)."""
 
     outcome: str
     ename: str = ""
@@ -63,11 +88,9 @@ class Run:
     cells: dict[int, CellOutcome] = field(default_factory=dict)  # by position among code cells
     output: str = ""  # pytest's own report, for the log
     killed: bool = False  # the watchdog had to stop it
+    pytest_died: bool = False  # pytest itself ended by a signal nobody here sent
     seconds: float = 0.0
     kernel_retries: int = 0  # kernels that died before answering, started again
-
-
-KERNEL_START_TRIES = 3
 
 
 def child_env(threads: int) -> dict[str, str]:
@@ -78,6 +101,7 @@ def child_env(threads: int) -> dict[str, str]:
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # only nbval and ours: a second less per submission
     env["JUPYTER_PLATFORM_DIRS"] = "1"
     env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env.setdefault(name, str(threads))  # -j N kernels share the cores instead of fighting over them
     return env
@@ -94,7 +118,36 @@ def _events(path: Path) -> list[dict]:
     return records
 
 
-def _stop_tree(proc: subprocess.Popen, kernel_pid: int | None) -> None:
+def kill_kernel_processes(sandbox: Sandbox | None, kernel_pid: int | None) -> None:
+    """Kill every process the kernel started: all of its user's (isolated) or its session's (not isolated)."""
+    for _ in range(3):  # a process forking while we kill: sweep again
+        victims = []
+        sid = None
+        if sandbox is None or sandbox.uid is None:
+            try:
+                sid = os.getsid(kernel_pid) if kernel_pid else None
+            except OSError:
+                sid = None
+        for proc in psutil.process_iter(["uids", "pid"]):
+            try:
+                if sandbox is not None and sandbox.uid is not None:
+                    if sandbox.uid in (proc.info["uids"].real, proc.info["uids"].effective):
+                        victims.append(proc)
+                elif sid is not None and proc.pid != os.getpid() and os.getsid(proc.pid) == sid:
+                    victims.append(proc)
+            except (psutil.Error, OSError, AttributeError):
+                pass
+        if not victims:
+            return
+        for victim in victims:
+            try:
+                victim.send_signal(signal.SIGKILL)
+            except psutil.Error:
+                pass
+        psutil.wait_procs(victims, timeout=2)
+
+
+def _stop_tree(proc: subprocess.Popen, kernel_pid: int | None, sandbox: Sandbox | None) -> None:
     """Kill pytest, its kernel (which runs in a session of its own) and anything they started."""
     victims = []
     for pid in (proc.pid, kernel_pid):
@@ -110,21 +163,22 @@ def _stop_tree(proc: subprocess.Popen, kernel_pid: int | None) -> None:
         except psutil.Error:
             pass
     proc.wait()
+    kill_kernel_processes(sandbox, kernel_pid)
 
 
-def run_nbval(notebook: Path, timeout: float, threads: int = 1, sanitize: Path | None = None) -> Run:
-    """Run ``notebook`` under ``pytest --nbval-lax`` in a subprocess, up to its first timeout.
+def run_nbval(notebook: Path, timeout: float, threads: int = 1, sanitize: Path | None = None,
+              scratch: Path | None = None, sandbox: Sandbox | None = None) -> Run:
+    """Run ``notebook`` under ``pytest --nbval-lax`` in a subprocess, up to its first timeout or death.
 
-    The run is stopped as soon as a cell times out (the later cells are "not run"): the
-    kernel's state after an interrupt is not worth grading on, and a later cell calling
-    the same function would hang again. Never raises for what the notebook does.
+    The run is stopped as soon as a cell times out or the kernel dies under a cell (the
+    later cells are "not run"). Never raises for what the notebook does.
 
     A kernel that dies before it answers at all is the grader's failure, not the
     student's (kernels started side by side with ``-j`` can race for the same ports),
     so such a run is started again, up to ``KERNEL_START_TRIES`` times in all.
     """
     for retry in range(KERNEL_START_TRIES):
-        run = _run_once(notebook, timeout, threads, sanitize)
+        run = _run_once(notebook, timeout, threads, sanitize, scratch or notebook.parent, sandbox)
         run.kernel_retries = retry
         if not any(cell.outcome == "setup-error" for cell in run.cells.values()):
             break
@@ -132,21 +186,31 @@ def run_nbval(notebook: Path, timeout: float, threads: int = 1, sanitize: Path |
     return run
 
 
-def _run_once(notebook: Path, timeout: float, threads: int, sanitize: Path | None) -> Run:
+def _alive(pid: int | None) -> bool:
+    try:
+        return pid is not None and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _run_once(notebook: Path, timeout: float, threads: int, sanitize: Path | None, scratch: Path,
+              sandbox: Sandbox | None) -> Run:
     folder = notebook.parent
     events_path, output_path = folder / "cells.jsonl", folder / "pytest-output.txt"
     events_path.unlink(missing_ok=True)
     (folder / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
     command = [sys.executable, "-m", "pytest", notebook.name, "--nbval-lax", "--nbval-current-env",
-               f"--nbval-cell-timeout={timeout:g}", "-p", "no:cacheprovider", "-p", "course_lib.authoring.grading.nbval_report",
-               "-p", "nbval.plugin", f"--grade-events={events_path}",
+               f"--nbval-cell-timeout={timeout:g}", "-p", "no:cacheprovider",
+               "-p", "course_lib.authoring.grading.nbval_report", "-p", "nbval.plugin", f"--grade-events={events_path}",
                "-c", "pytest.ini", "--rootdir", ".", "-o", "addopts=", "--color=no", "-q", "-rfE"]
     if sanitize is not None:
         command.append(f"--nbval-sanitize-with={sanitize}")
-    run, start, stuck = Run(), time.monotonic(), None
+    env = child_env(threads)
+    env[SANDBOX_ENV] = (sandbox or Sandbox()).for_plugin(scratch)
+    run, start, stuck, died = Run(), time.monotonic(), None, None
     with open(output_path, "wb") as output:
         proc = subprocess.Popen(command, cwd=folder, stdout=output, stderr=subprocess.STDOUT,
-                                env=child_env(threads), start_new_session=True)
+                                env=env, start_new_session=True)
         kernel_pid = None
         while proc.poll() is None:
             time.sleep(0.2)
@@ -157,19 +221,31 @@ def _run_once(notebook: Path, timeout: float, threads: int, sanitize: Path | Non
             running = {cell: t for cell, t in started.items() if cell not in ended}
             if running and time.time() - max(running.values()) > timeout + GRACE:
                 stuck = max(running, key=running.get)  # nbval could not stop it: we do
+            elif running and kernel_pid and not _alive(kernel_pid) and proc.poll() is None:
+                died = max(running, key=running.get)  # the kernel died under this cell: no need to wait
             timed_out = any(cell.outcome == "timeout" for cell in ended.values())
-            if stuck is not None or timed_out or (not records and time.monotonic() - start > STARTUP):
+            if stuck is not None or died is not None or timed_out or \
+                    (not records and time.monotonic() - start > STARTUP):
                 run.killed = True
-                _stop_tree(proc, kernel_pid)
-        if kernel_pid and psutil.pid_exists(kernel_pid):  # nbval stops its kernel; make sure
-            _stop_tree(proc, kernel_pid)
+                _stop_tree(proc, kernel_pid, sandbox)
+        if not run.killed and proc.returncode < 0:
+            run.pytest_died = True  # killed by a signal that did not come from the watchdog
+        _stop_tree(proc, kernel_pid, sandbox)  # nbval stops its kernel; make sure, and its children too
     run.seconds = time.monotonic() - start
-    run.output = ANSI.sub("", output_path.read_text(encoding="utf-8", errors="replace"))
-    for record in _events(events_path):
+    with open(output_path, encoding="utf-8", errors="replace") as f:
+        run.output = ANSI.sub("", f.read(MAX_LOG))
+    records = _events(events_path)
+    for record in records:
         if record["event"] == "end":
             run.cells[record["cell"]] = _outcome(record)
     if stuck is not None:
         run.cells[stuck] = CellOutcome("timeout", message="stopped by the grader's watchdog")
+    if died is None and run.pytest_died:
+        running = [r["cell"] for r in records if r["event"] == "start" and r["cell"] not in run.cells]
+        died = running[-1] if running else None
+    if died is not None:
+        why = "the grading process was killed" if run.pytest_died else "the kernel died"
+        run.cells[died] = CellOutcome("died", message=f"{why} while this cell ran")
     return run
 
 
@@ -180,4 +256,6 @@ def _outcome(record: dict) -> CellOutcome:
         outcome = "timeout"
     elif outcome == "error" and "Kernel dead" in message:
         outcome = "dead"
+    elif outcome == "error" and "Kernel died" in message:
+        outcome = "died"
     return CellOutcome(outcome, record.get("ename", ""), record.get("evalue", ""), record.get("stdout", ""), message)

@@ -23,6 +23,7 @@ the expected notebook is reported "wrong notebook".
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,14 +57,28 @@ class Submission:
 
 
 def find_submissions(arguments: list[Path]) -> tuple[list[tuple[Path, Path | None]], list[Path]]:
-    """(file, the folder argument it was found in, or None) for every notebook; and arguments that do not exist."""
+    """(file, the folder argument it was found in, or None) for every notebook; and arguments that do not exist.
+
+    Symbolic links are never followed: a link (to a file or to a folder) found inside a
+    folder, or given as a file, is returned as it is, and graded ``symlink`` (a student's
+    link to ``solutions/00_warmup.ipynb`` is not the student's work). A folder named on
+    the command line is the instructor's choice and is read even if it is a link.
+    """
     found, missing = [], []
     for argument in arguments:
-        if argument.is_dir():
-            for path in sorted(argument.rglob("*.ipynb")):
-                if ".ipynb_checkpoints" not in path.parts and path.is_file():
-                    found.append((path, argument))
-        elif argument.exists():
+        if argument.is_dir() and not (argument.is_symlink() and argument.suffix == ".ipynb"):
+            for folder, subfolders, files in os.walk(argument, followlinks=False):
+                subfolders[:] = sorted(d for d in subfolders if d != ".ipynb_checkpoints")
+                here = Path(folder)
+                for name in list(subfolders):
+                    if (here / name).is_symlink():
+                        subfolders.remove(name)
+                        found.append((here / name, argument))  # graded "symlink"
+                for name in sorted(files):
+                    path = here / name
+                    if name.endswith(".ipynb") and (path.is_file() or path.is_symlink()):
+                        found.append((path, argument))
+        elif argument.exists() or argument.is_symlink():
             found.append((argument, None))
         else:
             missing.append(argument)
@@ -98,7 +113,7 @@ def read_submission(path: Path, base: Path | None, names) -> Submission:
     """Read one file; a file that is not a notebook comes back with ``problem`` set, never an exception."""
     submission = Submission(path, student_name(path, base, names))
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_no_follow(path).decode("utf-8"))
     except json.JSONDecodeError as error:
         submission.problem = f"not valid JSON ({error.msg} at line {error.lineno}, column {error.colno})"
         return submission
@@ -124,6 +139,38 @@ def read_submission(path: Path, base: Path | None, names) -> Submission:
         submission.cells.append(StudentCell(index, str(cell.get("cell_type", "")), str(source), cell_id,
                                             [str(t) for t in tags], course.get("exercise")))
     return submission
+
+
+def read_no_follow(path: Path, limit: int = 50 << 20) -> bytes:
+    """The bytes of a regular file, refusing a symbolic link (``O_NOFOLLOW``) and anything past ``limit``."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not _regular(f):  # a FIFO or a device would block or never end
+            raise OSError("not a regular file")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(f"larger than {limit >> 20} MB")
+    return data
+
+
+def _regular(f) -> bool:
+    import stat
+
+    return stat.S_ISREG(os.fstat(f.fileno()).st_mode)
+
+
+def is_symlink(path: Path, base: Path | None) -> bool:
+    """Whether ``path``, or a folder between it and the folder argument it was found in, is a symbolic link."""
+    if path.is_symlink():
+        return True
+    if base is None:
+        return False
+    for parent in path.parents:
+        if parent == base or len(parent.parts) <= len(base.parts):
+            return False
+        if parent.is_symlink():
+            return True
+    return False
 
 
 def _upgrade_v3(data: dict) -> dict:

@@ -10,21 +10,28 @@ passed             every cell passed and each check printed this run's token
 failed             a check (or hidden check) raised ``AssertionError``
 not attempted      ``NotImplementedError`` (the untouched stub), or no solution cell
 timeout            a cell ran past ``--timeout`` seconds
-error              any other exception, in the solution cell or in the check
+error              any other exception, in the solution cell or in the check; or the
+                   kernel died while a cell of the exercise ran (``os._exit``, a crash,
+                   out of memory): "the kernel died ..."
 =================  ==============================================================
 
 and, for a whole submission that cannot be graded, one of ``unreadable`` (not a
 notebook: broken JSON, a file that cannot be read), ``wrong notebook`` (a notebook of
 another chapter under this one's name), ``unknown notebook`` (no solution notebook to
-grade it against), ``grader error`` (the grader itself failed: see the log). Such a
+grade it against), ``symlink`` (a symbolic link, never followed), ``grader error``
+(the grader itself failed: see the log). Such a
 submission gets a row per exercise when its notebook is known, otherwise one row.
 """
 
 from __future__ import annotations
 
 import configparser
+import os
+import queue
 import re
 import secrets
+import shutil
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -34,8 +41,9 @@ import nbformat
 
 from course_lib.authoring.grading.canonical import Canonical
 from course_lib.authoring.grading.rebuild import GradedCell, match_solutions, rebuild
-from course_lib.authoring.grading.runner import CellOutcome, Run, run_nbval
-from course_lib.authoring.grading.submissions import identify, name_in_file, read_submission
+from course_lib.authoring.grading.runner import CellOutcome, Run, Sandbox, kill_kernel_processes, run_nbval
+from course_lib.authoring.grading.submissions import (identify, is_symlink, name_in_file, read_submission,
+                                                      student_name)
 
 WHERE = {"solution": "your solution cell", "check": "the check", "hidden": "a hidden check"}
 
@@ -62,6 +70,7 @@ class Options:
     sanitize: Path | None = None
     work: Path = Path("rebuilt")  # one folder per submission, kept for the instructor
     notebook: str | None = None  # --notebook: what every submission is expected to be
+    sandboxes: "queue.Queue[Sandbox] | None" = None  # one per -j slot; None: the kernel is not isolated
 
 
 @dataclass
@@ -106,6 +115,10 @@ def judge(role: str, cell: CellOutcome, token: str, options: Options, clean) -> 
         return None
     if cell.outcome == "timeout":
         return "timeout", f"{where} did not finish within {options.timeout:g} s (an infinite loop?)"
+    if cell.outcome == "died":
+        if "grading process" in cell.message:
+            return "error", f"the grading process was killed while {where} ran (twice)"
+        return "error", f"the kernel died while {where} ran (os._exit, a crash, or out of memory?)"
     if cell.outcome in ("dead", "not run"):
         return "error", f"{where} did not run: an earlier cell stopped the kernel"
     if cell.outcome == "setup-error":
@@ -115,12 +128,17 @@ def judge(role: str, cell: CellOutcome, token: str, options: Options, clean) -> 
         return "error", f"{where}: {clean(first_line(cell.message))}"
     if ename == "NotImplementedError":
         return "not attempted", f"NotImplementedError: {message}"
+    if ename == "ReferenceCalled":  # course_lib.checks.recording: the solution ran the reference
+        return "failed", message
     if ename == "AssertionError" and role != "solution":
         return "failed", ("hidden check: " if role == "hidden" else "") + (message or "an assertion failed")
     return "error", f"{ename} in {where}: {message}"
 
 
-def exercise_verdict(exercise, graded: list[GradedCell], run: Run, token, options, clean) -> tuple[str, str]:
+def exercise_verdict(exercise, graded: list[GradedCell], run: Run, token, options, clean,
+                     judge_check=None) -> tuple[str, str]:
+    """The first cell of the exercise that did not pass decides; a check cell that passed in the kernel is then
+    judged by ``judge_check(cell id)`` from what the kernel recorded (None: judged from the kernel alone)."""
     passed_line = ""
     for number, cell in enumerate(graded):
         if cell.exercise != exercise.id or cell.role not in WHERE:
@@ -129,16 +147,82 @@ def exercise_verdict(exercise, graded: list[GradedCell], run: Run, token, option
         verdict = judge(cell.role, outcome, token, options, clean)
         if verdict is not None:
             return verdict
+        judged = judge_check(cell.cell_id) if judge_check is not None and cell.role == "check" else None
+        if judged is not None and judged[0] != "passed":
+            return judged[0], clean(judged[1])
         if cell.role == "check" and not passed_line:
-            passed_line = next((line for line in outcome.stdout.splitlines() if line.startswith("\u2714")), "")
-    return "passed", clean(passed_line)
+            passed_line = judged[1] if judged is not None and judged[1] else \
+                next((line for line in outcome.stdout.splitlines() if line.startswith("\u2714")), "")
+    return "passed", clean(passed_line) or f"\u2714 {exercise.id}: passed (its check ran in the grading kernel)"
+
+
+class _Unjudged(BaseException):
+    """The check called the student's function itself: the grader cannot replay it from records.
+
+    A BaseException, so that a check's own ``except Exception`` (which turns a student's crash into
+    feedback) lets it through."""
+
+
+class _Student(dict):
+    """Names a check cell reads that the imports do not define: the student's, which the grader never runs."""
+
+    def __init__(self, namespace):
+        super().__init__()
+        self.namespace = namespace
+
+    def __missing__(self, name):
+        if name in self.namespace:
+            return self.namespace[name]
+        import builtins
+
+        if hasattr(builtins, name):
+            return getattr(builtins, name)
+
+        def student_function(*args, **kwargs):
+            raise _Unjudged(name)
+        return student_function
+
+
+def _judge_with(notebook: Canonical, scratch: Path, seed: int):
+    """judge_check for one run: the check cell run again in this process, on the kernel's records."""
+    from course_lib.authoring.grading.rebuild import record_folder
+    from course_lib.checks import recording
+
+    sources = {c.id: c.source for c in notebook.nb.cells if c.cell_type == "code"}
+
+    def judge_check(cell_id: str) -> tuple[str, str] | None:
+        namespace: dict = {}
+        try:
+            exec(compile(notebook.course_imports, "<course imports>", "exec"), namespace)
+        except Exception:  # noqa: BLE001 - cannot judge here: the kernel's outcome stands
+            return None
+        with recording.judging(Path(record_folder(scratch, cell_id)), seed) as session:
+            try:
+                exec(compile(sources[cell_id], f"<check {cell_id}>", "exec"), namespace, _Student(namespace))
+            except _Unjudged:
+                if session.calls == 0 and not session.replayed:
+                    return None
+                return "passed", session.lines[0] if session.lines else ""
+            except recording.NotRecorded as error:
+                return "error", f"{error}"
+            except NotImplementedError as error:
+                return "not attempted", f"NotImplementedError: {first_line(error)}"
+            except AssertionError as error:
+                return "failed", first_line(error) or "an assertion failed"
+            except Exception as error:  # noqa: BLE001 - the check itself failed on the records
+                return "error", f"{type(error).__name__} while judging the check: {first_line(error)}"
+        if session.calls == 0 and not session.replayed:
+            return None  # a check written inline (asserts): judged in the kernel only
+        return "passed", session.lines[0] if session.lines else ""
+    return judge_check
 
 
 def _culprit(graded: list[GradedCell], run: Run) -> int | None:
     """The cell to leave out of the next run: the first that timed out, else the one that killed the kernel."""
     outcomes = [run.cells.get(n, CellOutcome("not run")).outcome for n in range(len(graded))]
-    if "timeout" in outcomes:
-        return outcomes.index("timeout")
+    stopped = [n for n, outcome in enumerate(outcomes) if outcome in ("timeout", "died")]
+    if stopped:
+        return stopped[0]
     if "dead" in outcomes and outcomes.index("dead") > 0:
         return outcomes.index("dead") - 1
     return None
@@ -151,7 +235,10 @@ def grade_submission(path: Path, base: Path | None, canonical: dict[str, Canonic
     names = list(canonical)
     graded = Graded(student=path.stem, submission=path, key=key)
     try:
-        _grade(path, base, canonical, options, graded)
+        if is_symlink(path, base):
+            _refuse_link(path, base, canonical, options, graded)
+        else:
+            _grade(path, base, canonical, options, graded)
     except Exception:  # noqa: BLE001 - a grader bug must cost one submission, not the class
         graded.log += ["grader error:", traceback.format_exc()]
         notebook = options.notebook or name_in_file(path, names)
@@ -160,6 +247,16 @@ def grade_submission(path: Path, base: Path | None, canonical: dict[str, Canonic
     graded.seconds = time.monotonic() - start
     graded.log.append(f"graded in {graded.seconds:.1f} s")
     return graded
+
+
+def _refuse_link(path: Path, base: Path | None, canonical: dict[str, Canonical], options: Options,
+                 graded: Graded) -> None:
+    graded.student = student_name(path, base, canonical)
+    notebook = options.notebook or name_in_file(path, list(canonical))
+    message = f"a symbolic link (to {os.readlink(path) if path.is_symlink() else 'a linked folder'}): not graded, " \
+              "never followed; send the notebook file itself"
+    graded.log.append(f"symlink: {path}: {message}")
+    graded.rows = _whole(graded, canonical.get(notebook), notebook or "", "symlink", message)
 
 
 def _whole(graded: Graded, notebook: Canonical | None, name: str, status: str, message: str,
@@ -198,41 +295,76 @@ def _grade(path: Path, base: Path | None, canonical: dict[str, Canonical], optio
     notes = list(match.notes)
     graded.log += [f"notebook: {notebook.name} (solution {notebook.path})"] + [f"note: {n}" for n in notes]
     token = secrets.token_hex(8)
+    seed = secrets.randbelow(2 ** 31)  # the drawn cases: the kernel learns it only in the check cell
     stubbed: dict[str, tuple[str, str]] = {}  # exercise -> its verdict from the run that hung
     skipped: set[str] = set()
-    folder = options.work / graded.key
-    folder.mkdir(parents=True, exist_ok=True)
-    for attempt in range(1, len(notebook.exercises) + 4):
-        nb, cells = rebuild(notebook, match, token, stubbed=set(stubbed), skipped=skipped)
-        target = folder / f"{notebook.name}.ipynb"
-        nbformat.write(nb, target)
-        run = run_nbval(target, options.timeout, options.threads, options.sanitize)
-        graded.log += _run_log(attempt, cells, run)
-        culprit = _culprit(cells, run)
-        if culprit is None:
-            break
-        cell = cells[culprit]
-        graded.log.append(f"cell {culprit} ({cell.cell_id}) hung or stopped the kernel: running again without it")
-        if cell.role in WHERE and cell.exercise not in stubbed:
-            outcome = run.cells.get(culprit, CellOutcome("not run"))
-            stubbed[cell.exercise] = (judge(cell.role, outcome, token, options, clean)
-                                      or ("error", f"{WHERE[cell.role]} stopped the kernel"))
-        elif cell.role == "given" and cell.cell_id not in skipped:
-            skipped.add(cell.cell_id)
-            notes.append(f"given cell {cell.cell_id!r} hung (calling a student's function?) and was skipped")
-        else:
-            break
+    sandbox = options.sandboxes.get() if options.sandboxes is not None else None
+    private = Path(tempfile.mkdtemp(prefix="course-grade-"))  # 0700: the notebook, the events, pytest's output
+    scratch = None
+    pytest_retried = False
+    try:
+        for attempt in range(1, len(notebook.exercises) + 5):
+            scratch = _fresh_scratch(scratch, sandbox)
+            nb, cells = rebuild(notebook, match, token, stubbed=set(stubbed), skipped=skipped, scratch=scratch,
+                                seed=seed)
+            target = private / f"{notebook.name}.ipynb"
+            nbformat.write(nb, target)
+            run = run_nbval(target, options.timeout, options.threads, options.sanitize, scratch, sandbox)
+            graded.log += _run_log(attempt, cells, run)
+            if run.pytest_died and not pytest_retried:
+                pytest_retried = True
+                graded.log.append("pytest itself was killed: running the submission again once")
+                continue
+            culprit = _culprit(cells, run)
+            if culprit is None:
+                break
+            cell = cells[culprit]
+            graded.log.append(f"cell {culprit} ({cell.cell_id}) hung or stopped the kernel: running again without it")
+            if cell.role in WHERE and cell.exercise not in stubbed:
+                outcome = run.cells.get(culprit, CellOutcome("not run"))
+                stubbed[cell.exercise] = (judge(cell.role, outcome, token, options, clean)
+                                          or ("error", f"{WHERE[cell.role]} stopped the kernel"))
+            elif cell.role == "given" and cell.cell_id not in skipped:
+                skipped.add(cell.cell_id)
+                notes.append(f"given cell {cell.cell_id!r} hung (calling a student's function?) and was skipped")
+            else:
+                break
+        kept = options.work / graded.key  # the notebook actually graded, for the instructor to rerun
+        kept.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(target, kept / target.name)
+        verdicts = {ex.id: exercise_verdict(ex, cells, run, token, options, clean,
+                                            judge_check=_judge_with(notebook, scratch, seed))
+                    for ex in notebook.exercises.values()
+                    if ex.id not in match.missing and ex.id not in stubbed}
+    finally:
+        if sandbox is not None and sandbox.uid is not None:
+            kill_kernel_processes(sandbox, None)  # whatever its user still runs
+        for folder in (private, scratch):
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+        if sandbox is not None:
+            options.sandboxes.put(sandbox)
     for exercise in notebook.exercises.values():
         if exercise.id in match.missing:
             status, message = "not attempted", "no solution cell for this exercise in the submission"
         elif exercise.id in stubbed:
             status, message = stubbed[exercise.id]
         else:
-            status, message = exercise_verdict(exercise, cells, run, token, options, clean)
+            status, message = verdicts[exercise.id]
         points = exercise.points if status == "passed" else 0
         graded.rows.append(Row(graded.student, notebook.name, exercise.id, points, exercise.points, status,
                                message, "; ".join(notes), str(path)))
         graded.log.append(f"{exercise.id}: {status} {points:g}/{exercise.points:g} {message}")
+
+
+def _fresh_scratch(previous: Path | None, sandbox: Sandbox | None) -> Path:
+    """An empty working folder for the kernel, outside the output folder, owned by the kernel's user."""
+    if previous is not None:
+        shutil.rmtree(previous, ignore_errors=True)
+    scratch = Path(tempfile.mkdtemp(prefix="course-grade-kernel-"))
+    if sandbox is not None and sandbox.uid is not None:
+        os.chown(scratch, sandbox.uid, sandbox.gid)
+    return scratch
 
 
 def _run_log(attempt: int, cells: list[GradedCell], run: Run) -> list[str]:

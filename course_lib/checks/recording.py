@@ -1,0 +1,300 @@
+"""Record, then judge: the two halves of a check at grading time (see :mod:`course_lib.checks`).
+
+In a notebook no session is active and a check judges at once. ``python -m course_lib.grade``
+opens a *record* session in the grading kernel at the top of each check cell
+(:func:`start`), and a *judge* session in its own process (:func:`judging`), where the
+check cell runs again and every ``check_against_reference`` call reads the student's
+results from the records instead of calling the student's function.
+
+A record file is plain data: ``numpy.savez`` of float64 arrays, named
+``<case>.<dtype>.value.<output>`` and ``<case>.<dtype>.grad.<input>``, and a string array
+``<case>.<dtype>.error`` for a drawn case the student's function failed on. It is read
+back with ``allow_pickle=False``: nothing of the student's objects reaches the grader.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+MAX_RECORD = 64 << 20  # bytes: a record larger than this is refused
+
+
+class ReferenceCalled(BaseException):
+    """The student's code ran the reference while a check recorded (a BaseException: no check can swallow it)."""
+
+
+class NotRecorded(Exception):
+    """A judged check needed something the kernel did not record (a check that calls the function itself)."""
+
+
+@dataclass
+class Session:
+    mode: str  # "record" (in the kernel) or "judge" (in the grader)
+    folder: Path
+    seed: int
+    calls: int = 0
+    lines: list[str] = field(default_factory=list)  # the "✔" lines of a judge session
+    codes: set = field(default_factory=set)  # (file, line, name) of the references of this cell's checks
+    seen: list = field(default_factory=list)  # the name of a reference that ran, once one did
+    hook: object = None  # the profile hook watching for them
+    replies: list = field(default_factory=list)  # what the student's function gave to direct calls, in order
+    replayed: bool = False  # a judge session used the replies
+
+    def replay(self) -> list:
+        """The kernel's replies to the check's direct calls (judge mode), loaded once."""
+        if not self.replayed:
+            self.replayed = True
+            arrays = load(self.folder / "replies.npz", "replies")
+            self.replies = [_unpack(arrays, n, str(kind)) for n, kind in enumerate(arrays["kinds"])]
+            self.replies.reverse()
+        return self.replies
+
+    def begin(self, name: str) -> "Records":
+        self.calls += 1
+        path = self.folder / f"record-{self.calls}.npz"
+        return Records(self, name, path, {} if self.mode == "record" else load(path, name))
+
+
+_SESSION: contextvars.ContextVar[Session | None] = contextvars.ContextVar("course_lib_check_session", default=None)
+
+
+def current() -> Session | None:
+    return _SESSION.get()
+
+
+def is_recording() -> bool:
+    """Whether this is the grading kernel, recording (the check must still make every call the judge may need)."""
+    session = current()
+    return session is not None and session.mode == "record"
+
+
+def start(folder: str, seed: int) -> None:
+    """Open a record session (called by the grader's code at the top of a check cell in the grading kernel)."""
+    import sys
+
+    sys.setprofile(None)  # an earlier cell's watch, if it ended by an exception
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    _SESSION.set(Session("record", Path(folder), seed))
+
+
+@contextlib.contextmanager
+def judging(folder: Path, seed: int):
+    """A judge session over the records of one check cell (in the grader's process, thread-safe)."""
+    session = Session("judge", Path(folder), seed)
+    token = _SESSION.set(session)
+    try:
+        yield session
+    finally:
+        _SESSION.reset(token)
+
+
+def replayable(compute):
+    """The student's reply to one direct call of a check (one that does not go through
+    ``check_against_reference``), made plain by the check: a float, a float64 tensor, or a tuple of them.
+
+    In a notebook, ``compute()``. While recording, ``compute()``, kept in order for the grader
+    (saved by :func:`finish`). While judging, the kernel's reply, in the same order: the
+    check's comparison and messages then run in the grader, on plain data.
+    """
+    session = current()
+    if session is None:
+        return compute()
+    if session.mode == "record":
+        reply = compute()
+        session.replies.append(reply)
+        return reply
+    replies = session.replay()
+    if not replies:
+        raise NotRecorded("the check asked more than the kernel recorded")
+    return replies.pop()
+
+
+def _pack(replies: list) -> dict:
+    arrays, kinds = {}, []
+    for n, reply in enumerate(replies):
+        parts = reply if isinstance(reply, tuple) else (reply,)
+        kinds.append(f"tuple{len(parts)}" if isinstance(reply, tuple) else
+                     "float" if isinstance(reply, float) else "tensor")
+        for k, part in enumerate(parts):
+            arrays[f"{n}.{k}"] = np.asarray(float(part), dtype=np.float64) if isinstance(part, float) else _plain(part)
+    arrays["kinds"] = np.array(kinds)
+    return arrays
+
+
+def _unpack(arrays: dict, n: int, kind: str):
+    if kind == "float":
+        return float(arrays[f"{n}.0"])
+    if kind == "tensor":
+        return torch.from_numpy(arrays[f"{n}.0"])
+    return tuple(torch.from_numpy(arrays[f"{n}.{k}"]) for k in range(int(kind[len("tuple"):])))
+
+
+def report(line: str) -> None:
+    """A check's success line: printed in a notebook, kept by a judge session."""
+    session = current()
+    if session is not None and session.mode == "judge":
+        session.lines.append(line)
+    else:
+        print(line)
+
+
+def _key(number: int, dtype: torch.dtype) -> str:
+    return f"{number}.{str(dtype).replace('torch.', '')}"
+
+
+@dataclass
+class Records:
+    session: Session
+    name: str
+    path: Path
+    arrays: dict
+
+    def put(self, number: int, dtype: torch.dtype, outcome, error: str | None = None) -> None:
+        key = _key(number, dtype)
+        if error is not None:
+            self.arrays[f"{key}.error"] = np.array(str(error)[:2000])
+            return
+        for kind, named in (("value", outcome.values), ("grad", outcome.grads)):
+            for output, tensor in named.items():
+                self.arrays[f"{key}.{kind}.{output}"] = _plain(tensor)
+
+    def save(self) -> None:
+        self.arrays["name"] = np.array(self.name)
+        with open(self.path, "wb") as f:
+            np.savez(f, **self.arrays)
+
+    def get(self, number: int, dtype: torch.dtype) -> tuple[dict, dict]:
+        """(values, gradients) the student's function gave on a case, as tensors of ``dtype``."""
+        key = _key(number, dtype)
+        if f"{key}.error" in self.arrays:
+            raise AssertionError(str(self.arrays[f"{key}.error"]))
+        values, grads = {}, {}
+        for name, array in self.arrays.items():
+            parts = name.split(".")
+            if ".".join(parts[:2]) == key and parts[2] in ("value", "grad"):
+                target = values if parts[2] == "value" else grads
+                target[".".join(parts[3:])] = torch.from_numpy(array).to(dtype)
+        if not values:
+            raise NotRecorded(f"{self.name}: no record of case {key}")
+        return values, grads
+
+
+def _plain(tensor) -> np.ndarray:
+    """A float64 numpy array of what a tensor holds, whatever class it claims to be."""
+    t = torch.Tensor.detach(tensor)
+    if type(t) is not torch.Tensor:
+        t = t.as_subclass(torch.Tensor)  # a subclass's own __torch_function__ is not used from here on
+    return np.array(t.to(torch.float64).cpu().tolist(), dtype=np.float64).reshape(tuple(t.shape))
+
+
+def load(path: Path, name: str) -> dict:
+    """The arrays of one record file: a regular file, not a link, not too large; no pickle."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        raise NotRecorded(f"{name}: the check left no record (did the solution stop it?)") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_RECORD:
+            raise NotRecorded(f"{name}: the record is not a plain file of a reasonable size")
+        try:
+            with np.load(f, allow_pickle=False) as data:
+                arrays = {key: data[key] for key in data.files}
+        except Exception as error:  # noqa: BLE001 - a forged or broken file is the student's problem
+            raise NotRecorded(f"{name}: the record cannot be read ({type(error).__name__})") from None
+    if str(arrays.get("name", "")) != name:
+        raise NotRecorded(f"{name}: the record is of another check")
+    for key, array in arrays.items():
+        if key not in ("name", "kinds") and not key.endswith(".error") and array.dtype != np.float64:
+            raise NotRecorded(f"{name}: the record holds {array.dtype} data, not float64")
+    return arrays
+
+
+def _codes(fn) -> set:
+    """(file, first line, name) of the reference's code; of the functions it wraps when it is a closure
+    (``seeded(reference)`` wraps the student's function in the same code, which must not count)."""
+    inner = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if _callable_cell(c)]
+    inner += [w for w in [getattr(fn, "__wrapped__", None)] if w is not None]
+    if inner:
+        return set().union(*(_codes(f) for f in inner if f is not fn))
+    code = getattr(fn, "__code__", None)
+    return {(code.co_filename, code.co_firstlineno, code.co_name)} if code is not None else set()
+
+
+def _callable_cell(cell) -> bool:
+    try:
+        return callable(cell.cell_contents)
+    except ValueError:  # an empty cell
+        return False
+
+
+@contextlib.contextmanager
+def watching(reference, name: str):
+    """While a check records in the grading kernel: fail if the reference's code runs at all.
+
+    Any import path leads to the same code (an alias, ``getattr(__import__(...), ...)``, a
+    reloaded module, the file's source executed again): a profile hook sees its file, line
+    and name when it is called. The check never calls the reference while it records, so
+    any call is the student's. The hook stays on until the end of the check cell
+    (:func:`finish`), for checks that call the student's function again themselves.
+    """
+    session = current()
+    session.codes |= _codes(reference)
+    _arm(session)
+    yield
+    _verdict(session, name)
+
+
+def _arm(session: Session) -> None:
+    import sys
+    import threading
+
+    if session.hook is None:
+        def hook(frame, event, arg):
+            if event == "call" and not session.seen:
+                code = frame.f_code
+                if (code.co_filename, code.co_firstlineno, code.co_name) in session.codes:
+                    session.seen.append(code.co_name)
+            return None
+        session.hook = hook
+    sys.setprofile(session.hook)
+    threading.setprofile(session.hook)
+
+
+def _verdict(session: Session, name: str) -> None:
+    import sys
+
+    if session.hook is not None and sys.getprofile() is not session.hook:
+        raise ReferenceCalled(f"{name}: your solution turned off the grader's profile hook while the check ran")
+    if session.seen:
+        raise ReferenceCalled(f"{name}: your solution calls course_lib's own {session.seen[0]} (the reference the "
+                              "check compares with); at grading time that counts as not solved: write it yourself")
+
+
+def finish() -> None:
+    """The end of a check cell in the grading kernel: a reference called since, then the hook off."""
+    import sys
+    import threading
+
+    session = current()
+    if session is None:
+        return
+    if session.replies:
+        arrays = {**_pack(session.replies), "name": np.array("replies")}
+        with open(session.folder / "replies.npz", "wb") as f:
+            np.savez(f, **arrays)
+    if session.hook is None:
+        return
+    try:
+        _verdict(session, "the check")
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
