@@ -19,7 +19,7 @@ import copy
 import torch
 from einops import rearrange, repeat
 
-from course_lib.checks import Case, Mistake, check_against_reference
+from course_lib.checks import Case, Mistake, check_against_reference, recording
 from course_lib.grpo import grpo_loss
 from course_lib.rewards import addition_exact_reward
 from course_lib.tiny_lm import TinyLM, TinyLMConfig, completion_log_probs, completion_mask, grpo_step
@@ -94,10 +94,11 @@ def check_addition_exact_reward(fn) -> bool:
             raise AssertionError(f"{name} returned None: did you forget the `return` statement?")
         return float(out)
 
-    student = [run(fn, c, a) for c, a, _ in _REWARD_CASES]
+    # Every call is recorded in the grading kernel and replayed by the grader (checks.recording).
+    student = [recording.replayable(lambda c=c, a=a: run(fn, c, a)) for c, a, _ in _REWARD_CASES]
     expected = [addition_exact_reward(c, a) for c, a, _ in _REWARD_CASES]
     if student == expected:
-        print(f"\u2714 {name}: correct on all {len(_REWARD_CASES)} completions.")
+        recording.report(f"\u2714 {name}: correct on all {len(_REWARD_CASES)} completions.")
         return True
     first = next(i for i, (s, e) in enumerate(zip(student, expected)) if s != e)
     c, a, description = _REWARD_CASES[first]
@@ -201,7 +202,9 @@ def _step_setup(seed: int, kl_coef: float):
     rewards = torch.tensor([[1.0, 0.0, 0.5], [0.0, 1.0, 1.0]])
     with torch.no_grad():  # the sampling policy: a little different from the current one, so ratios are not 1
         logp_old = _logp(ref, prompts, completions) + 0.1 * torch.randn(completions.shape, generator=g)
-    opt = torch.optim.Adam(policy.parameters(), lr=1e-2)
+    # SGD, not Adam: Adam's first step is lr * sign(grad), which flips on rounding noise where a
+    # gradient is ~0, so the same right answer could differ between the kernel and the grader.
+    opt = torch.optim.SGD(policy.parameters(), lr=0.5)
     # A stale gradient from a previous step: a step that forgets zero_grad() adds it in.
     for p in policy.parameters():
         p.grad = torch.full_like(p, 0.5)
@@ -277,27 +280,34 @@ def check_grpo_step(fn) -> bool:
     """Check a student's ``grpo_step(policy, ref_model, optimizer, prompts, completions, rewards, logp_old,
     eos_id, clip_eps, kl_coef, max_grad_norm) -> float``: same loss and same parameters after the step."""
     name = "grpo_step"
-    for seed, kl_coef, description in [(0, 0.0, "no KL term"), (1, 0.1, "with the k3 KL to a reference")]:
-        torch.manual_seed(0)
-        exp_loss, exp_params = _run_step(grpo_step, seed, kl_coef)
+    cases = [(0, 0.0, "no KL term"), (1, 0.1, "with the k3 KL to a reference")]
+
+    def ask(seed, kl_coef, description):
         try:
-            got_loss, got_params = _run_step(fn, seed, kl_coef)
+            loss, params = _run_step(fn, seed, kl_coef)
         except (NotImplementedError, AssertionError):
             raise
         except Exception as error:  # noqa: BLE001 - any crash becomes feedback
             raise AssertionError(f"{name} raised {type(error).__name__}: {error}\n  on the case: {description}") \
                 from error
+        return float(loss), params.double()
+
+    # Both cases are asked before any is judged, and recorded in the grading kernel (checks.recording).
+    replies = [recording.replayable(lambda case=case: ask(*case)) for case in cases]
+    for (seed, kl_coef, description), (got_loss, got_params) in zip(cases, replies):
+        exp_loss, exp_params = _run_step(grpo_step, seed, kl_coef)
+        exp_params = exp_params.double()
         same_loss = abs(got_loss - exp_loss) <= 1e-5 + 1e-4 * abs(exp_loss)
         same_params = torch.allclose(got_params, exp_params, rtol=1e-4, atol=1e-6)
         if same_loss and same_params:
             continue
         for mistake in _step_mistakes():
             w_loss, w_params = _run_step(mistake.fn, seed, kl_coef)
-            if abs(w_loss - got_loss) <= 1e-5 + 1e-4 * abs(w_loss) and torch.allclose(w_params, got_params,
+            if abs(w_loss - got_loss) <= 1e-5 + 1e-4 * abs(w_loss) and torch.allclose(w_params.double(), got_params,
                                                                                      rtol=1e-4, atol=1e-6):
                 raise AssertionError(f"{name}: {mistake.message}\n  seen on the case: {description}")
         what = (f"the loss is {got_loss:.6g}, expected {exp_loss:.6g}" if not same_loss else
                 "the loss is right but the parameters after the step differ (clipping? zero_grad? the optimizer?)")
         raise AssertionError(f"{name}: {what}\n  on the case: {description}")
-    print(f"\u2714 {name}: same loss and same parameter update as the reference, with and without KL.")
+    recording.report(f"\u2714 {name}: same loss and same parameter update as the reference, with and without KL.")
     return True
