@@ -20,11 +20,8 @@ The last line printed is ``total_seconds=...``.
 
 from __future__ import annotations
 
-import argparse
-import json
-import platform
 import time
-from pathlib import Path
+
 
 import numpy as np
 import torch
@@ -35,8 +32,9 @@ from course_lib.lectures.sorting_variants import (greedy_scores, held_out_prompt
 from course_lib.models import SortingPolicy
 from course_lib.tasks import sorting_prompts
 from course_lib.trainers.grpo_trainer import GRPOTrainer, GRPOTrainerConfig
+from _results import DATA, refuse_overwrite, results_parser, write_results  # benchmarks/_results.py
 
-OUT = Path(__file__).resolve().parent.parent / "course_lib" / "lectures" / "data" / "sorting_variants.json"
+OUT = DATA / "sorting_variants.json"
 GRPO_VARIANTS = {
     "GRPO, reference frozen (default)": {},
     "reference refreshed every 10 epochs": {"ref_refresh_every": 10},
@@ -50,12 +48,10 @@ LECTURE_MODES = ("rewards", "centered_rewards", "normalized_rewards")
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = results_parser(__doc__, OUT)
     parser.add_argument("--seeds", type=int, default=8)
-    parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
-    if args.seeds != 8 and args.out == OUT:
-        parser.error("fewer seeds must not overwrite the committed results: pass --out")
+    refuse_overwrite(parser, args, OUT, args.seeds != 8, what="fewer seeds")
     torch.set_num_threads(1)
     start = time.perf_counter()
     prompts, held_out = sorting_prompts(), held_out_prompts()
@@ -93,15 +89,8 @@ def main(argv=None) -> dict:
               f"(sorted {means['held_out_sorted']:.2f})  entropy {means['final_entropy']:.3f}  "
               f"KL to initial {means['kl_to_initial']:.3f}", flush=True)
     total = time.perf_counter() - start
-    results = {"meta": {"generated_by": "benchmarks/sorting_variants.py", "torch": torch.__version__,
-                        "python": platform.python_version(), "threads": 1, "total_seconds": round(total, 1),
-                        "seeds": args.seeds, "held_out_prompts": held_out.tolist()},
-               "runs": runs}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, separators=(",", ":")) + "\n")
-    print(f"wrote {args.out} ({args.out.stat().st_size / 1000:.1f} kB)")
-    print(f"total_seconds={total:.0f}")
-    return results
+    return write_results(args.out, "sorting_variants.py", total, {"runs": runs}, seeds=args.seeds,
+                         held_out_prompts=held_out.tolist())
 
 
 if __name__ == "__main__":

@@ -21,18 +21,15 @@ The last line printed is ``total_seconds=...``.
 
 from __future__ import annotations
 
-import argparse
-import json
-import platform
 import time
-from pathlib import Path
 
 import torch
 
 from course_lib.lectures import compare
 from course_lib.lectures.sweep import run_sweep
+from _results import DATA, refuse_overwrite, results_parser, write_results  # benchmarks/_results.py
 
-OUT = Path(__file__).resolve().parent.parent / "course_lib" / "data" / "sweep_07.json"
+OUT = DATA / "sweep_07.json"
 
 
 def thin(curve: dict, max_points: int = 60) -> dict:
@@ -50,12 +47,9 @@ def thin(curve: dict, max_points: int = 60) -> dict:
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="2 seeds and short runs, to check the script works")
-    parser.add_argument("--out", type=Path, default=OUT, help=f"where to write the JSON (default {OUT})")
+    parser = results_parser(__doc__, OUT, quick="2 seeds and short runs, to check the script works")
     args = parser.parse_args(argv)
-    if args.quick and args.out == OUT:
-        parser.error("--quick must not overwrite the committed results: pass --out")
+    refuse_overwrite(parser, args, OUT, args.quick)
     torch.set_num_threads(1)
     start = time.perf_counter()
 
@@ -83,18 +77,11 @@ def main(argv=None) -> dict:
               f"seconds per run {[run['seconds'][-1] for run in runs]}", flush=True)
 
     total = time.perf_counter() - start
-    results = {
-        "meta": {"generated_by": "benchmarks/sweep_07.py", "torch": torch.__version__,
-                 "python": platform.python_version(), "threads": 1, "total_seconds": round(total, 1)},
+    return write_results(args.out, "sweep_07.py", total, {
         "sweep": sweep,
         "sorting": {"iterations": iterations, "group_size": 10, "runs": sorting},
         "cartpole": {"max_steps": max_steps, "group_size": 8, "num_groups": 4, "runs": cartpole},
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, separators=(",", ":")) + "\n")
-    print(f"wrote {args.out} ({args.out.stat().st_size / 1000:.0f} kB)")
-    print(f"total_seconds={total:.0f}")
-    return results
+    })
 
 
 if __name__ == "__main__":

@@ -13,26 +13,20 @@ The last line printed is ``total_seconds=...``.
 
 from __future__ import annotations
 
-import argparse
-import json
-import platform
 import time
-from pathlib import Path
 
 import torch
 
 from course_lib.lectures.budget_sweep import run_budget_sweep
+from _results import DATA, refuse_overwrite, results_parser, write_results  # benchmarks/_results.py
 
-OUT = Path(__file__).resolve().parent.parent / "course_lib" / "lectures" / "data" / "sweep_07_budget.json"
+OUT = DATA / "sweep_07_budget.json"
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="2 seeds and 10 epochs, to check the script works")
-    parser.add_argument("--out", type=Path, default=OUT, help=f"where to write the JSON (default {OUT})")
+    parser = results_parser(__doc__, OUT, quick="2 seeds and 10 epochs, to check the script works")
     args = parser.parse_args(argv)
-    if args.quick and args.out == OUT:
-        parser.error("--quick must not overwrite the committed results: pass --out")
+    refuse_overwrite(parser, args, OUT, args.quick)
     torch.set_num_threads(1)
     start = time.perf_counter()
     seeds, epochs = (range(2), 10) if args.quick else (range(8), 100)
@@ -42,14 +36,7 @@ def main(argv=None) -> dict:
               f"train greedy {c['train_greedy']:.3f}  held-out greedy {c['held_out_greedy']:.3f}  "
               f"sampled {c['final_mean_reward']:.3f}  all-equal groups {c['all_equal']:.2f}  {c['wall_time_s']:.2f} s")
     total = time.perf_counter() - start
-    results = {"meta": {"generated_by": "benchmarks/sweep_07_budget.py", "torch": torch.__version__,
-                        "python": platform.python_version(), "threads": 1, "total_seconds": round(total, 1)},
-               "sweep": sweep}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, separators=(",", ":")) + "\n")
-    print(f"wrote {args.out} ({args.out.stat().st_size / 1000:.1f} kB)")
-    print(f"total_seconds={total:.0f}")
-    return results
+    return write_results(args.out, "sweep_07_budget.py", total, {"sweep": sweep})
 
 
 if __name__ == "__main__":
