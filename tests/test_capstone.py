@@ -2,6 +2,7 @@
 
 import copy
 
+import pytest
 import torch
 
 from course_lib.lectures.capstone import (
@@ -110,5 +111,9 @@ def test_short_runs_record_their_evaluations():
     grpo = run_grpo(copy.deepcopy(lm), task, split, cfg)
     assert grpo["eval"]["completions"] == [0, 16, 32] and len(grpo["history"]["mean_reward"]) == 2
     assert len(grpo["history"]["mean_length"]) == 2
+    assert grpo["history"]["lr"] == pytest.approx([cfg.grpo.lr, cfg.grpo.lr / 2])  # lr_decay: linear towards 0
     ppo = run_ppo(copy.deepcopy(lm), task, split, cfg, num_envs=8)
     assert ppo["eval"]["completions"][-1] >= 32
+    cfg.lr_decay = False
+    assert run_grpo(copy.deepcopy(lm), task, split, cfg)["history"]["lr"] == [cfg.grpo.lr] * 2
+
