@@ -208,6 +208,28 @@ def _fresh(kwargs: Mapping[str, Any], grad: Sequence[str]) -> dict[str, Any]:
     return fresh
 
 
+def scalar_reply(fn: Callable, name: str, call: str, args: Sequence = (), kwargs: Mapping | None = None,
+                 what: str = "a float", context: str = "") -> float:
+    """The student's ``fn(*args, **kwargs)`` as a float, for checks of functions that return one number.
+
+    A crash, ``None`` or a reply that is not a number becomes an ``AssertionError`` naming ``call``
+    (``NotImplementedError`` passes through: the stub is untouched). ``context`` ends the crash message.
+    """
+    try:
+        result = fn(*args, **(kwargs or {}))
+    except NotImplementedError:
+        raise
+    except Exception as error:  # noqa: BLE001 - any crash becomes feedback
+        raise AssertionError(f"{call} raised {type(error).__name__}: {error}{context}") from error
+    if result is None:
+        raise AssertionError(f"{name} returned None: did you forget the `return` statement?")
+    if isinstance(result, torch.Tensor) and result.numel() == 1:
+        result = result.item()
+    if not isinstance(result, (int, float)):
+        raise AssertionError(f"{name} should return {what}, got {type(result).__name__}: {result!r}")
+    return float(result)
+
+
 def _run(fn, kwargs, grad, select, name) -> _Outcome:
     args = _fresh(kwargs, grad)
     result = fn(**args)

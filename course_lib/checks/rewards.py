@@ -10,7 +10,7 @@ import re
 
 import torch
 
-from course_lib.checks import Case, Mistake, check_against_reference, recording
+from course_lib.checks import Case, Mistake, check_against_reference, recording, scalar_reply
 from course_lib.rewards import (
     _STATEMENT,
     _last_boxed,
@@ -170,20 +170,9 @@ def _run_math(fn, response_text, ground_truth, description, name="math_answer_re
 
 
 def _ask_math(fn, response_text, ground_truth, description, name):
-    call = f"{name}({response_text!r}, {ground_truth!r})"
-    try:
-        result = fn(response_text=response_text, ground_truth=ground_truth)
-    except NotImplementedError:
-        raise
-    except Exception as error:  # noqa: BLE001 - any crash becomes feedback
-        raise AssertionError(f"{call} raised {type(error).__name__}: {error}\n  on the case: {description}") from error
-    if result is None:
-        raise AssertionError(f"{name} returned None: did you forget the `return` statement?")
-    if isinstance(result, torch.Tensor) and result.numel() == 1:
-        result = result.item()
-    if not isinstance(result, (int, float)):
-        raise AssertionError(f"{name} should return a float (1.0 or 0.0), got {type(result).__name__}: {result!r}")
-    return float(result)
+    return scalar_reply(fn, name, f"{name}({response_text!r}, {ground_truth!r})",
+                        kwargs={"response_text": response_text, "ground_truth": ground_truth},
+                        what="a float (1.0 or 0.0)", context=f"\n  on the case: {description}")
 
 
 def _fail_math(fn, name, response_text, ground_truth, expected, got, description):

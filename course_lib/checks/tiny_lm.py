@@ -19,7 +19,7 @@ import copy
 import torch
 from einops import rearrange, repeat
 
-from course_lib.checks import Case, Mistake, check_against_reference, recording
+from course_lib.checks import Case, Mistake, check_against_reference, recording, scalar_reply
 from course_lib.grpo import grpo_loss
 from course_lib.rewards import addition_exact_reward
 from course_lib.tiny_lm import TinyLM, TinyLMConfig, completion_log_probs, completion_mask, grpo_step
@@ -83,19 +83,9 @@ def check_addition_exact_reward(fn) -> bool:
     if not callable(fn):
         raise AssertionError(f"{name}: expected a function, got {type(fn).__name__}")
 
-    def run(f, c, a):
-        try:
-            out = f(c, a)
-        except NotImplementedError:
-            raise
-        except Exception as error:  # noqa: BLE001 - any crash becomes feedback
-            raise AssertionError(f"{name}({c!r}, {a!r}) raised {type(error).__name__}: {error}") from error
-        if out is None:
-            raise AssertionError(f"{name} returned None: did you forget the `return` statement?")
-        return float(out)
-
     # Every call is recorded in the grading kernel and replayed by the grader (checks.recording).
-    student = [recording.replayable(lambda c=c, a=a: run(fn, c, a)) for c, a, _ in _REWARD_CASES]
+    student = [recording.replayable(lambda c=c, a=a: scalar_reply(fn, name, f"{name}({c!r}, {a!r})", (c, a)))
+               for c, a, _ in _REWARD_CASES]
     expected = [addition_exact_reward(c, a) for c, a, _ in _REWARD_CASES]
     if student == expected:
         recording.report(f"\u2714 {name}: correct on all {len(_REWARD_CASES)} completions.")
