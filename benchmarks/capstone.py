@@ -1,43 +1,26 @@
-"""Benchmark: chapter 08's tiny LM on 2-digit addition, warm-up then GRPO, and PPO on the same budget.
+"""Benchmark: chapter 08's tiny LM on 2-digit addition, warm-up then GRPO, and PPO with a value model.
 
-For each seed: supervised warm-up on 500 demonstrations (``CapstoneConfig()``), then from
-that same warmed-up model GRPO, and separately PPO with a value head, both until they have
-sampled the same number of completions (250 epochs x 64 prompts x 8 = 128,000). Accuracy is
-greedy exact match on 500 held-out prompts never trained on. Every run is a process with one
-torch thread (``--jobs`` at a time, one per core by default); a seed's GRPO and PPO are separate
-jobs that each redo its (deterministic, 5 s) warm-up. A phase's seconds count its training only
-(evaluations excluded); the last line's seconds are the wall-clock of the whole script.
+Both RL phases run through the one LM RL loop (``course_lib.lm_rl.train``) from the same warmed-up
+model, and sample the same completions (``iterations`` x 64 prompts x G = 8). Accuracy is greedy
+exact match on the 500 held-out test prompts, which no run trains or tunes on. Every job (a seed's
+GRPO or its PPO) is a process with one torch thread, ``--jobs`` at a time; each redoes its seed's
+deterministic warm-up. A phase's seconds count training only (evaluations excluded).
 
-How GRPO's recipe was chosen (held-out accuracy after 300 epochs, one run each; ``tune`` runs
-made with ``run_grpo`` directly, seeds as here):
+**Protocol.** The recipe was tuned with ``--tune``: accuracy on a validation split of 500 prompts cut
+from the training prompts (``split["val"]``, never trained on), on tuning seeds 0 to 3. It is reported
+on seeds 100 to 107, which tuning never saw. Tuning runs (validation accuracy at the end, one run each):
 
-    2 steps per batch, Adam 1e-3 (the first recipe)      seeds 0/1/2: 0.84 0.53 0.45
-    4 steps per batch, 1e-3                              seeds 1/2:   0.67 0.75
-    4 steps, 2e-3                                        seeds 0/1/2: 0.69 0.68 0.82
-    4 steps, 2e-3 decayed linearly (the default)         seeds 0/1/2/3: 0.95 0.87 0.93 0.41
-    4 steps, 3e-3 decayed linearly                       seeds 1/2/3: 0.88 0.80 0.66
-    (seed 3 also tried: G = 16 x 32 prompts 0.34, no std normalisation 0.44, kl_coef 0 0.44)
+    (filled in as the runs finish)
 
-The budget was then cut from 300 to 250 epochs (the lr decays over whichever is set) so that the
-whole benchmark fits 10 minutes on 2 cores: at 300 epochs it took 682 s, PPO 260 s a seed.
-
-So the bar holds on the three benchmark seeds, and a fourth seed shows its limit: when the
-policy "takes off" (learns the carry) varies from run to run, and a late take-off does not
-finish within the budget. PPO keeps chapter 05's recipe (lr 1e-3, no decay), not retuned here.
-
-Bars (issue 13): after warm-up <= 0.25; after GRPO >= 0.80 on every seed; whole run < 10 min.
-The last line is ``capstone: sft=X grpo=Y ppo=Z seconds=S`` (means over seeds; S the total).
-
-With ``--save DIR`` seed 0's GRPO model, the warm-up model (float16) and every history are
-written to ``DIR/capstone_08.pt`` (about 500 kB), which chapter 08's notebook loads; with
-``--extras`` too, five short GRPO runs for the notebook's pitfalls (KL or not on the
-digit reward, the three loss aggregations) run beside the seeds and are saved with them.
+Bars (issue 17): warm-up <= 0.30; GRPO >= 0.90 on every report seed; GRPO <= 3 min per seed on one core;
+the whole benchmark <= 25 minutes on 2 cores; PPO's peak update memory <= 3x GRPO's.
+The last line is ``capstone: seeds=8 sft=X grpo_min=Y grpo_mean=Z ppo_mean=W ppo_mem_over_grpo=M seconds=S``.
 
 Usage::
 
-    python benchmarks/capstone.py                    # 3 seeds, GRPO and PPO
-    python benchmarks/capstone.py --seeds 1 --no-ppo  # quicker
-    python benchmarks/capstone.py --save course_lib/lectures/data --extras   # the shipped file
+    python benchmarks/capstone.py                          # seeds 100-107, GRPO and PPO
+    python benchmarks/capstone.py --tune --seeds 0 1 2 3 --no-ppo --set lr=3e-3 --set lr_schedule=constant
+    python benchmarks/capstone.py --save course_lib/lectures/data   # also writes capstone_08.pt for the notebook
 """
 
 from __future__ import annotations
@@ -45,6 +28,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import io
 import json
 import os
 import time
@@ -52,122 +36,142 @@ from pathlib import Path
 
 import torch
 
-from course_lib.lectures.capstone import CapstoneConfig, accuracy, run_grpo, run_ppo, warm_up
-from course_lib.tiny_lm import save_checkpoint
+from course_lib import lm_rl
+from course_lib.lectures import capstone
+from course_lib.tiny_lm import ValueModel
+from course_lib.lectures.memory import count_parameters, optimizer_state_bytes, saved_activation_bytes
+
+REPORT_SEEDS = list(range(100, 108))
 
 
-def run_phase(phase: str, seed: int, cfg: CapstoneConfig) -> dict:
-    """Warm-up, then one RL phase (``"grpo"`` or ``"ppo"``) for one seed: accuracies, seconds, history.
-
-    The warm-up is deterministic for a seed, so the GRPO and PPO jobs of a seed start from the
-    same model while running in parallel processes.
-    """
-    start = time.perf_counter()
-    lm, task, split, sft_losses = warm_up(cfg, seed)
-    out = {"seed": seed, "sft_seconds": time.perf_counter() - start, "sft_losses": sft_losses}
-    out["sft"] = accuracy(lm, task, split["heldout"])
-    sft_state = copy.deepcopy(lm.state_dict())
-    run = (run_grpo if phase == "grpo" else run_ppo)(lm, task, split, cfg, seed=seed)
-    out[f"{phase}_run"] = run
-    out[phase] = run["eval"]["accuracy"][-1]
-    out[f"{phase}_seconds"] = run["eval"]["seconds"][-1]
-    if phase == "grpo":
-        out["models"] = {"sft": sft_state, "grpo": lm.state_dict()}
-    return out
+def parse_changes(pairs: list[str]) -> tuple[dict, dict]:
+    """``["lr=3e-3", "d_model=128"]`` -> (changes to the loop's config, changes to CapstoneConfig)."""
+    rl, top = {}, {}
+    rl_fields = {f.name: f for f in dataclasses.fields(lm_rl.LMRLConfig)}
+    for pair in pairs:
+        key, value = pair.split("=", 1)
+        target = rl if key in rl_fields else top
+        default = getattr(lm_rl.LMRLConfig(), key) if key in rl_fields else getattr(capstone.CapstoneConfig(), key)
+        if isinstance(default, bool):
+            target[key] = value.lower() in ("1", "true", "yes")
+        elif value == "None":
+            target[key] = None
+        else:
+            target[key] = type(default)(value) if default is not None else float(value)
+    return rl, top
 
 
-EXTRAS = {  # name -> (changes to CapstoneConfig.grpo, reward, epochs): short runs for the notebook's pitfalls
-    # The reward-hacking pair: a large constant step (3e-3, 2 steps per batch, no decay) so that the
-    # unanchored policy finds the digit reward's blind spot (no EOS needed) within 100 epochs.
-    "kl_coef=0 (digits reward)": ({"kl_coef": 0.0, "lr": 3e-3, "steps_per_epoch": 2, "lr_decay": False}, "digits", 100),
-    "kl_coef=0.1 (digits reward)": ({"kl_coef": 0.1, "lr": 3e-3, "steps_per_epoch": 2, "lr_decay": False}, "digits", 100),
-    "seq-mean-token-mean": ({"loss_agg": "seq-mean-token-mean"}, None, 60),
-    "token-mean": ({"loss_agg": "token-mean"}, None, 60),
-    "seq-mean-token-sum-norm": ({"loss_agg": "seq-mean-token-sum-norm"}, None, 60),
-}
+def update_memory(lm, task, split, cfg: capstone.CapstoneConfig, algo: str) -> dict:
+    """Chapter 07's accounting of one update of ``algo``: parameters and bytes of weights (policy, reference,
+    value model), gradients, Adam's state and the activations autograd saves for one minibatch."""
+    changes = {**(capstone.PPO_CHANGES if algo == "ppo" else {}), "iterations": 1, "update_epochs": 1}
+    rl = dataclasses.replace(cfg.rl, algo=algo, max_new_tokens=task.max_new_tokens, **changes)
+    policy, ref = copy.deepcopy(lm), copy.deepcopy(lm).requires_grad_(False)
+    value_model = ValueModel(policy) if algo == "ppo" else None
+    trained = list(policy.parameters()) + (list(value_model.parameters()) if value_model else [])
+    optimizer = torch.optim.Adam(trained, lr=rl.lr)
+    prompts = task.prompts(split["train"])
+    batch, _ = lm_rl.rollout(rl, policy, ref, value_model, capstone._reward_fn(task, prompts, cfg.reward), prompts,
+                             None, task.tokenizer.eos_id, task.tokenizer.pad_id, torch.Generator().manual_seed(0),
+                             task.tokenizer.pad_id)
+    N = batch["mask"].shape[0]
+    idx = torch.arange(-(-N // rl.num_minibatches))
+    n_tok = batch["mask"][idx].sum()
+
+    def step():
+        loss, _ = lm_rl._loss(rl, policy, value_model, batch, idx, len(idx), n_tok, task.tokenizer.pad_id)
+        loss.backward()
+        optimizer.step()
+
+    _, activations = saved_activation_bytes(step, exclude=trained)
+    n_trained = sum(p.numel() for p in trained)
+    n_all = n_trained + count_parameters(ref)["params"]
+    return {"params_trained": n_trained, "params_all": n_all, "activations": activations,
+            "peak_bytes": 4 * n_all + 4 * n_trained + optimizer_state_bytes(optimizer) + activations}
 
 
-def run_extra(name: str, cfg: CapstoneConfig) -> dict:
-    """One short GRPO run from seed 0's warmed-up model (recomputed: the warm-up is deterministic)."""
-    changes, reward, epochs = EXTRAS[name]
-    lm, task, split, _ = warm_up(cfg, seed=0)
-    changes = dict(changes)
-    lr_decay = changes.pop("lr_decay", cfg.lr_decay)
-    grpo = dataclasses.replace(cfg.grpo, epochs=epochs, **changes)
-    run_cfg = dataclasses.replace(cfg, grpo=grpo, prompts_per_step=32, reward=reward or cfg.reward, eval_every=epochs,
-                                  lr_decay=lr_decay)
-    return run_grpo(lm, task, split, run_cfg, seed=0)
-
-
-def _job(kind: str, arg, cfg: CapstoneConfig):
+def run_phase(algo: str, seed: int, cfg: capstone.CapstoneConfig, rl_changes: dict, tune: bool) -> bytes:
+    """Warm-up, then one RL phase for one seed: accuracies, seconds, memory, history (``torch.save``d bytes:
+    a pool would otherwise pass the tensors through shared memory, which can stall)."""
     torch.set_num_threads(1)  # a 100k-parameter model runs fastest on one thread
-    return run_extra(arg, cfg) if kind == "extra" else run_phase(kind, arg, cfg)
+    start = time.perf_counter()
+    lm, task, split, sft_losses = capstone.warm_up(cfg, seed)
+    out = {"seed": seed, "sft_seconds": time.perf_counter() - start, "sft_losses": sft_losses}
+    eval_on = "val" if tune else "heldout"
+    out["sft"] = capstone.accuracy(lm, task, split[eval_on])
+    out[f"{algo}_memory"] = update_memory(lm, task, split, cfg, algo)
+    sft_state = copy.deepcopy(lm.state_dict())
+    history = capstone.run(lm, task, split, cfg, algo=algo, seed=seed, eval_on=eval_on, **rl_changes)
+    out[f"{algo}_history"] = history
+    out[algo] = history["eval"]["score"][-1]
+    out[f"{algo}_seconds"] = history["seconds"][-1]
+    if algo == "grpo":
+        out["models"] = {"sft": sft_state, "grpo": lm.state_dict()}
+    print(f"  done: {algo} seed {seed}: sft={out['sft']:.3f} {algo}={out[algo]:.3f} ({out[f'{algo}_seconds']:.0f} s)",
+          flush=True)
+    buffer = io.BytesIO()
+    torch.save(out, buffer)
+    return buffer.getvalue()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=3, help="number of seeds, 0 .. n - 1")
+    parser.add_argument("--seeds", type=int, nargs="+", default=REPORT_SEEDS, help="seeds (default: 100 to 107)")
+    parser.add_argument("--tune", action="store_true", help="score on the validation split, not the test prompts")
     parser.add_argument("--no-ppo", action="store_true", help="skip the PPO runs")
-    parser.add_argument("--save", type=Path, default=None, help="folder for capstone_08.pt")
-    parser.add_argument("--jobs", type=int, default=min(3, os.cpu_count() or 1),
-                        help="runs in parallel processes, one thread each (default: one per core, at most 3)")
-    parser.add_argument("--extras", action="store_true", help="with --save: the notebook's short extra runs")
+    parser.add_argument("--ppo-only", action="store_true", help="skip the GRPO runs")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a field of LMRLConfig (GRPO's and PPO's) or CapstoneConfig, e.g. lr=3e-3")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes at a time, one thread each")
+    parser.add_argument("--save", type=Path, default=None, help="folder for capstone_08.pt (the notebook's data)")
     args = parser.parse_args()
-    torch.set_num_threads(1)  # a 100k-parameter model runs fastest on one thread
-    cfg = CapstoneConfig()
+    rl_changes, top_changes = parse_changes(args.set)
+    cfg = dataclasses.replace(capstone.CapstoneConfig(), **top_changes)
     start = time.perf_counter()
-    phases = ["grpo"] if args.no_ppo else ["ppo", "grpo"]  # the longest jobs first: the cores finish together
-    jobs = [(phase, seed) for phase in phases for seed in range(args.seeds)]
-    if args.save is not None and args.extras:
-        jobs += [("extra", name) for name in EXTRAS]
-    jobs = [(kind, arg, cfg) for kind, arg in jobs]
+    algos = ["ppo"] if args.ppo_only else ["grpo"] if args.no_ppo else ["ppo", "grpo"]  # longest first
+    jobs = [(algo, seed, cfg, rl_changes, args.tune) for algo in algos for seed in args.seeds]
     if args.jobs > 1:
         import multiprocessing as mp
 
-        with mp.get_context("fork").Pool(args.jobs) as pool:
-            outputs = pool.starmap(_job, jobs, chunksize=1)
+        with mp.get_context("fork").Pool(args.jobs, maxtasksperchild=1) as pool:
+            outputs = pool.starmap(run_phase, jobs, chunksize=1)
     else:
-        outputs = [_job(*job) for job in jobs]
-    results = [{} for _ in range(args.seeds)]
-    for (kind, arg, _), out in zip(jobs, outputs):
-        if kind != "extra":
-            results[arg].update(out)  # the warm-up keys agree: the same deterministic warm-up
-    extras = {name: out for (kind, name, _), out in zip(jobs, outputs) if kind == "extra"}
+        outputs = [run_phase(*job) for job in jobs]
+    outputs = [torch.load(io.BytesIO(out), weights_only=False) for out in outputs]
+    results = {seed: {} for seed in args.seeds}
+    for (_, seed, *_), out in zip(jobs, outputs):
+        results[seed].update(out)
     total = time.perf_counter() - start
-    for seed, r in enumerate(results):
-        ppo = f" ppo={r['ppo']:.3f} ({r['ppo_seconds']:.0f} s)" if "ppo" in r else ""
-        print(f"seed {seed}: sft={r['sft']:.3f} ({r['sft_seconds']:.0f} s) "
-              f"grpo={r['grpo']:.3f} ({r['grpo_seconds']:.0f} s){ppo}", flush=True)
+    print(f"{'val' if args.tune else 'test'} accuracy, changes {args.set or 'none'}")
+    for seed, r in results.items():
+        parts = [f"seed {seed}: sft={r['sft']:.3f} ({r['sft_seconds']:.0f} s)"]
+        for algo in algos:
+            mem = r[f"{algo}_memory"]
+            parts.append(f"{algo}={r[algo]:.3f} ({r[f'{algo}_seconds']:.0f} s, "
+                         f"{mem['params_trained'] / 1e3:.0f}k trained, {mem['peak_bytes'] / 1e6:.1f} MB)")
+        print(" ".join(parts), flush=True)
 
+    def stat(key, fn):
+        vals = [r[key] for r in results.values() if key in r]
+        return fn(vals) if vals else float("nan")
+
+    mean = lambda v: sum(v) / len(v)  # noqa: E731
+    mem_ratio = stat("ppo_memory", lambda v: mean([m["peak_bytes"] for m in v])) / stat(
+        "grpo_memory", lambda v: mean([m["peak_bytes"] for m in v])) if len(algos) == 2 else float("nan")
     if args.save is not None:
-        from course_lib.tiny_lm import TinyLM, TinyLMConfig
+        from course_lib.tiny_lm import save_checkpoint
 
-        r0 = results[0]
-        lm = TinyLM(TinyLMConfig(**_lm_config(cfg)))
-        lm.load_state_dict(r0["models"]["grpo"])
-        history = {"config": json.loads(json.dumps(dataclasses.asdict(cfg))),
-                   "seeds": [{k: v for k, v in r.items() if k != "models"} for r in results]}
-        if extras:
-            history["extras"] = extras
+        first = results[args.seeds[0]]
+        lm, task, _, _ = capstone.warm_up(dataclasses.replace(cfg, sft_steps=0), 0)
+        lm.load_state_dict(first["models"]["grpo"])
+        history = {"config": json.loads(json.dumps(dataclasses.asdict(cfg))), "changes": args.set,
+                   "seeds": [{k: v for k, v in r.items() if k != "models"} for r in results.values()]}
         args.save.mkdir(parents=True, exist_ok=True)
-        # float16 weights: half the file; load_state_dict casts them back into the float32 model.
-        half = {k: v.half() for k, v in r0["models"]["sft"].items()}
-        save_checkpoint(args.save / "capstone_08.pt", lm.half(), history, sft_state_dict=half)
+        save_checkpoint(args.save / "capstone_08.pt", lm, history, sft_state_dict=first["models"]["sft"])
         print(f"saved {args.save / 'capstone_08.pt'}")
-
-    def mean(key):
-        vals = [r[key] for r in results if key in r]
-        return sum(vals) / len(vals) if vals else float("nan")
-
-    print(f"capstone: sft={mean('sft'):.3f} grpo={mean('grpo'):.3f} ppo={mean('ppo'):.3f} seconds={total:.0f}")
-
-
-def _lm_config(cfg: CapstoneConfig) -> dict:
-    from course_lib.tasks import AdditionTask
-
-    task = AdditionTask(cfg.n_digits)
-    return {"vocab_size": task.tokenizer.vocab_size, "block_size": task.prompt_length + task.max_new_tokens,
-            "d_model": cfg.d_model}
+    print(f"capstone: seeds={len(args.seeds)} sft={stat('sft', mean):.3f} grpo_min={stat('grpo', min):.3f} "
+          f"grpo_mean={stat('grpo', mean):.3f} ppo_mean={stat('ppo', mean):.3f} ppo_mem_over_grpo={mem_ratio:.2f} "
+          f"seconds={total:.0f}")
 
 
 if __name__ == "__main__":

@@ -15,9 +15,11 @@ The tree is the course's map. Chapter by chapter (``lectures/`` holds each chapt
 - 06 GRPO ........... ``grpo`` (group advantages, aggregation, ``grpo_loss``), ``trainers.grpo_trainer``,
                       ``lectures.sorting_variants`` (held-out prompts, moving reference, expert iteration)
 - 07 GRPO vs PPO .... ``lectures.compare``, ``lectures.memory``, ``lectures.sweep``, ``lectures.budget_sweep``
-- 08 capstone ....... ``tiny_lm`` (tokenizer, tiny transformer, ``generate``, completion mask and log-probs,
-                      ``grpo_step``, checkpoints), ``lectures.capstone`` (warm-up, GRPO, PPO with a value head)
-- 09 scaling up ..... ``hf`` (the course's GRPO on Hugging Face models: ``hf.tiny``, ``hf.data``, ``hf.loop``,
+- 08 capstone ....... ``tiny_lm`` (tokenizer, tiny transformer, ``generate``, ``ValueModel``, checkpoints),
+                      ``lm_sampling`` (completions, the completion mask, per-token log-probs and values),
+                      ``lm_rl`` (the one LM RL loop: GRPO or PPO with a value model, for any causal LM; chapters 08-11),
+                      ``lectures.capstone`` (warm-up, the benchmark's runs, the exercise's ``grpo_step``)
+- 09 scaling up ..... ``hf`` (``lm_rl`` on Hugging Face models: ``hf.tiny``, ``hf.data``, ``hf.loop``,
                       ``python -m course_lib.hf``; TRL: ``hf.trl_grpo``, ``hf.agreement``, ``hf.mapping``)
 
 Shared helpers: ``_validate`` (argument checks that raise ``ValueError`` naming the argument), ``masked``

@@ -13,16 +13,11 @@ embedding: with a vocabulary of 14 symbols tying would save fewer than 1% of the
 parameters, and an untied head keeps the embedding free to serve the value head that
 PPO adds on the same hidden states (chapter 08).
 
-The second half is what RL needs on top of a language model, as small pure functions
-(shared with chapter 09, where the model comes from Hugging Face):
-
-- :meth:`TinyLM.generate` samples completions token by token, stops each row at EOS
-  and returns the completion ids with their mask;
-- :func:`completion_mask`: 1 for every token up to and including the first EOS, 0 after;
-- :func:`completion_log_probs`: ``log pi(y_t | x, y_<t)`` of every completion token, from
-  the logits one position to the left (the last prompt token predicts the first one);
-- :func:`save_checkpoint` / :func:`load_checkpoint`: config, weights and history in one file;
-- :func:`grpo_step`: one GRPO update of an LM from a batch of sampled groups (the exercise of chapter 08).
+:meth:`TinyLM.generate` samples completions token by token and stops each row at EOS, as a
+``transformers`` model's ``generate`` does; :class:`ValueModel` is PPO's critic, the same trunk with a scalar head; :func:`save_checkpoint` / :func:`load_checkpoint` keep
+config, weights and history in one file. What RL does with the model (the completion mask,
+per-token log-probs, the GRPO and PPO updates) is in :mod:`course_lib.lm_rl`, shared with
+``transformers`` models (chapter 09).
 
 Shapes: ``B`` sequences, ``P`` prompt tokens, ``L`` completion tokens, ``T`` tokens fed to the
 model, ``V`` vocabulary, ``D`` model width, ``H`` heads.
@@ -30,6 +25,7 @@ model, ``V`` vocabulary, ``D`` model width, ``H`` heads.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass
 
@@ -38,8 +34,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_lib import _validate
-from course_lib.grpo import grpo_loss
-from course_lib.policy_gradient import gather_log_probs
 
 # ---------------------------------------------------------------------------
 # 1. The tokenizer: one id per character, plus EOS and PAD
@@ -204,7 +198,7 @@ class TinyLM(nn.Module):
     def generate(self, prompts: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
                  top_k: int | None = None, greedy: bool = False, eos_id: int | None = None,
                  pad_id: int | None = None, generator: torch.Generator | None = None
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+                 ) -> torch.Tensor:
         """Sample a completion of every prompt, one token at a time, stopping each row at EOS.
 
         Args:
@@ -218,8 +212,8 @@ class TinyLM(nn.Module):
             generator: ``torch.Generator`` for the sampling (the global RNG when ``None``).
 
         Returns:
-            ``(completions, mask)``: ``(B, L)`` ids, PAD after each row's first EOS, and
-            ``(B, L)`` float mask (see :func:`completion_mask`: the EOS counts, the padding does not).
+            ``(B, L)`` completion ids, PAD after each row's first EOS (the mask of the tokens that count
+            is :func:`course_lib.lm_rl.completion_mask`'s business).
         """
         _validate.require_tensor("prompts", prompts, floating=False)
         if prompts.dim() != 2 or prompts.is_floating_point():
@@ -257,60 +251,33 @@ class TinyLM(nn.Module):
                 break
         completions = ids[:, prompts.shape[1]:]  # (B, <= L)
         completions = F.pad(completions, (0, L - completions.shape[1]), value=pad_id)  # (B, L)
-        return completions, completion_mask(completions, eos_id)
+        return completions
+
+
+class ValueModel(nn.Module):
+    """PPO's critic: a copy of a :class:`TinyLM`'s trunk with a scalar head, ``(N, T)`` ids to ``(N, T)`` values.
+
+    ``values[:, t]`` estimates the return from the state that ends at token ``t`` (the same
+    position that predicts token ``t + 1``). With a programmatic reward there is no reward model to
+    start from; as OpenRLHF and verl allow, the critic starts from the (warmed-up) policy's weights.
+    The head starts at zero, so every value starts at 0.
+    """
+
+    def __init__(self, lm: TinyLM):
+        super().__init__()
+        self.body = copy.deepcopy(lm)
+        self.body.head = None  # the critic predicts no tokens
+        self.value_head = nn.Linear(lm.cfg.d_model, 1)
+        nn.init.zeros_(self.value_head.weight)
+        nn.init.zeros_(self.value_head.bias)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.value_head(self.body.hidden(ids))[..., 0]  # (N, T)
 
 
 # ---------------------------------------------------------------------------
-# 3. What RL needs on top of a language model: masks, log-probs, checkpoints
+# 3. Checkpoints (what RL does with the model is in course_lib.lm_rl)
 # ---------------------------------------------------------------------------
-
-
-def completion_mask(completions: torch.Tensor, eos_id: int) -> torch.Tensor:
-    """1.0 for every token up to and including the first EOS of its row, 0.0 after it.
-
-    The EOS token is part of the completion: the model chose to stop, and that choice
-    gets the completion's advantage like any other token. A row with no EOS (it ran out
-    of ``max_new_tokens``) is valid everywhere.
-
-    Args:
-        completions: ``[..., L]`` integer ids.
-        eos_id: the id of EOS.
-
-    Returns:
-        ``[..., L]`` float32 mask.
-    """
-    _validate.require_tensor("completions", completions, floating=False, min_dim=1)
-    if completions.is_floating_point():
-        raise ValueError(f"completions: expected integer ids, got {completions.dtype}")
-    is_eos = (completions == eos_id).long()  # (..., L)
-    # EOS tokens strictly before position t: 0 up to and including the first EOS, >= 1 after it.
-    eos_before = torch.cumsum(is_eos, dim=-1) - is_eos  # (..., L)
-    return (eos_before == 0).float()  # (..., L)
-
-
-def completion_log_probs(model: nn.Module, prompts: torch.Tensor, completions: torch.Tensor,
-                         temperature: float = 1.0) -> torch.Tensor:
-    """``log pi(y_t | x, y_<t)`` of every completion token, in one forward pass.
-
-    The model reads the prompt and the completion but its last token (nothing is
-    predicted after it); the logits at position ``P - 1 + t`` score completion token
-    ``t``. So the last prompt token predicts the first completion token, and the shift
-    by one is the whole trick (forget it and every log-prob scores the wrong token).
-
-    Args:
-        model: maps ``(B, T)`` ids to ``(B, T, V)`` logits (a :class:`TinyLM`).
-        prompts: ``(B, P)`` ids.
-        completions: ``(B, L)`` ids (PAD after EOS is fine: mask those positions out).
-        temperature: divides the logits, as at sampling time, so ratios compare like with like.
-
-    Returns:
-        ``(B, L)`` log-probs (differentiable in the model's parameters).
-    """
-    _validate.require_positive("temperature", temperature)
-    P, L = prompts.shape[1], completions.shape[1]
-    ids = torch.cat([prompts, completions[:, :-1]], dim=1).long()  # (B, P + L - 1)
-    logits = model(ids)[:, P - 1:, :] / temperature  # (B, L, V): position P - 1 + t predicts y_t
-    return gather_log_probs(logits, completions.long())  # (B, L)
 
 
 def save_checkpoint(path, model: TinyLM, history: dict | None = None, **extra) -> None:
@@ -329,42 +296,3 @@ def load_checkpoint(path) -> tuple[TinyLM, dict]:
     model = TinyLM(TinyLMConfig(**ckpt["config"]))
     model.load_state_dict(ckpt["state_dict"])
     return model.eval(), ckpt
-
-
-# ---------------------------------------------------------------------------
-# 4. One GRPO step on a language model (chapter 08's exercise; GRPOTrainer.training_step does the same)
-# ---------------------------------------------------------------------------
-
-
-def grpo_step(policy: TinyLM, ref_model: TinyLM | None, optimizer: torch.optim.Optimizer, prompts: torch.Tensor,
-              completions: torch.Tensor, rewards: torch.Tensor, logp_old: torch.Tensor, eos_id: int,
-              clip_eps: float = 0.2, kl_coef: float = 0.04, max_grad_norm: float = 1.0) -> float:
-    """One optimiser step on the GRPO loss of ``G`` completions per prompt of a language model.
-
-    Args:
-        policy: the LM being trained; ref_model: the frozen reference (or ``None``: no KL).
-        optimizer: over ``policy``'s parameters.
-        prompts: ``(B, P)`` ids; completions: ``(B, G, L)`` sampled ids (PAD after EOS).
-        rewards: ``(B, G)``; logp_old: ``(B, G, L)`` log-probs of the policy that sampled them.
-        eos_id: the EOS id (the mask keeps it and drops what follows).
-        clip_eps, kl_coef: as in :func:`course_lib.grpo.grpo_loss` (k3 KL).
-        max_grad_norm: the global gradient norm is clipped to this before the step.
-
-    Returns:
-        The loss (a float).
-    """
-    B, G, L = completions.shape
-    flat_prompts = prompts.repeat_interleave(G, dim=0)  # (B*G, P): each prompt G times, in group order
-    flat = completions.reshape(B * G, L)  # (B*G, L)
-    logp = completion_log_probs(policy, flat_prompts, flat).reshape(B, G, L)  # (B, G, L), with gradient
-    logp_ref = None
-    if ref_model is not None and kl_coef > 0:
-        with torch.no_grad():
-            logp_ref = completion_log_probs(ref_model, flat_prompts, flat).reshape(B, G, L)
-    mask = completion_mask(completions, eos_id)  # (B, G, L): up to and including EOS
-    loss, _ = grpo_loss(logp, logp_old, logp_ref, rewards, mask, clip_eps=clip_eps, kl_coef=kl_coef, kl_kind="k3")
-    optimizer.zero_grad()
-    loss.backward()
-    nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
-    optimizer.step()
-    return loss.item()

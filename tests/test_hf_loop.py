@@ -9,6 +9,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import pytest
 import torch
 
+from course_lib import lm_rl
 from course_lib.hf import data, loop
 from course_lib.hf.__main__ import main
 from course_lib.hf.tiny import ANSWER_TOKEN, build_tiny_tokenizer
@@ -51,17 +52,16 @@ def test_completion_mask_keeps_up_to_and_including_the_first_eos():
                         [3, 4, 5, 6, 2],    # no EOS: cut off, all valid
                         [3, 7, 4, 7, 1]])   # only the first EOS counts
     expected = torch.tensor([[1, 1, 1, 0, 0], [1, 0, 0, 0, 0], [1, 1, 1, 1, 1], [1, 1, 0, 0, 0]])
-    assert torch.equal(loop.completion_mask(ids, eos), expected)
+    assert torch.equal(lm_rl.completion_mask(ids, eos), expected.float())
 
 
-def test_completion_log_probs_are_shifted_and_ignore_left_padding(loaded):
+def test_token_logps_are_shifted_and_ignore_left_padding(loaded):
     model, tokenizer = loaded
     prompts = ["Mia has 3 apples.", "Noah has 12 marbles and gets 4 more. How many?"]
     enc = tokenizer(prompts, return_tensors="pt", padding=True)
     completion = torch.tensor([[5, 9, 11, tokenizer.eos_token_id], [6, 6, 8, 10]])
-    mask = loop.completion_mask(completion, tokenizer.eos_token_id)
     with torch.no_grad():
-        logp = loop.completion_log_probs(model, enc["input_ids"], enc["attention_mask"], completion, mask)
+        logp = lm_rl.token_logps(model, enc["input_ids"], enc["attention_mask"], completion)
         # By hand for the short (left-padded) prompt, alone and unpadded: the logits at position j score token j + 1.
         alone = torch.tensor([tokenizer(prompts[0])["input_ids"] + completion[0].tolist()])
         logits = model(input_ids=alone).logits[0]  # (P + T, V)
@@ -71,14 +71,15 @@ def test_completion_log_probs_are_shifted_and_ignore_left_padding(loaded):
     torch.testing.assert_close(logp[0], by_hand, atol=1e-5, rtol=1e-5)
 
 
-def test_generate_group_shapes_and_adjacent_groups(loaded):
+def test_sample_completions_shapes_and_adjacent_groups(loaded):
     model, tokenizer = loaded
     torch.manual_seed(0)
-    out = loop.generate_group(model, tokenizer, ["a", "a longer prompt"], group_size=3, max_new_tokens=5)
-    N, T = out["completion_ids"].shape
-    assert N == 6 and T <= 5
-    assert torch.equal(out["prompt_ids"][0], out["prompt_ids"][2]) and not torch.equal(out["prompt_ids"][2], out["prompt_ids"][3])
-    assert torch.equal(out["completion_mask"], loop.completion_mask(out["completion_ids"], tokenizer.eos_token_id))
+    enc = tokenizer(["a", "a longer prompt"], return_tensors="pt", padding=True, padding_side="left")
+    out = lm_rl.sample_completions(model, enc["input_ids"], enc["attention_mask"], 3, 5, tokenizer.eos_token_id,
+                                   tokenizer.pad_token_id)
+    assert out.shape == (6, 5)
+    mask = lm_rl.completion_mask(out, tokenizer.eos_token_id)
+    assert bool((out[mask == 0] == tokenizer.pad_token_id).all())  # PAD after each EOS, and only there
 
 
 # --- the loop -------------------------------------------------------------------------
@@ -116,7 +117,7 @@ def test_one_epoch_per_batch_never_clips(tiny_qwen):
 
 def test_ctrl_c_keeps_the_last_checkpoint(tiny_qwen, tmp_path, monkeypatch):
     model, tokenizer = loop.load_model_and_tokenizer(str(tiny_qwen))
-    real, calls = loop.generate_group, []
+    real, calls = lm_rl.sample_completions, []
 
     def interrupted_on_third_call(*args, **kwargs):
         calls.append(1)
@@ -124,7 +125,7 @@ def test_ctrl_c_keeps_the_last_checkpoint(tiny_qwen, tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(loop, "generate_group", interrupted_on_third_call)
+    monkeypatch.setattr(lm_rl, "sample_completions", interrupted_on_third_call)
     history = loop.train(model, tokenizer, data.load_problems(n=4), _config(steps=5), output_dir=tmp_path,
                          progress=False)
     assert history.interrupted and len(history.mean_reward) == 2

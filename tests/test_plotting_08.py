@@ -9,13 +9,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 from course_lib.plotting import capstone as plots  # noqa: E402
 
 HISTORY = {key: [0.1 * i for i in range(30)] for key in
-           ("mean_reward", "mean_length", "kl", "clip_fraction", "all_equal_fraction", "loss")}
-EVAL = {"epoch": [0, 10, 20], "completions": [0, 100, 200], "seconds": [0.0, 1.0, 2.0], "accuracy": [0.1, 0.5, 0.9]}
+           ("mean_reward", "mean_length", "kl", "clip_fraction", "frac_zero_std", "loss", "loss_on_policy")}
+EVAL = {"iteration": [0, 10, 20], "completions": [0, 100, 200], "seconds": [0.0, 1.0, 2.0], "score": [0.1, 0.5, 0.9]}
+HISTORY["eval"] = EVAL
 
 
 def test_plots_draw():
     figs = [
-        plots.plot_grpo_run(HISTORY, EVAL),
+        plots.plot_grpo_run(HISTORY),
         plots.plot_loss_beside_reward(HISTORY),
         plots.plot_runs({"a": HISTORY, "b": HISTORY}, [("mean_length", "length"), ("kl", "KL")]),
         plots.plot_temperature_spread([0.5, 1.0], [0.8, 0.2], [0.1, 0.4]),

@@ -1,16 +1,14 @@
-"""Tests of course_lib.tiny_lm: tokenizer, model shapes and causality, generate, masks, log-probs, checkpoints."""
+"""Tests of course_lib.tiny_lm: tokenizer, model shapes and causality, generate, checkpoints."""
 
 import pytest
 import torch
 
-from course_lib.policy_gradient import gather_log_probs
+from course_lib.lm_rl import completion_mask
 from course_lib.tiny_lm import (
     EOS_TEXT,
     CharTokenizer,
     TinyLM,
     TinyLMConfig,
-    completion_log_probs,
-    completion_mask,
     load_checkpoint,
     save_checkpoint,
 )
@@ -67,33 +65,12 @@ def test_model_is_seeded_and_validates():
         TinyLM(TinyLMConfig(block_size=4))(torch.zeros(1, 5, dtype=torch.long))
 
 
-@pytest.mark.parametrize(
-    "ids, expected",
-    [
-        ([1, 3, 2, 12, 13], [1, 1, 1, 1, 0]),  # EOS included, PAD after it masked
-        ([12, 13, 13, 13, 13], [1, 0, 0, 0, 0]),  # an immediate stop is one valid token
-        ([1, 3, 2, 5, 6], [1, 1, 1, 1, 1]),  # no EOS: everything counts
-        ([1, 12, 2, 12, 4], [1, 1, 0, 0, 0]),  # only the first EOS counts
-        ([1, 2, 3, 4, 12], [1, 1, 1, 1, 1]),  # EOS at the last position
-    ],
-)
-def test_completion_mask_hand_cases(ids, expected):
-    assert completion_mask(torch.tensor(ids), 12).tolist() == expected
-
-
-def test_completion_mask_batched_and_validates():
-    ids = torch.tensor([[[1, 12, 13], [4, 5, 6]]])
-    assert completion_mask(ids, 12).shape == (1, 2, 3)
-    with pytest.raises(ValueError, match="completions"):
-        completion_mask(torch.zeros(3), 12)
-
-
 def test_generate_stops_at_eos_and_pads(lm):
     prompts = torch.tensor([[4, 7, 10, 8, 5, 11]] * 6)
     g = torch.Generator().manual_seed(0)
-    out, mask = lm.generate(prompts, 4, temperature=2.0, generator=g)
-    assert out.shape == mask.shape == (6, 4)
-    assert torch.equal(mask, completion_mask(out, 12))
+    out = lm.generate(prompts, 4, temperature=2.0, generator=g)
+    mask = completion_mask(out, 12)
+    assert out.shape == (6, 4)
     for row, m in zip(out.tolist(), mask.tolist()):
         assert 13 not in row[: int(sum(m))], "no PAD is ever sampled before EOS"
         if 12 in row:
@@ -102,10 +79,10 @@ def test_generate_stops_at_eos_and_pads(lm):
 
 def test_generate_is_seeded_and_greedy_is_argmax(lm):
     prompts = torch.tensor([[4, 7, 10, 8, 5, 11], [0, 1, 10, 2, 3, 11]])
-    a = lm.generate(prompts, 4, generator=torch.Generator().manual_seed(1))[0]
-    b = lm.generate(prompts, 4, generator=torch.Generator().manual_seed(1))[0]
+    a = lm.generate(prompts, 4, generator=torch.Generator().manual_seed(1))
+    b = lm.generate(prompts, 4, generator=torch.Generator().manual_seed(1))
     assert torch.equal(a, b)
-    greedy, _ = lm.generate(prompts, 4, greedy=True)
+    greedy = lm.generate(prompts, 4, greedy=True)
     ids = prompts
     for t in range(greedy.shape[1]):
         logits = lm(ids)[:, -1]
@@ -116,8 +93,8 @@ def test_generate_is_seeded_and_greedy_is_argmax(lm):
 
 def test_generate_top_k_one_is_greedy(lm):
     prompts = torch.tensor([[4, 7, 10, 8, 5, 11]] * 3)
-    greedy, _ = lm.generate(prompts, 4, greedy=True)
-    top1, _ = lm.generate(prompts, 4, temperature=1.0, top_k=1, generator=torch.Generator().manual_seed(0))
+    greedy = lm.generate(prompts, 4, greedy=True)
+    top1 = lm.generate(prompts, 4, temperature=1.0, top_k=1, generator=torch.Generator().manual_seed(0))
     assert torch.equal(greedy, top1)
 
 
@@ -129,22 +106,6 @@ def test_generate_validates(lm):
         lm.generate(prompts, 3, temperature=0.0)
     with pytest.raises(ValueError, match="prompts"):
         lm.generate(prompts.float(), 3)
-
-
-def test_completion_log_probs_match_token_by_token(lm):
-    prompts = torch.tensor([[4, 7, 10, 8, 5, 11], [0, 1, 10, 2, 3, 11]])
-    completions = torch.tensor([[1, 3, 2, 12], [3, 5, 12, 13]])
-    logp = completion_log_probs(lm, prompts, completions)
-    assert logp.shape == (2, 4)
-    for t in range(4):
-        # The distribution of completion token t is read after the prompt and y_<t.
-        ids = torch.cat([prompts, completions[:, :t]], 1)
-        expected = torch.log_softmax(lm(ids)[:, -1], -1).gather(1, completions[:, t:t + 1])[:, 0]
-        assert torch.allclose(logp[:, t], expected, atol=1e-5)
-    # The temperature divides the logits.
-    hot = completion_log_probs(lm, prompts, completions, temperature=2.0)
-    ids = torch.cat([prompts, completions[:, :-1]], 1)
-    assert torch.allclose(hot, gather_log_probs(lm(ids)[:, 5:] / 2.0, completions), atol=1e-6)
 
 
 def test_checkpoint_round_trip(tmp_path, lm):

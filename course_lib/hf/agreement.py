@@ -2,7 +2,7 @@
 
 TRL's side is TRL's own code: ``GRPOTrainer.compute_loss`` on a prepared batch (the dict its
 ``_generate_and_score_completions`` would hand it), with its fused log-prob head. The course's
-side is :func:`course_lib.hf.loop.completion_log_probs` and :func:`course_lib.grpo.grpo_loss`.
+side is :func:`course_lib.lm_rl.token_logps` and :func:`course_lib.grpo.grpo_loss`.
 Both run on the same model object, so any difference is a difference of maths or of bookkeeping.
 
 Shapes: ``B`` prompts, ``G`` completions each, ``N = B * G``, ``P`` prompt tokens, ``T`` completion tokens.
@@ -13,7 +13,8 @@ from __future__ import annotations
 import torch
 
 from course_lib.grpo import group_advantages, grpo_loss
-from course_lib.hf import data, loop
+from course_lib import lm_rl
+from course_lib.hf import data
 
 
 def fixed_batch(model, tokenizer, B: int = 2, G: int = 4, T: int = 8, lengths=(8, 3, 5, 1, 8, 6, 2, 4),
@@ -41,11 +42,11 @@ def fixed_batch(model, tokenizer, B: int = 2, G: int = 4, T: int = 8, lengths=(8
         if length < T:
             completion_ids[row, length - 1] = tokenizer.eos_token_id
             completion_ids[row, length:] = tokenizer.pad_token_id
-    mask = loop.completion_mask(completion_ids, tokenizer.eos_token_id)  # (N, T)
+    mask = lm_rl.completion_mask(completion_ids, tokenizer.eos_token_id).long()  # (N, T)
     prompt_ids = enc["input_ids"].repeat_interleave(G, 0)  # (N, P)
     prompt_mask = enc["attention_mask"].repeat_interleave(G, 0)  # (N, P)
     with torch.no_grad():
-        logp = loop.completion_log_probs(model, prompt_ids, prompt_mask, completion_ids, mask)  # (N, T)
+        logp = lm_rl.token_logps(model, prompt_ids, prompt_mask, completion_ids)  # (N, T)
     rewards = torch.randint(0, 3, (B, G), generator=g).float() / 2  # (B, G), in {0, 0.5, 1}
     rewards[:, 0], rewards[:, 1] = 1.0, 0.0  # every group has some spread: non-zero advantages
     return dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask, completion_ids=completion_ids,
@@ -95,7 +96,7 @@ def trl_and_course(trainer, batch: dict, with_old: bool = True) -> dict:
     trl_grads = [p.grad.clone() for p in params]
 
     model.zero_grad()
-    logp = loop.completion_log_probs(model, batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"], mask)
+    logp = lm_rl.token_logps(model, batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"])
     logp_old = batch["logp_old"] if with_old else logp.detach()
     course_loss, info = grpo_loss(
         logp.view(B, G, T), logp_old.view(B, G, T), batch["logp_ref"].view(B, G, T), rewards, mask.view(B, G, T),

@@ -1,18 +1,17 @@
-"""The course's GRPO on any Hugging Face causal language model.
+"""The course's GRPO on any Hugging Face causal language model: the one LM RL loop, with text.
 
-Shao et al. 2024, "DeepSeekMath", Algorithm 1, with the course's own pieces: what chapter 06
-did with a toy policy, done here with ``transformers``. One step of :func:`train`:
+Shao et al. 2024, "DeepSeekMath", Algorithm 1. :func:`train` hands the model to
+:func:`course_lib.lm_rl.train`, the loop chapter 08 trains the tiny transformer with (sampling with
+``model.generate``, the completion mask, per-token log-probs, ``grpo_loss``'s pieces, clipped
+epochs); what this module adds is what text needs:
 
-1. take ``B`` prompts and sample ``G`` completions of each with ``model.generate``
-   (``num_return_sequences=G``, a temperature, top-p, ``max_new_tokens``; prompts padded on
-   the left so every completion starts at the same column) -- :func:`generate_group`;
-2. mask every completion up to and including its first EOS (:func:`completion_mask`) and
-   decode it; score it with the course's reward functions (``course_lib.hf.data``);
-3. record ``logp_old`` (the sampling policy) and ``logp_ref`` (the frozen reference), the
-   per-token log-probs of the completion, logits shifted by one (:func:`completion_log_probs`);
-4. take ``epochs_per_batch`` AdamW steps on ``course_lib.grpo.grpo_loss`` (group advantages,
-   PPO's clip, k3 KL), gradients clipped to ``max_grad_norm``;
-5. log a history row; every ``save_every`` steps, ``save_pretrained`` a checkpoint.
+1. prompts formatted (with the tokenizer's chat template when it has one) and padded on the left,
+   so every completion starts at the same column;
+2. a reward function that decodes each completion and scores it with the course's text rewards
+   (``course_lib.hf.data``) against the problem's answer;
+3. the checks that must fail before any training (model path, EOS and PAD, context length);
+4. ``save_pretrained`` checkpoints every ``save_every`` steps, written atomically, and a history
+   the course's plots draw.
 
 Shapes: ``B`` prompts per step, ``G`` completions per prompt, ``N = B * G`` rows,
 ``P`` padded prompt tokens, ``T`` completion tokens (at most ``max_new_tokens``), ``V`` vocabulary.
@@ -20,20 +19,15 @@ Shapes: ``B`` prompts per step, ``G`` completions per prompt, ``N = B * G`` rows
 
 from __future__ import annotations
 
-import copy
-import random
 import shutil
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
-from course_lib import _validate
-from course_lib.grpo import LOSS_AGG_MODES, grpo_loss
+from course_lib import _validate, lm_rl
+from course_lib.grpo import LOSS_AGG_MODES
 from course_lib.hf import data
-from course_lib.policy_gradient import gather_log_probs
 
 
 @dataclass
@@ -180,92 +174,23 @@ def check_prompt_lengths(prompts: list[str], tokenizer, model, max_new_tokens: i
 
 
 # ---------------------------------------------------------------------------
-# Groups of completions, their masks and their log-probs
+# The loop: course_lib.lm_rl's, with text prompts, text rewards and checkpoints
 # ---------------------------------------------------------------------------
 
 
-def completion_mask(completion_ids: torch.Tensor, eos_token_id: int) -> torch.Tensor:
-    """1 for every completion token up to and including the first EOS, 0 after it.
-
-    The EOS itself is kept: it is an action the policy took (stopping), and the reward of
-    a completion depends on where it stopped. A completion with no EOS (cut off at
-    ``max_new_tokens``) is all ones.
-
-    Args:
-        completion_ids: ``[N, T]`` generated token ids.
-        eos_token_id: the tokenizer's EOS id.
-
-    Returns:
-        ``[N, T]`` long tensor of 0 and 1.
-    """
-    _validate.require_tensor("completion_ids", completion_ids, floating=False, min_dim=2)
-    is_eos = completion_ids == eos_token_id  # (N, T)
-    T = completion_ids.shape[-1]
-    # Index of the first EOS, or T when there is none (argmax of an all-False row is 0, hence the where).
-    first_eos = torch.where(is_eos.any(-1), is_eos.int().argmax(-1), torch.full_like(is_eos[:, 0], T, dtype=torch.long))
-    positions = torch.arange(T, device=completion_ids.device)  # (T,)
-    return (positions[None, :] <= first_eos[:, None]).long()  # (N, T)
-
-
-def completion_log_probs(model, prompt_ids, prompt_mask, completion_ids, completion_mask,
-                         temperature: float = 1.0) -> torch.Tensor:
-    """Per-token log-probs of the completion under ``model``, at the sampling temperature.
-
-    The logits at position ``j`` score the token at ``j + 1``, so the completion's ``T``
-    tokens are scored by the ``T`` positions just before them: the last prompt token to
-    the last-but-one completion token. Only those ``T + 1`` logits are computed.
-
-    Args:
-        prompt_ids, prompt_mask: ``[N, P]`` left-padded prompts.
-        completion_ids, completion_mask: ``[N, T]`` completions and their masks.
-        temperature: the logits are divided by it, as they were when sampling.
-
-    Returns:
-        ``[N, T]`` log pi(completion token | everything before it), float32.
-    """
-    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)  # (N, P + T)
-    attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)  # (N, P + T)
-    T = completion_ids.shape[1]
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=T + 1).logits  # (N, T + 1, V)
-    logits = logits[:, :-1, :].float() / temperature  # (N, T, V): shift, the last position predicts nothing here
-    return gather_log_probs(logits, completion_ids)  # (N, T)
-
-
-@torch.no_grad()
-def generate_group(model, tokenizer, prompts: list[str], group_size: int, max_new_tokens: int,
-                   temperature: float = 1.0, top_p: float = 1.0) -> dict:
-    """Sample ``G`` completions for each of ``B`` prompts with ``model.generate``.
-
-    Returns:
-        A dict of ``[N, P]`` ``prompt_ids``, ``prompt_mask`` and ``[N, T]`` ``completion_ids``,
-        ``completion_mask`` (``N = B * G``; the ``G`` completions of a prompt are adjacent rows,
-        as ``generate`` repeats each prompt ``G`` times in place).
-    """
-    device = next(model.parameters()).device
-    enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left").to(device)
-    out = model.generate(
-        **enc, do_sample=True, num_return_sequences=group_size, max_new_tokens=max_new_tokens,
-        temperature=temperature, top_p=top_p, top_k=0,  # top_k=0: no top-k cut (generate's default is 50)
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-    )  # (N, P + T); rows finished early are padded with PAD after their EOS
-    P = enc["input_ids"].shape[1]
-    completion_ids = out[:, P:]  # (N, T)
-    return {
-        "prompt_ids": enc["input_ids"].repeat_interleave(group_size, dim=0),  # (N, P)
-        "prompt_mask": enc["attention_mask"].repeat_interleave(group_size, dim=0),  # (N, P)
-        "completion_ids": completion_ids,
-        "completion_mask": completion_mask(completion_ids, tokenizer.eos_token_id),  # (N, T)
-    }
-
-
-# ---------------------------------------------------------------------------
-# The loop
-# ---------------------------------------------------------------------------
+def lm_rl_config(config: HFGRPOConfig) -> lm_rl.LMRLConfig:
+    """The one LM RL loop's config for these hyperparameters (a constant learning rate, as TRL's ``--lr``)."""
+    return lm_rl.LMRLConfig(
+        algo="grpo", iterations=config.steps, prompts_per_step=config.prompts_per_step, group_size=config.group_size,
+        max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
+        update_epochs=config.epochs_per_batch, lr=config.lr, lr_schedule="constant", clip_eps=config.clip_eps,
+        clip_eps_high=config.clip_eps_high, kl_coef=config.kl_coef, normalize_std=config.normalize_std,
+        loss_agg=config.loss_agg, max_grad_norm=config.max_grad_norm, seed=config.seed)
 
 
 def train(model, tokenizer, problems, config: HFGRPOConfig | None = None, output_dir=None,
           progress: bool = True) -> HFGRPOHistory:
-    """Train ``model`` with the course's GRPO on ``problems``; see the module docstring for one step.
+    """Train ``model`` with the course's GRPO on ``problems``, through :func:`course_lib.lm_rl.train`.
 
     Args:
         model: a ``transformers`` causal LM (trained in place).
@@ -286,75 +211,34 @@ def train(model, tokenizer, problems, config: HFGRPOConfig | None = None, output
     prompts = [data.format_prompt(question, tokenizer) for question, _ in problems]
     answers = [str(answer) for _, answer in problems]
     check_prompt_lengths(prompts, tokenizer, model, config.max_new_tokens)
-
     device = next(model.parameters()).device
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")  # bf16 on GPU
-    torch.manual_seed(config.seed)
-    rng = random.Random(config.seed)
-    # The frozen reference: a copy of the starting policy (DeepSeekMath's pi_ref).
-    ref_model = copy.deepcopy(model).eval().requires_grad_(False) if config.kl_coef > 0 else None
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.0)
-    B, G = config.prompts_per_step, config.group_size
-    order: list[int] = []
+    enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left").to(device)  # (M, P)
+    G = config.group_size
+
+    def reward_fn(pick, completion_ids):  # (B,), (B, G, L) -> (B, G): decode, then the course's text rewards
+        texts = tokenizer.batch_decode(completion_ids.flatten(0, 1), skip_special_tokens=True)
+        scores = data.score(texts, [answers[i] for i in pick.tolist() for _ in range(G)], config.reward_weights)
+        return torch.tensor(scores).view(len(pick), G)
+
     history = HFGRPOHistory()
-    step = 0
-    bar = tqdm(range(1, config.steps + 1), desc="GRPO (course loop)", disable=not progress)
-    try:
-        for step in bar:
-            start = time.perf_counter()
-            if len(order) < B:  # walk through the problems in a fresh shuffled order
-                order += rng.sample(range(len(problems)), len(problems)) * max(1, -(-B // len(problems)))
-            batch, order = order[:B], order[B:]
 
-            # 1-3: sample, score, record the sampling and reference log-probs (no gradient).
-            model.eval()
-            with torch.no_grad(), autocast:
-                groups = generate_group(model, tokenizer, [prompts[i] for i in batch], G, config.max_new_tokens,
-                                        config.temperature, config.top_p)
-                texts = tokenizer.batch_decode(groups["completion_ids"], skip_special_tokens=True)
-                rewards = torch.tensor(data.score(texts, [answers[i] for i in batch for _ in range(G)],
-                                                  config.reward_weights)).view(B, G)  # (B, G)
-                inputs = (groups["prompt_ids"], groups["prompt_mask"], groups["completion_ids"],
-                          groups["completion_mask"])
-                logp_old = completion_log_probs(model, *inputs, config.temperature)  # (N, T)
-                logp_ref = completion_log_probs(ref_model, *inputs, config.temperature) if ref_model else None
-            mask = groups["completion_mask"]  # (N, T)
-            T = mask.shape[1]
+    def save(policy, step):
+        history.checkpoint = str(save_checkpoint(policy, tokenizer, output_dir, step, config))
 
-            # 4: several optimiser steps on this batch; the first has ratio exactly 1.
-            model.train()
-            for _ in range(config.epochs_per_batch):
-                with autocast:
-                    logp = completion_log_probs(model, *inputs, config.temperature)  # (N, T)
-                loss, info = grpo_loss(
-                    logp.view(B, G, T), logp_old.view(B, G, T),
-                    logp_ref.view(B, G, T) if logp_ref is not None else None,
-                    rewards.to(device), mask.view(B, G, T), clip_eps=config.clip_eps,
-                    clip_eps_high=config.clip_eps_high, kl_coef=config.kl_coef,
-                    kl_kind="k3", normalize_std=config.normalize_std, loss_agg=config.loss_agg,
-                    max_len=config.max_new_tokens,
-                )
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-                optimizer.step()
-
-            # 5: log, and save.
-            history.mean_reward.append(rewards.mean().item())
-            history.loss.append(loss.item())
-            history.kl.append(info["kl"])
-            history.clip_fraction.append(info["clip_fraction"])
-            history.completion_length.append(mask.sum(-1).float().mean().item())
-            history.grad_norm.append(float(grad_norm))
-            history.seconds.append(time.perf_counter() - start)
-            bar.set_postfix(reward=f"{history.mean_reward[-1]:.2f}", kl=f"{info['kl']:.3f}")
-            if output_dir is not None and (step % config.save_every == 0 or step == config.steps):
-                history.checkpoint = str(save_checkpoint(model, tokenizer, output_dir, step, config))
-    except KeyboardInterrupt:
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")  # bf16 on a GPU
+    with autocast:
+        out = lm_rl.train(model, reward_fn, enc["input_ids"], lm_rl_config(config), tokenizer.eos_token_id,
+                          tokenizer.pad_token_id, prompt_mask=enc["attention_mask"], progress=progress,
+                          suppress_pad=False, save_fn=save if output_dir is not None else None,
+                          save_every=config.save_every)
+    seconds = out.get("seconds", [])
+    history.mean_reward, history.loss, history.kl = out.get("mean_reward", []), out.get("loss", []), out.get("kl", [])
+    history.clip_fraction, history.grad_norm = out.get("clip_fraction", []), out.get("grad_norm", [])
+    history.completion_length = out.get("mean_length", [])
+    history.seconds = [b - a for a, b in zip([0.0] + seconds, seconds)]  # per step
+    if out.get("interrupted"):
         history.interrupted = True
-        print(f"interrupted during step {step}; last complete checkpoint: {history.checkpoint}")
-    finally:
-        bar.close()
+        print(f"interrupted after step {len(seconds)}; last complete checkpoint: {history.checkpoint}")
     return history
 
 

@@ -8,9 +8,9 @@ from matplotlib.figure import Figure
 _PANELS = [  # (history key, title)
     ("mean_reward", "mean reward of the samples"),
     ("mean_length", "completion length (tokens, EOS included)"),
-    ("kl", "KL to the reference (k3)"),
+    ("kl", "KL to the reference (k3, log scale)"),
     ("clip_fraction", "clip fraction"),
-    ("all_equal_fraction", "groups with all rewards equal"),
+    ("frac_zero_std", "groups with all rewards equal"),
 ]
 
 
@@ -22,27 +22,33 @@ def _smooth(xs: list[float], k: int) -> list[float]:
     return out
 
 
-def plot_grpo_run(history: dict, evals: dict, smooth: int = 10) -> Figure:
-    """Six panels against the epoch: held-out accuracy, then the history's diagnostics (trailing means)."""
+def plot_grpo_run(history: dict, smooth: int = 10) -> Figure:
+    """Six panels against the round: held-out accuracy (``history["eval"]``), then the loop's diagnostics
+    (trailing means; the KL raw and on a log scale, so a spike shows without flattening the rest)."""
     fig, axes = plt.subplots(2, 3, figsize=(11, 5.4), layout="constrained")
     ax = axes.flat[0]
-    ax.plot(evals["epoch"], evals["accuracy"], marker="o", ms=3)
-    ax.set(title="held-out accuracy (greedy)", xlabel="epoch", ylim=(0, 1))
+    ax.plot(history["eval"]["iteration"], history["eval"]["score"], marker="o", ms=3)
+    ax.set(title="held-out accuracy (greedy)", xlabel="round", ylim=(0, 1))
     for ax, (key, title) in zip(axes.flat[1:], _PANELS):
-        ax.plot(_smooth(history[key], smooth))
-        ax.set(title=title, xlabel="epoch")
+        if key == "kl":
+            ax.plot([max(k, 1e-4) for k in history[key]], lw=0.8)
+            ax.set_yscale("log")
+        else:
+            ax.plot(_smooth(history[key], smooth))
+        ax.set(title=title, xlabel="round")
     return fig
 
 
 def plot_loss_beside_reward(history: dict, smooth: int = 10) -> Figure:
-    """The GRPO loss and the mean reward on the same epochs: the loss says little, the reward says it all."""
+    """The GRPO loss of each round's first step (on-policy: ratio 1) and of its last, beside the mean reward."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3), layout="constrained")
-    a.plot(history["loss"], lw=0.6, alpha=0.5)
-    a.plot(_smooth(history["loss"], smooth))
+    a.plot(_smooth(history["loss_on_policy"], smooth), label="first step (ratio 1)")
+    a.plot(_smooth(history["loss"], smooth), label="last step of the round")
     a.axhline(0, color="grey", lw=0.5)
-    a.set(title="GRPO loss", xlabel="epoch")
+    a.set(title="GRPO loss", xlabel="round", ylabel="loss (trailing mean)")
+    a.legend(fontsize=8)
     b.plot(_smooth(history["mean_reward"], smooth), color="C2")
-    b.set(title="mean reward", xlabel="epoch")
+    b.set(title="mean reward of the samples", xlabel="round", ylabel="reward (trailing mean)")
     return fig
 
 
@@ -52,7 +58,7 @@ def plot_runs(runs: dict[str, dict], keys: list[tuple[str, str]], smooth: int = 
     for ax, (key, title) in zip(axes[0], keys):
         for name, history in runs.items():
             ax.plot(_smooth(history[key], smooth), label=name)
-        ax.set(title=title, xlabel="epoch")
+        ax.set(title=title, xlabel="round")
     axes[0][0].legend(fontsize=8)
     return fig
 
@@ -68,11 +74,11 @@ def plot_temperature_spread(temperatures: list[float], zero_std: list[float], re
 
 
 def plot_grpo_vs_ppo(grpo_eval: dict, ppo_eval: dict) -> Figure:
-    """Held-out accuracy against sampled completions and against training seconds."""
+    """Held-out accuracy against sampled completions and against training seconds (the loop's ``history["eval"]``)."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3), layout="constrained")
-    for name, ev in (("GRPO", grpo_eval), ("PPO + value head", ppo_eval)):
-        a.plot(ev["completions"], ev["accuracy"], marker="o", ms=3, label=name)
-        b.plot(ev["seconds"], ev["accuracy"], marker="o", ms=3, label=name)
+    for name, ev in (("GRPO", grpo_eval), ("PPO + value model", ppo_eval)):
+        a.plot(ev["completions"], ev["score"], marker="o", ms=3, label=name)
+        b.plot(ev["seconds"], ev["score"], marker="o", ms=3, label=name)
     a.set(title="accuracy against samples", xlabel="completions sampled", ylim=(0, 1))
     b.set(title="accuracy against wall-clock", xlabel="training seconds (2 cores, shared)", ylim=(0, 1))
     a.legend()

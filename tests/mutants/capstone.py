@@ -1,14 +1,14 @@
 """Classic wrong (and correct) ways to write the exercises of chapter 08 (the capstone).
 
 ``addition_exact_reward(completion, answer)``, ``completion_mask(completions, eos_id)`` and
-``grpo_step(...)``, checked by ``course_lib.checks.tiny_lm``.
+``grpo_step(...)``, checked by ``course_lib.checks.capstone``.
 """
 
 import torch
 
-from course_lib.checks import tiny_lm as c
-from course_lib.tiny_lm import grpo_step
-from course_lib.tiny_lm import completion_mask
+from course_lib.checks import capstone as c
+from course_lib.lectures.capstone import grpo_step
+from course_lib.lm_rl import completion_mask
 
 
 def reward_regex(completion, answer):
@@ -18,9 +18,9 @@ def reward_regex(completion, answer):
     return float(m is not None and m.group(1) == answer)
 
 
-def mask_loop(completions, eos_id):
-    out = torch.zeros(completions.shape)
-    flat, flat_out = completions.reshape(-1, completions.shape[-1]), out.view(-1, completions.shape[-1])
+def mask_loop(completion_ids, eos_id):
+    out = torch.zeros(completion_ids.shape)
+    flat, flat_out = completion_ids.reshape(-1, completion_ids.shape[-1]), out.view(-1, completion_ids.shape[-1])
     for i, row in enumerate(flat.tolist()):
         for t, tok in enumerate(row):
             flat_out[i, t] = 1.0
@@ -29,8 +29,8 @@ def mask_loop(completions, eos_id):
     return out
 
 
-def mask_bool(completions, eos_id):
-    return completion_mask(completions, eos_id) > 0
+def mask_bool(completion_ids, eos_id):
+    return completion_mask(completion_ids, eos_id) > 0
 
 
 def step_returns_tensor(*args, **kwargs):

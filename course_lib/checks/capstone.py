@@ -22,7 +22,9 @@ from einops import rearrange, repeat
 from course_lib.checks import Case, Mistake, check_against_reference, recording, scalar_reply
 from course_lib.grpo import grpo_loss
 from course_lib.rewards import addition_exact_reward
-from course_lib.tiny_lm import TinyLM, TinyLMConfig, completion_log_probs, completion_mask, grpo_step
+from course_lib.lectures.capstone import grpo_step
+from course_lib.lm_rl import completion_mask, token_logps
+from course_lib.tiny_lm import TinyLM, TinyLMConfig
 
 # ---------------------------------------------------------------------------
 # 1. The exact-answer reward
@@ -107,46 +109,46 @@ def check_addition_exact_reward(fn) -> bool:
 # ---------------------------------------------------------------------------
 
 
-def _mask_drops_eos(completions, eos_id):
-    return (torch.cumsum((completions == eos_id).long(), -1) == 0).float()
+def _mask_drops_eos(completion_ids, eos_id):
+    return (torch.cumsum((completion_ids == eos_id).long(), -1) == 0).float()
 
 
-def _mask_off_by_one(completions, eos_id):
-    is_eos = (completions == eos_id).long()
+def _mask_off_by_one(completion_ids, eos_id):
+    is_eos = (completion_ids == eos_id).long()
     before = torch.cumsum(is_eos, -1) - is_eos
     shifted = torch.cat([torch.zeros_like(before[..., :1]), before[..., :-1]], -1)  # one token too far
     return (shifted == 0).float()
 
 
-def _mask_no_eos_rows_empty(completions, eos_id):
-    mask = completion_mask(completions, eos_id)
-    return mask * (completions == eos_id).any(-1, keepdim=True).float()
+def _mask_no_eos_rows_empty(completion_ids, eos_id):
+    mask = completion_mask(completion_ids, eos_id)
+    return mask * (completion_ids == eos_id).any(-1, keepdim=True).float()
 
 
-def _mask_last_eos(completions, eos_id):
-    is_eos = (completions == eos_id).long()
+def _mask_last_eos(completion_ids, eos_id):
+    is_eos = (completion_ids == eos_id).long()
     after = torch.flip(torch.cumsum(torch.flip(is_eos, [-1]), -1), [-1])  # EOS at or after t
     return ((after > 0) | (is_eos.sum(-1, keepdim=True) == 0)).float()
 
 
-def _mask_not_pad(completions, eos_id):
-    return (completions != eos_id + 1).float()  # PAD = eos_id + 1 in the course's tokenizer
+def _mask_not_pad(completion_ids, eos_id):
+    return (completion_ids != eos_id + 1).float()  # PAD = eos_id + 1 in the course's tokenizer
 
 
 def check_completion_mask(fn) -> bool:
-    """Check a student's ``completion_mask(completions, eos_id) -> float mask``."""
+    """Check a student's ``completion_mask(completion_ids, eos_id) -> float mask``."""
     E, P = 12, 13
     cases = [
-        Case("EOS in the middle, PAD after it", {"completions": torch.tensor([[1, 3, 2, E, P]]), "eos_id": E}),
-        Case("EOS first: one valid token", {"completions": torch.tensor([[E, P, P, P]]), "eos_id": E}),
+        Case("EOS in the middle, PAD after it", {"completion_ids": torch.tensor([[1, 3, 2, E, P]]), "eos_id": E}),
+        Case("EOS first: one valid token", {"completion_ids": torch.tensor([[E, P, P, P]]), "eos_id": E}),
         Case("a row with no EOS (ran out of tokens): all valid",
-             {"completions": torch.tensor([[1, 2, 3, 4], [5, E, P, P]]), "eos_id": E}),
-        Case("EOS at the last position", {"completions": torch.tensor([[4, 5, 6, E]]), "eos_id": E}),
+             {"completion_ids": torch.tensor([[1, 2, 3, 4], [5, E, P, P]]), "eos_id": E}),
+        Case("EOS at the last position", {"completion_ids": torch.tensor([[4, 5, 6, E]]), "eos_id": E}),
         Case("two EOS: only the first counts, and what follows it is not PAD",
-             {"completions": torch.tensor([[1, E, 2, E, 7]]), "eos_id": E}),
-        Case("a (B, G, L) batch", {"completions": torch.tensor([[[1, E, P], [2, 3, E]], [[E, P, P], [4, 5, 6]]]),
+             {"completion_ids": torch.tensor([[1, E, 2, E, 7]]), "eos_id": E}),
+        Case("a (B, G, L) batch", {"completion_ids": torch.tensor([[[1, E, P], [2, 3, E]], [[E, P, P], [4, 5, 6]]]),
                                    "eos_id": E}),
-        Case("another EOS id (3)", {"completions": torch.tensor([[0, 1, 3, 2, 2]]), "eos_id": 3}),
+        Case("another EOS id (3)", {"completion_ids": torch.tensor([[0, 1, 3, 2, 2]]), "eos_id": 3}),
     ]
     mistakes = [
         Mistake("the EOS token is masked out: it is part of the completion (the model chose to stop, "
@@ -159,8 +161,8 @@ def check_completion_mask(fn) -> bool:
                 _mask_not_pad),
     ]
 
-    def reference(completions, eos_id):
-        return completion_mask(completions, eos_id)
+    def reference(completion_ids, eos_id):
+        return completion_mask(completion_ids, eos_id)
 
     def as_float(result):
         return {"mask": torch.as_tensor(result).float()}
@@ -208,7 +210,7 @@ def _logp(model, prompts, completions, shifted: bool = True):
     fp = repeat(prompts, "B P -> (B G) P", G=G)
     fc = rearrange(completions, "B G L -> (B G) L")
     if shifted:
-        out = completion_log_probs(model, fp, fc)
+        out = token_logps(model, fp, None, fc)
     else:  # the classic wrong position: the logits of the completion's own positions, logits[:, P:]
         P, L = fp.shape[1], fc.shape[1]
         logits = model(torch.cat([fp, fc], 1))[:, P:P + L]  # (B*G, L): each scores the token *after* y_t

@@ -1,0 +1,263 @@
+"""Tests of course_lib.lm_rl, the one LM RL loop: mask, log-probs, sampling, advantages, the update, the loop."""
+
+import copy
+import dataclasses
+
+import pytest
+import torch
+
+from course_lib import lm_rl
+from course_lib.lectures import capstone
+from course_lib.grpo import grpo_loss
+from course_lib.policy_gradient import gather_log_probs
+from course_lib.tiny_lm import TinyLM, TinyLMConfig, ValueModel
+
+E, PAD = 12, 13
+
+
+@pytest.fixture
+def lm():
+    return TinyLM(TinyLMConfig(vocab_size=14, block_size=10, n_layer=1, n_head=2, d_model=16), seed=0)
+
+
+def _batch(lm, B=2, G=3, seed=0):
+    """Prompts, sampled completions (some with EOS), scores: a rollout's raw material."""
+    g = torch.Generator().manual_seed(seed)
+    prompts = torch.randint(0, 10, (B, 6), generator=g)
+    prompts[:, 2], prompts[:, 5] = 10, 11
+    comp = lm_rl.sample_completions(lm, prompts, None, G, 4, E, PAD, temperature=2.0, generator=g)  # (B*G, 4)
+    scores = torch.rand(B, G, generator=g)
+    return prompts, comp, scores
+
+
+# --- the completion mask and per-token log-probs -------------------------------------
+
+
+@pytest.mark.parametrize(
+    "ids, expected",
+    [
+        ([1, 3, 2, 12, 13], [1, 1, 1, 1, 0]),  # EOS included, PAD after it masked
+        ([12, 13, 13, 13, 13], [1, 0, 0, 0, 0]),  # an immediate stop is one valid token
+        ([1, 3, 2, 5, 6], [1, 1, 1, 1, 1]),  # no EOS: everything counts
+        ([1, 12, 2, 12, 4], [1, 1, 0, 0, 0]),  # only the first EOS counts
+        ([1, 2, 3, 4, 12], [1, 1, 1, 1, 1]),  # EOS at the last position
+    ],
+)
+def test_completion_mask_hand_cases(ids, expected):
+    assert lm_rl.completion_mask(torch.tensor(ids), E).tolist() == expected
+
+
+def test_completion_mask_batched_and_validates():
+    ids = torch.tensor([[[1, 12, 13], [4, 5, 6]]])
+    assert lm_rl.completion_mask(ids, E).shape == (1, 2, 3)
+    with pytest.raises(ValueError, match="completion_ids"):
+        lm_rl.completion_mask(torch.zeros(3), E)
+
+
+def test_token_logps_match_token_by_token(lm):
+    prompts = torch.tensor([[4, 7, 10, 8, 5, 11], [0, 1, 10, 2, 3, 11]])
+    completions = torch.tensor([[1, 3, 2, 12], [3, 5, 12, 13]])
+    logp = lm_rl.token_logps(lm, prompts, None, completions)
+    assert logp.shape == (2, 4)
+    for t in range(4):
+        # The distribution of completion token t is read after the prompt and y_<t.
+        ids = torch.cat([prompts, completions[:, :t]], 1)
+        expected = torch.log_softmax(lm(ids)[:, -1], -1).gather(1, completions[:, t:t + 1])[:, 0]
+        assert torch.allclose(logp[:, t], expected, atol=1e-5)
+    hot = lm_rl.token_logps(lm, prompts, None, completions, temperature=2.0)  # the temperature divides the logits
+    ids = torch.cat([prompts, completions[:, :-1]], 1)
+    assert torch.allclose(hot, gather_log_probs(lm(ids)[:, 5:] / 2.0, completions), atol=1e-6)
+
+
+def test_token_logps_without_pad_score_what_the_sampler_samples(lm):
+    """generate() never writes PAD: with pad_id the log-probs renormalise over the other tokens, as sampling does."""
+    prompts = torch.tensor([[4, 7, 10, 8, 5, 11]])
+    completions = torch.tensor([[1, 12, 13, 13]])
+    logp = lm_rl.token_logps(lm, prompts, None, completions, pad_id=PAD)
+    logits = lm(torch.cat([prompts, completions[:, :-1]], 1))[:, 5:]
+    logits[..., PAD] = -float("inf")
+    expected = gather_log_probs(logits, completions)
+    assert torch.allclose(logp[:, :2], expected[:, :2], atol=1e-6)
+    assert torch.equal(logp[:, 2:], torch.zeros(1, 2)), "PAD positions are outside the mask and score 0, not -inf"
+    logp.sum().backward()  # and the gradient stays finite
+    assert all(torch.isfinite(p.grad).all() for p in lm.parameters())
+
+
+def test_sample_completions_groups_are_adjacent_and_pad_after_eos(lm):
+    prompts, comp, _ = _batch(lm, B=2, G=3)
+    assert comp.shape == (6, 4)
+    mask = lm_rl.completion_mask(comp, E)
+    assert bool((comp[mask == 0] == PAD).all()) and not bool((comp[mask > 0] == PAD).any())
+    again = lm_rl.sample_completions(lm, prompts[1:], None, 3, 4, E, PAD, temperature=2.0,
+                                     generator=torch.Generator().manual_seed(5))
+    assert again.shape == (3, 4)
+    with pytest.raises(ValueError, match="top_p"):
+        lm_rl.sample_completions(lm, prompts, None, 2, 4, E, PAD, top_p=0.9)
+
+
+# --- advantages --------------------------------------------------------------------------
+
+
+def test_grpo_advantages_are_the_groups_for_every_valid_token():
+    cfg = lm_rl.LMRLConfig(group_size=2)
+    scores = torch.tensor([[1.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    adv, returns = lm_rl.advantages(cfg, scores, mask, torch.zeros(2, 3), torch.zeros(2, 3))
+    assert returns is None
+    torch.testing.assert_close(adv, torch.tensor([[0.5, 0.5, 0.0], [-0.5, 0.0, 0.0]]) / (0.5 ** 0.5 + 1e-6))
+
+
+def test_ppo_advantages_by_hand():
+    """gamma = lam = 1: A_t = (sum of rewards from t) - V(s_t); the KL penalty is per token, the score at the end."""
+    cfg = lm_rl.LMRLConfig(algo="ppo", kl_coef=0.5, gamma=1.0, lam=1.0)
+    scores = torch.tensor([[2.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    logp_old, logp_ref = torch.tensor([[-1.0, -1.0, -5.0]]), torch.tensor([[-2.0, -1.0, -1.0]])
+    values = torch.tensor([[0.5, 0.5, 9.0]])
+    adv, returns = lm_rl.advantages(cfg, scores, mask, logp_old, logp_ref, values)
+    # rewards: t=0: -0.5 * (1) = -0.5; t=1: -0.5 * 0 + 2 = 2; t=2 is padding.
+    torch.testing.assert_close(returns, torch.tensor([[1.5, 2.0, 0.0]]))
+    raw = torch.tensor([1.5 - 0.5, 2.0 - 0.5])  # returns - values on the valid tokens: whitened
+    expected = (raw - raw.mean()) / raw.std()
+    torch.testing.assert_close(adv[0, :2], expected)
+    assert adv[0, 2] == 0
+
+
+# --- the update ------------------------------------------------------------------------------
+
+
+def _rollout(lm, cfg, seed=0):
+    prompts = torch.randint(0, 10, (16, 6), generator=torch.Generator().manual_seed(seed))
+    prompts[:, 2], prompts[:, 5] = 10, 11
+    scores_of = lambda pick, comp: (comp[..., 0] % 3).float()  # noqa: E731 - any verifier will do
+    ref = copy.deepcopy(lm).requires_grad_(False)
+    value_model = ValueModel(lm) if cfg.algo == "ppo" else None
+    batch, stats = lm_rl.rollout(cfg, lm, ref, value_model, scores_of, prompts, None, E, PAD,
+                                 torch.Generator().manual_seed(seed), PAD)
+    return batch, stats, value_model
+
+
+def test_grpo_loss_of_the_loop_is_grpo_loss(lm):
+    cfg = lm_rl.LMRLConfig(prompts_per_step=3, group_size=4, max_new_tokens=4, kl_coef=0.1, temperature=1.5)
+    batch, _, _ = _rollout(lm, cfg)
+    N, L = batch["mask"].shape
+    loss, _ = lm_rl._loss(cfg, lm, None, batch, torch.arange(N), N, batch["mask"].sum(), PAD)
+    logp = lm_rl.token_logps(lm, batch["prompt_ids"], None, batch["completion_ids"], 1.5, PAD)
+    scores = batch["scores"] if "scores" in batch else None
+    assert scores is None  # the advantages are in the batch, not the scores
+    B, G = 3, 4
+    rewards = batch["adv"][:, 0].view(B, G)  # every valid first token carries its completion's advantage
+    expected, _ = grpo_loss(logp.view(B, G, L), batch["logp_old"].view(B, G, L), batch["logp_ref"].view(B, G, L),
+                            rewards, batch["mask"].view(B, G, L), kl_coef=0.1, normalize_std=False)
+    # group_advantages of the (already centred) advantages with normalize_std=False leaves them as they are.
+    torch.testing.assert_close(loss, expected)
+
+
+@pytest.mark.parametrize("loss_agg", ["seq-mean-token-mean", "token-mean", "seq-mean-token-sum-norm"])
+@pytest.mark.parametrize("algo", ["grpo", "ppo"])
+def test_micro_batches_give_the_gradient_of_one_batch(lm, loss_agg, algo):
+    cfg = lm_rl.LMRLConfig(algo=algo, prompts_per_step=3, group_size=4, max_new_tokens=4, loss_agg=loss_agg,
+                           update_epochs=1, max_grad_norm=1e9)
+    batch, _, value_model = _rollout(lm, cfg)
+    grads = []
+    for micro in (None, 5):
+        policy, critic = copy.deepcopy(lm), copy.deepcopy(value_model)
+        params = list(policy.parameters()) + (list(critic.parameters()) if critic is not None else [])
+        opt = torch.optim.SGD(params, lr=0.0)
+        lm_rl.update(dataclasses.replace(cfg, micro_batch_size=micro), policy, critic, opt, batch,
+                     torch.Generator().manual_seed(0), PAD)
+        grads.append(torch.cat([p.grad.flatten() for p in params]))
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-6, rtol=1e-5)
+
+
+def test_grpo_step_is_one_update_of_the_loop(lm):
+    """The exercise's step and the loop's update(K=1, one minibatch) take the same step."""
+    cfg = lm_rl.LMRLConfig(prompts_per_step=3, group_size=4, max_new_tokens=4, kl_coef=0.04, update_epochs=1)
+    g = torch.Generator().manual_seed(0)
+    prompts = torch.randint(0, 10, (3, 6), generator=g)
+    comp = lm_rl.sample_completions(lm, prompts, None, 4, 4, E, PAD, temperature=2.0, generator=g)
+    rewards = torch.rand(3, 4, generator=g)
+    ref = copy.deepcopy(lm)
+    flat_prompts = prompts.repeat_interleave(4, 0)
+    with torch.no_grad():
+        logp_old = lm_rl.token_logps(lm, flat_prompts, None, comp)
+        logp_ref = lm_rl.token_logps(ref, flat_prompts, None, comp)
+    mask = lm_rl.completion_mask(comp, E)
+    adv, _ = lm_rl.advantages(cfg, rewards, mask, logp_old, logp_ref)
+    batch = {"prompt_ids": flat_prompts, "prompt_mask": None, "completion_ids": comp, "mask": mask,
+             "logp_old": logp_old, "logp_ref": logp_ref, "adv": adv, "returns": None}
+    a, b = copy.deepcopy(lm), copy.deepcopy(lm)
+    lm_rl.update(cfg, a, None, torch.optim.SGD(a.parameters(), lr=0.1), batch, g, None)
+    capstone.grpo_step(b, ref, torch.optim.SGD(b.parameters(), lr=0.1), prompts, comp.view(3, 4, 4), rewards,
+                    logp_old.view(3, 4, 4), E)
+    for p, q in zip(a.parameters(), b.parameters()):
+        torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5)
+
+
+# --- the schedule, the config, the loop ---------------------------------------------------------
+
+
+def test_lr_schedule_warms_up_then_decays():
+    cfg = lm_rl.LMRLConfig(iterations=10, lr=1.0, warmup_iterations=4, lr_schedule="linear")
+    lrs = [lm_rl.lr_at(i, cfg) for i in range(10)]
+    assert lrs[:4] == pytest.approx([0.2, 0.4, 0.6, 0.8])
+    assert lrs[4] == 1.0 and lrs[-1] == pytest.approx(1 / 6) and all(a > b for a, b in zip(lrs[4:], lrs[5:]))
+    const = dataclasses.replace(cfg, lr_schedule="constant", warmup_iterations=0)
+    assert {lm_rl.lr_at(i, const) for i in range(10)} == {1.0}
+    cos = dataclasses.replace(cfg, lr_schedule="cosine", warmup_iterations=0)
+    assert lm_rl.lr_at(0, cos) == 1.0 and lm_rl.lr_at(5, cos) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("field, value", [("algo", "a2c"), ("group_size", 1), ("lr", 0.0), ("top_p", 1.5),
+                                          ("loss_agg", "sum"), ("lr_schedule", "step"), ("lam", 2.0)])
+def test_config_errors_name_the_argument(field, value):
+    with pytest.raises(ValueError, match=field):
+        dataclasses.replace(lm_rl.LMRLConfig(), **{field: value}).validate()
+
+
+@pytest.mark.parametrize("algo", ["grpo", "ppo"])
+def test_train_runs_is_seeded_and_logs(lm, algo):
+    prompts = torch.randint(0, 10, (16, 6), generator=torch.Generator().manual_seed(0))
+    prompts[:, 2], prompts[:, 5] = 10, 11
+    reward_fn = lambda pick, comp: (comp[..., 0] == 3).float()  # noqa: E731 - "start with a 3"
+    cfg = lm_rl.LMRLConfig(algo=algo, iterations=3, prompts_per_step=4, group_size=4, max_new_tokens=4, lr=1e-2)
+    runs = []
+    for _ in range(2):
+        policy = copy.deepcopy(lm)
+        critic = ValueModel(policy) if algo == "ppo" else None
+        runs.append(lm_rl.train(policy, reward_fn, prompts, cfg, E, PAD, value_model=critic, eval_fn=lambda m: 0.5,
+                                eval_every=2))
+    assert runs[0]["mean_reward"] == runs[1]["mean_reward"] and runs[0]["loss"] == runs[1]["loss"]
+    h = runs[0]
+    assert h["eval"]["iteration"] == [0, 2, 3] and h["completions"] == [16, 32, 48]
+    assert h["kl"][0] == 0.0 and all(k >= 0 for k in h["kl"])
+    if algo == "ppo":
+        assert len(h["value_loss"]) == 3 and len(h["explained_variance"]) == 3
+
+
+def test_dynamic_sampling_keeps_only_groups_that_teach(lm):
+    cfg = lm_rl.LMRLConfig(prompts_per_step=4, group_size=4, max_new_tokens=4, dynamic_sampling=True, temperature=2.0)
+    prompts = torch.randint(0, 10, (16, 6), generator=torch.Generator().manual_seed(0))
+    reward_fn = lambda pick, comp: (comp[..., 0] == 3).float()  # noqa: E731
+    batch, stats = lm_rl.rollout(cfg, lm, copy.deepcopy(lm), None, reward_fn, prompts, None, E, PAD,
+                                 torch.Generator().manual_seed(0), PAD)
+    adv = batch["adv"][:, 0].view(-1, 4)
+    assert stats["groups_kept"] >= 1 and bool((adv.abs().sum(-1) > 0).all()), "no all-equal group is kept"
+    assert stats["completions"] >= 16
+
+
+def test_ctrl_c_returns_what_was_done(lm, monkeypatch):
+    calls = []
+    real = lm_rl.sample_completions
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lm_rl, "sample_completions", interrupted)
+    prompts = torch.randint(0, 10, (8, 6), generator=torch.Generator().manual_seed(0))
+    cfg = lm_rl.LMRLConfig(iterations=5, prompts_per_step=2, group_size=2, max_new_tokens=4)
+    h = lm_rl.train(lm, lambda pick, comp: comp[..., 0].float(), prompts, cfg, E, PAD)
+    assert h["interrupted"] and len(h["mean_reward"]) == 2
