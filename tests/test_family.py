@@ -305,3 +305,12 @@ def test_dtypes_are_kept(dtype):
     assert rloo_advantages(x).dtype == dtype and reinforce_pp_advantages(x).dtype == dtype
     assert gspo_loss(x, x, x[:, 0], torch.ones(2, 3), 0.2).dtype == dtype
     assert cispo_loss(x, x, x, 0.2).dtype == dtype and sapo_loss(x, x, x).dtype == dtype
+
+
+def test_checks_accept_the_references(capsys):
+    from course_lib.checks.family import check_cispo_loss, check_gspo_sequence_log_ratio, check_rloo_advantages
+
+    assert check_rloo_advantages(rloo_advantages)
+    assert check_gspo_sequence_log_ratio(gspo_sequence_log_ratio)
+    assert check_cispo_loss(cispo_loss)
+    assert capsys.readouterr().out.count("\u2714") == 3
