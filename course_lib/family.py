@@ -4,21 +4,21 @@ GRPO (``course_lib.grpo``) is three choices: an advantage from the group's rewar
 loss (PPO's clipped surrogate), and a way to average the tokens (``grpo.aggregate_loss``). Every
 variant below changes one of them, so each is one short function here and one switch of the loop:
 
-============== ======================================= ============================================
-variant        what changes                            here
-============== ======================================= ============================================
-PPO            a value model's GAE advantage per token ``gae.compute_gae``, ``ppo.clipped_surrogate``
-GRPO           the group baseline, divided by the std  ``grpo.group_advantages(normalize_std=True)``
-Dr. GRPO       no std; a constant token divisor        ``group_advantages(normalize_std=False)``, ``"seq-mean-token-sum-norm"``
-RLOO           leave-one-out baseline                  :func:`rloo_advantages`
-REINFORCE++    normalised over the batch, no critic    :func:`reinforce_pp_advantages`
-DAPO           clip-higher, dynamic sampling,          ``ppo.clipped_surrogate(clip_eps_high=...)``, :func:`dynamic_sampling_mask`,
-               token mean, overlong filter / penalty   ``"token-mean"``, :func:`filter_truncated`, :func:`soft_overlong_penalty`
-GSPO           a sequence-level ratio and clip         :func:`gspo_sequence_log_ratio`, :func:`gspo_loss`
-CISPO          clip the (detached) weight, not the     :func:`cispo_loss`
-               update: every token keeps a gradient
-SAPO           a smooth gate in place of the clip      :func:`sapo_loss`
-============== ======================================= ============================================
+=========== ================================================ =====================================================
+variant     what changes                                     here
+=========== ================================================ =====================================================
+PPO         a value model's GAE advantage, per token         ``gae.compute_gae``, ``ppo.clipped_surrogate``
+GRPO        the group baseline, divided by the group's std   ``grpo.group_advantages(normalize_std=True)``
+Dr. GRPO    no std; a constant divisor of the token sums     ``normalize_std=False``, ``"seq-mean-token-sum-norm"``
+RLOO        a leave-one-out baseline                         :func:`rloo_advantages`
+REINFORCE++ normalised over the batch, no critic             :func:`reinforce_pp_advantages`
+DAPO        clip-higher, dynamic sampling, token mean,       ``clip_eps_high``, :func:`dynamic_sampling_mask`,
+            overlong filtering and soft punishment           ``"token-mean"``, :func:`filter_truncated`,
+                                                             :func:`soft_overlong_penalty`
+GSPO        one ratio and one clip per sequence              :func:`gspo_sequence_log_ratio`, :func:`gspo_loss`
+CISPO       a clipped, detached weight on REINFORCE          :func:`cispo_loss`
+SAPO        a smooth gate in place of the clip               :func:`sapo_loss`
+=========== ================================================ =====================================================
 
 Advantages are ``[B, G]`` (one per response); per-token losses are ``[..., T]`` and are reduced by
 ``grpo.aggregate_loss(per_token, mask, mode, max_len)``, so the aggregation stays its own switch.
@@ -42,8 +42,8 @@ def rloo_advantages(rewards: torch.Tensor) -> torch.Tensor:
     """RLOO: each reward minus the mean reward of the *other* ``G - 1`` responses to its prompt.
 
     Ahmadian et al. 2024, "Back to Basics: Revisiting REINFORCE Style Optimization for Learning from
-    Human Feedback in LLMs", section 3 (the estimator is Kool et al. 2019's "Buy 4 REINFORCE samples,
-    get a baseline for free!"):
+    Human Feedback in LLMs" (the estimator is Kool et al. 2019's "Buy 4 REINFORCE Samples, Get a
+    Baseline for Free!"):
 
         adv_i = r_i - 1/(G-1) sum_{j != i} r_j  =  G/(G-1) (r_i - mean(r)).
 
@@ -285,7 +285,7 @@ def sapo_loss(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, tau
               tau_neg: float = 1.05) -> torch.Tensor:
     """SAPO: a smooth, temperature-controlled gate on the ratio in place of PPO's hard clip.
 
-    Gao et al. 2025, "Soft Adaptive Policy Optimization" (Qwen):
+    "Soft Adaptive Policy Optimization" (Qwen team 2025, arXiv 2511.20347):
 
         loss_t = -f(ratio_t) * A_t,   f(r) = 4 / tau * sigmoid(tau * (r - 1)),
 

@@ -53,7 +53,8 @@ def check_rloo_advantages(fn) -> bool:
         Mistake("the sign is reversed: the advantage is r_i minus its baseline, not the baseline minus r_i",
                 rloo_with(sign=-1.0)),
         Mistake("RLOO does not divide by the group's std (that is GRPO's normalisation): only subtract the "
-                "leave-one-out mean", lambda rewards: rloo_with()(rewards) / (rewards.std(-1, keepdim=True).nan_to_num(1.0) + 1e-6)),
+                "leave-one-out mean",
+                lambda rewards: rloo_with()(rewards) / (rewards.std(-1, keepdim=True).nan_to_num(1.0) + 1e-6)),
         Mistake("this is GRPO's advantage (centred by the group mean, divided by the std); RLOO subtracts the "
                 "mean of the other G - 1 rewards and does not divide", lambda rewards: group_advantages(rewards)),
         Mistake("a group of one (G=1) divides 0 by G - 1 = 0 and gives NaN: return zeros when G == 1",

@@ -145,7 +145,8 @@ TRL_FAMILY = {
     "BNPO (token mean of the local batch)": {"loss_type": "bnpo"},
     "Dr. GRPO": {"loss_type": "dr_grpo", "scale_rewards": "none"},
     "GSPO": {"loss_type": "grpo", "importance_sampling_level": "sequence"},
-    "LUSPO (GSPO, each response weighed by its length)": {"loss_type": "luspo", "importance_sampling_level": "sequence"},
+    "LUSPO (GSPO, each response weighed by its length)": {"loss_type": "luspo",
+                                                           "importance_sampling_level": "sequence"},
     "CISPO": {"loss_type": "cispo", "epsilon_high": 5.0},
     "CISPO, the cap binding": {"loss_type": "cispo", "epsilon_high": 1.1},
     "SAPO": {"loss_type": "sapo"},
@@ -163,10 +164,10 @@ AGGREGATION = {
 TRL_LACKS = {
     "RLOO in GRPOTrainer": "RLOOTrainer has it, with its own loss (a PPO clip on summed sequence log-probs)",
     "REINFORCE++(-baseline)": "scale_rewards='batch' divides by the raw rewards' std, not the centred ones'",
-    "DAPO's dynamic sampling": "no filter of all-equal groups, no refill",
+    "DAPO's dynamic sampling": "it logs frac_reward_zero_std but keeps those groups; no refill",
     "PPO with a value model": "not in GRPOTrainer",
 }
-COURSE_LACKS = {"vespo": "VESPO's Gamma-shaped sequence weights (Shen et al. 2026)"}
+COURSE_LACKS = {"vespo": "VESPO's Gamma-shaped sequence weights (arXiv 2602.10693)"}
 
 
 def family_loss(trainer, logp, logp_old, logp_ref, adv, mask):
