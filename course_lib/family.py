@@ -17,6 +17,7 @@ DAPO        clip-higher, dynamic sampling, token mean,       ``clip_eps_high``, 
                                                              :func:`soft_overlong_penalty`
 GSPO        one ratio and one clip per sequence              :func:`gspo_sequence_log_ratio`, :func:`gspo_loss`
 CISPO       a clipped, detached weight on REINFORCE          :func:`cispo_loss`
+GMPO        a geometric mean of clipped token ratios         :func:`gmpo_loss`
 SAPO        a smooth gate in place of the clip               :func:`sapo_loss`
 =========== ================================================ =====================================================
 
@@ -47,10 +48,9 @@ def rloo_advantages(rewards: torch.Tensor) -> torch.Tensor:
 
         adv_i = r_i - 1/(G-1) sum_{j != i} r_j  =  G/(G-1) (r_i - mean(r)).
 
-    The baseline of response ``i`` does not use ``r_i``, so it is independent of response ``i`` and
-    the gradient stays unbiased; the group mean (GRPO) includes ``r_i`` and shrinks every advantage
-    by ``(G-1)/G``. No std division. A group of one has no other response: its advantage is 0
-    (TRL's ``RLOOTrainer`` does the same; verl keeps the raw reward there).
+    The baseline of response ``i`` does not use ``r_i``, so the gradient stays unbiased; the group mean
+    (GRPO's) includes ``r_i`` and shrinks every advantage by ``(G-1)/G``. No std division. A group of one
+    has no other response: advantage 0 (as TRL's ``RLOOTrainer``; verl keeps the raw reward there).
 
     Args:
         rewards: ``[B, G]`` the reward of response ``g`` to prompt ``b``.
@@ -77,15 +77,13 @@ def reinforce_pp_advantages(rewards: torch.Tensor, group_baseline: bool = True, 
 
         a_i = r_i - mean(group of i),   adv_i = (a_i - mean_batch(a)) / (std_batch(a) + eps).
 
-    With ``group_baseline=False`` it is plain **REINFORCE++** with one outcome reward per response and
-    no KL in the reward: the rewards themselves normalised over the batch. (The paper also folds a
-    per-token KL penalty into the reward; give it already subtracted, or use GRPO's KL loss term.)
+    With ``group_baseline=False`` it is plain **REINFORCE++** for one outcome reward per response (the
+    paper's per-token KL penalty, if any, already subtracted from the rewards): the rewards whitened.
 
-    Conventions: one entry per response, the std Bessel-corrected (``torch.std``). verl and OpenRLHF
-    whiten over every valid *token*, so a long response weighs more in their mean and std; the two
-    agree when all responses have the same length. TRL's ``GRPOConfig(scale_rewards="batch")`` is a
-    close cousin, not the same: it divides the group-centred rewards by the std of the *raw* rewards.
-    A batch whose entries all agree (or a single response) gives zeros, never NaN.
+    Conventions: one entry per response, ``torch.std``'s Bessel correction. verl and OpenRLHF whiten over
+    valid *tokens* (a long response weighs more); the same when all lengths agree. TRL's
+    ``scale_rewards="batch"`` divides the centred rewards by the std of the *raw* ones: close, not equal.
+    A batch with no spread (or of one response) gives zeros, never NaN.
 
     Args:
         rewards: ``[B, G]`` one reward per response.
@@ -173,9 +171,7 @@ def filter_truncated(mask: torch.Tensor, truncated: torch.Tensor) -> torch.Tenso
     Returns:
         ``[..., T]`` the mask, of ``mask``'s dtype, with every truncated completion's row zeroed.
     """
-    if not isinstance(mask, torch.Tensor) or mask.dim() < 1:
-        raise ValueError(f"mask: expected a tensor [..., T] of 0/1 or bool, got {mask!r:.60}")
-    _validate.require_mask("mask", mask, "mask", mask)
+    _validate.require_mask("mask", _validate.require_tensor("mask", mask, floating=False, min_dim=1), "mask", mask)
     _validate.require_tensor("truncated", truncated, floating=False)
     if truncated.dtype != torch.bool:
         raise ValueError(f"truncated: expected a bool tensor, got dtype {truncated.dtype}")
@@ -255,10 +251,9 @@ def cispo_loss(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, cl
     token still contributes ``-w * A * grad logp``. The paper sets no lower bound ("a large eps_low"),
     and TRL's ``loss_type="cispo"`` has none either: ``clip_eps=None`` (the default) means none.
 
-    Conventions: TRL's ``epsilon_high`` for CISPO is the cap on the ratio itself
-    (``clamp(ratio, max=epsilon_high)``, ScaleRL's eps_max, recommended 5.0); the course's cap is
-    ``1 + clip_eps_high``, as for every other clip here. So TRL's ``epsilon_high=5.0`` is
-    ``clip_eps_high=4.0``. (Left at TRL's default, ``epsilon_high = epsilon = 0.2`` caps every weight at 0.2.)
+    Conventions: TRL's CISPO caps the ratio at ``epsilon_high`` itself (ScaleRL's eps_max, recommended 5.0);
+    the course at ``1 + clip_eps_high``, as every clip here: TRL's 5.0 is ``clip_eps_high=4.0``. (Left at
+    TRL's default, ``epsilon_high = epsilon = 0.2``, every weight is capped at 0.2.)
 
     Args:
         logp: ``[..., T]`` log pi_theta of the tokens (carries the gradient).
@@ -279,6 +274,43 @@ def cispo_loss(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, cl
     # CISPO's change to PPO: clip the weight and stop its gradient; logp itself carries the gradient.
     weight = torch.clamp(ratio, min=low, max=1.0 + clip_eps_high).detach()  # (..., T)
     return -weight * adv.detach() * logp
+
+
+def gmpo_loss(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor,
+              clip_eps: float = 0.4, clip_eps_high: float | None = None) -> torch.Tensor:
+    """GMPO: the geometric mean of the token-level clipped terms, one value per response, at every token.
+
+    "Geometric-Mean Policy Optimization" (2025, arXiv 2507.20673): GRPO's objective with the arithmetic mean
+    over tokens replaced by the geometric one,
+
+        J_i = sgn(A_i) * (prod_t |min(ratio_t * A_i, clip(ratio_t, e^-eps, e^eps_high) * A_i)|) ** (1/|y_i|),
+
+    computed in log space: each token's log ratio is clipped to ``[-clip_eps, clip_eps_high]`` on the
+    pessimistic side (as PPO's min does), then ``loss_i = -A_i * exp(mean_t clipped log ratio)``. One outlier
+    token moves a geometric mean less than an arithmetic one, so the paper's range is wider (0.4 in log
+    space). verl: ``policy_loss.loss_mode="geo_mean"``.
+
+    Args:
+        logp, logp_old, mask: ``[..., T]`` as in :func:`gspo_sequence_log_ratio`.
+        adv: ``[...]`` one advantage per response (a constant).
+        clip_eps, clip_eps_high: the clip range of the log ratio (``clip_eps_high`` defaults to ``clip_eps``).
+
+    Returns:
+        ``[..., T]`` the per-token loss (the same value at every position; the mask drops the padding).
+    """
+    _validate.require_tensor("logp", logp, min_dim=1)
+    _validate.require_same_shape("logp_old", logp_old, "logp", logp)
+    valid = _validate.require_mask("mask", mask, "logp", logp) > 0  # (..., T) bool
+    _validate.require_shape("adv", _validate.require_tensor("adv", adv), logp.shape[:-1], like="logp without T")
+    clip_eps, clip_eps_high = _validate.require_clip_range(clip_eps, clip_eps_high)
+    adv = adv.detach()
+    log_ratio = logp - logp_old.detach()  # (..., T)
+    sign = torch.sign(adv).unsqueeze(-1)  # (..., 1)
+    # PPO's pessimistic clip, token by token in log space: the smaller log ratio for A > 0, the larger for A < 0.
+    clipped = sign * torch.minimum(sign * log_ratio, sign * log_ratio.clamp(-clip_eps, clip_eps_high))
+    # GMPO's change to GRPO: a geometric mean over the tokens, exp of the mean log ratio.
+    per_response = -adv * torch.exp(_masked_mean(clipped, valid, dim=-1))  # (...)
+    return per_response.unsqueeze(-1).expand_as(logp)  # (..., T)
 
 
 def sapo_loss(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, tau_pos: float = 1.0,

@@ -11,6 +11,7 @@ from course_lib.family import (
     cispo_loss,
     dynamic_sampling_mask,
     filter_truncated,
+    gmpo_loss,
     gspo_loss,
     gspo_sequence_log_ratio,
     reinforce_pp_advantages,
@@ -269,6 +270,47 @@ def test_sapo_is_the_policy_gradient_at_ratio_one_and_fades_far_from_it():
 
 
 # ---------------------------------------------------------------------------
+# GMPO
+# ---------------------------------------------------------------------------
+
+
+def test_gmpo_hand_computed():
+    # Token log ratios (0.5, -0.1) and a padded 9.0; the clip range is [-0.4, 0.4] in log space.
+    logp_old = torch.zeros(2, 3, dtype=F64)
+    logp = torch.tensor([[0.5, -0.1, 9.0], [0.5, -0.1, 9.0]], dtype=F64, requires_grad=True)
+    mask = torch.tensor([[1, 1, 0], [1, 1, 0]])
+    adv = torch.tensor([2.0, -2.0], dtype=F64)
+    loss = gmpo_loss(logp, logp_old, adv, mask)
+    # A > 0: the smaller of each log ratio and its clip, (0.4, -0.1), mean 0.15.
+    # A < 0: the larger, (0.5, -0.1), mean 0.2.
+    expected = torch.tensor([-2.0 * math.exp(0.15), 2.0 * math.exp(0.2)], dtype=F64)
+    torch.testing.assert_close(loss.detach(), expected[:, None].expand(2, 3))
+    g = grad_of(loss[:, 0].sum(), logp)
+    # d/dlogp_t of -A exp(mean): -A exp(mean) / 2 where the token is not clipped, 0 where it is (and padding).
+    torch.testing.assert_close(g[0], torch.tensor([0.0, -math.exp(0.15), 0.0], dtype=F64))
+    torch.testing.assert_close(g[1], torch.tensor([math.exp(0.2), math.exp(0.2), 0.0], dtype=F64))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 6), st.integers(0, 10_000), st.floats(0.05, 0.6))
+def test_gmpo_is_the_papers_geometric_mean_of_clipped_terms(n, T, seed, clip_eps):
+    """GMPO's objective as the paper writes it: sgn(A) (prod_t |min(r_t A, clip(r_t, e^-eps, e^eps) A)|)^(1/|y|)."""
+    g = torch.Generator().manual_seed(seed)
+    logp = -torch.rand(n, T, generator=g, dtype=F64) * 3
+    logp_old = logp + 0.4 * torch.randn(n, T, generator=g, dtype=F64)
+    adv = torch.randn(n, generator=g, dtype=F64)
+    lengths = torch.randint(1, T + 1, (n,), generator=g)
+    mask = torch.arange(T) < lengths[:, None]
+    ours = gmpo_loss(logp, logp_old, adv, mask, clip_eps)[:, 0]
+    for i in range(n):
+        ratio = torch.exp(logp[i, : lengths[i]] - logp_old[i, : lengths[i]])
+        clipped = ratio.clamp(math.exp(-clip_eps), math.exp(clip_eps))
+        terms = torch.minimum(ratio * adv[i], clipped * adv[i]).abs()
+        objective = torch.sign(adv[i]) * terms.prod() ** (1.0 / lengths[i].item())
+        torch.testing.assert_close(ours[i], -objective)
+
+
+# ---------------------------------------------------------------------------
 # Bad input names the argument
 # ---------------------------------------------------------------------------
 
@@ -293,6 +335,8 @@ def test_sapo_is_the_policy_gradient_at_ratio_one_and_fades_far_from_it():
     (lambda: cispo_loss(torch.zeros(3), torch.zeros(3), torch.zeros(3), -1.0), "clip_eps_high"),
     (lambda: cispo_loss(torch.zeros(3), torch.zeros(3), torch.zeros(3), 0.2, clip_eps=0.0), "clip_eps"),
     (lambda: sapo_loss(torch.zeros(3), torch.zeros(3), torch.zeros(3), tau_neg=0.0), "tau_neg"),
+    (lambda: gmpo_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(3), torch.ones(2, 3)), "adv"),
+    (lambda: gmpo_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2), torch.ones(2, 3), -0.4), "clip_eps"),
 ])
 def test_bad_input_names_the_argument(call, name):
     with pytest.raises(ValueError, match=f"^{name}:"):
@@ -305,6 +349,7 @@ def test_dtypes_are_kept(dtype):
     assert rloo_advantages(x).dtype == dtype and reinforce_pp_advantages(x).dtype == dtype
     assert gspo_loss(x, x, x[:, 0], torch.ones(2, 3), 0.2).dtype == dtype
     assert cispo_loss(x, x, x, 0.2).dtype == dtype and sapo_loss(x, x, x).dtype == dtype
+    assert gmpo_loss(x, x, x[:, 0], torch.ones(2, 3)).dtype == dtype
 
 
 def test_checks_accept_the_references(capsys):
