@@ -187,7 +187,7 @@ def filter_truncated(mask: torch.Tensor, truncated: torch.Tensor) -> torch.Tenso
 def gspo_sequence_log_ratio(logp: torch.Tensor, logp_old: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """GSPO's sequence-level log importance ratio: the mean over valid tokens of the token log ratios.
 
-    Zheng et al. 2025, "Group Sequence Policy Optimization", eq. 7:
+    Zheng et al. 2025, "Group Sequence Policy Optimization", its importance ratio s_i:
 
         s_i = (pi_theta(y_i | x) / pi_old(y_i | x)) ** (1 / |y_i|)
         log s_i = 1/|y_i| sum_t (logp_{i,t} - logp_old_{i,t}).
@@ -215,7 +215,7 @@ def gspo_loss(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, mas
               clip_eps: float, clip_eps_high: float | None = None) -> torch.Tensor:
     """GSPO's loss: PPO's clipped surrogate on the sequence ratio ``s_i``, the same value at every token.
 
-    GSPO eq. 5: ``-min(s_i * A_i, clip(s_i, 1 - eps, 1 + eps_high) * A_i)`` per response, written at
+    GSPO's objective (eq. 5): ``-min(s_i * A_i, clip(s_i, 1 - eps, 1 + eps_high) * A_i)`` per response, written at
     each of its ``T`` positions, as TRL's ``importance_sampling_level="sequence"`` does: then
     ``aggregate_loss(..., "seq-mean-token-mean")`` is GSPO's ``1/G sum_i`` (the paper's setting), and
     the other modes weigh each response by its length, as TRL's do. GSPO's ranges are tiny beside
