@@ -1,0 +1,228 @@
+"""Classic wrong (and correct) ways to write the exercises of chapter 11 (the GRPO family).
+
+``rloo_advantages(rewards[B, G])``, ``gspo_sequence_log_ratio(logp[..., T], logp_old, mask)`` and
+``cispo_loss(logp, logp_old, adv, clip_eps_high, clip_eps=None)``, checked by ``course_lib.checks.family``.
+"""
+
+import torch
+
+# ---------------------------------------------------------------------------
+# rloo_advantages
+# ---------------------------------------------------------------------------
+
+
+def rloo_divides_by_g(rewards):
+    G = rewards.shape[-1]
+    if G == 1:
+        return torch.zeros_like(rewards)
+    return rewards - (rewards.sum(-1, keepdim=True) - rewards) / G
+
+
+def rloo_includes_itself(rewards):
+    return rewards - rewards.mean(-1, keepdim=True)
+
+
+def rloo_sum_over_g_minus_1(rewards):
+    G = rewards.shape[-1]
+    if G == 1:
+        return torch.zeros_like(rewards)
+    return rewards - rewards.sum(-1, keepdim=True) / (G - 1)
+
+
+def rloo_sign_reversed(rewards):
+    G = rewards.shape[-1]
+    if G == 1:
+        return torch.zeros_like(rewards)
+    return (rewards.sum(-1, keepdim=True) - rewards) / (G - 1) - rewards
+
+
+def rloo_over_the_batch(rewards):
+    B = rewards.shape[0]
+    if B == 1:
+        return torch.zeros_like(rewards)
+    return rewards - (rewards.sum(0, keepdim=True) - rewards) / (B - 1)
+
+
+def rloo_nan_for_group_of_one(rewards):
+    G = rewards.shape[-1]
+    return rewards - (rewards.sum(-1, keepdim=True) - rewards) / (G - 1)
+
+
+def rloo_divided_by_std(rewards):
+    G = rewards.shape[-1]
+    if G == 1:
+        return torch.zeros_like(rewards)
+    adv = rewards - (rewards.sum(-1, keepdim=True) - rewards) / (G - 1)
+    return adv / (rewards.std(-1, keepdim=True) + 1e-6)
+
+
+def rloo_loop(rewards):
+    """Correct: the leave-one-out mean written with a Python loop over the group."""
+    B, G = rewards.shape
+    out = torch.zeros_like(rewards)
+    for i in range(G):
+        if G > 1:
+            others = torch.cat([rewards[:, :i], rewards[:, i + 1:]], dim=-1)
+            out[:, i] = rewards[:, i] - others.mean(-1)
+    return out
+
+
+def rloo_scaled_centred(rewards):
+    """Correct: RLOO is the centred reward times G / (G - 1)."""
+    G = rewards.shape[-1]
+    if G == 1:
+        return torch.zeros_like(rewards)
+    return G / (G - 1) * (rewards - rewards.mean(-1, keepdim=True))
+
+
+# ---------------------------------------------------------------------------
+# gspo_sequence_log_ratio
+# ---------------------------------------------------------------------------
+
+
+def _valid(x, mask):
+    return torch.where(mask.bool(), x, torch.zeros_like(x))
+
+
+def gspo_sum(logp, logp_old, mask):
+    return _valid(logp - logp_old.detach(), mask).sum(-1)
+
+
+def gspo_mask_ignored(logp, logp_old, mask):
+    return (logp - logp_old.detach()).mean(-1)
+
+
+def gspo_divides_by_t(logp, logp_old, mask):
+    return _valid(logp - logp_old.detach(), mask).sum(-1) / logp.shape[-1]
+
+
+def gspo_mean_of_ratios(logp, logp_old, mask):
+    n = mask.to(logp.dtype).sum(-1).clamp(min=1)
+    return torch.log(_valid(torch.exp(logp - logp_old.detach()), mask).sum(-1) / n)
+
+
+def gspo_ratio_of_means(logp, logp_old, mask):
+    return torch.log(_valid(logp.exp(), mask).sum(-1) / _valid(logp_old.detach().exp(), mask).sum(-1))
+
+
+def gspo_returns_ratio(logp, logp_old, mask):
+    n = mask.to(logp.dtype).sum(-1).clamp(min=1)
+    return torch.exp(_valid(logp - logp_old.detach(), mask).sum(-1) / n)
+
+
+def gspo_nan_for_empty(logp, logp_old, mask):
+    return _valid(logp - logp_old.detach(), mask).sum(-1) / mask.to(logp.dtype).sum(-1)
+
+
+def gspo_old_attached(logp, logp_old, mask):
+    n = mask.to(logp.dtype).sum(-1).clamp(min=1)
+    return _valid(logp - logp_old, mask).sum(-1) / n
+
+
+def gspo_masked_select(logp, logp_old, mask):
+    """Correct: one response at a time, its valid tokens picked with a boolean index."""
+    flat_p, flat_q = logp.reshape(-1, logp.shape[-1]), logp_old.detach().reshape(-1, logp.shape[-1])
+    flat_m = mask.reshape(-1, mask.shape[-1]).bool()
+    out = [(p[m] - q[m]).mean() if m.any() else (p.sum() * 0).nan_to_num(0.0)
+           for p, q, m in zip(flat_p, flat_q, flat_m)]
+    return torch.stack(out).reshape(logp.shape[:-1])
+
+
+def gspo_from_masked_mean(logp, logp_old, mask):
+    """Correct: the course's masked_mean over the last axis."""
+    from course_lib.masked import masked_mean
+
+    return masked_mean(logp - logp_old.detach(), mask, dim=-1)
+
+
+# ---------------------------------------------------------------------------
+# cispo_loss
+# ---------------------------------------------------------------------------
+
+
+def _cispo(logp, logp_old, adv, clip_eps_high, clip_eps=None, *, detach=True, floor="given", sign=-1.0,
+           clamp=True, detach_old=True):
+    ratio = torch.exp(logp - (logp_old.detach() if detach_old else logp_old))
+    low = {"given": None if clip_eps is None else 1 - clip_eps, "symmetric": 1 - clip_eps_high, "never": None}[floor]
+    weight = ratio.clamp(min=low, max=1 + clip_eps_high) if clamp else ratio
+    return sign * (weight.detach() if detach else weight) * adv.detach() * logp
+
+
+def cispo_weight_attached(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    return _cispo(logp, logp_old, adv, clip_eps_high, clip_eps, detach=False)
+
+
+def cispo_clipped_below_too(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    return _cispo(logp, logp_old, adv, clip_eps_high, clip_eps, floor="symmetric")
+
+
+def cispo_clip_eps_ignored(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    return _cispo(logp, logp_old, adv, clip_eps_high, clip_eps, floor="never")
+
+
+def cispo_sign(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    return _cispo(logp, logp_old, adv, clip_eps_high, clip_eps, sign=1.0)
+
+
+def cispo_unclipped(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    return _cispo(logp, logp_old, adv, clip_eps_high, clip_eps, clamp=False)
+
+
+def cispo_is_ppo(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    from course_lib.ppo import clipped_surrogate
+
+    return clipped_surrogate(logp, logp_old, adv, clip_eps or clip_eps_high, clip_eps_high)
+
+
+def cispo_nothing_detached(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    return _cispo(logp, logp_old, adv, clip_eps_high, clip_eps, detach=False, detach_old=False)
+
+
+def cispo_adv_attached(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    ratio = torch.exp(logp - logp_old.detach())
+    low = None if clip_eps is None else 1 - clip_eps
+    return -ratio.clamp(min=low, max=1 + clip_eps_high).detach() * adv * logp
+
+
+def cispo_with_min_and_where(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    """Correct: the cap written with torch.minimum, the floor with torch.where, the weight under no_grad."""
+    with torch.no_grad():
+        weight = torch.minimum(torch.exp(logp - logp_old), torch.tensor(1 + clip_eps_high, dtype=logp.dtype))
+        if clip_eps is not None:
+            weight = torch.where(weight < 1 - clip_eps, torch.full_like(weight, 1 - clip_eps), weight)
+    return -(weight * adv.detach()) * logp
+
+
+MUTANTS = [
+    ("rloo_advantages", rloo_divides_by_g, "divided by G"),
+    ("rloo_advantages", rloo_includes_itself, "includes the response itself"),
+    ("rloo_advantages", rloo_sum_over_g_minus_1, "subtract r_i from the sum"),
+    ("rloo_advantages", rloo_sign_reversed, "sign is reversed"),
+    ("rloo_advantages", rloo_over_the_batch, "over the batch"),
+    ("rloo_advantages", rloo_nan_for_group_of_one, "group of one"),
+    ("rloo_advantages", rloo_divided_by_std, "std"),
+    ("gspo_sequence_log_ratio", gspo_sum, "sum of the token log ratios"),
+    ("gspo_sequence_log_ratio", gspo_mask_ignored, "mask is ignored"),
+    ("gspo_sequence_log_ratio", gspo_divides_by_t, "not by T"),
+    ("gspo_sequence_log_ratio", gspo_mean_of_ratios, "geometric mean"),
+    ("gspo_sequence_log_ratio", gspo_ratio_of_means, "ratio of means"),
+    ("gspo_sequence_log_ratio", gspo_returns_ratio, "returns its log"),
+    ("gspo_sequence_log_ratio", gspo_nan_for_empty, "empty response"),
+    ("gspo_sequence_log_ratio", gspo_old_attached, "logp_old"),
+    ("cispo_loss", cispo_weight_attached, "not detached"),
+    ("cispo_loss", cispo_clipped_below_too, "clipped below too"),
+    ("cispo_loss", cispo_clip_eps_ignored, "clip_eps is ignored"),
+    ("cispo_loss", cispo_sign, "sign is reversed"),
+    ("cispo_loss", cispo_unclipped, "not clipped"),
+    ("cispo_loss", cispo_is_ppo, "PPO's clipped surrogate"),
+    ("cispo_loss", cispo_nothing_detached, "logp_old"),
+    ("cispo_loss", cispo_adv_attached, "advantages"),
+]
+
+VARIANTS = [
+    ("rloo_advantages", rloo_loop),
+    ("rloo_advantages", rloo_scaled_centred),
+    ("gspo_sequence_log_ratio", gspo_masked_select),
+    ("gspo_sequence_log_ratio", gspo_from_masked_mean),
+    ("cispo_loss", cispo_with_min_and_where),
+]
