@@ -70,6 +70,58 @@ class Mistake:
     fn: Callable[..., Any]
 
 
+# ---------------------------------------------------------------------------
+# Demo cells: run the student's function, and say whether its check passed
+# ---------------------------------------------------------------------------
+
+_PASSED: dict[str, Any] = {}  # check name -> the very object whose check passed last (not a copy, not its name)
+
+
+class CheckNotPassed(NotImplementedError):
+    """A demo cell refused to run a function whose check has not passed (yet).
+
+    A ``NotImplementedError``: like an untouched stub, the exercise is not done yet.
+    """
+
+    def _render_traceback_(self):  # IPython shows this line alone, without a traceback
+        return [f"{type(self).__name__}: {self}"]
+
+
+def record_pass(name: str, fn: Any) -> None:
+    """Remember that ``fn`` passed the check called ``name`` (demo cells ask :func:`passed`)."""
+    _PASSED[name] = fn
+
+
+def forget_pass(name: str) -> None:
+    """The check called ``name`` failed: whatever passed it before no longer counts."""
+    _PASSED.pop(name, None)
+
+
+def passed(fn: Any) -> bool:
+    """Whether this very function (or class) passed its check in this kernel, as it is now defined."""
+    return any(fn is done for done in _PASSED.values())
+
+
+def your(fn: Any, *, needs_pass: bool = False) -> Any:
+    """``fn`` for a demo cell, announced: the demo runs the student's function, and says whether its check passed.
+
+    With ``needs_pass`` (a demo that would hide a wrong function, such as a training run that
+    still improves with a biased gradient), a function whose check has not passed is refused
+    with :class:`CheckNotPassed`: "the check above has not passed yet".
+    """
+    if not callable(fn):
+        raise AssertionError(f"the demo expected your function, got {type(fn).__name__}: run its cell first")
+    name = getattr(fn, "__name__", "function")
+    if passed(fn):
+        print(f"Running your {name} (its check passed).")
+    elif needs_pass:
+        raise CheckNotPassed(f"{name}: the check above has not passed yet, so this demo does not run your {name}; "
+                             "run the check cell, fix what it says, then run this cell again.")
+    else:
+        print(f"Running your {name}: the check above has not passed yet, so what follows may be wrong.")
+    return fn
+
+
 @dataclass
 class _Outcome:
     values: dict[str, torch.Tensor] = field(default_factory=dict)
@@ -110,29 +162,53 @@ def check_against_reference(
     if session is not None and session.mode == "record":
         with recording.watching(reference, name):  # the reference must not run while the student's code can
             return _record(fn, cases, dtypes, select, name, records)
-    n_runs = 0
-    for dtype in dtypes:
-        for number, case in enumerate(cases):
-            kwargs = _cast(case.kwargs, dtype)
-            try:
-                expected = _run(reference, kwargs, case.grad, select, name="reference")
-            except ValueError:
-                if _is_secret(case):
-                    continue  # a drawn case the reference refuses (say, out of its domain): not asked
-                raise
-            if session is not None:  # in the grader: what the student's function gave in the kernel
-                got = _Outcome(*records.get(number, dtype))
-            else:
-                got = _run_student(fn, kwargs, case, select, name)
-            problem = _compare(expected, got, rtol, atol)
-            if problem is not None:
-                _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol, expected)
-            n_runs += 1
-    kinds = " and ".join(str(d).replace("torch.", "") for d in dtypes)
+    def student_on(number: int, dtype: torch.dtype) -> _Outcome:
+        if session is not None:  # in the grader: what the student's function gave in the kernel
+            return _Outcome(*records.get(number, dtype))
+        return _run_student(fn, _cast(cases[number].kwargs, dtype), cases[number], select, name)
+
+    labels = []
+    try:
+        for dtype in dtypes:
+            for number, case in enumerate(cases):
+                kwargs = _cast(case.kwargs, dtype)
+                try:
+                    expected = _run(reference, kwargs, case.grad, select, name="reference")
+                except ValueError:
+                    if _is_secret(case):
+                        continue  # a drawn case the reference refuses (say, out of its domain): not asked
+                    raise
+                got = student_on(number, dtype)
+                problem = _compare(expected, got, rtol, atol)
+                if problem is not None:
+                    others = _Others(cases, dtypes, select, reference, student_on, rtol, atol)
+                    _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol, expected, others)
+                label = _label(kwargs, dtype)
+                if label not in labels:
+                    labels.append(label)
+    except AssertionError:
+        forget_pass(name)
+        raise
     grads = ", gradients included" if any(c.grad for c in cases) else ""
     shown = len([c for c in cases if not _is_secret(c)])
-    recording.report(f"\u2714 {name}: correct on all {shown} cases ({kinds}{grads}).")
+    recording.report(f"\u2714 {name}: correct on all {shown} cases ({' and '.join(labels)}{grads}).")
+    record_pass(name, fn)
     return True
+
+
+def _label(kwargs: Mapping[str, Any], dtype: torch.dtype) -> str:
+    """What a case ran in, in words: the floating dtype when it has floating inputs, else what it has."""
+    tensors = [v for v in kwargs.values() if isinstance(v, torch.Tensor)]
+    if any(t.is_floating_point() for t in tensors):
+        return str(dtype).replace("torch.", "")
+    if tensors:
+        kinds = []
+        for t in tensors:
+            kind = str(t.dtype).replace("torch.", "")
+            if kind not in kinds:
+                kinds.append(kind)
+        return " and ".join(kinds)
+    return "Python numbers"
 
 
 def _record(fn, cases, dtypes, select, name, records) -> bool:
@@ -148,6 +224,7 @@ def _record(fn, cases, dtypes, select, name, records) -> bool:
                 records.put(number, dtype, None, error=str(error))
     records.save()
     print(f"{name}: recorded for grading")
+    record_pass(name, fn)  # the kernel cannot judge: its demos run as they would after a pass
     return True
 
 
@@ -302,6 +379,10 @@ def _differences(expected: _Outcome, got: _Outcome, rtol: float, atol: float):
         for key, exp in exp_map.items():
             what = f"{kind}{key}"
             if key not in got_map:
+                if kind == "" and set(got_map) == {"output"} and len(exp_map) > 1:
+                    yield what, (f"your function returned one value; it should return a tuple of {len(exp_map)} "
+                                 f"(`return {', '.join(f'x{i}' for i in range(len(exp_map)))}`)")
+                    return
                 yield what, f"{key} is missing from what your function returned"
                 continue
             value = got_map[key]
@@ -333,18 +414,52 @@ def _component(outcome: _Outcome, what: str) -> _Outcome:
     return _Outcome(values={what: outcome.values[what]} if what in outcome.values else {})
 
 
-def _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol, expected=None):
+class _Others:
+    """The other cases of a failing check, to tell apart mistakes that agree on the failing one."""
+
+    def __init__(self, cases, dtypes, select, reference, student_on, rtol, atol):
+        self.cases, self.dtypes, self.select, self.reference = cases, dtypes, select, reference
+        self.student_on, self.rtol, self.atol = student_on, rtol, atol
+        self._seen: dict[int, _Outcome] = {}
+
+    def consistent(self, mistake: Mistake) -> bool:
+        """Whether ``mistake`` gives what the student's function gave on every case it can run
+        (in the first dtype: the cases differ in their values, not in their precision)."""
+        dtype = self.dtypes[0]
+        for number, case in enumerate(self.cases):
+            kwargs = _cast(case.kwargs, dtype)
+            try:
+                if number not in self._seen:
+                    self._seen[number] = self.student_on(number, dtype)
+                got = self._seen[number]
+            except (AssertionError, recording.NotRecorded):
+                continue  # the student's function fails there: that case tells nothing about this mistake
+            try:
+                wrong = _run(mistake.fn, kwargs, case.grad, self.select, name="mistake")
+            except Exception:  # noqa: BLE001 - a mistake that cannot run on this case tells nothing
+                continue
+            if _compare(wrong, got, self.rtol, self.atol) is not None:
+                return False
+        return True
+
+
+def _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol, expected=None, others=None):
     """Raise the most helpful message: a known mistake the student's output matches, else the first difference."""
+    where = f"{case.description} ({_label(kwargs, dtype)})"
     replays = []
     for mistake in mistakes:
         try:
             replays.append((mistake, _run(mistake.fn, kwargs, case.grad, select, name="mistake")))
         except Exception:  # noqa: BLE001 - a mistake that cannot run on this case tells nothing
             continue
-    # 1. The student made exactly this mistake: every output and gradient matches it.
-    for mistake, wrong in replays:
-        if _compare(wrong, got, rtol, atol) is None:
-            raise AssertionError(f"{name}: {mistake.message}\n  seen on the case: {case.description} ({dtype})")
+    # 1. The student made exactly this mistake: every output and gradient matches it. When several
+    #    mistakes give these numbers, the other cases tell them apart; those that none tells apart are all named.
+    matching = [mistake for mistake, wrong in replays if _compare(wrong, got, rtol, atol) is None]
+    if len(matching) > 1 and others is not None:
+        matching = [m for m in matching if others.consistent(m)] or matching[:1]
+    if matching:
+        also = "".join(f"\n  or, giving the same numbers on every case: {m.message}" for m in matching[1:])
+        raise AssertionError(f"{name}: {matching[0].message}{also}\n  seen on the case: {where}")
     # 2. Several mistakes at once (say a quotient ratio *and* logp_old left attached): name the one
     #    that explains the first difference, where it reproduces exactly that output or gradient.
     if expected is not None:
@@ -356,10 +471,10 @@ def _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol,
                 if _compare(own, _component(got, what), rtol, atol) is None and \
                         _compare(own, _component(expected, what), rtol, atol) is not None:
                     raise AssertionError(
-                        f"{name}: {mistake.message}\n  seen on the case: {case.description} ({dtype}), "
+                        f"{name}: {mistake.message}\n  seen on the case: {where}, "
                         f"in the {what}; fix it and run the check again: there may be more to fix"
                     )
-    raise AssertionError(f"{name}: {problem}\n  on the case: {case.description} ({dtype})")
+    raise AssertionError(f"{name}: {problem}\n  on the case: {where}")
 
 
 def _show(t: torch.Tensor) -> str:
