@@ -313,6 +313,17 @@ def _run(fn, kwargs, grad, select, name) -> _Outcome:
     return _outcome(result, args, grad, select, name)
 
 
+def _crash_hint(error: Exception) -> str:
+    """A likely cause of a crash that says little by itself (a broadcast of two shapes that do not fit)."""
+    text = str(error)
+    if "must match the size of tensor" in text or "shapes cannot be multiplied" in text:
+        return (" (two shapes that do not broadcast: did a .mean(), .std() or .sum() drop an axis? keepdim=True "
+                "keeps it, or index with [..., None] to add one back)")
+    if "with a bool tensor is not supported" in text:
+        return " (a bool tensor such as dones or a mask: convert it first, for example dones.float())"
+    return ""
+
+
 def _outcome(result, args, grad, select, name) -> _Outcome:
     if result is None:
         raise AssertionError(f"{name} returned None: did you forget the `return` statement?")
@@ -356,7 +367,7 @@ def _run_student(fn, kwargs, case, select, name) -> _Outcome:
         raise
     except Exception as error:  # noqa: BLE001 - any crash becomes feedback
         raise AssertionError(
-            f"{name} raised {type(error).__name__}: {error}\n  on the case: {case.description}"
+            f"{name} raised {type(error).__name__}: {error}{_crash_hint(error)}\n  on the case: {case.description}"
         ) from error
     for key, before in originals.items():
         if not _equal(args[key].detach(), before):
