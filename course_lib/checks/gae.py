@@ -7,7 +7,7 @@ imports its checks, so the file a student opens is the maths alone.
 from __future__ import annotations
 
 import torch
-from course_lib.checks import Case, Mistake, check_against_reference, recording
+from course_lib.checks import Case, Mistake, check_against_reference, forget_pass, record_pass, recording
 from course_lib.gae import compute_gae, discounted_returns, gae_table_episode, td_residuals
 
 
@@ -308,6 +308,7 @@ def check_gae_table(fn, atol: float = 1e-3) -> bool:
     :func:`compute_gae`, each entry to ``atol`` (3 decimals are enough). A wrong
     entry is named, and matched against the classic mistakes to say why.
     """
+    forget_pass("gae_table")  # until this run of the check passes
     deltas, advantages = recording.replayable(lambda: _table(fn))  # recorded in the grading kernel
     ep = gae_table_episode()
     want_deltas = td_residuals(ep["rewards"], ep["values"], ep["dones"], ep["last_values"], ep["gamma"])
@@ -354,4 +355,5 @@ def check_gae_table(fn, atol: float = 1e-3) -> bool:
         raise AssertionError(f"gae_table: the deltas are right; advantages[{t}] = {advantages[t].item():.4g} is wrong "
                              f"(fill the column from t = 4 down to t = 0): {why}{also}")
     recording.report(f"\u2714 gae_table: all 5 deltas and 5 advantages agree with td_residuals and compute_gae (to {atol:g}).")
+    record_pass("gae_table", fn)
     return True
