@@ -319,6 +319,8 @@ def _crash_hint(error: Exception) -> str:
     if "must match the size of tensor" in text or "shapes cannot be multiplied" in text:
         return (" (two shapes that do not broadcast: did a .mean(), .std() or .sum() drop an axis? keepdim=True "
                 "keeps it, or index with [..., None] to add one back)")
+    if "bitwise_not" in text or "bitwise_xor" in text:
+        return " (~ negates bool tensors only: for 0/1 numbers use 1 - x, after x.float() where x is bool)"
     if "with a bool tensor is not supported" in text:
         return " (a bool tensor such as dones or a mask: convert it first, for example dones.float())"
     return ""

@@ -70,6 +70,8 @@ def _wrong_deltas(rewards, values, used_dones, last_values, gamma, *, bootstrap=
     last = last_values if bootstrap else 0 * last_values
     if next_values == "roll":  # values.roll(-1): V(s_0) wraps into the last step
         following = values.roll(-1, dims=-1)
+    elif next_values == "previous":  # values.roll(1): V(s_{t-1}) for V(s_{t+1})
+        following = values.roll(1, dims=-1)
     elif next_values == "current":  # V(s_t) for V(s_{t+1})
         following = values
     else:
@@ -83,10 +85,13 @@ def _wrong_deltas(rewards, values, used_dones, last_values, gamma, *, bootstrap=
 
 
 def _gae_mistake(*, factor=None, ignore_dones=False, shift=0, forward=False, forward_cut="previous",
-                 returns="sum", normalize=False, cut_recursion=True, init_last=False, flip=False, **delta):
+                 returns="sum", normalize=False, cut_recursion=True, init_last=False, flip=False, shift_delta=None,
+                 lam_used=None, **delta):
     def wrong(rewards, values, dones, last_values, gamma, lam):
+        lam = lam if lam_used is None else lam_used
         used = _wrong_dones(dones, ignore_dones=ignore_dones, shift=shift).to(rewards.dtype)
-        deltas = _wrong_deltas(rewards, values, used, last_values, gamma, **delta)
+        in_delta = used if shift_delta is None else _wrong_dones(dones, shift=shift_delta).to(rewards.dtype)
+        deltas = _wrong_deltas(rewards, values, in_delta, last_values, gamma, **delta)
         k = gamma * lam if factor is None else factor(gamma, lam)
         adv, T = torch.empty_like(deltas), deltas.shape[-1]
         running = last_values.clone() if init_last else torch.zeros_like(deltas[..., 0])
@@ -129,6 +134,16 @@ _GAE_MISTAKES = [
             "not by dones[..., t+1]", _gae_mistake(shift=1)),
     Mistake("your done mask is off by one: step t is cut by dones[..., t] (it terminated at t), "
             "not by dones[..., t-1]", _gae_mistake(shift=-1)),
+    Mistake("your done mask is off by one in delta_t: delta_t is cut by dones[..., t] (step t terminated), not by "
+            "dones[..., t+1]", _gae_mistake(shift_delta=1)),
+    Mistake("your done mask is off by one in the recursion: A_{t+1} is cut by dones[..., t] (step t terminated), "
+            "not by dones[..., t+1]", _gae_mistake(shift=1, shift_delta=0)),
+    Mistake("that is lam = 0 whatever lam is: A_t = delta_t alone; add gamma * lam * (1 - dones[..., t]) * A_{t+1}",
+            _gae_mistake(lam_used=0.0)),
+    Mistake("that is lam = 1 whatever lam is (Monte-Carlo advantages, the discounted return minus V); the "
+            "recursion's factor is gamma * lam", _gae_mistake(lam_used=1.0)),
+    Mistake("V(s_{t+1}) is values[..., t+1] (and last_values at the end), not values[..., t-1] (roll(1) shifts "
+            "the wrong way)", _gae_mistake(next_values="previous")),
     Mistake("last_values is ignored, so the bootstrap at the end is missing: the last step's delta uses "
             "gamma * last_values (V of the state after the last step), not 0, unless that step terminated",
             _gae_mistake(bootstrap=False)),
@@ -205,6 +220,8 @@ _TD_MISTAKES = [
     Mistake("values.roll(-1) wraps V(s_0) into the last step, and the terminal steps are not cut: the last step "
             "bootstraps from last_values, and (1 - dones[..., t]) multiplies V(s_{t+1})",
             _td_mistake(next_values="roll", ignore_dones=True)),
+    Mistake("V(s_{t+1}) is values[..., t+1] (and last_values at the end), not values[..., t-1] (roll(1) shifts "
+            "the wrong way)", _td_mistake(next_values="previous")),
     Mistake("you forgot to subtract V(s_t): delta_t = r_t + gamma * V(s_{t+1}) - V(s_t)", _td_mistake(subtract=False)),
     Mistake("V(s_{t+1}) is values[..., t+1] (and last_values at the end), not values[..., t]",
             _td_mistake(next_values="current")),

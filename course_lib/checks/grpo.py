@@ -135,6 +135,8 @@ def check_kl_estimate(fn) -> bool:
                 "k3 = exp(log_r) - log_r - 1", estimator(k3=lambda p, q: torch.exp(q - p) * (q - p) - torch.expm1(q - p))),
         Mistake("k1 is the log-ratio itself, not its absolute value: logp - logp_ref (it can be negative)",
                 estimator(k1=lambda p, q: (p - q).abs())),
+        Mistake("k3's constant has the wrong sign: k3 = exp(log_r) - log_r - 1, which is 0 when the policies agree",
+                estimator(k3=lambda p, q: torch.exp(q - p) - (q - p) + 1)),
         Mistake("k2 is 0.5 * log_r**2, the square of the log-ratio, not of the ratio minus 1",
                 estimator(k2=lambda p, q: 0.5 * torch.expm1(q - p) ** 2)),
         Mistake("the KL direction is reversed: k1 = logp - logp_ref estimates KL(pi_theta || pi_ref) "
@@ -254,19 +256,23 @@ def check_grpo_loss(fn) -> bool:
     ]
 
     def wrong_grpo(*, kl=None, adv=None, per_token=None, agg=None, ignore_high=False, kl_coef_used=None,
-                   kl_kind_used=None, info=None, clip=None, ignore_max_len=False):
+                   kl_kind_used=None, info=None, clip=None, ignore_max_len=False, old_kl=False, ratio_ref=False):
         def loss_fn(logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
                     normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, clip_eps_high=None):
             a = adv(rewards, normalize_std) if adv else group_advantages(rewards.detach(), normalize_std)
             a = a[..., None].expand_as(logp)
             high = None if ignore_high else clip_eps_high
             eps = clip_eps if clip is None else clip
-            surrogate = per_token(logp, logp_old, a, eps, eps if high is None else high) if per_token else \
-                clipped_surrogate(logp, logp_old, a, eps, high)
+            if ratio_ref and logp_ref is None:
+                raise ValueError("no reference here")  # this mistake cannot run on this case
+            denominator = logp_ref if ratio_ref else logp_old
+            surrogate = per_token(logp, denominator, a, eps, eps if high is None else high) if per_token and \
+                not ratio_ref else clipped_surrogate(logp, denominator, a, eps, high)
             kind = kl_kind if kl_kind_used is None else kl_kind_used
             coef = kl_coef if kl_coef_used is None else kl_coef_used
             if logp_ref is not None:
-                k = kl(logp, logp_ref, kind) if kl else kl_estimate(logp, logp_ref.detach(), kind)
+                k = kl(logp, logp_ref, kind) if kl else kl_estimate(logp_old.detach() if old_kl else logp,
+                                                                      logp_ref.detach(), kind)
                 surrogate = surrogate + coef * k
             loss = agg(surrogate, mask) if agg else aggregate_loss(surrogate, mask, loss_agg,
                                                                     None if ignore_max_len else max_len)
@@ -364,6 +370,13 @@ def check_grpo_loss(fn) -> bool:
                 "(GRPO) divides them by std + eps", wrong_grpo(adv=lambda r, n: group_advantages(r.detach(), False))),
         Mistake("the advantages are the raw rewards: GRPO's advantage is the reward minus its group's mean "
                 "(divided by the group's std with normalize_std)", wrong_grpo(adv=lambda r, n: r.detach().clone())),
+        Mistake("the KL penalty is computed from logp_old; it is the current policy's: kl_estimate(logp, logp_ref)",
+                wrong_grpo(old_kl=True)),
+        Mistake("the ratio's denominator is the reference policy; it is the old policy that sampled the data: "
+                "exp(logp - logp_old)", wrong_grpo(ratio_ref=True)),
+        Mistake("info's adv_abs_mean is averaged over tokens; it is the mean |advantage| over responses",
+                wrong_grpo(info=lambda p, p_old, q, r, valid, eps, coef, kind, norm: {"adv_abs_mean": float(
+                    group_advantages(r, norm)[..., None].expand_as(p).abs()[valid].mean())})),
         Mistake("info's clip_fraction counts only where the clip binds; the course counts every valid token whose "
                 "ratio lies outside [1 - clip_eps, 1 + clip_eps_high], as ppo.clipped_surrogate_loss",
                 wrong_grpo(info=info_clip_fraction(binding=True))),

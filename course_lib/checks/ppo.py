@@ -166,8 +166,8 @@ def check_clipped_surrogate_loss(fn) -> bool:
     mistakes += [
         Mistake("the mask is ignored: average only over valid entries (sum of masked losses / number valid)",
                 _wrong_loss(ignore_mask=True, count="all")),
-        Mistake("the loss is ignored by the mask but not its diagnostics: clip_fraction, clip_active_fraction and "
-                "approx_kl count valid entries only", _wrong_loss(count="all")),
+        Mistake("the diagnostics count padding: clip_fraction, clip_active_fraction and approx_kl are averages "
+                "over the valid entries only", _wrong_loss(count="all")),
         Mistake("padding is counted in the denominator: divide by the number of valid entries, mask.sum(), "
                 "not by mask.numel()", _wrong_loss(reduce="numel")),
         Mistake("you summed the per-entry losses; average them over the valid entries", _wrong_loss(reduce="sum")),

@@ -303,6 +303,43 @@ def td_bootstraps_last_terminal(rewards, values, dones, last_values, gamma):
     return rewards + gamma * next_values - values
 
 
+def gae_is_td_residuals(rewards, values, dones, last_values, gamma, lam):
+    d = dones.to(rewards.dtype)
+    next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
+    adv = rewards + gamma * (1 - d) * next_values - values
+    return adv, adv + values
+
+
+def gae_monte_carlo(rewards, values, dones, last_values, gamma, lam):
+    d = dones.to(rewards.dtype)
+    ret = torch.zeros_like(rewards)
+    running = last_values
+    for t in reversed(range(rewards.shape[-1])):
+        running = rewards[..., t] + gamma * (1 - d[..., t]) * running
+        ret[..., t] = running
+    return ret - values, ret
+
+
+def gae_next_done_in_delta_only(rewards, values, dones, last_values, gamma, lam):
+    d = dones.to(rewards.dtype)
+    d_next = torch.cat([d[..., 1:], torch.zeros_like(d[..., :1])], dim=-1)
+    next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
+    deltas = rewards + gamma * (1 - d_next) * next_values - values
+    adv, running = torch.zeros_like(rewards), torch.zeros_like(last_values)
+    for t in reversed(range(rewards.shape[-1])):
+        running = deltas[..., t] + gamma * lam * (1 - d[..., t]) * running
+        adv[..., t] = running
+    return adv, adv + values
+
+
+def gae_roll_wrong_way(rewards, values, dones, last_values, gamma, lam):
+    return _gae_general(rewards, values, dones, last_values, gamma, lam, next_values=values.roll(1, dims=-1))
+
+
+def td_roll_wrong_way(rewards, values, dones, last_values, gamma):
+    return rewards + gamma * (1 - dones.to(rewards.dtype)) * values.roll(1, dims=-1) - values
+
+
 MUTANTS = [
     ("compute_gae", gae_lam_not_gamma_lam, "lam alone"),
     ("compute_gae", gae_gamma_twice, "gamma is applied twice"),
@@ -315,7 +352,7 @@ MUTANTS = [
     ("compute_gae", gae_normalized, "normalised"),
     ("compute_gae", gae_in_place, "in place"),
     ("compute_gae", gae_no_return, "return"),
-    ("compute_gae", gae_only_advantages, None),
+    ("compute_gae", gae_only_advantages, "tuple of 2"),
     ("compute_gae", gae_returns_are_advantages, "returns = advantages"),
     ("compute_gae", gae_dones_only_in_delta, "applied in delta_t only"),
     ("compute_gae", gae_dones_only_in_recursion, "applied in the recursion only"),
@@ -332,12 +369,17 @@ MUTANTS = [
     ("compute_gae", gae_bootstraps_last_terminal, "even where it terminated"),
     ("compute_gae", gae_appended_not_reversed, "reverse time order"),
     ("compute_gae", gae_forward_same_done, "forwards"),
+    ("compute_gae", gae_is_td_residuals, "lam = 0"),
+    ("compute_gae", gae_monte_carlo, "lam = 1"),
+    ("compute_gae", gae_next_done_in_delta_only, "off by one in delta_t"),
+    ("compute_gae", gae_roll_wrong_way, "roll(1)"),
     ("td_residuals", td_ignores_dones, "terminal step is not cut"),
     ("td_residuals", td_next_done, "off by one"),
     ("td_residuals", td_current_value, "values[..., t+1]"),
     ("td_residuals", td_no_baseline, "subtract V(s_t)"),
     ("td_residuals", td_no_bootstrap, "last_values is ignored"),
     ("td_residuals", td_roll, "roll(-1)"),
+    ("td_residuals", td_roll_wrong_way, "roll(1)"),
     ("td_residuals", td_roll_no_dones, "roll(-1)"),
     ("td_residuals", td_previous_done, "dones[..., t-1]"),
     ("td_residuals", td_no_gamma, "gamma is missing"),

@@ -158,6 +158,10 @@ def kl_k3_other_direction(logp, logp_ref, kind):
     return _kl(logp, logp_ref, kind, k3=k3)
 
 
+def kl_k3_plus_one(logp, logp_ref, kind):
+    return _kl(logp, logp_ref, kind, k3=lambda p, q: torch.exp(q - p) - (q - p) + 1)
+
+
 # ---------------------------------------------------------------------------
 # kl_estimate: correct variants
 # ---------------------------------------------------------------------------
@@ -380,6 +384,25 @@ def grpo_info_missing_kl(logp, logp_old, logp_ref, rewards, mask, **kw):
     return loss, info
 
 
+def grpo_kl_from_old_policy(logp, logp_old, logp_ref, rewards, mask, **kw):
+    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw,
+                 kl=lambda p, q, kind: _kl(logp_old.detach(), q.detach(), kind))
+
+
+def grpo_ratio_against_reference(logp, logp_old, logp_ref, rewards, mask, **kw):
+    if logp_ref is None:
+        return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw)
+    loss, _ = _grpo(logp, logp_ref, logp_ref, rewards, mask, **kw)
+    return loss, _grpo(logp.detach(), logp_old, logp_ref, rewards, mask, **kw)[1]
+
+
+def grpo_adv_info_per_token(logp, logp_old, logp_ref, rewards, mask, normalize_std=True, **kw):
+    loss, info = _grpo(logp, logp_old, logp_ref, rewards, mask, normalize_std=normalize_std, **kw)
+    a = advantages_trl_style(rewards, normalize_std)[..., None].expand_as(logp)
+    info["adv_abs_mean"] = a.abs()[mask.bool()].mean().item()
+    return loss, info
+
+
 # ---------------------------------------------------------------------------
 # grpo_loss: correct variants
 # ---------------------------------------------------------------------------
@@ -426,6 +449,7 @@ MUTANTS = [
     ("kl_estimate", kl_every_sign_flipped, "sign is flipped"),
     ("kl_estimate", kl_k1_absolute, "absolute value"),
     ("kl_estimate", kl_k3_other_direction, "KL(pi_ref || pi_theta)"),
+    ("kl_estimate", kl_k3_plus_one, "constant has the wrong sign"),
     ("aggregate_loss", aggregate_token_mean_for_seq_mean, "token mean (DAPO)"),
     ("aggregate_loss", aggregate_seq_mean_for_token_mean, "all valid tokens"),
     ("aggregate_loss", aggregate_dr_grpo_by_valid_tokens, "constant max_len"),
@@ -452,6 +476,9 @@ MUTANTS = [
     ("grpo_loss", grpo_kl_info_over_padding, "kl averages padding"),
     ("grpo_loss", grpo_adv_info_signed, "adv_abs_mean is the mean advantage"),
     ("grpo_loss", grpo_info_missing_kl, "no 'kl'"),
+    ("grpo_loss", grpo_kl_from_old_policy, "computed from logp_old"),
+    ("grpo_loss", grpo_ratio_against_reference, "denominator is the reference policy"),
+    ("grpo_loss", grpo_adv_info_per_token, "averaged over tokens"),
 ]
 
 VARIANTS = [
