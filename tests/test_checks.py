@@ -101,3 +101,102 @@ def test_a_partial_match_must_reproduce_the_wrong_component():
 
     with pytest.raises(AssertionError, match="differs from the reference"):
         _run(lambda x, y: (x * y.detach()).sum(), mistakes=[Mistake("irrelevant", harmless)])
+
+
+# --- what a case ran in: integer inputs are not labelled float64 ---------------------------------------------
+
+
+def _count(tokens):
+    return (tokens > 0).sum(-1).to(torch.float64)
+
+
+INTEGER_CASES = [Case("three token ids", {"tokens": torch.tensor([[0, 2, 3], [1, 0, 0]])})]
+
+
+def test_integer_inputs_are_labelled_by_their_dtype():
+    with pytest.raises(AssertionError) as rejected:
+        check_against_reference(lambda tokens: _count(tokens) + 1, _count, INTEGER_CASES, name="count")
+    assert "(int64)" in str(rejected.value) and "float64" not in str(rejected.value)
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        check_against_reference(_count, _count, INTEGER_CASES, name="count")
+    assert "(int64)" in out.getvalue() and "float" not in out.getvalue()
+
+
+def test_float_inputs_are_labelled_without_the_torch_prefix():
+    with pytest.raises(AssertionError) as rejected:
+        _run(lambda x, y: (x * y.detach()).sum())
+    assert "(float64)" in str(rejected.value) and "torch.float64" not in str(rejected.value)
+
+
+# --- mistakes that agree on the failing case ------------------------------------------------------------------
+
+TWO_CASES = CASES + [Case("two numbers", {"x": torch.tensor([1.0, -1.0]), "y": torch.tensor([2.0, 2.0])},
+                          grad=("x", "y"))]
+
+
+def test_the_other_cases_tell_apart_mistakes_that_agree_on_one():
+    # On "three numbers" both mistakes give the same loss; on "two numbers" only the sum of squares does.
+    double = Mistake("you doubled it", lambda x, y: 2 * (x * y.detach()).mean())
+    # Scaled by 2 n / 3: twice the mean for the three numbers, 4/3 of it for the two.
+    scaled = Mistake("you scaled it by the length", lambda x, y: (x * y.detach()).mean() * x.numel() * 2 / 3)
+    with pytest.raises(AssertionError) as rejected:
+        check_against_reference(lambda x, y: 2 * (x * y.detach()).mean(), reference, TWO_CASES, name="f",
+                                mistakes=[scaled, double])
+    assert str(rejected.value).startswith("f: you doubled it")
+
+
+def test_mistakes_no_case_tells_apart_are_named_together():
+    twice = Mistake("you doubled it", lambda x, y: 2 * (x * y.detach()).mean())
+    added = Mistake("you added it to itself", lambda x, y: (x * y.detach()).mean() + (x * y.detach()).mean())
+    with pytest.raises(AssertionError) as rejected:
+        check_against_reference(lambda x, y: 2 * (x * y.detach()).mean(), reference, TWO_CASES, name="f",
+                                mistakes=[twice, added])
+    message = str(rejected.value)
+    assert message.startswith("f: you doubled it") and "or, giving the same numbers on every case: you added" in message
+
+
+def test_a_single_value_where_a_tuple_is_due_is_named():
+    def pair(x, y):
+        return x * y.detach(), x + y.detach()
+
+    with pytest.raises(AssertionError, match="should return a tuple of 2"):
+        check_against_reference(lambda x, y: x * y.detach(), pair, [Case("three", CASES[0].kwargs)], name="f")
+
+
+def test_a_shape_mismatch_crash_gets_a_hint():
+    with pytest.raises(AssertionError, match="keepdim=True"):
+        _run(lambda x, y: (x[:2] * y.detach()).mean())
+
+
+# --- demo cells: your() and the record of passed checks -------------------------------------------------------
+
+
+def test_your_says_whether_the_check_passed_and_refuses_when_asked():
+    from course_lib.checks import CheckNotPassed, passed, your
+
+    def mine(x, y):
+        return (x * y.detach()).mean()
+
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert your(mine) is mine
+    assert "has not passed yet" in out.getvalue()
+    with pytest.raises(CheckNotPassed, match="the check above has not passed yet"):
+        your(mine, needs_pass=True)
+    _run(mine)
+    assert passed(mine)
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert your(mine, needs_pass=True) is mine
+    assert out.getvalue().startswith("Running your mine (its check passed)")
+
+
+def test_a_failed_check_forgets_an_earlier_pass():
+    from course_lib.checks import passed
+
+    def mine(x, y):
+        return (x * y.detach()).mean()
+
+    _run(mine)
+    assert passed(mine)
+    with pytest.raises(AssertionError):
+        _run(lambda x, y: (x * y).sum())
+    assert not passed(mine)

@@ -31,21 +31,34 @@ works in two halves (:mod:`course_lib.checks.recording` switches between them):
   comparison and every diagnosis (the known mistakes) are this module's, unchanged.
 
 A new check needs nothing for this: call :func:`check_against_reference`.
+
+Where the parts are: the cases and the loop here; running one case and explaining a
+difference (the known mistakes, told apart by the other cases) in :mod:`course_lib.checks.compare`;
+what demo cells ask (:func:`your`: did this very function pass its check?) in
+:mod:`course_lib.checks.demo`.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
 from course_lib.checks import recording
-
-# Bound once, at import: a solution that later replaces torch.allclose (or torch.equal,
-# torch.isnan) globally cannot make a wrong answer compare equal to the reference.
-_allclose, _equal, _isnan = torch.allclose, torch.equal, torch.isnan
+from course_lib.checks.compare import (
+    _cast,
+    _default_outputs,
+    _equal,
+    _fail,
+    _label,
+    _Others,
+    _Outcome,
+    _compare,
+    _run,
+    _run_student,
+)
+from course_lib.checks.demo import CheckNotPassed, forget_pass, passed, record_pass, your  # noqa: F401 (demo cells)
 
 
 @dataclass
@@ -68,12 +81,6 @@ class Mistake:
 
     message: str
     fn: Callable[..., Any]
-
-
-@dataclass
-class _Outcome:
-    values: dict[str, torch.Tensor] = field(default_factory=dict)
-    grads: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 def check_against_reference(
@@ -110,28 +117,37 @@ def check_against_reference(
     if session is not None and session.mode == "record":
         with recording.watching(reference, name):  # the reference must not run while the student's code can
             return _record(fn, cases, dtypes, select, name, records)
-    n_runs = 0
-    for dtype in dtypes:
-        for number, case in enumerate(cases):
-            kwargs = _cast(case.kwargs, dtype)
-            try:
-                expected = _run(reference, kwargs, case.grad, select, name="reference")
-            except ValueError:
-                if _is_secret(case):
-                    continue  # a drawn case the reference refuses (say, out of its domain): not asked
-                raise
-            if session is not None:  # in the grader: what the student's function gave in the kernel
-                got = _Outcome(*records.get(number, dtype))
-            else:
-                got = _run_student(fn, kwargs, case, select, name)
-            problem = _compare(expected, got, rtol, atol)
-            if problem is not None:
-                _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol, expected)
-            n_runs += 1
-    kinds = " and ".join(str(d).replace("torch.", "") for d in dtypes)
+    def student_on(number: int, dtype: torch.dtype) -> _Outcome:
+        if session is not None:  # in the grader: what the student's function gave in the kernel
+            return _Outcome(*records.get(number, dtype))
+        return _run_student(fn, _cast(cases[number].kwargs, dtype), cases[number], select, name)
+
+    labels = []
+    try:
+        for dtype in dtypes:
+            for number, case in enumerate(cases):
+                kwargs = _cast(case.kwargs, dtype)
+                try:
+                    expected = _run(reference, kwargs, case.grad, select, name="reference")
+                except ValueError:
+                    if _is_secret(case):
+                        continue  # a drawn case the reference refuses (say, out of its domain): not asked
+                    raise
+                got = student_on(number, dtype)
+                problem = _compare(expected, got, rtol, atol)
+                if problem is not None:
+                    others = _Others(cases, dtypes, select, reference, student_on, rtol, atol)
+                    _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol, expected, others)
+                label = _label(kwargs, dtype)
+                if label not in labels:
+                    labels.append(label)
+    except AssertionError:
+        forget_pass(name)
+        raise
     grads = ", gradients included" if any(c.grad for c in cases) else ""
     shown = len([c for c in cases if not _is_secret(c)])
-    recording.report(f"\u2714 {name}: correct on all {shown} cases ({kinds}{grads}).")
+    recording.report(f"\u2714 {name}: correct on all {shown} cases ({' and '.join(labels)}{grads}).")
+    record_pass(name, fn)
     return True
 
 
@@ -148,6 +164,7 @@ def _record(fn, cases, dtypes, select, name, records) -> bool:
                 records.put(number, dtype, None, error=str(error))
     records.save()
     print(f"{name}: recorded for grading")
+    record_pass(name, fn)  # the kernel cannot judge: its demos run as they would after a pass
     return True
 
 
@@ -176,38 +193,6 @@ def _secret_case(case: Case, number: int, seed: int) -> Case | None:
     return replace(case, description=f"a case drawn at grading time, like: {case.description}", kwargs=kwargs)
 
 
-# ---------------------------------------------------------------------------
-# Running one case
-# ---------------------------------------------------------------------------
-
-
-def _default_outputs(result: Any) -> Mapping[str, Any]:
-    if isinstance(result, tuple):
-        return {f"output[{i}]": r for i, r in enumerate(result)}
-    return {"output": result}
-
-
-def _cast(kwargs: Mapping[str, Any], dtype: torch.dtype) -> dict[str, Any]:
-    """Floating tensors to ``dtype``; every tensor a fresh copy."""
-    cast = {}
-    for key, value in kwargs.items():
-        if isinstance(value, torch.Tensor):
-            value = value.detach().clone()
-            if value.is_floating_point():
-                value = value.to(dtype)
-        cast[key] = value
-    return cast
-
-
-def _fresh(kwargs: Mapping[str, Any], grad: Sequence[str]) -> dict[str, Any]:
-    fresh = {}
-    for key, value in kwargs.items():
-        if isinstance(value, torch.Tensor):
-            value = value.detach().clone().requires_grad_(key in grad)
-        fresh[key] = value
-    return fresh
-
-
 def scalar_reply(fn: Callable, name: str, call: str, args: Sequence = (), kwargs: Mapping | None = None,
                  what: str = "a float", context: str = "") -> float:
     """The student's ``fn(*args, **kwargs)`` as a float, for checks of functions that return one number.
@@ -228,144 +213,3 @@ def scalar_reply(fn: Callable, name: str, call: str, args: Sequence = (), kwargs
     if not isinstance(result, (int, float)):
         raise AssertionError(f"{name} should return {what}, got {type(result).__name__}: {result!r}")
     return float(result)
-
-
-def _run(fn, kwargs, grad, select, name) -> _Outcome:
-    args = _fresh(kwargs, grad)
-    result = fn(**args)
-    return _outcome(result, args, grad, select, name)
-
-
-def _outcome(result, args, grad, select, name) -> _Outcome:
-    if result is None:
-        raise AssertionError(f"{name} returned None: did you forget the `return` statement?")
-    try:
-        named = dict(select(result))
-    except (TypeError, KeyError, IndexError) as error:
-        raise AssertionError(
-            f"{name} returned {type(result).__name__}, not what the exercise asks for ({error})"
-        ) from None
-    outcome = _Outcome()
-    for key, value in named.items():
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            value = torch.tensor(float(value), dtype=torch.float64)
-        if not isinstance(value, torch.Tensor):
-            raise AssertionError(f"{name}: {key} should be a tensor or a number, got {type(value).__name__}")
-        outcome.values[key] = value
-    if grad:
-        first = next(iter(outcome.values.values()))
-        if not first.requires_grad:
-            raise AssertionError(
-                f"{name}: the result carries no gradient with respect to {', '.join(grad)}; "
-                "did you call .detach(), .item(), .numpy() or torch.no_grad() on the way?"
-            )
-        # A fixed weighting turns a per-element output into a scalar without hiding entries.
-        g = torch.Generator().manual_seed(1234)
-        weights = torch.rand(first.shape, generator=g, dtype=torch.float64).to(first.dtype) + 0.5
-        (first * weights).sum().backward()
-        for key in grad:
-            got = args[key].grad
-            outcome.grads[key] = torch.zeros_like(args[key]) if got is None else got.detach()
-    outcome.values = {k: v.detach() for k, v in outcome.values.items()}
-    return outcome
-
-
-def _run_student(fn, kwargs, case, select, name) -> _Outcome:
-    args = _fresh(kwargs, case.grad)
-    originals = {k: v.detach().clone() for k, v in args.items() if isinstance(v, torch.Tensor)}
-    try:
-        result = fn(**args)
-    except NotImplementedError:
-        raise
-    except Exception as error:  # noqa: BLE001 - any crash becomes feedback
-        raise AssertionError(
-            f"{name} raised {type(error).__name__}: {error}\n  on the case: {case.description}"
-        ) from error
-    for key, before in originals.items():
-        if not _equal(args[key].detach(), before):
-            raise AssertionError(
-                f"{name} changed its input `{key}` in place; work on a copy "
-                f"(for example `{key}.clone()`) so the caller's tensor is left alone."
-                f"\n  on the case: {case.description}"
-            )
-    return _outcome(result, args, case.grad, select, name)
-
-
-# ---------------------------------------------------------------------------
-# Comparing and explaining
-# ---------------------------------------------------------------------------
-
-
-def _differences(expected: _Outcome, got: _Outcome, rtol: float, atol: float):
-    """Yield ``(component, description)`` for each output or gradient that disagrees, values first."""
-    for kind, exp_map, got_map in (("", expected.values, got.values), ("gradient of ", expected.grads, got.grads)):
-        for key, exp in exp_map.items():
-            what = f"{kind}{key}"
-            if key not in got_map:
-                yield what, f"{key} is missing from what your function returned"
-                continue
-            value = got_map[key]
-            if tuple(value.shape) != tuple(exp.shape):
-                yield what, f"{what} has shape {tuple(value.shape)}, expected {tuple(exp.shape)}"
-                continue
-            value64, exp64 = value.to(torch.float64), exp.to(torch.float64)
-            if _isnan(value64).any() and not _isnan(exp64).any():
-                yield what, f"{what} contains NaN where the reference has numbers"
-            elif not _allclose(value64, exp64, rtol=rtol, atol=atol, equal_nan=True):
-                diff = (value64 - exp64).abs().nan_to_num(math.inf)
-                worst = int(diff.flatten().argmax())
-                yield what, (
-                    f"{what} differs from the reference: expected {_show(exp64)}, got {_show(value64)} "
-                    f"(largest difference {diff.flatten()[worst].item():.3g} at flat index {worst})"
-                )
-
-
-def _compare(expected: _Outcome, got: _Outcome, rtol: float, atol: float) -> str | None:
-    """Return a description of the first difference, or None when they agree."""
-    return next((description for _, description in _differences(expected, got, rtol, atol)), None)
-
-
-def _component(outcome: _Outcome, what: str) -> _Outcome:
-    """The part of an outcome named like ``"loss"`` or ``"gradient of logp_old"``, alone."""
-    if what.startswith("gradient of "):
-        key = what[len("gradient of "):]
-        return _Outcome(grads={key: outcome.grads[key]} if key in outcome.grads else {})
-    return _Outcome(values={what: outcome.values[what]} if what in outcome.values else {})
-
-
-def _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol, expected=None):
-    """Raise the most helpful message: a known mistake the student's output matches, else the first difference."""
-    replays = []
-    for mistake in mistakes:
-        try:
-            replays.append((mistake, _run(mistake.fn, kwargs, case.grad, select, name="mistake")))
-        except Exception:  # noqa: BLE001 - a mistake that cannot run on this case tells nothing
-            continue
-    # 1. The student made exactly this mistake: every output and gradient matches it.
-    for mistake, wrong in replays:
-        if _compare(wrong, got, rtol, atol) is None:
-            raise AssertionError(f"{name}: {mistake.message}\n  seen on the case: {case.description} ({dtype})")
-    # 2. Several mistakes at once (say a quotient ratio *and* logp_old left attached): name the one
-    #    that explains the first difference, where it reproduces exactly that output or gradient.
-    if expected is not None:
-        first = next(iter(_differences(expected, got, rtol, atol)), None)
-        if first is not None:
-            what, _ = first
-            for mistake, wrong in replays:
-                own = _component(wrong, what)
-                if _compare(own, _component(got, what), rtol, atol) is None and \
-                        _compare(own, _component(expected, what), rtol, atol) is not None:
-                    raise AssertionError(
-                        f"{name}: {mistake.message}\n  seen on the case: {case.description} ({dtype}), "
-                        f"in the {what}; fix it and run the check again: there may be more to fix"
-                    )
-    raise AssertionError(f"{name}: {problem}\n  on the case: {case.description} ({dtype})")
-
-
-def _show(t: torch.Tensor) -> str:
-    """A short, rounded rendering of a tensor for a message."""
-    if t.numel() == 1:
-        return f"{t.item():.4g}"
-    flat = [f"{x:.4g}" for x in t.flatten()[:8].tolist()]
-    more = ", ..." if t.numel() > 8 else ""
-    return f"[{', '.join(flat)}{more}] (shape {tuple(t.shape)})"

@@ -30,12 +30,18 @@ def check_compute_deltas(fn) -> bool:
     ]
     cases = [Case(f"{text}, mode={mode!r}", {"rewards": rewards, "mode": mode})
              for mode in MODES for text, rewards in grids]
+    cases.append(Case("eps=0.5 given explicitly, mode='normalized_rewards'",
+                      {"rewards": grids[0][1], "mode": "normalized_rewards", "eps": 0.5}))
 
-    def deltas_with(centre=True, mean_dim=-1, std_fn=None, eps_where="outside", g1_zero=True):
+    def deltas_with(centre=True, mean_dim=-1, std_fn=None, eps_where="outside", g1_zero=True, eps_used=None,
+                    modes=None):
         def wrong(rewards, mode, eps=1e-6):
+            mode = (modes or {}).get(mode, mode)
+            eps = eps if eps_used is None else eps_used
             if mode == "rewards":
                 return rewards.clone()
-            x = rewards - rewards.mean(dim=mean_dim, keepdim=True) if centre else rewards.clone()
+            mean = rewards.mean() if mean_dim is None else rewards.mean(dim=mean_dim, keepdim=True)
+            x = rewards - mean if centre else rewards.clone()
             if mode == "centered_rewards":
                 return x
             if rewards.shape[-1] == 1 and g1_zero:
@@ -54,7 +60,35 @@ def check_compute_deltas(fn) -> bool:
     def population_std(r):
         return _std(r, dim=-1, correction=0)
 
+    def batch_std(r):
+        return _std(r.flatten(), dim=0).expand_as(r)
+
     mistakes = [
+        Mistake("you used the statistics of the whole batch; the baseline and the std are each prompt's group's: "
+                "rewards.mean(dim=-1, keepdim=True) and rewards.std(dim=-1, keepdim=True)",
+                deltas_with(mean_dim=None, std_fn=batch_std, g1_zero=False)),
+        Mistake("you used the statistics of the whole batch; the baseline and the std are each prompt's group's: "
+                "rewards.mean(dim=-1, keepdim=True) and rewards.std(dim=-1, keepdim=True)",
+                deltas_with(mean_dim=None, std_fn=batch_std)),
+        Mistake("the mean and the std are over the batch axis (dim=0); take both over each group, the last axis: "
+                "rewards.mean(dim=-1, keepdim=True) and rewards.std(dim=-1, keepdim=True)",
+                deltas_with(mean_dim=0, std_fn=lambda r: _std(r, dim=0).expand_as(r), g1_zero=False)),
+        Mistake("the baseline is the mean of the whole batch; it is each prompt's group mean, "
+                "rewards.mean(dim=-1, keepdim=True)", deltas_with(mean_dim=None, std_fn=std)),
+        Mistake("the std is the whole batch's; take it within each group, rewards.std(dim=-1, keepdim=True)",
+                deltas_with(std_fn=batch_std)),
+        Mistake("mode 'centered_rewards' only subtracts the group mean; dividing by std + eps is "
+                "'normalized_rewards'", deltas_with(std_fn=std, modes={"centered_rewards": "normalized_rewards"})),
+        Mistake("mode 'normalized_rewards' divides the centred rewards by std + eps too; subtracting the mean "
+                "alone is 'centered_rewards'", deltas_with(std_fn=std, modes={"normalized_rewards": "centered_rewards"})),
+        Mistake("the modes 'centered_rewards' and 'normalized_rewards' are swapped: centred subtracts the group "
+                "mean, normalised also divides by std + eps",
+                deltas_with(std_fn=std, modes={"normalized_rewards": "centered_rewards",
+                                               "centered_rewards": "normalized_rewards"})),
+        Mistake("the eps argument is ignored (1e-6 is used whatever is passed): divide by std + eps",
+                deltas_with(std_fn=std, eps_used=1e-6)),
+        Mistake("eps is 1e-6 by default (the eps argument), not 1e-8: divide by std + eps",
+                deltas_with(std_fn=std, eps_used=1e-8)),
         Mistake("the std divides by G, not G - 1: use Bessel's correction, rewards.std(dim=-1) "
                 "(torch's default)", deltas_with(std_fn=population_std)),
         Mistake("a group whose rewards are all equal gives 0 / 0 = NaN: add eps to the std, "

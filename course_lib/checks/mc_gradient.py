@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import torch
 from course_lib.policy_gradient import expected_reward_gradient
-from course_lib.checks import Case, Mistake, check_against_reference, recording
+from course_lib.checks import Case, Mistake, check_against_reference, forget_pass, record_pass, recording
 from course_lib.lectures.mc_gradient import mc_gradient_std, mc_policy_gradient
 
 
@@ -32,6 +32,7 @@ def check_mc_policy_gradient(fn) -> bool:
        error shrinks like ``1 / sqrt(n)`` at the rate the exact variance predicts.
     """
     name = "mc_policy_gradient"
+    forget_pass(name)  # until this run of the check passes
     if not callable(fn):
         raise AssertionError(f"{name}: expected a function, got {type(fn).__name__}")
     logits0 = torch.tensor([0.5, -1.0, 1.5, 0.0], dtype=torch.float64)
@@ -96,6 +97,16 @@ def check_mc_policy_gradient(fn) -> bool:
         pi, a = sampled(logits, n_samples, generator)
         return (reward_per_action[a, None] * (1.0 - pi)).mean(0)
 
+    def onehot_only(logits, reward_per_action, n_samples, generator):
+        pi, a = sampled(logits, n_samples, generator)
+        onehot = torch.nn.functional.one_hot(a, len(pi)).to(pi.dtype)
+        return (reward_per_action[a, None] * onehot).mean(0)
+
+    def log_pi_weighted(logits, reward_per_action, n_samples, generator):
+        pi, a = sampled(logits, n_samples, generator)
+        onehot = torch.nn.functional.one_hot(a, len(pi)).to(pi.dtype)
+        return (reward_per_action[a, None] * torch.log(pi[a, None]) * onehot).mean(0)
+
     def minus_pi_only(logits, reward_per_action, n_samples, generator):
         pi, a = sampled(logits, n_samples, generator)
         return (reward_per_action[a, None] * (-pi)).mean(0)
@@ -125,6 +136,9 @@ def check_mc_policy_gradient(fn) -> bool:
         ("you summed the n terms: average them (.mean(dim=0)) so the estimate does not grow with n", summed),
         ("the one-hot is missing: grad_logits log pi(a) = onehot(a) - pi, the sampled action's entry gets "
          "1 - pi[a], every other entry -pi[j]", no_onehot),
+        ("the score is written as onehot(a) without its -pi term: grad_logits log pi(a) = onehot(a) - pi (the "
+         "gradient of log-softmax); without -pi the estimate is biased", onehot_only),
+        ("you weighted log pi(a) itself; the estimate weights its gradient, the score onehot(a) - pi", log_pi_weighted),
         ("the one-hot is missing: grad_logits log pi(a) = onehot(a) - pi, not -pi", minus_pi_only),
         ("you used the gradient of log pi of the most likely action (argmax), not of the sampled one: "
          "use onehot(a) for each sampled a", greedy_action),
@@ -145,12 +159,14 @@ def check_mc_policy_gradient(fn) -> bool:
         _statistical_check(fn, name, str(error))
         recording.report(f"\u2714 {name}: unbiased, with an error that shrinks like 1/sqrt(n) (your samples differ "
                          f"from those of {_SAMPLING}, so the values were checked statistically).")
+        record_pass(name, fn)
         return True
     if recording.is_recording():  # the grading kernel does not judge: record what the statistical check asks too
         try:
             _statistical_check(fn, name, "the grader compares the values")
         except AssertionError:
             pass  # the grader replays it, and says so if the exact comparison does not settle it first
+    record_pass(name, fn)  # the student's function, not the seeded wrapper the comparison ran
     return passed
 
 

@@ -55,7 +55,32 @@ def check_gather_log_probs(fn) -> bool:
         logp_all = torch.cat([logp_all[..., 1:, :], logp_all[..., -1:, :]], dim=-2)
         return logp_all.gather(-1, tokens.long()[..., None]).squeeze(-1)
 
+    def rolled(shift):
+        def wrong(logits, tokens):
+            return torch.log_softmax(logits, -1).gather(-1, tokens.long().roll(shift, -1)[..., None]).squeeze(-1)
+        return wrong
+
+    def negated(logits, tokens):
+        return -torch.log_softmax(logits, -1).gather(-1, tokens.long()[..., None]).squeeze(-1)
+
+    def log_softmax_plus_eps(logits, tokens):
+        p = torch.softmax(logits, -1).gather(-1, tokens.long()[..., None]).squeeze(-1)
+        return torch.log(p + 1e-8)
+
+    def without_max_shift(logits, tokens):  # logits - log(sum(exp(logits))): overflows for large logits
+        return logits.gather(-1, tokens.long()[..., None]).squeeze(-1) - torch.log(torch.exp(logits).sum(-1))
+
+    shift_text = ("the tokens are shifted by one position (tokens.roll({s}, -1) or a slice): logits[..., t, :] is "
+                  "the distribution of tokens[..., t] itself; gather tokens[..., t] at the same position t")
     mistakes = [
+        Mistake(shift_text.format(s=-1), rolled(-1)),
+        Mistake(shift_text.format(s=1), rolled(1)),
+        Mistake("these are negative log-probabilities (a cross-entropy, -log pi); return log pi itself, "
+                "torch.log_softmax(logits, dim=-1) gathered at the tokens", negated),
+        Mistake("log(softmax(...) + eps) is off for unlikely tokens and wrong for very unlikely ones: use "
+                "torch.log_softmax, which is exact there", log_softmax_plus_eps),
+        Mistake("log(sum(exp(logits))) overflows for large logits: use torch.log_softmax (or torch.logsumexp), "
+                "which subtracts the max first", without_max_shift),
         Mistake("these are probabilities, not log-probabilities: use torch.log_softmax(logits, dim=-1), "
                 "not torch.softmax", softmax_probs),
         Mistake("log(softmax(...)) underflows to -inf for very unlikely tokens: use torch.log_softmax, "
@@ -134,7 +159,36 @@ def check_reinforce_loss(fn) -> bool:
     def wrong_broadcast(logp, deltas, mask=None):
         return _masked_token_mean(-(deltas.detach() * logp), mask)
 
+    def token_position(index):
+        def wrong(logp, deltas, mask=None):
+            return (-(deltas.detach() * logp[..., index])).mean()
+        return wrong
+
+    def sequence_sum(logp, deltas, mask=None):
+        valid = torch.ones_like(logp) if mask is None else mask.to(logp.dtype)
+        return (-(deltas.detach() * torch.where(valid > 0, logp, torch.zeros_like(logp)).sum(-1))).mean()
+
+    def probabilities(logp, deltas, mask=None):
+        return _masked_token_mean(-(deltas.detach()[..., None] * logp.exp()), mask)
+
+    def inverted_mask(logp, deltas, mask=None):
+        return _masked_token_mean(-(deltas.detach()[..., None] * logp), None if mask is None else 1 - mask.to(logp.dtype))
+
+    def mean_delta(logp, deltas, mask=None):
+        return _masked_token_mean(-(deltas.detach().mean() * logp), mask)
+
     mistakes = [
+        Mistake("only the first token of each response is used; every valid token t carries -deltas * logp[..., t], "
+                "averaged over all valid tokens", token_position(0)),
+        Mistake("only the last token of each response is used; every valid token t carries -deltas * logp[..., t], "
+                "averaged over all valid tokens", token_position(-1)),
+        Mistake("you summed each response's log-probs and averaged over responses; reinforce_loss averages "
+                "-deltas * logp over all valid tokens of the batch at once", sequence_sum),
+        Mistake("you weighted the probabilities exp(logp); REINFORCE weights the log-probabilities: "
+                "-(deltas * logp)", probabilities),
+        Mistake("the mask is inverted: 1 (True) marks a real token, 0 the padding", inverted_mask),
+        Mistake("every token is weighted by the mean of deltas; each response has its own weight: "
+                "deltas[..., None] * logp", mean_delta),
         Mistake("a gradient flows into deltas: they are constant weights; use deltas.detach()", attached),
         Mistake("the sign is flipped: the loss is -(deltas * logp), so that gradient descent on the loss "
                 "is gradient ascent on the expected reward", no_minus),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from course_lib.checks import Case, Mistake, check_against_reference
+from course_lib.checks import Case, Mistake, check_against_reference, record_pass
 from course_lib.ppo import PPOLoss, clipped_surrogate, clipped_surrogate_loss, value_loss
 
 def _policy_case(description, seed, shape, *, spread=1.0, clip_eps=0.2, same=False, mask_p=None, **extra):
@@ -42,15 +42,37 @@ def _surrogate(ratio_fn=None, objective=None, clip_eps_high_used=True, attached=
 
 _SURROGATE_MISTAKES = [
     ("your ratio looks like logp / logp_old; use exp(logp - logp_old)", dict(ratio_fn=lambda a, b: a / b)),
+    ("your ratio is the log-ratio logp - logp_old; the ratio is its exponential, exp(logp - logp_old)",
+     dict(ratio_fn=lambda a, b: a - b)),
     ("your ratio is inverted: it is exp(logp - logp_old), new over old", dict(ratio_fn=lambda a, b: torch.exp(b - a))),
     ("you take the max of the two objectives; PPO takes the min (the pessimistic bound) before the minus sign",
      dict(objective=lambda r, a, lo, hi, lr: -torch.maximum(r * a, torch.clamp(r, 1 - lo, 1 + hi) * a))),
     ("there is no clip: that is the plain surrogate -ratio * adv; take the min with the clipped one",
      dict(objective=lambda r, a, lo, hi, lr: -r * a)),
-    ("you clipped the advantage; clip the ratio to [1 - clip_eps, 1 + clip_eps] and multiply by adv",
-     dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, r * torch.clamp(a, 1 - lo, 1 + hi)))),
+    ("only the clipped term is there (no min): -clip(ratio) * adv lets a ratio outside the range push "
+     "further out; take -min(ratio * adv, clip(ratio) * adv)",
+     dict(objective=lambda r, a, lo, hi, lr: -torch.clamp(r, 1 - lo, 1 + hi) * a)),
+    ("only the upper side is clipped: clip the ratio to [1 - clip_eps, 1 + clip_eps_high], both sides "
+     "(torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps_high))",
+     dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, torch.clamp(r, max=1 + hi) * a))),
+    ("only the lower side is clipped: clip the ratio to [1 - clip_eps, 1 + clip_eps_high], both sides "
+     "(torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps_high))",
+     dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, torch.clamp(r, min=1 - lo) * a))),
+    ("you take the min of the two ratios, then multiply by adv; take the min of the two products "
+     "ratio * adv and clip(ratio) * adv (for adv < 0 the order flips)",
+     dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r, torch.clamp(r, 1 - lo, 1 + hi)) * a)),
+    ("you clipped the advantage instead of the ratio; clip the ratio to [1 - clip_eps, 1 + clip_eps] and "
+     "multiply by adv", dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, r * torch.clamp(a, 1 - lo, 1 + hi)))),
+    ("you clipped the advantage instead of the ratio (to [-clip_eps, clip_eps]); clip the ratio to "
+     "[1 - clip_eps, 1 + clip_eps] and multiply by adv",
+     dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, r * torch.clamp(a, -lo, hi)))),
     ("you clipped the log-ratio; clip the ratio exp(logp - logp_old) to [1 - clip_eps, 1 + clip_eps]",
      dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, torch.exp(torch.clamp(lr, 1 - lo, 1 + hi)) * a))),
+    ("you clipped the log-ratio to [-clip_eps, clip_eps]; clip the ratio exp(logp - logp_old) to "
+     "[1 - clip_eps, 1 + clip_eps]",
+     dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, torch.exp(torch.clamp(lr, -lo, hi)) * a))),
+    ("clip_eps is ignored (0.2 is used whatever is passed): clip the ratio to [1 - clip_eps, 1 + clip_eps]",
+     dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, torch.clamp(r, 0.8, 1.2) * a))),
     ("the minus sign is missing: the loss is -min(...), since the optimiser minimises",
      dict(objective=lambda r, a, lo, hi, lr: torch.minimum(r * a, torch.clamp(r, 1 - lo, 1 + hi) * a))),
     ("gradient flows into logp_old: the old log-probs are constants, use logp_old.detach()", dict(attached="logp_old")),
@@ -58,6 +80,7 @@ _SURROGATE_MISTAKES = [
     ("clip_eps_high is ignored: the upper clip is 1 + clip_eps_high (it defaults to clip_eps)",
      dict(clip_eps_high_used=False)),
 ]
+_N_HIGH = 1  # the last entries concern clip_eps_high, which only clipped_surrogate takes
 
 
 def check_clipped_surrogate(fn) -> bool:
@@ -74,25 +97,62 @@ def check_clipped_surrogate(fn) -> bool:
     return check_against_reference(fn, clipped_surrogate, cases, name="clipped_surrogate", mistakes=mistakes)
 
 
-def _wrong_loss(per_element=None, *, ignore_mask=False, clip_fraction="outside"):
-    """A wrong clipped_surrogate_loss built from a wrong per-element loss or a wrong reduction."""
+def _wrong_loss(per_element=None, *, ignore_mask=False, reduce="mean", **info_mistakes):
+    """A wrong clipped_surrogate_loss built from a wrong per-element loss, reduction or diagnostic."""
     def loss_fn(logp, logp_old, adv, clip_eps, mask=None):
         per = (per_element or clipped_surrogate)(logp, logp_old, adv, clip_eps)
         valid = torch.ones_like(logp) if (mask is None or ignore_mask) else mask.to(logp.dtype)
-        loss = (per * valid).sum() / valid.sum().clamp(min=1)
-        ratio = torch.exp(logp - logp_old).detach()
-        if clip_fraction == "binding":
-            clipped = ((ratio > 1 + clip_eps) & (adv > 0)) | ((ratio < 1 - clip_eps) & (adv < 0))
+        if reduce == "sum":
+            loss = (per * valid).sum()
+        elif reduce == "numel":
+            loss = (per * valid).sum() / valid.numel()
         else:
-            clipped = (ratio - 1).abs() > clip_eps
-        n_valid = valid.sum().clamp(min=1).item()
-        return loss, {"clip_fraction": (clipped.to(logp.dtype) * valid).sum().item() / n_valid}
+            loss = (per * valid).sum() / valid.sum().clamp(min=1)
+        return loss, _wrong_info(logp, logp_old, adv, clip_eps, mask, **info_mistakes)
 
     return loss_fn
 
 
+def _wrong_info(logp, logp_old, adv, clip_eps, mask, *, clip_fraction="outside", active="binding", kl="k3",
+                count="valid"):
+    """PPO's three diagnostics, each possibly computed a wrong way."""
+    with torch.no_grad():
+        valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()
+        log_ratio = logp.detach() - logp_old.detach()
+        ratio = log_ratio.exp()
+        low, high = ratio < 1 - clip_eps, ratio > 1 + clip_eps
+        binding = (high & (adv > 0)) | (low & (adv < 0))
+        outside = low | high
+        n = float(valid.sum().clamp(min=1)) if count == "valid" else float(valid.numel())
+        where = valid if count == "valid" else torch.ones_like(valid)
+        frac = {"outside": outside, "binding": binding, "high": high}
+        estimate = {"k3": (ratio - 1) - log_ratio, "k1": -log_ratio, "k1_reversed": log_ratio,
+                    "k2": 0.5 * log_ratio**2, "k3_reversed": (1 / ratio - 1) + log_ratio}[kl]
+        return {"clip_fraction": float((frac[clip_fraction] & where).sum()) / n,
+                "clip_active_fraction": float((frac[active] & where).sum()) / n,
+                "approx_kl": float(torch.where(where, estimate, torch.zeros_like(estimate)).sum()) / n}
+
+
+_INFO = ("clip_fraction", "clip_active_fraction", "approx_kl")
+
+
+def _loss_outputs(result):
+    """The loss and PPO's three diagnostics, each compared with the reference's."""
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise TypeError("it should return a tuple (loss, info)")
+    loss, info = result
+    if not isinstance(info, dict):
+        raise TypeError(f"the second returned value should be the info dict, got {type(info).__name__}")
+    missing = [key for key in _INFO if key not in info]
+    if missing:
+        raise TypeError(f"its info dict has no {', '.join(map(repr, missing))}: the exercise asks for "
+                        f"{', '.join(_INFO)}")
+    return {"loss": loss, **{key: info[key] for key in _INFO}}
+
+
 def check_clipped_surrogate_loss(fn) -> bool:
-    """Check a student's ``clipped_surrogate_loss(logp, logp_old, adv, clip_eps, mask=None)``: loss and clip_fraction."""
+    """Check a student's ``clipped_surrogate_loss(logp, logp_old, adv, clip_eps, mask=None)``: the loss and its
+    gradients, ``clip_fraction``, ``clip_active_fraction`` and ``approx_kl``."""
     cases = [
         _policy_case("ratio exactly 1 (logp == logp_old), no mask", 0, (6,), same=True),
         _policy_case("ratios far outside [1 - eps, 1 + eps], advantages of both signs", 2, (4, 6), spread=1.5),
@@ -101,16 +161,36 @@ def check_clipped_surrogate_loss(fn) -> bool:
         _policy_case("a (2, 3, 4) batch, clip_eps = 0.1, mask", 4, (2, 3, 4), spread=0.5, clip_eps=0.1, mask_p=0.7),
         _policy_case("one entry", 5, (1,), spread=1.0),
     ]
-    mistakes = [Mistake(message, _wrong_loss(_surrogate(**options))) for message, options in _SURROGATE_MISTAKES[:-1]]
+    mistakes = [Mistake(message, _wrong_loss(_surrogate(**options)))
+                for message, options in _SURROGATE_MISTAKES[:-_N_HIGH]]
     mistakes += [
         Mistake("the mask is ignored: average only over valid entries (sum of masked losses / number valid)",
-                _wrong_loss(ignore_mask=True)),
+                _wrong_loss(ignore_mask=True, count="all")),
+        Mistake("the diagnostics count padding: clip_fraction, clip_active_fraction and approx_kl are averages "
+                "over the valid entries only", _wrong_loss(count="all")),
+        Mistake("padding is counted in the denominator: divide by the number of valid entries, mask.sum(), "
+                "not by mask.numel()", _wrong_loss(reduce="numel")),
+        Mistake("you summed the per-entry losses; average them over the valid entries", _wrong_loss(reduce="sum")),
         Mistake("clip_fraction counts only where the clip binds (TRL's definition); the course counts every valid "
                 "entry with |ratio - 1| > clip_eps, whatever the sign of adv", _wrong_loss(clip_fraction="binding")),
+        Mistake("clip_active_fraction counts every ratio outside the range (that is clip_fraction); it counts only "
+                "where the clip binds: ratio > 1 + eps with adv > 0, or ratio < 1 - eps with adv < 0",
+                _wrong_loss(active="outside")),
+        Mistake("clip_fraction counts only ratios above 1 + clip_eps; count both sides, ratio < 1 - clip_eps too",
+                _wrong_loss(clip_fraction="high")),
+        Mistake("clip_active_fraction counts only ratios above 1 + clip_eps; the clip also binds below "
+                "1 - clip_eps where adv < 0", _wrong_loss(active="high")),
+        Mistake("approx_kl is the mean of logp_old - logp (k1); the course reports the mean of "
+                "(ratio - 1) - log(ratio) (k3, as CleanRL), never negative", _wrong_loss(kl="k1")),
+        Mistake("approx_kl is the mean of logp - logp_old; the course reports the mean of (ratio - 1) - log(ratio) "
+                "(k3, as CleanRL)", _wrong_loss(kl="k1_reversed")),
+        Mistake("approx_kl is the mean of 0.5 * log(ratio)**2 (k2); the course reports the mean of "
+                "(ratio - 1) - log(ratio) (k3, as CleanRL)", _wrong_loss(kl="k2")),
+        Mistake("approx_kl's ratio is inverted: it is the mean of (ratio - 1) - log(ratio) with "
+                "ratio = exp(logp - logp_old)", _wrong_loss(kl="k3_reversed")),
     ]
-    return check_against_reference(
-        fn, clipped_surrogate_loss, cases, name="clipped_surrogate_loss", mistakes=mistakes,
-        outputs=lambda result: {"loss": result[0], "clip_fraction": result[1]["clip_fraction"]})
+    return check_against_reference(fn, clipped_surrogate_loss, cases, name="clipped_surrogate_loss",
+                                   mistakes=mistakes, outputs=_loss_outputs)
 
 
 def _value_case(description, seed, shape, *, clip_eps=None, mask_p=None):
@@ -131,12 +211,12 @@ def _value_case(description, seed, shape, *, clip_eps=None, mask_p=None):
 
 
 def _wrong_value_loss(*, half=True, reduce=torch.maximum, detach_returns=True, detach_old=True,
-                      clip_values=False, ignore_mask=False):
+                      clip_values=False, ignore_mask=False, never_clip=False):
     def wrong(values, returns, values_old=None, clip_eps=None, mask=None):
         if detach_returns:
             returns = returns.detach()
         error = (values - returns) ** 2
-        if clip_eps is not None:
+        if clip_eps is not None and not never_clip:
             old = values_old.detach() if detach_old else values_old
             clipped = torch.clamp(values, -clip_eps, clip_eps) if clip_values else \
                 old + torch.clamp(values - old, -clip_eps, clip_eps)
@@ -167,6 +247,10 @@ def check_value_loss(fn) -> bool:
         Mistake("clip the change values - values_old to [-clip_eps, clip_eps] and add it to values_old; "
                 "do not clip the values themselves", _wrong_value_loss(clip_values=True)),
         Mistake("the mask is ignored: average only over valid entries", _wrong_value_loss(ignore_mask=True)),
+        Mistake("clip_eps is ignored: with clip_eps given, the loss is the max of the unclipped error and the error "
+                "of values_old + clip(values - values_old, -clip_eps, clip_eps)", _wrong_value_loss(never_clip=True)),
+        Mistake("only the clipped error is used; the loss is the max (the pessimistic one) of the clipped and "
+                "unclipped errors", _wrong_value_loss(reduce=lambda unclipped, clipped: clipped)),
     ]
     return check_against_reference(fn, value_loss, cases, name="value_loss", mistakes=mistakes)
 
@@ -177,12 +261,18 @@ def _ppo_loss_reference(policy_logprobs, old_policy_logprobs, values, returns, a
         policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy)
 
 
-def _wrong_ppo_loss(*, sign=-1.0, half=True, policy=None):
+def _wrong_ppo_loss(*, sign=-1.0, half=True, policy=None, value_coef=None, ent_coef=None, clip=None,
+                    detach_entropy=False, entropy_sum=False, returns_attached=False):
     def wrong(policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy,
               clip_epsilon=0.2, value_loss_coef=0.5, entropy_coef=0.01):
-        per = (policy or clipped_surrogate)(policy_logprobs, old_policy_logprobs, advantages, clip_epsilon)
-        v_loss = (0.5 if half else 1.0) * ((values - returns.detach()) ** 2).mean()
-        return per.mean() + value_loss_coef * v_loss + sign * entropy_coef * entropy.mean()
+        c_v = value_loss_coef if value_coef is None else value_coef
+        c_e = entropy_coef if ent_coef is None else ent_coef
+        eps = clip_epsilon if clip is None else clip
+        per = (policy or clipped_surrogate)(policy_logprobs, old_policy_logprobs, advantages, eps)
+        target = returns if returns_attached else returns.detach()
+        v_loss = (0.5 if half else 1.0) * ((values - target) ** 2).mean()
+        h = entropy.detach() if detach_entropy else entropy
+        return per.mean() + c_v * v_loss + sign * c_e * (h.sum() if entropy_sum else h.mean())
 
     return wrong
 
@@ -194,6 +284,7 @@ def check_ppo_loss(fn) -> bool:
     entropy_coef)``, then called with the six tensors) or a function taking the six tensors and
     those three keyword arguments.
     """
+    student = fn
     if isinstance(fn, type):
         cls = fn
         fn = lambda clip_epsilon, value_loss_coef, entropy_coef, **tensors: cls(  # noqa: E731
@@ -220,6 +311,22 @@ def check_ppo_loss(fn) -> bool:
         Mistake("the entropy term has the wrong sign: subtract entropy_coef * mean(entropy), "
                 "so that more entropy lowers the loss", _wrong_ppo_loss(sign=1.0)),
         Mistake("the value loss lacks its factor 0.5 (0.5 * (values - returns)^2)", _wrong_ppo_loss(half=False)),
+        Mistake("value_loss_coef is ignored (0.5 is used whatever is passed): the loss adds "
+                "self.value_loss_coef * value_loss", _wrong_ppo_loss(value_coef=0.5)),
+        Mistake("value_loss_coef is ignored (the value loss is added with weight 1): the loss adds "
+                "self.value_loss_coef * value_loss", _wrong_ppo_loss(value_coef=1.0)),
+        Mistake("entropy_coef is ignored (0.01 is used whatever is passed): the loss subtracts "
+                "self.entropy_coef * mean(entropy)", _wrong_ppo_loss(ent_coef=0.01)),
+        Mistake("the entropy bonus is missing: subtract entropy_coef * mean(entropy)", _wrong_ppo_loss(ent_coef=0.0)),
+        Mistake("clip_epsilon is ignored (0.2 is used whatever is passed): pass self.clip_epsilon to the surrogate",
+                _wrong_ppo_loss(clip=0.2)),
+        Mistake("the entropy is detached: it carries the gradient that keeps the policy exploring; "
+                "subtract entropy_coef * entropy.mean() as it comes", _wrong_ppo_loss(detach_entropy=True)),
+        Mistake("the entropy is summed; subtract entropy_coef times its mean", _wrong_ppo_loss(entropy_sum=True)),
+        Mistake("gradient flows into returns: the value targets are constants, use returns.detach()",
+                _wrong_ppo_loss(returns_attached=True)),
     ] + [Mistake(message, _wrong_ppo_loss(policy=_surrogate(**options))) for message, options in
-         _SURROGATE_MISTAKES[:-1]]
-    return check_against_reference(fn, _ppo_loss_reference, cases, name="PPOLoss", mistakes=mistakes)
+         _SURROGATE_MISTAKES[:-_N_HIGH]]
+    passed = check_against_reference(fn, _ppo_loss_reference, cases, name="PPOLoss", mistakes=mistakes)
+    record_pass("PPOLoss", student)  # the class itself, which the demo cells hand to the trainer
+    return passed

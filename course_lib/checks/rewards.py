@@ -10,7 +10,8 @@ import re
 
 import torch
 
-from course_lib.checks import Case, Mistake, check_against_reference, recording, scalar_reply
+from course_lib.checks import (Case, Mistake, check_against_reference, forget_pass, record_pass, recording,
+                               scalar_reply)
 from course_lib.rewards import (
     _STATEMENT,
     _last_boxed,
@@ -154,6 +155,7 @@ _MATH_CASES = [
 def check_math_answer_reward(fn) -> bool:
     """Check a student's ``math_answer_reward`` on a table of responses (strings, not tensors)."""
     name = "math_answer_reward"
+    forget_pass(name)  # until this run of the check passes
     if not callable(fn):
         raise AssertionError(f"{name}: expected a function, got {type(fn).__name__}")
     for response_text, ground_truth, expected, description in _MATH_CASES:
@@ -161,6 +163,7 @@ def check_math_answer_reward(fn) -> bool:
         if got != expected:
             _fail_math(fn, name, response_text, ground_truth, expected, got, description)
     recording.report(f"\u2714 {name}: correct on all {len(_MATH_CASES)} cases.")
+    record_pass(name, fn)
     return True
 
 

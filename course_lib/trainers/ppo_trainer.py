@@ -166,13 +166,14 @@ class PPOTrainer:
         config: the other hyperparameters (``PPOTrainerConfig()`` when None).
         policy_loss_fn: ``(logp, logp_old, adv, clip_eps) -> (loss, info)``, by default ``clipped_surrogate_loss``;
             swap in another (yours, or a broken one) to watch what it does to training.
+        ppo_loss: the whole loss in place of eq. 9's ``PPOLoss`` (yours: ``PPOLoss(clip, c_1, c_2)``), or None.
     """
 
     Config, History = PPOTrainerConfig, PPOHistory
 
     def __init__(self, actor_model: nn.Module, critic_model: nn.Module, ref_model: nn.Module | None = None,
                  clip_epsilon: float | None = None, gamma: float | None = None, lam: float | None = None,
-                 config: PPOTrainerConfig | None = None, policy_loss_fn=clipped_surrogate_loss):
+                 config: PPOTrainerConfig | None = None, policy_loss_fn=clipped_surrogate_loss, ppo_loss=None):
         config = self.Config() if config is None else config
         if not isinstance(config, self.Config):
             raise ValueError(f"config: expected a {self.Config.__name__}, got {type(config).__name__}")
@@ -191,13 +192,12 @@ class PPOTrainer:
         self.actor_model, self.critic_model, self.ref_model = actor_model, critic_model, ref_model
         if ref_model is not None:
             ref_model.requires_grad_(False)
-        self.policy_loss_fn = policy_loss_fn
+        self.policy_loss_fn, self.ppo_loss = policy_loss_fn, ppo_loss
         self.params = [*actor_model.parameters(), *critic_model.parameters()]
         # eps=1e-5, as CleanRL and OpenAI Baselines (PPO2) use, in place of the default 1e-8.
         self.optimizer = torch.optim.Adam(self.params, lr=self.config.lr, eps=1e-5)
         self.generator = torch.Generator().manual_seed(self.config.seed)
-        self.history = self.History()
-        self.env = None  # the environment being collected from, with each episode's running totals
+        self.history, self.env = self.History(), None  # env: the one collected from, with its episodes' running totals
         self.total_steps = 0
 
     @property
@@ -316,8 +316,8 @@ class PPOTrainer:
     def update_policy(self, rollout: Rollout, advantages: torch.Tensor, returns: torch.Tensor) -> dict[str, float]:
         """``update_epochs`` passes over the rollout in ``num_minibatches`` shuffled minibatches.
 
-        Each minibatch step minimises :class:`~course_lib.ppo.PPOLoss` (eq. 9 of the paper) with the advantages
-        normalised within the minibatch (``norm_adv``), then clips the gradient norm to ``max_grad_norm``.
+        Each minibatch step minimises :class:`~course_lib.ppo.PPOLoss` (eq. 9, its surrogate ``policy_loss_fn``) or
+        the ``ppo_loss`` given, advantages normalised per minibatch (``norm_adv``), the gradient norm clipped.
 
         Args:
             rollout: from :meth:`collect_experiences`.
@@ -334,8 +334,8 @@ class PPOTrainer:
         obs = rollout.obs.flatten(0, 1)  # (N*T, ...)
         actions, logp_old, values_old, adv, ret = (
             x.reshape(-1) for x in (rollout.actions, rollout.logp, rollout.values, advantages, returns))  # (N*T,)
-        # Eq. 9 of the paper, written once in course_lib.ppo; the trainer's policy_loss_fn is its surrogate.
-        ppo_loss = PPOLoss(self.clip_epsilon, cfg.value_coef, cfg.ent_coef, cfg.clip_value_loss, self.policy_loss_fn)
+        ppo_loss = self.ppo_loss if self.ppo_loss is not None else PPOLoss(
+            self.clip_epsilon, cfg.value_coef, cfg.ent_coef, cfg.clip_value_loss, self.policy_loss_fn)
         records = []
         for _ in range(cfg.update_epochs):
             epoch_kl, epoch_count = 0.0, 0
@@ -347,14 +347,14 @@ class PPOTrainer:
                 if cfg.norm_adv and mb_adv.numel() > 1:
                     mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
                 loss = ppo_loss(logp, logp_old[idx], values, ret[idx], mb_adv, entropy_from_logits(logits),
-                                values_old=values_old[idx])
+                                **({"values_old": values_old[idx]} if self.ppo_loss is None else {}))
 
                 self.optimizer.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
                 self.optimizer.step()
 
-                records.append({"loss": loss.item(), "approx_kl": math.nan, "clip_fraction": math.nan, **ppo_loss.info})
+                records.append(dict.fromkeys(DIAGNOSTICS, math.nan) | {"loss": loss.item()} | getattr(ppo_loss, "info", {}))
                 epoch_kl, epoch_count = epoch_kl + records[-1]["approx_kl"], epoch_count + 1
             # Early stopping (Spinning Up, CleanRL's target_kl): the policy moved far enough.
             if cfg.target_kl is not None and epoch_kl / epoch_count > cfg.target_kl:

@@ -162,6 +162,54 @@ def variance_mean_squared_distance(grad_samples):
     return total / (grad_samples.shape[0] - 1)
 
 
+def deltas_whole_batch_statistics(rewards, mode, eps=1e-6):
+    if mode == "rewards":
+        return rewards.clone()
+    centred = rewards - rewards.mean()
+    if mode == "centered_rewards":
+        return centred
+    return centred / (rewards.std() + eps)
+
+
+def deltas_dim0_everywhere(rewards, mode, eps=1e-6):
+    if mode == "rewards":
+        return rewards.clone()
+    centred = rewards - rewards.mean(0, keepdim=True)
+    if mode == "centered_rewards":
+        return centred
+    return centred / (rewards.std(0, keepdim=True) + eps)
+
+
+def deltas_centred_mode_normalises(rewards, mode, eps=1e-6):
+    if mode == "rewards":
+        return rewards.clone()
+    return _deltas(rewards, "normalized_rewards", centre=_group_centre,
+                   scale=lambda r: r.std(dim=-1, keepdim=True) + eps)
+
+
+def deltas_normalised_mode_only_centres(rewards, mode, eps=1e-6):
+    if mode == "rewards":
+        return rewards.clone()
+    return rewards - rewards.mean(dim=-1, keepdim=True)
+
+
+def deltas_eps_argument_ignored(rewards, mode, eps=1e-6):
+    return _deltas(rewards, mode, centre=_group_centre, scale=lambda r: r.std(dim=-1, keepdim=True) + 1e-6)
+
+
+def deltas_eps_1e8(rewards, mode, eps=1e-6):
+    return _deltas(rewards, mode, centre=_group_centre, scale=lambda r: r.std(dim=-1, keepdim=True) + 1e-8)
+
+
+def deltas_mean_without_keepdim(rewards, mode, eps=1e-6):
+    if mode == "rewards":
+        return rewards.clone()
+    centred = rewards - rewards.mean(dim=-1)
+    if mode == "centered_rewards":
+        return centred
+    return centred / (rewards.std(dim=-1) + eps)
+
+
 MUTANTS = [
     ("compute_deltas", deltas_population_std, "Bessel"),
     ("compute_deltas", deltas_no_eps, "add eps"),
@@ -172,7 +220,14 @@ MUTANTS = [
     ("compute_deltas", deltas_divide_by_variance, "variance"),
     ("compute_deltas", deltas_eps_inside_sqrt, "inside the square root"),
     ("compute_deltas", deltas_centred_in_rewards_mode, "unchanged"),
-    ("compute_deltas", deltas_modes_swapped, None),
+    ("compute_deltas", deltas_modes_swapped, "swapped"),
+    ("compute_deltas", deltas_whole_batch_statistics, "whole batch"),
+    ("compute_deltas", deltas_dim0_everywhere, "mean and the std are over the batch axis"),
+    ("compute_deltas", deltas_centred_mode_normalises, "'centered_rewards' only subtracts"),
+    ("compute_deltas", deltas_normalised_mode_only_centres, "divides the centred rewards by std + eps too"),
+    ("compute_deltas", deltas_eps_argument_ignored, "eps argument is ignored"),
+    ("compute_deltas", deltas_eps_1e8, "not 1e-8"),
+    ("compute_deltas", deltas_mean_without_keepdim, "keepdim=True"),
     ("gradient_variance", variance_population, "N - 1"),
     ("gradient_variance", variance_of_the_mean, "variance of the mean"),
     ("gradient_variance", variance_over_coordinates, "wrong axis"),

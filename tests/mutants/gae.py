@@ -125,6 +125,116 @@ def gae_dones_only_in_delta(rewards, values, dones, last_values, gamma, lam):
     return adv, adv + values
 
 
+def gae_dones_only_in_recursion(rewards, values, dones, last_values, gamma, lam):
+    # Cuts A_{t+1} at a terminal step but still bootstraps V(s_{t+1}) into its delta.
+    d = dones.to(rewards.dtype)
+    next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
+    deltas = rewards + gamma * next_values - values
+    adv = torch.zeros_like(rewards)
+    running = torch.zeros_like(last_values)
+    for t in reversed(range(rewards.shape[-1])):
+        running = deltas[..., t] + gamma * lam * (1 - d[..., t]) * running
+        adv[..., t] = running
+    return adv, adv + values
+
+
+def _gae_general(rewards, values, dones, last_values, gamma, lam, *, next_values=None, d=None, k=None,
+                 delta_gamma=None, start=None, sign=1.0):
+    d = dones.to(rewards.dtype) if d is None else d
+    if next_values is None:
+        next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
+    g = gamma if delta_gamma is None else delta_gamma
+    deltas = sign * (rewards + g * (1 - d) * next_values - values)
+    k = gamma * lam if k is None else k
+    adv = torch.zeros_like(rewards)
+    running = torch.zeros_like(last_values) if start is None else start
+    for t in reversed(range(rewards.shape[-1])):
+        running = deltas[..., t] + k * (1 - d[..., t]) * running
+        adv[..., t] = running
+    return adv, adv + values
+
+
+def gae_gamma_ignored(rewards, values, dones, last_values, gamma, lam):
+    return _gae_general(rewards, values, dones, last_values, gamma, lam, delta_gamma=1.0, k=lam)
+
+
+def gae_gamma_missing_in_delta(rewards, values, dones, last_values, gamma, lam):
+    return _gae_general(rewards, values, dones, last_values, gamma, lam, delta_gamma=1.0)
+
+
+def gae_lam_ignored(rewards, values, dones, last_values, gamma, lam):
+    return _gae_general(rewards, values, dones, last_values, gamma, lam, k=gamma)
+
+
+def gae_no_factor(rewards, values, dones, last_values, gamma, lam):
+    return _gae_general(rewards, values, dones, last_values, gamma, lam, k=1.0)
+
+
+def gae_roll_next_values(rewards, values, dones, last_values, gamma, lam):
+    # values.roll(-1): the last step's "next value" is V(s_0), not last_values.
+    return _gae_general(rewards, values, dones, last_values, gamma, lam, next_values=values.roll(-1, dims=-1))
+
+
+def gae_previous_done(rewards, values, dones, last_values, gamma, lam):
+    d = dones.to(rewards.dtype)
+    d_prev = torch.cat([torch.zeros_like(d[..., :1]), d[..., :-1]], dim=-1)
+    return _gae_general(rewards, values, dones, last_values, gamma, lam, d=d_prev)
+
+
+def gae_sign_flipped(rewards, values, dones, last_values, gamma, lam):
+    return _gae_general(rewards, values, dones, last_values, gamma, lam, sign=-1.0)
+
+
+def gae_starts_from_last_values(rewards, values, dones, last_values, gamma, lam):
+    return _gae_general(rewards, values, dones, last_values, gamma, lam, start=last_values.clone())
+
+
+def gae_current_value(rewards, values, dones, last_values, gamma, lam):
+    return _gae_general(rewards, values, dones, last_values, gamma, lam, next_values=values)
+
+
+def gae_returns_minus_values(rewards, values, dones, last_values, gamma, lam):
+    adv, _ = _gae_general(rewards, values, dones, last_values, gamma, lam)
+    return adv, adv - values
+
+
+def gae_bootstraps_last_terminal(rewards, values, dones, last_values, gamma, lam):
+    # Masks values[t+1] inside the episode, but adds gamma * last_values at the end whatever dones[-1] says.
+    d = dones.to(rewards.dtype)
+    next_values = torch.cat([values[..., 1:] * (1 - d[..., :-1]), last_values.unsqueeze(-1)], dim=-1)
+    deltas = rewards + gamma * next_values - values
+    adv = torch.zeros_like(rewards)
+    running = torch.zeros_like(last_values)
+    for t in reversed(range(rewards.shape[-1])):
+        running = deltas[..., t] + gamma * lam * (1 - d[..., t]) * running
+        adv[..., t] = running
+    return adv, adv + values
+
+
+def gae_appended_not_reversed(rewards, values, dones, last_values, gamma, lam):
+    d = dones.to(rewards.dtype)
+    next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
+    deltas = rewards + gamma * (1 - d) * next_values - values
+    out, running = [], torch.zeros_like(last_values)
+    for t in reversed(range(rewards.shape[-1])):
+        running = deltas[..., t] + gamma * lam * (1 - d[..., t]) * running
+        out.append(running)
+    adv = torch.stack(out, dim=-1)  # forgot out.reverse()
+    return adv, adv + values
+
+
+def gae_forward_same_done(rewards, values, dones, last_values, gamma, lam):
+    d = dones.to(rewards.dtype)
+    next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
+    deltas = rewards + gamma * (1 - d) * next_values - values
+    adv = torch.zeros_like(rewards)
+    running = torch.zeros_like(last_values)
+    for t in range(rewards.shape[-1]):
+        running = deltas[..., t] + gamma * lam * (1 - d[..., t]) * running
+        adv[..., t] = running
+    return adv, adv + values
+
+
 # ---------------------------------------------------------------------------
 # td_residuals mutants
 # ---------------------------------------------------------------------------
@@ -156,6 +266,80 @@ def td_no_bootstrap(rewards, values, dones, last_values, gamma):
     return rewards + gamma * (1 - dones.to(rewards.dtype)) * next_values - values
 
 
+def td_roll(rewards, values, dones, last_values, gamma):
+    return rewards + gamma * (1 - dones.to(rewards.dtype)) * values.roll(-1, dims=-1) - values
+
+
+def td_roll_no_dones(rewards, values, dones, last_values, gamma):
+    return rewards + gamma * torch.roll(values, -1, -1) - values
+
+
+def td_previous_done(rewards, values, dones, last_values, gamma):
+    d = dones.to(rewards.dtype)
+    d_prev = torch.cat([torch.zeros_like(d[..., :1]), d[..., :-1]], dim=-1)
+    next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
+    return rewards + gamma * (1 - d_prev) * next_values - values
+
+
+def td_no_gamma(rewards, values, dones, last_values, gamma):
+    next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
+    return rewards + (1 - dones.to(rewards.dtype)) * next_values - values
+
+
+def td_sign_flipped(rewards, values, dones, last_values, gamma):
+    next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
+    return values - rewards - gamma * (1 - dones.to(rewards.dtype)) * next_values
+
+
+def td_reward_masked(rewards, values, dones, last_values, gamma):
+    nonterminal = 1 - dones.to(rewards.dtype)
+    next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
+    return nonterminal * (rewards + gamma * next_values) - values
+
+
+def td_bootstraps_last_terminal(rewards, values, dones, last_values, gamma):
+    d = dones.to(rewards.dtype)
+    next_values = torch.cat([values[..., 1:] * (1 - d[..., :-1]), last_values.unsqueeze(-1)], dim=-1)
+    return rewards + gamma * next_values - values
+
+
+def gae_is_td_residuals(rewards, values, dones, last_values, gamma, lam):
+    d = dones.to(rewards.dtype)
+    next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
+    adv = rewards + gamma * (1 - d) * next_values - values
+    return adv, adv + values
+
+
+def gae_monte_carlo(rewards, values, dones, last_values, gamma, lam):
+    d = dones.to(rewards.dtype)
+    ret = torch.zeros_like(rewards)
+    running = last_values
+    for t in reversed(range(rewards.shape[-1])):
+        running = rewards[..., t] + gamma * (1 - d[..., t]) * running
+        ret[..., t] = running
+    return ret - values, ret
+
+
+def gae_next_done_in_delta_only(rewards, values, dones, last_values, gamma, lam):
+    d = dones.to(rewards.dtype)
+    d_next = torch.cat([d[..., 1:], torch.zeros_like(d[..., :1])], dim=-1)
+    next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
+    deltas = rewards + gamma * (1 - d_next) * next_values - values
+    adv, running = torch.zeros_like(rewards), torch.zeros_like(last_values)
+    for t in reversed(range(rewards.shape[-1])):
+        running = deltas[..., t] + gamma * lam * (1 - d[..., t]) * running
+        adv[..., t] = running
+    return adv, adv + values
+
+
+def gae_roll_wrong_way(rewards, values, dones, last_values, gamma, lam):
+    return _gae_general(rewards, values, dones, last_values, gamma, lam, next_values=values.roll(1, dims=-1))
+
+
+def td_roll_wrong_way(rewards, values, dones, last_values, gamma):
+    return rewards + gamma * (1 - dones.to(rewards.dtype)) * values.roll(1, dims=-1) - values
+
+
 MUTANTS = [
     ("compute_gae", gae_lam_not_gamma_lam, "lam alone"),
     ("compute_gae", gae_gamma_twice, "gamma is applied twice"),
@@ -168,14 +352,40 @@ MUTANTS = [
     ("compute_gae", gae_normalized, "normalised"),
     ("compute_gae", gae_in_place, "in place"),
     ("compute_gae", gae_no_return, "return"),
-    ("compute_gae", gae_only_advantages, None),
-    ("compute_gae", gae_returns_are_advantages, None),
-    ("compute_gae", gae_dones_only_in_delta, None),
-    ("td_residuals", td_ignores_dones, "bootstrap through terminal steps"),
+    ("compute_gae", gae_only_advantages, "tuple of 2"),
+    ("compute_gae", gae_returns_are_advantages, "returns = advantages"),
+    ("compute_gae", gae_dones_only_in_delta, "applied in delta_t only"),
+    ("compute_gae", gae_dones_only_in_recursion, "applied in the recursion only"),
+    ("compute_gae", gae_gamma_ignored, "gamma is ignored"),
+    ("compute_gae", gae_gamma_missing_in_delta, "gamma is missing from delta_t"),
+    ("compute_gae", gae_lam_ignored, "lam is ignored"),
+    ("compute_gae", gae_no_factor, "without its factor"),
+    ("compute_gae", gae_roll_next_values, "roll(-1)"),
+    ("compute_gae", gae_previous_done, "dones[..., t-1]"),
+    ("compute_gae", gae_sign_flipped, "sign of delta is flipped"),
+    ("compute_gae", gae_starts_from_last_values, "starts from A_T = last_values"),
+    ("compute_gae", gae_current_value, "not values[..., t]"),
+    ("compute_gae", gae_returns_minus_values, "advantages - values"),
+    ("compute_gae", gae_bootstraps_last_terminal, "even where it terminated"),
+    ("compute_gae", gae_appended_not_reversed, "reverse time order"),
+    ("compute_gae", gae_forward_same_done, "forwards"),
+    ("compute_gae", gae_is_td_residuals, "lam = 0"),
+    ("compute_gae", gae_monte_carlo, "lam = 1"),
+    ("compute_gae", gae_next_done_in_delta_only, "off by one in delta_t"),
+    ("compute_gae", gae_roll_wrong_way, "roll(1)"),
+    ("td_residuals", td_ignores_dones, "terminal step is not cut"),
     ("td_residuals", td_next_done, "off by one"),
     ("td_residuals", td_current_value, "values[..., t+1]"),
     ("td_residuals", td_no_baseline, "subtract V(s_t)"),
-    ("td_residuals", td_no_bootstrap, "last_values"),
+    ("td_residuals", td_no_bootstrap, "last_values is ignored"),
+    ("td_residuals", td_roll, "roll(-1)"),
+    ("td_residuals", td_roll_wrong_way, "roll(1)"),
+    ("td_residuals", td_roll_no_dones, "roll(-1)"),
+    ("td_residuals", td_previous_done, "dones[..., t-1]"),
+    ("td_residuals", td_no_gamma, "gamma is missing"),
+    ("td_residuals", td_sign_flipped, "sign is flipped"),
+    ("td_residuals", td_reward_masked, "removes the reward too"),
+    ("td_residuals", td_bootstraps_last_terminal, "even where it terminated"),
 ]
 
 

@@ -53,6 +53,15 @@ def advantages_eps_ignored(rewards, normalize_std=True, eps=1e-6):
     return _advantages(rewards, normalize_std, 1e-6)
 
 
+def advantages_whole_batch(rewards, normalize_std=True, eps=1e-6):
+    centred = rewards - rewards.mean()
+    return centred / (rewards.std() + eps) if normalize_std else centred
+
+
+def advantages_normalize_std_ignored(rewards, normalize_std=True, eps=1e-6):
+    return rewards - rewards.mean(dim=-1, keepdim=True)
+
+
 # ---------------------------------------------------------------------------
 # group_advantages: correct variants
 # ---------------------------------------------------------------------------
@@ -114,6 +123,43 @@ def kl_k1_ratio_not_log_ratio(logp, logp_ref, kind):
 
 def kl_detached(logp, logp_ref, kind):
     return _kl(logp.detach(), logp_ref, kind)
+
+
+def kl_k1_returns_k3(logp, logp_ref, kind):
+    return _kl(logp, logp_ref, kind, k1=lambda p, q: torch.exp(q - p) - (q - p) - 1)
+
+
+def kl_k3_returns_k1(logp, logp_ref, kind):
+    return _kl(logp, logp_ref, kind, k3=lambda p, q: p - q)
+
+
+def kl_k2_k3_swapped(logp, logp_ref, kind):
+    return _kl(logp, logp_ref, kind, k2=lambda p, q: torch.exp(q - p) - (q - p) - 1,
+               k3=lambda p, q: 0.5 * (p - q) ** 2)
+
+
+def kl_k1_k2_swapped(logp, logp_ref, kind):
+    return _kl(logp, logp_ref, kind, k1=lambda p, q: 0.5 * (p - q) ** 2, k2=lambda p, q: p - q)
+
+
+def kl_every_sign_flipped(logp, logp_ref, kind):
+    return -_kl(logp, logp_ref, kind)
+
+
+def kl_k1_absolute(logp, logp_ref, kind):
+    return _kl(logp, logp_ref, kind, k1=lambda p, q: torch.abs(p - q))
+
+
+def kl_k3_other_direction(logp, logp_ref, kind):
+    # r log r - (r - 1), with r = pi_ref / pi_theta: an estimate of KL(pi_ref || pi_theta).
+    def k3(p, q):
+        r = torch.exp(q - p)
+        return r * torch.log(r) - (r - 1)
+    return _kl(logp, logp_ref, kind, k3=k3)
+
+
+def kl_k3_plus_one(logp, logp_ref, kind):
+    return _kl(logp, logp_ref, kind, k3=lambda p, q: torch.exp(q - p) - (q - p) + 1)
 
 
 # ---------------------------------------------------------------------------
@@ -215,16 +261,40 @@ def aggregate_loop(per_token, mask, mode, max_len=None):
 
 def _grpo(logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
           normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, clip_eps_high=None, *, kl=None,
-          adv=None, surrogate=None, agg=None):
+          adv=None, surrogate=None, agg=None, info=None, kl_coef_used=None, kl_kind_used=None):
     rewards_c = rewards.detach()
     a = adv(rewards, normalize_std) if adv else advantages_trl_style(rewards_c, normalize_std)
     a = a[..., None].expand_as(logp)  # (B, G, T)
     per_token = surrogate(logp, logp_old, a, clip_eps) if surrogate else clipped_surrogate(
         logp, logp_old, a, clip_eps, clip_eps_high)
     if logp_ref is not None:
-        per_token = per_token + kl_coef * (kl(logp, logp_ref, kl_kind) if kl else _kl(logp, logp_ref.detach(), kl_kind))
+        kind = kl_kind if kl_kind_used is None else kl_kind_used
+        coef = kl_coef if kl_coef_used is None else kl_coef_used
+        per_token = per_token + coef * (kl(logp, logp_ref, kind) if kl else _kl(logp, logp_ref.detach(), kind))
     loss = agg(per_token, mask) if agg else _aggregate(per_token, mask, loss_agg, max_len)
-    return loss, {}
+    return loss, _grpo_info(logp, logp_old, logp_ref, rewards, mask, clip_eps, kl_kind, normalize_std, clip_eps_high,
+                            **(info or {}))
+
+
+def _grpo_info(logp, logp_old, logp_ref, rewards, mask, clip_eps, kl_kind, normalize_std, clip_eps_high=None, *,
+               binding=False, kl_over_all=False, adv_mean=False):
+    with torch.no_grad():
+        valid = mask.bool()
+        high = clip_eps if clip_eps_high is None else clip_eps_high
+        ratio = torch.exp(logp - logp_old)
+        a = advantages_trl_style(rewards, normalize_std)
+        a_tok = a[..., None].expand_as(logp)
+        if binding:
+            out = ((ratio > 1 + high) & (a_tok > 0)) | ((ratio < 1 - clip_eps) & (a_tok < 0))
+        else:
+            out = (ratio > 1 + high) | (ratio < 1 - clip_eps)
+        if logp_ref is None:
+            kl = 0.0
+        else:
+            k = _kl(logp, logp_ref, kl_kind)
+            kl = (k.mean() if kl_over_all else k[valid].mean()).item()
+        return {"clip_fraction": out[valid].double().mean().item(), "kl": kl,
+                "adv_abs_mean": (a.mean() if adv_mean else a.abs().mean()).item()}
 
 
 def grpo_kl_reversed(logp, logp_old, logp_ref, rewards, mask, **kw):
@@ -279,6 +349,60 @@ def grpo_ignores_clip_eps_high(logp, logp_old, logp_ref, rewards, mask, clip_eps
     return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw)
 
 
+def grpo_clipped_term_only(logp, logp_old, logp_ref, rewards, mask, **kw):
+    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw,
+                 surrogate=lambda p, p_old, a, eps: -torch.exp(p - p_old.detach()).clamp(1 - eps, 1 + eps) * a)
+
+
+def grpo_kl_coef_ignored(logp, logp_old, logp_ref, rewards, mask, **kw):
+    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw, kl_coef_used=0.04)
+
+
+def grpo_kl_kind_ignored(logp, logp_old, logp_ref, rewards, mask, **kw):
+    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw, kl_kind_used="k3")
+
+
+def grpo_normalize_std_ignored(logp, logp_old, logp_ref, rewards, mask, normalize_std=True, **kw):
+    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw, normalize_std=True)
+
+
+def grpo_clip_fraction_binding(logp, logp_old, logp_ref, rewards, mask, **kw):
+    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw, info={"binding": True})
+
+
+def grpo_kl_info_over_padding(logp, logp_old, logp_ref, rewards, mask, **kw):
+    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw, info={"kl_over_all": True})
+
+
+def grpo_adv_info_signed(logp, logp_old, logp_ref, rewards, mask, **kw):
+    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw, info={"adv_mean": True})
+
+
+def grpo_info_missing_kl(logp, logp_old, logp_ref, rewards, mask, **kw):
+    loss, info = _grpo(logp, logp_old, logp_ref, rewards, mask, **kw)
+    del info["kl"]
+    return loss, info
+
+
+def grpo_kl_from_old_policy(logp, logp_old, logp_ref, rewards, mask, **kw):
+    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw,
+                 kl=lambda p, q, kind: _kl(logp_old.detach(), q.detach(), kind))
+
+
+def grpo_ratio_against_reference(logp, logp_old, logp_ref, rewards, mask, **kw):
+    if logp_ref is None:
+        return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw)
+    loss, _ = _grpo(logp, logp_ref, logp_ref, rewards, mask, **kw)
+    return loss, _grpo(logp.detach(), logp_old, logp_ref, rewards, mask, **kw)[1]
+
+
+def grpo_adv_info_per_token(logp, logp_old, logp_ref, rewards, mask, normalize_std=True, **kw):
+    loss, info = _grpo(logp, logp_old, logp_ref, rewards, mask, normalize_std=normalize_std, **kw)
+    a = advantages_trl_style(rewards, normalize_std)[..., None].expand_as(logp)
+    info["adv_abs_mean"] = a.abs()[mask.bool()].mean().item()
+    return loss, info
+
+
 # ---------------------------------------------------------------------------
 # grpo_loss: correct variants
 # ---------------------------------------------------------------------------
@@ -296,7 +420,9 @@ def grpo_trl_layout(logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_co
     per_token = -torch.min(coef_1 * adv, coef_2 * adv)  # (B * G, T)
     if logp_ref is not None:
         per_token = per_token + kl_coef * _kl(logp, logp_ref.reshape(B * G, T).detach(), kl_kind)
-    return aggregate_loop(per_token, mask, loss_agg, max_len), {"clip_fraction": 0.0}
+    info = _grpo_info(logp.detach().reshape(B, G, T), logp_old.reshape(B, G, T), logp_ref, rewards.detach(),
+                      mask.reshape(B, G, T), clip_eps, kl_kind, normalize_std, clip_eps_high)
+    return aggregate_loop(per_token, mask, loss_agg, max_len), info
 
 
 MUTANTS = [
@@ -307,6 +433,8 @@ MUTANTS = [
     ("group_advantages", advantages_always_normalised, "normalize_std=False"),
     ("group_advantages", advantages_nan_for_group_of_one, "group of one"),
     ("group_advantages", advantages_eps_ignored, "eps argument is ignored"),
+    ("group_advantages", advantages_whole_batch, "whole batch"),
+    ("group_advantages", advantages_normalize_std_ignored, "normalize_std is ignored"),
     ("kl_estimate", kl_k1_reversed, "reversed"),
     ("kl_estimate", kl_k3_ratio_inverted, "inverted"),
     ("kl_estimate", kl_k3_without_minus_one, "-1"),
@@ -314,6 +442,14 @@ MUTANTS = [
     ("kl_estimate", kl_k3_sign_of_log_term, "wrong sign"),
     ("kl_estimate", kl_k1_ratio_not_log_ratio, "not the ratio"),
     ("kl_estimate", kl_detached, "no gradient"),
+    ("kl_estimate", kl_k1_returns_k3, "kind='k1' returns the k3 estimate"),
+    ("kl_estimate", kl_k3_returns_k1, "kind='k3' returns the k1 estimate"),
+    ("kl_estimate", kl_k2_k3_swapped, "k2 and k3 are swapped"),
+    ("kl_estimate", kl_k1_k2_swapped, "k1 and k2 are swapped"),
+    ("kl_estimate", kl_every_sign_flipped, "sign is flipped"),
+    ("kl_estimate", kl_k1_absolute, "absolute value"),
+    ("kl_estimate", kl_k3_other_direction, "KL(pi_ref || pi_theta)"),
+    ("kl_estimate", kl_k3_plus_one, "constant has the wrong sign"),
     ("aggregate_loss", aggregate_token_mean_for_seq_mean, "token mean (DAPO)"),
     ("aggregate_loss", aggregate_seq_mean_for_token_mean, "all valid tokens"),
     ("aggregate_loss", aggregate_dr_grpo_by_valid_tokens, "constant max_len"),
@@ -330,8 +466,19 @@ MUTANTS = [
     ("grpo_loss", grpo_batch_normalised, "whole batch"),
     ("grpo_loss", grpo_always_token_mean, "loss_agg is ignored"),
     ("grpo_loss", grpo_ignores_clip_eps_high, "clip_eps_high is ignored"),
-    ("grpo_loss", grpo_unclipped, None),
-    ("grpo_loss", grpo_no_kl, None),
+    ("grpo_loss", grpo_unclipped, "there is no clip"),
+    ("grpo_loss", grpo_no_kl, "KL penalty is missing"),
+    ("grpo_loss", grpo_clipped_term_only, "only the clipped term"),
+    ("grpo_loss", grpo_kl_coef_ignored, "kl_coef is ignored"),
+    ("grpo_loss", grpo_kl_kind_ignored, "kl_kind is ignored"),
+    ("grpo_loss", grpo_normalize_std_ignored, "normalize_std is ignored"),
+    ("grpo_loss", grpo_clip_fraction_binding, "clip_fraction counts only where the clip binds"),
+    ("grpo_loss", grpo_kl_info_over_padding, "kl averages padding"),
+    ("grpo_loss", grpo_adv_info_signed, "adv_abs_mean is the mean advantage"),
+    ("grpo_loss", grpo_info_missing_kl, "no 'kl'"),
+    ("grpo_loss", grpo_kl_from_old_policy, "computed from logp_old"),
+    ("grpo_loss", grpo_ratio_against_reference, "denominator is the reference policy"),
+    ("grpo_loss", grpo_adv_info_per_token, "averaged over tokens"),
 ]
 
 VARIANTS = [

@@ -146,12 +146,19 @@ def mc_loop_one_at_a_time(logits, reward_per_action, n_samples, generator):
     return total / n_samples
 
 
+def mc_onehot_without_minus_pi(logits, reward_per_action, n_samples, generator):
+    # The score written as onehot(a), forgetting the -pi of the log-softmax's gradient.
+    pi, a = _sample(logits, n_samples, generator)
+    return (reward_per_action[a, None] * _onehot(a, len(pi), pi.dtype)).mean(0)
+
+
 MUTANTS = [
     ("mc_policy_gradient", mc_without_log, "grad log pi(a)"),
     ("mc_policy_gradient", mc_loss_gradient, "sign is flipped"),
     ("mc_policy_gradient", mc_divided_twice, "twice"),
     ("mc_policy_gradient", mc_summed, "summed"),
     ("mc_policy_gradient", mc_no_onehot, "one-hot is missing"),
+    ("mc_policy_gradient", mc_onehot_without_minus_pi, "without its -pi term"),
     ("mc_policy_gradient", mc_greedy_action_score, "most likely action"),
     ("mc_policy_gradient", mc_whole_reward_vector, "its own action"),
     ("mc_policy_gradient", mc_exact_instead, "exact gradient"),

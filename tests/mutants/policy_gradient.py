@@ -40,6 +40,19 @@ def gather_from_next_position(logits, tokens):
     return shifted.gather(-1, tokens[..., None]).squeeze(-1)
 
 
+def gather_tokens_rolled(logits, tokens):
+    # The next token's id gathered at every position (tokens shifted by one, wrapping).
+    return torch.log_softmax(logits, dim=-1).gather(-1, torch.roll(tokens, -1, dims=-1).unsqueeze(-1)).squeeze(-1)
+
+
+def gather_negative_log_probs(logits, tokens):
+    return torch.nn.functional.cross_entropy(logits.flatten(0, -2), tokens.flatten(), reduction="none").view(tokens.shape)
+
+
+def gather_log_softmax_eps(logits, tokens):
+    return torch.log(torch.softmax(logits, dim=-1) + 1e-8).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+
+
 def gather_detached(logits, tokens):
     logp_all = torch.log_softmax(logits.detach(), dim=-1)
     return logp_all.gather(-1, tokens[..., None]).squeeze(-1)
@@ -116,6 +129,24 @@ def reinforce_first_token_only(logp, deltas, mask=None):
     return (-(deltas.detach() * logp[..., 0])).mean()
 
 
+def reinforce_sequence_sum(logp, deltas, mask=None):
+    m = torch.ones_like(logp) if mask is None else mask.to(logp.dtype)
+    seq_logp = (logp * m).sum(dim=-1)  # log pi of each whole response
+    return -(deltas.detach() * seq_logp).mean()
+
+
+def reinforce_probabilities(logp, deltas, mask=None):
+    return _mean_over_valid(-(deltas.detach()[..., None] * torch.exp(logp)), mask)
+
+
+def reinforce_inverted_mask(logp, deltas, mask=None):
+    return _mean_over_valid(-(deltas.detach()[..., None] * logp), None if mask is None else ~mask.bool())
+
+
+def reinforce_mean_delta(logp, deltas, mask=None):
+    return _mean_over_valid(-(deltas.detach().mean() * logp), mask)
+
+
 # ---------------------------------------------------------------------------
 # reinforce_loss: correct variants
 # ---------------------------------------------------------------------------
@@ -153,6 +184,9 @@ MUTANTS = [
     ("gather_log_probs", gather_shifted_like_lm_training, "shifted"),
     ("gather_log_probs", gather_from_next_position, "next position"),
     ("gather_log_probs", gather_detached, "no gradient"),
+    ("gather_log_probs", gather_tokens_rolled, "tokens are shifted by one position"),
+    ("gather_log_probs", gather_negative_log_probs, "negative log-probabilities"),
+    ("gather_log_probs", gather_log_softmax_eps, "softmax(...) + eps"),
     ("reinforce_loss", reinforce_deltas_attached, "deltas.detach()"),
     ("reinforce_loss", reinforce_no_minus, "sign is flipped"),
     ("reinforce_loss", reinforce_sum, "summed"),
@@ -161,7 +195,11 @@ MUTANTS = [
     ("reinforce_loss", reinforce_sequence_mean, "each response first"),
     ("reinforce_loss", reinforce_nan_when_empty, "clamp(min=1)"),
     ("reinforce_loss", reinforce_broadcast_wrong_axis, "deltas[..., None]"),
-    ("reinforce_loss", reinforce_first_token_only, None),
+    ("reinforce_loss", reinforce_first_token_only, "only the first token"),
+    ("reinforce_loss", reinforce_sequence_sum, "summed each response's log-probs"),
+    ("reinforce_loss", reinforce_probabilities, "probabilities exp(logp)"),
+    ("reinforce_loss", reinforce_inverted_mask, "mask is inverted"),
+    ("reinforce_loss", reinforce_mean_delta, "mean of deltas"),
 ]
 
 VARIANTS = [

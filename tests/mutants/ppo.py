@@ -77,22 +77,73 @@ def surrogate_reduced(logp, logp_old, adv, clip_eps, clip_eps_high=None):
     return ppo.clipped_surrogate(logp, logp_old, adv, clip_eps, clip_eps_high).mean()
 
 
+def surrogate_clipped_term_only(logp, logp_old, adv, clip_eps, clip_eps_high=None):
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    ratio = torch.exp(logp - logp_old.detach())
+    return -torch.clamp(ratio, 1 - clip_eps, 1 + high) * adv.detach()
+
+
+def surrogate_upper_side_only(logp, logp_old, adv, clip_eps, clip_eps_high=None):
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    ratio = torch.exp(logp - logp_old.detach())
+    return -torch.min(ratio * adv.detach(), ratio.clamp(max=1 + high) * adv.detach())
+
+
+def surrogate_lower_side_only(logp, logp_old, adv, clip_eps, clip_eps_high=None):
+    ratio = torch.exp(logp - logp_old.detach())
+    return -torch.min(ratio * adv.detach(), ratio.clamp(min=1 - clip_eps) * adv.detach())
+
+
+def surrogate_min_of_ratios(logp, logp_old, adv, clip_eps, clip_eps_high=None):
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    ratio = torch.exp(logp - logp_old.detach())
+    return -torch.min(ratio, torch.clamp(ratio, 1 - clip_eps, 1 + high)) * adv.detach()
+
+
+def surrogate_log_ratio_as_ratio(logp, logp_old, adv, clip_eps, clip_eps_high=None):
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    ratio = logp - logp_old.detach()
+    return -torch.min(ratio * adv.detach(), torch.clamp(ratio, 1 - clip_eps, 1 + high) * adv.detach())
+
+
+def surrogate_fixed_eps(logp, logp_old, adv, clip_eps, clip_eps_high=None):
+    ratio = torch.exp(logp - logp_old.detach())
+    return -torch.min(ratio * adv.detach(), torch.clamp(ratio, 0.8, 1.2) * adv.detach())
+
+
+def surrogate_adv_clipped_symmetric(logp, logp_old, adv, clip_eps, clip_eps_high=None):
+    ratio = torch.exp(logp - logp_old.detach())
+    adv = adv.detach()
+    return -torch.min(ratio * adv, ratio * adv.clamp(-clip_eps, clip_eps))
+
+
 # ---------------------------------------------------------------------------
 # clipped_surrogate_loss mutants
 # ---------------------------------------------------------------------------
 
 
-def _loss_with(per_element, logp, logp_old, adv, clip_eps, mask, *, use_mask=True, binding=False):
+def _diagnostics(logp, logp_old, adv, clip_eps, m, *, binding_fraction=False, active_is_outside=False,
+                 kl="k3"):
+    with torch.no_grad():
+        log_ratio = logp - logp_old
+        ratio = torch.exp(log_ratio)
+        outside = (ratio - 1).abs() > clip_eps
+        binding = ((ratio > 1 + clip_eps) & (adv > 0)) | ((ratio < 1 - clip_eps) & (adv < 0))
+        n = m.sum()
+        kl_terms = {"k3": (ratio - 1) - log_ratio, "k1": logp_old - logp}[kl]
+        return {
+            "clip_fraction": ((binding if binding_fraction else outside).to(logp.dtype) * m).sum().item() / n.item(),
+            "clip_active_fraction": ((outside if active_is_outside else binding).to(logp.dtype) * m).sum().item()
+            / n.item(),
+            "approx_kl": (kl_terms * m).sum().item() / n.item(),
+        }
+
+
+def _loss_with(per_element, logp, logp_old, adv, clip_eps, mask, *, use_mask=True, binding=False, **info):
     per = per_element(logp, logp_old, adv, clip_eps)
     m = torch.ones_like(logp) if (mask is None or not use_mask) else mask.to(logp.dtype)
     loss = (per * m).sum() / m.sum()
-    ratio = torch.exp(logp - logp_old).detach()
-    if binding:
-        clipped = ((ratio > 1 + clip_eps) & (adv > 0)) | ((ratio < 1 - clip_eps) & (adv < 0))
-    else:
-        clipped = (ratio - 1).abs() > clip_eps
-    frac = ((clipped.to(logp.dtype) * m).sum() / m.sum()).item()
-    return loss, {"clip_fraction": frac, "approx_kl": 0.0}
+    return loss, _diagnostics(logp, logp_old, adv, clip_eps, m, binding_fraction=binding, **info)
 
 
 def loss_quotient_ratio(logp, logp_old, adv, clip_eps, mask=None):
@@ -124,6 +175,38 @@ def loss_sum_not_mean(logp, logp_old, adv, clip_eps, mask=None):
 
 def loss_returns_tensor_only(logp, logp_old, adv, clip_eps, mask=None):
     return ppo.clipped_surrogate_loss(logp, logp_old, adv, clip_eps, mask)[0]
+
+
+def loss_clipped_term_only(logp, logp_old, adv, clip_eps, mask=None):
+    return _loss_with(surrogate_clipped_term_only, logp, logp_old, adv, clip_eps, mask)
+
+
+def loss_upper_side_only(logp, logp_old, adv, clip_eps, mask=None):
+    return _loss_with(surrogate_upper_side_only, logp, logp_old, adv, clip_eps, mask)
+
+
+def loss_clips_advantage(logp, logp_old, adv, clip_eps, mask=None):
+    return _loss_with(surrogate_clips_advantage, logp, logp_old, adv, clip_eps, mask)
+
+
+def loss_approx_kl_k1(logp, logp_old, adv, clip_eps, mask=None):
+    return _loss_with(ppo.clipped_surrogate, logp, logp_old, adv, clip_eps, mask, kl="k1")
+
+
+def loss_active_fraction_is_clip_fraction(logp, logp_old, adv, clip_eps, mask=None):
+    return _loss_with(ppo.clipped_surrogate, logp, logp_old, adv, clip_eps, mask, active_is_outside=True)
+
+
+def loss_without_approx_kl(logp, logp_old, adv, clip_eps, mask=None):
+    loss, info = _loss_with(ppo.clipped_surrogate, logp, logp_old, adv, clip_eps, mask)
+    del info["approx_kl"]
+    return loss, info
+
+
+def loss_padding_in_denominator(logp, logp_old, adv, clip_eps, mask=None):
+    per = ppo.clipped_surrogate(logp, logp_old, adv, clip_eps)
+    m = torch.ones_like(logp) if mask is None else mask.to(logp.dtype)
+    return (per * m).mean(), _diagnostics(logp, logp_old, adv, clip_eps, m)
 
 
 # ---------------------------------------------------------------------------
@@ -195,6 +278,44 @@ def ppo_loss_ignores_value_coef(policy_logprobs, old_policy_logprobs, values, re
     return policy_loss + 0.5 * v_loss - entropy_coef * entropy.mean()
 
 
+def _ppo_total(policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, clip_epsilon,
+               value_loss_coef, entropy_coef, *, entropy_term=None):
+    policy_loss = ppo.clipped_surrogate(policy_logprobs, old_policy_logprobs, advantages, clip_epsilon).mean()
+    v_loss = 0.5 * ((values - returns.detach()) ** 2).mean()
+    bonus = entropy.mean() if entropy_term is None else entropy_term(entropy)
+    return policy_loss + value_loss_coef * v_loss - entropy_coef * bonus
+
+
+def ppo_loss_entropy_detached(policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy,
+                              clip_epsilon=0.2, value_loss_coef=0.5, entropy_coef=0.01):
+    return _ppo_total(policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, clip_epsilon,
+                      value_loss_coef, entropy_coef, entropy_term=lambda h: h.detach().mean())
+
+
+def ppo_loss_no_entropy(policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy,
+                        clip_epsilon=0.2, value_loss_coef=0.5, entropy_coef=0.01):
+    return _ppo_total(policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, clip_epsilon,
+                      value_loss_coef, 0.0)
+
+
+def ppo_loss_fixed_clip(policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy,
+                        clip_epsilon=0.2, value_loss_coef=0.5, entropy_coef=0.01):
+    return _ppo_total(policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, 0.2,
+                      value_loss_coef, entropy_coef)
+
+
+class PPOLossClippedTermOnly(torch.nn.Module):
+    def __init__(self, clip_epsilon=0.2, value_loss_coef=0.5, entropy_coef=0.01):
+        super().__init__()
+        self.clip_epsilon, self.value_loss_coef, self.entropy_coef = clip_epsilon, value_loss_coef, entropy_coef
+
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy):
+        policy_loss = surrogate_clipped_term_only(policy_logprobs, old_policy_logprobs, advantages,
+                                                  self.clip_epsilon).mean()
+        v_loss = 0.5 * ((values - returns.detach()) ** 2).mean()
+        return policy_loss + self.value_loss_coef * v_loss - self.entropy_coef * entropy.mean()
+
+
 MUTANTS = [
     ("clipped_surrogate", surrogate_quotient_ratio, "logp / logp_old"),
     ("clipped_surrogate", surrogate_inverted_ratio, "inverted"),
@@ -207,21 +328,39 @@ MUTANTS = [
     ("clipped_surrogate", surrogate_adv_attached, "adv.detach()"),
     ("clipped_surrogate", surrogate_symmetric_only, "clip_eps_high"),
     ("clipped_surrogate", surrogate_reduced, "shape"),
+    ("clipped_surrogate", surrogate_clipped_term_only, "only the clipped term"),
+    ("clipped_surrogate", surrogate_upper_side_only, "only the upper side is clipped"),
+    ("clipped_surrogate", surrogate_lower_side_only, "only the lower side is clipped"),
+    ("clipped_surrogate", surrogate_min_of_ratios, "min of the two ratios"),
+    ("clipped_surrogate", surrogate_log_ratio_as_ratio, "log-ratio logp - logp_old"),
+    ("clipped_surrogate", surrogate_fixed_eps, "clip_eps is ignored"),
+    ("clipped_surrogate", surrogate_adv_clipped_symmetric, "clipped the advantage"),
     ("clipped_surrogate_loss", loss_quotient_ratio, "logp / logp_old"),
     ("clipped_surrogate_loss", loss_max, "max of the two"),
     ("clipped_surrogate_loss", loss_old_attached, "logp_old.detach()"),
     ("clipped_surrogate_loss", loss_ignores_mask, "mask is ignored"),
     ("clipped_surrogate_loss", loss_binding_clip_fraction, "clip binds"),
-    ("clipped_surrogate_loss", loss_sum_not_mean, None),
-    ("clipped_surrogate_loss", loss_returns_tensor_only, None),
+    ("clipped_surrogate_loss", loss_sum_not_mean, "summed"),
+    ("clipped_surrogate_loss", loss_clipped_term_only, "only the clipped term"),
+    ("clipped_surrogate_loss", loss_upper_side_only, "only the upper side is clipped"),
+    ("clipped_surrogate_loss", loss_clips_advantage, "clipped the advantage"),
+    ("clipped_surrogate_loss", loss_approx_kl_k1, "approx_kl is the mean of logp_old - logp"),
+    ("clipped_surrogate_loss", loss_active_fraction_is_clip_fraction, "clip_active_fraction counts every ratio"),
+    ("clipped_surrogate_loss", loss_without_approx_kl, "no 'approx_kl'"),
+    ("clipped_surrogate_loss", loss_padding_in_denominator, "mask.numel()"),
+    ("clipped_surrogate_loss", loss_returns_tensor_only, "tuple (loss, info)"),
     ("value_loss", value_loss_no_half, "0.5"),
     ("value_loss", value_loss_min, "min of the two errors"),
     ("value_loss", value_loss_returns_attached, "returns.detach()"),
     ("value_loss", value_loss_clips_values, "do not clip the values themselves"),
-    ("value_loss", value_loss_never_clips, None),
+    ("value_loss", value_loss_never_clips, "clip_eps is ignored"),
     ("ppo_loss", PPOLossEntropyAdded, "entropy term has the wrong sign"),
     ("ppo_loss", ppo_loss_old_attached, "logp_old.detach()"),
-    ("ppo_loss", ppo_loss_ignores_value_coef, None),
+    ("ppo_loss", ppo_loss_ignores_value_coef, "value_loss_coef is ignored"),
+    ("ppo_loss", ppo_loss_entropy_detached, "entropy is detached"),
+    ("ppo_loss", ppo_loss_no_entropy, "entropy bonus is missing"),
+    ("ppo_loss", ppo_loss_fixed_clip, "clip_epsilon is ignored"),
+    ("ppo_loss", PPOLossClippedTermOnly, "only the clipped term"),
 ]
 
 
@@ -250,9 +389,14 @@ def surrogate_where(logp, logp_old, adv, clip_eps, clip_eps_high=None):
 def loss_masked_mean(logp, logp_old, adv, clip_eps, mask=None):
     m = torch.ones_like(logp) if mask is None else mask.to(logp.dtype)
     per = surrogate_sb3_style(logp, logp_old, adv, clip_eps)
-    ratio = torch.exp(logp - logp_old).detach()
-    frac = (((ratio - 1).abs() > clip_eps).to(logp.dtype) * m).sum() / m.sum()
-    return (per * m).sum() / m.sum(), {"clip_fraction": float(frac), "approx_kl": 0.0}
+    with torch.no_grad():
+        log_ratio = logp - logp_old
+        ratio = log_ratio.exp()
+        frac = (((ratio - 1).abs() > clip_eps).to(logp.dtype) * m).sum() / m.sum()
+        binds = (torch.where(adv > 0, ratio > 1 + clip_eps, ratio < 1 - clip_eps) & (adv != 0)).to(logp.dtype)
+        approx_kl = (((ratio - 1) - log_ratio) * m).sum() / m.sum()
+    return (per * m).sum() / m.sum(), {"clip_fraction": float(frac), "clip_active_fraction": float((binds * m).sum()
+                                       / m.sum()), "approx_kl": float(approx_kl)}
 
 
 def loss_float32_inside(logp, logp_old, adv, clip_eps, mask=None):

@@ -1,0 +1,266 @@
+"""Running one case and explaining a difference: the engine under :func:`course_lib.checks.check_against_reference`.
+
+The student's function runs on fresh copies of a case's inputs (a crash, an input changed in
+place, a missing ``return`` become messages); its outputs and gradients are compared with the
+reference's; a difference is explained by the known mistakes the student's output matches,
+told apart by the other cases when several match one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from course_lib.checks.recording import NotRecorded
+
+# Bound once, at import: a solution that later replaces torch.allclose (or torch.equal,
+# torch.isnan) globally cannot make a wrong answer compare equal to the reference.
+_allclose, _equal, _isnan = torch.allclose, torch.equal, torch.isnan
+
+
+@dataclass
+class _Outcome:
+    values: dict[str, torch.Tensor] = field(default_factory=dict)
+    grads: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+def _label(kwargs: Mapping[str, Any], dtype: torch.dtype) -> str:
+    """What a case ran in, in words: the floating dtype when it has floating inputs, else what it has."""
+    tensors = [v for v in kwargs.values() if isinstance(v, torch.Tensor)]
+    if any(t.is_floating_point() for t in tensors):
+        return str(dtype).replace("torch.", "")
+    if tensors:
+        kinds = []
+        for t in tensors:
+            kind = str(t.dtype).replace("torch.", "")
+            if kind not in kinds:
+                kinds.append(kind)
+        return " and ".join(kinds)
+    return "Python numbers"
+
+
+# ---------------------------------------------------------------------------
+# Running one case
+# ---------------------------------------------------------------------------
+
+
+def _default_outputs(result: Any) -> Mapping[str, Any]:
+    if isinstance(result, tuple):
+        return {f"output[{i}]": r for i, r in enumerate(result)}
+    return {"output": result}
+
+
+def _cast(kwargs: Mapping[str, Any], dtype: torch.dtype) -> dict[str, Any]:
+    """Floating tensors to ``dtype``; every tensor a fresh copy."""
+    cast = {}
+    for key, value in kwargs.items():
+        if isinstance(value, torch.Tensor):
+            value = value.detach().clone()
+            if value.is_floating_point():
+                value = value.to(dtype)
+        cast[key] = value
+    return cast
+
+
+def _fresh(kwargs: Mapping[str, Any], grad: Sequence[str]) -> dict[str, Any]:
+    fresh = {}
+    for key, value in kwargs.items():
+        if isinstance(value, torch.Tensor):
+            value = value.detach().clone().requires_grad_(key in grad)
+        fresh[key] = value
+    return fresh
+
+
+def _run(fn, kwargs, grad, select, name) -> _Outcome:
+    args = _fresh(kwargs, grad)
+    result = fn(**args)
+    return _outcome(result, args, grad, select, name)
+
+
+def _crash_hint(error: Exception) -> str:
+    """A likely cause of a crash that says little by itself (a broadcast of two shapes that do not fit)."""
+    text = str(error)
+    if "must match the size of tensor" in text or "shapes cannot be multiplied" in text:
+        return (" (two shapes that do not broadcast: did a .mean(), .std() or .sum() drop an axis? keepdim=True "
+                "keeps it, or index with [..., None] to add one back)")
+    if "bitwise_not" in text or "bitwise_xor" in text:
+        return " (~ negates bool tensors only: for 0/1 numbers use 1 - x, after x.float() where x is bool)"
+    if "with a bool tensor is not supported" in text:
+        return " (a bool tensor such as dones or a mask: convert it first, for example dones.float())"
+    return ""
+
+
+def _outcome(result, args, grad, select, name) -> _Outcome:
+    if result is None:
+        raise AssertionError(f"{name} returned None: did you forget the `return` statement?")
+    try:
+        named = dict(select(result))
+    except (TypeError, KeyError, IndexError) as error:
+        raise AssertionError(
+            f"{name} returned {type(result).__name__}, not what the exercise asks for ({error})"
+        ) from None
+    outcome = _Outcome()
+    for key, value in named.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = torch.tensor(float(value), dtype=torch.float64)
+        if not isinstance(value, torch.Tensor):
+            raise AssertionError(f"{name}: {key} should be a tensor or a number, got {type(value).__name__}")
+        outcome.values[key] = value
+    if grad:
+        first = next(iter(outcome.values.values()))
+        if not first.requires_grad:
+            raise AssertionError(
+                f"{name}: the result carries no gradient with respect to {', '.join(grad)}; "
+                "did you call .detach(), .item(), .numpy() or torch.no_grad() on the way?"
+            )
+        # A fixed weighting turns a per-element output into a scalar without hiding entries.
+        g = torch.Generator().manual_seed(1234)
+        weights = torch.rand(first.shape, generator=g, dtype=torch.float64).to(first.dtype) + 0.5
+        (first * weights).sum().backward()
+        for key in grad:
+            got = args[key].grad
+            outcome.grads[key] = torch.zeros_like(args[key]) if got is None else got.detach()
+    outcome.values = {k: v.detach() for k, v in outcome.values.items()}
+    return outcome
+
+
+def _run_student(fn, kwargs, case, select, name) -> _Outcome:
+    args = _fresh(kwargs, case.grad)
+    originals = {k: v.detach().clone() for k, v in args.items() if isinstance(v, torch.Tensor)}
+    try:
+        result = fn(**args)
+    except NotImplementedError:
+        raise
+    except Exception as error:  # noqa: BLE001 - any crash becomes feedback
+        raise AssertionError(
+            f"{name} raised {type(error).__name__}: {error}{_crash_hint(error)}\n  on the case: {case.description}"
+        ) from error
+    for key, before in originals.items():
+        if not _equal(args[key].detach(), before):
+            raise AssertionError(
+                f"{name} changed its input `{key}` in place; work on a copy "
+                f"(for example `{key}.clone()`) so the caller's tensor is left alone."
+                f"\n  on the case: {case.description}"
+            )
+    return _outcome(result, args, case.grad, select, name)
+
+
+# ---------------------------------------------------------------------------
+# Comparing and explaining
+# ---------------------------------------------------------------------------
+
+
+def _differences(expected: _Outcome, got: _Outcome, rtol: float, atol: float):
+    """Yield ``(component, description)`` for each output or gradient that disagrees, values first."""
+    for kind, exp_map, got_map in (("", expected.values, got.values), ("gradient of ", expected.grads, got.grads)):
+        for key, exp in exp_map.items():
+            what = f"{kind}{key}"
+            if key not in got_map:
+                if kind == "" and set(got_map) == {"output"} and len(exp_map) > 1:
+                    yield what, (f"your function returned one value; it should return a tuple of {len(exp_map)} "
+                                 f"(`return {', '.join(f'x{i}' for i in range(len(exp_map)))}`)")
+                    return
+                yield what, f"{key} is missing from what your function returned"
+                continue
+            value = got_map[key]
+            if tuple(value.shape) != tuple(exp.shape):
+                yield what, f"{what} has shape {tuple(value.shape)}, expected {tuple(exp.shape)}"
+                continue
+            value64, exp64 = value.to(torch.float64), exp.to(torch.float64)
+            if _isnan(value64).any() and not _isnan(exp64).any():
+                yield what, f"{what} contains NaN where the reference has numbers"
+            elif not _allclose(value64, exp64, rtol=rtol, atol=atol, equal_nan=True):
+                diff = (value64 - exp64).abs().nan_to_num(math.inf)
+                worst = int(diff.flatten().argmax())
+                yield what, (
+                    f"{what} differs from the reference: expected {_show(exp64)}, got {_show(value64)} "
+                    f"(largest difference {diff.flatten()[worst].item():.3g} at flat index {worst})"
+                )
+
+
+def _compare(expected: _Outcome, got: _Outcome, rtol: float, atol: float) -> str | None:
+    """Return a description of the first difference, or None when they agree."""
+    return next((description for _, description in _differences(expected, got, rtol, atol)), None)
+
+
+def _component(outcome: _Outcome, what: str) -> _Outcome:
+    """The part of an outcome named like ``"loss"`` or ``"gradient of logp_old"``, alone."""
+    if what.startswith("gradient of "):
+        key = what[len("gradient of "):]
+        return _Outcome(grads={key: outcome.grads[key]} if key in outcome.grads else {})
+    return _Outcome(values={what: outcome.values[what]} if what in outcome.values else {})
+
+
+class _Others:
+    """The other cases of a failing check, to tell apart mistakes that agree on the failing one."""
+
+    def __init__(self, cases, dtypes, select, reference, student_on, rtol, atol):
+        self.cases, self.dtypes, self.select, self.reference = cases, dtypes, select, reference
+        self.student_on, self.rtol, self.atol = student_on, rtol, atol
+        self._seen: dict[int, _Outcome] = {}
+
+    def consistent(self, mistake) -> bool:
+        """Whether ``mistake`` gives what the student's function gave on every case it can run
+        (in the first dtype: the cases differ in their values, not in their precision)."""
+        dtype = self.dtypes[0]
+        for number, case in enumerate(self.cases):
+            kwargs = _cast(case.kwargs, dtype)
+            try:
+                if number not in self._seen:
+                    self._seen[number] = self.student_on(number, dtype)
+                got = self._seen[number]
+            except (AssertionError, NotRecorded):
+                continue  # the student's function fails there: that case tells nothing about this mistake
+            try:
+                wrong = _run(mistake.fn, kwargs, case.grad, self.select, name="mistake")
+            except Exception:  # noqa: BLE001 - a mistake that cannot run on this case tells nothing
+                continue
+            if _compare(wrong, got, self.rtol, self.atol) is not None:
+                return False
+        return True
+
+
+def _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol, expected=None, others=None):
+    """Raise the most helpful message: a known mistake the student's output matches, else the first difference."""
+    where = f"{case.description} ({_label(kwargs, dtype)})"
+    replays = []
+    for mistake in mistakes:
+        try:
+            replays.append((mistake, _run(mistake.fn, kwargs, case.grad, select, name="mistake")))
+        except Exception:  # noqa: BLE001 - a mistake that cannot run on this case tells nothing
+            continue
+    # 1. The student made exactly this mistake: every output and gradient matches it. When several
+    #    mistakes give these numbers, the other cases tell them apart; those that none tells apart are all named.
+    matching = [mistake for mistake, wrong in replays if _compare(wrong, got, rtol, atol) is None]
+    if len(matching) > 1 and others is not None:
+        matching = [m for m in matching if others.consistent(m)] or matching[:1]
+    if matching:
+        also = "".join(f"\n  or, giving the same numbers on every case: {m.message}" for m in matching[1:])
+        raise AssertionError(f"{name}: {matching[0].message}{also}\n  seen on the case: {where}")
+    # 2. Several mistakes at once (say a quotient ratio *and* logp_old left attached): name the one
+    #    that explains the first difference, where it reproduces exactly that output or gradient.
+    if expected is not None:
+        first = next(iter(_differences(expected, got, rtol, atol)), None)
+        if first is not None:
+            what, _ = first
+            for mistake, wrong in replays:
+                own = _component(wrong, what)
+                if _compare(own, _component(got, what), rtol, atol) is None and \
+                        _compare(own, _component(expected, what), rtol, atol) is not None:
+                    raise AssertionError(
+                        f"{name}: {mistake.message}\n  seen on the case: {where}, "
+                        f"in the {what}; fix it and run the check again: there may be more to fix"
+                    )
+    raise AssertionError(f"{name}: {problem}\n  on the case: {where}")
+
+
+def _show(t: torch.Tensor) -> str:
+    """A short, rounded rendering of a tensor for a message."""
+    if t.numel() == 1:
+        return f"{t.item():.4g}"
+    flat = [f"{x:.4g}" for x in t.flatten()[:8].tolist()]
+    more = ", ..." if t.numel() > 8 else ""
+    return f"[{', '.join(flat)}{more}] (shape {tuple(t.shape)})"
