@@ -19,7 +19,7 @@ import copy
 import torch
 from einops import rearrange, repeat
 
-from course_lib.checks import Case, Mistake, check_against_reference, recording, scalar_reply
+from course_lib.checks import Case, Mistake, check_against_reference, forget_pass, record_pass, recording, scalar_reply
 from course_lib.grpo import grpo_loss
 from course_lib.rewards import addition_exact_reward
 from course_lib.lectures.capstone import grpo_step
@@ -82,6 +82,7 @@ def _reward_mistakes():
 def check_addition_exact_reward(fn) -> bool:
     """Check a student's ``addition_exact_reward(completion, answer) -> float`` on a table of strings."""
     name = "addition_exact_reward"
+    forget_pass(name)  # until this run of the check passes (the demo cells ask)
     if not callable(fn):
         raise AssertionError(f"{name}: expected a function, got {type(fn).__name__}")
 
@@ -91,6 +92,7 @@ def check_addition_exact_reward(fn) -> bool:
     expected = [addition_exact_reward(c, a) for c, a, _ in _REWARD_CASES]
     if student == expected:
         recording.report(f"\u2714 {name}: correct on all {len(_REWARD_CASES)} completions.")
+        record_pass(name, fn)
         return True
     first = next(i for i, (s, e) in enumerate(zip(student, expected)) if s != e)
     c, a, description = _REWARD_CASES[first]
@@ -272,6 +274,7 @@ def check_grpo_step(fn) -> bool:
     """Check a student's ``grpo_step(policy, ref_model, optimizer, prompts, completions, rewards, logp_old,
     eos_id, clip_eps, kl_coef, max_grad_norm) -> float``: same loss and same parameters after the step."""
     name = "grpo_step"
+    forget_pass(name)  # until this run of the check passes (the demo cells ask)
     cases = [(0, 0.0, "no KL term"), (1, 0.1, "with the k3 KL to a reference")]
 
     def ask(seed, kl_coef, description):
@@ -302,4 +305,5 @@ def check_grpo_step(fn) -> bool:
                 "the loss is right but the parameters after the step differ (clipping? zero_grad? the optimizer?)")
         raise AssertionError(f"{name}: {what}\n  on the case: {description}")
     recording.report(f"\u2714 {name}: same loss and same parameter update as the reference, with and without KL.")
+    record_pass(name, fn)
     return True
