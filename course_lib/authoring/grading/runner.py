@@ -59,22 +59,22 @@ class Sandbox:
 
     uid: int | None = None  # run the kernel as this user (needs root), with gid
     gid: int | None = None
-    memory: int = 0  # RLIMIT_AS in bytes, 0 for none
+    memory: int = 0  # resident memory allowed, in bytes (0 for no limit), watched by the runner
     hide: list[str] = field(default_factory=list)  # folders an empty tmpfs covers in the kernel's mount namespace
     binds: list[tuple[str, str]] = field(default_factory=list)  # (file, over this file): read-only bind mounts
-    expose: list[tuple[str, str]] = field(default_factory=list)  # (private folder, what to keep of it): see below
+    expose: list[tuple[str, list[str]]] = field(default_factory=list)  # (private folder, what to keep of it)
+    namespaces: bool = False  # mount and process namespaces of its own (``unshare``)
     max_output: int = MAX_OUTPUT
 
     def for_plugin(self, scratch: Path) -> str:
-        return json.dumps({"uid": self.uid, "gid": self.gid, "memory": self.memory, "hide": self.hide,
-                           "binds": self.binds, "expose": self.expose, "max_output": self.max_output, "cwd": str(scratch)})
+        return json.dumps({**self.__dict__, "cwd": str(scratch)})
 
 
 @dataclass
 class CellOutcome:
     """What one code cell did: ``passed``, ``error``, ``timeout``, ``skipped``, ``died`` (the kernel or pytest
-    died while it ran), ``dead`` (the kernel was gone before it started), ``not run`` (never reached) or
-    ``setup-error`` (no kernel at all)."""
+    died while it ran), ``memory`` (stopped over the memory limit), ``dead`` (the kernel was gone before it
+    started), ``not run`` (never reached) or ``setup-error`` (no kernel at all)."""
 
     outcome: str
     ename: str = ""
@@ -186,6 +186,41 @@ def run_nbval(notebook: Path, timeout: float, threads: int = 1, sanitize: Path |
     return run
 
 
+class Memory:
+    """The resident memory of a kernel and every process it started, watched against a limit.
+
+    Resident, not virtual: torch reserves far more address space than it uses, so ``RLIMIT_AS``
+    (kept only as a backstop, well above the limit) would fail honest solutions. The processes
+    are listed again each second; their resident sizes are read every time (``/proc/PID/statm``).
+    """
+
+    def __init__(self, limit: int):
+        self.limit, self.pids, self.listed, self.peak = limit, [], 0.0, 0
+
+    def over(self, kernel_pid: int | None) -> bool:
+        if not self.limit or not kernel_pid:
+            return False
+        if time.monotonic() - self.listed > 1.0:
+            try:
+                root = psutil.Process(kernel_pid)
+                self.pids = [root.pid] + [child.pid for child in root.children(recursive=True)]
+            except psutil.Error:
+                self.pids = []
+            self.listed = time.monotonic()
+        total = 0
+        for pid in self.pids:
+            try:
+                with open(f"/proc/{pid}/statm", "rb") as f:
+                    total += int(f.read().split()[1]) * PAGE
+            except (OSError, ValueError, IndexError):
+                pass
+        self.peak = max(self.peak, total)
+        return total > self.limit
+
+
+PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
 def _alive(pid: int | None) -> bool:
     try:
         return pid is not None and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
@@ -207,11 +242,11 @@ def _run_once(notebook: Path, timeout: float, threads: int, sanitize: Path | Non
         command.append(f"--nbval-sanitize-with={sanitize}")
     env = child_env(threads)
     env[SANDBOX_ENV] = (sandbox or Sandbox()).for_plugin(scratch)
-    run, start, stuck, died = Run(), time.monotonic(), None, None
+    run, start, stuck, died, greedy = Run(), time.monotonic(), None, None, None
     with open(output_path, "wb") as output:
         proc = subprocess.Popen(command, cwd=folder, stdout=output, stderr=subprocess.STDOUT,
                                 env=env, start_new_session=True)
-        kernel_pid = None
+        kernel_pid, memory = None, Memory(sandbox.memory if sandbox else 0)
         while proc.poll() is None:
             time.sleep(0.2)
             records = _events(events_path)
@@ -223,8 +258,10 @@ def _run_once(notebook: Path, timeout: float, threads: int, sanitize: Path | Non
                 stuck = max(running, key=running.get)  # nbval could not stop it: we do
             elif running and kernel_pid and not _alive(kernel_pid) and proc.poll() is None:
                 died = max(running, key=running.get)  # the kernel died under this cell: no need to wait
+            elif started and memory.over(kernel_pid):
+                greedy = max(started, key=started.get)  # the cell running, or the last one that ran
             timed_out = any(cell.outcome == "timeout" for cell in ended.values())
-            if stuck is not None or died is not None or timed_out or \
+            if stuck is not None or died is not None or greedy is not None or timed_out or \
                     (not records and time.monotonic() - start > STARTUP):
                 run.killed = True
                 _stop_tree(proc, kernel_pid, sandbox)
@@ -240,6 +277,8 @@ def _run_once(notebook: Path, timeout: float, threads: int, sanitize: Path | Non
             run.cells[record["cell"]] = _outcome(record)
     if stuck is not None:
         run.cells[stuck] = CellOutcome("timeout", message="stopped by the grader's watchdog")
+    if greedy is not None:
+        run.cells[greedy] = CellOutcome("memory", message=f"{memory.peak / 2 ** 30:.1f} GB resident")
     if died is None and run.pytest_died:
         running = [r["cell"] for r in records if r["event"] == "start" and r["cell"] not in run.cells]
         died = running[-1] if running else None
