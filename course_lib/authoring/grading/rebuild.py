@@ -166,7 +166,7 @@ def match_solutions(canonical: Canonical, submission: Submission) -> Match:
     def claim(cell, student: StudentCell, how: str | None = None) -> None:
         claimed[cell.id] = student
         # The student's NBVAL_SKIP & co. do nothing; trailing blank lines neither (IPython is slow on a million).
-        match.sources[cell.id] = MARKERS.sub("", student.source).rstrip() + "\n"
+        match.sources[cell.id] = MARKERS.sub("", student.source).rstrip()
         if how:
             match.notes.append(f"{cell_role(cell)[1]}: solution cell found {how} (its cell id changed)")
 
