@@ -671,6 +671,31 @@ def test_a_kernel_cannot_kill_the_classmate_graded_after_it_as_the_same_user(tmp
     assert [(key, r.status) for key, r in rows.items() if r.status != "passed"] == []
 
 
+def test_a_kernel_whose_pid_came_round_again_is_not_killed():
+    """How one kernel could kill a classmate's, as another user: pids come round (pid_max is often 32768, and a
+    kernel can fork its way round), so a pid looked up again after the kernel ended may be the classmate's
+    kernel. The runner kills the process it saw start, never a pid looked up again."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from course_lib.authoring.grading import runner
+
+    classmate = subprocess.Popen(["sleep", "30"])
+    pytest_stand_in = subprocess.Popen([sys.executable, "-c", "pass"])
+    seen = psutil.Process(classmate.pid)  # the ended kernel, as seen when it started: same pid, earlier start
+    seen._create_time = seen.create_time() - 100.0
+    seen._ident = (seen.pid, seen._create_time)
+    try:
+        runner._stop_tree(pytest_stand_in, seen, runner.Sandbox(), psutil.Process(pytest_stand_in.pid))
+        time.sleep(0.2)
+        assert classmate.poll() is None, "the classmate's process was killed"
+    finally:
+        classmate.kill()
+        classmate.wait()
+
+
 @pytest.mark.skipif(not WARMUP.exists(), reason="needs solutions/00_warmup.ipynb")
 def test_over_the_memory_limit_is_its_own_status(tmp_path):
     """Resident memory is watched: 1.5 GiB written under --memory 1 is stopped, and the next exercise graded."""
@@ -706,11 +731,11 @@ def test_a_course_in_a_private_folder_grades_as_root(tmp_path):
 
 
 def test_running_again_resumes_and_regrades_nothing(graded_class, capsys):
-    before = (graded_class["out"] / "grades.csv").read_text(encoding="utf-8")
+    before = (graded_class["out"] / "grades.csv").read_bytes()
     start = time.monotonic()
     assert grade.main(graded_class["args"]) == 0
     assert time.monotonic() - start < 20, "every submission was already graded: no kernel should start"
-    assert (graded_class["out"] / "grades.csv").read_text(encoding="utf-8") == before
+    assert (graded_class["out"] / "grades.csv").read_bytes() == before
     assert "already in" in capsys.readouterr().err
 
 
