@@ -328,6 +328,27 @@ for path in targets:
 """
 DAEMON_CODE = f"setsid /bin/sh -c 'sleep 4; echo alive > {MARKER}' >/dev/null 2>&1 &"  # a double fork
 DAEMON = f"import subprocess\nsubprocess.Popen(['/bin/sh', '-c', {DAEMON_CODE!r}], start_new_session=True)\n"
+SIBLING = """\
+from course_lib.gae import discounted_returns  # another course_lib function computing the same thing
+last = torch.zeros(rewards.shape[:-1], dtype=rewards.dtype)
+return discounted_returns(rewards, torch.zeros_like(rewards), last, gamma)[..., 0]"""
+HOPPER = """\
+import os, signal, time
+if os.fork() == 0:  # a process that outlives its kernel: it hops to a new pid every few ms (no sweep finds
+    os.setsid()      # it), then kills every process of its user: the classmate graded next as that user
+    end = time.time() + 8
+    while time.time() < end:
+        if os.fork():
+            os._exit(0)
+    end = time.time() + 40
+    while time.time() < end:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+        time.sleep(0.05)
+    os._exit(0)
+"""
 
 
 def attack_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
@@ -391,6 +412,40 @@ def attack_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
     expect["loud"] = {"discounted_return": passed, "reward_to_go": passed}
     attack("greedy", body="hog = bytearray(64 * 2 ** 30)\n" + RIGHT_RETURN)
     expect["greedy"] = {"discounted_return": ("failed", "MemoryError"), "reward_to_go": passed}
+    # 7. Borrowed: a sibling course_lib function computing the same thing (not the reference).
+    attack("sibling", body=SIBLING)
+    expect["sibling"] = {"discounted_return": ("failed", "calls course_lib's own gae.discounted_returns"),
+                         "reward_to_go": passed}
+    # 8. Honest students whose results were lost: 21,000 characters printed inside the checked function;
+    #    a 200 MB exception message; 3 GiB allocated (under the 4 GB limit of resident memory, over it in
+    #    address space); a 100 MB notebook (a large saved output); a solution cell then 1.5 million blank lines.
+    attack("chatty", body="print('x' * 21_000)\n" + RIGHT_RETURN)
+    expect["chatty"] = {"discounted_return": passed, "reward_to_go": passed}
+    attack("shout", body='raise ValueError("x" * 200_000_000)')
+    expect["shout"] = {"discounted_return": ("failed", "ValueError"), "reward_to_go": passed}
+    attack("big3", "import torch\nheld = torch.empty(3 * 2 ** 30 // 8, dtype=torch.float64)\n")  # untouched
+    expect["big3"] = {"discounted_return": passed, "reward_to_go": passed}
+    nb = correct()
+    by_id(nb, "warmup-setup").outputs = [nbformat.v4.new_output("stream", name="stdout", text="x" * (100 << 20))]
+    save(folder, "bulky_00_warmup.ipynb", nb)
+    expect["bulky"] = {"discounted_return": passed, "reward_to_go": passed}
+    nb = correct()
+    solution_cell(nb, "discounted_return").source += "\n" * 1_500_000
+    save(folder, "blank_00_warmup.ipynb", nb)
+    expect["blank"] = {"discounted_return": passed, "reward_to_go": passed}
+    # 9. Files that are no notebook file: a FIFO, a student folder that is a link (to a folder, to nothing),
+    #    a file name that is not UTF-8.
+    os.mkfifo(folder / "fifo_00_warmup.ipynb")
+    expect["fifo"] = {"discounted_return": ("unreadable", "not a regular file"), "reward_to_go": ("unreadable", "")}
+    (folder.parent / "elsewhere").mkdir(exist_ok=True)
+    save(folder.parent / "elsewhere", "00_warmup.ipynb", correct())
+    os.symlink(folder.parent / "elsewhere", folder / "linkfolder")
+    expect["linkfolder"] = {"": ("symlink", "symbolic link")}
+    os.symlink(folder.parent / "nowhere", folder / "deadlink")
+    expect["deadlink"] = {"": ("symlink", "symbolic link")}
+    with open(os.path.join(os.fsencode(folder), b"\xff\xfe_00_warmup.ipynb"), "w", encoding="utf-8") as f:
+        f.write(json.dumps(correct()))
+    expect[os.fsdecode(b"\xff\xfe")] = {"discounted_return": passed, "reward_to_go": passed}
     return expect
 
 
@@ -424,6 +479,33 @@ def direct_call_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
     # Whether or not it finds the token, no points: the kernel's check stops before the replies are saved,
     # so the judge finds no record (or the token is missing).
     return {"hist": {"gae_table": ("error", ""), "compute_gae": passed, "td_residuals": passed}}
+
+
+PPO, REWARDS = ROOT / "solutions" / "05_ppo.ipynb", ROOT / "solutions" / "01_rewards.ipynb"
+
+
+def borrowed_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
+    """Answers borrowed from course_lib: the class an exercise asks for, imported; a function whose check calls
+    the student's function itself (no check_against_reference), returning course_lib's own answer."""
+    passed = ("passed", "\u2714")
+    solution = nbformat.read(PPO, as_version=4)
+    nb = exercise_of(solution, PPO.name)
+    for exercise in solution.metadata["course"]["exercises"]:
+        answer(nb, solution, exercise)
+    solution_cell(nb, "PPOLoss").source = "from course_lib.ppo import PPOLoss"
+    save(folder, "lib_05_ppo.ipynb", nb)
+    expect = {"lib": {"PPOLoss": ("failed", "calls course_lib's own ppo.PPOLoss"),
+                      "clipped_surrogate_loss": passed, "value_loss": passed}}
+    solution = nbformat.read(REWARDS, as_version=4)
+    nb = exercise_of(solution, REWARDS.name)
+    for exercise in solution.metadata["course"]["exercises"]:
+        answer(nb, solution, exercise)
+    answer(nb, solution, "math_answer_reward",
+           "import course_lib.rewards as library\nreturn library.math_answer_reward(response_text, ground_truth)")
+    save(folder, "lent_01_rewards.ipynb", nb)
+    expect["lent"] = {"math_answer_reward": ("failed", "calls course_lib's own rewards.math_answer_reward"),
+                      "sort_inclusion_ordering_reward": passed}
+    return expect
 
 
 def synth_class(folder: Path, solutions: Path) -> dict[str, dict[str, tuple[str, str]]]:
@@ -480,6 +562,8 @@ def graded_class(tmp_path_factory):
     if WARMUP.exists():
         expect.update(warmup_class(folder))
         expect.update(attack_class(folder))
+    if PPO.exists() and REWARDS.exists():
+        expect.update(borrowed_class(folder))
     if GAE.exists():
         expect.update(direct_call_class(folder))
         (hidden / "00_warmup.py").write_text(HIDDEN_WARMUP, encoding="utf-8")
@@ -487,7 +571,7 @@ def graded_class(tmp_path_factory):
     code = grade.main([str(folder), "--out", str(out), "--solutions", str(solutions), "--hidden", str(hidden),
                        "--timeout", str(TIMEOUT), "-j", "2", "--quiet"])
     ended = time.monotonic()
-    with open(out / "grades.csv", encoding="utf-8") as f:
+    with open(out / "grades.csv", encoding="utf-8", errors="surrogateescape") as f:  # a file name need not be UTF-8
         rows = list(csv.DictReader(f))
     return {"code": code, "rows": rows, "expect": expect, "real": real, "out": out, "ended": ended,
             "args": [str(folder), "--out", str(out), "--solutions", str(solutions), "--hidden", str(hidden),
@@ -516,7 +600,8 @@ def test_class_grading_completes_with_exit_0_and_writes_every_report(graded_clas
 @pytest.mark.parametrize("student", ["ada", "bo", "cy", "di", "ed", "fay", "gus", "hal", "ivy", "jo", "kim", "lu",
                                      "mo", "ra", "qi", "sam", "tom", "tok", "eve", "sym", "symdir", "liar", "peek",
                                      "reload", "source", "killer", "wiper", "daemon", "exits", "ppid", "loud",
-                                     "greedy", "hist"])
+                                     "greedy", "hist", "sibling", "lib", "lent", "chatty", "shout", "big3", "big6",
+                                     "bulky", "blank", "fifo", "linkfolder", "deadlink", "\udcff\udcfe"])
 def test_fixture_submission_is_graded_as_it_should_be(graded_class, student):
     if student not in graded_class["expect"]:
         pytest.skip("needs solutions/00_warmup.ipynb, and root for the attacks that isolation stops")
@@ -537,12 +622,120 @@ def test_nothing_a_kernel_started_outlives_it_and_no_row_is_forged(graded_class)
     assert "Kernels ran isolated" in summary
 
 
+def test_a_rebuilt_notebook_rerun_by_hand_judges_in_its_kernel(graded_class):
+    """The notebook kept in rebuilt/ records nothing: rerun by hand, a wrong answer fails its check cell."""
+    import nbclient
+
+    if "cy" not in graded_class["expect"]:
+        pytest.skip("needs solutions/00_warmup.ipynb")
+    kept = next((graded_class["out"] / "rebuilt").glob("cy__*/00_warmup.ipynb"))
+    nb = nbformat.read(kept, as_version=4)
+    assert "recording" not in "".join(c.source for c in nb.cells)
+    env_path = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([env_path] if env_path else []))
+    try:
+        nbclient.NotebookClient(nb, kernel_name="python3", allow_errors=True, timeout=60,
+                                resources={"metadata": {"path": str(kept.parent)}}).execute()
+    finally:
+        os.environ.pop("PYTHONPATH") if env_path is None else os.environ.__setitem__("PYTHONPATH", env_path)
+    errors = [o for o in by_id(nb, "warmup-return-check").outputs if o.output_type == "error"]
+    assert errors and errors[0].ename == "AssertionError" and "first reward is discounted too" in errors[0].evalue
+    assert not [o for o in by_id(nb, "warmup-rtg-check").outputs if o.output_type == "error"]
+
+
+def _grade_alone(tmp_path, notebooks: dict, *extra, cwd=ROOT, env=None):
+    """Grade ``{file name: notebook}`` in a fresh python -m course_lib.grade; {(student, exercise): row}."""
+    import subprocess
+    import sys
+
+    folder, out = tmp_path / "subs", tmp_path / "out"
+    folder.mkdir()
+    for name, nb in notebooks.items():
+        save(folder, name, nb)
+    done = subprocess.run([sys.executable, "-m", "course_lib.grade", str(folder), "--out", str(out), "--quiet",
+                           "--timeout", "30", *extra], cwd=cwd, env=env, capture_output=True, text=True)
+    rows = {(r.student, r.exercise): r for r in report.read_rows(out / "grades.csv")}
+    return done, rows
+
+
+@pytest.mark.skipif(not (ISOLATED and WARMUP.exists()), reason="needs root: kernels isolated as users of their own")
+def test_a_kernel_cannot_kill_the_classmate_graded_after_it_as_the_same_user(tmp_path):
+    """A process that escapes the sweep of its user's processes would kill the next kernel of that user."""
+    solution = nbformat.read(WARMUP, as_version=4)
+    correct = answer(answer(exercise_of(solution, WARMUP.name), solution, "discounted_return"), solution,
+                     "reward_to_go")
+    hopper = copy.deepcopy(correct)
+    solution_cell(hopper, "reward_to_go").source = HOPPER + solution_cell(hopper, "reward_to_go").source
+    done, rows = _grade_alone(tmp_path, {"a_00_warmup.ipynb": hopper, "b_00_warmup.ipynb": correct}, "-j", "1")
+    assert done.returncode == 0, done.stderr
+    assert [(key, r.status) for key, r in rows.items() if r.status != "passed"] == []
+
+
+def test_a_kernel_whose_pid_came_round_again_is_not_killed():
+    """How one kernel could kill a classmate's, as another user: pids come round (pid_max is often 32768, and a
+    kernel can fork its way round), so a pid looked up again after the kernel ended may be the classmate's
+    kernel. The runner kills the process it saw start, never a pid looked up again."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from course_lib.authoring.grading import runner
+
+    classmate = subprocess.Popen(["sleep", "30"])
+    pytest_stand_in = subprocess.Popen([sys.executable, "-c", "pass"])
+    seen = psutil.Process(classmate.pid)  # the ended kernel, as seen when it started: same pid, earlier start
+    seen._create_time = seen.create_time() - 100.0
+    seen._ident = (seen.pid, seen._create_time)
+    try:
+        runner._stop_tree(pytest_stand_in, seen, runner.Sandbox(), psutil.Process(pytest_stand_in.pid))
+        time.sleep(0.2)
+        assert classmate.poll() is None, "the classmate's process was killed"
+    finally:
+        classmate.kill()
+        classmate.wait()
+
+
+@pytest.mark.skipif(not WARMUP.exists(), reason="needs solutions/00_warmup.ipynb")
+def test_over_the_memory_limit_is_its_own_status(tmp_path):
+    """Resident memory is watched: 1.5 GiB written under --memory 1 is stopped, and the next exercise graded."""
+    solution = nbformat.read(WARMUP, as_version=4)
+    nb = answer(answer(exercise_of(solution, WARMUP.name), solution, "discounted_return"), solution,
+                "reward_to_go")
+    solution_cell(nb, "discounted_return").source = "import torch\nheld = torch.ones(3 * 2 ** 30 // 8)  # 1.5 GiB of float32\n" + \
+        solution_cell(nb, "discounted_return").source
+    done, rows = _grade_alone(tmp_path, {"m_00_warmup.ipynb": nb}, "--memory", "1")
+    assert done.returncode == 0, done.stderr
+    assert rows[("m", "discounted_return")].status == "over the memory limit", rows
+    assert "more than the 1 GB" in rows[("m", "discounted_return")].message
+    assert rows[("m", "reward_to_go")].status == "passed", rows
+
+
+@pytest.mark.skipif(not (ISOLATED and WARMUP.exists()), reason="needs root: kernels isolated as users of their own")
+def test_a_course_in_a_private_folder_grades_as_root(tmp_path):
+    """The course in a folder the grading users cannot enter (mode 700): kernels still start, and pass."""
+    private = tmp_path / "private"
+    course = private / "course"
+    (course / "solutions").mkdir(parents=True)
+    private.chmod(0o700)
+    shutil.copytree(ROOT / "course_lib", course / "course_lib", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(WARMUP, course / "solutions")
+    solution = nbformat.read(WARMUP, as_version=4)
+    correct = answer(answer(exercise_of(solution, WARMUP.name), solution, "discounted_return"), solution,
+                     "reward_to_go")
+    env = {**os.environ, "PYTHONPATH": str(course)}
+    done, rows = _grade_alone(tmp_path, {"c_00_warmup.ipynb": correct}, cwd=course, env=env)
+    assert done.returncode == 0, done.stderr
+    assert {key: r.status for key, r in rows.items()} == {("c", "discounted_return"): "passed",
+                                                           ("c", "reward_to_go"): "passed"}, rows
+
+
 def test_running_again_resumes_and_regrades_nothing(graded_class, capsys):
-    before = (graded_class["out"] / "grades.csv").read_text(encoding="utf-8")
+    before = (graded_class["out"] / "grades.csv").read_bytes()
     start = time.monotonic()
     assert grade.main(graded_class["args"]) == 0
     assert time.monotonic() - start < 20, "every submission was already graded: no kernel should start"
-    assert (graded_class["out"] / "grades.csv").read_text(encoding="utf-8") == before
+    assert (graded_class["out"] / "grades.csv").read_bytes() == before
     assert "already in" in capsys.readouterr().err
 
 

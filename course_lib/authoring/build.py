@@ -78,6 +78,8 @@ def exercise_notebook(solution: nbformat.NotebookNode, source_name: str) -> nbfo
     notice.metadata["course"] = {"generated": True}
     nb.cells.insert(0, notice)
     nb.metadata["course"] = {**nb.metadata.get("course", {}), "generated_from": f"solutions/{source_name}"}
+    for exercise in nb.metadata["course"].get("exercises", {}).values():
+        exercise.pop("allowed", None)  # the grader's (course_lib code the solution may call), not the students'
     return nb
 
 

@@ -59,7 +59,8 @@ from pathlib import Path
 
 from course_lib.authoring.grading.canonical import load_solutions
 from course_lib.authoring.grading.report import COLUMNS, append_rows, read_rows, summary_markdown, write_log
-from course_lib.authoring.grading.runner import Sandbox
+from course_lib.authoring.grading.nbval_report import NAMESPACES
+from course_lib.authoring.grading.runner import Sandbox, child_env
 from course_lib.authoring.grading.submissions import find_submissions, student_name
 from course_lib.authoring.grading.verdict import Graded, Options, grade_submission
 
@@ -82,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--sanitize", type=Path, default=ROOT / "tests" / "nbval_sanitize.cfg", metavar="FILE",
                         help="nbval sanitize file for volatile output (default: tests/nbval_sanitize.cfg)")
     parser.add_argument("--memory", type=float, default=4.0, metavar="GB",
-                        help="address space allowed to each kernel (RLIMIT_AS; default 4, 0 for no limit)")
+                        help="resident memory allowed to each kernel (default 4, 0 for no limit)")
     parser.add_argument("--regrade", action="store_true",
                         help="grade every submission again (default: skip those already in DIR/grades.csv)")
     parser.add_argument("--no-isolation", action="store_true",
@@ -136,10 +137,14 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:
         return _fail(f"cannot write to {args.out}: {error}")
 
-    sandboxes, isolation = _sandboxes(args, files)
+    try:
+        sandboxes, isolation = _sandboxes(args, files)
+    except CannotGrade as error:
+        return _fail(str(error))
     options = Options(timeout=args.timeout, threads=max(1, (os.cpu_count() or 1) // args.jobs),
                       sanitize=args.sanitize if args.sanitize.is_file() else None,
-                      work=(args.out / "rebuilt").resolve(), notebook=args.notebook, sandboxes=sandboxes)
+                      work=(args.out / "rebuilt").resolve(), notebook=args.notebook, sandboxes=sandboxes,
+                      memory=int(args.memory * (1 << 30)))
     start, taken = time.monotonic(), set()
     done = {row.submission for row in previous}
     jobs = [(path, base, _key(student_name(path, base, canonical), path, taken)) for path, base in files]
@@ -167,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     header = (f"{len(results)} submission(s) from {len({r.student for r in results})} student(s), graded against "
               f"`{args.solutions}` with a {args.timeout:g} s cell timeout and -j {args.jobs}: "
               f"{len(fresh)} graded in this run, {per:.1f} s per submission, {total:.0f} s in all.\n\n{isolation}")
-    (args.out / "summary.md").write_text(summary_markdown(results, header), encoding="utf-8")
+    (args.out / "summary.md").write_text(summary_markdown(results, header), encoding="utf-8",
+                                        errors="backslashreplace")  # a file name need not be UTF-8
     print(f"{header}\nwrote {csv_path}, {args.out / 'summary.md'} and {len(fresh)} log(s)")
     if fresh and all(_grader_failed(r) for r in fresh):
         return _fail("no submission could be graded (see the logs: did the kernel start?)")
@@ -189,36 +195,38 @@ USER = "course-grade-{slot}"
 
 
 def _sandboxes(args, files) -> tuple["queue.Queue[Sandbox]", str]:
-    """One sandbox per -j slot, and the sentence summary.md says about isolation."""
+    """One sandbox per -j slot, and the sentence summary.md says about isolation; raises SystemExit (via
+    :func:`_fail`'s message) when the grading users cannot run the course at all."""
     memory = int(args.memory * (1 << 30))
     slots: "queue.Queue[Sandbox]" = queue.Queue()
     isolated = os.geteuid() == 0 and not args.no_isolation and sys.platform.startswith("linux")
-    hide: list[str] = []
+    hide, expose, namespaces = [], [], False
     if isolated:
         try:
             users = [_grading_user(USER.format(slot=slot)) for slot in range(args.jobs)]
             hide = _hidden_folders(args, files)
-            probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"], capture_output=True)
-            if probe.returncode != 0:
-                hide = []
+            namespaces = subprocess.run(["unshare", *NAMESPACES, "true"], capture_output=True).returncode == 0
+            expose = _private_folders([sys.base_prefix, sys.prefix, ROOT / "course_lib"]) if namespaces else []
         except (OSError, subprocess.SubprocessError, KeyError) as error:
             print(f"course_lib.grade: warning: cannot isolate the kernels ({error})", file=sys.stderr)
             isolated = False
-    expose = _private_python() if isolated and hide else []
     for slot in range(args.jobs):
         if isolated:
             uid, gid = users[slot]
-            slots.put(Sandbox(uid=uid, gid=gid, memory=memory, hide=hide, expose=expose))
+            slots.put(Sandbox(uid=uid, gid=gid, memory=memory, hide=hide, expose=expose, namespaces=namespaces))
         else:
             slots.put(Sandbox(memory=memory))
     if isolated:
-        hide_note = _python_note(users[0], expose)
-    if isolated and hide:
-        text = (f"Kernels ran isolated: as unprivileged users ({USER.format(slot='N')}), in a fresh folder outside "
-                f"the output folder, with the output folder, the submissions, the solutions and the hidden checks "
-                f"hidden from them, at most {args.memory:g} GB of address space each.{hide_note}")
+        problem = _preflight(slots.queue[0])
+        if problem:
+            raise CannotGrade(problem)
+    if isolated and namespaces:
+        text = (f"Kernels ran isolated: as unprivileged users ({USER.format(slot='N')}), in namespaces of their own "
+                f"(every process a kernel started ended with it), in a fresh folder outside the output folder, with "
+                f"the output folder, the submissions, the solutions and the hidden checks hidden from them, at most "
+                f"{args.memory:g} GB of resident memory each.")
     elif isolated:
-        text = ("Kernels ran as unprivileged users, but without a mount namespace (`unshare --mount` failed): "
+        text = ("Kernels ran as unprivileged users, but without namespaces (`unshare` failed): "
                 "they could read every world-readable file, other submissions included.")
     else:
         text = ("**Grading ran without isolation**: the grader is not root, so the students' code ran as "
@@ -228,30 +236,45 @@ def _sandboxes(args, files) -> tuple["queue.Queue[Sandbox]", str]:
     return slots, text
 
 
-def _private_python() -> list[tuple[str, str]]:
-    """(a folder others cannot enter, the Python installation inside it) when this Python lives in one (pyenv in
-    /root, say): the kernel's mount namespace then hides that folder but keeps the installation, read-only."""
-    base = Path(sys.base_prefix).resolve()
-    for folder in [*reversed(base.parents), base]:
-        if not folder.stat().st_mode & 0o001:  # not searchable by others
-            return [(str(folder), str(base))] if folder != base else []
-    return []
+class CannotGrade(Exception):
+    """A reason to grade no one (exit 2), said in one message."""
 
 
-def _python_note(user: tuple[int, int], expose: list[tuple[str, str]]) -> str:
-    """A warning when the kernels' user cannot run this Python (installed where others cannot read it)."""
-    box = Sandbox(uid=user[0], gid=user[1], expose=expose)
+def _private_folders(needed) -> list[tuple[str, list[str]]]:
+    """(a folder others cannot enter, what of it the kernel needs) for each such folder above a needed one
+    (pyenv in /root, a course cloned into a mode-700 folder): the kernel's mount namespace covers that folder
+    with an empty one and puts back only what is needed."""
+    private: dict[str, list[str]] = {}
+    for path in needed:
+        path = Path(path).resolve()
+        for folder in [*reversed(path.parents), path][:-1]:
+            if not folder.stat().st_mode & 0o001:  # not searchable by others
+                private.setdefault(str(folder), []).append(str(path))
+                break
+    return [(folder, sorted(set(keeps))) for folder, keeps in private.items()]
+
+
+PROBE = ("import course_lib, importlib.util; [open(importlib.util.find_spec(m).origin, 'rb').close() "
+         "for m in ('ipykernel', 'torch')]; print(course_lib.__file__)")
+
+
+def _preflight(box: Sandbox) -> str | None:
+    """Why the kernels' user cannot run the course (its Python, course_lib, ipykernel), or None: one kernel
+    of the sandbox started for nothing, before anyone is graded."""
     from course_lib.authoring.grading.nbval_report import kernel_command
 
-    probe = subprocess.run(kernel_command([sys.executable, "-c", "import sys; print(sys.version)"],
-                                          json.loads(box.for_plugin(Path("/")))),
-                           capture_output=True, text=True, cwd="/")
-    if probe.returncode == 0 and probe.stdout.strip() == sys.version.strip():
-        return ""
-    note = (f" Warning: the grading users cannot run this Python ({Path(sys.executable).resolve()}): kernels ran with "
-            f"{probe.stdout.strip() or 'no'} Python; install the course where others can read it.")
-    print(f"course_lib.grade: warning:{note}", file=sys.stderr)
-    return note
+    with tempfile.TemporaryDirectory() as scratch:
+        os.chown(scratch, box.uid, box.gid)
+        probe = subprocess.run(kernel_command([sys.executable, "-c", PROBE], json.loads(box.for_plugin(Path(scratch)))),
+                               capture_output=True, text=True, cwd=scratch, env=child_env(1))
+    mine = str(ROOT / "course_lib" / "__init__.py")
+    if probe.returncode == 0 and probe.stdout.strip() == mine:
+        return None
+    why = (probe.stderr.strip().splitlines() or [f"it imports course_lib from {probe.stdout.strip()}"])[-1]
+    return (f"the grading users ({USER.format(slot='N')}), as whom kernels run when grading as root, cannot run "
+            f"the course at {ROOT} with {Path(sys.executable)} ({why}). Make the course, its Python and its "
+            "virtual environment readable by others (chmod -R o+rX), or grade with --no-isolation (only work "
+            "you trust).")
 
 
 def _grading_user(name: str) -> tuple[int, int]:

@@ -18,6 +18,7 @@ import contextlib
 import contextvars
 import os
 import stat
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +48,9 @@ class Session:
     hook: object = None  # the profile hook watching for them
     replies: list = field(default_factory=list)  # what the student's function gave to direct calls, in order
     replayed: bool = False  # a judge session used the replies
+    exercise: str = "the check"
+    allowed: tuple = ()  # qualified names of course_lib code the student's code may call (and what they hold)
+    kinds: dict = field(default_factory=dict)  # code object -> its qualified name if course_lib's, else "" or None
 
     def replay(self) -> list:
         """The kernel's replies to the check's direct calls (judge mode), loaded once."""
@@ -76,13 +80,23 @@ def is_recording() -> bool:
     return session is not None and session.mode == "record"
 
 
-def start(folder: str, seed: int) -> None:
-    """Open a record session (called by the grader's code at the top of a check cell in the grading kernel)."""
-    import sys
+def start(folder: str, seed: int, exercise: str = "the check", allowed=(), names=()) -> None:
+    """Open a record session (called by the grader's code at the top of a check cell in the grading kernel).
 
+    ``allowed``: the course_lib code the student's code may call while the check runs (the exercise's
+    ``allowed`` list in the solution notebook's metadata); ``names``: what the solution cell defines, each of
+    which must be the student's own code, not course_lib's (see :func:`watching`).
+    """
     sys.setprofile(None)  # an earlier cell's watch, if it ended by an exception
     Path(folder).mkdir(parents=True, exist_ok=True)
-    _SESSION.set(Session("record", Path(folder), seed))
+    session = Session("record", Path(folder), seed, exercise=exercise, allowed=tuple(ALWAYS_ALLOWED) + tuple(allowed))
+    _SESSION.set(session)
+    namespace = sys._getframe(1).f_globals
+    for name in names:
+        borrowed = _borrowed(namespace.get(name), session)
+        if borrowed:
+            raise ReferenceCalled(_message(exercise, borrowed, reference=False))
+    _arm(session)
 
 
 @contextlib.contextmanager
@@ -236,15 +250,102 @@ def _callable_cell(cell) -> bool:
         return False
 
 
+# --- borrowed answers: course_lib's code run by the student's code while a check records ---------------------
+COURSE = os.path.realpath(Path(__file__).resolve().parents[1])  # the course_lib package folder
+ALWAYS_ALLOWED = ("course_lib._validate",)  # argument checks, which stubs may call
+LIBRARY = tuple({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)} |
+                {p for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+
+
+def _course_name(code, session: Session) -> str | None:
+    """``course_lib.module.Qual.name`` of a code object from course_lib's files ("" for module code), else None."""
+    try:
+        return session.kinds[code]
+    except KeyError:
+        pass
+    name = None
+    path = os.path.realpath(code.co_filename) if not code.co_filename.startswith("<") else ""
+    if path.startswith(COURSE + os.sep) and path.endswith(".py"):
+        module = "course_lib." + path[len(COURSE) + 1:-3].replace(os.sep, ".")
+        module = module.removesuffix(".__init__")
+        name = "" if code.co_name == "<module>" else f"{module}.{code.co_qualname}"
+    session.kinds[code] = name
+    return name
+
+
+def _allowed(name: str, session: Session) -> bool:
+    return not name or any(name == a or name.startswith(a + ".") for a in session.allowed)
+
+
+def _library(code) -> bool:
+    """Code of Python or an installed package: the walk in :func:`_under_student` looks through it."""
+    return code.co_filename.startswith(LIBRARY) or code.co_filename.startswith("<frozen ") or \
+        code.co_qualname.startswith("__create_fn__.")  # a dataclass's generated __init__ ("<string>")
+
+
+def _under_student(frame, session: Session) -> bool:
+    """Whether the code that made this call is the student's, running under the check.
+
+    Walk up from the caller: course_lib's own code first (the check machinery, or an allowed helper)
+    means course_lib called it; the student's code first (a notebook cell's code: neither course_lib's
+    nor an installed library's) counts when course_lib code called *it* (it runs under the check, not at
+    the top of the check cell). A thread with neither is the student's too.
+    """
+    while frame is not None and _course_name(frame.f_code, session) is None and _library(frame.f_code):
+        frame = frame.f_back
+    if frame is None:
+        return True
+    if _course_name(frame.f_code, session) is not None:
+        return False
+    frame = frame.f_back
+    while frame is not None:
+        if _course_name(frame.f_code, session) is not None:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _borrowed(obj, session: Session, depth: int = 0) -> str | None:
+    """The course_lib function or class a name of the solution cell holds (or wraps), if not allowed."""
+    import functools
+
+    if obj is None or depth > 5:
+        return None
+    if isinstance(obj, functools.partial):
+        return _borrowed(obj.func, session, depth + 1)
+    obj = getattr(obj, "__func__", obj)  # a bound method
+    code = getattr(obj, "__code__", None)
+    if code is not None:
+        name = _course_name(code, session)
+        return name if name and not _allowed(name, session) else None
+    classes = obj.__mro__ if isinstance(obj, type) else type(obj).__mro__
+    for cls in classes:  # a course_lib class, a subclass with nothing of its own, an instance of either
+        for value in vars(cls).values():
+            value = getattr(value, "__func__", value)
+            code = getattr(value, "__code__", None)
+            name = _course_name(code, session) if code is not None else None
+            if name and not _allowed(name, session):
+                return name.rsplit(".", 1)[0] if "." in code.co_qualname else name
+    return None
+
+
+def _message(exercise: str, what: str, reference: bool) -> str:
+    what = what.removeprefix("course_lib.") if not reference else what
+    return (f"{exercise}: your solution calls course_lib's own {what}"
+            + (" (the reference the check compares with)" if reference else "")
+            + "; at grading time that counts as not solved: write it yourself")
+
+
 @contextlib.contextmanager
 def watching(reference, name: str):
-    """While a check records in the grading kernel: fail if the reference's code runs at all.
+    """While a check records in the grading kernel: fail if the student's code runs course_lib's code.
 
-    Any import path leads to the same code (an alias, ``getattr(__import__(...), ...)``, a
-    reloaded module, the file's source executed again): a profile hook sees its file, line
-    and name when it is called. The check never calls the reference while it records, so
-    any call is the student's. The hook stays on until the end of the check cell
-    (:func:`finish`), for checks that call the student's function again themselves.
+    A profile hook, on from :func:`start` to :func:`finish` (the end of the check cell), sees every
+    call. A call into course_lib's code fails the exercise when the student's code made it while the
+    check ran (:func:`_under_student`) and the exercise does not allow it; the reference's code (its
+    file, first line and name, whatever the import path: an alias, ``getattr(__import__(...), ...)``, a
+    reloaded module, the file's source executed again) fails it whoever calls it, since the check
+    never calls the reference while it records.
     """
     session = current()
     session.codes |= _codes(reference)
@@ -254,15 +355,20 @@ def watching(reference, name: str):
 
 
 def _arm(session: Session) -> None:
-    import sys
     import threading
 
     if session.hook is None:
         def hook(frame, event, arg):
-            if event == "call" and not session.seen:
-                code = frame.f_code
-                if (code.co_filename, code.co_firstlineno, code.co_name) in session.codes:
-                    session.seen.append(code.co_name)
+            if event != "call" or session.seen:
+                return None
+            code = frame.f_code
+            name = _course_name(code, session)
+            if name is None:
+                return None
+            if (code.co_filename, code.co_firstlineno, code.co_name) in session.codes:
+                session.seen.append((code.co_name, True))
+            elif not _allowed(name, session) and _under_student(frame.f_back, session):
+                session.seen.append((name, False))
             return None
         session.hook = hook
     sys.setprofile(session.hook)
@@ -270,18 +376,14 @@ def _arm(session: Session) -> None:
 
 
 def _verdict(session: Session, name: str) -> None:
-    import sys
-
     if session.hook is not None and sys.getprofile() is not session.hook:
         raise ReferenceCalled(f"{name}: your solution turned off the grader's profile hook while the check ran")
     if session.seen:
-        raise ReferenceCalled(f"{name}: your solution calls course_lib's own {session.seen[0]} (the reference the "
-                              "check compares with); at grading time that counts as not solved: write it yourself")
+        raise ReferenceCalled(_message(name if name != "the check" else session.exercise, *session.seen[0]))
 
 
 def finish() -> None:
-    """The end of a check cell in the grading kernel: a reference called since, then the hook off."""
-    import sys
+    """The end of a check cell in the grading kernel: course_lib code borrowed since, then the hook off."""
     import threading
 
     session = current()

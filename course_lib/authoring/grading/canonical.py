@@ -52,6 +52,8 @@ class Exercise:
     solution_cells: list[str] = field(default_factory=list)  # cell ids, notebook order
     check_cells: list[str] = field(default_factory=list)
     hidden: list[str] = field(default_factory=list)  # sources of hidden check cells
+    allowed: list[str] = field(default_factory=list)  # course_lib code the solution may call (metadata)
+    names: list[str] = field(default_factory=list)  # what its solution cells define: the student's own code
 
 
 @dataclass
@@ -96,7 +98,11 @@ def load_canonical(path: Path, hidden_folder: Path | None = None) -> Canonical:
         points = info.get("points")
         if not isinstance(points, (int, float)) or isinstance(points, bool) or points < 0:
             raise SetupError(f"{path}: exercise {exercise_id!r} needs a non-negative number of points, got {points!r}")
-        exercises[exercise_id] = Exercise(exercise_id, str(info.get("title", exercise_id)), points)
+        allowed = info.get("allowed", [])
+        if not isinstance(allowed, list) or not all(isinstance(a, str) and a.startswith("course_lib") for a in allowed):
+            raise SetupError(f"{path}: exercise {exercise_id!r}: 'allowed' must be a list of course_lib names, "
+                             f"got {allowed!r}")
+        exercises[exercise_id] = Exercise(exercise_id, str(info.get("title", exercise_id)), points, allowed=allowed)
     seen_ids = set()
     for number, cell in enumerate(nb.cells):
         if not cell.get("id") or cell.id in seen_ids:
@@ -111,6 +117,8 @@ def load_canonical(path: Path, hidden_folder: Path | None = None) -> Canonical:
             raise SetupError(f"{path}: {role} cell {cell.id!r} names exercise {exercise_id!r}, "
                              "which metadata.course.exercises does not declare")
         getattr(exercises[exercise_id], f"{role}_cells").append(cell.id)
+        if role == "solution":
+            exercises[exercise_id].names += _defined_names(cell.source)
     for exercise in exercises.values():
         if not exercise.solution_cells or not exercise.check_cells:
             raise SetupError(f"{path}: exercise {exercise.id!r} needs a solution cell and a check cell")
@@ -182,6 +190,22 @@ def _course_imports(nb) -> str:
                 if statement not in statements:
                     statements.append(statement)
     return "\n".join(statements)
+
+
+def _defined_names(source: str) -> list[str]:
+    """The names a solution cell binds at its top level (``def``, ``class``, ``x = ...``)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    names = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names += [t.id for t in targets if isinstance(t, ast.Name)]
+    return names
 
 
 def load_solutions(folder: Path, hidden_folder: Path | None = None) -> tuple[dict[str, Canonical], list[str]]:

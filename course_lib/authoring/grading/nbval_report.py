@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sys
 import time
@@ -39,7 +40,8 @@ import pytest
 # before nbval (``-p`` order), so jsonschema finds it missing and skips those formats.
 sys.modules.setdefault("rfc3987_syntax", None)
 
-MAX_STDOUT = 20_000  # characters kept per cell in the events: a print loop must not fill the disk
+MAX_STDOUT = 20_000  # characters kept per cell in the events (its start and its end, where the token is)
+TOKEN = re.compile(r"^grading: check completed [0-9a-f]+$", re.MULTILINE)  # kept past the output budget
 SANDBOX = json.loads(os.environ.pop("COURSE_GRADE_SANDBOX", "null") or "null")
 
 
@@ -53,36 +55,43 @@ def pytest_configure(config):
 
 
 def _limits(memory: int):
-    """Run in the kernel's process before it starts: address space, no core files, a bounded scratch file size."""
+    """Run in the kernel's process before it starts: no core files, a bounded scratch file size, and an address
+    space far above ``memory`` (torch reserves much more than it uses: the runner's watcher limits what is
+    resident; this only stops one huge allocation at once)."""
     def apply():
         import resource
 
         if memory:
-            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+            resource.setrlimit(resource.RLIMIT_AS, (2 * memory + (4 << 30),) * 2)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))
     return apply
 
 
 def kernel_command(cmd: list[str], box: dict) -> list[str]:
-    """The kernel's command line, wrapped: a mount namespace hiding the grader's folders, then the kernel's user."""
+    """The kernel's command line, wrapped: namespaces of its own (mounts hiding the grader's folders; processes,
+    so that all it started dies with it and it can signal no other process), then the kernel's user."""
     if box.get("uid") is None:
         return cmd
     mounts = []
-    for private, keep in box.get("expose", []):  # e.g. /root hidden, but the Python installed in it kept
-        private, keep = shlex.quote(private), shlex.quote(keep)
-        mounts += ['stage=$(mktemp -d)', f'mount --bind {keep} "$stage"',
-                   f"mount -t tmpfs -o size=4k,mode=0711 none {private}", f"mkdir -p {keep}",
-                   f'mount --move "$stage" {keep}', 'rmdir "$stage"']
+    for private, keeps in box.get("expose", []):  # e.g. /root hidden, but the Python and the course in it kept
+        mounts += [f'stage{n}=$(mktemp -d); mount --bind {shlex.quote(keep)} "$stage{n}"' for n, keep in enumerate(keeps)]
+        mounts.append(f"mount -t tmpfs -o size=4k,mode=0711 none {shlex.quote(private)}")
+        mounts += [f'mkdir -p {shlex.quote(keep)}; mount --move "$stage{n}" {shlex.quote(keep)}; rmdir "$stage{n}"'
+                   for n, keep in enumerate(keeps)]
     mounts += [f"if [ -d {shlex.quote(path)} ]; then mount -t tmpfs -o size=4k,mode=0555 none {shlex.quote(path)}; fi"
                for path in box.get("hide", [])]
     mounts += [f"mount --bind -o ro {shlex.quote(src)} {shlex.quote(dst)}" for src, dst in box.get("binds", [])]
-    drop = (f"exec setpriv --reuid={int(box['uid'])} --regid={int(box['gid'])} --clear-groups --no-new-privs "
-            "--inh-caps=-all --bounding-set=-all -- \"$@\"")
-    if not mounts:  # no mount namespace to be had (``unshare --mount`` failed): the user alone
-        return ["setpriv", *shlex.split(drop.split("setpriv ", 1)[1].split(" -- ")[0]), "--", *cmd]
-    script = "; ".join(["set -e"] + mounts + [drop])
-    return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "grading-kernel", *cmd]
+    drop = ["setpriv", f"--reuid={int(box['uid'])}", f"--regid={int(box['gid'])}", "--clear-groups",
+            "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--"]
+    if not box.get("namespaces"):  # no namespaces to be had (``unshare`` failed): the user alone
+        return [*drop, *cmd]
+    script = "; ".join(["set -e"] + mounts + [f'exec {" ".join(drop)} "$@"'])
+    return ["unshare", *NAMESPACES, "--", "/bin/sh", "-c", script, "grading-kernel", *cmd]
+
+
+NAMESPACES = ["--mount", "--propagation", "private", "--pid", "--fork", "--kill-child"]  # not --mount-proc:
+# with its own /proc, a kernel died in the 08 grpo_step check (cause not found); signals need no /proc anyway
 
 
 def _sandbox_kernels(box: dict) -> None:
@@ -118,6 +127,8 @@ def _sandbox_kernels(box: dict) -> None:
             text = content.get("text", "")
             content["text"] = text[:max(budget, 0)] + ("\n[output truncated by the grader]\n"
                                                        if budget >= 0 and len(text) > budget else "")
+            if len(text) > budget:  # the check's last line, whatever the student's code printed before it
+                content["text"] += "".join(line + "\n" for line in TOKEN.findall(text, max(budget, 0)))
             self._grade_budget = budget - len(text) - (1 if len(text) > budget else 0)
         elif kind in ("display_data", "execute_result", "update_display_data"):
             size = sum(len(str(v)) for v in content.get("data", {}).values())
@@ -168,7 +179,7 @@ def pytest_runtest_makereport(item, call):
               "message": ""}
     for output in getattr(item, "test_outputs", None) or []:
         if output.get("output_type") == "stream" and output.get("name") == "stdout":
-            record["stdout"] += output.get("text", "")[:MAX_STDOUT]
+            record["stdout"] += output.get("text", "")
         elif output.get("output_type") == "error":
             record["ename"], record["evalue"] = output.get("ename", ""), output.get("evalue", "")
     if call.excinfo is None:
@@ -178,6 +189,7 @@ def pytest_runtest_makereport(item, call):
     else:
         record["outcome"] = "setup-error" if call.when == "setup" else "error"
         record["message"] = str(call.excinfo.value)[:MAX_STDOUT]
-    record["stdout"] = record["stdout"][:MAX_STDOUT]
+    if len(record["stdout"]) > MAX_STDOUT:  # the "✔" line comes first, the completion token last
+        record["stdout"] = record["stdout"][:MAX_STDOUT // 2] + "\n[...]\n" + record["stdout"][-MAX_STDOUT // 2:]
     record["evalue"] = record["evalue"][:MAX_STDOUT]
     _write(item.config, record)

@@ -56,7 +56,7 @@ for _grading_name in [_n for _n in list(_grading_sys.modules) if _n.split(".")[0
 """
 RECORD = """\
 import course_lib.checks.recording as _grading_recording  # record, then the grader judges (course_lib.checks)
-_grading_recording.start({folder!r}, {seed})
+_grading_recording.start({folder!r}, {seed}, {exercise!r}, allowed={allowed!r}, names={names!r})
 """
 PROLOGUE = """\
 # --- added by course_lib.grade: remember torch and the builtins before any student code runs ---
@@ -88,10 +88,28 @@ def _grading_snapshot():
 
 _grading_restore = _grading_snapshot()
 del _grading_snapshot
+
+
+def _grading_short_errors(show=get_ipython().showtraceback):
+    # a 200 MB exception message, formatted and sent by the kernel, would cost it gigabytes: cut it first
+    def showtraceback(exc_tuple=None, *args, **kwargs):
+        value = (exc_tuple or __import__("sys").exc_info())[1]
+        for _ in range(10):  # the exception and those it was raised from
+            try:
+                if len(str(value)) > 20_000:
+                    value.args = (str(value)[:10_000] + " [... cut by the grader]",)
+                value = value.__cause__ or value.__context__
+            except Exception:
+                break
+        return show(exc_tuple, *args, **kwargs)
+    get_ipython().showtraceback = showtraceback
+
+
+_grading_short_errors()
 """
 TOKEN_LINE = 'print("grading: check completed {token}")'
 SKIPPED = "# course_lib.grade: this cell was not run ({why})"
-MARKERS = re.compile(r"^\s*#\s*NBVAL_\w+\s*$", re.MULTILINE)
+MARKERS = re.compile(r"^[ \t]*#[ \t]*NBVAL_\w+[ \t]*$", re.MULTILINE)  # [ \t], not \s: linear time
 
 
 @dataclass
@@ -114,14 +132,16 @@ class GradedCell:
 
 def _def_line(stub: str) -> str | None:
     """``def name(`` of the function a stub defines, if it defines one."""
-    found = re.search(r"^\s*(?:async\s+)?def\s+(\w+)\s*\(", stub, re.MULTILINE)
+    found = re.search(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)[ \t]*\(", stub, re.MULTILINE)
     return found.group(1) if found else None
 
 
 def _looks_like(cell: StudentCell, stub: str) -> bool:
     name = _def_line(stub)
     if name is not None:
-        return re.search(rf"^\s*(?:async\s+)?def\s+{name}\s*\(", cell.source, re.MULTILINE) is not None
+        return re.search(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{name}[ \t]*\(", cell.source, re.MULTILINE) is not None
+    if len(cell.source) > 3 * len(stub):  # cannot be 60% alike; and SequenceMatcher is slow on a huge cell
+        return False
     return difflib.SequenceMatcher(None, stub, cell.source).ratio() >= 0.6
 
 
@@ -145,7 +165,8 @@ def match_solutions(canonical: Canonical, submission: Submission) -> Match:
 
     def claim(cell, student: StudentCell, how: str | None = None) -> None:
         claimed[cell.id] = student
-        match.sources[cell.id] = MARKERS.sub("", student.source)  # the student's NBVAL_SKIP & co. do nothing
+        # The student's NBVAL_SKIP & co. do nothing; trailing blank lines neither (IPython is slow on a million).
+        match.sources[cell.id] = MARKERS.sub("", student.source).rstrip()
         if how:
             match.notes.append(f"{cell_role(cell)[1]}: solution cell found {how} (its cell id changed)")
 
@@ -199,20 +220,25 @@ def _uses_reference(source: str, canonical: Canonical, exercise: str) -> str | N
     for check_id in canonical.exercises[exercise].check_cells:
         check_source = next(c.source for c in canonical.nb.cells if c.get("id") == check_id)
         for name in re.findall(r"\bcheck_(\w+)\s*\(", check_source):
-            imported = re.search(rf"^\s*from\s+course_lib[\w.]*\s+import\s+[^#\n]*\b{name}\b", source, re.MULTILINE)
+            imported = re.search(rf"^[ \t]*from[ \t]+course_lib[\w.]*[ \t]+import[ \t]+[^#\n]*\b{name}\b", source,
+                                 re.MULTILINE)
             if imported or re.search(rf"\.\s*{name}\b", source):
                 return name
     return None
 
 
-def guard_check(source: str, imports: str, token: str, record: tuple[str, int] | None = None) -> str:
+def guard_check(source: str, imports: str, token: str, record: tuple | None = None) -> str:
     """A check (or hidden check) cell as it runs at grading time: fresh course_lib, then a completion token.
 
-    ``record``: (folder, seed) for a check cell whose ``check_against_reference`` calls
-    record the student's results there for the grader to judge.
+    ``record``: (folder, seed, exercise) for a check cell whose checks record the student's results
+    there for the grader to judge (and watch for borrowed course_lib code).
     """
     body = MARKERS.sub("", source).rstrip()  # output is never compared for checks: a warning cannot cost points
-    record_code = RECORD.format(folder=record[0], seed=record[1]) if record else ""
+    record_code = ""
+    if record:
+        folder, seed, exercise = record
+        record_code = RECORD.format(folder=folder, seed=seed, exercise=exercise.id, allowed=list(exercise.allowed),
+                                    names=list(exercise.names))
     finish = "_grading_recording.finish()  # fails if the reference ran since\n" if record else ""
     return (GUARD.format(imports=imports, record=record_code) + body + "\n" + finish
             + TOKEN_LINE.format(token=token) + "\n")
@@ -257,7 +283,8 @@ def rebuild(canonical: Canonical, match: Match, token: str, *, stubbed=frozenset
             student = None if exercise in stubbed else match.sources.get(cell.id)
             cell.source = student if student is not None else strip_solutions(cell.source, exercise)
         elif role == "check":
-            record = (record_folder(scratch, cell.id), seed) if scratch is not None else None
+            ex = canonical.exercises[exercise]
+            record = (record_folder(scratch, cell.id), seed, ex) if scratch is not None else None
             cell.source = guard_check(cell.source, canonical.course_imports, token, record)
         if role != "given":
             cell.outputs, cell.execution_count = [], None

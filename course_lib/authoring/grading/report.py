@@ -25,7 +25,7 @@ from pathlib import Path
 from course_lib.authoring.grading.verdict import Graded, Row
 
 COLUMNS = ["student", "notebook", "exercise", "points", "max_points", "status", "message", "notes", "submission"]
-STATUS_ORDER = ["passed", "failed", "error", "timeout", "not attempted"]
+STATUS_ORDER = ["passed", "failed", "error", "timeout", "over the memory limit", "not attempted"]
 
 
 def _number(x: float) -> str:
@@ -40,7 +40,7 @@ def write_csv(rows: list[Row], path: Path) -> None:
 
 def append_rows(rows: list[Row], path: Path) -> None:
     """Add one submission's rows to grades.csv and make sure they are on disk (flush and fsync)."""
-    with open(path, "a", newline="", encoding="utf-8") as f:
+    with open(path, "a", newline="", encoding="utf-8", errors="surrogateescape") as f:  # any file name
         writer = csv.writer(f)
         for row in rows:
             values = [getattr(row, column) for column in COLUMNS]
@@ -53,7 +53,7 @@ def read_rows(path: Path) -> list[Row]:
     """The rows of an earlier run's grades.csv (none if it is missing or not ours); a row cut short is dropped."""
     if not path.is_file():
         return []
-    with open(path, newline="", encoding="utf-8") as f:
+    with open(path, newline="", encoding="utf-8", errors="surrogateescape") as f:
         reader = csv.DictReader(f)
         if reader.fieldnames != COLUMNS:
             return []
@@ -71,7 +71,7 @@ def read_rows(path: Path) -> list[Row]:
 
 def write_log(graded: Graded, folder: Path) -> Path:
     path = folder / f"{graded.key}.log"
-    path.write_text("\n".join(graded.log) + "\n", encoding="utf-8")
+    path.write_text("\n".join(graded.log) + "\n", encoding="utf-8", errors="backslashreplace")
     return path
 
 

@@ -59,22 +59,22 @@ class Sandbox:
 
     uid: int | None = None  # run the kernel as this user (needs root), with gid
     gid: int | None = None
-    memory: int = 0  # RLIMIT_AS in bytes, 0 for none
+    memory: int = 0  # resident memory allowed, in bytes (0 for no limit), watched by the runner
     hide: list[str] = field(default_factory=list)  # folders an empty tmpfs covers in the kernel's mount namespace
     binds: list[tuple[str, str]] = field(default_factory=list)  # (file, over this file): read-only bind mounts
-    expose: list[tuple[str, str]] = field(default_factory=list)  # (private folder, what to keep of it): see below
+    expose: list[tuple[str, list[str]]] = field(default_factory=list)  # (private folder, what to keep of it)
+    namespaces: bool = False  # mount and process namespaces of its own (``unshare``)
     max_output: int = MAX_OUTPUT
 
     def for_plugin(self, scratch: Path) -> str:
-        return json.dumps({"uid": self.uid, "gid": self.gid, "memory": self.memory, "hide": self.hide,
-                           "binds": self.binds, "expose": self.expose, "max_output": self.max_output, "cwd": str(scratch)})
+        return json.dumps({**self.__dict__, "cwd": str(scratch)})
 
 
 @dataclass
 class CellOutcome:
     """What one code cell did: ``passed``, ``error``, ``timeout``, ``skipped``, ``died`` (the kernel or pytest
-    died while it ran), ``dead`` (the kernel was gone before it started), ``not run`` (never reached) or
-    ``setup-error`` (no kernel at all)."""
+    died while it ran), ``memory`` (stopped over the memory limit), ``dead`` (the kernel was gone before it
+    started), ``not run`` (never reached) or ``setup-error`` (no kernel at all)."""
 
     outcome: str
     ename: str = ""
@@ -118,16 +118,17 @@ def _events(path: Path) -> list[dict]:
     return records
 
 
-def kill_kernel_processes(sandbox: Sandbox | None, kernel_pid: int | None) -> None:
-    """Kill every process the kernel started: all of its user's (isolated) or its session's (not isolated)."""
+def kill_kernel_processes(sandbox: Sandbox | None, kernel: psutil.Process | None) -> None:
+    """Kill every process the kernel started. In namespaces of its own there is nothing to do: they all died
+    with the kernel (the first process of its pid namespace). Isolated without them, every process of its user
+    (never in that case two graders at once: they share the users); not isolated, every process of its session."""
+    if sandbox is not None and sandbox.namespaces:
+        return
+    sid = None
+    if (sandbox is None or sandbox.uid is None) and kernel is not None and kernel.is_running():
+        sid = os.getsid(kernel.pid)
     for _ in range(3):  # a process forking while we kill: sweep again
         victims = []
-        sid = None
-        if sandbox is None or sandbox.uid is None:
-            try:
-                sid = os.getsid(kernel_pid) if kernel_pid else None
-            except OSError:
-                sid = None
         for proc in psutil.process_iter(["uids", "pid"]):
             try:
                 if sandbox is not None and sandbox.uid is not None:
@@ -139,31 +140,35 @@ def kill_kernel_processes(sandbox: Sandbox | None, kernel_pid: int | None) -> No
                 pass
         if not victims:
             return
-        for victim in victims:
-            try:
-                victim.send_signal(signal.SIGKILL)
-            except psutil.Error:
-                pass
-        psutil.wait_procs(victims, timeout=2)
+        _kill(victims)
 
 
-def _stop_tree(proc: subprocess.Popen, kernel_pid: int | None, sandbox: Sandbox | None) -> None:
-    """Kill pytest, its kernel (which runs in a session of its own) and anything they started."""
-    victims = []
-    for pid in (proc.pid, kernel_pid):
-        try:
-            if pid:
-                parent = psutil.Process(pid)
-                victims += [parent] + parent.children(recursive=True)
-        except psutil.Error:
-            pass
+def _kill(victims: list[psutil.Process]) -> None:
     for victim in victims:
         try:
-            victim.send_signal(signal.SIGKILL)
+            victim.send_signal(signal.SIGKILL)  # psutil refuses a pid that another process has taken since
         except psutil.Error:
             pass
+    psutil.wait_procs(victims, timeout=2)
+
+
+def _stop_tree(proc: subprocess.Popen, kernel: psutil.Process | None, sandbox: Sandbox | None,
+               pytest: psutil.Process | None = None) -> None:
+    """Kill pytest, its kernel (which runs in a session of its own) and anything they started.
+
+    The kernel is the :class:`psutil.Process` seen when it started, never its pid looked up again: once
+    it has ended, its pid may be another process's, a classmate's kernel say (a kernel can make pids
+    come round again quickly, by forking), and looking it up would kill that one."""
+    victims = []
+    for process in (pytest, kernel):
+        try:
+            if process is not None and process.is_running():
+                victims += [process] + process.children(recursive=True)
+        except psutil.Error:
+            pass
+    _kill(victims)
     proc.wait()
-    kill_kernel_processes(sandbox, kernel_pid)
+    kill_kernel_processes(sandbox, kernel)
 
 
 def run_nbval(notebook: Path, timeout: float, threads: int = 1, sanitize: Path | None = None,
@@ -186,11 +191,54 @@ def run_nbval(notebook: Path, timeout: float, threads: int = 1, sanitize: Path |
     return run
 
 
-def _alive(pid: int | None) -> bool:
+class Memory:
+    """The resident memory of a kernel and every process it started, watched against a limit.
+
+    Resident, not virtual: torch reserves far more address space than it uses, so ``RLIMIT_AS``
+    (kept only as a backstop, well above the limit) would fail honest solutions. The processes
+    are listed again each second; their resident sizes are read every time (``/proc/PID/statm``).
+    """
+
+    def __init__(self, limit: int):
+        self.limit, self.pids, self.listed, self.peak = limit, [], 0.0, 0
+
+    def over(self, kernel: psutil.Process | None) -> bool:
+        if not self.limit or kernel is None:
+            return False
+        if time.monotonic() - self.listed > 1.0:
+            try:
+                self.pids = [kernel.pid] + [child.pid for child in kernel.children(recursive=True)] \
+                    if kernel.is_running() else []
+            except psutil.Error:
+                self.pids = []
+            self.listed = time.monotonic()
+        total = 0
+        for pid in self.pids:
+            try:
+                with open(f"/proc/{pid}/statm", "rb") as f:
+                    total += int(f.read().split()[1]) * PAGE
+            except (OSError, ValueError, IndexError):
+                pass
+        self.peak = max(self.peak, total)
+        return total > self.limit
+
+
+PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _alive(kernel: psutil.Process) -> bool:
     try:
-        return pid is not None and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        return kernel.is_running() and kernel.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def _pinned(pid: int | None) -> psutil.Process | None:
+    """The process with this pid now (its start time kept: see :func:`_stop_tree`)."""
+    try:
+        return psutil.Process(pid) if pid else None
+    except psutil.Error:
+        return None
 
 
 def _run_once(notebook: Path, timeout: float, threads: int, sanitize: Path | None, scratch: Path,
@@ -207,30 +255,33 @@ def _run_once(notebook: Path, timeout: float, threads: int, sanitize: Path | Non
         command.append(f"--nbval-sanitize-with={sanitize}")
     env = child_env(threads)
     env[SANDBOX_ENV] = (sandbox or Sandbox()).for_plugin(scratch)
-    run, start, stuck, died = Run(), time.monotonic(), None, None
+    run, start, stuck, died, greedy = Run(), time.monotonic(), None, None, None
     with open(output_path, "wb") as output:
         proc = subprocess.Popen(command, cwd=folder, stdout=output, stderr=subprocess.STDOUT,
                                 env=env, start_new_session=True)
-        kernel_pid = None
+        kernel, memory, pytest = None, Memory(sandbox.memory if sandbox else 0), _pinned(proc.pid)
         while proc.poll() is None:
             time.sleep(0.2)
             records = _events(events_path)
-            kernel_pid = next((r["pid"] for r in records if r["event"] == "kernel"), kernel_pid)
+            if kernel is None:  # pinned as soon as its first cell starts, while it surely runs
+                kernel = _pinned(next((r["pid"] for r in records if r["event"] == "kernel"), None))
             started = {r["cell"]: r["time"] for r in records if r["event"] == "start"}
             ended = {r["cell"]: _outcome(r) for r in records if r["event"] == "end"}
             running = {cell: t for cell, t in started.items() if cell not in ended}
             if running and time.time() - max(running.values()) > timeout + GRACE:
                 stuck = max(running, key=running.get)  # nbval could not stop it: we do
-            elif running and kernel_pid and not _alive(kernel_pid) and proc.poll() is None:
+            elif running and kernel is not None and not _alive(kernel) and proc.poll() is None:
                 died = max(running, key=running.get)  # the kernel died under this cell: no need to wait
+            elif started and memory.over(kernel):
+                greedy = max(started, key=started.get)  # the cell running, or the last one that ran
             timed_out = any(cell.outcome == "timeout" for cell in ended.values())
-            if stuck is not None or died is not None or timed_out or \
+            if stuck is not None or died is not None or greedy is not None or timed_out or \
                     (not records and time.monotonic() - start > STARTUP):
                 run.killed = True
-                _stop_tree(proc, kernel_pid, sandbox)
+                _stop_tree(proc, kernel, sandbox, pytest)
         if not run.killed and proc.returncode < 0:
             run.pytest_died = True  # killed by a signal that did not come from the watchdog
-        _stop_tree(proc, kernel_pid, sandbox)  # nbval stops its kernel; make sure, and its children too
+        _stop_tree(proc, kernel, sandbox, pytest)  # nbval stops its kernel; make sure, and its children too
     run.seconds = time.monotonic() - start
     with open(output_path, encoding="utf-8", errors="replace") as f:
         run.output = ANSI.sub("", f.read(MAX_LOG))
@@ -240,6 +291,8 @@ def _run_once(notebook: Path, timeout: float, threads: int, sanitize: Path | Non
             run.cells[record["cell"]] = _outcome(record)
     if stuck is not None:
         run.cells[stuck] = CellOutcome("timeout", message="stopped by the grader's watchdog")
+    if greedy is not None:
+        run.cells[greedy] = CellOutcome("memory", message=f"{memory.peak / 2 ** 30:.1f} GB resident")
     if died is None and run.pytest_died:
         running = [r["cell"] for r in records if r["event"] == "start" and r["cell"] not in run.cells]
         died = running[-1] if running else None

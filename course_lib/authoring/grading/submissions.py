@@ -74,10 +74,9 @@ def find_submissions(arguments: list[Path]) -> tuple[list[tuple[Path, Path | Non
                     if (here / name).is_symlink():
                         subfolders.remove(name)
                         found.append((here / name, argument))  # graded "symlink"
-                for name in sorted(files):
-                    path = here / name
-                    if name.endswith(".ipynb") and (path.is_file() or path.is_symlink()):
-                        found.append((path, argument))
+                for name in sorted(files):  # whatever it is (a FIFO, a broken link): it gets a row
+                    if name.endswith(".ipynb") or (here / name).is_symlink() and here == Path(argument):
+                        found.append((here / name, argument))
         elif argument.exists() or argument.is_symlink():
             found.append((argument, None))
         else:
@@ -113,7 +112,7 @@ def read_submission(path: Path, base: Path | None, names) -> Submission:
     """Read one file; a file that is not a notebook comes back with ``problem`` set, never an exception."""
     submission = Submission(path, student_name(path, base, names))
     try:
-        data = json.loads(read_no_follow(path).decode("utf-8"))
+        data = json.loads(read_no_follow(path))
     except json.JSONDecodeError as error:
         submission.problem = f"not valid JSON ({error.msg} at line {error.lineno}, column {error.colno})"
         return submission
@@ -141,16 +140,58 @@ def read_submission(path: Path, base: Path | None, names) -> Submission:
     return submission
 
 
+# A JSON string, or one structural character: enough to find where a cell's outputs end, in C (re).
+_TOKENS = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"|[\[\]{}]')  # possessive: no backtracking memory
+_DROPPED = (b'"outputs"', b'"attachments"')  # of a cell: what grading never reads, often most of the file
+
+
 def read_no_follow(path: Path, limit: int = 50 << 20) -> bytes:
-    """The bytes of a regular file, refusing a symbolic link (``O_NOFOLLOW``) and anything past ``limit``."""
+    """The JSON text of a notebook file without its cells' outputs and attachments.
+
+    A regular file only: a symbolic link is refused (``O_NOFOLLOW``), and so are a FIFO or a
+    device (they would block or never end). The file is mapped, not read: a notebook with a
+    large saved output costs no memory for it. What is left must be under ``limit`` bytes.
+    """
+    import mmap
+
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     with os.fdopen(fd, "rb") as f:
-        if not _regular(f):  # a FIFO or a device would block or never end
+        if not _regular(f):
             raise OSError("not a regular file")
-        data = f.read(limit + 1)
-    if len(data) > limit:
-        raise OSError(f"larger than {limit >> 20} MB")
-    return data
+        if os.fstat(f.fileno()).st_size == 0:
+            return b""
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            kept, start, size = [], 0, 0
+            tokens = _TOKENS.finditer(data)
+            stack = []
+            for token in tokens:
+                text = data[token.start():min(token.end(), token.start() + 16)]  # never copy a long string
+                if text in (b"[", b"{"):
+                    stack.append(text)
+                elif text in (b"]", b"}"):
+                    if stack:
+                        stack.pop()
+                elif text in _DROPPED and stack[-2:] == [b"[", b"{"] and data[token.end():token.end() + 64] \
+                        .lstrip(b" \t\r\n").startswith(b":"):
+                    value = next(tokens, None)  # the value's opening bracket (or a string: kept)
+                    if value is None or data[value.start()] not in b"[{":
+                        continue
+                    depth = 1
+                    for inner in tokens:
+                        depth += data[inner.start()] in b"[{"
+                        depth -= data[inner.start()] in b"]}"
+                        if depth == 0:
+                            break
+                    kept.append(data[start:value.start()] + (b"[]" if data[value.start()] == ord("[") else b"{}"))
+                    size += len(kept[-1])
+                    start = inner.end() if depth == 0 else len(data)
+                    if size > limit:
+                        break
+            kept.append(data[start:start + limit + 1 - size])
+    text = b"".join(kept)
+    if len(text) > limit:
+        raise OSError(f"larger than {limit >> 20} MB without its outputs")
+    return text
 
 
 def _regular(f) -> bool:

@@ -10,6 +10,8 @@ passed             every cell passed and each check printed this run's token
 failed             a check (or hidden check) raised ``AssertionError``
 not attempted      ``NotImplementedError`` (the untouched stub), or no solution cell
 timeout            a cell ran past ``--timeout`` seconds
+over the memory    the kernel's resident memory passed ``--memory`` under a cell of the
+limit              exercise (it is stopped, and the notebook run again without it)
 error              any other exception, in the solution cell or in the check; or the
                    kernel died while a cell of the exercise ran (``os._exit``, a crash,
                    out of memory): "the kernel died ..."
@@ -71,6 +73,7 @@ class Options:
     work: Path = Path("rebuilt")  # one folder per submission, kept for the instructor
     notebook: str | None = None  # --notebook: what every submission is expected to be
     sandboxes: "queue.Queue[Sandbox] | None" = None  # one per -j slot; None: the kernel is not isolated
+    memory: int = 4 << 30  # bytes of resident memory per kernel (for the message; the sandboxes enforce it)
 
 
 @dataclass
@@ -83,9 +86,9 @@ class Graded:
     key: str = ""
 
 
-def first_line(text: str) -> str:
-    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
-    return lines[0] if lines else ""
+def first_line(text: str, limit: int = 1000) -> str:
+    line = next((line.strip() for line in str(text).strip().splitlines() if line.strip()), "")
+    return line if len(line) <= limit else line[:limit] + " [...]"
 
 
 def sanitizer(path: Path | None):
@@ -115,6 +118,9 @@ def judge(role: str, cell: CellOutcome, token: str, options: Options, clean) -> 
         return None
     if cell.outcome == "timeout":
         return "timeout", f"{where} did not finish within {options.timeout:g} s (an infinite loop?)"
+    if cell.outcome == "memory":
+        return "over the memory limit", (f"{where} used more than the {options.memory / 2 ** 30:g} GB of memory "
+                                         f"each kernel may use ({cell.message}; the instructor's --memory)")
     if cell.outcome == "died":
         if "grading process" in cell.message:
             return "error", f"the grading process was killed while {where} ran (twice)"
@@ -220,7 +226,7 @@ def _judge_with(notebook: Canonical, scratch: Path, seed: int):
 def _culprit(graded: list[GradedCell], run: Run) -> int | None:
     """The cell to leave out of the next run: the first that timed out, else the one that killed the kernel."""
     outcomes = [run.cells.get(n, CellOutcome("not run")).outcome for n in range(len(graded))]
-    stopped = [n for n, outcome in enumerate(outcomes) if outcome in ("timeout", "died")]
+    stopped = [n for n, outcome in enumerate(outcomes) if outcome in ("timeout", "died", "memory")]
     if stopped:
         return stopped[0]
     if "dead" in outcomes and outcomes.index("dead") > 0:
@@ -329,9 +335,9 @@ def _grade(path: Path, base: Path | None, canonical: dict[str, Canonical], optio
                 notes.append(f"given cell {cell.cell_id!r} hung (calling a student's function?) and was skipped")
             else:
                 break
-        kept = options.work / graded.key  # the notebook actually graded, for the instructor to rerun
-        kept.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(target, kept / target.name)
+        kept = options.work / graded.key  # the notebook graded, for the instructor to rerun by hand: its
+        kept.mkdir(parents=True, exist_ok=True)  # checks judge in the kernel, as in JupyterLab (nothing recorded)
+        nbformat.write(rebuild(notebook, match, token, stubbed=set(stubbed), skipped=skipped)[0], kept / target.name)
         verdicts = {ex.id: exercise_verdict(ex, cells, run, token, options, clean,
                                             judge_check=_judge_with(notebook, scratch, seed))
                     for ex in notebook.exercises.values()
