@@ -1,0 +1,232 @@
+"""Addition with an optional scratchpad: a task where a model can answer at once or work first (chapter 10).
+
+A prompt is the prompt of :class:`course_lib.tasks.AdditionTask` (``"478+567="``). A completion
+takes one of two styles, both ending with the answer and EOS (written ``$``):
+
+=============== ========================= =============================================================
+style           completion                what it is
+=============== ========================= =============================================================
+``direct``      ``1045$``                 the answer at once (the model must find every carry silently)
+``scratchpad``  ``[15,14,10]1045$``       the column totals first, right to left, carries included
+                                          (8+7=15, 7+6+1=14, 4+5+1=10): each answer digit is then a
+                                          total's last digit, and each carry is written down
+``filler``      ``[.........]1045$``      the control: a run of dots as long as the real scratchpad's
+                                          content, so the same length with no content
+=============== ========================= =============================================================
+
+Why it is built this way. Reinforcement learning on such a task can make completions
+longer for two different reasons (chapter 10): *selection* (the scratchpad earns more
+reward, so RL picks it) and GRPO's *length bias* (the per-sequence mean ``1/|o|`` punishes
+each token of a long wrong answer less; Liu et al. 2025, "Understanding R1-Zero-like
+training"). The filler style is as long as the scratchpad but carries nothing, so under
+an unbiased loss it can only win through the few extra positions it gives the transformer
+to compute in ("pause tokens", Goyal et al. 2024); what it gains beyond that is the bias.
+
+The verifier (:meth:`ScratchpadAdditionTask.score`) is an *outcome* reward with a format
+gate, like DeepSeek-R1-Zero's: 1 when the answer that follows the scratchpad is exact and
+the completion is well formed, else 0. It checks the scratchpad's form, never its content
+(wrong column totals followed by the right answer earn 1): the reward never pays for the
+steps themselves, so a scratchpad can only win by helping the model find the answer. What
+counts as *malformed* (reward 0) is exactly what :func:`completion_style` labels so:
+
+- no EOS (the completion ran out of tokens), or nothing before it;
+- anything but digits, or a bracketed part then digits: ``"10,45$"``, ``"1045]$"``;
+- an unclosed or empty bracket, or nothing after it: ``"[15,14$"``, ``"[]1045$"``, ``"[15,14,10]$"``;
+- bracket content that is neither a run of dots nor exactly ``n_digits`` comma-separated
+  column totals, each an integer from 0 to 19 written without a leading zero (the largest
+  total is 9 + 9 + 1): ``"[15,14]1045$"`` for three digits, ``"[15,,14,10]..."``, ``"[15,4.,10]..."``.
+
+A run of dots of any length counts as filler: dots carry no content, and a verifier that
+counted them would turn the control into a computation (the real scratchpad's length
+depends on the carries). Text after the first EOS is ignored, as everywhere in the course.
+
+Shapes: ``N`` pairs or prompts, ``P`` prompt tokens, ``L`` completion tokens.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+import numpy as np
+import torch
+
+from course_lib import _validate
+from course_lib.tasks import AdditionTask
+from course_lib.tiny_lm import EOS_TEXT, CharTokenizer
+
+STYLES = ("direct", "scratchpad", "filler", "malformed")
+"""The labels of :func:`completion_style`, in a fixed order."""
+
+ALPHABET = "0123456789+=[],."
+"""The addition task's alphabet (digits keep their ids) plus the scratchpad's brackets, comma and dot."""
+
+
+# ---------------------------------------------------------------------------
+# 1. Reading a completion: its style and its answer
+# ---------------------------------------------------------------------------
+
+
+def parse_completion(text: str, n_digits: int) -> tuple[str, str | None]:
+    """The style of a decoded completion and the answer it gives (``None`` when malformed).
+
+    Args:
+        text: a completion as :meth:`CharTokenizer.decode` writes it (``"[15,14,10]1045$"``);
+            whatever follows the first ``$`` is ignored.
+        n_digits: digits per operand: a real scratchpad holds this many column totals.
+
+    Returns:
+        ``(style, answer)``: a label of :data:`STYLES` and the digits after the scratchpad.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"text: expected a str, got {type(text).__name__}")
+    _validate.require_int("n_digits", n_digits, minimum=1)
+    body, eos, _ = text.partition(EOS_TEXT)
+    if not eos:
+        return "malformed", None  # never stopped
+    if re.fullmatch(r"[0-9]+", body):
+        return "direct", body
+    m = re.fullmatch(r"\[([^\[\]]+)\]([0-9]+)", body)
+    if m is None:
+        return "malformed", None
+    content, answer = m.groups()
+    if re.fullmatch(r"\.+", content):
+        return "filler", answer
+    total = r"(?:1?[0-9])"  # 0 to 19, no leading zero
+    if re.fullmatch(rf"{total}(?:,{total}){{{n_digits - 1}}}", content):
+        return "scratchpad", answer
+    return "malformed", None
+
+
+def completion_style(text: str, n_digits: int = 3) -> str:
+    """The style of a decoded completion: ``"direct"``, ``"scratchpad"``, ``"filler"`` or ``"malformed"``.
+
+    The rules are the module docstring's; the answer is not checked here (a wrong answer
+    in good form keeps its style).
+    """
+    return parse_completion(text, n_digits)[0]
+
+
+# ---------------------------------------------------------------------------
+# 2. The task
+# ---------------------------------------------------------------------------
+
+
+class ScratchpadAdditionTask(AdditionTask):
+    """:class:`AdditionTask` whose completions may carry a scratchpad of column totals (or filler).
+
+    Prompts, pairs and splits are the addition task's (its prompt ids are unchanged: the
+    alphabet only grows at its end). The completion is longer: the largest scratchpad has
+    ``3 * n_digits + 1`` characters (``n_digits`` totals of two digits, the commas, the
+    brackets), then the answer (``n_digits + 1`` digits at most) and EOS.
+
+    Args:
+        n_digits: digits per operand, 1 to 4.
+    """
+
+    def __init__(self, n_digits: int = 3):
+        super().__init__(n_digits)
+        self.tokenizer = CharTokenizer(ALPHABET)
+        self.max_new_tokens = (3 * n_digits + 1) + (n_digits + 1) + 1  # scratchpad, answer, EOS
+
+    def column_totals(self, a: int, b: int) -> list[int]:
+        """The column sums from the right, each with the carry from the column before: ``[15, 14, 10]``."""
+        totals, carry = [], 0
+        for i in range(self.n_digits):
+            t = (a // 10 ** i) % 10 + (b // 10 ** i) % 10 + carry
+            totals.append(t)
+            carry = t // 10
+        return totals
+
+    def scratchpad_text(self, a: int, b: int, filler: bool = False) -> str:
+        """``"[15,14,10]"``, or with ``filler`` the same length of dots: ``"[.........]"``."""
+        content = ",".join(str(t) for t in self.column_totals(a, b))
+        return "[" + ("." * len(content) if filler else content) + "]"
+
+    def completion_text(self, a: int, b: int, style: str = "direct") -> str:
+        """The demonstration of ``style`` (``"direct"``, ``"scratchpad"`` or ``"filler"``), EOS included."""
+        _validate.require_choice("style", style, STYLES[:3])
+        pad = "" if style == "direct" else self.scratchpad_text(a, b, filler=style == "filler")
+        return pad + self.answer_text(a, b) + EOS_TEXT
+
+    def demonstrations(self, pairs: list[tuple[int, int]], scratchpad_share: float = 0.5, filler: bool = False,
+                       seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """Prompts with correct completions for the warm-up, a share of them worked on a scratchpad.
+
+        Args:
+            pairs: the ``(a, b)`` to demonstrate.
+            scratchpad_share: the fraction (rounded to a whole number of pairs) written with a
+                scratchpad; the rest answer directly. Which pairs: a seeded shuffle, so the two
+                styles cover the same kind of problems.
+            filler: write the filler control (dots) in place of the column totals.
+            seed: seeds the choice of pairs.
+
+        Returns:
+            ``(prompts, completions)``: ``(N, P)`` ids and ``(N, L)`` ids (completion, EOS, then PAD;
+            ``L = max_new_tokens``).
+        """
+        share = _validate.require_unit_interval("scratchpad_share", scratchpad_share)
+        _validate.require_bool("filler", filler)
+        _validate.require_int("seed", seed)
+        order = list(range(len(pairs)))
+        random.Random(seed).shuffle(order)
+        worked = set(order[:round(share * len(pairs))])
+        style = "filler" if filler else "scratchpad"
+        tok, L = self.tokenizer, self.max_new_tokens
+        rows = []
+        for i, (a, b) in enumerate(pairs):
+            ids = tok.encode(self.completion_text(a, b, style if i in worked else "direct"))
+            rows.append(ids + [tok.pad_id] * (L - len(ids)))
+        return self.prompts(pairs), torch.tensor(rows, dtype=torch.long)  # (N, P), (N, L)
+
+    # -- the verifier, on token ids ----------------------------------------------------------
+
+    def styles(self, completions: torch.Tensor) -> np.ndarray:
+        """The style of every completion: a numpy array of :data:`STYLES` labels.
+
+        Args:
+            completions: ``[..., L]`` ids (decoding stops at the first EOS).
+
+        Returns:
+            ``[...]`` array of str (``labels == "scratchpad"`` is a boolean array).
+        """
+        texts = self._decode("completions", completions)
+        labels = [completion_style(t, self.n_digits) for t in texts]
+        return np.array(labels, dtype="<U10").reshape(tuple(completions.shape[:-1]))
+
+    def score(self, prompts: torch.Tensor, completions: torch.Tensor) -> torch.Tensor:
+        """1.0 for an exact answer after a well-formed scratchpad (or none), else 0.0.
+
+        Args:
+            prompts: ``[..., P]`` prompt ids, broadcast against ``completions`` as in
+                :func:`course_lib.tasks.score_completions` (``(B, 1, P)`` against ``(B, G, L)``).
+            completions: ``[..., L]`` ids.
+
+        Returns:
+            ``[...]`` float32 rewards.
+        """
+        _validate.require_tensor("prompts", prompts, floating=False, min_dim=1)
+        _validate.require_tensor("completions", completions, floating=False, min_dim=1)
+        try:
+            shape = torch.broadcast_shapes(prompts.shape[:-1], completions.shape[:-1])
+        except RuntimeError:
+            raise ValueError(f"prompts: leading shape {tuple(prompts.shape[:-1])} does not broadcast with "
+                             f"completions' {tuple(completions.shape[:-1])}") from None
+        prompt_texts = self._decode("prompts", prompts.expand(*shape, prompts.shape[-1]))
+        texts = self._decode("completions", completions.expand(*shape, completions.shape[-1]))
+        answers: dict[str, str] = {}
+        out = []
+        for p, c in zip(prompt_texts, texts):
+            if p not in answers:
+                a, b = p[:-1].split("+")
+                answers[p] = self.answer_text(int(a), int(b))
+            _, answer = parse_completion(c, self.n_digits)
+            out.append(float(answer is not None and answer == answers[p]))
+        return torch.tensor(out, dtype=torch.float32).reshape(shape)  # (...)
+
+    def _decode(self, name: str, ids: torch.Tensor) -> list[str]:
+        if ids.is_floating_point() or ids.dtype == torch.bool:
+            raise ValueError(f"{name}: expected integer token ids, got {ids.dtype}")
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.tokenizer.vocab_size):
+            raise ValueError(f"{name}: ids must lie in [0, {self.tokenizer.vocab_size})")
+        return [self.tokenizer.decode(row) for row in ids.reshape(-1, ids.shape[-1]).tolist()]
