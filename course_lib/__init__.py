@@ -19,6 +19,7 @@ The tree is the course's map. Chapter by chapter (``lectures/`` holds each chapt
                       ``grpo_step``, checkpoints), ``lectures.capstone`` (warm-up, GRPO, PPO with a value head)
 - 09 scaling up ..... ``hf`` (the course's GRPO on Hugging Face models: ``hf.tiny``, ``hf.data``, ``hf.loop``,
                       ``python -m course_lib.hf``; TRL: ``hf.trl_grpo``, ``hf.agreement``, ``hf.mapping``)
+- 10 longer answers . ``tasks_reasoning`` (addition with a scratchpad or filler, its verifier and styles), ``lectures.reasoning`` (pass@k, per-token weights, style share, the warm-up measured)
 
 Shared helpers: ``_validate`` (argument checks that raise ``ValueError`` naming the argument), ``masked``
 (masked means and sums) and ``_threads`` (the ``one_thread()`` context). ``plotting`` draws every figure (``plotting.widgets`` wraps them

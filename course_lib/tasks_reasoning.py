@@ -27,18 +27,7 @@ gate, like DeepSeek-R1-Zero's: 1 when the answer that follows the scratchpad is 
 the completion is well formed, else 0. It checks the scratchpad's form, never its content
 (wrong column totals followed by the right answer earn 1): the reward never pays for the
 steps themselves, so a scratchpad can only win by helping the model find the answer. What
-counts as *malformed* (reward 0) is exactly what :func:`completion_style` labels so:
-
-- no EOS (the completion ran out of tokens), or nothing before it;
-- anything but digits, or a bracketed part then digits: ``"10,45$"``, ``"1045]$"``;
-- an unclosed or empty bracket, or nothing after it: ``"[15,14$"``, ``"[]1045$"``, ``"[15,14,10]$"``;
-- bracket content that is neither a run of dots nor exactly ``n_digits`` comma-separated
-  column totals, each an integer from 0 to 19 written without a leading zero (the largest
-  total is 9 + 9 + 1): ``"[15,14]1045$"`` for three digits, ``"[15,,14,10]..."``, ``"[15,4.,10]..."``.
-
-A run of dots of any length counts as filler: dots carry no content, and a verifier that
-counted them would turn the control into a computation (the real scratchpad's length
-depends on the carries). Text after the first EOS is ignored, as everywhere in the course.
+counts as *malformed* (reward 0) is listed in :func:`completion_style`.
 
 Shapes: ``N`` pairs or prompts, ``P`` prompt tokens, ``L`` completion tokens.
 """
@@ -101,8 +90,25 @@ def parse_completion(text: str, n_digits: int) -> tuple[str, str | None]:
 def completion_style(text: str, n_digits: int = 3) -> str:
     """The style of a decoded completion: ``"direct"``, ``"scratchpad"``, ``"filler"`` or ``"malformed"``.
 
-    The rules are the module docstring's; the answer is not checked here (a wrong answer
-    in good form keeps its style).
+    Only the text up to the first ``$`` (EOS) is read; what follows it is ignored. Then:
+
+    - ``"direct"``: digits only, ``"1045$"`` (leading zeros too: the style, not the answer, is judged);
+    - ``"scratchpad"``: ``"[" + totals + "]"`` then digits, where ``totals`` is exactly ``n_digits``
+      integers from 0 to 19 (9 + 9 + a carry of 1 at most) without leading zeros, joined by commas:
+      ``"[15,14,10]1045$"``; the totals need not be right (the verifier grades form, not content);
+    - ``"filler"``: ``"["`` + one or more dots + ``"]"`` then digits, ``"[........]1045$"`` (the dots are
+      not counted: they carry no content);
+    - ``"malformed"``: everything else: no ``$`` at all (the completion never stopped), nothing before it
+      (``"$"``), a bracket that is empty, unclosed or doubled, no digits after it (``"[15,14,10]$"``),
+      the wrong number of totals (``"[15,14]1045$"`` with three digits), a total of 20 or more or with a
+      leading zero, dots mixed with digits, any other character (``"10,45$"``).
+
+    Args:
+        text: a completion as ``CharTokenizer.decode`` writes it, EOS as ``$``.
+        n_digits: digits per operand (a real scratchpad holds one total per column).
+
+    Returns:
+        One of the four labels.
     """
     return parse_completion(text, n_digits)[0]
 
