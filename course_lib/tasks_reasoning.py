@@ -10,17 +10,21 @@ style           completion                what it is
 ``scratchpad``  ``[15,14,10]1045$``       the column totals first, right to left, carries included
                                           (8+7=15, 7+6+1=14, 4+5+1=10): each answer digit is then a
                                           total's last digit, and each carry is written down
-``filler``      ``[.........]1045$``      the control: a run of dots as long as the real scratchpad's
-                                          content, so the same length with no content
+``filler``      ``[........]1045$``       the control: a run of dots as long as the longest scratchpad's
+                                          content (``3 * n_digits - 1``), the same for every prompt
 =============== ========================= =============================================================
 
 Why it is built this way. Reinforcement learning on such a task can make completions
 longer for two different reasons (chapter 10): *selection* (the scratchpad earns more
 reward, so RL picks it) and GRPO's *length bias* (the per-sequence mean ``1/|o|`` punishes
 each token of a long wrong answer less; Liu et al. 2025, "Understanding R1-Zero-like
-training"). The filler style is as long as the scratchpad but carries nothing, so under
+training"). The filler style is as long as a scratchpad but carries nothing, so under
 an unbiased loss it can only win through the few extra positions it gives the transformer
 to compute in ("pause tokens", Goyal et al. 2024); what it gains beyond that is the bias.
+Its length is fixed on purpose: dots as many as *this* pair's scratchpad has characters
+(``filler_matches_length=True``) would tell which columns carry (``"[5,9]"`` has 3 characters,
+``"[15,14]"`` 5), so a model that writes the right number of dots has done part of the sum,
+and the control would carry content after all.
 
 The verifier (:meth:`ScratchpadAdditionTask.score`) is an *outcome* reward with a format
 gate, like DeepSeek-R1-Zero's: 1 when the answer that follows the scratchpad is exact and
@@ -144,19 +148,22 @@ class ScratchpadAdditionTask(AdditionTask):
             carry = t // 10
         return totals
 
-    def scratchpad_text(self, a: int, b: int, filler: bool = False) -> str:
-        """``"[15,14,10]"``, or with ``filler`` the same length of dots: ``"[.........]"``."""
+    def scratchpad_text(self, a: int, b: int, filler: bool = False, filler_matches_length: bool = False) -> str:
+        """``"[15,14,10]"``; with ``filler`` the dots ``"[........]"``, ``3 * n_digits - 1`` of them (as many as
+        this pair's totals have characters with ``filler_matches_length``)."""
         content = ",".join(str(t) for t in self.column_totals(a, b))
-        return "[" + ("." * len(content) if filler else content) + "]"
+        if filler:
+            content = "." * (len(content) if filler_matches_length else 3 * self.n_digits - 1)
+        return "[" + content + "]"
 
-    def completion_text(self, a: int, b: int, style: str = "direct") -> str:
+    def completion_text(self, a: int, b: int, style: str = "direct", filler_matches_length: bool = False) -> str:
         """The demonstration of ``style`` (``"direct"``, ``"scratchpad"`` or ``"filler"``), EOS included."""
         _validate.require_choice("style", style, STYLES[:3])
-        pad = "" if style == "direct" else self.scratchpad_text(a, b, filler=style == "filler")
+        pad = "" if style == "direct" else self.scratchpad_text(a, b, style == "filler", filler_matches_length)
         return pad + self.answer_text(a, b) + EOS_TEXT
 
     def demonstrations(self, pairs: list[tuple[int, int]], scratchpad_share: float = 0.5, filler: bool = False,
-                       seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+                       seed: int = 0, filler_matches_length: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """Prompts with correct completions for the warm-up, a share of them worked on a scratchpad.
 
         Args:
@@ -166,6 +173,8 @@ class ScratchpadAdditionTask(AdditionTask):
                 styles cover the same kind of problems.
             filler: write the filler control (dots) in place of the column totals.
             seed: seeds the choice of pairs.
+            filler_matches_length: as many dots as each pair's totals have characters (the
+                prototype's filler, which leaks the carries), not the fixed ``3 * n_digits - 1``.
 
         Returns:
             ``(prompts, completions)``: ``(N, P)`` ids and ``(N, L)`` ids (completion, EOS, then PAD;
@@ -173,6 +182,7 @@ class ScratchpadAdditionTask(AdditionTask):
         """
         share = _validate.require_unit_interval("scratchpad_share", scratchpad_share)
         _validate.require_bool("filler", filler)
+        _validate.require_bool("filler_matches_length", filler_matches_length)
         _validate.require_int("seed", seed)
         order = list(range(len(pairs)))
         random.Random(seed).shuffle(order)
@@ -181,7 +191,7 @@ class ScratchpadAdditionTask(AdditionTask):
         tok, L = self.tokenizer, self.max_new_tokens
         rows = []
         for i, (a, b) in enumerate(pairs):
-            ids = tok.encode(self.completion_text(a, b, style if i in worked else "direct"))
+            ids = tok.encode(self.completion_text(a, b, style if i in worked else "direct", filler_matches_length))
             rows.append(ids + [tok.pad_id] * (L - len(ids)))
         return self.prompts(pairs), torch.tensor(rows, dtype=torch.long)  # (N, P), (N, L)
 

@@ -27,7 +27,9 @@ def test_texts_of_the_three_styles():
     assert task.column_totals(478, 567) == [15, 14, 10]
     assert task.completion_text(478, 567, "direct") == "1045$"
     assert task.completion_text(478, 567, "scratchpad") == "[15,14,10]1045$"
-    assert task.completion_text(478, 567, "filler") == "[........]1045$"  # as long as "15,14,10"
+    assert task.completion_text(478, 567, "filler") == "[........]1045$"  # as long as "18,19,19", the longest
+    assert task.completion_text(5, 3, "filler") == "[........]8$"  # the same dots for every pair
+    assert task.completion_text(5, 3, "filler", filler_matches_length=True) == "[.....]8$"  # as long as "8,0,0"
     assert task.completion_text(5, 3, "scratchpad") == "[8,0,0]8$"
     assert task.completion_text(999, 999, "scratchpad") == "[18,19,19]1998$"  # the longest: 3n + 1 + n + 1 + 1
     assert task.max_new_tokens == len("[18,19,19]1998$") == 15
@@ -109,7 +111,10 @@ def test_demonstrations_mix_and_filler():
     labels = task.styles(filler)
     assert (labels == "filler").sum() == 100
     assert np.array_equal(labels == "filler", task.styles(real) == "scratchpad")  # the same pairs worked
-    assert torch.equal(filler != task.tokenizer.pad_id, real != task.tokenizer.pad_id)  # the same lengths
+    dots = (filler == task.tokenizer.stoi["."]).sum(-1)
+    assert set(dots.tolist()) == {0, 8}  # the same filler for every pair: it tells nothing of the carries
+    _, matched = task.demonstrations(pairs, 0.5, filler=True, filler_matches_length=True)
+    assert torch.equal(matched != task.tokenizer.pad_id, real != task.tokenizer.pad_id)  # the prototype's: same lengths
     assert not torch.equal(task.demonstrations(pairs, 0.5, seed=1)[1], real)
 
 
@@ -149,7 +154,8 @@ def test_every_demonstration_is_right_in_its_own_style(n_digits, data):
         assert len(task.tokenizer.encode(text)) <= task.max_new_tokens
         prompts, completions = task.prompts([(a, b)]), _ids(task, [text])
         assert task.score(prompts, completions).item() == 1.0
-    assert len(task.completion_text(a, b, "filler")) == len(task.completion_text(a, b, "scratchpad"))
+    assert len(task.completion_text(a, b, "filler", True)) == len(task.completion_text(a, b, "scratchpad"))
+    assert len(task.completion_text(a, b, "filler")) >= len(task.completion_text(a, b, "scratchpad"))
 
 
 @settings(max_examples=200, deadline=None)

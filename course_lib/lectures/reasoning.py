@@ -180,9 +180,11 @@ class ReasoningConfig:
     """The fraction of demonstrations written with a scratchpad (or with the filler)."""
     filler: bool = False
     """The control: dots in place of the column totals."""
+    filler_matches_length: bool = False
+    """As many dots as each pair's totals have characters (leaks the carries), not a fixed run."""
     n_heldout: int = 500
     """Prompts never trained on, the same for every seed."""
-    sft_steps: int = 400
+    sft_steps: int = 500
     """Adam steps of warm-up (batches of 64 demonstrations)."""
     sft_lr: float = 3e-3
     """Learning rate of the warm-up."""
@@ -203,7 +205,8 @@ def warm_up_reasoning(cfg: ReasoningConfig | None = None, seed: int = 0
     split = task.split(cfg.n_demos, cfg.n_heldout, seed=0)
     lm = TinyLM(TinyLMConfig(vocab_size=task.tokenizer.vocab_size, d_model=cfg.d_model,
                              block_size=task.prompt_length + task.max_new_tokens), seed=seed)
-    prompts, completions = task.demonstrations(split["demos"], cfg.scratchpad_share, filler=cfg.filler)
+    prompts, completions = task.demonstrations(split["demos"], cfg.scratchpad_share, filler=cfg.filler,
+                                               filler_matches_length=cfg.filler_matches_length)
     losses = sft(lm, prompts, completions, task.tokenizer.eos_id, steps=cfg.sft_steps, lr=cfg.sft_lr, seed=seed)
     return lm.eval(), task, split, losses
 
@@ -252,3 +255,20 @@ def sample_stats(lm: TinyLM, task: ScratchpadAdditionTask, pairs, n_samples: int
     c = rewards.sum(-1).long()  # (N,) right samples per prompt
     out["pass_at_k"] = {int(k): float(pass_at_k(n_samples, c, k).mean()) for k in ks}
     return out
+
+
+def measure_warm_up(cfg: ReasoningConfig | None = None, seed: int = 0, n_prompts: int = 200, n_samples: int = 64
+                    ) -> dict:
+    """:func:`warm_up_reasoning` then :func:`sample_stats` on the first ``n_prompts`` held-out prompts, one thread.
+
+    Returns:
+        ``sample_stats``'s dict with ``seed``, ``sft_loss`` (mean of the last 20 steps) and ``seconds`` added.
+    """
+    import time
+
+    start = time.perf_counter()
+    with one_thread():
+        lm, task, split, losses = warm_up_reasoning(cfg, seed)
+    stats = sample_stats(lm, task, split["heldout"][:n_prompts], n_samples=n_samples, seed=seed)
+    return {"seed": seed, "sft_loss": sum(losses[-20:]) / max(1, len(losses[-20:])), **stats,
+            "seconds": time.perf_counter() - start}
