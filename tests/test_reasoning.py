@@ -144,3 +144,25 @@ def test_style_share():
         style_share(labels, "scratch")
     with pytest.raises(ValueError, match="labels"):
         style_share([], "direct")
+
+
+# ---------------------------------------------------------------------------
+# The warm-up and its statistics (tiny sizes: the shapes and the bookkeeping, not the numbers)
+# ---------------------------------------------------------------------------
+
+
+def test_warm_up_and_sample_stats_bookkeeping():
+    from course_lib.lectures.reasoning import ReasoningConfig, sample_stats, warm_up_reasoning
+
+    cfg = ReasoningConfig(n_digits=2, n_demos=16, n_heldout=6, sft_steps=3, filler=True)
+    lm, task, split, losses = warm_up_reasoning(cfg, seed=1)
+    assert len(losses) == 3 and len(split["heldout"]) == 6
+    assert lm.cfg.block_size == task.prompt_length + task.max_new_tokens
+    stats = sample_stats(lm, task, split["heldout"], n_samples=4, ks=(1, 2, 4, 8))
+    assert sum(stats["share"].values()) == pytest.approx(1.0)
+    assert stats["share"]["scratchpad"] == 0.0 and np.isnan(stats["accuracy_by_style"]["scratchpad"])
+    assert 1 <= stats["length"] <= task.max_new_tokens
+    p = [stats["pass_at_k"][k] for k in (1, 2, 4, 8)]
+    assert p == sorted(p) and p[0] == pytest.approx(stats["accuracy"])
+    again = sample_stats(lm, task, split["heldout"], n_samples=4, ks=(1, 2, 4, 8))
+    assert repr(again) == repr(stats)  # seeded sampling (repr: nan == nan)
