@@ -221,6 +221,24 @@ class ScratchpadAdditionTask(AdditionTask):
         Returns:
             ``[...]`` float32 rewards.
         """
+        shape, pairs, texts = self._read(prompts, completions)
+        out = [float(parse_completion(c, self.n_digits)[1] == self.answer_text(a, b)) for (a, b), c in zip(pairs, texts)]
+        return torch.tensor(out, dtype=torch.float32).reshape(shape)  # (...)
+
+    def totals_right(self, prompts: torch.Tensor, completions: torch.Tensor) -> torch.Tensor:
+        """Whether each completion is a scratchpad whose column totals are all right (the verifier never asks).
+
+        Args and broadcasting as :meth:`score`. Returns ``[...]`` bool: ``False`` for every other style.
+        Beside :meth:`score` it tells whether the answers follow the work: right totals then a wrong
+        answer, or wrong totals then a right one, would mean the scratchpad is decoration.
+        """
+        shape, pairs, texts = self._read(prompts, completions)
+        right = [text.startswith(self.scratchpad_text(a, b)) and completion_style(text, self.n_digits) == "scratchpad"
+                 for (a, b), text in zip(pairs, texts)]
+        return torch.tensor(right, dtype=torch.bool).reshape(shape)  # (...)
+
+    def _read(self, prompts: torch.Tensor, completions: torch.Tensor):
+        """The broadcast leading shape, the ``(a, b)`` of every prompt and the text of every completion, flat."""
         _validate.require_tensor("prompts", prompts, floating=False, min_dim=1)
         _validate.require_tensor("completions", completions, floating=False, min_dim=1)
         try:
@@ -229,16 +247,8 @@ class ScratchpadAdditionTask(AdditionTask):
             raise ValueError(f"prompts: leading shape {tuple(prompts.shape[:-1])} does not broadcast with "
                              f"completions' {tuple(completions.shape[:-1])}") from None
         prompt_texts = self._decode("prompts", prompts.expand(*shape, prompts.shape[-1]))
-        texts = self._decode("completions", completions.expand(*shape, completions.shape[-1]))
-        answers: dict[str, str] = {}
-        out = []
-        for p, c in zip(prompt_texts, texts):
-            if p not in answers:
-                a, b = p[:-1].split("+")
-                answers[p] = self.answer_text(int(a), int(b))
-            _, answer = parse_completion(c, self.n_digits)
-            out.append(float(answer is not None and answer == answers[p]))
-        return torch.tensor(out, dtype=torch.float32).reshape(shape)  # (...)
+        pairs = [tuple(int(x) for x in p[:-1].split("+")) for p in prompt_texts]  # "478+567=" -> (478, 567)
+        return shape, pairs, self._decode("completions", completions.expand(*shape, completions.shape[-1]))
 
     def _decode(self, name: str, ids: torch.Tensor) -> list[str]:
         if ids.is_floating_point() or ids.dtype == torch.bool:

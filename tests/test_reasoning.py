@@ -164,5 +164,7 @@ def test_warm_up_and_sample_stats_bookkeeping():
     assert 1 <= stats["length"] <= task.max_new_tokens
     p = [stats["pass_at_k"][k] for k in (1, 2, 4, 8)]
     assert p == sorted(p) and p[0] == pytest.approx(stats["accuracy"])
+    assert sum(stats["greedy"]["share"].values()) == pytest.approx(1.0) and 0 <= stats["greedy"]["accuracy"] <= 1
+    assert np.isnan(stats["totals_right"])  # the filler task has no scratchpad
     again = sample_stats(lm, task, split["heldout"], n_samples=4, ks=(1, 2, 4, 8))
     assert repr(again) == repr(stats)  # seeded sampling (repr: nan == nan)

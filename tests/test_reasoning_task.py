@@ -85,6 +85,8 @@ def test_score_and_styles_on_ids():
     assert labels.tolist() == [["direct", "scratchpad", "filler", "scratchpad", "direct", "scratchpad",
                                 "malformed", "malformed", "direct", "scratchpad"]]
     assert task.score(prompts[:, None, :], completions).dtype == torch.float32
+    assert task.totals_right(prompts[:, None, :], completions).tolist() == [
+        [False, True, False, False, False, True, False, False, False, True]]
 
 
 def test_score_broadcasts_like_score_completions():

@@ -234,15 +234,21 @@ def sample_stats(lm: TinyLM, task: ScratchpadAdditionTask, pairs, n_samples: int
     """What sampled completions of held-out prompts look like: styles, accuracy by style, length, pass@k.
 
     Returns:
-        A dict of floats: ``share`` and ``accuracy`` per style (accuracy among the completions of that
-        style, ``nan`` where there are none), ``accuracy`` (all samples), ``length`` (mean tokens, EOS
-        included), ``length_by_style``, and ``pass_at_k`` ``{k: mean over prompts of pass@k}``.
+        A dict of floats: ``share``, ``accuracy_by_style`` and ``length_by_style`` per style (among the
+        completions of that style, ``nan`` where there are none), ``accuracy`` (all samples), ``length``
+        (mean tokens, EOS included), ``totals_right`` (the share of scratchpads whose column totals are
+        all right) and ``accuracy_given_totals`` (``{"right": .., "wrong": ..}``: accuracy of scratchpads
+        with right and with wrong totals), ``pass_at_k`` ``{k: mean over prompts of pass@k}``, and
+        ``greedy`` (``{"accuracy": .., "share": {style: ..}}`` of the greedy completions).
     """
     with one_thread():
         prompts, completions = sample_completions(lm, task, pairs, n_samples, temperature, seed)
         rewards = task.score(prompts[:, None, :], completions)  # (N, G)
         labels = task.styles(completions)  # (N, G)
         lengths = completion_mask(completions, task.tokenizer.eos_id).sum(-1)  # (N, G)
+        totals = task.totals_right(prompts[:, None, :], completions).numpy()  # (N, G)
+        tok = task.tokenizer
+        greedy, _ = lm.generate(prompts, task.max_new_tokens, greedy=True, eos_id=tok.eos_id, pad_id=tok.pad_id)
     out = {"share": {}, "accuracy_by_style": {}, "length_by_style": {}}
     r, n_tok = rewards.numpy(), lengths.numpy()
     for style in STYLES:
@@ -252,6 +258,14 @@ def sample_stats(lm: TinyLM, task: ScratchpadAdditionTask, pairs, n_samples: int
         out["length_by_style"][style] = float(n_tok[pick].mean()) if pick.any() else float("nan")
     out["accuracy"] = float(r.mean())
     out["length"] = float(n_tok.mean())
+    worked = labels == "scratchpad"
+    out["totals_right"] = float(totals[worked].mean()) if worked.any() else float("nan")
+    out["accuracy_given_totals"] = {
+        key: float(r[worked & (totals == flag)].mean()) if (worked & (totals == flag)).any() else float("nan")
+        for key, flag in (("right", True), ("wrong", False))}
+    greedy_labels = task.styles(greedy)
+    out["greedy"] = {"accuracy": float(task.score(prompts, greedy).mean()),
+                     "share": {style: style_share(greedy_labels, style) for style in STYLES}}
     c = rewards.sum(-1).long()  # (N,) right samples per prompt
     out["pass_at_k"] = {int(k): float(pass_at_k(n_samples, c, k).mean()) for k in ks}
     return out
