@@ -191,6 +191,11 @@ class ReasoningConfig:
     d_model: int = 64
     """Width of the TinyLM (2 layers, 4 heads)."""
 
+    @classmethod
+    def filler_control(cls, **changes) -> "ReasoningConfig":
+        """The control: 2-digit addition, half the demonstrations with filler dots, a shorter warm-up."""
+        return dataclasses.replace(cls(n_digits=2, filler=True, sft_steps=300), **changes)
+
 
 def warm_up_reasoning(cfg: ReasoningConfig | None = None, seed: int = 0
                       ) -> tuple[TinyLM, ScratchpadAdditionTask, dict, list[float]]:
