@@ -67,6 +67,13 @@ def pass_without_replacement_ratio_flipped(n, c, k):
                  1.0 - float(np.prod(1.0 - k / np.arange(n - c, n))))
 
 
+def pass_factorials(n, c, k):
+    """C(a, b) as a! / (b! (a - b)!): fails as soon as n - c < k (c = n, say), where (n - c - k)! is undefined."""
+    def comb(a, b):
+        return math.factorial(a) // (math.factorial(b) * math.factorial(a - b))
+    return _loop(n, c, k, lambda n, c, k: 1 - comb(n - c, k) / comb(n, k))
+
+
 def pass_exact(n, c, k):
     """Exact rational arithmetic, k > n as pass@n."""
     def one(n, c, k):
@@ -250,6 +257,7 @@ MUTANTS = [
     ("pass_at_k", pass_guard_off_by_one, "off by one"),
     ("pass_at_k", pass_ignores_k, "pass@1"),
     ("pass_at_k", pass_without_replacement_ratio_flipped, None),
+    ("pass_at_k", pass_factorials, "factorial"),
     ("aggregation_token_weight", weights_inverted, "inverted"),
     ("aggregation_token_weight", weights_no_mean_over_responses, "mean over the N responses"),
     ("aggregation_token_weight", weights_token_mean_over_responses, "total number of tokens"),
