@@ -222,7 +222,9 @@ class ScratchpadAdditionTask(AdditionTask):
             ``[...]`` float32 rewards.
         """
         shape, pairs, texts = self._read(prompts, completions)
-        out = [float(parse_completion(c, self.n_digits)[1] == self.answer_text(a, b)) for (a, b), c in zip(pairs, texts)]
+        # The answer is what follows the scratchpad; a malformed completion has none (None != any sum).
+        out = [float(parse_completion(text, self.n_digits)[1] == self.answer_text(a, b))
+               for (a, b), text in zip(pairs, texts)]
         return torch.tensor(out, dtype=torch.float32).reshape(shape)  # (...)
 
     def totals_right(self, prompts: torch.Tensor, completions: torch.Tensor) -> torch.Tensor:

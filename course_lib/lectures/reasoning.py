@@ -61,30 +61,33 @@ def pass_at_k(n, c, k) -> torch.Tensor:
     Returns:
         ``[...]`` float64 tensor (0-dimensional for ints).
     """
-    n, c, k = (_counts(name, x) for name, x in (("n", n), ("c", c), ("k", k)))
-    if bool((n < 1).any()) or bool((k < 1).any()) or bool((c < 0).any()):
-        raise ValueError(f"n, k: expected >= 1 and c >= 0, got n in [{int(n.min())}, {int(n.max())}], "
-                         f"c min {int(c.min())}, k min {int(k.min())}")
-    n, c, k = torch.broadcast_tensors(n, c, k)
+    n, c, k = _check_counts(n, c, k)  # broadcast int64 tensors
+    # ALGO LOGIC: one factor (1 - k / i) for i = n - c + 1, ..., n along a new last axis; those past c are 1.
+    j = torch.arange(int(c.max()), dtype=torch.float64)  # (C,)
+    i = (n - c + 1).double()[..., None] + j  # (..., C)
+    one = torch.ones((), dtype=torch.float64)
+    factors = torch.where(j < c[..., None], 1.0 - k[..., None] / i, one)  # (..., C)
+    all_wrong = factors.prod(dim=-1)  # (...): C(n - c, k) / C(n, k)
+    # n - c < k: every draw holds a right sample (this also covers k > n, where the product means nothing).
+    return torch.where(n - c < k, (c > 0).double(), 1.0 - all_wrong)  # (...)
+
+
+def _check_counts(n, c, k) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``n``, ``c``, ``k`` as broadcast int64 tensors, or ``ValueError`` naming the one that is wrong."""
+    out = {}
+    for name, x, least in (("n", n, 1), ("c", c, 0), ("k", k, 1)):
+        t = torch.as_tensor(x)
+        if t.dtype == torch.bool or t.is_complex() or t.numel() == 0:
+            raise ValueError(f"{name}: expected whole numbers, got {t.dtype} of shape {tuple(t.shape)}")
+        if t.is_floating_point() and not (torch.isfinite(t).all() and (t == t.round()).all()):
+            raise ValueError(f"{name}: expected whole numbers, got {t.flatten()[:4].tolist()}")
+        if bool((t < least).any()):
+            raise ValueError(f"{name}: expected values >= {least}, got {int(t.min())}")
+        out[name] = t.long()
+    n, c, k = torch.broadcast_tensors(out["n"], out["c"], out["k"])
     if bool((c > n).any()):
         raise ValueError("c: expected at most n right samples out of n")
-    # ALGO LOGIC: one factor (1 - k / i) for i = n - c + 1, ..., n; factors past c are 1.
-    j = torch.arange(int(c.max()) if c.numel() else 0, dtype=torch.float64)  # (C,)
-    i = (n - c + 1).double()[..., None] + j  # (..., C)
-    factors = torch.where(j < c.double()[..., None], 1.0 - k.double()[..., None] / i, torch.ones((), dtype=torch.float64))
-    all_wrong = factors.prod(dim=-1)  # (...): C(n - c, k) / C(n, k)
-    # n - c < k: some draw must hold a right sample (this also covers k > n, where the product is meaningless).
-    return torch.where(n - c < k, torch.where(c > 0, 1.0, 0.0).double(), 1.0 - all_wrong)
-
-
-def _counts(name: str, x) -> torch.Tensor:
-    t = torch.as_tensor(x)
-    if t.dtype == torch.bool or t.is_complex():
-        raise ValueError(f"{name}: expected whole numbers, got dtype {t.dtype}")
-    if t.is_floating_point():
-        if not bool(torch.isfinite(t).all()) or not bool((t == t.round()).all()):
-            raise ValueError(f"{name}: expected whole numbers, got {t.flatten()[:4].tolist()}")
-    return t.long()
+    return n, c, k
 
 
 # ---------------------------------------------------------------------------
