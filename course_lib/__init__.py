@@ -21,6 +21,7 @@ The tree is the course's map. Chapter by chapter (``lectures/`` holds each chapt
                       ``lectures.capstone`` (warm-up, the benchmark's runs, the exercise's ``grpo_step``)
 - 09 scaling up ..... ``hf`` (``lm_rl`` on Hugging Face models: ``hf.tiny``, ``hf.data``, ``hf.loop``,
                       ``python -m course_lib.hf``; TRL: ``hf.trl_grpo``, ``hf.agreement``, ``hf.mapping``)
+- 10 longer answers . ``tasks_reasoning`` (addition with a scratchpad or filler, its verifier and styles), ``lectures.reasoning`` (pass@k, per-token weights, style share, the warm-up measured)
 - 11 GRPO family .... ``family`` (RLOO, REINFORCE++, DAPO's parts, GSPO, CISPO, SAPO as small functions; TRL agreement in ``hf.agreement``)
 
 Shared helpers: ``_validate`` (argument checks that raise ``ValueError`` naming the argument), ``masked``

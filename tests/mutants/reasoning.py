@@ -1,0 +1,287 @@
+"""Classic wrong (and correct) ways to write the exercises of chapter 10 (why completions get longer).
+
+``pass_at_k(n, c, k)``, ``aggregation_token_weight(length, mode, max_len=None)``,
+``completion_style(text, n_digits=3)`` and ``style_share(labels, style)``, checked by
+``course_lib.checks.reasoning``.
+"""
+
+import math
+import re
+from fractions import Fraction
+
+import numpy as np
+import torch
+
+# ---------------------------------------------------------------------------
+# pass_at_k
+# ---------------------------------------------------------------------------
+
+
+def _loop(n, c, k, one):
+    """Apply ``one(n, c, k)`` (plain ints) elementwise over the broadcast tensors."""
+    n, c, k = torch.broadcast_tensors(*(torch.as_tensor(x).long() for x in (n, c, k)))
+    out = [one(int(a), int(b), int(d)) for a, b, d in zip(n.flatten(), c.flatten(), k.flatten())]
+    return torch.tensor(out, dtype=torch.float64).reshape(n.shape)
+
+
+def pass_biased(n, c, k):
+    return _loop(n, c, k, lambda n, c, k: 1 - (1 - c / n) ** k)
+
+
+def pass_float_binomials(n, c, k):
+    def one(n, c, k):
+        num = float(math.comb(n - c, k)) if n - c < 1000 else math.inf  # what a float binomial gives past 1e308
+        den = float(math.comb(n, k)) if n < 1000 else math.inf
+        return 1 - num / den if den else float("nan")
+    return _loop(n, c, k, one)
+
+
+def pass_chen_verbatim(n, c, k):
+    """Chen et al.'s numpy code as printed: right for k <= n, but 1 for c = 0 when k > n."""
+    def one(n, c, k):
+        if n - c < k:
+            return 1.0
+        return 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+    return _loop(n, c, k, one)
+
+
+def pass_no_guard(n, c, k):
+    return _loop(n, c, k, lambda n, c, k: 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1))))
+
+
+def pass_guard_off_by_one(n, c, k):
+    def one(n, c, k):
+        if n - c <= k:
+            return float(c > 0)
+        return 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+    return _loop(n, c, k, one)
+
+
+def pass_ignores_k(n, c, k):
+    return _loop(n, c, k, lambda n, c, k: c / n)
+
+
+def pass_without_replacement_ratio_flipped(n, c, k):
+    """C(n, k) / C(n - c, k) inverted into the product: prod (1 - k / i) over the wrong range."""
+    return _loop(n, c, k, lambda n, c, k: float(c > 0) if n - c < k else
+                 1.0 - float(np.prod(1.0 - k / np.arange(n - c, n))))
+
+
+def pass_factorials(n, c, k):
+    """C(a, b) as a! / (b! (a - b)!): fails as soon as n - c < k (c = n, say), where (n - c - k)! is undefined."""
+    def comb(a, b):
+        return math.factorial(a) // (math.factorial(b) * math.factorial(a - b))
+    return _loop(n, c, k, lambda n, c, k: 1 - comb(n - c, k) / comb(n, k))
+
+
+def pass_exact(n, c, k):
+    """Exact rational arithmetic, k > n as pass@n."""
+    def one(n, c, k):
+        k = min(k, n)
+        return float(1 - Fraction(math.comb(n - c, k), math.comb(n, k)))
+    return _loop(n, c, k, one)
+
+
+def pass_log_space(n, c, k):
+    """The ratio of binomials as one exp of log-gamma differences: no overflow, guards written out."""
+    n, c, k = torch.broadcast_tensors(*(torch.as_tensor(x).double() for x in (n, c, k)))
+    safe = torch.where(n - c < k, n + k, n)  # any n with n - c >= k where the guard decides anyway
+    log_ratio = (torch.lgamma(safe - c + 1) - torch.lgamma(safe - c - k + 1)
+                 - torch.lgamma(safe + 1) + torch.lgamma(safe - k + 1))
+    return torch.where(n - c < k, (c > 0).double(), 1 - torch.exp(log_ratio))
+
+
+# ---------------------------------------------------------------------------
+# aggregation_token_weight
+# ---------------------------------------------------------------------------
+
+
+def _weights(one_mode):
+    def fn(length, mode, max_len=None):
+        o = length.double()
+        L = o.max() if max_len is None else max_len
+        w = one_mode(o, o.numel(), L, mode)
+        return torch.where(o > 0, w, torch.zeros_like(w))
+    return fn
+
+
+def _right(o, N, L, mode):
+    if mode == "seq-mean-token-mean":
+        return 1 / (N * o.clamp(min=1))
+    if mode == "token-mean":
+        return torch.ones_like(o) / o.sum()
+    return torch.ones_like(o) / (N * L)
+
+
+weights_inverted = _weights(lambda o, N, L, m: o / N if m == "seq-mean-token-mean" else _right(o, N, L, m))
+weights_no_mean_over_responses = _weights(
+    lambda o, N, L, m: 1 / o.clamp(min=1) if m == "seq-mean-token-mean" else _right(o, N, L, m))
+weights_token_mean_over_responses = _weights(
+    lambda o, N, L, m: torch.ones_like(o) / N if m == "token-mean" else _right(o, N, L, m))
+weights_drgrpo_per_length = _weights(
+    lambda o, N, L, m: 1 / (N * o.clamp(min=1)) if m == "seq-mean-token-sum-norm" else _right(o, N, L, m))
+weights_drgrpo_sum = _weights(
+    lambda o, N, L, m: torch.ones_like(o) / L if m == "seq-mean-token-sum-norm" else _right(o, N, L, m))
+weights_modes_swapped = _weights(
+    lambda o, N, L, m: _right(o, N, L, {"token-mean": "seq-mean-token-mean",
+                                        "seq-mean-token-mean": "token-mean"}.get(m, m)))
+
+
+def weights_max_len_ignored(length, mode, max_len=None):
+    return _weights(_right)(length, mode, None)
+
+
+def weights_empty_not_zero(length, mode, max_len=None):
+    o = length.double()
+    return _right(o, o.numel(), o.max() if max_len is None else max_len, mode)
+
+
+def weights_by_autograd(length, mode, max_len=None):
+    """The oracle: differentiate the course's aggregate_loss (a correct variant)."""
+    from course_lib.grpo import aggregate_loss
+
+    T = max(int(length.max()), 1)
+    mask = (torch.arange(T) < length[..., None]).double()
+    x = torch.zeros(*length.shape, T, dtype=torch.float64, requires_grad=True)
+    aggregate_loss(x, mask, mode, max_len if max_len is not None else T).backward()
+    return x.grad[..., 0] * (length > 0)
+
+
+# ---------------------------------------------------------------------------
+# completion_style
+# ---------------------------------------------------------------------------
+
+
+def _style(text, n_digits=3, *, eos_required=True, cut_after_eos=True, dots_are_filler=True, strict=True):
+    if cut_after_eos:
+        body, eos, _ = text.partition("$")
+    else:
+        body, eos = (text[:-1], "$") if text.endswith("$") else (text, "")
+    if not eos and eos_required:
+        return "malformed"
+    if re.fullmatch(r"[0-9]+", body):
+        return "direct"
+    m = re.fullmatch(r"\[([^\[\]]+)\]([0-9]+)", body)
+    if not m:
+        return "malformed"
+    content = m.group(1)
+    if re.fullmatch(r"\.+", content):
+        return "filler" if dots_are_filler else "scratchpad"
+    pattern = rf"(?:1?[0-9])(?:,(?:1?[0-9])){{{n_digits - 1}}}" if strict else r"[0-9.,]+"
+    return "scratchpad" if re.fullmatch(pattern, content) else "malformed"
+
+
+def style_no_eos_needed(text, n_digits=3):
+    return _style(text, n_digits, eos_required=False)
+
+
+def style_reads_past_eos(text, n_digits=3):
+    return _style(text, n_digits, cut_after_eos=False)
+
+
+def style_dots_are_scratchpad(text, n_digits=3):
+    return _style(text, n_digits, dots_are_filler=False)
+
+
+def style_any_bracket_content(text, n_digits=3):
+    return _style(text, n_digits, strict=False)
+
+
+def style_counts_brackets_only(text, n_digits=3):
+    """A scratchpad is anything with a '[': the answer and the totals are never read."""
+    if not text.partition("$")[1]:
+        return "malformed"
+    body = text.partition("$")[0]
+    if "[" in body:
+        return "filler" if "." in body else "scratchpad"
+    return "direct"
+
+
+def style_by_split(text, n_digits=3):
+    """A correct variant without regular expressions."""
+    body, eos, _ = text.partition("$")
+    if not eos or not body:
+        return "malformed"
+    if body.isdigit():
+        return "direct"
+    if not body.startswith("[") or body.count("]") != 1 or body.count("[") != 1:
+        return "malformed"
+    content, answer = body[1:].split("]")
+    if not content or not answer.isdigit():
+        return "malformed"
+    if set(content) == {"."}:
+        return "filler"
+    totals = content.split(",")
+    if len(totals) != n_digits:
+        return "malformed"
+    for t in totals:
+        if not t.isdigit() or not 0 <= int(t) <= 19 or (len(t) > 1 and t[0] == "0"):
+            return "malformed"
+    return "scratchpad"
+
+
+# ---------------------------------------------------------------------------
+# style_share
+# ---------------------------------------------------------------------------
+
+
+def share_count(labels, style):
+    return float(sum(label == style for label in np.asarray(labels).reshape(-1)))
+
+
+def share_over_wellformed(labels, style):
+    flat = np.asarray(labels).reshape(-1)
+    return float((flat == style).sum() / (flat != "malformed").sum())
+
+
+def share_per_row(labels, style):
+    flat = np.asarray(labels).reshape(-1)
+    return float((flat == style).sum() / len(labels))
+
+
+def share_first_row(labels, style):
+    """Only the first prompt's group (or the first label of a flat list) is looked at."""
+    return float(np.mean(np.asarray(labels)[0] == style))
+
+
+def share_loop(labels, style):
+    flat = [label for row in labels for label in (row if isinstance(row, (list, np.ndarray)) else [row])]
+    return sum(1 for label in flat if label == style) / len(flat)
+
+
+MUTANTS = [
+    ("pass_at_k", pass_biased, "plug-in"),
+    ("pass_at_k", pass_float_binomials, "overflow"),
+    ("pass_at_k", pass_chen_verbatim, "c = 0"),
+    ("pass_at_k", pass_no_guard, "k > n"),
+    ("pass_at_k", pass_guard_off_by_one, "off by one"),
+    ("pass_at_k", pass_ignores_k, "pass@1"),
+    ("pass_at_k", pass_without_replacement_ratio_flipped, None),
+    ("pass_at_k", pass_factorials, "factorial"),
+    ("aggregation_token_weight", weights_inverted, "inverted"),
+    ("aggregation_token_weight", weights_no_mean_over_responses, "mean over the N responses"),
+    ("aggregation_token_weight", weights_token_mean_over_responses, "total number of tokens"),
+    ("aggregation_token_weight", weights_drgrpo_per_length, "constant max_len"),
+    ("aggregation_token_weight", weights_drgrpo_sum, "verl"),
+    ("aggregation_token_weight", weights_max_len_ignored, "ignored"),
+    ("aggregation_token_weight", weights_empty_not_zero, "empty response"),
+    ("aggregation_token_weight", weights_modes_swapped, None),
+    ("completion_style", style_no_eos_needed, "no EOS"),
+    ("completion_style", style_reads_past_eos, "after the first EOS"),
+    ("completion_style", style_dots_are_scratchpad, "filler"),
+    ("completion_style", style_any_bracket_content, "exactly n_digits"),
+    ("completion_style", style_counts_brackets_only, None),
+    ("style_share", share_count, "count"),
+    ("style_share", share_over_wellformed, "malformed"),
+    ("style_share", share_per_row, "number of prompts"),
+    ("style_share", share_first_row, None),
+]
+
+VARIANTS = [
+    ("pass_at_k", pass_exact),
+    ("pass_at_k", pass_log_space),
+    ("aggregation_token_weight", weights_by_autograd),
+    ("aggregation_token_weight", _weights(_right)),
+    ("completion_style", style_by_split),
+    ("style_share", share_loop),
+]
