@@ -28,9 +28,16 @@ lab: $(STAMP)
 browser-deps:
 	@.ci/install-chromium
 
+# Two pytest passes, both always run (conftest.py explains the split): the tests marked serial alone,
+# then the rest on the two cores with pytest-xdist; coverage is measured across both.
+PYTEST   := $(BIN)/python -m pytest
+PARALLEL := -n 2 --dist loadgroup --no-loadscope-reorder
+
 test: $(STAMP) browser-deps
 	$(BIN)/python -m course_lib.build --check
-	$(BIN)/python -m pytest tests notebooks solutions
+	$(PYTEST) -m serial --cov-report= tests; serial=$$?; \
+	$(PYTEST) -m "not serial" $(PARALLEL) --cov-append tests notebooks solutions; rest=$$?; \
+	test $$serial -eq 0 && test $$rest -eq 0
 
 exercises: $(STAMP)
 	$(BIN)/python -m course_lib.build

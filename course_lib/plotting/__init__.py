@@ -24,6 +24,7 @@ from __future__ import annotations
 from course_lib.plotting.base import (  # noqa: F401
     FIGSIZE,
     plot_discount_weights,
+    update_discount_weights,
 )
 from course_lib.plotting.policy_gradient import (  # noqa: F401
     plot_mc_gradient_error,
@@ -41,12 +42,14 @@ from course_lib.plotting.gae import (  # noqa: F401
     plot_nstep_weights,
     plot_token_gae,
     plot_truncation_errors,
+    update_gae_on_chain,
 )
 from course_lib.plotting.ppo import (  # noqa: F401
     plot_ppo_clip,
     plot_ppo_diagnostics,
     plot_ppo_runs,
     ppo_clip_curves,
+    update_ppo_clip,
 )
 from course_lib.plotting.grpo import (  # noqa: F401
     group_signal_curves,
@@ -61,4 +64,5 @@ from course_lib.plotting.compare import (  # noqa: F401
     plot_budget_curves,
     plot_memory_breakdown,
     plot_sweep,
+    update_sweep,
 )
