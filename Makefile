@@ -31,7 +31,7 @@ browser-deps:
 # Two pytest passes, both always run (conftest.py explains the split): the tests marked serial alone,
 # then the rest on the two cores with pytest-xdist; coverage is measured across both.
 PYTEST   := $(BIN)/python -m pytest
-PARALLEL := -n 2 --dist loadgroup --no-loadscope-reorder
+PARALLEL := -n 2
 
 test: $(STAMP) browser-deps
 	$(BIN)/python -m course_lib.build --check

@@ -1,38 +1,42 @@
 """Repository-wide pytest hooks: how `make test` shares the 2 cores, and how long each notebook took.
 
-`make test` runs pytest twice (see the Makefile). First the tests marked ``serial``, alone: they time
-something (the browser tests time each slider's redraw) or keep both cores busy themselves (the grading
-of a class with ``-j 2``, TRL under ``accelerate launch`` with two processes), so a neighbour would make
-them slow or flaky. Then everything else with pytest-xdist on two workers (``-n 2 --dist loadgroup``),
-where the hooks below decide what runs together:
+`make test` runs pytest twice (see the Makefile). First the tests marked ``serial`` (``SERIAL`` below says
+which and why), alone, because they time something: a neighbour on the other core would be measured too.
+Then everything else with pytest-xdist on two workers (``-n 2``), scheduled by ``CourseScheduling``:
 
 - nbval makes one test item per cell, and the cells of a notebook share one kernel and must run in order:
-  every cell of a notebook gets the notebook's ``xdist_group``, so one worker runs the whole notebook;
-- tests that share a module-scoped fixture (a class graded once, a model trained once) get their module's
-  group, so the fixture is built once, on one worker; every other test is scheduled on its own;
-- the heaviest units go first (lecture notebooks, then solution notebooks, then module groups, then single
-  tests), so that the last units to start are short and neither worker waits long for the other;
-- each worker, and the kernels it starts, computes on one thread: the two workers already fill the two
-  cores, and a second torch thread per worker mostly waits.
+  a notebook is one unit of work, run whole by one worker;
+- a test module that defines a module-scoped fixture (a class graded once, a model trained once) is one
+  unit too, so the fixture is built once; every other test is a unit of its own, so the two workers
+  finish together;
+- the units start in this order: the module groups (the longest set-ups), the lecture notebooks, the
+  solution notebooks, then single tests, short, that fill the gaps at the end;
+- each worker, and each kernel it starts, computes on one thread: two workers already fill the two cores,
+  and a second torch thread per worker mostly waits.
+
+(pytest-xdist's own ``--dist loadgroup`` would group by ``xdist_group`` marks, but it renames node ids in a way
+pytest 9.2 no longer sees, so the grouping is done here, from node ids, which is all the controller has.)
 
 nbval reports one test item per cell; `notebook run times` sums them per notebook (from the first cell's start,
 kernel start-up included, to the last cell's end) so the test report shows each notebook's run time, the budget
-the course keeps (under 60 s each). Under xdist the reports reach the controller, which prints the section.
+the course keeps (under 60 s each). Under xdist the reports reach the controller, which prints the section, with
+the worker that ran each notebook.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parent
 
 # Tests that need the machine to themselves, and why: each is marked `serial` here, so the list stays in one place.
 SERIAL = {
     "tests/browser/": "times each slider's redraw, from key press to new picture, against a 200 ms aim",
-    "tests/test_grade.py": "grades a class with -j 2 (both cores) under an 8 s per-cell timeout, and times a resume",
-    "tests/test_hf_accelerate.py::test_trl_script_under_accelerate_launch_two_cpu_processes":
-        "runs TRL in two processes under accelerate launch (both cores)",
 }
 
 _spans: dict[str, list[float]] = defaultdict(list)
@@ -44,42 +48,52 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ.setdefault(_name, "1")
 
 
-def _notebook(item: pytest.Item) -> str | None:
-    """The notebook an nbval cell belongs to (its path as pytest shows it), or None for any other test."""
-    path = item.nodeid.split("::")[0]
-    return path if path.endswith(".ipynb") and type(item).__name__ == "IPyNbCell" else None
-
-
-def _shares_a_module_fixture(item: pytest.Item) -> bool:
-    fixtures = getattr(item, "_fixtureinfo", None)
-    if fixtures is None:
+@functools.cache
+def _has_module_fixture(path: str) -> bool:
+    """Whether the test module at ``path`` (relative to the repository) defines a module-scoped fixture."""
+    try:
+        source = (ROOT / path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
         return False
-    return any(d.scope == "module" for defs in fixtures.name2fixturedefs.values() for d in defs)
+    return 'scope="module"' in source or "scope='module'" in source
 
 
-def _unit_rank(item: pytest.Item) -> int:
-    """Which scheduling units start first: 0 lecture notebooks, 1 solution notebooks, 2 module groups, 3 the rest."""
-    notebook = _notebook(item)
-    if notebook is not None:
-        return 0 if notebook.startswith("notebooks/") else 1
-    return 2 if _shares_a_module_fixture(item) else 3
+def _unit(nodeid: str) -> str:
+    """The unit of work a test belongs to: its notebook, its module (when it shares a module fixture), or itself."""
+    path = nodeid.split("::", 1)[0]
+    return path if path.endswith(".ipynb") or _has_module_fixture(path) else nodeid
 
 
-@pytest.hookimpl(tryfirst=True)  # before `-m` deselects, and before xdist turns xdist_group marks into node ids
+def _unit_rank(nodeid: str) -> int:
+    """Which units start first: 0 module groups, 1 lecture notebooks, 2 solution notebooks, 3 single tests."""
+    unit = _unit(nodeid)
+    if unit.endswith(".ipynb"):
+        return 1 if unit.startswith("notebooks/") else 2
+    return 0 if unit != nodeid else 3
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Under ``-n`` (xdist's ``--dist load``), units as ``_unit`` says, in the order the workers collected them."""
+    if config.getvalue("dist") != "load":
+        return None  # another --dist asked for explicitly: xdist's own
+    from xdist.scheduler import LoadScopeScheduling
+
+    class CourseScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit(nodeid)
+
+    config.option.loadscopereorder = False  # keep the order below, not xdist's (units with most tests first)
+    return CourseScheduling(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if any(item.nodeid.startswith(prefix) for prefix in SERIAL):
             item.add_marker(pytest.mark.serial)
-    if not config.pluginmanager.hasplugin("xdist") or config.getoption("dist", "no") != "loadgroup":
-        return
-    for item in items:
-        notebook = _notebook(item)
-        if notebook is not None:
-            item.add_marker(pytest.mark.xdist_group(notebook))
-        elif _shares_a_module_fixture(item) and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-    # A stable sort: within a unit (a notebook's cells, a module's tests) the order is kept.
-    items.sort(key=_unit_rank)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # A stable sort: within a unit (a notebook's cells, a module's tests) the order is kept.
+        items.sort(key=lambda item: _unit_rank(item.nodeid))
 
 
 def pytest_runtest_logreport(report):
@@ -92,6 +106,7 @@ def pytest_runtest_logreport(report):
             _workers[path] = worker.gateway.id
 
 
+@pytest.hookimpl(trylast=True)  # after the coverage table: the report ends with the notebooks' times
 def pytest_terminal_summary(terminalreporter):
     if not _spans or os.environ.get("PYTEST_XDIST_WORKER"):
         return
