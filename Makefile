@@ -16,6 +16,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python 3 (GRPO course)" >/dev/null
+	@# JupyterLab gives each kernel CurveZMQ keys: no "Kernel is running over TCP without encryption" at every start.
+	@mkdir -p $(VENV)/etc/jupyter/jupyter_server_config.d
+	@echo '{"KernelManager": {"transport_encryption": "auto"}}' > $(VENV)/etc/jupyter/jupyter_server_config.d/course-grpo.json
 	@touch $(STAMP)
 
 # Root is common on course machines and containers; Jupyter refuses it without --allow-root.

@@ -42,6 +42,13 @@ SERIAL = {
 _spans: dict[str, list[float]] = defaultdict(list)
 _workers: dict[str, str] = {}
 
+# Kernels the tests start (nbval's, nbclient's) talk to them over CurveZMQ, with keys jupyter_client makes per kernel:
+# without them every kernel logs "Kernel is running over TCP without encryption". The same setting for JupyterLab is
+# in .venv/etc/jupyter (the Makefile's setup) and in the browser tests' server config.
+from jupyter_client.manager import KernelManager  # noqa: E402
+
+KernelManager.transport_encryption.default_value = "auto"  # "auto": when the kernelspec says it supports it
+
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # Before torch is imported (test modules import it at collection); kernels inherit the environment.
     for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
