@@ -33,7 +33,8 @@ browser-deps:
 
 # Two pytest passes, both always run (conftest.py explains the split): the tests marked serial alone,
 # then the rest on the two cores with pytest-xdist; coverage is measured across both.
-PYTEST   := $(BIN)/python -m pytest
+# Extra pytest options for both passes, e.g. `make test PYTEST_ARGS=--durations=40`.
+PYTEST   := $(BIN)/python -m pytest $(PYTEST_ARGS)
 PARALLEL := -n 2
 
 test: $(STAMP) browser-deps
