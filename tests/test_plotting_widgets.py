@@ -182,7 +182,7 @@ UPDATES = {
                  [{"gamma": g} for g in (0.9, 0.89, 0.88, 0.5, 0.0, 0.96)]),
     "04 gamma, lam": (plot_gae_on_chain, update_gae_on_chain,
                       [{"gamma": 0.95, "lam": 0.5}, {"gamma": 0.95, "lam": 0.45}, {"gamma": 0.94, "lam": 0.45},
-                       {"gamma": 0.5, "lam": 0.0}, {"gamma": 1.0, "lam": 1.0}]),
+                       {"gamma": 0.5, "lam": 0.0}, {"gamma": 1.0, "lam": 1.0}, {"gamma": 0.95, "lam": 0.5}]),
     "05 clip_eps": (plot_ppo_clip, update_ppo_clip, [{"clip_eps": e} for e in (0.2, 0.21, 0.05, 0.5)]),
     # The corners of the table too: the outline there touches the frame.
     "07 group_size, clip_eps": (partial(plot_sweep, sweep=_SWEEP), partial(update_sweep, sweep=_SWEEP),
@@ -199,7 +199,11 @@ def test_an_update_in_place_draws_the_pixels_of_a_new_figure(name):
     frame = Frame(fig, update_fn(fig, **moves[0]))
     for knobs in moves[1:]:
         changed = update_fn(frame.fig, **knobs)
-        assert changed is not None and frame.can_render(changed), knobs
+        assert changed is not None, knobs
+        if not frame.can_render(changed):  # as the widget does: a layer more to move (04's legend, reached)
+            fig = plot_fn(**knobs)
+            plt.close(fig)
+            frame = Frame(fig, update_fn(fig, **knobs))
         png = frame.render()
         fresh = plot_fn(**knobs)
         plt.close(fresh)

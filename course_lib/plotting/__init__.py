@@ -12,7 +12,12 @@ The convention every chapter follows when it adds a plot here:
   :mod:`course_lib.plotting.widgets` displays it and closes it;
 - keyword arguments only for the knobs a slider may turn, so
   ``slider_plot(plot_fn, gamma=FloatSlider(...))`` can bind to them by name;
-- small and quick: a widget redraws it on every slider step.
+- small and quick: a widget redraws it on every slider step;
+- for a plot behind a slider, an ``update_<what>(fig, **knobs)`` beside it moves a figure
+  ``plot_<what>`` drew to new knob values in place and returns the artists it changed (or
+  None when only a new figure will do); the widget then redraws only those
+  (:mod:`course_lib.plotting.widgets`). A test checks that the moved figure has exactly the
+  pixels of a new one.
 
 One module per chapter (``policy_gradient``, ``baselines``, ``gae``, ``ppo``, ``grpo``,
 ``compare``; ``base`` holds the shared size and chapter 00's plot); every plot is

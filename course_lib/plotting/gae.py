@@ -123,7 +123,7 @@ def update_gae_on_chain(fig: Figure, gamma: float = 0.95, lam: float = 0.5, nois
     """Redraw a figure of :func:`plot_gae_on_chain` for another gamma and lam in place; return the artists changed.
 
     The truth lines, the error bars (points, caps, bars) and the title change; the line at 0,
-    the legend and the spines, drawn over them, are redrawn with them.
+    the spines and (when the bars reach it) the legend, drawn over them, are redrawn with them.
     """
     from course_lib.lectures import chain
 
@@ -140,7 +140,15 @@ def update_gae_on_chain(fig: Figure, gamma: float = 0.95, lam: float = 0.5, nois
         high.set_ydata(mean + std)
         verticals.set_segments([[(xi, lo), (xi, hi)] for xi, lo, hi in zip(x, mean - std, mean + std)])
     ax.title.set_text(_gae_on_chain_title(gamma, lam, n_episodes, stats))
-    return [*ax.lines, *ax.collections, ax.get_legend(), ax.title, *ax.spines.values()]
+    changed = [*ax.lines, *ax.collections, ax.title, *ax.spines.values()]
+    # The legend is drawn over the bars, so it is redrawn with them, but only when they reach it: its text is
+    # about half the cost of a redraw. (Pixels: the highest bar or cap, plus half a marker, against its bottom.)
+    legend = ax.get_legend()
+    top = max(float((stats["mean"] + stats["std"]).nan_to_num(-9.0).max()), float(stats["target"].max()))
+    top_px = ax.transData.transform((0.0, top))[1] + 4.0
+    if top_px >= legend.get_window_extent().y0:
+        changed.append(legend)
+    return changed
 
 
 def plot_bias_variance(lams, mse, bias2, variance, exact_bias2=None) -> Figure:
