@@ -16,6 +16,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python 3 (GRPO course)" >/dev/null
+	@# JupyterLab gives each kernel CurveZMQ keys: no "Kernel is running over TCP without encryption" at every start.
+	@mkdir -p $(VENV)/etc/jupyter/jupyter_server_config.d
+	@echo '{"KernelManager": {"transport_encryption": "auto"}}' > $(VENV)/etc/jupyter/jupyter_server_config.d/course-grpo.json
 	@touch $(STAMP)
 
 # Root is common on course machines and containers; Jupyter refuses it without --allow-root.
@@ -28,9 +31,17 @@ lab: $(STAMP)
 browser-deps:
 	@.ci/install-chromium
 
+# Two pytest passes, both always run (conftest.py explains the split): the tests marked serial alone,
+# then the rest on the two cores with pytest-xdist; coverage is measured across both.
+# Extra pytest options for both passes, e.g. `make test PYTEST_ARGS=--durations=40`.
+PYTEST   := $(BIN)/python -m pytest $(PYTEST_ARGS)
+PARALLEL := -n 2
+
 test: $(STAMP) browser-deps
 	$(BIN)/python -m course_lib.build --check
-	$(BIN)/python -m pytest tests notebooks solutions
+	$(PYTEST) -m serial --cov-report= tests; serial=$$?; \
+	$(PYTEST) -m "not serial" $(PARALLEL) --cov-append tests notebooks solutions; rest=$$?; \
+	test $$serial -eq 0 && test $$rest -eq 0
 
 exercises: $(STAMP)
 	$(BIN)/python -m course_lib.build

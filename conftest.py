@@ -1,15 +1,106 @@
-"""Repository-wide pytest hooks: print how long each notebook took to run.
+"""Repository-wide pytest hooks: how `make test` shares the 2 cores, and how long each notebook took.
 
-nbval reports one test item per cell; this sums them per notebook (from the first
-cell's start, kernel start-up included, to the last cell's end) so the test report
-shows each notebook's run time, the budget the course keeps (under 60 s each).
+`make test` runs pytest twice (see the Makefile). First the tests marked ``serial`` (``SERIAL`` below says
+which and why), alone, because they time something: a neighbour on the other core would be measured too.
+Then everything else with pytest-xdist on two workers (``-n 2``), scheduled by ``CourseScheduling``:
+
+- nbval makes one test item per cell, and the cells of a notebook share one kernel and must run in order:
+  a notebook is one unit of work, run whole by one worker;
+- a test module that defines a module-scoped fixture (a class graded once, a model trained once) is one
+  unit too, so the fixture is built once; every other test is a unit of its own, so the two workers
+  finish together;
+- the units start in this order: the module groups (the longest set-ups), the lecture notebooks, the
+  solution notebooks, then single tests, short, that fill the gaps at the end;
+- each worker, and each kernel it starts, computes on one thread: two workers already fill the two cores,
+  and a second torch thread per worker mostly waits.
+
+(pytest-xdist's own ``--dist loadgroup`` would group by ``xdist_group`` marks, but it renames node ids in a way
+pytest 9.2 no longer sees, so the grouping is done here, from node ids, which is all the controller has.)
+
+nbval reports one test item per cell; `notebook run times` sums them per notebook (from the first cell's start,
+kernel start-up included, to the last cell's end) so the test report shows each notebook's run time, the budget
+the course keeps (under 60 s each). Under xdist the reports reach the controller, which prints the section, with
+the worker that ran each notebook.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent
+
+# Tests that need the machine to themselves, and why: each is marked `serial` here, so the list stays in one place.
+SERIAL = {
+    "tests/browser/": "times each slider's redraw, from key press to new picture, against a 200 ms aim",
+}
 
 _spans: dict[str, list[float]] = defaultdict(list)
+_workers: dict[str, str] = {}
+
+# Kernels the tests start (nbval's, nbclient's) talk to them over CurveZMQ, with keys jupyter_client makes per kernel:
+# without them every kernel logs "Kernel is running over TCP without encryption". The same setting for JupyterLab is
+# in .venv/etc/jupyter (the Makefile's setup) and in the browser tests' server config.
+from jupyter_client.manager import KernelManager  # noqa: E402
+
+KernelManager.transport_encryption.default_value = "auto"  # "auto": when the kernelspec says it supports it
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Before torch is imported (test modules import it at collection); kernels inherit the environment.
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_name, "1")
+
+
+@functools.cache
+def _has_module_fixture(path: str) -> bool:
+    """Whether the test module at ``path`` (relative to the repository) defines a module-scoped fixture."""
+    try:
+        source = (ROOT / path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return 'scope="module"' in source or "scope='module'" in source
+
+
+def _unit(nodeid: str) -> str:
+    """The unit of work a test belongs to: its notebook, its module (when it shares a module fixture), or itself."""
+    path = nodeid.split("::", 1)[0]
+    return path if path.endswith(".ipynb") or _has_module_fixture(path) else nodeid
+
+
+def _unit_rank(nodeid: str) -> int:
+    """Which units start first: 0 module groups, 1 lecture notebooks, 2 solution notebooks, 3 single tests."""
+    unit = _unit(nodeid)
+    if unit.endswith(".ipynb"):
+        return 1 if unit.startswith("notebooks/") else 2
+    return 0 if unit != nodeid else 3
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Under ``-n`` (xdist's ``--dist load``), units as ``_unit`` says, in the order the workers collected them."""
+    if config.getvalue("dist") != "load":
+        return None  # another --dist asked for explicitly: xdist's own
+    from xdist.scheduler import LoadScopeScheduling
+
+    class CourseScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit(nodeid)
+
+    config.option.loadscopereorder = False  # keep the order below, not xdist's (units with most tests first)
+    return CourseScheduling(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if any(item.nodeid.startswith(prefix) for prefix in SERIAL):
+            item.add_marker(pytest.mark.serial)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # A stable sort: within a unit (a notebook's cells, a module's tests) the order is kept.
+        items.sort(key=lambda item: _unit_rank(item.nodeid))
 
 
 def pytest_runtest_logreport(report):
@@ -17,15 +108,20 @@ def pytest_runtest_logreport(report):
     if ".ipynb" in report.nodeid and hasattr(report, "start"):
         path = path if path.endswith(".ipynb") else report.nodeid.split("[", 1)[-1].rstrip("]")
         _spans[path] += [report.start, report.stop]
+        worker = getattr(report, "node", None)  # under xdist, the worker that ran it (on the controller)
+        if worker is not None:
+            _workers[path] = worker.gateway.id
 
 
+@pytest.hookimpl(trylast=True)  # after the coverage table: the report ends with the notebooks' times
 def pytest_terminal_summary(terminalreporter):
-    if not _spans:
+    if not _spans or os.environ.get("PYTEST_XDIST_WORKER"):
         return
     terminalreporter.section("notebook run times")
     total = 0.0
     for path in sorted(_spans):
         seconds = max(_spans[path]) - min(_spans[path])
         total += seconds
-        terminalreporter.write_line(f"{seconds:7.1f} s  {path}")
+        where = f"  ({_workers[path]})" if path in _workers else ""
+        terminalreporter.write_line(f"{seconds:7.1f} s  {path}{where}")
     terminalreporter.write_line(f"{total:7.1f} s  all notebooks under nbval")

@@ -9,11 +9,15 @@ for ``ipywidgets.Output`` and sends the captured outputs back to the kernel, so
 
 from __future__ import annotations
 
+import io
 import json
+from functools import partial
 
 import ipywidgets
 import matplotlib
+import numpy as np
 import pytest
+from PIL import Image
 from matplotlib.figure import Figure
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
@@ -21,8 +25,18 @@ from nbformat.v4 import new_code_cell, new_notebook
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after choosing the backend
 
-from course_lib.plotting import plot_discount_weights
-from course_lib.plotting.widgets import SliderPlot, discount_widget, slider_plot
+from course_lib.lectures.sweep import load_sweep
+from course_lib.plotting import (
+    plot_discount_weights,
+    plot_gae_on_chain,
+    plot_ppo_clip,
+    plot_sweep,
+    update_discount_weights,
+    update_gae_on_chain,
+    update_ppo_clip,
+    update_sweep,
+)
+from course_lib.plotting.widgets import Frame, SliderPlot, discount_widget, slider_plot
 
 
 @pytest.fixture(autouse=True)
@@ -147,6 +161,92 @@ def test_discount_widget_slider_and_figure(capsys):
     assert len(_bars(fig)) == 30
     assert _bars(fig)[1].get_height() == pytest.approx(0.5)
     assert plt.get_fignums() == []
+
+
+# ---------------------------------------------------------------------------
+# update_<what>: a figure moved in place shows exactly the pixels of a new one
+# ---------------------------------------------------------------------------
+
+
+def _pixels(fig: Figure) -> np.ndarray:
+    """What a fresh figure looks like: drawn once on its own Agg canvas, as RGBA pixels."""
+    canvas = matplotlib.backends.backend_agg.FigureCanvasAgg(fig)
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba()).copy()
+
+
+_SWEEP = load_sweep()["sweep"]
+# Each widget's plot, its update function, and moves: the first is drawn, then each later one is an update.
+UPDATES = {
+    "00 gamma": (plot_discount_weights, update_discount_weights,
+                 [{"gamma": g} for g in (0.9, 0.89, 0.88, 0.5, 0.0, 0.96)]),
+    "04 gamma, lam": (plot_gae_on_chain, update_gae_on_chain,
+                      [{"gamma": 0.95, "lam": 0.5}, {"gamma": 0.95, "lam": 0.45}, {"gamma": 0.94, "lam": 0.45},
+                       {"gamma": 0.5, "lam": 0.0}, {"gamma": 1.0, "lam": 1.0}, {"gamma": 0.95, "lam": 0.5}]),
+    "05 clip_eps": (plot_ppo_clip, update_ppo_clip, [{"clip_eps": e} for e in (0.2, 0.21, 0.05, 0.5)]),
+    # The corners of the table too: the outline there touches the frame.
+    "07 group_size, clip_eps": (partial(plot_sweep, sweep=_SWEEP), partial(update_sweep, sweep=_SWEEP),
+                                [{"group_size": g, "clip_eps": e} for g, e in
+                                 ((8, 0.2), (12, 0.2), (8, 0.1), (2, 0.05), (16, 0.5), (2, 0.5))]),
+}
+
+
+@pytest.mark.parametrize("name", UPDATES)
+def test_an_update_in_place_draws_the_pixels_of_a_new_figure(name):
+    plot_fn, update_fn, moves = UPDATES[name]
+    fig = plot_fn(**moves[0])
+    plt.close(fig)
+    frame = Frame(fig, update_fn(fig, **moves[0]))
+    for knobs in moves[1:]:
+        changed = update_fn(frame.fig, **knobs)
+        assert changed is not None, knobs
+        if not frame.can_render(changed):  # as the widget does: a layer more to move (04's legend, reached)
+            fig = plot_fn(**knobs)
+            plt.close(fig)
+            frame = Frame(fig, update_fn(fig, **knobs))
+        png = frame.render()
+        fresh = plot_fn(**knobs)
+        plt.close(fresh)
+        want = _pixels(fresh)
+        differ = (np.asarray(frame.canvas.buffer_rgba()) != want).any(axis=2)
+        assert not differ.any(), f"{name} {knobs}: {differ.sum()} pixels differ, first at {np.argwhere(differ)[0]}"
+        shown = np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
+        assert np.array_equal(shown, want), f"{name} {knobs}: the PNG is not what was drawn"
+
+
+@pytest.mark.parametrize("before, after", [(0.9, 0.97), (0.97, 1.0), (1.0, 0.5), (0.9, 0.9)])
+def test_discount_update_asks_for_a_new_figure_when_the_horizon_mark_changes_kind(before, after):
+    fig = plot_discount_weights(gamma=before)
+    plt.close(fig)
+    crosses = (before >= 29 / 30) != (after >= 29 / 30) or (before == 1.0) != (after == 1.0)
+    assert (update_discount_weights(fig, gamma=after) is None) == crosses
+    assert update_discount_weights(fig, gamma=before, horizon=31) is None  # another number of bars
+
+
+def test_slider_plot_with_an_update_function_draws_once_then_moves_in_place():
+    plot_fn = Recorder()
+    updates = []
+
+    def update_fn(fig, a=1.0, n=3):
+        updates.append({"a": a, "n": n})
+        (ax,) = fig.axes
+        if len(ax.patches) != n:
+            return None  # another number of bars: only a new figure will do
+        for bar in ax.patches:
+            bar.set_height(a)
+        return list(ax.patches)
+
+    widget = slider_plot(plot_fn, update_fn, a=ipywidgets.FloatSlider(value=0.5),
+                         n=ipywidgets.IntSlider(value=3, min=1))
+    widget.sliders["a"].value = 0.75
+    assert plot_fn.calls == [{"a": 0.5, "n": 3}]  # moved in place, not drawn again
+    assert [bar.get_height() for bar in widget.frame.fig.axes[0].patches] == [0.75] * 3
+    widget.sliders["n"].value = 4
+    assert plot_fn.calls[1:] == [{"a": 0.75, "n": 4}]  # the update said no: a new figure
+    assert updates == [{"a": 0.5, "n": 3}, {"a": 0.75, "n": 3}, {"a": 0.75, "n": 4}, {"a": 0.75, "n": 4}]
+    assert plt.get_fignums() == []
+    with pytest.raises(ValueError, match="update_fn"):
+        slider_plot(plot_fn, "not a function", a=ipywidgets.FloatSlider())
 
 
 # ---------------------------------------------------------------------------

@@ -12,7 +12,12 @@ The convention every chapter follows when it adds a plot here:
   :mod:`course_lib.plotting.widgets` displays it and closes it;
 - keyword arguments only for the knobs a slider may turn, so
   ``slider_plot(plot_fn, gamma=FloatSlider(...))`` can bind to them by name;
-- small and quick: a widget redraws it on every slider step.
+- small and quick: a widget redraws it on every slider step;
+- for a plot behind a slider, an ``update_<what>(fig, **knobs)`` beside it moves a figure
+  ``plot_<what>`` drew to new knob values in place and returns the artists it changed (or
+  None when only a new figure will do); the widget then redraws only those
+  (:mod:`course_lib.plotting.widgets`). A test checks that the moved figure has exactly the
+  pixels of a new one.
 
 One module per chapter (``policy_gradient``, ``baselines``, ``gae``, ``ppo``, ``grpo``,
 ``compare``; ``base`` holds the shared size and chapter 00's plot); every plot is
@@ -24,6 +29,7 @@ from __future__ import annotations
 from course_lib.plotting.base import (  # noqa: F401
     FIGSIZE,
     plot_discount_weights,
+    update_discount_weights,
 )
 from course_lib.plotting.policy_gradient import (  # noqa: F401
     plot_mc_gradient_error,
@@ -41,12 +47,14 @@ from course_lib.plotting.gae import (  # noqa: F401
     plot_nstep_weights,
     plot_token_gae,
     plot_truncation_errors,
+    update_gae_on_chain,
 )
 from course_lib.plotting.ppo import (  # noqa: F401
     plot_ppo_clip,
     plot_ppo_diagnostics,
     plot_ppo_runs,
     ppo_clip_curves,
+    update_ppo_clip,
 )
 from course_lib.plotting.grpo import (  # noqa: F401
     group_signal_curves,
@@ -61,4 +69,5 @@ from course_lib.plotting.compare import (  # noqa: F401
     plot_budget_curves,
     plot_memory_breakdown,
     plot_sweep,
+    update_sweep,
 )

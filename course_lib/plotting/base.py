@@ -11,6 +11,16 @@ from course_lib import _validate
 FIGSIZE = (6.4, 3.2)
 
 
+def _horizon_marker(gamma: float, horizon: int) -> tuple[str, str]:
+    """How the effective horizon 1 / (1 - gamma) is marked: (kind, legend label); kind is "line", "off" or "none"."""
+    if gamma >= 1.0:
+        return "none", r"$\gamma = 1$: no discount, every step counts fully"
+    effective = 1.0 / (1.0 - gamma)
+    steps = "step" if effective == 1.0 else "steps"
+    label = rf"effective horizon $1/(1-\gamma)$ = {effective:.3g} {steps}"
+    return ("line", label) if effective <= horizon else ("off", label + " (off the chart)")
+
+
 def plot_discount_weights(gamma: float = 0.9, horizon: int = 30) -> Figure:
     """Bar chart of the discount weights gamma^t, with the effective horizon 1 / (1 - gamma) marked.
 
@@ -33,17 +43,15 @@ def plot_discount_weights(gamma: float = 0.9, horizon: int = 30) -> Figure:
 
     fig, ax = plt.subplots(figsize=FIGSIZE)
     ax.bar(t.numpy(), weights.numpy(), width=0.8, color="tab:blue", label=r"weight $\gamma^t$ of $r_t$")
-    if gamma < 1.0:
+    kind, label = _horizon_marker(gamma, horizon)
+    if kind == "line":
+        # The line sits after the first 1/(1 - gamma) bars and stops below the legend.
         effective = 1.0 / (1.0 - gamma)
-        steps = "step" if effective == 1.0 else "steps"
-        label = rf"effective horizon $1/(1-\gamma)$ = {effective:.3g} {steps}"
-        if effective <= horizon:
-            # The line sits after the first 1/(1 - gamma) bars and stops below the legend.
-            ax.vlines(effective - 0.5, 0.0, 1.08, color="tab:red", linestyle="--", label=label)
-        else:
-            ax.plot([], [], color="tab:red", linestyle="--", label=label + " (off the chart)")
+        ax.vlines(effective - 0.5, 0.0, 1.08, color="tab:red", linestyle="--", label=label, gid="horizon-line")
+    elif kind == "off":
+        ax.plot([], [], color="tab:red", linestyle="--", label=label, gid="horizon-off")
     else:
-        ax.plot([], [], " ", label=r"$\gamma = 1$: no discount, every step counts fully")
+        ax.plot([], [], " ", label=label, gid="horizon-none")
     ax.set_xlim(-0.6, horizon - 0.4)
     # Head room above the tallest bar (gamma^0 = 1) for a one-row legend.
     ax.set_ylim(0.0, 1.3)
@@ -54,6 +62,36 @@ def plot_discount_weights(gamma: float = 0.9, horizon: int = 30) -> Figure:
     ax.legend(loc="upper center", ncol=2, frameon=False, fontsize="small")
     fig.tight_layout()
     return fig
+
+
+def update_discount_weights(fig: Figure, gamma: float = 0.9, horizon: int = 30) -> list | None:
+    """Redraw a figure of :func:`plot_discount_weights` for another gamma in place; return the artists changed.
+
+    The bars take their new heights, the horizon line moves, the legend and the title get
+    their new text. None when only a new figure will do: another horizon, or the horizon mark
+    changing kind (a line on the chart, off the chart, no discount).
+    """
+    gamma = _validate.require_unit_interval("gamma", gamma)
+    (ax,) = fig.axes
+    bars = ax.containers[0].patches
+    (marker,) = [a for a in ax.get_children() if str(a.get_gid()).startswith("horizon-")]
+    kind, label = _horizon_marker(gamma, horizon)
+    if len(bars) != horizon or marker.get_gid() != f"horizon-{kind}":
+        return None
+    legend = ax.get_legend()
+    weights = (gamma ** torch.arange(horizon, dtype=torch.float64)).tolist()
+    for bar, weight in zip(bars, weights):
+        bar.set_height(weight)
+    if kind == "line":
+        x = 1.0 / (1.0 - gamma) - 0.5
+        marker.set_segments([[(x, 0.0), (x, 1.08)]])
+    for text in legend.get_texts():
+        if text.get_text() == marker.get_label():
+            text.set_text(label)
+    marker.set_label(label)
+    ax.set_title(rf"Discount weights for $\gamma$ = {gamma:.2f}")
+    # The bottom spine is drawn over the bars' feet: it moves with them.
+    return [*bars, marker, legend, ax.title, ax.spines["bottom"]]
 
 
 def _curve(name: str, y, like_name: str | None = None, like: torch.Tensor | None = None) -> torch.Tensor:

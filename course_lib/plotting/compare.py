@@ -140,26 +140,60 @@ def plot_sweep(group_size: int = 8, clip_eps: float = 0.2, sweep: dict | None = 
             axes[0].text(j, i, f"{value:.2f}", ha="center", va="center", fontsize="x-small",
                          color="black" if value > float(table.min()) + 0.6 * (5.0 - float(table.min())) else "white")
     i, j = sweep["group_sizes"].index(config["group_size"]), sweep["clip_eps"].index(config["clip_eps"])
-    axes[0].add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2.5))
+    axes[0].add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2.5,
+                                    gid="selected"))
     axes[0].set_xticks(range(len(eps)), [f"{e:g}" for e in eps.tolist()])
     axes[0].set_yticks(range(len(group_sizes)), [str(g) for g in group_sizes.tolist()])
     axes[0].set_xlabel("clip_eps")
     axes[0].set_ylabel("group size G")
     axes[0].set_title(f"final greedy reward, mean of {len(sweep['seeds'])} seeds", fontsize="medium")
     fig.colorbar(image, ax=axes[0], fraction=0.05)
-    every = sweep.get("curve_every", 1)
-    epochs = [every * (k + 1) for k in range(len(config["greedy_curve"]))]
-    axes[1].plot(epochs, config["greedy_curve"], color="tab:blue", linewidth=1.8, label="greedy response")
-    axes[1].plot(epochs, config["reward_curve"], color="tab:orange", linewidth=1.8, label="sampled responses (mean)")
+    epochs = _sweep_epochs(sweep, config)
+    axes[1].plot(epochs, config["greedy_curve"], color="tab:blue", linewidth=1.8, label="greedy response",
+                 gid="greedy")
+    axes[1].plot(epochs, config["reward_curve"], color="tab:orange", linewidth=1.8, label="sampled responses (mean)",
+                 gid="sampled")
     axes[1].axhline(5.0, color="black", linestyle="--", linewidth=0.8)
-    axes[1].set_ylim(min(1.5, min(config["reward_curve"]) - 0.2), 5.3)
+    # One y range for the whole sweep, so that what moves with the sliders is the curves, not the axis.
+    axes[1].set_ylim(min(1.5, min(min(c["reward_curve"]) for c in sweep["configs"]) - 0.2), 5.3)
     axes[1].set_xlabel("epoch")
     axes[1].set_ylabel("reward (mean over seeds and prompts)")
-    axes[1].set_title(f"G = {config['group_size']}, clip_eps = {config['clip_eps']:g}: {config['samples']:,} samples, "
-                      f"{config['wall_time_s']:.2f} s per run", fontsize="medium")
+    axes[1].set_title(_sweep_title(config), fontsize="medium")
     axes[1].legend(fontsize="small", frameon=False, loc="lower right")
     axes[1].grid(alpha=0.3)
     # A fixed layout, not tight_layout: the widget redraws this on every slider step, and
     # tight_layout's extra layout pass costs about 50 ms of the redraw.
     fig.subplots_adjust(left=0.06, right=0.98, bottom=0.14, top=0.9, wspace=0.25)
     return fig
+
+
+def _sweep_epochs(sweep: dict, config: dict) -> list[int]:
+    every = sweep.get("curve_every", 1)
+    return [every * (k + 1) for k in range(len(config["greedy_curve"]))]
+
+
+def _sweep_title(config: dict) -> str:
+    return (f"G = {config['group_size']}, clip_eps = {config['clip_eps']:g}: {config['samples']:,} samples, "
+            f"{config['wall_time_s']:.2f} s per run")
+
+
+def update_sweep(fig: Figure, group_size: int = 8, clip_eps: float = 0.2, sweep: dict | None = None) -> list:
+    """Redraw a figure of :func:`plot_sweep` for another configuration in place; return the artists changed.
+
+    The outline on the table moves, the two curves and the title change; what matplotlib draws
+    over them is redrawn with them: the table's frame, the line at the maximum reward, the legend.
+    """
+    from course_lib.lectures.sweep import load_sweep, sweep_config
+
+    sweep = load_sweep()["sweep"] if sweep is None else sweep
+    config = sweep_config(sweep, group_size, clip_eps)  # raises ValueError for an unknown pair
+    table, curves = fig.axes[0], fig.axes[1]
+    (selected,) = [p for p in table.patches if p.get_gid() == "selected"]
+    i, j = sweep["group_sizes"].index(config["group_size"]), sweep["clip_eps"].index(config["clip_eps"])
+    selected.set_xy((j - 0.5, i - 0.5))
+    epochs = _sweep_epochs(sweep, config)
+    for line in curves.lines:
+        if line.get_gid() in ("greedy", "sampled"):
+            line.set_data(epochs, config["greedy_curve" if line.get_gid() == "greedy" else "reward_curve"])
+    curves.title.set_text(_sweep_title(config))
+    return [selected, *table.spines.values(), *curves.lines, curves.get_legend(), curves.title]

@@ -76,16 +76,7 @@ def plot_gae_on_chain(gamma: float = 0.95, lam: float = 0.5, noise: float = 0.3,
     """
     from course_lib.lectures import chain
 
-    gamma = _validate.require_unit_interval("gamma", gamma)
-    lam = _validate.require_unit_interval("lam", lam)
-    ch = chain.Chain()
-    # One thread for these small tensors: a second one only adds waiting, badly so on a busy machine,
-    # and the widget redraws on every slider step.
-    with one_thread():
-        episodes = _chain_batch(n_episodes, seed)
-        critic = chain.imperfect_critic(ch, gamma, noise=noise, seed=seed)
-        stats = chain.gae_statistics(ch, episodes, critic, gamma, lam)
-
+    ch, stats = _gae_on_chain_stats(gamma, lam, noise, n_episodes, seed)
     s = torch.arange(ch.n_states, dtype=torch.float64).numpy()
     fig, ax = plt.subplots(figsize=(7.2, 3.6))
     for a, name, color, shift in ((chain.RIGHT, "right", "tab:blue", -0.1), (chain.LEFT, "left", "tab:orange", 0.1)):
@@ -100,12 +91,64 @@ def plot_gae_on_chain(gamma: float = 0.95, lam: float = 0.5, noise: float = 0.3,
     ax.set_xlabel(f"state s (episodes start at s = {ch.start}; off either end they stop)")
     ax.set_ylabel("advantage")
     # Plain text, no mathtext and no tight_layout: each costs tens of milliseconds per redraw.
-    ax.set_title(f"GAE with γ = {gamma:.2f}, λ = {lam:.2f} ({n_episodes} episodes):  "
-                 f"bias² {stats['bias2']:.3f} + variance {stats['variance']:.3f} = MSE {stats['mse']:.3f}",
-                 fontsize="medium")
+    ax.set_title(_gae_on_chain_title(gamma, lam, n_episodes, stats), fontsize="medium")
     ax.legend(loc="upper center", ncol=2, frameon=False, fontsize="small")
     fig.subplots_adjust(left=0.1, right=0.98, bottom=0.14, top=0.9)
     return fig
+
+
+def _gae_on_chain_stats(gamma, lam, noise, n_episodes, seed):
+    """The chain and :func:`course_lib.lectures.chain.gae_statistics` on the fixed batch of ``(n_episodes, seed)``."""
+    from course_lib.lectures import chain
+
+    gamma = _validate.require_unit_interval("gamma", gamma)
+    lam = _validate.require_unit_interval("lam", lam)
+    ch = chain.Chain()
+    # One thread for these small tensors: a second one only adds waiting, badly so on a busy machine,
+    # and the widget redraws on every slider step.
+    with one_thread():
+        episodes = _chain_batch(n_episodes, seed)
+        critic = chain.imperfect_critic(ch, gamma, noise=noise, seed=seed)
+        stats = chain.gae_statistics(ch, episodes, critic, gamma, lam)
+    return ch, stats
+
+
+def _gae_on_chain_title(gamma, lam, n_episodes, stats) -> str:
+    return (f"GAE with γ = {gamma:.2f}, λ = {lam:.2f} ({n_episodes} episodes):  "
+            f"bias² {stats['bias2']:.3f} + variance {stats['variance']:.3f} = MSE {stats['mse']:.3f}")
+
+
+def update_gae_on_chain(fig: Figure, gamma: float = 0.95, lam: float = 0.5, noise: float = 0.3,
+                        n_episodes: int = 300, seed: int = 0) -> list:
+    """Redraw a figure of :func:`plot_gae_on_chain` for another gamma and lam in place; return the artists changed.
+
+    The truth lines, the error bars (points, caps, bars) and the title change; the line at 0,
+    the spines and (when the bars reach it) the legend, drawn over them, are redrawn with them.
+    """
+    from course_lib.lectures import chain
+
+    ch, stats = _gae_on_chain_stats(gamma, lam, noise, n_episodes, seed)
+    (ax,) = fig.axes
+    truths = [line for line in ax.lines if line.get_marker() == "D"]
+    for a, truth, bars in zip((chain.RIGHT, chain.LEFT), truths, ax.containers):
+        mean, std = stats["mean"][:, a].numpy(), stats["std"][:, a].numpy()
+        truth.set_ydata(stats["target"][:, a].numpy())
+        points, (low, high), (verticals,) = bars
+        x = points.get_xdata()
+        points.set_ydata(mean)
+        low.set_ydata(mean - std)
+        high.set_ydata(mean + std)
+        verticals.set_segments([[(xi, lo), (xi, hi)] for xi, lo, hi in zip(x, mean - std, mean + std)])
+    ax.title.set_text(_gae_on_chain_title(gamma, lam, n_episodes, stats))
+    changed = [*ax.lines, *ax.collections, ax.title, *ax.spines.values()]
+    # The legend is drawn over the bars, so it is redrawn with them, but only when they reach it: its text is
+    # about half the cost of a redraw. (Pixels: the highest bar or cap, plus half a marker, against its bottom.)
+    legend = ax.get_legend()
+    top = max(float((stats["mean"] + stats["std"]).nan_to_num(-9.0).max()), float(stats["target"].max()))
+    top_px = ax.transData.transform((0.0, top))[1] + 4.0
+    if top_px >= legend.get_window_extent().y0:
+        changed.append(legend)
+    return changed
 
 
 def plot_bias_variance(lams, mse, bias2, variance, exact_bias2=None) -> Figure:

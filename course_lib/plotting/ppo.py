@@ -58,11 +58,11 @@ def plot_ppo_clip(clip_eps: float = 0.2) -> Figure:
     styles = {+1: ("tab:blue", "A = +1 (good action)"), -1: ("tab:red", "A = -1 (bad action)")}
     for ax, key, ylabel in ((axes[0], "objective", "objective min(rA, clip(r)A)"),
                             (axes[1], "gradient", "d objective / d r")):
-        ax.axvspan(1.0 - clip_eps, 1.0 + clip_eps, color="0.92", zorder=0)
+        ax.axvspan(1.0 - clip_eps, 1.0 + clip_eps, color="0.92", zorder=0, gid="trust region")
         ax.axvline(1.0, color="0.6", linewidth=0.8, linestyle=":")
         ax.axhline(0.0, color="0.6", linewidth=0.8)
         for sign, (color, label) in styles.items():
-            ax.plot(x, curves[key][sign].numpy(), color=color, linewidth=2, label=label)
+            ax.plot(x, curves[key][sign].numpy(), color=color, linewidth=2, label=label, gid=f"{key} {sign:+d}")
         ax.set_xlim(0.0, float(x[-1]))
         ax.set_xticks([0.0, 0.5, 1.0, 1.5, 2.0])
         ax.set_xlabel("ratio r = π / π_old")
@@ -72,10 +72,37 @@ def plot_ppo_clip(clip_eps: float = 0.2) -> Figure:
     axes[1].set_ylim(-1.3, 1.3)
     axes[1].set_yticks([-1.0, 0.0, 1.0])
     axes[0].legend(loc="upper left", fontsize="small", frameon=False)
-    fig.suptitle(f"clip_eps = {clip_eps:.2f}: the trust region [{1 - clip_eps:.2f}, {1 + clip_eps:.2f}] is shaded",
-                 fontsize="medium")
+    fig.suptitle(_ppo_clip_title(clip_eps), fontsize="medium")
     fig.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.88, wspace=0.26)
     return fig
+
+
+def _ppo_clip_title(clip_eps: float) -> str:
+    return f"clip_eps = {clip_eps:.2f}: the trust region [{1 - clip_eps:.2f}, {1 + clip_eps:.2f}] is shaded"
+
+
+def update_ppo_clip(fig: Figure, clip_eps: float = 0.2) -> list:
+    """Redraw a figure of :func:`plot_ppo_clip` for another clip range in place; return the artists changed.
+
+    The shaded band, the four curves and the title move; the lines at r = 1 and at 0, the
+    spines and the legend, which matplotlib draws over the band and the curves, are redrawn
+    with them.
+    """
+    curves = ppo_clip_curves(clip_eps)
+    changed = []
+    for ax in fig.axes:
+        for artist in [*ax.patches, *ax.lines]:
+            gid = artist.get_gid() or ""
+            if gid == "trust region":
+                artist.set_x(1.0 - clip_eps)
+                artist.set_width(2 * clip_eps)
+            elif gid.startswith(("objective", "gradient")):
+                key, sign = gid.split()
+                artist.set_ydata(curves[key][int(sign)].numpy())
+        # Everything matplotlib draws over the band: all the lines, the spines, the legend.
+        changed += [*ax.patches, *ax.lines, *ax.spines.values(), *([ax.get_legend()] if ax.get_legend() else [])]
+    fig._suptitle.set_text(_ppo_clip_title(clip_eps))
+    return [*changed, fig._suptitle]
 
 
 _PPO_METRICS = {

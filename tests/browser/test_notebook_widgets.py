@@ -13,6 +13,7 @@ sleep, and every wait has a bound and a message that says what did not happen.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from contextlib import contextmanager
@@ -270,8 +271,9 @@ def _move_slider(page, notebook, slider, mark, redraw_times, artifacts):
         assert clock["keyAt"] is not None, f"the page saw no keydown for {key} on slider {label!r}"
         ms = clock["drawnAt"] - clock["keyAt"]
         what = f"{stem}: {label} {key} {value_before} -> {value_after}"
-        redraw_times.append((what, ms))
-        print(f"{what}: plot redrawn {ms:.0f} ms after the key press")
+        load = os.getloadavg()[0]
+        redraw_times.append((what, ms, load))
+        print(f"{what}: plot redrawn {ms:.0f} ms after the key press (load average {load:.1f})")
     plot.screenshot(path=artifacts / f"{stem}-{label}-after.png")
     errors = _log_console_errors(page)
     assert not errors, f"a widget callback of {notebook} raised (JupyterLab's log console):\n{errors[-2000:]}"
@@ -347,3 +349,17 @@ def test_a_cell_that_raises_is_seen(chromium, jupyterlab, artifacts):
         prompts = page.evaluate(NOTEBOOK_STATE_JS)["prompts"]
     assert len(errors) == 1 and "RuntimeError: browser-test canary" in errors[0], errors
     assert prompts == ["[1]:", "[2]:", "[ ]:"], f"Run All should stop at the error; prompts: {prompts}"
+
+
+def test_kernels_are_reached_over_curvezmq(chromium, jupyterlab, artifacts):
+    """The server gives each kernel CurveZMQ keys (conftest.py's SERVER_CONFIG, as `make setup` does for `make lab`),
+    so no kernel logs that it runs over TCP without encryption."""
+    notebook = "browser-test/quiet.ipynb"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('kernel up')")])
+    nb.metadata["kernelspec"] = {"name": KERNEL, "display_name": KERNEL, "language": "python"}
+    (jupyterlab.root / notebook).parent.mkdir(exist_ok=True)
+    nbformat.write(nb, jupyterlab.root / notebook)
+    with _student_at(chromium, jupyterlab, artifacts, notebook) as page:
+        _run_all_cells(page, notebook, n_to_run=1)
+    warnings = [line for line in jupyterlab.log.read_text().splitlines() if "without encryption" in line]
+    assert not warnings, f"a kernel ran unencrypted ({jupyterlab.log}):\n{warnings[0]}"
