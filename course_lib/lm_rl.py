@@ -35,7 +35,7 @@ from einops import rearrange, repeat
 from torch import nn
 from tqdm.auto import tqdm
 
-from course_lib import _validate
+from course_lib import _validate, family
 from course_lib.gae import compute_gae
 from course_lib.grpo import LOSS_AGG_MODES, aggregate_loss, group_advantages
 from course_lib.kl import kl_estimate
@@ -87,8 +87,16 @@ class LMRLConfig:
     """GRPO: divide group-centred rewards by the group's std (False is Dr. GRPO)."""
     loss_agg: str = "seq-mean-token-mean"
     """How token losses are averaged (course_lib.grpo.aggregate_loss); PPO uses "token-mean"."""
+    adv_estimator: str = "grpo"
+    """The group's advantage (course_lib.family): ``"grpo"``, ``"rloo"`` (leave-one-out), ``"reinforce++"``."""
+    policy_loss: str = "clip"
+    """The per-token loss (course_lib.family): PPO's ``"clip"``, ``"gspo"``, ``"cispo"``, ``"gmpo"``, ``"sapo"``."""
     dynamic_sampling: bool = False
     """DAPO: drop groups whose rewards are all equal and sample more prompts until B groups are kept."""
+    overlong_filter: bool = False
+    """DAPO: completions cut off without EOS leave the loss."""
+    overlong_cache: int = 0
+    """DAPO's soft overlong punishment: the last this many tokens before max_new_tokens cost reward (0: off)."""
     max_grad_norm: float = 1.0
     """The global gradient norm is clipped to this before every step."""
     gamma: float = 1.0
@@ -118,6 +126,9 @@ class LMRLConfig:
             v.require_unit_interval(name, getattr(self, name))
         v.require_clip_range(self.clip_eps, self.clip_eps_high)
         v.require_choice("loss_agg", self.loss_agg, LOSS_AGG_MODES)
+        v.require_choice("adv_estimator", self.adv_estimator, ("grpo", "rloo", "reinforce++"))
+        v.require_choice("policy_loss", self.policy_loss, ("clip", "gspo", "cispo", "gmpo", "sapo"))
+        v.require_int("overlong_cache", self.overlong_cache, minimum=0)
         return self
 
 
@@ -148,7 +159,12 @@ def advantages(cfg: LMRLConfig, scores: torch.Tensor, mask: torch.Tensor, logp_o
     """
     if cfg.algo == "grpo":
         # ALGO LOGIC (GRPO): each completion against its own group; every token shares its completion's advantage.
-        adv = group_advantages(scores, normalize_std=cfg.normalize_std)  # (B, G)
+        if cfg.adv_estimator == "rloo":  # the family's switch (course_lib.family): the mean of the others
+            adv = family.rloo_advantages(scores)  # (B, G)
+        elif cfg.adv_estimator == "reinforce++":  # centred in the group, scaled over the whole batch
+            adv = family.reinforce_pp_advantages(scores)
+        else:
+            adv = group_advantages(scores, normalize_std=cfg.normalize_std)
         return repeat(adv, "B G -> (B G) L", L=mask.shape[1]) * mask, None
     # ALGO LOGIC (PPO): reward_t = -beta * KL_t + score at the last valid token; GAE over the completion.
     last = (mask.sum(-1).long() - 1).clamp(min=0)  # (N,) index of the last valid token
@@ -166,6 +182,20 @@ def advantages(cfg: LMRLConfig, scores: torch.Tensor, mask: torch.Tensor, logp_o
 # ---------------------------------------------------------------------------
 
 
+def _policy_loss(cfg: LMRLConfig, logp, logp_old, adv, mask) -> torch.Tensor:
+    """``(n, L)`` per-token policy loss: PPO's clipped surrogate, or one of the family's (``cfg.policy_loss``)."""
+    adv_seq = (adv * mask).sum(-1) / mask.sum(-1).clamp(min=1)  # (n,): the sequence variants' one advantage
+    if cfg.policy_loss == "gspo":
+        return family.gspo_loss(logp, logp_old, adv_seq, mask, cfg.clip_eps, cfg.clip_eps_high)
+    if cfg.policy_loss == "gmpo":
+        return family.gmpo_loss(logp, logp_old, adv_seq, mask, cfg.clip_eps, cfg.clip_eps_high)
+    if cfg.policy_loss == "cispo":
+        return family.cispo_loss(logp, logp_old, adv, cfg.clip_eps_high or cfg.clip_eps)
+    if cfg.policy_loss == "sapo":
+        return family.sapo_loss(logp, logp_old, adv)
+    return clipped_surrogate(logp, logp_old, adv, cfg.clip_eps, cfg.clip_eps_high)
+
+
 def _loss(cfg: LMRLConfig, policy, value_model, batch: dict, idx: torch.Tensor, n_seq: int, n_tok: float,
           pad_id: int | None):
     """The loss of the sequences ``idx``, scaled so that summing it over a minibatch's micro-batches
@@ -179,7 +209,7 @@ def _loss(cfg: LMRLConfig, policy, value_model, batch: dict, idx: torch.Tensor, 
         ppo_loss = PPOLoss(cfg.clip_eps, cfg.vf_coef, entropy_coef=0.0)
         loss = ppo_loss(logp, b["logp_old"], values, b["returns"], b["adv"], entropy, mask=mask)
         return loss * mask.sum() / n_tok, {**ppo_loss.info, "entropy": masked_mean(entropy, mask).item()}
-    per_token = clipped_surrogate(logp, b["logp_old"], b["adv"], cfg.clip_eps, cfg.clip_eps_high)  # (n, L)
+    per_token = _policy_loss(cfg, logp, b["logp_old"], b["adv"], mask)  # (n, L)
     if cfg.kl_coef > 0:
         per_token = per_token + cfg.kl_coef * kl_estimate(logp, b["logp_ref"], "k3")
     loss = aggregate_loss(per_token, mask, cfg.loss_agg, max_len=cfg.max_new_tokens)
@@ -244,6 +274,9 @@ def rollout(cfg: LMRLConfig, policy, ref, value_model, reward_fn, prompt_ids: to
                                             cfg.temperature, generator=generator, top_p=cfg.top_p),
                          "(B G) L -> B G L", G=G)
         scores = reward_fn(pick, comp).float()  # (B, G)
+        if cfg.overlong_cache:  # DAPO's soft overlong punishment, by the completion's length
+            lengths = completion_mask(comp, eos_id).sum(-1)  # (B, G)
+            scores = scores + family.soft_overlong_penalty(lengths, L, cfg.overlong_cache)
         sampled += len(pick)
         keep = (scores.std(-1) > 0) if cfg.dynamic_sampling else torch.ones(len(pick), dtype=torch.bool)
         kept.append((pick[keep], comp[keep], scores[keep], scores))
@@ -253,8 +286,9 @@ def rollout(cfg: LMRLConfig, policy, ref, value_model, reward_fn, prompt_ids: to
     all_scores = torch.cat([k[3] for k in kept])  # every group sampled, kept or not
     comp = rearrange(comp, "B G L -> (B G) L")
     ids, pmask = (None if x is None else repeat(x, "B P -> (B G) P", G=G) for x in _prompts(prompt_ids, prompt_mask, pick))
-    batch = {"prompt_ids": ids, "prompt_mask": pmask, "completion_ids": comp,
-             "mask": completion_mask(comp, eos_id)}
+    batch = {"prompt_ids": ids, "prompt_mask": pmask, "completion_ids": comp, "mask": completion_mask(comp, eos_id)}
+    if cfg.overlong_filter:  # DAPO: a completion cut off without EOS leaves the loss
+        batch["mask"] = family.filter_truncated(batch["mask"], ~(comp == eos_id).any(-1))
     # 3. The sampling policy's and the reference's log-probs (and PPO's values), no gradient.
     with torch.no_grad():
         args = (batch["prompt_ids"], batch["prompt_mask"], comp, cfg.temperature, skip_pad)

@@ -261,3 +261,32 @@ def test_ctrl_c_returns_what_was_done(lm, monkeypatch):
     cfg = lm_rl.LMRLConfig(iterations=5, prompts_per_step=2, group_size=2, max_new_tokens=4)
     h = lm_rl.train(lm, lambda pick, comp: comp[..., 0].float(), prompts, cfg, E, PAD)
     assert h["interrupted"] and len(h["mean_reward"]) == 2
+
+
+# --- the GRPO family's switches (chapter 11) ---------------------------------------------------
+
+
+@pytest.mark.parametrize("changes", [{"adv_estimator": "rloo"}, {"adv_estimator": "reinforce++"},
+                                     {"policy_loss": "gspo", "clip_eps": 3e-4, "clip_eps_high": 4e-4},
+                                     {"policy_loss": "cispo", "clip_eps_high": 4.0}, {"policy_loss": "gmpo"},
+                                     {"policy_loss": "sapo"}, {"overlong_filter": True, "overlong_cache": 2},
+                                     {"loss_agg": "token-mean", "clip_eps_high": 0.28, "dynamic_sampling": True}])
+def test_each_family_switch_trains(lm, changes):
+    cfg = lm_rl.LMRLConfig(prompts_per_step=3, group_size=4, max_new_tokens=4, update_epochs=2, temperature=2.0,
+                           **changes)
+    batch, stats, _ = _rollout(lm, cfg)
+    before = [p.detach().clone() for p in lm.parameters()]
+    info = lm_rl.update(cfg, lm, None, torch.optim.Adam(lm.parameters(), lr=1e-2), batch,
+                        torch.Generator().manual_seed(0), PAD)
+    assert all(torch.isfinite(torch.tensor(v)) for k, v in info.items() if isinstance(v, float))
+    assert any(not torch.equal(a, b) for a, b in zip(before, lm.parameters()))
+
+
+def test_rloo_switch_is_the_familys_advantage():
+    from course_lib.family import rloo_advantages
+
+    cfg = lm_rl.LMRLConfig(group_size=3, adv_estimator="rloo")
+    scores = torch.tensor([[1.0, 0.0, 0.5]])
+    mask = torch.ones(3, 2)
+    adv, _ = lm_rl.advantages(cfg, scores, mask, torch.zeros(3, 2), torch.zeros(3, 2))
+    torch.testing.assert_close(adv[:, 0], rloo_advantages(scores)[0])
