@@ -68,6 +68,10 @@ def check_sort_inclusion_ordering_reward(fn) -> bool:
                 _mistake_wrapped_pairs),
         Mistake("you compare only T - 2 adjacent pairs; response[..., :-1] <= response[..., 1:] gives all T - 1",
                 _mistake_missing_pair),
+        Mistake("the inclusion points are missing: add one point for each prompt token that appears in the "
+                "response", lambda prompt, response: _ordering(response).float()),
+        Mistake("the ordering points are missing: add one point for each adjacent pair with "
+                "response[t] <= response[t + 1]", lambda prompt, response: _inclusion(prompt, response).float()),
         Mistake("you count the positions where the response equals the sorted prompt (another reward of "
                 "the lecture); this one adds inclusion points and ordering points", _mistake_positionwise),
     ]

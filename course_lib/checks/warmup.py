@@ -88,6 +88,9 @@ _RTG_MISTAKES = [
     Mistake("you accumulated forwards (rewards up to step t); the reward-to-go sums from step t to the end: "
             "loop over t backwards",
             lambda rewards, gamma: reward_to_go(rewards.flip(-1), gamma).flip(-1)),
+    Mistake("you accumulated forwards without discounting (rewards.cumsum(-1): the rewards up to step t); the "
+            "reward-to-go sums gamma ** (k - t) * r_k from step t to the end: loop over t backwards",
+            lambda rewards, gamma: rewards.cumsum(-1)),
     Mistake("you returned one number per episode; the exercise asks for G_t at every step t, shape [..., T]",
             lambda rewards, gamma: discounted_return(rewards, gamma)),
     Mistake("your returns are shifted by one step: G_t includes r_t itself (you stored G_{t+1} at t)",

@@ -211,7 +211,7 @@ MUTANTS = [
     ("sort_inclusion_ordering_reward", sort_positionwise, "sorted prompt"),
     ("sort_inclusion_ordering_reward", sort_integer_output, "floating-point"),
     ("sort_inclusion_ordering_reward", sort_no_broadcast, "broadcasting"),
-    ("sort_inclusion_ordering_reward", sort_ordering_only, None),
+    ("sort_inclusion_ordering_reward", sort_ordering_only, "inclusion points are missing"),
     ("math_answer_reward", math_last_number, "last number"),
     ("math_answer_reward", math_first_statement, "the last one is the final answer"),
     ("math_answer_reward", math_flat_boxed, "count the braces"),

@@ -205,7 +205,7 @@ MUTANTS = [
     ("reward_to_go", rtg_forward, "backwards"),
     ("reward_to_go", rtg_total_only, "one number per episode"),
     ("reward_to_go", rtg_shifted, "shifted by one step"),
-    ("reward_to_go", rtg_cumsum_not_reversed, None),
+    ("reward_to_go", rtg_cumsum_not_reversed, "cumsum"),
 ]
 
 VARIANTS = [

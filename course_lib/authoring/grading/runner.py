@@ -14,10 +14,10 @@ output live in a *private* folder of the grader's (mode 0700). pytest runs as th
 only the kernel runs the student's code, in a *scratch* folder of its own. When the
 grader is root, the kernel runs as an unprivileged user of its own (one per ``-j`` slot),
 in a mount namespace where the output folder, the submissions, the solutions and the
-hidden checks are hidden under empty folders: it cannot read the notebook (so not the
-per-run seed of the cases), forge the events, write the reports or signal the grader.
-Its address space is limited (``RLIMIT_AS``), and every process of its user is killed
-when the notebook ends, whatever it forked or daemonised.
+hidden checks are hidden under empty folders, and a pid namespace of which it is the
+first process: it cannot read the notebook (so not the per-run seed of the cases), forge
+the events, write the reports or signal the grader or another kernel, and whatever it
+forked or daemonised dies with it. Its resident memory is watched (:class:`Memory`).
 
 A cell that raises does not stop the run: nbval runs every cell of the notebook in one
 kernel, so a wrong answer or a crash in one exercise costs only that exercise. What nbval
