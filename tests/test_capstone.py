@@ -59,3 +59,11 @@ def test_short_grpo_and_ppo_runs_record_their_evaluations():
     assert ppo["lr"] == [1e-3, 1e-3]  # PPO_CHANGES: chapter 05's constant rate
     val = run(copy.deepcopy(lm), task, split, dataclasses.replace(cfg, eval_every=2), eval_on="val", iterations=2)
     assert len(val["eval"]["score"]) == 2
+
+
+def test_the_warm_up_stops_at_its_validation_target():
+    cfg = dataclasses.replace(_small_config(), sft_steps=100, sft_target=0.0)  # reached at the first check
+    _, _, _, losses = warm_up(cfg, seed=0)
+    assert len(losses) == 10, "checked every 10 steps, stopped at the first check"
+    cfg = dataclasses.replace(cfg, sft_target=1.01)  # never reached: every step runs
+    assert len(warm_up(cfg, seed=0)[3]) == 100
