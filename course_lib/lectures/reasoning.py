@@ -27,8 +27,9 @@ from course_lib import _validate
 from course_lib._threads import one_thread
 from course_lib.grpo import LOSS_AGG_MODES
 from course_lib.lectures.capstone import sft
+from course_lib.lm_sampling import completion_mask
 from course_lib.tasks_reasoning import STYLES, ScratchpadAdditionTask
-from course_lib.tiny_lm import TinyLM, TinyLMConfig, completion_mask
+from course_lib.tiny_lm import TinyLM, TinyLMConfig
 
 # ---------------------------------------------------------------------------
 # 1. pass@k: the chance that at least one of k samples is right (Chen et al. 2021)
@@ -233,7 +234,7 @@ def sample_completions(lm: TinyLM, task: ScratchpadAdditionTask, pairs, n_sample
     g = torch.Generator().manual_seed(seed)
     tok = task.tokenizer
     outs = [lm.generate(flat[s:s + chunk], task.max_new_tokens, temperature=temperature, eos_id=tok.eos_id,
-                        pad_id=tok.pad_id, generator=g)[0] for s in range(0, flat.shape[0], chunk)]
+                        pad_id=tok.pad_id, generator=g) for s in range(0, flat.shape[0], chunk)]
     return prompts, torch.cat(outs).reshape(len(pairs), n_samples, -1)  # (N, P), (N, G, L)
 
 
@@ -256,7 +257,7 @@ def sample_stats(lm: TinyLM, task: ScratchpadAdditionTask, pairs, n_samples: int
         lengths = completion_mask(completions, task.tokenizer.eos_id).sum(-1)  # (N, G)
         totals = task.totals_right(prompts[:, None, :], completions).numpy()  # (N, G)
         tok = task.tokenizer
-        greedy, _ = lm.generate(prompts, task.max_new_tokens, greedy=True, eos_id=tok.eos_id, pad_id=tok.pad_id)
+        greedy = lm.generate(prompts, task.max_new_tokens, greedy=True, eos_id=tok.eos_id, pad_id=tok.pad_id)
     out = {"share": {}, "accuracy_by_style": {}, "length_by_style": {}}
     r, n_tok = rewards.numpy(), lengths.numpy()
     for style in STYLES:
