@@ -106,7 +106,11 @@ def pytest_collection_modifyitems(config, items):
 def pytest_runtest_logreport(report):
     path = report.nodeid.split("::")[0]
     if ".ipynb" in report.nodeid and hasattr(report, "start"):
+        # An nbval cell, or a test that runs a whole notebook named by its parameter (exercises/NN_name.ipynb);
+        # not the tests whose parameter only names a notebook's exercise (00_warmup.ipynb-discounted_return).
         path = path if path.endswith(".ipynb") else report.nodeid.split("[", 1)[-1].rstrip("]")
+        if not path.endswith(".ipynb"):
+            return
         _spans[path] += [report.start, report.stop]
         worker = getattr(report, "node", None)  # under xdist, the worker that ran it (on the controller)
         if worker is not None:

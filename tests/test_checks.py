@@ -192,11 +192,35 @@ def test_your_says_whether_the_check_passed_and_refuses_when_asked():
 def test_a_failed_check_forgets_an_earlier_pass():
     from course_lib.checks import passed
 
+    class Mine:  # a callable whose answer can change after it passed
+        factor = 1.0
+
+        def __call__(self, x, y):
+            return self.factor * (x * y.detach()).mean()
+
+    mine = Mine()
+    _run(mine)
+    assert passed(mine)
+    mine.factor = 2.0
+    with pytest.raises(AssertionError):
+        _run(mine)
+    assert not passed(mine)
+
+
+def test_a_pass_survives_a_fresh_import_of_course_lib():
+    """Grading imports course_lib afresh at the top of every check cell: an earlier cell's pass must still count."""
+    import importlib
+    import sys
+
     def mine(x, y):
         return (x * y.detach()).mean()
 
     _run(mine)
-    assert passed(mine)
-    with pytest.raises(AssertionError):
-        _run(lambda x, y: (x * y).sum())
-    assert not passed(mine)
+    saved = {name: module for name, module in sys.modules.items() if name.split(".")[0] == "course_lib"}
+    try:
+        for name in saved:
+            del sys.modules[name]
+        fresh = importlib.import_module("course_lib.checks")
+        assert fresh.passed(mine)
+    finally:
+        sys.modules.update(saved)

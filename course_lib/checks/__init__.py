@@ -142,7 +142,7 @@ def check_against_reference(
                 if label not in labels:
                     labels.append(label)
     except AssertionError:
-        forget_pass(name)
+        forget_pass(fn)
         raise
     grads = ", gradients included" if any(c.grad for c in cases) else ""
     shown = len([c for c in cases if not _is_secret(c)])

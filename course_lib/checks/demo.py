@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 
-_PASSED: dict[str, Any] = {}  # check name -> the very object whose check passed last (not a copy, not its name)
+# The mark sits on the function object itself, not in a table of this module: grading imports course_lib
+# afresh at the top of every check cell, and a table would forget the earlier cells' passes.
+_MARK = "_course_lib_check_passed"
 
 
 class CheckNotPassed(NotImplementedError):
@@ -27,18 +29,25 @@ class CheckNotPassed(NotImplementedError):
 
 
 def record_pass(name: str, fn: Any) -> None:
-    """Remember that ``fn`` passed the check called ``name`` (demo cells ask :func:`passed`)."""
-    _PASSED[name] = fn
+    """Mark ``fn`` as having passed the check called ``name`` (demo cells ask :func:`passed`)."""
+    try:
+        setattr(fn, _MARK, name)
+    except (AttributeError, TypeError):  # an object that takes no attribute (a bound method): its demos just warn
+        pass
 
 
-def forget_pass(name: str) -> None:
-    """The check called ``name`` failed: whatever passed it before no longer counts."""
-    _PASSED.pop(name, None)
+def forget_pass(fn: Any) -> None:
+    """``fn`` failed its check (or is being checked again): an earlier pass no longer counts."""
+    if _MARK in getattr(fn, "__dict__", {}):
+        try:
+            delattr(fn, _MARK)
+        except (AttributeError, TypeError):
+            pass
 
 
 def passed(fn: Any) -> bool:
     """Whether this very function (or class) passed its check in this kernel, as it is now defined."""
-    return any(fn is done for done in _PASSED.values())
+    return _MARK in getattr(fn, "__dict__", {})
 
 
 def your(fn: Any, *, needs_pass: bool = False) -> Any:

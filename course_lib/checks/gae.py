@@ -62,6 +62,8 @@ def _wrong_dones(dones, *, ignore_dones=False, shift=0):
         return torch.cat([d[..., 1:], torch.zeros_like(d[..., :1])], dim=-1)
     if shift == -1:
         return torch.cat([torch.zeros_like(d[..., :1]), d[..., :-1]], dim=-1)
+    if shift == 2:  # CleanRL's indexing copied: dones[t + 1] inside the rollout, the last flag again at its end
+        return torch.cat([d[..., 1:], d[..., -1:]], dim=-1)
     return d
 
 
@@ -72,6 +74,8 @@ def _wrong_deltas(rewards, values, used_dones, last_values, gamma, *, bootstrap=
         following = values.roll(-1, dims=-1)
     elif next_values == "previous":  # values.roll(1): V(s_{t-1}) for V(s_{t+1})
         following = values.roll(1, dims=-1)
+    elif next_values == "repeat_last":  # values[..., -1] again in place of last_values
+        following = torch.cat([values[..., 1:], values[..., -1:]], -1)
     elif next_values == "current":  # V(s_t) for V(s_{t+1})
         following = values
     else:
@@ -134,14 +138,20 @@ _GAE_MISTAKES = [
             "not by dones[..., t+1]", _gae_mistake(shift=1)),
     Mistake("your done mask is off by one: step t is cut by dones[..., t] (it terminated at t), "
             "not by dones[..., t-1]", _gae_mistake(shift=-1)),
+    Mistake("your done mask is off by one: step t is cut by dones[..., t] (it terminated at t), not by "
+            "dones[..., t+1] (CleanRL's dones mark the first step of the next episode; the course's mark the last "
+            "step of one)", _gae_mistake(shift=2)),
+    Mistake("last_values is ignored: the last step bootstraps from last_values (V of the state after it), not from "
+            "values[..., -1] again", _gae_mistake(next_values="repeat_last")),
     Mistake("your done mask is off by one in delta_t: delta_t is cut by dones[..., t] (step t terminated), not by "
             "dones[..., t+1]", _gae_mistake(shift_delta=1)),
     Mistake("your done mask is off by one in the recursion: A_{t+1} is cut by dones[..., t] (step t terminated), "
             "not by dones[..., t+1]", _gae_mistake(shift=1, shift_delta=0)),
     Mistake("that is lam = 0 whatever lam is: A_t = delta_t alone; add gamma * lam * (1 - dones[..., t]) * A_{t+1}",
             _gae_mistake(lam_used=0.0)),
-    Mistake("that is lam = 1 whatever lam is (Monte-Carlo advantages, the discounted return minus V); the "
-            "recursion's factor is gamma * lam", _gae_mistake(lam_used=1.0)),
+    Mistake("lam is ignored: that is lam = 1 whatever lam is (the recursion multiplies A_{t+1} by gamma alone: "
+            "Monte-Carlo advantages, the discounted return minus V); the recursion's factor is gamma * lam",
+            _gae_mistake(lam_used=1.0)),
     Mistake("V(s_{t+1}) is values[..., t+1] (and last_values at the end), not values[..., t-1] (roll(1) shifts "
             "the wrong way)", _gae_mistake(next_values="previous")),
     Mistake("last_values is ignored, so the bootstrap at the end is missing: the last step's delta uses "
@@ -159,8 +169,6 @@ _GAE_MISTAKES = [
             _gae_mistake(sign=-1.0)),
     Mistake("the recursion multiplies A_{t+1} by lam alone (lambda in place of gamma * lambda); "
             "it must be gamma * lam", _gae_mistake(factor=lambda gamma, lam: lam)),
-    Mistake("the recursion multiplies A_{t+1} by gamma alone: lam is ignored; it must be gamma * lam",
-            _gae_mistake(factor=lambda gamma, lam: gamma)),
     Mistake("the recursion adds A_{t+1} without its factor: A_t = delta_t + gamma * lam * A_{t+1}",
             _gae_mistake(factor=lambda gamma, lam: 1.0)),
     Mistake("gamma is ignored: it discounts V(s_{t+1}) in delta_t and, with lam, A_{t+1} in the recursion",
@@ -209,6 +217,10 @@ _TD_MISTAKES = [
             "by (1 - dones[..., t])", _td_mistake(ignore_dones=True)),
     Mistake("your done mask is off by one: use dones[..., t], not dones[..., t+1]", _td_mistake(shift=1)),
     Mistake("your done mask is off by one: use dones[..., t], not dones[..., t-1]", _td_mistake(shift=-1)),
+    Mistake("your done mask is off by one: use dones[..., t], not dones[..., t+1] (CleanRL's dones mark the first "
+            "step of the next episode; the course's mark the last step of one)", _td_mistake(shift=2)),
+    Mistake("last_values is ignored: the last step bootstraps from last_values (V of the state after it), not from "
+            "values[..., -1] again", _td_mistake(next_values="repeat_last")),
     Mistake("last_values is ignored: the last step must bootstrap from gamma * last_values "
             "(V of the state after it), not 0",
             _td_mistake(bootstrap=False)),
@@ -325,7 +337,7 @@ def check_gae_table(fn, atol: float = 1e-3) -> bool:
     :func:`compute_gae`, each entry to ``atol`` (3 decimals are enough). A wrong
     entry is named, and matched against the classic mistakes to say why.
     """
-    forget_pass("gae_table")  # until this run of the check passes
+    forget_pass(fn)  # until this run of the check passes
     deltas, advantages = recording.replayable(lambda: _table(fn))  # recorded in the grading kernel
     ep = gae_table_episode()
     want_deltas = td_residuals(ep["rewards"], ep["values"], ep["dones"], ep["last_values"], ep["gamma"])

@@ -32,7 +32,7 @@ def check_mc_policy_gradient(fn) -> bool:
        error shrinks like ``1 / sqrt(n)`` at the rate the exact variance predicts.
     """
     name = "mc_policy_gradient"
-    forget_pass(name)  # until this run of the check passes
+    forget_pass(fn)  # until this run of the check passes
     if not callable(fn):
         raise AssertionError(f"{name}: expected a function, got {type(fn).__name__}")
     logits0 = torch.tensor([0.5, -1.0, 1.5, 0.0], dtype=torch.float64)

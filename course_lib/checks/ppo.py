@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from course_lib.checks import Case, Mistake, check_against_reference, record_pass
+from course_lib.checks import Case, Mistake, check_against_reference, forget_pass, record_pass
 from course_lib.ppo import PPOLoss, clipped_surrogate, clipped_surrogate_loss, value_loss
 
 def _policy_case(description, seed, shape, *, spread=1.0, clip_eps=0.2, same=False, mask_p=None, **extra):
@@ -285,6 +285,7 @@ def check_ppo_loss(fn) -> bool:
     those three keyword arguments.
     """
     student = fn
+    forget_pass(student)  # until this run of the check passes
     if isinstance(fn, type):
         cls = fn
         fn = lambda clip_epsilon, value_loss_coef, entropy_coef, **tensors: cls(  # noqa: E731

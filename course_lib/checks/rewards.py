@@ -159,7 +159,7 @@ _MATH_CASES = [
 def check_math_answer_reward(fn) -> bool:
     """Check a student's ``math_answer_reward`` on a table of responses (strings, not tensors)."""
     name = "math_answer_reward"
-    forget_pass(name)  # until this run of the check passes
+    forget_pass(fn)  # until this run of the check passes
     if not callable(fn):
         raise AssertionError(f"{name}: expected a function, got {type(fn).__name__}")
     for response_text, ground_truth, expected, description in _MATH_CASES:

@@ -340,6 +340,31 @@ def td_roll_wrong_way(rewards, values, dones, last_values, gamma):
     return rewards + gamma * (1 - dones.to(rewards.dtype)) * values.roll(1, dims=-1) - values
 
 
+def gae_cleanrl_indexing_copied(rewards, values, dones, last_values, gamma, lam):
+    # CleanRL's loop, whose dones[t + 1] marks the first step of the next episode, copied as it is.
+    d = dones.to(rewards.dtype)
+    T = rewards.shape[-1]
+    adv, lastgaelam = torch.zeros_like(rewards), torch.zeros_like(last_values)
+    for t in reversed(range(T)):
+        if t == T - 1:
+            nextnonterminal, nextvalues = 1.0 - d[..., -1], last_values
+        else:
+            nextnonterminal, nextvalues = 1.0 - d[..., t + 1], values[..., t + 1]
+        delta = rewards[..., t] + gamma * nextvalues * nextnonterminal - values[..., t]
+        adv[..., t] = lastgaelam = delta + gamma * lam * nextnonterminal * lastgaelam
+    return adv, adv + values
+
+
+def gae_repeats_last_value(rewards, values, dones, last_values, gamma, lam):
+    return _gae_general(rewards, values, dones, last_values, gamma, lam,
+                        next_values=torch.cat([values[..., 1:], values[..., -1:]], dim=-1))
+
+
+def td_repeats_last_value(rewards, values, dones, last_values, gamma):
+    next_values = torch.cat([values[..., 1:], values[..., -1:]], dim=-1)
+    return rewards + gamma * (1 - dones.to(rewards.dtype)) * next_values - values
+
+
 MUTANTS = [
     ("compute_gae", gae_lam_not_gamma_lam, "lam alone"),
     ("compute_gae", gae_gamma_twice, "gamma is applied twice"),
@@ -373,6 +398,8 @@ MUTANTS = [
     ("compute_gae", gae_monte_carlo, "lam = 1"),
     ("compute_gae", gae_next_done_in_delta_only, "off by one in delta_t"),
     ("compute_gae", gae_roll_wrong_way, "roll(1)"),
+    ("compute_gae", gae_cleanrl_indexing_copied, "CleanRL's dones"),
+    ("compute_gae", gae_repeats_last_value, "not from values[..., -1] again"),
     ("td_residuals", td_ignores_dones, "terminal step is not cut"),
     ("td_residuals", td_next_done, "off by one"),
     ("td_residuals", td_current_value, "values[..., t+1]"),
@@ -380,6 +407,7 @@ MUTANTS = [
     ("td_residuals", td_no_bootstrap, "last_values is ignored"),
     ("td_residuals", td_roll, "roll(-1)"),
     ("td_residuals", td_roll_wrong_way, "roll(1)"),
+    ("td_residuals", td_repeats_last_value, "not from values[..., -1] again"),
     ("td_residuals", td_roll_no_dones, "roll(-1)"),
     ("td_residuals", td_previous_done, "dones[..., t-1]"),
     ("td_residuals", td_no_gamma, "gamma is missing"),

@@ -28,6 +28,7 @@ submission gets a row per exercise when its notebook is known, otherwise one row
 from __future__ import annotations
 
 import configparser
+import json
 import os
 import queue
 import re
@@ -337,7 +338,8 @@ def _grade(path: Path, base: Path | None, canonical: dict[str, Canonical], optio
                 break
         kept = options.work / graded.key  # the notebook graded, for the instructor to rerun by hand: its
         kept.mkdir(parents=True, exist_ok=True)  # checks judge in the kernel, as in JupyterLab (nothing recorded)
-        nbformat.write(rebuild(notebook, match, token, stubbed=set(stubbed), skipped=skipped)[0], kept / target.name)
+        (kept / target.name).write_text(json.dumps(rebuild(notebook, match, token, stubbed=set(stubbed),
+                                                           skipped=skipped)[0], indent=1), encoding="utf-8")
         verdicts = {ex.id: exercise_verdict(ex, cells, run, token, options, clean,
                                             judge_check=_judge_with(notebook, scratch, seed))
                     for ex in notebook.exercises.values()
