@@ -42,9 +42,15 @@ def plot_grpo_run(history: dict, smooth: int = 10) -> Figure:
 def plot_loss_beside_reward(history: dict, smooth: int = 10) -> Figure:
     """The GRPO loss of each round's first step (on-policy: ratio 1) and of its last, beside the mean reward."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3), layout="constrained")
-    a.plot(_smooth(history["loss_on_policy"], smooth), label="first step (ratio 1)")
-    a.plot(_smooth(history["loss"], smooth), label="last step of the round")
+    first, last = _smooth(history["loss_on_policy"], smooth), _smooth(history["loss"], smooth)
+    a.plot(first, label="first step (ratio 1)")
+    a.plot(last, label="last step of the round")
     a.axhline(0, color="grey", lw=0.5)
+    settled = first[smooth:] + last[smooth:]  # Adam's first rounds jump far: keep them off the scale, say so
+    if settled and max(first + last) > 2 * max(abs(v) for v in settled) + 1e-3:
+        span = max(abs(v) for v in settled) * 1.5 + 1e-3
+        a.set_ylim(-span, span)
+        a.annotate(f"first rounds up to {max(first + last):.2f}", (0.02, 0.92), xycoords="axes fraction", fontsize=8)
     a.set(title="GRPO loss", xlabel="round", ylabel="loss (trailing mean)")
     a.legend(fontsize=8)
     b.plot(_smooth(history["mean_reward"], smooth), color="C2")
