@@ -1,15 +1,13 @@
 """Record, then judge: the two halves of a check at grading time (see :mod:`course_lib.checks`).
 
-In a notebook no session is active and a check judges at once. ``python -m course_lib.grade``
-opens a *record* session in the grading kernel at the top of each check cell
-(:func:`start`), and a *judge* session in its own process (:func:`judging`), where the
-check cell runs again and every ``check_against_reference`` call reads the student's
-results from the records instead of calling the student's function.
+In a notebook no session is active and a check judges at once. ``python -m course_lib.grade`` opens a *record*
+session in the grading kernel at the top of each check cell (:func:`start`), and a *judge* session in its own
+process (:func:`judging`), where the check cell runs again and every ``check_against_reference`` call reads the
+student's results from the records instead of calling the student's function.
 
-A record file is plain data: ``numpy.savez`` of float64 arrays, named
-``<case>.<dtype>.value.<output>`` and ``<case>.<dtype>.grad.<input>``, and a string array
-``<case>.<dtype>.error`` for a drawn case the student's function failed on. It is read
-back with ``allow_pickle=False``: nothing of the student's objects reaches the grader.
+A record file is plain data: ``numpy.savez`` of float64 arrays, named ``<case>.<dtype>.value.<output>`` and
+``<case>.<dtype>.grad.<input>``, and a string array ``<case>.<dtype>.error`` for a drawn case the student's
+function failed on. It is read back with ``allow_pickle=False``: nothing of the student's objects reaches the grader.
 """
 
 from __future__ import annotations
