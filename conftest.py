@@ -37,6 +37,8 @@ ROOT = Path(__file__).resolve().parent
 # Tests that need the machine to themselves, and why: each is marked `serial` here, so the list stays in one place.
 SERIAL = {
     "tests/browser/": "times each slider's redraw, from key press to new picture, against a 200 ms aim",
+    "tests/test_grade.py": "grades classes with a per-cell timeout of a few seconds and kernels as the shared "
+                           "course-grade-N users: a busy neighbour core turns slow imports into timeouts",
 }
 
 _spans: dict[str, list[float]] = defaultdict(list)
