@@ -174,7 +174,17 @@ def style_share(labels, style: str) -> float:
 
 @dataclasses.dataclass
 class ReasoningConfig:
-    """The warm-up of chapter 10: a TinyLM taught both styles by supervised learning."""
+    """The warm-up of chapter 10: a TinyLM taught both styles by supervised learning.
+
+    Measured before RL (``measure_warm_up``: 200 held-out prompts x 64 samples at temperature 1, seeds 0-2,
+    one thread each, on a shared 2-core machine). The defaults (3 digits, 1000 demonstrations half with a
+    scratchpad, 500 steps): scratchpad share 0.48-0.53, accuracy with it 0.51-0.65 against 0.13-0.20
+    without, 0.64-0.81 of scratchpads with every total right, mean length 8.5-9.0 tokens, pass@1
+    0.32-0.43, pass@64 0.98-0.99. 300 steps gave a share of 0.31 and 1000 steps 0.55 with 0.90 / 0.47
+    (seed 0). ``filler_control()``: filler share 0.35-0.39, accuracy 0.18-0.30 with filler against
+    0.17-0.30 without (the fixed dots help no more than answering at once), length 6.0-6.3; the
+    prototype's matched-length filler, at 300 steps (seeds 1-2): share 0.51, 0.26-0.34 against 0.23-0.29.
+    """
 
     n_digits: int = 3
     """Digits per operand: 3 for the scratchpad runs, 2 for the filler control."""
