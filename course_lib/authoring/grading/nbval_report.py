@@ -50,6 +50,11 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    # CurveZMQ keys for the kernel, made per kernel by jupyter_client (as the test suite's conftest and JupyterLab's
+    # config do): without them every kernel logs "Kernel is running over TCP without encryption".
+    from jupyter_client.manager import KernelManager
+
+    KernelManager.transport_encryption.default_value = "auto"
     if SANDBOX is not None:
         _sandbox_kernels(SANDBOX)
 
