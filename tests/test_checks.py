@@ -224,3 +224,31 @@ def test_a_pass_survives_a_fresh_import_of_course_lib():
         assert fresh.passed(mine)
     finally:
         sys.modules.update(saved)
+
+
+# --- a difference no catalogue names is still described: its pattern, in words ---------------------------------
+
+_REF = torch.tensor([[0.5, -1.0, 2.0, 0.25], [1.5, 0.75, -0.5, 3.0]], dtype=torch.float64)
+
+
+@pytest.mark.parametrize("got, words", [
+    (-_REF, "by its sign"),
+    (0.5 * _REF, "constant factor 0.5"),
+    (_REF + 0.3, "constant +0.3"),
+    (torch.cat([_REF[:, 1:], _REF[:, :1]], dim=1), "shifted one step earlier"),
+    (torch.cat([_REF[:, -1:], _REF[:, :-1]], dim=1), "shifted one step later"),
+    (torch.cat([_REF[:, :-1], _REF[:, -1:] + 1.0], dim=1), "only in the last position"),
+    (torch.cat([_REF[:, :1] - 1.0, _REF[:, 1:]], dim=1), "only in the first position"),
+    (torch.where(_REF > 1, _REF * 3, _REF), "in 3 of 8 entries"),
+])
+def test_an_unnamed_difference_is_described_by_its_pattern(got, words):
+    from course_lib.checks.compare import _pattern
+
+    assert words in _pattern(_REF, got, rtol=1e-6, atol=1e-8)
+
+
+def test_the_pattern_reaches_the_message():
+    from course_lib.checks.compare import _compare, _Outcome
+
+    message = _compare(_Outcome(values={"output": _REF}), _Outcome(values={"output": 2 * _REF}), 1e-6, 1e-8)
+    assert message.startswith("output differs from the reference by a constant factor 2 ")

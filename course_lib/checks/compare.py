@@ -18,7 +18,7 @@ from course_lib.checks.recording import NotRecorded
 
 # Bound once, at import: a solution that later replaces torch.allclose (or torch.equal,
 # torch.isnan) globally cannot make a wrong answer compare equal to the reference.
-_allclose, _equal, _isnan = torch.allclose, torch.equal, torch.isnan
+_allclose, _equal, _isnan, _isclose = torch.allclose, torch.equal, torch.isnan, torch.isclose
 
 
 @dataclass
@@ -176,9 +176,40 @@ def _differences(expected: _Outcome, got: _Outcome, rtol: float, atol: float):
                 diff = (value64 - exp64).abs().nan_to_num(math.inf)
                 worst = int(diff.flatten().argmax())
                 yield what, (
-                    f"{what} differs from the reference: expected {_show(exp64)}, got {_show(value64)} "
+                    f"{what} differs from the reference{_pattern(exp64, value64, rtol, atol)}: expected "
+                    f"{_show(exp64)}, got {_show(value64)} "
                     f"(largest difference {diff.flatten()[worst].item():.3g} at flat index {worst})"
                 )
+
+
+def _pattern(expected: torch.Tensor, got: torch.Tensor, rtol: float, atol: float) -> str:
+    """What a wrong output looks like next to the right one, in words: the first clue for a mistake that no
+    catalogue names (a flipped sign, a missing normaliser, an off-by-one, only the last step wrong)."""
+    close = lambda a, b: bool(_allclose(a, b, rtol=rtol, atol=atol, equal_nan=True))  # noqa: E731
+    if expected.numel() < 2 or not torch.isfinite(expected).all() or not torch.isfinite(got).all():
+        return ""
+    if close(got, -expected):
+        return " by its sign (every entry negated)"
+    nonzero = expected.abs() > atol
+    if nonzero.any():
+        factor = (got[nonzero] / expected[nonzero]).median().item()
+        if abs(factor - 1) > 1e-3 and close(got, factor * expected):
+            return f" by a constant factor {factor:.4g} (a normaliser missing, extra or different?)"
+    offset = (got - expected).flatten().median().item()
+    if abs(offset) > atol and close(got, expected + offset):
+        return f" by a constant {offset:+.4g} in every entry"
+    if expected.dim() >= 1 and expected.shape[-1] >= 3:
+        if close(got[..., :-1], expected[..., 1:]):
+            return " by one position: yours is the reference shifted one step earlier along the last axis"
+        if close(got[..., 1:], expected[..., :-1]):
+            return " by one position: yours is the reference shifted one step later along the last axis"
+        wrong = ~_isclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
+        if not wrong[..., :-1].any():
+            return " only in the last position along the last axis (how is the final step handled?)"
+        if not wrong[..., 1:].any():
+            return " only in the first position along the last axis"
+    wrong = ~_isclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
+    return f" in {int(wrong.sum())} of {wrong.numel()} entries"
 
 
 def _compare(expected: _Outcome, got: _Outcome, rtol: float, atol: float) -> str | None:
