@@ -23,7 +23,12 @@ on seeds 100 to 107, which tuning never saw. Tuning runs (validation accuracy at
                                                                  per round, over the 3-minute budget per seed
     E  A, the warm-up stopped at 0.25 validation accuracy        0.972    0.924    (stopped: no time left)
        (checked every 25 steps, at most 600; warm-ups ended at 0.34 and 0.31)
-    The recipe (CapstoneConfig's defaults): E, checked every 10 steps, so the warm-up overshoots its target less.
+    E' E checked every 10 steps, so the warm-up overshoots its target less (the recipe of the first report run)
+    F  E' with Adam's lr constant after all (no decay)           (stopped)  (stopped)  0.870  0.820
+    G  E' with two minibatches per pass (8 Adam steps a round,   0.968    0.960    0.970    0.962
+       same samples and compute)
+    The recipe (CapstoneConfig's defaults): G. (F and G ran at once with four other agents' jobs on the 2 cores,
+    load 8 to 16: about 800 s per GRPO run instead of the 160 to 230 s of the first report run.)
 
 The failing seeds of A were those whose warm-up ended lowest (0.04, 0.09): when the take-off (learning the
 carry) comes depends on where RL starts, and a late one does not finish within the budget. C showed that a
@@ -154,6 +159,8 @@ def main() -> None:
                         help="override a field of LMRLConfig (GRPO's and PPO's) or CapstoneConfig, e.g. lr=3e-3")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes at a time, one thread each")
     parser.add_argument("--save", type=Path, default=None, help="folder for capstone_08.pt (the notebook's data)")
+    parser.add_argument("--keep-from", type=Path, default=None, metavar="FILE",
+                        help="a capstone_08.pt whose results fill in the algorithm not run (--no-ppo or --ppo-only)")
     args = parser.parse_args()
     rl_changes, top_changes = parse_changes(args.set)
     cfg = dataclasses.replace(capstone.CapstoneConfig(), **top_changes)
@@ -172,6 +179,13 @@ def main() -> None:
     for (_, seed, *_), out in zip(jobs, outputs):
         results[seed].update(out)
     total = time.perf_counter() - start
+    if args.keep_from is not None:  # the other algorithm's results, as an earlier run left them, seed by seed
+        kept = {r["seed"]: r for r in torch.load(args.keep_from, weights_only=False)["history"]["seeds"]}
+        other = "grpo" if algos == ["ppo"] else "ppo"
+        for seed, r in results.items():
+            r.update({k: v for k, v in kept[seed].items() if k == other or k.startswith(f"{other}_")})
+        algos = ["ppo", "grpo"]
+        print(f"{other.upper()}'s results are {args.keep_from}'s (not run again)")
     print(f"{'val' if args.tune else 'test'} accuracy, changes {args.set or 'none'}")
     for seed, r in results.items():
         parts = [f"seed {seed}: sft={r['sft']:.3f} ({r['sft_seconds']:.0f} s)"]
