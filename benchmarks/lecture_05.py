@@ -9,11 +9,11 @@ The notebook's own cells, in its order and with its settings (seed 0, one torch 
 3. PPO on the sorting task with ``kl_coef`` 0.05 and 0.5, 60 updates each (``ppo05-lm-train``), and one
    response of the second run after training, token by token (``ppo05-lm-tokens``).
 
-Every history is stored whole (6 significant digits), the file is about 40 kB.
+Every history is stored whole (6 significant digits), the file is about 20 kB.
 
 Usage::
 
-    python benchmarks/lecture_05.py              # about 20 s on one quiet core
+    python benchmarks/lecture_05.py              # 17 s of CPU (55 s with the 2 cores shared, load 15)
     python benchmarks/lecture_05.py --quick --out /tmp/l05.json   # 3 updates per run: checks the script
 
 The last line printed is ``total_seconds=...``.

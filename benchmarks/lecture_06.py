@@ -9,11 +9,11 @@ The notebook's own settings (the lecture's three prompts, seeds 0, 1, 2, one tor
 
 For every run: its history (the fields ``plot_sorting_curves`` draws, 4 significant digits), and what the notebook reads from the
 trained model: the greedy reward (mean over the prompts), the policy's entropy (nats per position) and the
-greedy answers. The file is about 120 kB.
+greedy answers. The file is about 80 kB.
 
 Usage::
 
-    python benchmarks/lecture_06.py              # about 75 s on one quiet core
+    python benchmarks/lecture_06.py              # 54 s of CPU (5 min with the 2 cores shared, load 15)
     python benchmarks/lecture_06.py --quick --out /tmp/l06.json   # 5 epochs, 1 seed: checks the script
 
 The last line printed is ``total_seconds=...``.

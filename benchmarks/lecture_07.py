@@ -7,14 +7,14 @@ The notebook's own settings (one torch thread):
 2. CartPole-v1, GRPO and PPO, seeds 0 and 1, 25,000 environment steps
    (``compare.run_cartpole_grpo`` / ``run_cartpole_ppo``, cell ``cmp07-cartpole-run``).
 
-The curves are stored whole (6 significant digits). Their ``seconds`` are CPU seconds of the one thread
+The curves are stored whole (6 significant digits); the file is about 15 kB. Their ``seconds`` are CPU seconds of the one thread
 that trains (``time.thread_time``), not wall-clock seconds: on a quiet machine the two agree, and on a
 busy one the CPU time is what the run cost, where the wall clock also counts the neighbours. The longer
 runs of the chapter (more seeds, more steps, the sweep) are ``benchmarks/sweep_07.py``'s.
 
 Usage::
 
-    python benchmarks/lecture_07.py              # about 12 s on one quiet core
+    python benchmarks/lecture_07.py              # 28 s of CPU (4 min with the 2 cores shared, load 15)
     python benchmarks/lecture_07.py --quick --out /tmp/l07.json   # 5 iterations, 2,000 steps: checks the script
 
 The last line printed is ``total_seconds=...``.
