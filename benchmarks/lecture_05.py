@@ -116,7 +116,9 @@ def main(argv=None) -> dict:
     total = time.perf_counter() - start
 
     def as_json(value):
-        return {key: as_json(v) for key, v in value.items()} if isinstance(value, dict) else history_to_json(value, DIGITS)
+        if isinstance(value, dict):
+            return {key: as_json(v) for key, v in value.items()}
+        return history_to_json(value, DIGITS)
 
     results = {"cartpole": as_json(cartpole["cartpole"]), "pitfalls": as_json(cartpole["pitfalls"]),
                "lm": as_json(lm["lm"]), "lm_tokens": lm["lm_tokens"]}
@@ -126,7 +128,8 @@ def main(argv=None) -> dict:
         last10 = run.mean_return[-10:]
         print(f"sorting, {label}: mean return of the last 10 updates {sum(last10) / len(last10):.2f}")
     return write_results(args.out, "lecture_05.py", total, results, seed=SEED, load_average=round(load, 1),
-                         cartpole_updates=len(cartpole["cartpole"].steps), lm_updates=len(lm["lm"]["kl_coef = 0.5"].steps))
+                         cartpole_updates=len(cartpole["cartpole"].steps),
+                         lm_updates=len(lm["lm"]["kl_coef = 0.5"].steps))
 
 
 if __name__ == "__main__":

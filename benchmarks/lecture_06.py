@@ -7,9 +7,9 @@ The notebook's own settings (the lecture's three prompts, seeds 0, 1, 2, one tor
 2. GRPO with the course's defaults and five ablations, ``GRPOTrainer.for_sorting(GRPOTrainerConfig(seed=seed,
    **overrides)).train(prompts)`` (cell ``grpo06-train``; ``ABLATIONS`` below is the notebook's).
 
-For every run: its history (the fields ``plot_sorting_curves`` draws, 4 significant digits), and what the notebook reads from the
-trained model: the greedy reward (mean over the prompts), the policy's entropy (nats per position) and the
-greedy answers. The file is about 80 kB.
+For every run: its history (the fields ``plot_sorting_curves`` draws, 4 significant digits), and what the
+notebook reads from the trained model: the greedy reward (mean over the prompts), the policy's entropy (nats
+per position) and the greedy answers. The file is about 80 kB.
 
 Usage::
 

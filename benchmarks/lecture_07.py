@@ -7,9 +7,10 @@ The notebook's own settings (one torch thread):
 2. CartPole-v1, GRPO and PPO, seeds 0 and 1, 25,000 environment steps
    (``compare.run_cartpole_grpo`` / ``run_cartpole_ppo``, cell ``cmp07-cartpole-run``).
 
-The curves are stored whole (6 significant digits); the file is about 15 kB. Their ``seconds`` are CPU seconds of the one thread
-that trains (``time.thread_time``), not wall-clock seconds: on a quiet machine the two agree, and on a
-busy one the CPU time is what the run cost, where the wall clock also counts the neighbours. The longer
+The curves are stored whole (6 significant digits); the file is about 15 kB. Their ``seconds`` are CPU
+seconds of the one thread that trains (``time.thread_time``), not wall-clock seconds: on a quiet machine the
+two agree, and a busy one stretches the CPU time far less than the wall clock (at load 15 on 2 cores, about
+twice the quiet machine's wall clock, against five to ten times for the wall clock). The longer
 runs of the chapter (more seeds, more steps, the sweep) are ``benchmarks/sweep_07.py``'s.
 
 Usage::
