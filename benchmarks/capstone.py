@@ -27,7 +27,13 @@ on seeds 100 to 107, which tuning never saw. Tuning runs (validation accuracy at
     F  E' with Adam's lr constant after all (no decay)           (stopped)  (stopped)  0.870  0.820
     G  E' with two minibatches per pass (8 Adam steps a round,   0.968    0.960    0.970    0.962
        same samples and compute)
-    The recipe (CapstoneConfig's defaults): G. (F and G ran at once with four other agents' jobs on the 2 cores,
+    PPO's tuning (validation accuracy, seeds 0 and 1; every other setting as GRPO's):
+    P0 chapter 05's recipe: one pass, two minibatches, Adam       not run on the tuning seeds (the first report
+       1e-3 constant (PPO_CHANGES of the first report run)        run's 0.78 mean on seeds 100 to 107 stands for it)
+    P1 GRPO's recipe G: four passes, two minibatches, Adam 2e-3   0.972 (seed 0)  0.934 (seed 1)
+       decayed linearly
+    P2 P0 with the lr decayed linearly                            stopped for time
+    The recipe (CapstoneConfig's defaults): G for GRPO, and P1 for PPO (PPO_CHANGES is empty). (F and G ran at once with four other agents' jobs on the 2 cores,
     load 8 to 16: about 800 s per GRPO run instead of the 160 to 230 s of the first report run.)
 
 The failing seeds of A were those whose warm-up ended lowest (0.04, 0.09): when the take-off (learning the
@@ -180,10 +186,13 @@ def main() -> None:
         results[seed].update(out)
     total = time.perf_counter() - start
     if args.keep_from is not None:  # the other algorithm's results, as an earlier run left them, seed by seed
-        kept = {r["seed"]: r for r in torch.load(args.keep_from, weights_only=False)["history"]["seeds"]}
+        kept_file = torch.load(args.keep_from, weights_only=False)
+        kept = {r["seed"]: r for r in kept_file["history"]["seeds"]}
         other = "grpo" if algos == ["ppo"] else "ppo"
         for seed, r in results.items():
             r.update({k: v for k, v in kept[seed].items() if k == other or k.startswith(f"{other}_")})
+        if other == "grpo":  # the notebook's models: the first seed's warm-up and GRPO, as that run saved them
+            results[args.seeds[0]]["models"] = {"sft": kept_file["sft_state_dict"], "grpo": kept_file["state_dict"]}
         algos = ["ppo", "grpo"]
         print(f"{other.upper()}'s results are {args.keep_from}'s (not run again)")
     print(f"{'val' if args.tune else 'test'} accuracy, changes {args.set or 'none'}")

@@ -73,8 +73,9 @@ def plot_memory_breakdown(tables: dict, title: str = "Memory of one training ste
 
 
 def plot_budget_curves(runs: dict, y: str = "reward", max_reward: float | None = None, sample_label: str = "samples",
-                       ylabel: str = "mean reward of the samples", title: str = "GRPO against PPO") -> Figure:
-    """Reward against samples (left) and against wall-clock seconds (right), mean and min-max band over seeds.
+                       ylabel: str = "mean reward of the samples", title: str = "GRPO against PPO",
+                       seconds_label: str = "wall-clock seconds (one CPU thread)") -> Figure:
+    """Reward against samples (left) and against seconds (right), mean and min-max band over seeds.
 
     Args:
         runs: ``{label: list of curves}``, each curve a dict of lists ``samples``, ``seconds``
@@ -85,6 +86,7 @@ def plot_budget_curves(runs: dict, y: str = "reward", max_reward: float | None =
         sample_label: what a sample is, for the left axis ("responses sampled", "environment steps").
         ylabel: the vertical axis.
         title: the figure's title.
+        seconds_label: the right axis: what the curves' ``seconds`` measure (wall clock, or a thread's CPU time).
 
     Returns:
         The figure: two panels with one mean line and one band per label.
@@ -102,7 +104,7 @@ def plot_budget_curves(runs: dict, y: str = "reward", max_reward: float | None =
             ax.fill_between(b["x"], b["low"], b["high"], color=colors[i % len(colors)], alpha=0.2, linewidth=0)
             ax.plot(b["x"], b["mean"], color=colors[i % len(colors)], linewidth=1.8,
                     label=f"{label} (mean of {n} seeds, band: min-max)" if n > 1 else str(label))
-    for ax, xlabel in zip(axes, (sample_label, "wall-clock seconds (one CPU thread)")):
+    for ax, xlabel in zip(axes, (sample_label, seconds_label)):
         if max_reward is not None:
             ax.axhline(max_reward, color="black", linestyle="--", linewidth=0.8)
         ax.set_xlabel(xlabel)
