@@ -140,3 +140,14 @@ def test_trl_reward_functions_are_the_verifier():
     expected = score_completions(task.prompts([(47, 85), (10, 20), (99, 99)]), c, tok, "digits+exact")
     assert total == expected.tolist()
     assert exact(prompts, None, completion_ids) == [1.0, 0.0, 0.0]
+
+
+def test_command_line_exports_the_shipped_capstone_model(tmp_path, capsys):
+    from course_lib.lectures import capstone
+
+    path = export.main([str(tmp_path / "sft"), "--sft"])
+    hf, tok = export.load(path)
+    assert "warm-up" in capsys.readouterr().out
+    task = AdditionTask(2)
+    pairs = task.split(500, 500, seed=0)["heldout"][:100]
+    assert 0.1 < capstone.accuracy(hf, task, pairs) < 0.5  # the warm-up: chapter 08 stopped it near 0.25

@@ -128,3 +128,30 @@ def load(path):
 def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
     """``(N, T)`` positions that skip left padding, as ``generate`` computes them: ``cumsum - 1``, 0 on padding."""
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def main(argv=None) -> Path:
+    """``python -m course_lib.hf.export FOLDER [--sft]``: export chapter 08's shipped model (or its warm-up) by path."""
+    import argparse
+
+    from course_lib.tasks import AdditionTask
+    from course_lib.tiny_lm import load_checkpoint
+
+    parser = argparse.ArgumentParser(prog="python -m course_lib.hf.export", description=main.__doc__)
+    parser.add_argument("folder", help="where save_pretrained writes the model and tokenizer")
+    parser.add_argument("--sft", action="store_true", help="the warm-up's weights instead of the GRPO-trained ones")
+    parser.add_argument("--checkpoint", default=str(Path(__file__).resolve().parent.parent / "lectures" / "data"
+                                                    / "capstone_08.pt"), help="a TinyLM checkpoint (chapter 08's)")
+    args = parser.parse_args(argv)
+    lm, ckpt = load_checkpoint(args.checkpoint)
+    if args.sft:
+        if "sft_state_dict" not in ckpt:
+            raise ValueError(f"checkpoint: {args.checkpoint} holds no warm-up weights (sft_state_dict)")
+        lm.load_state_dict(ckpt["sft_state_dict"])
+    path = export(lm, AdditionTask(2).tokenizer, args.folder)
+    print(f"exported {'the warm-up' if args.sft else 'the GRPO-trained'} TinyLM to {path} (GPT2LMHeadModel)")
+    return path
+
+
+if __name__ == "__main__":
+    main()
