@@ -29,7 +29,9 @@ def test_trl_metrics_skip_the_steps_without_rewards():
     log = {"reward": [1.0, NAN, 1.5, NAN], "rewards/exact/mean": [0.2, NAN, 0.4, NAN], "kl": [0.0, 0.1, 0.2, 0.3]}
     fig = plot_trl_metrics(log, num_iterations=2)
     reward_line = [line for line in fig.axes[0].get_lines() if line.get_label() == "reward"][0]
-    assert list(reward_line.get_xdata()) == [0.0, 1.0]  # rounds, NaN rows dropped
+    assert list(reward_line.get_xdata()) == [0, 1]  # rounds, NaN rows dropped
+    kl_line = [line for line in fig.axes[3].get_lines() if line.get_label().startswith("kl")][0]
+    assert list(kl_line.get_ydata()) == [0.1, 0.3]  # one point per round: the median (upper middle) of its steps
     plt.close(fig)
     with pytest.raises(ValueError, match="log"):
         plot_trl_metrics({"kl": [0.0]}, num_iterations=1)

@@ -48,28 +48,41 @@ TRL_PANELS = (
     (("rewards/digits/mean", "rewards/exact/mean", "reward"), "rewards/<name>/mean: each reward function"),
     (("frac_reward_zero_std",), "frac_reward_zero_std: groups that teach nothing"),
     (("completions/clipped_ratio", "clip_ratio/region_mean"), "cut-off completions; clipped tokens"),
-    (("entropy", "kl"), "entropy and KL to the reference (nats/token)"),
+    (("entropy", "kl"), "entropy and KL to the reference (nats/token, log scale)"),
 )
 
 
 def plot_trl_metrics(log: dict, num_iterations: int, title: str = "What TRL logs, one run") -> Figure:
-    """Four panels of TRL's log (``{key: one value per optimiser step}``), against rounds.
+    """Four panels of TRL's log (``{key: one value per optimiser step}``), one point per round.
 
-    TRL logs every optimiser step; the reward columns only change on a round's first step (the
-    completions are generated once and reused ``num_iterations`` times), so steps are shown as rounds.
+    TRL logs every optimiser step; the reward columns only on a round's first step (the completions
+    are generated once and reused ``num_iterations`` times). The other columns are averaged over a
+    round's steps (the KL: its median).
     """
     if not isinstance(log, dict) or "reward" not in log:
         raise ValueError("log: expected TRL's logged columns, with at least 'reward'")
     fig, axes = plt.subplots(1, len(TRL_PANELS), figsize=(4.2 * len(TRL_PANELS), 3.3))
     for ax, (keys, panel_title) in zip(axes, TRL_PANELS):
         for key in keys:
-            if key in log:  # the reward columns are logged on a round's first step only: NaN elsewhere
-                points = [(i / num_iterations, v) for i, v in enumerate(log[key]) if v == v]
-                ax.plot([x for x, _ in points], [y for _, y in points], linewidth=1.2, label=key)
+            if key not in log:
+                continue
+            values, label = log[key], key
+            if any(v != v for v in values):  # a round's column (rewards): logged on its first step, NaN elsewhere
+                points = [(i // num_iterations, v) for i, v in enumerate(values) if v == v]
+            else:  # logged every step: one point per round, the mean of its steps (the median for the KL,
+                # whose k3 estimate explodes now and then on the round's later, off-policy steps)
+                points = []
+                for r in range(len(values) // num_iterations):
+                    chunk = sorted(values[r * num_iterations:(r + 1) * num_iterations])
+                    points.append((r, chunk[len(chunk) // 2] if key == "kl" else sum(chunk) / len(chunk)))
+                label = f"{key} ({'median' if key == 'kl' else 'mean'} of the round's steps)"
+            ax.plot([x for x, _ in points], [y for _, y in points], linewidth=1.2, label=label)
+        if "kl" in keys:  # the first round's KL is orders of magnitude above the rest (see the notebook)
+            ax.set_yscale("log")
         if keys[0].startswith("rewards/"):
             ax.axhline(2.0, color="black", linestyle="--", linewidth=0.8, label="maximum (1 + 1)")
         ax.set_title(panel_title, fontsize="small")
-        ax.set_xlabel("round (TRL logs each optimiser step)")
+        ax.set_xlabel(f"round ({num_iterations} optimiser steps, TRL logs each)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="x-small", frameon=False, loc="best")
     fig.suptitle(title)
@@ -101,8 +114,8 @@ def plot_step_rewards(course_rewards, trl_log_rows: list[dict], num_iterations: 
     for key in sorted(k for k in rows[0] if k.startswith("rewards/") and k.endswith("/mean")):
         axes[1].plot(range(1, len(rows) + 1), [r[key] for r in rows], marker="o", label=key)
     axes[1].set_title("TRL, each reward function (unweighted)", fontsize="medium")
-    for ax in axes:
-        ax.axhline(max_reward, color="black", linestyle="--", linewidth=0.8, label=f"maximum ({max_reward:g})")
+    for ax, top in zip(axes, (max_reward, 1.0)):  # each reward function pays at most 1 before its weight
+        ax.axhline(top, color="black", linestyle="--", linewidth=0.8, label=f"maximum ({top:g})")
         ax.set_xlabel("step (one generated batch and its updates)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="x-small", frameon=False, loc="best")
