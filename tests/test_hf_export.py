@@ -151,3 +151,17 @@ def test_command_line_exports_the_shipped_capstone_model(tmp_path, capsys):
     task = AdditionTask(2)
     pairs = task.split(500, 500, seed=0)["heldout"][:100]
     assert 0.1 < capstone.accuracy(hf, task, pairs) < 0.5  # the warm-up: chapter 08 stopped it near 0.25
+
+
+def test_trl_run_measures_held_out_accuracy_every_round(pair, tmp_path):
+    pytest.importorskip("trl")
+    lm, _, _, task = pair
+    path = export.export(lm, task.tokenizer, tmp_path / "model")
+    pairs = task.split(8, 20, seed=0)
+    rl = lm_rl.LMRLConfig(iterations=2, prompts_per_step=2, group_size=4, update_epochs=2, lr=1e-3, kl_coef=0.02,
+                          max_new_tokens=task.max_new_tokens)
+    out = learning.run_trl(str(path), task, pairs, rl, eval_every=1, output_dir=str(tmp_path / "trl"))
+    assert out["eval"]["iteration"] == [0, 1, 2] and len(out["eval"]["score"]) == 3
+    assert len(out["log"]) == 4  # optimiser steps: rounds x update_epochs
+    assert "rewards/digits/mean" in out["log"][0] and "frac_reward_zero_std" in out["log"][0]
+    assert out["seconds"] > 0
