@@ -35,7 +35,7 @@ def test_trl_script_sets_every_mapped_field_from_the_course_value(tmp_path, loss
         "num_generations": 4, "per_device_train_batch_size": 12, "num_iterations": 2, "epsilon": 0.3,
         "epsilon_high": 0.28, "beta": 0.05, "loss_type": LOSS_TYPES[loss_agg], "scale_rewards": "none", "max_completion_length": 12,
         "temperature": 0.9, "top_p": 0.95, "learning_rate": 2e-5, "max_grad_norm": 0.5, "max_steps": 14,
-        "save_steps": 6, "use_bias_correction_kl": False,
+        "save_steps": 6, "use_bias_correction_kl": False, "steps_per_generation": 1, "gradient_accumulation_steps": 1,
     }
     assert {name: getattr(args, name) for name in expected} == expected
     mapped = {mapping.trl_field(trl) for _, _, trl, _, _ in mapping.ROWS} - {None}

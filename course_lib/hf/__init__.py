@@ -2,6 +2,9 @@
 
 Read in this order:
 
+- ``export``: chapter 08's TinyLM as a ``GPT2LMHeadModel`` and a character ``PreTrainedTokenizerFast`` (same logits);
+- ``learning``: the capstone's GRPO three ways from one warm-up (the course's loop on TinyLM and on the export,
+  TRL's ``GRPOTrainer`` on the export), the loop's config as a ``GRPOConfig``;
 - ``tiny``: an offline tiny Qwen2 and its tokenizer, saved to a folder and loaded by path like a hub model;
 - ``data``: the task's prompts and answers (generated arithmetic problems or a JSONL file) and the rewards;
 - ``loop``: the course's GRPO loop on any ``transformers`` causal LM (``model.generate`` groups, EOS masks,

@@ -20,7 +20,7 @@ The convention every chapter follows when it adds a plot here:
   pixels of a new one.
 
 One module per chapter (``policy_gradient``, ``baselines``, ``gae``, ``ppo``, ``grpo``,
-``compare``; ``base`` holds the shared size and chapter 00's plot); every plot is
+``compare``, ``scaling``; ``base`` holds the shared size and chapter 00's plot); every plot is
 importable from ``course_lib.plotting`` directly.
 """
 
@@ -70,4 +70,9 @@ from course_lib.plotting.compare import (  # noqa: F401
     plot_memory_breakdown,
     plot_sweep,
     update_sweep,
+)
+from course_lib.plotting.scaling import (  # noqa: F401
+    plot_step_rewards,
+    plot_three_runs,
+    plot_trl_metrics,
 )

@@ -1,0 +1,191 @@
+"""Chapter 09's learning runs: the capstone's GRPO three ways, from one warmed-up model.
+
+1. the course's loop (:func:`course_lib.lm_rl.train`) on chapter 08's TinyLM;
+2. the same loop on the model exported to ``transformers`` (:mod:`course_lib.hf.export`), called
+   through ``model.generate`` and ``model(input_ids=..., attention_mask=...)``;
+3. TRL's ``GRPOTrainer`` on the exported folder, with :func:`trl_config` translating the loop's config
+   and :class:`HeldOutCallback` measuring held-out greedy exact match during training.
+
+All three score completions with the same verifier (``course_lib.tasks.score_completions``, digit-wise
+credit plus 1 when exact) and see the same number of completions per round.
+
+Shapes: ``B`` prompts per round, ``G`` completions per prompt, ``L`` completion tokens.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import torch
+
+from course_lib import lm_rl
+from course_lib.lectures import capstone
+from course_lib.tasks import AdditionTask, score_completions
+
+TRL_LOSS_TYPES = {"seq-mean-token-mean": "grpo", "token-mean": "dapo", "seq-mean-token-sum-norm": "dr_grpo"}
+"""The loop's ``loss_agg`` -> TRL's ``loss_type`` (the three aggregations of chapter 06)."""
+
+REWARD_PARTS = ("digits", "exact")
+"""The capstone's reward ``"digits+exact"`` as two TRL reward functions of weight 1: TRL sums them, as the
+loop's verifier does, and logs each one (``rewards/digits/mean``, ``rewards/exact/mean``)."""
+
+
+def trl_config(rl: lm_rl.LMRLConfig, output_dir: str, pad_id: int, **overrides):
+    """TRL's ``GRPOConfig`` for the loop's config ``rl`` (GRPO, one minibatch per pass).
+
+    TRL counts completions, not prompts, and optimiser steps, not rounds:
+
+    - ``per_device_train_batch_size = B * G`` completions per optimiser step, ``num_generations = G``,
+      ``steps_per_generation = 1``: one optimiser step sees the whole round, as ``num_minibatches=1`` does;
+    - ``num_iterations = update_epochs``: each generated batch is used for that many optimiser steps;
+    - ``max_steps = iterations * update_epochs`` (and a linear schedule over those steps: the loop's
+      decays once per round, TRL's once per optimiser step, a difference of at most one round's decay).
+    """
+    from trl import GRPOConfig
+
+    rl = rl.validate()
+    if rl.algo != "grpo" or rl.num_minibatches != 1 or rl.adv_estimator != "grpo" or rl.policy_loss != "clip":
+        raise ValueError("rl: only the plain GRPO recipe (one minibatch, grpo advantages, clipped loss) is mapped")
+    if rl.loss_agg not in TRL_LOSS_TYPES:
+        raise ValueError(f"rl: loss_agg {rl.loss_agg!r} has no TRL loss_type")
+    B, G, K = rl.prompts_per_step, rl.group_size, rl.update_epochs
+    kwargs = dict(
+        output_dir=output_dir,
+        per_device_train_batch_size=B * G,  # TRL counts completions: B prompts x G
+        num_generations=G,
+        steps_per_generation=1,  # the whole round in one optimiser step (the loop's num_minibatches=1)
+        gradient_accumulation_steps=1,
+        num_iterations=K,  # the loop's update_epochs
+        max_steps=rl.iterations * K,  # TRL's steps are optimiser steps
+        learning_rate=rl.lr,
+        lr_scheduler_type={"linear": "linear", "cosine": "cosine", "constant": "constant"}[rl.lr_schedule],
+        warmup_steps=rl.warmup_iterations * K,
+        weight_decay=0.0,  # the loop's Adam: AdamW without decay
+        adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-8,
+        max_grad_norm=rl.max_grad_norm,
+        beta=rl.kl_coef,
+        use_bias_correction_kl=False,  # the loop's k3, as DeepSeekMath writes it (no ratio in front)
+        epsilon=rl.clip_eps,
+        epsilon_high=rl.clip_eps_high or rl.clip_eps,
+        loss_type=TRL_LOSS_TYPES[rl.loss_agg],
+        scale_rewards="group" if rl.normalize_std else "none",
+        reward_weights=[1.0] * len(REWARD_PARTS),
+        temperature=rl.temperature,
+        top_p=rl.top_p,
+        top_k=0,
+        max_completion_length=rl.max_new_tokens,
+        generation_kwargs={"suppress_tokens": [pad_id]},  # TinyLM never writes PAD; neither does the export
+        mask_truncated_completions=False,
+        disable_dropout=True,
+        gradient_checkpointing=False,
+        bf16=False,
+        use_cpu=True,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        seed=rl.seed,
+    )
+    kwargs.update(overrides)
+    return GRPOConfig(**kwargs)
+
+
+def trl_reward_functions(task: AdditionTask):
+    """The verifier as TRL calls a reward function: ``f(prompts, completions, completion_ids, **kw) -> list``.
+
+    It scores the token ids (``completion_ids``, cut after EOS by TRL), not the decoded text, so EOS counts
+    exactly as in the loop.
+    """
+    tok, L = task.tokenizer, task.max_new_tokens
+    functions = []
+    for part in REWARD_PARTS:
+        def reward(prompts, completions, completion_ids, _part=part, **kwargs):
+            p = torch.tensor([tok.encode(text) for text in prompts])  # (N, P)
+            c = torch.tensor([ids[:L] + [tok.pad_id] * (L - len(ids)) for ids in completion_ids])  # (N, L)
+            return score_completions(p, c, tok, _part).tolist()
+        reward.__name__ = part  # TRL logs rewards/<__name__>/mean
+        functions.append(reward)
+    return functions
+
+
+def held_out_callback(task: AdditionTask, pairs, every_steps: int):
+    """A ``TrainerCallback`` that measures greedy exact match on ``pairs`` every ``every_steps`` optimiser steps.
+
+    It keeps its own clock: ``seconds`` counts training only, its evaluations excluded (as the loop's).
+    """
+    from transformers import TrainerCallback
+
+    class HeldOutCallback(TrainerCallback):
+        def __init__(self):
+            self.eval = {"step": [], "seconds": [], "score": []}
+            self._start, self._eval_seconds = None, 0.0
+
+        def _evaluate(self, state, model):
+            t = time.perf_counter()
+            was_training = model.training
+            model.eval()
+            score = capstone.accuracy(model, task, pairs)
+            model.train(was_training)
+            self._eval_seconds += time.perf_counter() - t
+            self.eval["step"].append(state.global_step)
+            self.eval["seconds"].append(self.seconds())
+            self.eval["score"].append(score)
+
+        def seconds(self) -> float:
+            return 0.0 if self._start is None else time.perf_counter() - self._start - self._eval_seconds
+
+        def on_train_begin(self, args, state, control, model=None, **kwargs):
+            self._evaluate(state, model)
+            self._start, self._eval_seconds = time.perf_counter(), 0.0
+
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            if state.global_step % every_steps == 0 or state.global_step == state.max_steps:
+                self._evaluate(state, model)
+
+    return HeldOutCallback()
+
+
+def run_trl(model_dir: str, task: AdditionTask, split: dict, rl: lm_rl.LMRLConfig, eval_every: int,
+            output_dir: str, eval_on: str = "heldout") -> dict:
+    """TRL's ``GRPOTrainer`` on the exported model in ``model_dir``: held-out curve, TRL's log, seconds."""
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from trl import GRPOTrainer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer.padding_side = "left"
+    args = trl_config(rl, output_dir, task.tokenizer.pad_id)
+    dataset = Dataset.from_dict({"prompt": [task.prompt_text(a, b) for a, b in split["train"]]})
+    callback = held_out_callback(task, split[eval_on], eval_every * rl.update_epochs)
+    trainer = GRPOTrainer(model=model_dir, reward_funcs=trl_reward_functions(task), args=args,
+                          train_dataset=dataset, processing_class=tokenizer, callbacks=[callback])
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.train()
+    log = [row for row in trainer.state.log_history if "loss" in row]
+    return {"eval": {"iteration": [s // rl.update_epochs for s in callback.eval["step"]],
+                     "seconds": callback.eval["seconds"], "score": callback.eval["score"]},
+            "log": log, "seconds": callback.seconds(), "iterations": rl.iterations}
+
+
+def run_course(model, task: AdditionTask, split: dict, rl: lm_rl.LMRLConfig, eval_every: int,
+               eval_on: str = "heldout") -> dict:
+    """The course's loop on ``model`` (TinyLM or the exported ``transformers`` model), trained in place."""
+    prompts = task.prompts(split["train"])
+    tok = task.tokenizer
+    return lm_rl.train(model, capstone._reward_fn(task, prompts, "digits+exact"), prompts, rl, tok.eos_id, tok.pad_id,
+                       eval_fn=lambda m: capstone.accuracy(m, task, split[eval_on]), eval_every=eval_every)
+
+
+def same_start(lm, hf_model) -> bool:
+    """Whether the exported model computes TinyLM's logits on a few prompts (a guard before a comparison)."""
+    ids = torch.randint(0, lm.cfg.vocab_size - 2, (4, lm.cfg.block_size))
+    with torch.no_grad():
+        return bool(torch.allclose(lm(ids), hf_model(input_ids=ids).logits, atol=1e-5))
+
+
+def copy_model(model):
+    return copy.deepcopy(model)
