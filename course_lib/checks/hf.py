@@ -92,10 +92,6 @@ def _reward_with(*, text=completion_text, none=None, align="same", dedupe=False)
     return wrong
 
 
-def _first_message(completion) -> str:
-    return completion if isinstance(completion, str) else completion[0]["content"]
-
-
 def _reward_hint(message: str) -> str:
     """A crash of a reward function, explained by how TRL calls it."""
     if "unexpected keyword argument" in message:
@@ -122,7 +118,8 @@ def check_answer_reward(fn) -> bool:
         Mistake("a conversational completion is a list of messages; str() of it is not its text: take "
                 "completion[-1]['content']", _reward_with(text=lambda c: c if isinstance(c, str) else str(c))),
         Mistake("the text is in the last message (after a tool call and its result), not the first: "
-                "completion[-1]['content']", _reward_with(text=_first_message)),
+                "completion[-1]['content']", _reward_with(
+                text=lambda c: c if isinstance(c, str) else c[0]["content"])),
         Mistake("a row with answer None gets 0.0, a punishment; return None: TRL reads it as no reward (NaN) and "
                 "leaves it out of the sum over reward functions", _reward_with(none=0.0)),
     ]
@@ -196,8 +193,8 @@ def _logp_cases() -> list[Case]:
              {"sequences": torch.cat([prompt, first], dim=1), **base, "temperature": 1.3}),
         Case("PAD = EOS (Qwen's tokenizer pads with <|endoftext|>): EOS repeated after the first",
              {"sequences": torch.cat([prompt, as_pad], dim=1), **base}),
-        Case("no padding, B=2, P=3, L=4, a bool prompt mask, temperature 0.5",
-             {"sequences": plain, "prompt_mask": torch.ones(2, 3, dtype=torch.bool), "eos_id": EOS,
+        Case("no padding, B=2, P=3, L=4, temperature 0.5",
+             {"sequences": plain, "prompt_mask": torch.ones(2, 3, dtype=torch.long), "eos_id": EOS,
               "temperature": 0.5}),
     ]
 
@@ -212,27 +209,17 @@ def _logp_with(*, shift=1, attend=True, where="logits", mask_kind="first", grad=
             logits = logits[:, P - shift:P - shift + L]  # (B, L, V)
             if where == "logits":
                 logits = logits / temperature
-            elif where == "times":
-                logits = logits * temperature
             logp = torch.log_softmax(logits, dim=-1)
             if where == "logp":
                 logp = logp / temperature
             logp = logp.gather(-1, completion[..., None]).squeeze(-1)  # (B, L)
             if not log:
                 logp = logp.exp()
-        is_eos = (completion == eos_id).long()
-        t = torch.arange(L)
-        if mask_kind == "first":
-            mask = ((is_eos.cumsum(-1) - is_eos) == 0).float()
-        elif mask_kind == "without_eos":
-            mask = (is_eos.cumsum(-1) == 0).float()
-        elif mask_kind == "all":
-            mask = torch.ones(completion.shape)
-        elif mask_kind == "not_eos":
-            mask = (completion != eos_id).float()
-        else:  # through the last EOS
-            last = torch.where(is_eos.any(-1), (is_eos * t).argmax(-1), torch.full((len(completion),), L - 1))
-            mask = (t[None] <= last[:, None]).float()
+        is_eos, t = (completion == eos_id).long(), torch.arange(L)
+        last = torch.where(is_eos.any(-1), (is_eos * t).argmax(-1), torch.full((len(completion),), L - 1))
+        mask = {"first": (is_eos.cumsum(-1) - is_eos) == 0, "without_eos": is_eos.cumsum(-1) == 0,
+                "all": torch.ones(completion.shape, dtype=torch.bool), "not_eos": completion != eos_id,
+                "last": t[None] <= last[:, None]}[mask_kind].float()  # "last": through the last EOS
         return logp, mask
     return wrong
 
@@ -260,7 +247,6 @@ def check_completion_logps(fn) -> bool:
                 _logp_with(where="none")),
         Mistake("the temperature divides the log-probs; it divides the logits, before log_softmax",
                 _logp_with(where="logp")),
-        Mistake("the logits are multiplied by the temperature; divide them by it", _logp_with(where="times")),
         Mistake("these are probabilities; the loss needs log-probs: log_softmax, then gather",
                 _logp_with(log=False)),
         Mistake("logp carries no gradient (torch.no_grad or .detach()): the loss differentiates it with respect "
@@ -368,7 +354,6 @@ def _config_with(**changes):
 
 def check_grpo_config_kwargs(fn) -> bool:
     """Check a student's ``grpo_config_kwargs(cfg, num_processes=1)`` field by field, as ``GRPOConfig`` reads it."""
-    steps = lambda c: c.update_epochs * c.num_minibatches  # noqa: E731 - optimiser steps per round
     mistakes = [
         Mistake("per_device_train_batch_size counts completions, not prompts: one optimiser step sees "
                 "B * G / num_minibatches of them (per process)",
@@ -408,8 +393,7 @@ def check_grpo_config_kwargs(fn) -> bool:
                 "'constant_with_warmup'", _config_with(
                     lr_scheduler_type=lambda c, n, k: "constant" if c.lr_schedule == "constant" else c.lr_schedule)),
         Mistake("num_iterations is TRL's epochs over one generated batch: update_epochs",
-                _config_with(num_iterations=lambda c, n, k: c.num_minibatches,
-                             max_steps=lambda c, n, k: c.iterations * steps(c))),
+                _config_with(num_iterations=lambda c, n, k: c.num_minibatches)),
     ]
     return check_against_reference(fn, grpo_config_kwargs, _config_cases(), name="grpo_config_kwargs",
                                    mistakes=mistakes, outputs=_config_fields, dtypes=(F64,))
