@@ -30,7 +30,8 @@ def test_answer_reward_takes_what_trl_passes():
                         completion_ids=[[3, EOS]] * 4, trainer_state=None, log_extra=print, log_metric=print, **kwargs)
     assert got == [1.0, 0.0, None, None]
     chat = [[{"role": "assistant", "content": "Answer: 12"}], [{"role": "assistant", "content": "Answer: 2"}]]
-    assert answer_reward(prompts=[[{"role": "user", "content": "?"}]] * 2, completions=chat, answer=["12", "12"]) == [1.0, 0.0]
+    question = [[{"role": "user", "content": "?"}]] * 2
+    assert answer_reward(prompts=question, completions=chat, answer=["12", "12"]) == [1.0, 0.0]
 
 
 def test_answer_reward_refuses_misaligned_answers():

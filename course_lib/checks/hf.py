@@ -1,11 +1,9 @@
-"""The exercise checks of chapter 09 (scaling up with TRL): a reward function in TRL's calling convention,
-the completion mask and log-probs of ``model.generate``'s output, a course config as ``GRPOConfig``'s kwargs.
+"""The exercise checks of chapter 09 (TRL): a reward function in TRL's calling convention, the mask and log-probs
+of ``model.generate``'s output, a course config as ``GRPOConfig``'s kwargs (references: ``hf.trl_contract``).
 
-They import the references of ``course_lib.hf.trl_contract``; that module never imports its checks.
-Rewards and config fields are not tensors: each check's ``outputs`` turns what the function returned into
-named numbers (a reward list into a float tensor with NaN for None, a config field into a number, a string
-field into its index in TRL's list of names, spelled out in the field's label), so the comparison, the
-known mistakes and grading's record-then-judge work as for every other check.
+Rewards and config fields are not tensors: each check's ``outputs`` turns a reply into named numbers (rewards into a
+float tensor with NaN for None; a config field into a number, a string into its index in TRL's names, spelled out in
+the label), so the comparison, the known mistakes and grading's record-then-judge work as for every other check.
 """
 
 from __future__ import annotations
@@ -100,6 +98,9 @@ def _reward_hint(message: str) -> str:
     if "required positional argument" in message or "required keyword" in message:
         return ("TRL passes arguments by name only: prompts=, completions=, and each dataset column under its "
                 "column's name; a parameter named otherwise (solution, target) is never given: call it answer")
+    if "unhashable" in message:
+        return ("conversational prompts are lists of messages (no set or dict key); TRL already repeated every "
+                "column per completion: zip(completions, answer)")
     if "NoneType" in message:
         return "some rows have answer None: return None for them (TRL's 'no reward')"
     if "got list" in message or "'list' object" in message or "'dict' object" in message:

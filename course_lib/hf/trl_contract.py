@@ -83,6 +83,18 @@ def answer_reward(prompts: list, completions: list, answer: list, **kwargs) -> l
 # ---------------------------------------------------------------------------
 
 
+def _check_generated(sequences, prompt_mask) -> None:
+    """``sequences`` are ``(B, P + L)`` integer ids and ``prompt_mask`` their ``(B, P)`` prompt part's mask."""
+    _validate.require_tensor("sequences", sequences, floating=False, min_dim=2)
+    _validate.require_tensor("prompt_mask", prompt_mask, floating=False, min_dim=2)
+    if sequences.is_floating_point() or sequences.dim() != 2:
+        raise ValueError(f"sequences: expected (B, P + L) integer ids, got {sequences.dtype} {tuple(sequences.shape)}")
+    B, T = sequences.shape
+    if prompt_mask.dim() != 2 or prompt_mask.shape[0] != B or prompt_mask.shape[1] >= T:
+        raise ValueError(f"prompt_mask: expected shape ({B}, P) with P < {T} (the prompt part of sequences), "
+                         f"got {tuple(prompt_mask.shape)}")
+
+
 def completion_logps(model, sequences: torch.Tensor, prompt_mask: torch.Tensor, eos_id: int,
                      temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token log-probs and the completion mask of ``model.generate``'s output, as TRL computes them.
@@ -102,13 +114,7 @@ def completion_logps(model, sequences: torch.Tensor, prompt_mask: torch.Tensor, 
     Returns:
         ``(logp, mask)``: ``(B, L)`` log-probs (differentiable), ``(B, L)`` float mask, 1 through the first EOS.
     """
-    _validate.require_tensor("sequences", sequences, floating=False, min_dim=2)
-    _validate.require_tensor("prompt_mask", prompt_mask, floating=False, min_dim=2)
-    if sequences.is_floating_point() or sequences.dim() != 2:
-        raise ValueError(f"sequences: expected (B, P + L) integer ids, got {sequences.dtype} {tuple(sequences.shape)}")
-    if prompt_mask.dim() != 2 or prompt_mask.shape[0] != sequences.shape[0] or prompt_mask.shape[1] >= sequences.shape[1]:
-        raise ValueError(f"prompt_mask: expected shape ({sequences.shape[0]}, P) with P < {sequences.shape[1]} "
-                         f"(the prompt part of sequences), got {tuple(prompt_mask.shape)}")
+    _check_generated(sequences, prompt_mask)
     P = prompt_mask.shape[1]
     prompt_ids, completion_ids = sequences[:, :P], sequences[:, P:]  # (B, P), (B, L)
     logp = token_logps(model, prompt_ids, prompt_mask, completion_ids, temperature=temperature)  # (B, L)
