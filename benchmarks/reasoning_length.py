@@ -104,14 +104,16 @@ def scratchpad_job(seed: int, changes: dict, tune: bool, pass_prompts: int) -> b
     eval_on = "val" if tune else "heldout"
     pairs = split[eval_on][:pass_prompts]
     before = reasoning.sample_stats(lm, task, pairs, n_samples=64, ks=range(1, 65), seed=seed)
+    cpu = time.process_time()  # one thread: the CPU seconds are what one free core would take
     history = reasoning.run(lm, task, split, cfg, seed=seed, eval_on=eval_on, **changes)
+    cpu = time.process_time() - cpu
     after = reasoning.sample_stats(lm, task, pairs, n_samples=64, ks=range(1, 65), seed=seed)
     out = {"seed": seed, "before": _compact(before), "after": _compact(after), "history": _history(history),
            "acc_before": history["eval"]["score"][0], "acc_after": history["eval"]["score"][-1],
-           "seconds": history["seconds"][-1], "job_seconds": time.perf_counter() - start}
+           "seconds": history["seconds"][-1], "cpu_seconds": cpu, "job_seconds": time.perf_counter() - start}
     print(f"  done: scratchpad seed {seed}: share {before['share']['scratchpad']:.3f} -> "
           f"{after['share']['scratchpad']:.3f}, length {before['length']:.2f} -> {after['length']:.2f}, "
-          f"greedy acc {out['acc_before']:.3f} -> {out['acc_after']:.3f} ({out['seconds']:.0f} s RL)", flush=True)
+          f"greedy acc {out['acc_before']:.3f} -> {out['acc_after']:.3f} (RL {out['seconds']:.0f} s, {cpu:.0f} CPU s)", flush=True)
     return _bytes(out)
 
 
@@ -124,14 +126,17 @@ def filler_job(seed: int, changes: dict, tune: bool, iterations: int) -> bytes:
     out = {"seed": seed, "runs": {}}
     for name, agg in AGGREGATIONS.items():
         lm.load_state_dict(state)
+        cpu = time.process_time()
         h = reasoning.run(lm, task, split, cfg, seed=seed, eval_on="val" if tune else "heldout",
                           **{**changes, "iterations": iterations, "loss_agg": agg})
+        cpu = time.process_time() - cpu
         share = h["style_share"]["filler"]
         spread = reasoning.share_range(share, SMOOTH)
-        out["runs"][name] = {"history": _history(h), "filler_range": spread, "seconds": h["seconds"][-1]}
+        out["runs"][name] = {"history": _history(h), "filler_range": spread, "seconds": h["seconds"][-1],
+                             "cpu_seconds": cpu}
         print(f"  done: filler seed {seed} {name}: filler share {share[0]:.3f} -> {share[-1]:.3f} "
               f"(range {spread:.3f}), greedy acc {h['eval']['score'][-1]:.3f} "
-              f"({h['seconds'][-1]:.0f} s)", flush=True)
+              f"({h['seconds'][-1]:.0f} s, {cpu:.0f} CPU s)", flush=True)
     return _bytes(out)
 
 
@@ -140,8 +145,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=REPORT_SEEDS, help="seeds (default: 100 to 104)")
     parser.add_argument("--tune", action="store_true", help="measure on the validation split, not the test prompts")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override an LMRLConfig field")
-    parser.add_argument("--filler-iterations", type=int, default=40, help="rounds of each filler run")
-    parser.add_argument("--pass-prompts", type=int, default=100, help="prompts sampled 64 times for pass@k")
+    parser.add_argument("--filler-iterations", type=int, default=25, help="rounds of each filler run")
+    parser.add_argument("--pass-prompts", type=int, default=50, help="prompts sampled 64 times for pass@k")
+    parser.add_argument("--filler-seeds", type=int, nargs="*", default=None, help="the filler control's (default: --seeds)")
     parser.add_argument("--no-filler", action="store_true", help="skip the filler control")
     parser.add_argument("--no-scratchpad", action="store_true", help="skip the scratchpad runs")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes at a time, one thread each")
@@ -149,7 +155,8 @@ def main() -> None:
     args = parser.parse_args()
     changes = parse_changes(args.set)
     start = time.perf_counter()
-    jobs = [] if args.no_filler else [(filler_job, (s, changes, args.tune, args.filler_iterations)) for s in args.seeds]
+    filler_seeds = args.seeds if args.filler_seeds is None else args.filler_seeds
+    jobs = [] if args.no_filler else [(filler_job, (s, changes, args.tune, args.filler_iterations)) for s in filler_seeds]
     jobs += [] if args.no_scratchpad else [(scratchpad_job, (s, changes, args.tune, args.pass_prompts))
                                            for s in args.seeds]
     if args.jobs > 1:
@@ -170,10 +177,11 @@ def main() -> None:
         print(f"seed {o['seed']}: share {b['share']['scratchpad']:.3f} -> {a['share']['scratchpad']:.3f}  "
               f"length {b['length']:.2f} -> {a['length']:.2f}  greedy acc {o['acc_before']:.3f} -> "
               f"{o['acc_after']:.3f}  pass@1 {b['pass_at_k'][1]:.3f} -> {a['pass_at_k'][1]:.3f}  "
-              f"pass@64 {b['pass_at_k'][64]:.3f} -> {a['pass_at_k'][64]:.3f}  RL {o['seconds']:.0f} s")
+              f"pass@64 {b['pass_at_k'][64]:.3f} -> {a['pass_at_k'][64]:.3f}  RL {o['seconds']:.0f} s "
+              f"({o['cpu_seconds']:.0f} CPU s)")
     for o in filler:
         print(f"seed {o['seed']} filler range: " + "  ".join(
-            f"{name}={run['filler_range']:.3f} ({run['seconds']:.0f} s)" for name, run in o["runs"].items()))
+            f"{name}={run['filler_range']:.3f} ({run['seconds']:.0f} s, {run['cpu_seconds']:.0f} CPU s)" for name, run in o["runs"].items()))
 
     mean = lambda v: float(np.mean(v)) if len(v) else float("nan")  # noqa: E731
     sp = lambda when, key: mean([o[when][key]["scratchpad"] if key == "share" else o[when][key] for o in scratch])  # noqa: E731

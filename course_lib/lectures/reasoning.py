@@ -230,7 +230,7 @@ class ReasoningConfig:
     d_model: int = 64
     """Width of the TinyLM (2 layers, 4 heads)."""
     rl: lm_rl.LMRLConfig = dataclasses.field(default_factory=lambda: lm_rl.LMRLConfig(
-        iterations=40, prompts_per_step=64, group_size=8, update_epochs=2, lr=1e-3, warmup_iterations=5,
+        iterations=25, prompts_per_step=64, group_size=8, update_epochs=2, lr=1e-3, warmup_iterations=5,
         lr_schedule="linear", kl_coef=0.02))
     """RL's hyperparameters (:func:`run`): 64 prompts x G = 8 per round; ``benchmarks/reasoning_length.py``'s
     docstring lists every tuning run."""
