@@ -31,7 +31,8 @@ Usage::
 
     python benchmarks/reasoning_length.py                                # seeds 100-104
     python benchmarks/reasoning_length.py --tune --seeds 0 1 --set lr=2e-3
-    python benchmarks/reasoning_length.py --save course_lib/lectures/data  # also writes reasoning_10.json
+    python benchmarks/reasoning_length.py --save course_lib/lectures/data  # also writes reasoning_10.json and
+                                                                           # reasoning_10_sft.pt (seed 100's warm-up)
 """
 
 from __future__ import annotations
@@ -101,6 +102,7 @@ def scratchpad_job(seed: int, changes: dict, tune: bool, pass_prompts: int) -> b
     cfg = reasoning.ReasoningConfig()
     start = time.perf_counter()
     lm, task, split, _ = reasoning.warm_up_reasoning(cfg, seed)
+    sft_state = {k: v.clone() for k, v in lm.state_dict().items()}
     eval_on = "val" if tune else "heldout"
     pairs = split[eval_on][:pass_prompts]
     before = reasoning.sample_stats(lm, task, pairs, n_samples=64, ks=range(1, 65), seed=seed)
@@ -110,7 +112,8 @@ def scratchpad_job(seed: int, changes: dict, tune: bool, pass_prompts: int) -> b
     after = reasoning.sample_stats(lm, task, pairs, n_samples=64, ks=range(1, 65), seed=seed)
     out = {"seed": seed, "before": _compact(before), "after": _compact(after), "history": _history(history),
            "acc_before": history["eval"]["score"][0], "acc_after": history["eval"]["score"][-1],
-           "seconds": history["seconds"][-1], "cpu_seconds": cpu, "job_seconds": time.perf_counter() - start}
+           "seconds": history["seconds"][-1], "cpu_seconds": cpu, "job_seconds": time.perf_counter() - start,
+           "sft_state": sft_state}
     print(f"  done: scratchpad seed {seed}: share {before['share']['scratchpad']:.3f} -> "
           f"{after['share']['scratchpad']:.3f}, length {before['length']:.2f} -> {after['length']:.2f}, "
           f"greedy acc {out['acc_before']:.3f} -> {out['acc_after']:.3f} (RL {out['seconds']:.0f} s, {cpu:.0f} CPU s)", flush=True)
@@ -190,11 +193,16 @@ def main() -> None:
                            "filler": json.loads(json.dumps(dataclasses.asdict(reasoning.ReasoningConfig.filler_control()))),
                            "changes": args.set, "filler_iterations": args.filler_iterations,
                            "pass_prompts": args.pass_prompts, "smooth": SMOOTH, "tune": args.tune},
-                "scratchpad": scratch, "filler": filler, "seconds": total}
+                "scratchpad": [{k: v for k, v in o.items() if k != "sft_state"} for o in scratch], "filler": filler,
+                "seconds": total}
         args.save.mkdir(parents=True, exist_ok=True)
         path = args.save / "reasoning_10.json"
         path.write_text(json.dumps(data, separators=(",", ":"), allow_nan=True))
         print(f"saved {path} ({path.stat().st_size / 1e3:.0f} kB)")
+        if scratch:  # the first seed's warmed-up model, for the notebook's live run
+            weights = args.save / "reasoning_10_sft.pt"
+            torch.save({"seed": scratch[0]["seed"], "state_dict": scratch[0]["sft_state"]}, weights)
+            print(f"saved {weights} ({weights.stat().st_size / 1e3:.0f} kB)")
     fr = {name: mean([o["runs"][name]["filler_range"] for o in filler]) for name in AGGREGATIONS}
     print(f"reasoning: share_before={sp('before', 'share'):.3f} share_after={sp('after', 'share'):.3f} "
           f"len_before={sp('before', 'length'):.2f} len_after={sp('after', 'length'):.2f} "

@@ -263,7 +263,8 @@ def warm_up_reasoning(cfg: ReasoningConfig | None = None, seed: int = 0
                              block_size=task.prompt_length + task.max_new_tokens), seed=seed)
     prompts, completions = task.demonstrations(split["demos"], cfg.scratchpad_share, filler=cfg.filler,
                                                filler_matches_length=cfg.filler_matches_length)
-    losses = sft(lm, prompts, completions, task.tokenizer.eos_id, steps=cfg.sft_steps, lr=cfg.sft_lr, seed=seed)
+    losses = (sft(lm, prompts, completions, task.tokenizer.eos_id, steps=cfg.sft_steps, lr=cfg.sft_lr, seed=seed)
+              if cfg.sft_steps else [])  # 0 steps: the untrained model (to load a saved warm-up into)
     return lm.eval(), task, split, losses
 
 
