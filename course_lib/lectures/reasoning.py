@@ -11,7 +11,11 @@ Three things are tangled when a model's answers grow under RL, and this chapter 
   incentivize reasoning capacity in LLMs beyond the base model?"): :func:`pass_at_k`.
 
 The pure functions come first (the exercises of ``solutions/10_reasoning_length.ipynb``), then the
-warm-up, measured before any RL: :func:`warm_up_reasoning` and :func:`sample_stats`.
+warm-up, measured before any RL (:func:`warm_up_reasoning` and :func:`sample_stats`), then RL itself:
+:func:`run`, GRPO through the one LM RL loop (:func:`course_lib.lm_rl.train`), noting the styles of
+every round's samples (:func:`round_style_stats`); :func:`share_range` is how far a share moved over a run.
+``benchmarks/reasoning_length.py`` runs it on the report seeds and ``notebooks/10_reasoning_length.ipynb``
+reads what it saved.
 
 Shapes: ``N`` prompts (or responses), ``G`` samples per prompt, ``P`` prompt tokens, ``L`` completion tokens.
 """
