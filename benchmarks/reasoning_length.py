@@ -1,7 +1,7 @@
 """Benchmark: chapter 10, why completions get longer: GRPO selects the scratchpad; the filler control.
 
 **The scratchpad runs.** 3-digit addition; the warm-up (``warm_up_reasoning``) teaches both styles, half the
-demonstrations each; then GRPO through the one LM RL loop (``course_lib.lectures.reasoning.run``). Before and
+demonstrations each; then GRPO through the one LM RL loop (``course_lib.lectures.reasoning_rl.run``). Before and
 after RL: 64 samples at T = 1 of each of the first ``--pass-prompts`` test prompts (the style shares, the mean
 length, pass@k for k = 1..64), and greedy exact match on all 500 test prompts.
 
@@ -81,7 +81,7 @@ import numpy as np
 import torch
 
 from course_lib import lm_rl
-from course_lib.lectures import reasoning
+from course_lib.lectures import reasoning, reasoning_rl
 
 REPORT_SEEDS = list(range(100, 105))
 AGGREGATIONS = {"grpo": "seq-mean-token-mean", "token_mean": "token-mean", "drgrpo": "seq-mean-token-sum-norm"}
@@ -138,7 +138,7 @@ def scratchpad_job(seed: int, changes: dict, tune: bool, pass_prompts: int) -> b
     pairs = split[eval_on][:pass_prompts]
     before = reasoning.sample_stats(lm, task, pairs, n_samples=64, ks=range(1, 65), seed=seed)
     cpu = time.process_time()  # one thread: the CPU seconds are what one free core would take
-    history = reasoning.run(lm, task, split, cfg, seed=seed, eval_on=eval_on, **changes)
+    history = reasoning_rl.run(lm, task, split, cfg, seed=seed, eval_on=eval_on, **changes)
     cpu = time.process_time() - cpu
     after = reasoning.sample_stats(lm, task, pairs, n_samples=64, ks=range(1, 65), seed=seed)
     out = {"seed": seed, "before": _compact(before), "after": _compact(after), "history": _history(history),
@@ -161,11 +161,11 @@ def filler_job(seed: int, changes: dict, tune: bool, iterations: int) -> bytes:
     for name, agg in AGGREGATIONS.items():
         lm.load_state_dict(state)
         cpu = time.process_time()
-        h = reasoning.run(lm, task, split, cfg, seed=seed, eval_on="val" if tune else "heldout",
+        h = reasoning_rl.run(lm, task, split, cfg, seed=seed, eval_on="val" if tune else "heldout",
                           **{**changes, "iterations": iterations, "loss_agg": agg})
         cpu = time.process_time() - cpu
         share = h["style_share"]["filler"]
-        spread = reasoning.share_range(share, SMOOTH)
+        spread = reasoning_rl.share_range(share, SMOOTH)
         out["runs"][name] = {"history": _history(h), "filler_range": spread, "seconds": h["seconds"][-1],
                              "cpu_seconds": cpu}
         print(f"  done: filler seed {seed} {name}: filler share {share[0]:.3f} -> {share[-1]:.3f} "

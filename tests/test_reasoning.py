@@ -177,7 +177,7 @@ def test_warm_up_and_sample_stats_bookkeeping():
 
 
 def test_share_range_hand_computed():
-    from course_lib.lectures.reasoning import share_range
+    from course_lib.lectures.reasoning_rl import share_range
 
     assert share_range([0.2, 0.4, 0.9], smooth=1) == pytest.approx(0.7)  # raw: max - min
     # trailing means over 2: 0.2, 0.3, 0.65 -> 0.45
@@ -192,7 +192,7 @@ def test_share_range_hand_computed():
 
 
 def test_round_style_stats_hand_computed():
-    from course_lib.lectures.reasoning import round_style_stats
+    from course_lib.lectures.reasoning_rl import round_style_stats
     from course_lib.tasks_reasoning import ScratchpadAdditionTask
 
     task = ScratchpadAdditionTask(2)
@@ -226,15 +226,15 @@ def test_validation_split_is_apart_from_the_rest():
 
 
 def test_run_records_styles_every_round():
-    from course_lib.lectures import reasoning
+    from course_lib.lectures import reasoning, reasoning_rl
 
     cfg = reasoning.ReasoningConfig(n_digits=2, n_demos=16, n_heldout=6, n_val=6, sft_steps=2, eval_every=2)
     cfg.rl = dataclasses.replace(cfg.rl, iterations=3, prompts_per_step=4, group_size=2, warmup_iterations=0)
     lm, task, split, _ = reasoning.warm_up_reasoning(cfg, seed=0)
-    h = reasoning.run(lm, task, split, cfg, seed=0, eval_on="val", loss_agg="token-mean")
+    h = reasoning_rl.run(lm, task, split, cfg, seed=0, eval_on="val", loss_agg="token-mean")
     assert h["eval"]["iteration"] == [0, 2, 3] and len(h["eval"]["greedy_share"]) == 3
     assert set(h["style_share"]) == set(reasoning.STYLES) and all(len(v) == 3 for v in h["style_share"].values())
     for i in range(3):
         assert sum(h["style_share"][s][i] for s in reasoning.STYLES) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="eval_on"):
-        reasoning.run(lm, task, split, cfg, eval_on="test")
+        reasoning_rl.run(lm, task, split, cfg, eval_on="test")
