@@ -1,5 +1,6 @@
 """Tests of chapter 10's pure functions (course_lib.lectures.reasoning): pass@k, token weights, style share."""
 
+import dataclasses
 import math
 from fractions import Fraction
 
@@ -168,3 +169,72 @@ def test_warm_up_and_sample_stats_bookkeeping():
     assert np.isnan(stats["totals_right"])  # the filler task has no scratchpad
     again = sample_stats(lm, task, split["heldout"], n_samples=4, ks=(1, 2, 4, 8))
     assert repr(again) == repr(stats)  # seeded sampling (repr: nan == nan)
+
+
+# ---------------------------------------------------------------------------
+# RL on the task: the per-round bookkeeping, the share's range, the validation split
+# ---------------------------------------------------------------------------
+
+
+def test_share_range_hand_computed():
+    from course_lib.lectures.reasoning_rl import share_range
+
+    assert share_range([0.2, 0.4, 0.9], smooth=1) == pytest.approx(0.7)  # raw: max - min
+    # trailing means over 2: 0.2, 0.3, 0.65 -> 0.45
+    assert share_range([0.2, 0.4, 0.9], smooth=2) == pytest.approx(0.45)
+    assert share_range(np.array([0.5]), smooth=5) == 0.0
+    assert share_range([0.0, 1.0] * 10, smooth=2) == pytest.approx(0.5)  # alternating noise is damped
+    for bad in ([], [[0.1, 0.2]], [0.1, float("nan")]):
+        with pytest.raises(ValueError, match="shares"):
+            share_range(bad)
+    with pytest.raises(ValueError, match="smooth"):
+        share_range([0.1], smooth=0)
+
+
+def test_round_style_stats_hand_computed():
+    from course_lib.lectures.reasoning_rl import round_style_stats
+    from course_lib.tasks_reasoning import ScratchpadAdditionTask
+
+    task = ScratchpadAdditionTask(2)
+    tok = task.tokenizer
+    texts = [["[5,9]95$", "95$"], ["86$", "[.....]86$"]]  # 45+50, 33+53
+    comp = torch.tensor([[tok.encode(t) + [tok.pad_id] * (task.max_new_tokens - len(tok.encode(t))) for t in row]
+                         for row in texts])
+    prompts = task.prompts([(45, 50), (33, 53)])
+    rewards = task.score(prompts[:, None, :], comp)
+    assert rewards.tolist() == [[1.0, 1.0], [1.0, 1.0]]
+    rewards = torch.tensor([[1.0, 0.0], [1.0, 1.0]])  # any rewards: the stats read them as given
+    out = round_style_stats(task, prompts, comp, rewards)
+    assert out["share"] == {"direct": 0.5, "scratchpad": 0.25, "filler": 0.25, "malformed": 0.0}
+    assert out["accuracy"]["direct"] == 0.5 and out["accuracy"]["scratchpad"] == 1.0
+    assert np.isnan(out["accuracy"]["malformed"])
+    assert out["length"] == pytest.approx((8 + 3 + 3 + 10) / 4)  # tokens, EOS included
+    with pytest.raises(ValueError, match="rewards"):
+        round_style_stats(task, prompts, comp, rewards[:1])
+
+
+def test_validation_split_is_apart_from_the_rest():
+    from course_lib.lectures.reasoning import ReasoningConfig, warm_up_reasoning
+
+    cfg = ReasoningConfig(n_digits=2, n_demos=16, n_heldout=20, n_val=30, sft_steps=0)
+    _, _, split, _ = warm_up_reasoning(cfg, seed=0)
+    val, test, train = set(split["val"]), set(split["heldout"]), set(split["train"])
+    assert len(val) == 30 and not val & test and not val & train and not test & train
+    assert set(split["demos"]) <= train and len(train) == 10_000 - 20 - 30
+    with pytest.raises(ValueError, match="n_val"):
+        warm_up_reasoning(ReasoningConfig(n_digits=1, n_demos=50, n_heldout=10, n_val=40, sft_steps=0))
+
+
+def test_run_records_styles_every_round():
+    from course_lib.lectures import reasoning, reasoning_rl
+
+    cfg = reasoning.ReasoningConfig(n_digits=2, n_demos=16, n_heldout=6, n_val=6, sft_steps=2, eval_every=2)
+    cfg.rl = dataclasses.replace(cfg.rl, iterations=3, prompts_per_step=4, group_size=2, warmup_iterations=0)
+    lm, task, split, _ = reasoning.warm_up_reasoning(cfg, seed=0)
+    h = reasoning_rl.run(lm, task, split, cfg, seed=0, eval_on="val", loss_agg="token-mean")
+    assert h["eval"]["iteration"] == [0, 2, 3] and len(h["eval"]["greedy_share"]) == 3
+    assert set(h["style_share"]) == set(reasoning.STYLES) and all(len(v) == 3 for v in h["style_share"].values())
+    for i in range(3):
+        assert sum(h["style_share"][s][i] for s in reasoning.STYLES) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="eval_on"):
+        reasoning_rl.run(lm, task, split, cfg, eval_on="test")

@@ -11,7 +11,8 @@ Three things are tangled when a model's answers grow under RL, and this chapter 
   incentivize reasoning capacity in LLMs beyond the base model?"): :func:`pass_at_k`.
 
 The pure functions come first (the exercises of ``solutions/10_reasoning_length.ipynb``), then the
-warm-up, measured before any RL: :func:`warm_up_reasoning` and :func:`sample_stats`.
+warm-up, measured before any RL (:func:`warm_up_reasoning` and :func:`sample_stats`), and :class:`ReasoningConfig`,
+whose ``rl`` field is the recipe of :mod:`course_lib.lectures.reasoning_rl` (RL itself).
 
 Shapes: ``N`` prompts (or responses), ``G`` samples per prompt, ``P`` prompt tokens, ``L`` completion tokens.
 """
@@ -197,13 +198,22 @@ class ReasoningConfig:
     filler_matches_length: bool = False
     """As many dots as each pair's totals have characters (leaks the carries), not a fixed run."""
     n_heldout: int = 500
-    """Prompts never trained on, the same for every seed."""
+    """Test prompts never trained on or tuned on, the same for every seed."""
+    n_val: int = 500
+    """Validation prompts, cut from the end of the training prompts and never trained on: what RL was tuned on."""
     sft_steps: int = 500
     """Adam steps of warm-up (batches of 64 demonstrations)."""
     sft_lr: float = 3e-3
     """Learning rate of the warm-up."""
     d_model: int = 64
     """Width of the TinyLM (2 layers, 4 heads)."""
+    rl: lm_rl.LMRLConfig = dataclasses.field(default_factory=lambda: lm_rl.LMRLConfig(
+        iterations=25, prompts_per_step=64, group_size=8, update_epochs=2, lr=1e-3, warmup_iterations=5,
+        lr_schedule="linear", kl_coef=0.02))
+    """RL's hyperparameters (:func:`course_lib.lectures.reasoning_rl.run`): 64 prompts x G = 8 per round;
+    ``benchmarks/reasoning_length.py``'s docstring lists every tuning run."""
+    eval_every: int = 10
+    """Rounds between two greedy evaluations."""
 
     @classmethod
     def filler_control(cls, **changes) -> "ReasoningConfig":
@@ -216,17 +226,23 @@ def warm_up_reasoning(cfg: ReasoningConfig | None = None, seed: int = 0
     """The task, its split and a TinyLM after supervised warm-up on a mix of both styles.
 
     Returns:
-        ``(lm, task, split, sft_losses)``; ``split`` as :meth:`AdditionTask.split` (``"heldout"``,
-        ``"train"``, ``"demos"``), the same for every seed.
+        ``(lm, task, split, sft_losses)``; ``split`` as :meth:`AdditionTask.split` (``"heldout"``: the test
+        prompts, ``"train"``, ``"demos"``: the first ``n_demos`` of ``"train"``) with ``"val"`` added: the last
+        ``n_val`` training prompts, taken out of ``"train"``. The same for every seed.
     """
     cfg = cfg or ReasoningConfig()
     task = ScratchpadAdditionTask(cfg.n_digits)
     split = task.split(cfg.n_demos, cfg.n_heldout, seed=0)
+    _validate.require_int("n_val", cfg.n_val, minimum=1)
+    if cfg.n_val + cfg.n_demos >= len(split["train"]):
+        raise ValueError(f"n_val: {cfg.n_val} + n_demos {cfg.n_demos} leave no prompt for RL ({len(split['train'])})")
+    split["val"], split["train"] = split["train"][-cfg.n_val:], split["train"][:-cfg.n_val]  # demos stay in train
     lm = TinyLM(TinyLMConfig(vocab_size=task.tokenizer.vocab_size, d_model=cfg.d_model,
                              block_size=task.prompt_length + task.max_new_tokens), seed=seed)
     prompts, completions = task.demonstrations(split["demos"], cfg.scratchpad_share, filler=cfg.filler,
                                                filler_matches_length=cfg.filler_matches_length)
-    losses = sft(lm, prompts, completions, task.tokenizer.eos_id, steps=cfg.sft_steps, lr=cfg.sft_lr, seed=seed)
+    losses = (sft(lm, prompts, completions, task.tokenizer.eos_id, steps=cfg.sft_steps, lr=cfg.sft_lr, seed=seed)
+              if cfg.sft_steps else [])  # 0 steps: the untrained model (to load a saved warm-up into)
     return lm.eval(), task, split, losses
 
 
