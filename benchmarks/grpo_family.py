@@ -1,0 +1,170 @@
+"""Benchmark: chapter 11's GRPO family on chapter 08's task, each variant from the same warm-up and budget.
+
+Every variant of ``course_lib.lectures.family.MEASURED`` is a few switches of the one LM RL loop
+(``family.VARIANTS``) and trains the same tiny LM on 2-digit addition from the same per-seed warm-up
+(chapter 08's, stopped at 0.25 validation accuracy; computed once per seed and cached, so variants do
+not redo it) with the same sample budget: 12,288 completions (48 rounds x 32 prompts x G = 8; dynamic
+sampling draws more per round, so it stops after fewer rounds: ``LMRLConfig.max_completions``). That is
+a tenth of chapter 08's 128,000: ten variants x (8 report + 4 tuning) runs at chapter 08's budget would be
+some 6 core-hours, and this benchmark had 80 core-minutes on two cores shared with four other agents. Accuracy is greedy exact match on the 500 held-out test prompts.
+Every job (a variant, a seed, a learning rate) is a process of a fork pool with one torch thread; it
+writes its result to its own file as it ends (``--work``), so a cut-off run loses only the jobs in
+flight and a rerun skips what is done. Seconds count training only (evaluations excluded).
+
+**Protocol.** Every variant gets the same tuning budget: its learning rate from {base, 2 x base} (base:
+chapter 08's 2e-3, PPO's chapter 05 1e-3), each on tuning seeds 0 and 1, scored by greedy accuracy on the
+validation split (500 prompts cut from the training prompts, never trained on); the rate with the higher
+mean is kept (the base on a tie). Nothing else was tuned: every other switch is the paper's or GRPO's
+recipe (``family.VARIANTS``). The report runs use seeds 100 to 107, which tuning never saw.
+
+TUNING_RESULTS
+
+REPORT_RESULTS
+
+Usage::
+
+    python benchmarks/grpo_family.py --tune --seeds 0 1          # the tuning runs (validation split)
+    python benchmarks/grpo_family.py --save course_lib/lectures/data   # seeds 100-107, writes grpo_family_11.pt
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import io
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from course_lib.lectures import capstone, family
+
+REPORT_SEEDS = list(range(100, 108))
+TUNE_SEEDS = [0, 1]
+
+
+def _save(obj, path: Path) -> None:
+    """torch.save through a temporary file, so a cut-off never leaves half a result."""
+    tmp = path.with_suffix(".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def warm_job(seed: int, work: Path) -> bytes:
+    """Warm up ``seed`` once and cache its state_dict (every variant of the seed starts from it)."""
+    torch.set_num_threads(1)
+    path = work / f"warm_{seed}.pt"
+    if not path.exists():
+        start = time.perf_counter()
+        _save({"state": family.warm_state(family.family_config(), seed), "seconds": time.perf_counter() - start},
+              path)
+    buffer = io.BytesIO()
+    torch.save(torch.load(path)["seconds"], buffer)
+    return buffer.getvalue()
+
+
+def job_path(work: Path, mode: str, name: str, seed: int, lr: float) -> Path:
+    return work / mode / f"{name}__{seed}__{lr:g}.pt"
+
+
+def run_job(name: str, seed: int, lr: float, mode: str, work: Path) -> bytes:
+    """One variant, one seed, one learning rate: its :func:`family.record`, written to its own file and returned
+    as ``torch.save`` bytes (a pool would otherwise pass tensors through shared memory, which can stall)."""
+    torch.set_num_threads(1)  # a 100k-parameter model runs fastest on one thread
+    path = job_path(work, mode, name, seed, lr)
+    if not path.exists():
+        state = torch.load(work / f"warm_{seed}.pt")["state"]
+        history = family.run_variant(name, seed, lr=lr, state=state, eval_on="val" if mode == "tune" else "heldout")
+        rec = {"name": name, "seed": seed, "lr": lr, **family.record(history)}
+        _save(rec, path)
+        print(f"  done: {name} seed {seed} lr {lr:g}: {rec['score']:.3f} (from {rec['start']:.3f}; "
+              f"{rec['seconds']:.0f} s, {rec['rounds']} rounds)", flush=True)
+    return path.read_bytes()
+
+
+def _pool_map(fn, jobs, n):
+    if n > 1 and len(jobs) > 1:
+        import multiprocessing as mp
+
+        with mp.get_context("fork").Pool(n, maxtasksperchild=1) as pool:
+            return pool.starmap(fn, jobs, chunksize=1)
+    return [fn(*job) for job in jobs]
+
+
+def _load(data: bytes):
+    return torch.load(io.BytesIO(data), weights_only=False)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tune", action="store_true", help="each variant at {base, 2 x base} lr on the val split")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="default: 100-107 (0 1 with --tune)")
+    parser.add_argument("--variants", nargs="+", default=family.MEASURED, choices=sorted(family.VARIANTS))
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes at a time, one thread each")
+    parser.add_argument("--work", type=Path, default=Path("/work/runs/ch11-work"), help="cache and per-job results")
+    parser.add_argument("--save", type=Path, default=None, help="folder for grpo_family_11.pt (the notebook's data)")
+    args = parser.parse_args()
+    mode = "tune" if args.tune else "report"
+    seeds = args.seeds or (TUNE_SEEDS if args.tune else REPORT_SEEDS)
+    (args.work / mode).mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    warm_seconds = [_load(b) for b in _pool_map(warm_job, [(s, args.work) for s in seeds], args.jobs)]
+    slow_first = {"PPO": 0, "GSPO": 1, "DAPO": 2, "DAPO-dyn-sampling": 3}  # the longest jobs first
+    order = sorted(args.variants, key=lambda n: slow_first.get(n, 9))
+    if args.tune:
+        jobs = [(n, s, lr, mode, args.work) for n in order for lr in (family.base_lr(n), 2 * family.base_lr(n))
+                for s in seeds]
+    else:
+        jobs = [(n, s, family.TUNED_LR.get(n, family.base_lr(n)), mode, args.work) for n in order for s in seeds]
+    records = [_load(b) for b in _pool_map(run_job, jobs, args.jobs)]
+    total = time.perf_counter() - start
+    print(f"warm-ups: {sum(warm_seconds):.0f} s for {len(seeds)} seeds (cached ones count 0 again)")
+    if args.tune:
+        print(f"tuning: validation accuracy at the end, seeds {seeds}")
+        chosen = {}
+        for name in args.variants:
+            by_lr = {}
+            for r in records:
+                if r["name"] == name:
+                    by_lr.setdefault(r["lr"], []).append(r["score"])
+            means = {lr: sum(v) / len(v) for lr, v in by_lr.items()}
+            chosen[name] = max(sorted(means), key=lambda lr: (means[lr], -lr))
+            cells = "  ".join(f"lr {lr:g}: " + " ".join(f"{v:.3f}" for v in vs) + f" (mean {means[lr]:.3f})"
+                              for lr, vs in sorted(by_lr.items()))
+            print(f"  {name:<20} {cells}  -> {chosen[name]:g}")
+        print(f"TUNED_LR = {chosen!r}")
+        print(f"family-tune: variants={len(args.variants)} seeds={len(seeds)} jobs={len(jobs)} seconds={total:.0f}")
+        return
+    rows = {}
+    for name in args.variants:
+        runs = [r for r in records if r["name"] == name]
+        rows[name] = family.summarize(runs)
+    print(f"test accuracy, seeds {seeds}, {family.family_config().rl.max_completions} completions per run")
+    for name in args.variants:
+        runs = sorted((r for r in records if r["name"] == name), key=lambda r: r["seed"])
+        print(f"  {name:<20} lr {runs[0]['lr']:g}: " + " ".join(f"{r['score']:.3f}" for r in runs))
+    print(family.format_table(rows))
+    if args.save is not None:
+        args.save.mkdir(parents=True, exist_ok=True)
+        cfg = family.family_config()
+        data = {"config": {"rounds": cfg.rl.iterations, "prompts": cfg.rl.prompts_per_step,
+                           "group": cfg.rl.group_size, "max_completions": cfg.rl.max_completions,
+                           "eval_every": cfg.eval_every},
+                "seeds": seeds, "threshold": 0.8,
+                "variants": {n: {**family.VARIANTS[n], "lr": family.TUNED_LR.get(n, family.base_lr(n))}
+                             for n in args.variants},
+                "runs": {n: sorted((r for r in records if r["name"] == n), key=lambda r: r["seed"])
+                         for n in args.variants},
+                "tuning": [{k: r[k] for k in ("name", "seed", "lr", "score")} for r in
+                           (torch.load(p, weights_only=False) for p in sorted((args.work / "tune").glob("*.pt")))]}
+        path = args.save / "grpo_family_11.pt"
+        _save(data, path)
+        print(f"saved {path} ({path.stat().st_size / 1e3:.0f} kB)")
+    ranked = sorted(rows, key=lambda n: rows[n]["mean"])
+    print(f"seconds={total:.0f}")
+    print(f"family: variants={len(rows)} seeds={len(seeds)} best={ranked[-1]} worst={ranked[0]}")
+
+
+if __name__ == "__main__":
+    main()
