@@ -33,6 +33,7 @@ import argparse
 import dataclasses
 import io
 import os
+import resource
 import time
 from pathlib import Path
 
@@ -75,12 +76,35 @@ def run_job(name: str, seed: int, lr: float, mode: str, work: Path) -> bytes:
     path = job_path(work, mode, name, seed, lr)
     if not path.exists():
         state = torch.load(work / f"warm_{seed}.pt")["state"]
+        cpu = resource.getrusage(resource.RUSAGE_SELF)
         history = family.run_variant(name, seed, lr=lr, state=state, eval_on="val" if mode == "tune" else "heldout")
-        rec = {"name": name, "seed": seed, "lr": lr, **family.record(history)}
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        rec = {"name": name, "seed": seed, "lr": lr, **family.record(history),
+               "cpu_seconds": used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime}
         _save(rec, path)
         print(f"  done: {name} seed {seed} lr {lr:g}: {rec['score']:.3f} (from {rec['start']:.3f}; "
               f"{rec['seconds']:.0f} s, {rec['rounds']} rounds)", flush=True)
     return path.read_bytes()
+
+
+def choose_lr(records: list[dict]) -> tuple[dict, dict]:
+    """Per variant, the learning rate whose tuning runs have the higher mean score (the smaller on a tie);
+    and every score, ``{name: {lr: [scores by seed]}}``."""
+    scores: dict = {}
+    for r in sorted(records, key=lambda r: r["seed"]):
+        scores.setdefault(r["name"], {}).setdefault(r["lr"], []).append(r["score"])
+    mean = lambda v: sum(v) / len(v)  # noqa: E731
+    return {n: max(sorted(by_lr), key=lambda lr: (mean(by_lr[lr]), -lr)) for n, by_lr in scores.items()}, scores
+
+
+def tuned_lr(work: Path, names: list[str]) -> dict:
+    """The learning rates tuning chose, from its files in ``work / "tune"`` when every variant has its four runs,
+    else ``family.TUNED_LR`` (the base where it has none)."""
+    records = [torch.load(p, weights_only=False) for p in sorted((work / "tune").glob("*.pt"))]
+    chosen, scores = choose_lr(records)
+    if all(n in scores and sum(len(v) for v in scores[n].values()) == 2 * len(TUNE_SEEDS) for n in names):
+        return chosen
+    return {n: family.TUNED_LR.get(n, family.base_lr(n)) for n in names}
 
 
 def _pool_map(fn, jobs, n):
@@ -116,22 +140,21 @@ def main() -> None:
         jobs = [(n, s, lr, mode, args.work) for n in order for lr in (family.base_lr(n), 2 * family.base_lr(n))
                 for s in seeds]
     else:
-        jobs = [(n, s, family.TUNED_LR.get(n, family.base_lr(n)), mode, args.work) for n in order for s in seeds]
+        lrs = tuned_lr(args.work, args.variants)
+        print(f"learning rates: {lrs}", flush=True)
+        jobs = [(n, s, lrs[n], mode, args.work) for n in order for s in seeds]
     records = [_load(b) for b in _pool_map(run_job, jobs, args.jobs)]
     total = time.perf_counter() - start
+    cpu = sum(r.get("cpu_seconds", float("nan")) for r in records)
+    print(f"jobs: {len(jobs)}, CPU {cpu / 60:.1f} core-minutes in the runs (evaluations included), "
+          f"wall {total / 60:.1f} min x {args.jobs} processes")
     print(f"warm-ups: {sum(warm_seconds):.0f} s for {len(seeds)} seeds (cached ones count 0 again)")
     if args.tune:
         print(f"tuning: validation accuracy at the end, seeds {seeds}")
-        chosen = {}
+        chosen, scores = choose_lr(records)
         for name in args.variants:
-            by_lr = {}
-            for r in records:
-                if r["name"] == name:
-                    by_lr.setdefault(r["lr"], []).append(r["score"])
-            means = {lr: sum(v) / len(v) for lr, v in by_lr.items()}
-            chosen[name] = max(sorted(means), key=lambda lr: (means[lr], -lr))
-            cells = "  ".join(f"lr {lr:g}: " + " ".join(f"{v:.3f}" for v in vs) + f" (mean {means[lr]:.3f})"
-                              for lr, vs in sorted(by_lr.items()))
+            cells = "  ".join(f"lr {lr:g}: " + " ".join(f"{v:.3f}" for v in vs) + f" (mean {sum(vs) / len(vs):.3f})"
+                              for lr, vs in sorted(scores[name].items()))
             print(f"  {name:<20} {cells}  -> {chosen[name]:g}")
         print(f"TUNED_LR = {chosen!r}")
         print(f"family-tune: variants={len(args.variants)} seeds={len(seeds)} jobs={len(jobs)} seconds={total:.0f}")
@@ -152,8 +175,7 @@ def main() -> None:
                            "group": cfg.rl.group_size, "max_completions": cfg.rl.max_completions,
                            "eval_every": cfg.eval_every},
                 "seeds": seeds, "threshold": 0.8,
-                "variants": {n: {**family.VARIANTS[n], "lr": family.TUNED_LR.get(n, family.base_lr(n))}
-                             for n in args.variants},
+                "variants": {n: {**family.VARIANTS[n], "lr": lrs[n]} for n in args.variants},
                 "runs": {n: sorted((r for r in records if r["name"] == n), key=lambda r: r["seed"])
                          for n in args.variants},
                 "tuning": [{k: r[k] for k in ("name", "seed", "lr", "score")} for r in

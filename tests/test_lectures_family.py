@@ -34,10 +34,14 @@ def test_family_config_is_one_sample_budget():
     assert family.base_lr("PPO") == 1e-3 and family.base_lr("GRPO") == 2e-3
 
 
+@pytest.fixture(scope="module")
+def state():
+    return family.warm_state(_tiny(), seed=0)
+
+
 @pytest.mark.parametrize("name", ["GRPO", "PPO", "DAPO", "GSPO", "CISPO"])
-def test_run_variant_trains_from_a_given_state_within_the_budget(name):
+def test_run_variant_trains_from_a_given_state_within_the_budget(name, state):
     cfg = _tiny()
-    state = family.warm_state(cfg, seed=0)
     h = family.run_variant(name, 0, cfg, state=state, eval_on="val")
     assert h["completions"][-1] >= cfg.rl.max_completions > (h["completions"][-2] if len(h["completions"]) > 1 else 0)
     assert h["eval"]["completions"][-1] == h["completions"][-1]
