@@ -142,7 +142,8 @@ def main() -> None:
     else:
         lrs = tuned_lr(args.work, args.variants)
         print(f"learning rates: {lrs}", flush=True)
-        jobs = [(n, s, lrs[n], mode, args.work) for n in order for s in seeds]
+        # seed-major: a run cut off early leaves whole seeds of every variant, not whole variants
+        jobs = [(n, s, lrs[n], mode, args.work) for s in seeds for n in order]
     records = [_load(b) for b in _pool_map(run_job, jobs, args.jobs)]
     total = time.perf_counter() - start
     cpu = sum(r.get("cpu_seconds", float("nan")) for r in records)
