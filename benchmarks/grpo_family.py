@@ -127,13 +127,16 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=family.MEASURED, choices=sorted(family.VARIANTS))
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes at a time, one thread each")
     parser.add_argument("--work", type=Path, default=Path("/work/runs/ch11-work"), help="cache and per-job results")
+    parser.add_argument("--collect", action="store_true",
+                        help="run nothing: the table and the file from the jobs already done (a cut-off run's)")
     parser.add_argument("--save", type=Path, default=None, help="folder for grpo_family_11.pt (the notebook's data)")
     args = parser.parse_args()
     mode = "tune" if args.tune else "report"
     seeds = args.seeds or (TUNE_SEEDS if args.tune else REPORT_SEEDS)
     (args.work / mode).mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    warm_seconds = [_load(b) for b in _pool_map(warm_job, [(s, args.work) for s in seeds], args.jobs)]
+    warm_seconds = [] if args.collect else [_load(b) for b in _pool_map(warm_job, [(s, args.work) for s in seeds],
+                                                                          args.jobs)]
     slow_first = {"PPO": 0, "GSPO": 1, "DAPO": 2, "DAPO-dyn-sampling": 3}  # the longest jobs first
     order = sorted(args.variants, key=lambda n: slow_first.get(n, 9))
     if args.tune:
@@ -144,12 +147,18 @@ def main() -> None:
         print(f"learning rates: {lrs}", flush=True)
         # seed-major: a run cut off early leaves whole seeds of every variant, not whole variants
         jobs = [(n, s, lrs[n], mode, args.work) for s in seeds for n in order]
-    records = [_load(b) for b in _pool_map(run_job, jobs, args.jobs)]
+    if args.collect:  # what finished; the seeds that every variant finished
+        records = [torch.load(p, weights_only=False) for p in (job_path(args.work, j[3], *j[:3]) for j in jobs) if p.exists()]
+        done = {(r["name"], r["seed"]) for r in records}
+        seeds = [s for s in seeds if all((n, s) in done for n in args.variants)]
+        records = [r for r in records if r["seed"] in seeds]
+    else:
+        records = [_load(b) for b in _pool_map(run_job, jobs, args.jobs)]
     total = time.perf_counter() - start
     cpu = sum(r.get("cpu_seconds", float("nan")) for r in records)
     print(f"jobs: {len(jobs)}, CPU {cpu / 60:.1f} core-minutes in the runs (evaluations included), "
           f"wall {total / 60:.1f} min x {args.jobs} processes")
-    print(f"warm-ups: {sum(warm_seconds):.0f} s for {len(seeds)} seeds (cached ones count 0 again)")
+    print(f"warm-ups: {sum(warm_seconds):.0f} s for {len(seeds)} seeds (once per seed, then cached)")
     if args.tune:
         print(f"tuning: validation accuracy at the end, seeds {seeds}")
         chosen, scores = choose_lr(records)
@@ -179,6 +188,7 @@ def main() -> None:
                 "variants": {n: {**family.VARIANTS[n], "lr": lrs[n]} for n in args.variants},
                 "runs": {n: sorted((r for r in records if r["name"] == n), key=lambda r: r["seed"])
                          for n in args.variants},
+                "warm_state": {"seed": seeds[0], "state": torch.load(args.work / f"warm_{seeds[0]}.pt")["state"]},
                 "tuning": [{k: r[k] for k in ("name", "seed", "lr", "score")} for r in
                            (torch.load(p, weights_only=False) for p in sorted((args.work / "tune").glob("*.pt")))]}
         path = args.save / "grpo_family_11.pt"
