@@ -138,7 +138,7 @@ def main() -> None:
     warm_seconds = [] if args.collect else [_load(b) for b in _pool_map(warm_job, [(s, args.work) for s in seeds],
                                                                           args.jobs)]
     slow_first = {"PPO": 0, "GSPO": 1, "DAPO": 2, "DAPO-dyn-sampling": 3}  # the longest jobs first
-    order = sorted(args.variants, key=lambda n: slow_first.get(n, 9))
+    order = sorted(args.variants, key=lambda n: slow_first.get(n, 9)) if args.tune else args.variants  # as given
     if args.tune:
         jobs = [(n, s, lr, mode, args.work) for n in order for lr in (family.base_lr(n), 2 * family.base_lr(n))
                 for s in seeds]
