@@ -37,7 +37,35 @@ Twice the base rate was worse for every variant on both seeds, so every variant 
 rate was not tried (the sweep went one way only), which may matter most for the variants that lost accuracy at
 the base rate (DAPO, CISPO).
 
-REPORT_RESULTS
+**The report run** (three processes of 2 jobs each, ``--variants`` split between them, then ``--collect``; the
+machine at load 10 to 17; test prompts; per-seed scores, then the table):
+
+    test accuracy, seeds [100, 101, 102, 103, 104, 105, 106, 107], 12288 completions per run
+      GRPO                 lr 0.002: 0.744 0.588 0.460 0.346 0.526 0.198 0.406 0.654
+      PPO                  lr 0.001: 0.584 0.516 0.416 0.326 0.470 0.210 0.366 0.516
+      DAPO                 lr 0.002: 0.166 0.506 0.198 0.104 0.228 0.056 0.288 0.280
+      DAPO-clip-higher     lr 0.002: 0.688 0.688 0.524 0.322 0.472 0.228 0.416 0.628
+      DAPO-dyn-sampling    lr 0.002: 0.674 0.512 0.306 0.326 0.438 0.126 0.310 0.336
+      RLOO                 lr 0.002: 0.682 0.598 0.456 0.346 0.528 0.260 0.428 0.560
+      GSPO                 lr 0.002: 0.696 0.640 0.420 0.366 0.494 0.262 0.438 0.542
+      CISPO                lr 0.002: 0.206 0.306 0.190 0.242 0.360 0.070 0.216 0.332
+    variant                  mean    min    std   to 0.8  s/run length      KL   clip  <0.8
+    DAPO-clip-higher        0.496  0.228  0.169    never    138   3.51  0.3505  0.193   8/8
+    GRPO                    0.490  0.198  0.176    never    142   3.50  0.3332  0.206   8/8
+    RLOO                    0.482  0.260  0.138    never    147   3.50  0.3113  0.216   8/8
+    GSPO                    0.482  0.262  0.142    never    147   3.50  0.2457  0.684   8/8
+    PPO                     0.425  0.210  0.122    never    108   3.52  0.3207  0.119   8/8
+    DAPO-dyn-sampling       0.379  0.126  0.163    never     89   3.48  0.3448  0.214   8/8
+    CISPO                   0.240  0.070  0.093    never    135   3.51  0.5315  0.181   8/8
+    DAPO                    0.228  0.056  0.138    never     96   3.51  0.7750  0.197   8/8
+    seconds=1
+    family: variants=8 seeds=8 best=DAPO-clip-higher worst=DAPO
+
+Wall time: the three report processes ran 28, 32 and 22 minutes (2 jobs each: 163 wall-core-minutes at load
+10 to 17), and the jobs' own CPU time was 14.7 core-minutes for the 64 runs (about 14 s each, evaluations
+included); the tuning ran 48 minutes x 2 jobs. ``s/run`` is each run's wall-clock training time on that loaded
+machine, not its CPU time. Dr. GRPO and REINFORCE++ were tuned but not reported: the machine's load left no time for
+their 16 report runs (``--variants Dr.GRPO REINFORCE++`` adds them; the per-job files make a rerun resume).
 
 Usage::
 
