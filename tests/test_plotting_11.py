@@ -32,6 +32,7 @@ def test_plots_draw():
     assert rloo.lines[3].get_ydata()[[0, 12, 24]].tolist() == pytest.approx([0.2, 0.5, 0.7]), "GRPO's mean dashed"
     assert [t.get_text() for t in figs[1].axes[0].get_yticklabels()] == ["DAPO", "GRPO", "RLOO"], "by mean"
     assert figs[2].axes[0].lines[1].get_xdata()[-1] == pytest.approx(0.4), "up to the shortest seed's last x (k)"
+    assert figs[2].axes[1].get_yscale() == "log", "the KL on a log scale"
     plt.close("all")
 
 

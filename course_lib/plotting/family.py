@@ -95,6 +95,8 @@ def plot_family_diagnostics(runs: dict[str, list[dict]], keys: list[tuple[str, s
         for i, (name, records) in enumerate(runs.items()):
             x, mean, _, _ = _mean_curve(records, "completions", key, curves=True)
             ax.plot(x / 1e3, mean, label=name, color=f"C{i % 10}", ls="-" if i < 10 else "--")
-        ax.set(title=title, xlabel="completions (k)")
+        if key == "kl":  # k3's exponential tail: one token's spike would flatten every other curve
+            ax.set_yscale("log")
+        ax.set(title=title + (" (log scale)" if key == "kl" else ""), xlabel="completions (k)")
     axes[0][0].legend(fontsize=7)
     return fig
