@@ -55,6 +55,9 @@ class LMRLConfig:
     """``"grpo"`` (advantages from the group) or ``"ppo"`` (GAE against a value model)."""
     iterations: int = 250
     """Rounds of sample-then-update; each samples a fresh batch of ``B * G`` completions."""
+    max_completions: int | None = None
+    """A sample budget: stop once this many completions were sampled, and decay the learning rate with the
+    share of it spent (dynamic sampling draws more than ``B * G`` per round); None: ``iterations`` rounds."""
     prompts_per_step: int = 64
     """B, prompts per round."""
     group_size: int = 8
@@ -116,6 +119,8 @@ class LMRLConfig:
         if self.algo == "grpo" and self.group_size < 2:
             raise ValueError(f"group_size: GRPO needs at least 2 (a group of one has no baseline), got {self.group_size}")
         v.require_int("micro_batch_size", self.micro_batch_size or 1, minimum=1)
+        if self.max_completions is not None:
+            v.require_int("max_completions", self.max_completions, minimum=1)
         v.require_int("warmup_iterations", self.warmup_iterations, minimum=0)
         v.require_choice("lr_schedule", self.lr_schedule, ("constant", "linear", "cosine"))
         for name in ("lr", "temperature", "max_grad_norm", "top_p"):
@@ -132,11 +137,14 @@ class LMRLConfig:
         return self
 
 
-def lr_at(iteration: int, cfg: LMRLConfig) -> float:
-    """The learning rate of round ``iteration`` (0-based): linear warm-up, then the schedule's decay."""
+def lr_at(iteration: int, cfg: LMRLConfig, completions: int = 0) -> float:
+    """The learning rate of round ``iteration`` (0-based): linear warm-up, then the schedule's decay
+    (with ``cfg.max_completions``, over the rounds or the ``completions`` already sampled, whichever is further)."""
     if iteration < cfg.warmup_iterations:
         return cfg.lr * (iteration + 1) / (cfg.warmup_iterations + 1)
     progress = (iteration - cfg.warmup_iterations) / max(cfg.iterations - cfg.warmup_iterations, 1)  # 0 .. <1
+    if cfg.max_completions:
+        progress = max(progress, min(completions / cfg.max_completions, 1.0))
     if cfg.lr_schedule == "linear":
         return cfg.lr * (1.0 - progress)
     if cfg.lr_schedule == "cosine":
@@ -354,7 +362,7 @@ def train(policy, reward_fn, prompt_ids: torch.Tensor, cfg: LMRLConfig, eos_id: 
         for it in tqdm(range(cfg.iterations), desc=cfg.algo.upper(), disable=not progress):
             start = time.perf_counter()
             for group in optimizer.param_groups:
-                group["lr"] = lr_at(it, cfg)
+                group["lr"] = lr_at(it, cfg, completions)
             batch, stats = rollout(cfg, policy, ref, value_model, reward_fn, prompt_ids, prompt_mask, eos_id, pad_id,
                                    generator, skip_pad)
             policy.train()
@@ -362,18 +370,20 @@ def train(policy, reward_fn, prompt_ids: torch.Tensor, cfg: LMRLConfig, eos_id: 
             policy.eval()
             seconds += time.perf_counter() - start
             completions += stats["completions"]
-            row = {**stats, "lr": lr_at(it, cfg), "seconds": seconds, "completions": completions,
+            row = {**stats, "lr": lr_at(it, cfg, completions - stats["completions"]), "seconds": seconds, "completions": completions,
                    **{k: info.get(k, float("nan")) for k in ("loss", "loss_on_policy", "clip_fraction", "grad_norm",
                                                           "entropy")}}
             if cfg.algo == "ppo":
                 row["value_loss"] = info.get("value_loss", float("nan"))
             for key, value in row.items():
                 history.setdefault(key, []).append(value)
-            last = it + 1 == cfg.iterations
+            last = it + 1 == cfg.iterations or (cfg.max_completions is not None and completions >= cfg.max_completions)
             if (it + 1) % eval_every == 0 or last:
                 evaluate(it + 1)
             if save_fn is not None and ((save_every and (it + 1) % save_every == 0) or last):
                 save_fn(policy, it + 1)
+            if last:  # the sample budget is spent
+                break
     except KeyboardInterrupt:  # stop between rounds, keep what was done
         history["interrupted"] = True
     return history

@@ -209,7 +209,8 @@ def test_lr_schedule_warms_up_then_decays():
 
 
 @pytest.mark.parametrize("field, value", [("algo", "a2c"), ("group_size", 1), ("lr", 0.0), ("top_p", 1.5),
-                                          ("loss_agg", "sum"), ("lr_schedule", "step"), ("lam", 2.0)])
+                                          ("loss_agg", "sum"), ("lr_schedule", "step"), ("lam", 2.0),
+                                          ("max_completions", 0)])
 def test_config_errors_name_the_argument(field, value):
     with pytest.raises(ValueError, match=field):
         dataclasses.replace(lm_rl.LMRLConfig(), **{field: value}).validate()
@@ -244,6 +245,22 @@ def test_dynamic_sampling_keeps_only_groups_that_teach(lm):
     adv = batch["adv"][:, 0].view(-1, 4)
     assert stats["groups_kept"] >= 1 and bool((adv.abs().sum(-1) > 0).all()), "no all-equal group is kept"
     assert stats["completions"] >= 16
+
+
+def test_sample_budget_stops_the_loop_and_decays_the_lr(lm):
+    prompts = torch.randint(0, 10, (16, 6), generator=torch.Generator().manual_seed(0))
+    prompts[:, 2], prompts[:, 5] = 10, 11
+    reward_fn = lambda pick, comp: (comp[..., 0] == 3).float()  # noqa: E731
+    cfg = lm_rl.LMRLConfig(iterations=50, prompts_per_step=4, group_size=4, max_new_tokens=4, temperature=2.0,
+                           dynamic_sampling=True, max_completions=100, lr=1.0)
+    h = lm_rl.train(copy.deepcopy(lm), reward_fn, prompts, cfg, E, PAD, eval_fn=lambda m: 0.5, eval_every=100)
+    assert h["completions"][-1] >= 100 > h["completions"][-2], "stops at the first round past the budget"
+    assert h["eval"]["completions"][-1] == h["completions"][-1], "evaluated after the last round"
+    spent = [0] + h["completions"][:-1]
+    assert h["lr"] == pytest.approx([1.0 - min(max(i / 50, c / 100), 1.0) for i, c in enumerate(spent)])
+    plain = dataclasses.replace(cfg, dynamic_sampling=False, max_completions=3 * 16)  # = 3 rounds of B * G
+    assert lm_rl.train(copy.deepcopy(lm), reward_fn, prompts, plain, E, PAD)["completions"] == [16, 32, 48]
+    assert [lm_rl.lr_at(i, plain, 16 * i) for i in range(3)] == pytest.approx([1.0, 1 - 1 / 3, 1 - 2 / 3])
 
 
 def test_ctrl_c_returns_what_was_done(lm, monkeypatch):
