@@ -33,8 +33,8 @@ on seeds 100 to 107, which tuning never saw. Tuning runs (validation accuracy at
     P1 GRPO's recipe G: four passes, two minibatches, Adam 2e-3   0.972 (seed 0)  0.934 (seed 1)
        decayed linearly
     P2 P0 with the lr decayed linearly                            stopped for time
-    The recipe (CapstoneConfig's defaults): G for GRPO, and P1 for PPO (PPO_CHANGES is empty). (F and G ran at once with four other agents' jobs on the 2 cores,
-    load 8 to 16: about 800 s per GRPO run instead of the 160 to 230 s of the first report run.)
+    The recipe (CapstoneConfig's defaults): G for GRPO, and P1 for PPO (PPO_CHANGES is empty). (F, G and P1 ran
+    with four other agents' jobs on the 2 cores, load 8 to 16: about 800 s per run instead of 160 to 230 s.)
 
 The failing seeds of A were those whose warm-up ended lowest (0.04, 0.09): when the take-off (learning the
 carry) comes depends on where RL starts, and a late one does not finish within the budget. C showed that a

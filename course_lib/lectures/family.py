@@ -33,7 +33,9 @@ VARIANTS: dict[str, dict] = {
         "changes": "A_i = (r_i - mean(r)) / std(r) within the group; PPO's clipped ratio per token; k3 KL in the loss",
     },
     "PPO": {
-        "switches": {"algo": "ppo"},  # capstone.PPO_CHANGES: one pass, two minibatches, Adam 1e-3 constant
+        # chapter 05's recipe, as measured here (chapter 08's PPO later took GRPO's): one pass, two minibatches,
+        # Adam at a constant rate (1e-3, BASE_LR)
+        "switches": {"algo": "ppo", "update_epochs": 1, "num_minibatches": 2, "lr_schedule": "constant"},
         "paper": "Schulman et al. 2017; Ouyang et al. 2022, InstructGPT (arXiv 2203.02155)",
         "changes": "A_t = GAE(r_t - beta KL_t, V(s_t)) per token against a learned value model",
     },
@@ -105,7 +107,7 @@ alone run through the same loop (the tests train each) and were not measured."""
 TUNED_ONLY = ["Dr.GRPO", "REINFORCE++"]
 """Tuned on the validation split (``benchmarks/grpo_family.py --tune``), not reported on the test prompts."""
 
-BASE_LR = {"PPO": capstone.PPO_CHANGES["lr"]}
+BASE_LR = {"PPO": 1e-3}
 """The learning rate a variant starts from (chapter 08's: 2e-3; PPO chapter 05's 1e-3); tuning tries it and twice it."""
 
 TUNED_LR: dict[str, float] = {"GRPO": 2e-3, "PPO": 1e-3, "RLOO": 2e-3, "REINFORCE++": 2e-3, "Dr.GRPO": 2e-3, "DAPO": 2e-3,
@@ -133,7 +135,8 @@ def family_config(rounds: int = ROUNDS, prompts: int = PROMPTS, group: int = GRO
     """Chapter 08's config with the family's sample budget: ``rounds * prompts * group`` completions, whatever
     a variant does with them (dynamic sampling draws more per round, so it gets fewer rounds)."""
     rl = dataclasses.replace(capstone.CapstoneConfig().rl, iterations=rounds, prompts_per_step=prompts,
-                             group_size=group, max_completions=rounds * prompts * group)
+                             group_size=group, max_completions=rounds * prompts * group,
+                             num_minibatches=1)  # as measured: chapter 08's recipe then (it later took two)
     return dataclasses.replace(capstone.CapstoneConfig(), rl=rl, eval_every=eval_every)
 
 
