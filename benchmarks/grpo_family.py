@@ -24,8 +24,8 @@ recipe (``family.VARIANTS``). The report runs use seeds 100 to 107, which tuning
     GRPO                 0.674  0.512 (0.593)  0.294  0.066 (0.180)  2e-3
     PPO (base 1e-3)      0.472  0.488 (0.480)  0.226  0.256 (0.241)  1e-3
     RLOO                 0.626  0.526 (0.576)  0.358  0.180 (0.269)  2e-3
-    REINFORCE++          0.614  0.448 (0.531)  0.190  0.058 (0.124)  2e-3   (not reported: budget)
-    Dr.GRPO              0.612  0.472 (0.542)  0.482  0.234 (0.358)  2e-3   (not reported: budget)
+    REINFORCE++          0.614  0.448 (0.531)  0.190  0.058 (0.124)  2e-3   (reported last, below)
+    Dr.GRPO              0.612  0.472 (0.542)  0.482  0.234 (0.358)  2e-3   (reported last, below)
     DAPO                 0.114  0.302 (0.208)  0.012  0.058 (0.035)  2e-3
     DAPO-clip-higher     0.710  0.538 (0.624)  0.330  0.082 (0.206)  2e-3
     DAPO-dyn-sampling    0.600  0.476 (0.538)  0.206  0.054 (0.130)  2e-3
@@ -64,8 +64,28 @@ machine at load 10 to 17; test prompts; per-seed scores, then the table):
 Wall time: the three report processes ran 28, 32 and 22 minutes (2 jobs each: 163 wall-core-minutes at load
 10 to 17), and the jobs' own CPU time was 14.7 core-minutes for the 64 runs (about 14 s each, evaluations
 included); the tuning ran 48 minutes x 2 jobs. ``s/run`` is each run's wall-clock training time on that loaded
-machine, not its CPU time. Dr. GRPO and REINFORCE++ were tuned but not reported: the machine's load left no time for
-their 16 report runs (``--variants Dr.GRPO REINFORCE++`` adds them; the per-job files make a rerun resume).
+machine, not its CPU time.
+
+Dr. GRPO's and REINFORCE++'s 16 report runs came last (``--variants Dr.GRPO REINFORCE++ --jobs 1`` on quiet cores,
+178 s in all, about 10 s a run), then ``--collect`` over all ten:
+
+      Dr.GRPO              lr 0.002: 0.746 0.666 0.374 0.332 0.476 0.286 0.414 0.634
+      REINFORCE++          lr 0.002: 0.634 0.690 0.444 0.336 0.454 0.262 0.386 0.468
+    variant                  mean    min    std   to 0.8  s/run length      KL   clip  <0.8
+    DAPO-clip-higher        0.496  0.228  0.169    never    138   3.51  0.3505  0.193   8/8
+    Dr.GRPO                 0.491  0.286  0.170    never     10   3.50  0.2874  0.215   8/8
+    GRPO                    0.490  0.198  0.176    never    142   3.50  0.3332  0.206   8/8
+    RLOO                    0.482  0.260  0.138    never    147   3.50  0.3113  0.216   8/8
+    GSPO                    0.482  0.262  0.142    never    147   3.50  0.2457  0.684   8/8
+    REINFORCE++             0.459  0.262  0.143    never     10   3.51  0.3649  0.207   8/8
+    PPO                     0.425  0.210  0.122    never    108   3.52  0.3207  0.119   8/8
+    DAPO-dyn-sampling       0.379  0.126  0.163    never     89   3.48  0.3448  0.214   8/8
+    CISPO                   0.240  0.070  0.093    never    135   3.51  0.5315  0.181   8/8
+    DAPO                    0.228  0.056  0.138    never     96   3.51  0.7750  0.197   8/8
+    family: variants=10 seeds=8 best=DAPO-clip-higher worst=DAPO
+
+On quiet cores a run takes about 10 s, so the whole report (80 runs) is about 7 minutes on 2 cores and the tuning
+(40 runs) about 4; chapter 08's full budget (10x the completions) would take about 70 minutes for the report.
 
 Usage::
 
