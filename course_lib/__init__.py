@@ -20,9 +20,13 @@ The tree is the course's map. Chapter by chapter (``lectures/`` holds each chapt
                       ``lm_rl`` (the one LM RL loop: GRPO or PPO with a value model, for any causal LM; chapters 08-11),
                       ``lectures.capstone`` (warm-up, the benchmark's runs, the exercise's ``grpo_step``)
 - 09 scaling up ..... ``hf`` (``lm_rl`` on Hugging Face models: ``hf.tiny``, ``hf.data``, ``hf.loop``,
-                      ``python -m course_lib.hf``; TRL: ``hf.trl_grpo``, ``hf.agreement``, ``hf.mapping``)
-- 10 longer answers . ``tasks_reasoning`` (addition with a scratchpad or filler, its verifier and styles), ``lectures.reasoning`` (pass@k, per-token weights, style share, the warm-up measured)
-- 11 GRPO family .... ``family`` (RLOO, REINFORCE++, DAPO's parts, GSPO, CISPO, SAPO as small functions; TRL agreement in ``hf.agreement``)
+                      ``python -m course_lib.hf``; ``hf.export``, ``hf.learning``; TRL: ``hf.trl_grpo``,
+                      ``hf.distributed``, ``hf.trl_contract``, ``hf.agreement``, ``hf.mapping``)
+- 10 longer answers . ``tasks_reasoning`` (addition with a scratchpad or filler, its verifier and styles),
+                      ``lectures.reasoning`` (pass@k, per-token weights, style share, the warm-up measured),
+                      ``lectures.reasoning_rl`` (GRPO on it)
+- 11 GRPO family .... ``family`` (RLOO, REINFORCE++, DAPO's parts, GSPO, CISPO, SAPO as small functions; TRL
+                      agreement in ``hf.agreement``), ``lectures.family`` (the variants measured)
 
 Shared helpers: ``_validate`` (argument checks that raise ``ValueError`` naming the argument), ``masked``
 (masked means and sums) and ``_threads`` (the ``one_thread()`` context). ``plotting`` draws every figure (``plotting.widgets`` wraps them

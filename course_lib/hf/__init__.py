@@ -10,7 +10,10 @@ Read in this order:
 - ``loop``: the course's GRPO loop on any ``transformers`` causal LM (``model.generate`` groups, EOS masks,
   shifted log-probs, ``course_lib.grpo.grpo_loss``, a frozen reference, checkpoints);
 - ``__main__``: ``python -m course_lib.hf --model PATH_OR_HUB_ID --task arithmetic --steps N ...``;
-- ``trl_grpo``: the same task and rewards in TRL's ``GRPOTrainer`` (also under ``accelerate launch``);
+- ``trl_grpo``: the same task and rewards in TRL's ``GRPOTrainer``;
+- ``distributed``: ``trl_grpo`` under ``accelerate launch``, every rank torn down cleanly;
+- ``trl_contract``: the exercises' references (a TRL reward function, log-probs of ``generate``'s output, a
+  course config as ``GRPOConfig`` keyword arguments);
 - ``mapping``: course names -> TRL ``GRPOConfig`` fields -> verl keys, with TRL's installed defaults.
 
 Nothing here imports ``transformers`` or ``trl`` until it is used, so ``import course_lib`` stays light.
