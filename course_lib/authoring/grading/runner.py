@@ -107,6 +107,11 @@ def child_env(threads: int) -> dict[str, str]:
     return env
 
 
+def _ended(path) -> set[int]:
+    """The cells whose end the plugin has recorded so far."""
+    return {r["cell"] for r in _events(path) if r["event"] == "end"}
+
+
 def _events(path: Path) -> list[dict]:
     records = []
     if path.exists():
@@ -270,8 +275,11 @@ def _run_once(notebook: Path, timeout: float, threads: int, sanitize: Path | Non
             running = {cell: t for cell, t in started.items() if cell not in ended}
             if running and time.time() - max(running.values()) > timeout + GRACE:
                 stuck = max(running, key=running.get)  # nbval could not stop it: we do
-            elif running and kernel is not None and not _alive(kernel) and proc.poll() is None:
-                died = max(running, key=running.get)  # the kernel died under this cell: no need to wait
+            elif running and kernel is not None and not _alive(kernel) and proc.poll() is None and \
+                    max(running, key=running.get) not in _ended(events_path):
+                # the kernel died under this cell: no need to wait. (Read the events again first: the cell may
+                # have ended since the read above, and nbval stops its kernel after the last cell.)
+                died = max(running, key=running.get)
             elif started and memory.over(kernel):
                 greedy = max(started, key=started.get)  # the cell running, or the last one that ran
             timed_out = any(cell.outcome == "timeout" for cell in ended.values())
@@ -296,7 +304,7 @@ def _run_once(notebook: Path, timeout: float, threads: int, sanitize: Path | Non
     if died is None and run.pytest_died:
         running = [r["cell"] for r in records if r["event"] == "start" and r["cell"] not in run.cells]
         died = running[-1] if running else None
-    if died is not None:
+    if died is not None and died not in run.cells:  # a cell whose end was recorded did not die
         why = "the grading process was killed" if run.pytest_died else "the kernel died"
         run.cells[died] = CellOutcome("died", message=f"{why} while this cell ran")
     return run
