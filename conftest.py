@@ -1,8 +1,10 @@
 """Repository-wide pytest hooks: how `make test` shares the 2 cores, and how long each notebook took.
 
-`make test` runs pytest twice (see the Makefile). First the tests marked ``serial`` (``SERIAL`` below says
-which and why), alone, because they time something: a neighbour on the other core would be measured too.
-Then everything else with pytest-xdist on two workers (``-n 2``), scheduled by ``CourseScheduling``:
+`make test` runs pytest twice, at once (see the Makefile). The tests marked ``serial`` (``SERIAL`` below says
+which and why) run at normal priority, one at a time, because they time something: a neighbour competing for the
+cores would be measured too. Everything else runs beside them at the lowest priority (``.ci/lowest-priority``), so
+it takes only the cycles they leave idle, with pytest-xdist on two workers (``-n 2``), scheduled by
+``CourseScheduling``:
 
 - nbval makes one test item per cell, and the cells of a notebook share one kernel and must run in order:
   a notebook is one unit of work, run whole by one worker;
@@ -34,7 +36,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent
 
-# Tests that need the machine to themselves, and why: each is marked `serial` here, so the list stays in one place.
+# Tests that need the cores whenever they ask, and why: each is marked `serial` here, so the list stays in one place.
 SERIAL = {
     "tests/browser/": "times each slider's redraw, from key press to new picture, against a 200 ms aim",
     "tests/test_grade.py": "grades classes with a per-cell timeout of a few seconds and kernels as the shared "

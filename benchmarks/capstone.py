@@ -98,7 +98,7 @@ def parse_changes(pairs: list[str]) -> tuple[dict, dict]:
         elif value == "None":
             target[key] = None
         else:
-            target[key] = type(default)(value) if default is not None else float(value)
+            target[key] = type(default)(value) if default is not None else (int(value) if value.isdigit() else float(value))
     return rl, top
 
 

@@ -252,3 +252,18 @@ def test_the_pattern_reaches_the_message():
 
     message = _compare(_Outcome(values={"output": _REF}), _Outcome(values={"output": 2 * _REF}), 1e-6, 1e-8)
     assert message.startswith("output differs from the reference by a constant factor 2 ")
+
+
+def test_a_watch_left_on_by_a_check_that_raised_is_removed_at_exit(tmp_path):
+    """The grader's profile hook, armed by a check that raised (so never finished), must not outlive the module
+    globals it calls: Python would print "Exception ignored ... 'NoneType' object is not callable" at exit."""
+    import subprocess
+    import sys
+
+    script = (f"from course_lib.checks import recording\n"
+              f"recording.start({str(tmp_path)!r}, 0)\n"
+              f"recording._arm(recording.current())\n"
+              f"import course_lib.gae\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Exception ignored" not in done.stderr, done.stderr

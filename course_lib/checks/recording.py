@@ -12,11 +12,13 @@ function failed on. It is read back with ``allow_pickle=False``: nothing of the 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import contextvars
 import os
 import stat
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -353,8 +355,6 @@ def watching(reference, name: str):
 
 
 def _arm(session: Session) -> None:
-    import threading
-
     if session.hook is None:
         def hook(frame, event, arg):
             if event != "call" or session.seen:
@@ -373,6 +373,14 @@ def _arm(session: Session) -> None:
     threading.setprofile(session.hook)
 
 
+@atexit.register
+def _disarm() -> None:
+    """Remove the hook; also at exit, where a watch left on by a check that raised would otherwise outlive the
+    module globals it calls (``'NoneType' object is not callable`` as the interpreter shuts down)."""
+    sys.setprofile(None)
+    threading.setprofile(None)
+
+
 def _verdict(session: Session, name: str) -> None:
     if session.hook is not None and sys.getprofile() is not session.hook:
         raise ReferenceCalled(f"{name}: your solution turned off the grader's profile hook while the check ran")
@@ -382,8 +390,6 @@ def _verdict(session: Session, name: str) -> None:
 
 def finish() -> None:
     """The end of a check cell in the grading kernel: course_lib code borrowed since, then the hook off."""
-    import threading
-
     session = current()
     if session is None:
         return
@@ -396,5 +402,4 @@ def finish() -> None:
     try:
         _verdict(session, "the check")
     finally:
-        sys.setprofile(None)
-        threading.setprofile(None)
+        _disarm()
