@@ -57,8 +57,7 @@ class Session:
         if not self.replayed:
             self.replayed = True
             arrays = load(self.folder / "replies.npz", "replies")
-            self.replies = [_unpack(arrays, n, str(kind)) for n, kind in enumerate(arrays["kinds"])]
-            self.replies.reverse()
+            self.replies = [_unpack(arrays, n, str(kind)) for n, kind in enumerate(arrays["kinds"])][::-1]
         return self.replies
 
     def begin(self, name: str) -> "Records":
@@ -87,7 +86,7 @@ def start(folder: str, seed: int, exercise: str = "the check", allowed=(), names
     ``allowed`` list in the solution notebook's metadata); ``names``: what the solution cell defines, each of
     which must be the student's own code, not course_lib's (see :func:`watching`).
     """
-    sys.setprofile(None)  # an earlier cell's watch, if it ended by an exception
+    _disarm()  # an earlier cell's watch, if it ended by an exception
     Path(folder).mkdir(parents=True, exist_ok=True)
     session = Session("record", Path(folder), seed, exercise=exercise, allowed=tuple(ALWAYS_ALLOWED) + tuple(allowed))
     _SESSION.set(session)
@@ -266,8 +265,7 @@ def _course_name(code, session: Session) -> str | None:
     name = None
     path = os.path.realpath(code.co_filename) if not code.co_filename.startswith("<") else ""
     if path.startswith(COURSE + os.sep) and path.endswith(".py"):
-        module = "course_lib." + path[len(COURSE) + 1:-3].replace(os.sep, ".")
-        module = module.removesuffix(".__init__")
+        module = ("course_lib." + path[len(COURSE) + 1:-3].replace(os.sep, ".")).removesuffix(".__init__")
         name = "" if code.co_name == "<module>" else f"{module}.{code.co_qualname}"
     session.kinds[code] = name
     return name
@@ -357,10 +355,8 @@ def watching(reference, name: str):
 def _arm(session: Session) -> None:
     if session.hook is None:
         def hook(frame, event, arg):
-            if event != "call" or session.seen:
-                return None
             code = frame.f_code
-            name = _course_name(code, session)
+            name = _course_name(code, session) if event == "call" and not session.seen else None
             if name is None:
                 return None
             if (code.co_filename, code.co_firstlineno, code.co_name) in session.codes:
@@ -375,8 +371,7 @@ def _arm(session: Session) -> None:
 
 @atexit.register
 def _disarm() -> None:
-    """Remove the hook; also at exit, where a watch left on by a check that raised would otherwise outlive the
-    module globals it calls (``'NoneType' object is not callable`` as the interpreter shuts down)."""
+    """The hook off; also at exit, where a watch that a raising check left on would outlive the globals it calls."""
     sys.setprofile(None)
     threading.setprofile(None)
 
