@@ -21,7 +21,7 @@ pytest 9.2 no longer sees, so the grouping is done here, from node ids, which is
 
 nbval reports one test item per cell; `notebook run times` sums them per notebook (from the first cell's start,
 kernel start-up included, to the last cell's end) so the test report shows each notebook's run time, the budget
-the course keeps (under 60 s each). Under xdist the reports reach the controller, which prints the section, with
+the course keeps (under 60 s each, alone; beside the serial tests, at the lowest priority, a notebook waits too). Under xdist the reports reach the controller, which prints the section, with
 the worker that ran each notebook.
 """
 
@@ -136,6 +136,9 @@ def pytest_terminal_summary(terminalreporter):
     if not _spans or os.environ.get("PYTEST_XDIST_WORKER"):
         return
     terminalreporter.section("notebook run times")
+    if os.environ.get("COURSE_LOWEST_PRIORITY"):
+        terminalreporter.write_line("(wall clock at the lowest priority: a notebook that ran beside the serial tests "
+                                    "waited for them; `pytest -n 2 notebooks solutions` times them alone)")
     total = 0.0
     for path in sorted(_spans):
         seconds = max(_spans[path]) - min(_spans[path])
