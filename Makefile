@@ -55,7 +55,8 @@ test: $(STAMP) browser-deps
 	    tests notebooks solutions >$(REST_LOG) 2>&1 & rest_pid=$$!; \
 	COVERAGE_FILE=.coverage-serial $(PYTEST) -m serial --cov-report= tests; serial=$$?; \
 	echo "== the rest of the suite (started beside the serial tests, at the lowest priority; log: $(REST_LOG)) =="; \
-	tail -n +1 -f --pid=$$rest_pid $(REST_LOG); wait $$rest_pid; rest=$$?; \
+	tail -n +1 -f --pid=$$rest_pid $(REST_LOG) 2>/dev/null || shown=no; wait $$rest_pid; rest=$$?; \
+	if [ "$${shown:-}" = no ]; then cat $(REST_LOG); fi; \
 	echo "== coverage of course_lib, both passes combined =="; \
 	$(BIN)/python -m coverage combine --quiet .coverage-serial .coverage-rest && \
 	    $(BIN)/python -m coverage report --skip-covered; \
