@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WARMUP = ROOT / "solutions" / "00_warmup.ipynb"
 REAL = sorted((ROOT / "solutions").glob("*.ipynb"))
 TIMEOUT = 8  # seconds per cell in the class run: the slowest cell (import torch) takes about 2
-REAL_TIMEOUT = 60  # for the real solution notebooks, graded apart: their demos train models for seconds
+REAL_TIMEOUT = 60  # for the real solution notebooks, graded apart
 ISOLATED = os.geteuid() == 0  # as root (CI, containers) kernels run as users of their own
 MARKER = Path("/tmp") / f"course-grade-daemon-{uuid.uuid4().hex}"  # a daemonised process would create it
 
@@ -746,25 +746,19 @@ def test_points_come_from_the_solution_notebook_not_the_submission(graded_class)
     assert _row(graded_class["rows"], "ra", "halve")["max_points"] == "2"
 
 
-@pytest.fixture(scope="module")
-def graded_solutions(tmp_path_factory):
-    """Every other real solution notebook, sent as one student's submissions and graded as an instructor would,
-    with a cell timeout their demos never come near (the class above needs a short one for its infinite loops)."""
-    tmp = tmp_path_factory.mktemp("solutions")
-    folder, out = tmp / "submissions", tmp / "out"
+@pytest.mark.skipif(len(REAL) < 2, reason="no solution notebook other than 00_warmup in solutions/ yet")
+def test_every_other_real_solution_notebook_passes_when_sent_as_a_submission(tmp_path):
+    """Graded as an instructor would, apart from the class above: with a cell timeout that their demos, which
+    train models for seconds, never come near (the class needs a short one for its infinite loops)."""
+    folder, out = tmp_path / "submissions", tmp_path / "out"
     folder.mkdir()
     expect = real_class(folder)
-    code = grade.main([str(folder), "--out", str(out), "--timeout", str(REAL_TIMEOUT), "-j", "2", "--quiet"])
+    assert grade.main([str(folder), "--out", str(out), "--timeout", str(REAL_TIMEOUT), "-j", "2", "--quiet"]) == 0
     with open(out / "grades.csv", encoding="utf-8") as f:
-        return {"code": code, "rows": list(csv.DictReader(f)), "expect": expect}
-
-
-@pytest.mark.skipif(len(REAL) < 2, reason="no solution notebook other than 00_warmup in solutions/ yet")
-def test_every_other_real_solution_notebook_passes_when_sent_as_a_submission(graded_solutions):
-    assert graded_solutions["code"] == 0
-    for student, expected in graded_solutions["expect"].items():
+        rows = list(csv.DictReader(f))
+    for student, expected in expect.items():
         for (notebook, exercise), (status, text) in expected.items():
-            row = _row(graded_solutions["rows"], student, exercise, notebook)
+            row = _row(rows, student, exercise, notebook)
             assert row["status"] == status and text in row["message"], row
 
 
