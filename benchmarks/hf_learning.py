@@ -5,8 +5,8 @@ For each seed: chapter 08's warm-up (``capstone.warm_up``, stopped at 0.25 valid
 (``course_lib.hf.export``: a ``GPT2LMHeadModel`` with the same logits), then three GRPO runs from that one start
 with chapter 08's recipe (``CapstoneConfig().rl``: 64 prompts x G = 8 per round, four clipped passes per round,
 Adam 2e-3 decayed linearly to 0, k3 at 0.02, digit-wise credit plus 1 when exact) on a smaller sample budget, the
-same for all three: 150 rounds instead of 250 (60%: nine runs had to fit 45 core-minutes of a shared 2-core
-machine, where TRL's round took about 1 s and TinyLM's 0.6 s under load). TRL's config is
+same for all three: 150 rounds instead of the 250 chapter 08 then ran (it now runs 300): nine runs had to fit 45
+core-minutes of a shared 2-core machine, where TRL's round took about 1 s and TinyLM's 0.6 s under load). TRL's config is
 ``course_lib.hf.learning.trl_config`` of the loop's: 512 completions per optimiser step, ``num_iterations=4``,
 ``max_steps=600``. Accuracy is greedy exact match on chapter 08's 500 held-out test
 prompts, measured every 25 rounds (in TRL by a ``TrainerCallback``). Seeds 100 to 102 are chapter 08's report

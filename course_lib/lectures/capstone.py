@@ -122,7 +122,7 @@ class CapstoneConfig:
     reward: str = "digits+exact"
     """The verifier's reward (course_lib.tasks.score_completions): digit-wise credit plus 1 when exact."""
     rl: lm_rl.LMRLConfig = dataclasses.field(default_factory=lambda: lm_rl.LMRLConfig(
-        iterations=250, prompts_per_step=64, group_size=8, update_epochs=4, num_minibatches=2, lr=2e-3,
+        iterations=300, prompts_per_step=64, group_size=8, update_epochs=4, num_minibatches=2, lr=2e-3,
         lr_schedule="linear", kl_coef=0.02))
     """The loop's hyperparameters (GRPO's; PPO changes :data:`PPO_CHANGES`): 64 prompts x G = 8 completions
     per round, four clipped passes over each batch in two minibatches of 32 prompts' groups (8 Adam steps a
