@@ -3,8 +3,8 @@
 Both RL phases run through the one LM RL loop (``course_lib.lm_rl.train``) from the same warmed-up
 model, and sample the same completions (``iterations`` x 64 prompts x G = 8). Accuracy is greedy
 exact match on the 500 held-out test prompts, which no run trains or tunes on. Every job (a seed's
-GRPO or its PPO) is a process with one torch thread, ``--jobs`` at a time; each redoes its seed's
-deterministic warm-up. A phase's seconds count training only (evaluations excluded).
+GRPO or its PPO) is a process with one torch thread, ``--jobs`` at a time, that starts from its seed's
+warm-up, run once per seed before them. A phase's seconds count training only (evaluations excluded).
 
 **Protocol.** The recipe was tuned with ``--tune``: accuracy on a validation split of 500 prompts cut
 from the training prompts (``split["val"]``, never trained on), on tuning seeds 0 to 3. It is reported
@@ -165,13 +165,30 @@ def update_memory(lm, task, split, cfg: capstone.CapstoneConfig, algo: str) -> d
             "peak_bytes": 4 * n_all + 4 * n_trained + optimizer_state_bytes(optimizer) + activations}
 
 
-def run_phase(algo: str, seed: int, cfg: capstone.CapstoneConfig, rl_changes: dict, tune: bool) -> bytes:
-    """Warm-up, then one RL phase for one seed: accuracies, seconds, memory, history (``torch.save``d bytes:
-    a pool would otherwise pass the tensors through shared memory, which can stall)."""
+def _to_bytes(out: dict) -> bytes:
+    """``torch.save``d bytes: a pool would otherwise pass the tensors through shared memory, which can stall."""
+    buffer = io.BytesIO()
+    torch.save(out, buffer)
+    return buffer.getvalue()
+
+
+def warm_phase(seed: int, cfg: capstone.CapstoneConfig) -> bytes:
+    """One seed's supervised warm-up, run once and shared by its GRPO and PPO jobs."""
     torch.set_num_threads(1)  # a 100k-parameter model runs fastest on one thread
     start = time.perf_counter()
-    lm, task, split, sft_losses = capstone.warm_up(cfg, seed)
-    out = {"seed": seed, "sft_seconds": time.perf_counter() - start, "sft_losses": sft_losses}
+    lm, _, _, sft_losses = capstone.warm_up(cfg, seed)
+    return _to_bytes({"seed": seed, "sft_seconds": time.perf_counter() - start, "sft_losses": sft_losses,
+                      "sft_state": lm.state_dict()})
+
+
+def run_phase(algo: str, seed: int, cfg: capstone.CapstoneConfig, rl_changes: dict, tune: bool, warm: bytes) -> bytes:
+    """One RL phase for one seed, from its warm-up (:func:`warm_phase`'s bytes): accuracies, seconds, memory,
+    history."""
+    torch.set_num_threads(1)
+    warm = torch.load(io.BytesIO(warm), weights_only=False)
+    lm, task, split, _ = capstone.warm_up(dataclasses.replace(cfg, sft_steps=0), seed)  # the task and split, no steps
+    lm.load_state_dict(warm.pop("sft_state"))
+    out = warm
     eval_on = "val" if tune else "heldout"
     out["sft"] = capstone.accuracy(lm, task, split[eval_on])
     out[f"{algo}_memory"] = update_memory(lm, task, split, cfg, algo)
@@ -184,9 +201,7 @@ def run_phase(algo: str, seed: int, cfg: capstone.CapstoneConfig, rl_changes: di
         out["models"] = {"sft": sft_state, "grpo": lm.state_dict()}
     print(f"  done: {algo} seed {seed}: sft={out['sft']:.3f} {algo}={out[algo]:.3f} ({out[f'{algo}_seconds']:.0f} s)",
           flush=True)
-    buffer = io.BytesIO()
-    torch.save(out, buffer)
-    return buffer.getvalue()
+    return _to_bytes(out)
 
 
 def main() -> None:
@@ -206,13 +221,16 @@ def main() -> None:
     cfg = dataclasses.replace(capstone.CapstoneConfig(), **top_changes)
     start = time.perf_counter()
     algos = ["ppo"] if args.ppo_only else ["grpo"] if args.no_ppo else ["ppo", "grpo"]  # longest first
-    jobs = [(algo, seed, cfg, rl_changes, args.tune) for algo in algos for seed in args.seeds]
     if args.jobs > 1:
         import multiprocessing as mp
 
         with mp.get_context("fork").Pool(args.jobs, maxtasksperchild=1) as pool:
+            warm = dict(zip(args.seeds, pool.starmap(warm_phase, [(seed, cfg) for seed in args.seeds], chunksize=1)))
+            jobs = [(algo, seed, cfg, rl_changes, args.tune, warm[seed]) for algo in algos for seed in args.seeds]
             outputs = pool.starmap(run_phase, jobs, chunksize=1)
     else:
+        warm = {seed: warm_phase(seed, cfg) for seed in args.seeds}
+        jobs = [(algo, seed, cfg, rl_changes, args.tune, warm[seed]) for algo in algos for seed in args.seeds]
         outputs = [run_phase(*job) for job in jobs]
     outputs = [torch.load(io.BytesIO(out), weights_only=False) for out in outputs]
     results = {seed: {} for seed in args.seeds}

@@ -130,12 +130,19 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+        """``(B, T, D)`` to ``(B, T, D)``; ``cache`` (generation only) keeps the keys and values of earlier
+        calls, so that a step that adds one token attends to them without computing them again."""
         B, T, D = x.shape
         q, k, v = self.qkv(x).split(D, dim=-1)  # 3 x (B, T, D)
         q, k, v = (z.view(B, T, self.n_head, D // self.n_head).transpose(1, 2) for z in (q, k, v))  # (B, H, T, D/H)
-        # The causal mask is what makes this a language model: no position sees its future.
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, D/H)
+        if cache is not None:  # the KV cache: earlier positions' keys and values, then these
+            if cache:
+                k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)  # (B, H, T_past + T, D/H)
+            cache["k"], cache["v"] = k, v
+        # The causal mask is what makes this a language model: no position sees its future. New tokens
+        # after cached ones see every cached position (the cache holds only the past).
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=k.shape[2] == T)  # (B, H, T, D/H)
         return self.proj(y.transpose(1, 2).reshape(B, T, D))  # (B, T, D)
 
 
@@ -150,8 +157,8 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(cfg.d_model, 4 * cfg.d_model), nn.GELU(),
                                  nn.Linear(4 * cfg.d_model, cfg.d_model))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x))  # (B, T, D)
+    def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x), cache)  # (B, T, D)
         return x + self.mlp(self.ln_2(x))  # (B, T, D)
 
 
@@ -180,14 +187,19 @@ class TinyLM(nn.Module):
                 elif "ln" not in name:
                     p.zero_()
 
-    def hidden(self, ids: torch.Tensor) -> torch.Tensor:
-        """``(B, T)`` ids to ``(B, T, D)`` final hidden states (after the last LayerNorm)."""
+    def hidden(self, ids: torch.Tensor, cache: list[dict] | None = None) -> torch.Tensor:
+        """``(B, T)`` ids to ``(B, T, D)`` final hidden states (after the last LayerNorm).
+
+        ``cache`` (:meth:`generate`'s): one dict per block, holding the keys and values of the positions
+        seen so far; ``ids`` then continue those positions instead of starting at position 0.
+        """
         B, T = ids.shape
-        if T > self.cfg.block_size:
-            raise ValueError(f"ids: {T} tokens exceed block_size={self.cfg.block_size}")
-        x = self.tok_emb(ids) + self.pos_emb(torch.arange(T, device=ids.device))  # (B, T, D)
-        for block in self.blocks:
-            x = block(x)  # (B, T, D)
+        start = cache[0]["k"].shape[2] if cache and cache[0] else 0  # positions already in the cache
+        if start + T > self.cfg.block_size:
+            raise ValueError(f"ids: {start + T} tokens exceed block_size={self.cfg.block_size}")
+        x = self.tok_emb(ids) + self.pos_emb(torch.arange(start, start + T, device=ids.device))  # (B, T, D)
+        for i, block in enumerate(self.blocks):
+            x = block(x, None if cache is None else cache[i])  # (B, T, D)
         return self.ln_f(x)  # (B, T, D)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
@@ -232,8 +244,12 @@ class TinyLM(nn.Module):
 
         ids = prompts.long()  # (B, P), grows by one column per step
         done = torch.zeros(ids.shape[0], dtype=torch.bool)  # (B,): the row has written its EOS
+        # A KV cache, as transformers' generate keeps: the prompt is read once, then each step feeds
+        # only the token it sampled (the same logits as a full pass, for about a third of the work here).
+        cache = [{} for _ in self.blocks]
+        new = ids  # (B, T_new): what the model has not read yet
         for _ in range(L):
-            logits = self(ids)[:, -1, :]  # (B, V): the distribution of the next token
+            logits = self.head(self.hidden(new, cache)[:, -1, :])  # (B, V): the distribution of the next token
             logits[:, pad_id] = -float("inf")  # PAD is a filler, never a word
             if greedy:
                 nxt = logits.argmax(-1)  # (B,)
@@ -245,7 +261,8 @@ class TinyLM(nn.Module):
                 probs = torch.softmax(logits.double(), dim=-1)  # float64: multinomial is picky about sums
                 nxt = torch.multinomial(probs, 1, generator=generator)[:, 0]  # (B,)
             nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)  # a finished row only pads
-            ids = torch.cat([ids, nxt[:, None]], dim=1)  # (B, P + t + 1)
+            new = nxt[:, None]  # (B, 1)
+            ids = torch.cat([ids, new], dim=1)  # (B, P + t + 1)
             done = done | (nxt == eos_id)
             if bool(done.all()):
                 break
