@@ -79,7 +79,9 @@ class LMRLConfig:
     warmup_iterations: int = 0
     """The learning rate rises linearly from 0 over this many rounds..."""
     lr_schedule: str = "linear"
-    """...then stays (``"constant"``) or falls to 0 by the last round (``"linear"``, ``"cosine"``)."""
+    """...then stays (``"constant"``) or falls by the last round (``"linear"``, ``"cosine"``)..."""
+    min_lr_ratio: float = 0.0
+    """...to this share of ``lr`` (verl's ``min_lr_ratio``; 0: to zero)."""
     clip_eps: float = 0.2
     """PPO's clip range of the ratio."""
     clip_eps_high: float | None = None
@@ -127,7 +129,7 @@ class LMRLConfig:
             v.require_positive(name, getattr(self, name))
         for name in ("kl_coef", "vf_coef"):
             v.require_non_negative(name, getattr(self, name))
-        for name in ("gamma", "lam", "top_p"):
+        for name in ("gamma", "lam", "top_p", "min_lr_ratio"):
             v.require_unit_interval(name, getattr(self, name))
         v.require_clip_range(self.clip_eps, self.clip_eps_high)
         v.require_choice("loss_agg", self.loss_agg, LOSS_AGG_MODES)
@@ -145,11 +147,10 @@ def lr_at(iteration: int, cfg: LMRLConfig, completions: int = 0) -> float:
     progress = (iteration - cfg.warmup_iterations) / max(cfg.iterations - cfg.warmup_iterations, 1)  # 0 .. <1
     if cfg.max_completions:
         progress = max(progress, min(completions / cfg.max_completions, 1.0))
-    if cfg.lr_schedule == "linear":
-        return cfg.lr * (1.0 - progress)
-    if cfg.lr_schedule == "cosine":
-        return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * progress))
-    return cfg.lr
+    if cfg.lr_schedule == "constant":
+        return cfg.lr
+    left = 1.0 - progress if cfg.lr_schedule == "linear" else 0.5 * (1.0 + math.cos(math.pi * progress))  # 1 .. 0
+    return cfg.lr * (cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * left)
 
 
 # ---------------------------------------------------------------------------

@@ -206,6 +206,9 @@ def test_lr_schedule_warms_up_then_decays():
     assert {lm_rl.lr_at(i, const) for i in range(10)} == {1.0}
     cos = dataclasses.replace(cfg, lr_schedule="cosine", warmup_iterations=0)
     assert lm_rl.lr_at(0, cos) == 1.0 and lm_rl.lr_at(5, cos) == pytest.approx(0.5)
+    floor = dataclasses.replace(cfg, warmup_iterations=0, min_lr_ratio=0.2)  # decays to 0.2, not to 0
+    assert [lm_rl.lr_at(i, floor) for i in (0, 5)] == pytest.approx([1.0, 0.6])
+    assert lm_rl.lr_at(5, dataclasses.replace(floor, lr_schedule="cosine")) == pytest.approx(0.6)
 
 
 @pytest.mark.parametrize("field, value", [("algo", "a2c"), ("group_size", 1), ("lr", 0.0), ("top_p", 1.5),

@@ -132,7 +132,7 @@ def _check_translatable(cfg: LMRLConfig) -> None:
         raise ValueError(f"cfg: expected a course_lib.lm_rl.LMRLConfig, got {type(cfg).__name__}")
     cfg.validate()
     for name, supported in (("algo", "grpo"), ("adv_estimator", "grpo"), ("policy_loss", "clip"),
-                            ("dynamic_sampling", False), ("overlong_cache", 0)):
+                            ("dynamic_sampling", False), ("overlong_cache", 0), ("min_lr_ratio", 0.0)):
         if getattr(cfg, name) != supported:
             raise ValueError(f"cfg.{name}: this translation covers GRPO's defaults ({name}={supported!r}), "
                              f"got {getattr(cfg, name)!r}")
