@@ -136,6 +136,11 @@ class LMRLConfig:
         v.require_choice("adv_estimator", self.adv_estimator, ("grpo", "rloo", "reinforce++"))
         v.require_choice("policy_loss", self.policy_loss, ("clip", "gspo", "cispo", "gmpo", "sapo"))
         v.require_int("overlong_cache", self.overlong_cache, minimum=0)
+        for name, default in (("clip_eps_high", None), ("policy_loss", "clip"), ("adv_estimator", "grpo"),
+                              ("normalize_std", True)):  # PPO's branch is chapter 05's PPOLoss: refuse, not ignore
+            if self.algo == "ppo" and getattr(self, name) != default:
+                raise ValueError(f"{name}: a switch of GRPO's branch; algo='ppo' takes {default!r}, "
+                                 f"got {getattr(self, name)!r}")
         return self
 
 

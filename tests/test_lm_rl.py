@@ -219,6 +219,13 @@ def test_config_errors_name_the_argument(field, value):
         dataclasses.replace(lm_rl.LMRLConfig(), **{field: value}).validate()
 
 
+@pytest.mark.parametrize("field, value", [("clip_eps_high", 0.28), ("policy_loss", "gspo"), ("adv_estimator", "rloo"),
+                                          ("normalize_std", False)])
+def test_ppo_refuses_grpo_switches_rather_than_ignoring_them(field, value):
+    with pytest.raises(ValueError, match=f"{field}: a switch of GRPO's branch"):
+        lm_rl.LMRLConfig(algo="ppo", **{field: value}).validate()
+
+
 @pytest.mark.parametrize("algo", ["grpo", "ppo"])
 def test_train_runs_is_seeded_and_logs(lm, algo):
     prompts = torch.randint(0, 10, (16, 6), generator=torch.Generator().manual_seed(0))
