@@ -54,6 +54,11 @@ ran on eight tuning seeds, 0 to 7, against G on the same eight (validation accur
        (the same completions and compute)
     K  300 rounds instead of 250 (153,600            0.956 0.960 0.972 0.964 0.984 0.970 0.946 0.970  0.946 0.965
        completions; 130 to 160 s a seed)
+    changes from K (the next session; sampling now with a KV cache: 116 to 154 s a seed):
+    L  the learning rate decays to 0.2 of its peak,  0.974 0.932 0.970 0.924 0.948 0.964 0.958 0.970  0.924 0.955
+       not to 0 (min_lr_ratio=0.2)
+    M  DAPO's clip-higher: the ratio clipped to      0.974 0.966 0.972 0.972 0.968 0.970 0.948 0.976  0.948 0.968
+       [0.8, 1.28] (clip_eps_high=0.28)
 
 The lr warm-up (H) moved the worst seed and the mean by less than the spread between seeds (0.928 and 0.953 against
 G's 0.932 and 0.955), so the recipe keeps none (the dip of the first round, notebook section 5, costs rounds, not the
