@@ -121,7 +121,8 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=None, help=f"rounds per run (default {ITERATIONS})")
     args = parser.parse_args()
     cfg = capstone.CapstoneConfig()
-    cfg = dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, iterations=ITERATIONS))
+    # chapter 08's recipe as these runs measured it: it later took DAPO's clip-higher too
+    cfg = dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, iterations=ITERATIONS, clip_eps_high=None))
     if args.quick:
         args.seeds = args.seeds[:2]
         cfg = dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, iterations=6), eval_every=3, n_heldout=100)

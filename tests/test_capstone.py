@@ -6,7 +6,9 @@ import dataclasses
 import torch
 
 from course_lib import lm_rl
-from course_lib.lectures.capstone import CapstoneConfig, accuracy, run, sample_table, sft, sft_loss, warm_up
+from course_lib.lectures.capstone import (
+    PPO_CHANGES, CapstoneConfig, accuracy, run, sample_table, sft, sft_loss, warm_up,
+)
 from course_lib.tasks import AdditionTask
 from course_lib.tiny_lm import TinyLM, TinyLMConfig
 
@@ -56,7 +58,8 @@ def test_short_grpo_and_ppo_runs_record_their_evaluations():
     assert grpo["lr"] == [cfg.rl.lr, cfg.rl.lr / 2]  # linear decay towards 0
     ppo = run(copy.deepcopy(lm), task, split, cfg, algo="ppo")
     assert ppo["eval"]["completions"] == [0, 16, 32] and len(ppo["value_loss"]) == 2
-    assert ppo["lr"] == grpo["lr"]  # PPO_CHANGES is empty: the same recipe as GRPO
+    assert ppo["lr"] == grpo["lr"]  # GRPO's recipe, but for the clip range (PPO_CHANGES)
+    assert CapstoneConfig().rl.clip_eps_high == 0.28 and PPO_CHANGES == {"clip_eps_high": None}
     val = run(copy.deepcopy(lm), task, split, dataclasses.replace(cfg, eval_every=2), eval_on="val", iterations=2)
     assert len(val["eval"]["score"]) == 2
 

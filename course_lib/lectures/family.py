@@ -137,7 +137,8 @@ def family_config(rounds: int = ROUNDS, prompts: int = PROMPTS, group: int = GRO
     a variant does with them (dynamic sampling draws more per round, so it gets fewer rounds)."""
     rl = dataclasses.replace(capstone.CapstoneConfig().rl, iterations=rounds, prompts_per_step=prompts,
                              group_size=group, max_completions=rounds * prompts * group,
-                             num_minibatches=1)  # as measured: chapter 08's recipe then (it later took two)
+                             num_minibatches=1, clip_eps_high=None)  # as measured: chapter 08's recipe then (it
+    # later took two minibatches and DAPO's clip-higher; here clip-higher is a variant of its own)
     return dataclasses.replace(capstone.CapstoneConfig(), rl=rl, eval_every=eval_every)
 
 
