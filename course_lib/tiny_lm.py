@@ -140,9 +140,11 @@ class CausalSelfAttention(nn.Module):
             if cache:
                 k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)  # (B, H, T_past + T, D/H)
             cache["k"], cache["v"] = k, v
+        past = k.shape[2] - T  # positions already in the cache (0 without one)
         # The causal mask is what makes this a language model: no position sees its future. New tokens
-        # after cached ones see every cached position (the cache holds only the past).
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=k.shape[2] == T)  # (B, H, T, D/H)
+        # see every cached position (the cache holds only the past), and each other causally.
+        mask = None if past == 0 or T == 1 else torch.ones(T, past + T, dtype=torch.bool, device=x.device).tril(past)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=past == 0)  # (B, H, T, D/H)
         return self.proj(y.transpose(1, 2).reshape(B, T, D))  # (B, T, D)
 
 

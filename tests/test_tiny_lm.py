@@ -94,8 +94,8 @@ def test_generate_is_seeded_and_greedy_is_argmax(lm):
 def test_kv_cache_gives_the_full_pass_hidden_states(lm):
     ids = torch.tensor([[4, 7, 10, 8, 5, 11, 1, 3], [0, 1, 10, 2, 3, 11, 9, 12]])
     cache = [{} for _ in lm.blocks]
-    pieces = [lm.hidden(ids[:, :6], cache), lm.hidden(ids[:, 6:7], cache), lm.hidden(ids[:, 7:], cache)]
-    torch.testing.assert_close(torch.cat(pieces, 1), lm.hidden(ids), atol=1e-6, rtol=1e-5)
+    pieces = [lm.hidden(ids[:, :5], cache), lm.hidden(ids[:, 5:6], cache), lm.hidden(ids[:, 6:], cache)]
+    torch.testing.assert_close(torch.cat(pieces, 1), lm.hidden(ids), atol=1e-6, rtol=1e-5)  # 5, then 1, then 2 tokens
     assert cache[0]["k"].shape[2] == 8
     with pytest.raises(ValueError, match="block_size"):
         lm.hidden(ids[:, :3], cache)  # 8 cached + 3 > block_size 10
