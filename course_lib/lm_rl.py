@@ -110,6 +110,8 @@ class LMRLConfig:
     """PPO: GAE's lambda."""
     vf_coef: float = 0.5
     """PPO: weight of the value loss."""
+    critic_warmup_iterations: int = 0
+    """PPO: the first rounds train the value model only, the policy held still (OpenRLHF's freezing_actor_steps)."""
     seed: int = 0
     """Seeds the prompt order and the sampling."""
 
@@ -124,6 +126,7 @@ class LMRLConfig:
         if self.max_completions is not None:
             v.require_int("max_completions", self.max_completions, minimum=1)
         v.require_int("warmup_iterations", self.warmup_iterations, minimum=0)
+        v.require_int("critic_warmup_iterations", self.critic_warmup_iterations, minimum=0)
         v.require_choice("lr_schedule", self.lr_schedule, ("constant", "linear", "cosine"))
         for name in ("lr", "temperature", "max_grad_norm", "top_p"):
             v.require_positive(name, getattr(self, name))
@@ -350,8 +353,8 @@ def train(policy, reward_fn, prompt_ids: torch.Tensor, cfg: LMRLConfig, eos_id: 
     ref = copy.deepcopy(policy).eval().requires_grad_(False)  # the frozen reference: the policy before RL
     if cfg.algo == "ppo" and value_model is None:
         raise ValueError("value_model: PPO needs a critic (course_lib.tiny_lm.ValueModel(policy), say)")
-    params = list(policy.parameters()) + (list(value_model.parameters()) if cfg.algo == "ppo" else [])
-    optimizer = torch.optim.Adam(params, lr=cfg.lr, fused=True)  # Adam in one kernel per step, not per tensor
+    trained = [policy] + ([value_model] if cfg.algo == "ppo" else [])  # a parameter group each
+    optimizer = torch.optim.Adam([{"params": list(m.parameters())} for m in trained], lr=cfg.lr, fused=True)
     skip_pad = pad_id if suppress_pad else None
     history: dict = {"eval": {"iteration": [], "completions": [], "seconds": [], "score": []}}
 
@@ -369,6 +372,8 @@ def train(policy, reward_fn, prompt_ids: torch.Tensor, cfg: LMRLConfig, eos_id: 
             start = time.perf_counter()
             for group in optimizer.param_groups:
                 group["lr"] = lr_at(it, cfg, completions)
+            if cfg.algo == "ppo" and it < cfg.critic_warmup_iterations:  # a step of 0: Adam leaves the policy still
+                optimizer.param_groups[0]["lr"] = 0.0
             batch, stats = rollout(cfg, policy, ref, value_model, reward_fn, prompt_ids, prompt_mask, eos_id, pad_id,
                                    generator, skip_pad)
             policy.train()

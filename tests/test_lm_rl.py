@@ -246,6 +246,25 @@ def test_train_runs_is_seeded_and_logs(lm, algo):
         assert len(h["value_loss"]) == 3 and len(h["explained_variance"]) == 3
 
 
+def test_critic_warmup_holds_the_policy_still_while_the_value_model_learns(lm):
+    prompts = torch.randint(0, 10, (16, 6), generator=torch.Generator().manual_seed(0))
+    prompts[:, 2], prompts[:, 5] = 10, 11
+    reward_fn = lambda pick, comp: (comp[..., 0] == 3).float()  # noqa: E731
+    cfg = lm_rl.LMRLConfig(algo="ppo", iterations=3, prompts_per_step=4, group_size=4, max_new_tokens=4, lr=1e-2,
+                           critic_warmup_iterations=2)
+    policy = copy.deepcopy(lm)
+    critic = ValueModel(policy)
+    before, critic_before = copy.deepcopy(policy.state_dict()), copy.deepcopy(critic.state_dict())
+    lm_rl.train(policy, reward_fn, prompts, dataclasses.replace(cfg, iterations=2), E, PAD, value_model=critic)
+    assert all(torch.equal(before[k], v) for k, v in policy.state_dict().items()), "the policy moved"
+    assert any(not torch.equal(critic_before[k], v) for k, v in critic.state_dict().items()), "the critic is still"
+    lm_rl.train(policy, reward_fn, prompts, dataclasses.replace(cfg, critic_warmup_iterations=0), E, PAD,
+                value_model=critic)
+    assert any(not torch.equal(before[k], v) for k, v in policy.state_dict().items()), "after it, the policy learns"
+    with pytest.raises(ValueError, match="critic_warmup_iterations"):
+        dataclasses.replace(cfg, critic_warmup_iterations=-1).validate()
+
+
 def test_dynamic_sampling_keeps_only_groups_that_teach(lm):
     cfg = lm_rl.LMRLConfig(prompts_per_step=4, group_size=4, max_new_tokens=4, dynamic_sampling=True, temperature=2.0)
     prompts = torch.randint(0, 10, (16, 6), generator=torch.Generator().manual_seed(0))
