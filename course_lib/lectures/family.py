@@ -33,9 +33,10 @@ VARIANTS: dict[str, dict] = {
         "changes": "A_i = (r_i - mean(r)) / std(r) within the group; PPO's clipped ratio per token; k3 KL in the loss",
     },
     "PPO": {
-        # chapter 05's recipe, as measured here (chapter 08's PPO later took GRPO's): one pass, two minibatches,
-        # Adam at a constant rate (1e-3, BASE_LR)
-        "switches": {"algo": "ppo", "update_epochs": 1, "num_minibatches": 2, "lr_schedule": "constant"},
+        # chapter 05's recipe, as measured here (chapter 08's PPO later took GRPO's and an lr warm-up): one pass,
+        # two minibatches, Adam at a constant rate (1e-3, BASE_LR) from the first round
+        "switches": {"algo": "ppo", "update_epochs": 1, "num_minibatches": 2, "lr_schedule": "constant",
+                     "warmup_iterations": 0},
         "paper": "Schulman et al. 2017; Ouyang et al. 2022, InstructGPT (arXiv 2203.02155)",
         "changes": "A_t = GAE(r_t - beta KL_t, V(s_t)) per token against a learned value model",
     },
