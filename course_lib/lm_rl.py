@@ -5,13 +5,12 @@ bottom like CleanRL's ``ppo.py``. One iteration of :func:`train`:
 
 1. take ``B`` prompts and sample ``G`` completions of each, stopping at EOS (``sample_completions``);
 2. score every completion with a program, the verifier (``reward_fn``);
-3. one forward pass each over prompt + completion, without gradient: ``logp_old`` of the policy that
-   sampled, ``logp_ref`` of the frozen reference (``token_logps``) and, for PPO, ``values_old`` of
-   the value model (``token_values``);
+3. one forward pass each over prompt + completion, without gradient: ``logp_old`` of the policy that sampled,
+   ``logp_ref`` of the frozen reference (``token_logps``) and, for PPO, ``values_old`` of the value model;
 4. advantages, the one place where the algorithms differ (:func:`advantages`):
    GRPO compares each completion with its group (Shao et al. 2024, "DeepSeekMath", eq. 3);
-   PPO folds a per-token KL penalty into the reward, adds the score at the last token and runs GAE
-   over the completion axis against the value model (Ouyang et al. 2022, "InstructGPT", eq. 2);
+   PPO folds a per-token KL penalty into the reward, adds the score at the last token and runs GAE over the
+   completion axis against the value model (Ouyang et al. 2022, "InstructGPT", eq. 2);
 5. ``update_epochs`` passes over minibatches of whole sequences: the clipped surrogate, plus GRPO's
    KL term in the loss or PPO's value loss, gradients clipped, one learning-rate schedule (:func:`lr_at`).
 
@@ -112,6 +111,10 @@ class LMRLConfig:
     """PPO: weight of the value loss."""
     critic_warmup_iterations: int = 0
     """PPO: the first rounds train the value model only, the policy held still (OpenRLHF's freezing_actor_steps)."""
+    critic_lr: float | None = None
+    """PPO: the value model's peak learning rate, on the same schedule (None: ``lr``)."""
+    clip_grad_per_model: bool = False
+    """PPO: clip the policy's and the value model's gradient norms each on its own, as two optimisers would."""
     seed: int = 0
     """Seeds the prompt order and the sampling."""
 
@@ -125,10 +128,10 @@ class LMRLConfig:
         v.require_int("micro_batch_size", self.micro_batch_size or 1, minimum=1)
         if self.max_completions is not None:
             v.require_int("max_completions", self.max_completions, minimum=1)
-        v.require_int("warmup_iterations", self.warmup_iterations, minimum=0)
-        v.require_int("critic_warmup_iterations", self.critic_warmup_iterations, minimum=0)
+        for name in ("warmup_iterations", "critic_warmup_iterations", "overlong_cache"):
+            v.require_int(name, getattr(self, name), minimum=0)
         v.require_choice("lr_schedule", self.lr_schedule, ("constant", "linear", "cosine"))
-        for name in ("lr", "temperature", "max_grad_norm", "top_p"):
+        for name in ("lr", "temperature", "max_grad_norm", "top_p", "critic_lr")[:5 if self.critic_lr else 4]:
             v.require_positive(name, getattr(self, name))
         for name in ("kl_coef", "vf_coef"):
             v.require_non_negative(name, getattr(self, name))
@@ -138,7 +141,6 @@ class LMRLConfig:
         v.require_choice("loss_agg", self.loss_agg, LOSS_AGG_MODES)
         v.require_choice("adv_estimator", self.adv_estimator, ("grpo", "rloo", "reinforce++"))
         v.require_choice("policy_loss", self.policy_loss, ("clip", "gspo", "cispo", "gmpo", "sapo"))
-        v.require_int("overlong_cache", self.overlong_cache, minimum=0)
         for name, default in (("clip_eps_high", None), ("policy_loss", "clip"), ("adv_estimator", "grpo"),
                               ("normalize_std", True)):  # PPO's branch is chapter 05's PPOLoss: refuse, not ignore
             if self.algo == "ppo" and getattr(self, name) != default:
@@ -202,10 +204,9 @@ def advantages(cfg: LMRLConfig, scores: torch.Tensor, mask: torch.Tensor, logp_o
 def _policy_loss(cfg: LMRLConfig, logp, logp_old, adv, mask) -> torch.Tensor:
     """``(n, L)`` per-token policy loss: PPO's clipped surrogate, or one of the family's (``cfg.policy_loss``)."""
     adv_seq = (adv * mask).sum(-1) / mask.sum(-1).clamp(min=1)  # (n,): the sequence variants' one advantage
-    if cfg.policy_loss == "gspo":
-        return family.gspo_loss(logp, logp_old, adv_seq, mask, cfg.clip_eps, cfg.clip_eps_high)
-    if cfg.policy_loss == "gmpo":
-        return family.gmpo_loss(logp, logp_old, adv_seq, mask, cfg.clip_eps, cfg.clip_eps_high)
+    if cfg.policy_loss in ("gspo", "gmpo"):  # sequence-level: one value per response, at each of its tokens
+        sequence_loss = family.gspo_loss if cfg.policy_loss == "gspo" else family.gmpo_loss
+        return sequence_loss(logp, logp_old, adv_seq, mask, cfg.clip_eps, cfg.clip_eps_high)
     if cfg.policy_loss == "cispo":
         return family.cispo_loss(logp, logp_old, adv, cfg.clip_eps_high or cfg.clip_eps)
     if cfg.policy_loss == "sapo":
@@ -255,7 +256,8 @@ def update(cfg: LMRLConfig, policy, value_model, optimizer, batch: dict, generat
                 loss, info = _loss(cfg, policy, value_model, batch, mb_idx[m:m + micro], len(mb_idx), n_tok, pad_id)
                 loss.backward()
                 loss_sum += loss.item()
-            grad_norm = nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+            per_model = [g["params"] for g in optimizer.param_groups] if cfg.clip_grad_per_model else [params]
+            grad_norm = [nn.utils.clip_grad_norm_(p, cfg.max_grad_norm) for p in per_model][0]  # the policy's first
             optimizer.step()
             first_loss = loss_sum if first_loss is None else first_loss  # ratio 1: the on-policy loss
     return {**info, "loss": loss_sum, "loss_on_policy": first_loss, "grad_norm": float(grad_norm)}
@@ -318,9 +320,8 @@ def rollout(cfg: LMRLConfig, policy, ref, value_model, reward_fn, prompt_ids: to
     stats = {"mean_reward": all_scores.mean().item(), "kl": kl, "mean_length": batch["mask"].sum(-1).mean().item(),
              "frac_zero_std": (all_scores.std(-1) == 0).float().mean().item(), "completions": sampled * G,
              "groups_kept": len(scores)}
-    if cfg.algo == "ppo":
-        valid = batch["mask"] > 0
-        stats["explained_variance"] = explained_variance(values_old[valid], batch["returns"][valid])
+    if cfg.algo == "ppo":  # the share of the returns' variance that the value model predicted
+        stats["explained_variance"] = explained_variance(values_old[valid := batch["mask"] > 0], batch["returns"][valid])
     return batch, stats
 
 
@@ -370,10 +371,9 @@ def train(policy, reward_fn, prompt_ids: torch.Tensor, cfg: LMRLConfig, eos_id: 
     try:
         for it in tqdm(range(cfg.iterations), desc=cfg.algo.upper(), disable=not progress):
             start = time.perf_counter()
-            for group in optimizer.param_groups:
-                group["lr"] = lr_at(it, cfg, completions)
-            if cfg.algo == "ppo" and it < cfg.critic_warmup_iterations:  # a step of 0: Adam leaves the policy still
-                optimizer.param_groups[0]["lr"] = 0.0
+            held = cfg.algo == "ppo" and it < cfg.critic_warmup_iterations  # critic warm-up: the policy at lr 0
+            for group, peak in zip(optimizer.param_groups, (0.0 if held else cfg.lr, cfg.critic_lr or cfg.lr)):
+                group["lr"] = lr_at(it, cfg, completions) * (peak / cfg.lr)  # the policy's group, then the critic's
             batch, stats = rollout(cfg, policy, ref, value_model, reward_fn, prompt_ids, prompt_mask, eos_id, pad_id,
                                    generator, skip_pad)
             policy.train()

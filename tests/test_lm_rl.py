@@ -265,6 +265,37 @@ def test_critic_warmup_holds_the_policy_still_while_the_value_model_learns(lm):
         dataclasses.replace(cfg, critic_warmup_iterations=-1).validate()
 
 
+def test_critic_lr_and_per_model_clipping_reach_the_right_model(lm, monkeypatch):
+    prompts = torch.randint(0, 10, (16, 6), generator=torch.Generator().manual_seed(0))
+    prompts[:, 2], prompts[:, 5] = 10, 11
+    reward_fn = lambda pick, comp: (comp[..., 0] == 3).float()  # noqa: E731
+    cfg = lm_rl.LMRLConfig(algo="ppo", iterations=1, prompts_per_step=4, group_size=4, max_new_tokens=4)
+
+    def moved(lr, critic_lr):  # (the policy moved, the critic moved) after one round
+        policy = copy.deepcopy(lm)
+        critic = ValueModel(policy)
+        before, critic_before = copy.deepcopy(policy.state_dict()), copy.deepcopy(critic.state_dict())
+        lm_rl.train(policy, reward_fn, prompts, dataclasses.replace(cfg, lr=lr, critic_lr=critic_lr), E, PAD,
+                    value_model=critic)
+        far = lambda a, b: any((a[k] - v).abs().max() > 1e-6 for k, v in b.items())  # noqa: E731
+        return far(before, policy.state_dict()), far(critic_before, critic.state_dict())
+
+    assert moved(1e-12, 1e-2) == (False, True) and moved(1e-2, 1e-12) == (True, False)
+    with pytest.raises(ValueError, match="critic_lr"):
+        dataclasses.replace(cfg, critic_lr=-1.0).validate()
+    clipped = []
+    real_clip = torch.nn.utils.clip_grad_norm_
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda p, n: clipped.append(len(p)) or real_clip(p, n))
+    policy = copy.deepcopy(lm)
+    critic = ValueModel(policy)
+    for per_model in (False, True):
+        clipped.clear()
+        lm_rl.train(policy, reward_fn, prompts, dataclasses.replace(cfg, update_epochs=1, clip_grad_per_model=per_model),
+                    E, PAD, value_model=critic)
+        n_policy, n_critic = len(list(policy.parameters())), len(list(critic.parameters()))
+        assert clipped == ([n_policy, n_critic] if per_model else [n_policy + n_critic]), per_model
+
+
 def test_dynamic_sampling_keeps_only_groups_that_teach(lm):
     cfg = lm_rl.LMRLConfig(prompts_per_step=4, group_size=4, max_new_tokens=4, dynamic_sampling=True, temperature=2.0)
     prompts = torch.randint(0, 10, (16, 6), generator=torch.Generator().manual_seed(0))
