@@ -96,6 +96,21 @@ rounds, the same 153,600 completions as GRPO; 224 to 293 s a seed; P4 to P6 the 
     P6 against P1 on eight more tuning seeds:            8     9    10    11    12    13    14    15
     P1                                               0.974 0.956 0.946 0.966 0.864 0.974 0.924 0.956  0.864 0.945
     P6                                               0.954 0.892 0.922 0.974 0.966 0.966 0.926 0.956  0.892 0.944
+    changes from P6 (the recipe; the next session, 208 to 311 s a seed), on tuning seeds 0 to 3 first: a run had to
+    beat P6 there (worst 0.912, mean 0.947) before it went on to more seeds:
+                                                       0     1     2     3     4     5     6     7    worst  mean
+    P8  the value model's peak lr three times the    0.970 0.926 0.974 0.682                          0.682 0.888
+        policy's (critic_lr=6e-3)
+    P9  each model's gradient norm clipped on its    0.976 0.936 0.970 0.948 0.942 0.962 0.934 0.866  0.866 0.942
+        own, as two optimisers would
+        (clip_grad_per_model=True)
+    P10 lambda = 0.9                                 0.958 0.934 0.942 0.836                          0.836 0.918
+    P11 the value model's peak lr half the           0.960 0.944 0.964 0.770                          0.770 0.910
+        policy's (critic_lr=1e-3)
+    P12 four minibatches a pass (16 Adam steps a     0.948 0.734 0.966 0.518                          0.518 0.792
+        round, the same samples)
+    P13 a 20-round lr warm-up                        0.976 0.920 0.964 0.964 0.906 0.970 0.944 0.948  0.906 0.949
+        (warmup_iterations=20)
 
 PPO's value model starts from the warmed-up trunk with a fresh head: it knows nothing of the reward, and for most of a
 run it explains little of the return's variance (in the report run of M, a median of 0.01 to 0.07 per seed over the
