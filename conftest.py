@@ -44,6 +44,7 @@ SERIAL = {
 }
 
 _spans: dict[str, list[float]] = defaultdict(list)
+_graded: dict[str, float] = {}  # notebook -> seconds, for the solution notebooks that tests/test_grade.py grades
 _workers: dict[str, str] = {}
 
 # Kernels the tests start (nbval's, nbclient's) talk to them over CurveZMQ, with keys jupyter_client makes per kernel:
@@ -107,6 +108,29 @@ def pytest_xdist_make_scheduler(config, log):
     return CourseScheduling(config, log)
 
 
+def pytest_ignore_collect(collection_path, config):
+    """Under `make test`'s ``-m serial`` or ``-m "not serial"``, skip the files the other pass runs, unread.
+
+    Deselecting by mark comes after collection, which imports every test module (torch, transformers, TRL,
+    Playwright: about 20 s of one core in each pytest process); SERIAL already says which files hold the serial
+    tests, so each pass imports only its own."""
+    mark = (config.getoption("markexpr", "") or "").strip()
+    if mark not in ("serial", "not serial"):
+        return None
+    try:
+        relative = Path(collection_path).resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return None
+    if relative == ".":
+        return None
+    is_dir = Path(collection_path).is_dir()
+    serial = any((relative + "/" if is_dir else relative).startswith(prefix) for prefix in SERIAL)
+    if mark == "not serial":
+        return True if serial else None
+    holds_serial = is_dir and any(prefix.startswith(relative + "/") for prefix in SERIAL)
+    return None if serial or holds_serial else True
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects
 def pytest_collection_modifyitems(config, items):
     for item in items:
@@ -118,6 +142,9 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_runtest_logreport(report):
+    for name, value in getattr(report, "user_properties", ()):
+        if name == "notebook_seconds" and report.when == "call":  # notebooks a test ran another way (graded)
+            _graded.update(value)
     path = report.nodeid.split("::")[0]
     if ".ipynb" in report.nodeid and hasattr(report, "start"):
         # An nbval cell, or a test that runs a whole notebook named by its parameter (exercises/NN_name.ipynb);
@@ -133,7 +160,7 @@ def pytest_runtest_logreport(report):
 
 @pytest.hookimpl(trylast=True)  # after the coverage table: the report ends with the notebooks' times
 def pytest_terminal_summary(terminalreporter):
-    if not _spans or os.environ.get("PYTEST_XDIST_WORKER"):
+    if not (_spans or _graded) or os.environ.get("PYTEST_XDIST_WORKER"):
         return
     terminalreporter.section("notebook run times")
     if os.environ.get("COURSE_LOWEST_PRIORITY"):
@@ -145,4 +172,7 @@ def pytest_terminal_summary(terminalreporter):
         total += seconds
         where = f"  ({_workers[path]})" if path in _workers else ""
         terminalreporter.write_line(f"{seconds:7.1f} s  {path}{where}")
+    for path in sorted(_graded):
+        total += _graded[path]
+        terminalreporter.write_line(f"{_graded[path]:7.1f} s  {path}  (graded as a submission, under nbval)")
     terminalreporter.write_line(f"{total:7.1f} s  all notebooks under nbval")

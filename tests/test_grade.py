@@ -13,6 +13,7 @@ import copy
 import csv
 import json
 import os
+import re
 import shutil
 import time
 import uuid
@@ -535,17 +536,15 @@ def synth_class(folder: Path, solutions: Path) -> dict[str, dict[str, tuple[str,
 
 
 def real_class(folder: Path) -> dict[str, dict[tuple[str, str], tuple[str, str]]]:
-    """Every other real solution notebook, sent as a submission: it must pass every exercise.
+    """Every real solution notebook, sent as a submission: it must pass every exercise.
 
-    (00_warmup's correct and untouched submissions are ada's and bo's; that an untouched
-    stub fails only with NotImplementedError is tests/test_exercise_notebooks.py's job.)
+    (That an untouched stub fails only with NotImplementedError is tests/test_exercise_notebooks.py's job.)
     """
     expect = {}
     for path in REAL:
-        if path != WARMUP:
-            save(folder, f"sol_{path.name}", nbformat.read(path, as_version=4))
-            exercises = nbformat.read(path, as_version=4).metadata["course"]["exercises"]
-            expect.setdefault("sol", {}).update({(path.stem, e): ("passed", "\u2714") for e in exercises})
+        save(folder, f"sol_{path.name}", nbformat.read(path, as_version=4))
+        exercises = nbformat.read(path, as_version=4).metadata["course"]["exercises"]
+        expect.setdefault("sol", {}).update({(path.stem, e): ("passed", "\u2714") for e in exercises})
     return expect
 
 
@@ -746,10 +745,16 @@ def test_points_come_from_the_solution_notebook_not_the_submission(graded_class)
     assert _row(graded_class["rows"], "ra", "halve")["max_points"] == "2"
 
 
-@pytest.mark.skipif(len(REAL) < 2, reason="no solution notebook other than 00_warmup in solutions/ yet")
-def test_every_other_real_solution_notebook_passes_when_sent_as_a_submission(tmp_path):
-    """Graded as an instructor would, apart from the class above: with a cell timeout that their demos, which
-    train models for seconds, never come near (the class needs a short one for its infinite loops)."""
+LOGGED_CELL = re.compile(r"^cell +(\d+) (\w+) +\S* +(\S+): (\S+)(.*)$")
+
+
+@pytest.mark.skipif(not REAL, reason="no solution notebook in solutions/ yet")
+def test_every_real_solution_notebook_passes_when_sent_as_a_submission(tmp_path, record_property):
+    """The solution notebooks, graded as an instructor would: every exercise passes, and every cell of each
+    notebook runs without an error, under nbval (given cells keep their stored outputs, so a cell marked
+    NBVAL_CHECK_OUTPUT is compared as `pytest --nbval-lax solutions/` would compare it). This is how `make test`
+    runs solutions/ under nbval: once, through the grader, rather than twice. The cell timeout is one that their
+    demos, which train models for seconds, never come near (the class above needs a short one for its loops)."""
     folder, out = tmp_path / "submissions", tmp_path / "out"
     folder.mkdir()
     expect = real_class(folder)
@@ -760,6 +765,19 @@ def test_every_other_real_solution_notebook_passes_when_sent_as_a_submission(tmp
         for (notebook, exercise), (status, text) in expected.items():
             row = _row(rows, student, exercise, notebook)
             assert row["status"] == status and text in row["message"], row
+    seconds, failed = {}, []
+    for log in sorted((out / "logs").glob("*.log")):
+        lines = log.read_text(encoding="utf-8").splitlines()
+        notebook = next(line.split()[1] for line in lines if line.startswith("notebook: "))
+        runs = [line for line in lines if line.startswith("--- run ")]
+        assert len(runs) == 1, f"{notebook} was run {len(runs)} times (a cell hung or stopped the kernel):\n{runs}"
+        seconds[f"solutions/{notebook}.ipynb"] = float(runs[0].split()[3])
+        cells = [LOGGED_CELL.match(line) for line in lines if line.startswith("cell ")]
+        assert cells and all(cells), f"{log.name}: the cell lines of the log did not parse"
+        failed += [f"{notebook} cell {m[1]} ({m[2]}, {m[3]}): {m[4]}{m[5]}" for m in cells if m[4] != "passed"]
+    assert sorted(seconds) == sorted(f"solutions/{path.name}" for path in REAL)
+    assert not failed, "cells that did not pass in the graded solution notebooks:\n" + "\n".join(failed)
+    record_property("notebook_seconds", seconds)  # conftest.py's `notebook run times` lists them
 
 
 # --- the pieces, without a kernel --------------------------------------------------------------------------
