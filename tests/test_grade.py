@@ -623,7 +623,7 @@ def test_nothing_a_kernel_started_outlives_it_and_no_row_is_forged(graded_class)
 
 def test_a_rebuilt_notebook_rerun_by_hand_judges_in_its_kernel(graded_class):
     """The notebook kept in rebuilt/ records nothing: rerun by hand, a wrong answer fails its check cell."""
-    import nbclient
+    from course_lib.authoring.notebook_client import NotebookClient
 
     if "cy" not in graded_class["expect"]:
         pytest.skip("needs solutions/00_warmup.ipynb")
@@ -633,8 +633,8 @@ def test_a_rebuilt_notebook_rerun_by_hand_judges_in_its_kernel(graded_class):
     env_path = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([env_path] if env_path else []))
     try:
-        nbclient.NotebookClient(nb, kernel_name="python3", allow_errors=True, timeout=60,
-                                resources={"metadata": {"path": str(kept.parent)}}).execute()
+        NotebookClient(nb, kernel_name="python3", allow_errors=True, timeout=60,
+                       resources={"metadata": {"path": str(kept.parent)}}).execute()
     finally:
         os.environ.pop("PYTHONPATH") if env_path is None else os.environ.__setitem__("PYTHONPATH", env_path)
     errors = [o for o in by_id(nb, "warmup-return-check").outputs if o.output_type == "error"]

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from PIL import Image
 from matplotlib.figure import Figure
-from nbclient import NotebookClient
+from course_lib.authoring.notebook_client import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
 
 matplotlib.use("Agg")

@@ -113,7 +113,8 @@ def build(root: Path = ROOT, check: bool = False) -> list[str]:
 def execute_in_place(path: Path, timeout: int = 300) -> None:
     """Run a notebook top to bottom in its own folder and store its outputs (for authors)."""
     from jupyter_client.manager import KernelManager
-    from nbclient import NotebookClient
+
+    from course_lib.authoring.notebook_client import NotebookClient
 
     KernelManager.transport_encryption.default_value = "auto"  # CurveZMQ keys: no "running over TCP" warning
     nb = nbformat.read(path, as_version=4)
