@@ -50,8 +50,8 @@ browser-deps:
 # Two pytest passes at once, both always run (conftest.py explains the split). The tests marked serial time
 # something, so they run in the foreground at normal priority; the rest runs beside them on both cores with
 # pytest-xdist at the lowest priority (.ci/lowest-priority), taking only the cycles the serial tests leave idle.
-# Its report follows theirs, with its 15 slowest items (one fresh clone once stalled for two minutes in this pass,
-# cause not found: the list says where the time went). Coverage is measured in both and reported once, combined.
+# Its report follows theirs, with its 15 slowest items (the list found a two-minute stall: nbclient missing a zmq
+# wake-up, see course_lib/authoring/notebook_client.py). Coverage is measured in both and reported once, combined.
 # solutions/ runs under nbval once, in the serial pass, through the grader (tests/test_grade.py grades each solution
 # notebook as a submission and requires every cell to pass): not a second time here.
 # Extra pytest options for both passes, e.g. `make test PYTEST_ARGS=--durations=40`.

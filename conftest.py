@@ -165,7 +165,7 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.section("notebook run times")
     if os.environ.get("COURSE_LOWEST_PRIORITY"):
         terminalreporter.write_line("(wall clock at the lowest priority: a notebook that ran beside the serial tests "
-                                    "waited for them; `pytest -n 2 notebooks solutions` times them alone)")
+                                    "waited for them; `pytest -n 2 notebooks` times them alone)")
     total = 0.0
     for path in sorted(_spans):
         seconds = max(_spans[path]) - min(_spans[path])
