@@ -13,6 +13,7 @@ import nbformat
 import pytest
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.utils import run_sync
+
 from course_lib.authoring.notebook_client import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -542,8 +542,9 @@ def real_class(folder: Path) -> dict[str, dict[tuple[str, str], tuple[str, str]]
     """
     expect = {}
     for path in REAL:
-        save(folder, f"sol_{path.name}", nbformat.read(path, as_version=4))
-        exercises = nbformat.read(path, as_version=4).metadata["course"]["exercises"]
+        nb = nbformat.read(path, as_version=4)
+        save(folder, f"sol_{path.name}", nb)
+        exercises = nb.metadata["course"]["exercises"]
         expect.setdefault("sol", {}).update({(path.stem, e): ("passed", "\u2714") for e in exercises})
     return expect
 
