@@ -275,8 +275,20 @@ class AdditionTask:
         return {"heldout": pairs[:n_heldout], "train": train, "demos": train[:n_demos]}
 
     def prompts(self, pairs: list[tuple[int, int]]) -> torch.Tensor:
-        """``(N, P)`` token ids of the prompts of ``pairs``."""
-        return self.tokenizer.encode_batch([self.prompt_text(a, b) for a, b in pairs])  # (N, P)
+        """``(N, P)`` token ids of the prompts of ``pairs``: ``prompt_text``, encoded.
+
+        Built from the digits with tensor arithmetic rather than by encoding a million strings
+        (3 digits: every training pair is encoded at the start of a run, 6 s the slow way).
+        """
+        ab = torch.as_tensor(pairs, dtype=torch.long).reshape(-1, 2)  # (N, 2)
+        n = 10 ** self.n_digits
+        if len(ab) == 0 or ab.min() < 0 or ab.max() >= n:
+            raise ValueError(f"pairs: expected a non-empty list of (a, b) with 0 <= a, b < {n}")
+        ids = self.tokenizer.stoi
+        place = 10 ** torch.arange(self.n_digits - 1, -1, -1)  # (n_digits,): 100, 10, 1
+        digits = torch.tensor([ids[d] for d in "0123456789"])[ab[:, :, None] // place % 10]  # (N, 2, n_digits)
+        plus, equals = (torch.full((len(ab), 1), ids[c]) for c in "+=")  # (N, 1) each
+        return torch.cat([digits[:, 0], plus, digits[:, 1], equals], dim=1)  # (N, P)
 
     def demonstrations(self, pairs: list[tuple[int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Prompts with their correct completions, for supervised warm-up.

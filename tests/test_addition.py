@@ -24,6 +24,24 @@ def test_task_texts_and_shapes():
     assert completions.tolist() == [[1, 3, 2, 12], [3, 12, 13, 13]]
 
 
+@pytest.mark.parametrize("n_digits", [1, 2, 3, 4])
+def test_prompt_ids_are_the_encoded_prompt_texts(n_digits):
+    # prompts() builds the ids from digits with tensor arithmetic; it must equal encoding the texts one by one.
+    task = AdditionTask(n_digits)
+    n = 10 ** n_digits
+    pairs = [(a, b) for a in (0, 1, n // 2, n - 1) for b in (0, 7 % n, n - 1)] + [(n - 1, n - 1)]
+    expected = task.tokenizer.encode_batch([task.prompt_text(a, b) for a, b in pairs])
+    got = task.prompts(pairs)
+    assert got.dtype == torch.long and torch.equal(got, expected)
+    assert torch.equal(task.prompts(pairs[:1]), expected[:1])
+
+
+@pytest.mark.parametrize("pairs", [[], [(100, 1)], [(-1, 2)], [(3, 100)]])
+def test_prompts_reject_pairs_out_of_range(pairs):
+    with pytest.raises(ValueError, match="pairs: expected a non-empty list of \\(a, b\\) with 0 <= a, b < 100"):
+        AdditionTask(2).prompts(pairs)
+
+
 def test_split_is_disjoint_seeded_and_complete():
     task = AdditionTask(2)
     split = task.split(n_demos=300, n_heldout=500, seed=0)
