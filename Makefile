@@ -59,7 +59,9 @@ PYTEST   := $(BIN)/python -m pytest $(PYTEST_ARGS)
 PARALLEL := -n 2
 REST_LOG := .pytest-rest.log
 
-test: $(STAMP) browser-deps
+test:
+	@# The two installs side by side: pip works one core, apt (on a machine without Chromium) mostly waits on the network.
+	@$(MAKE) --no-print-directory -j 2 setup browser-deps
 	$(BIN)/python -m course_lib.build --check
 	@rm -f .coverage .coverage-serial .coverage-rest
 	COVERAGE_FILE=.coverage-rest .ci/lowest-priority $(PYTEST) -m "not serial" $(PARALLEL) --cov-report= --durations=15 \
