@@ -163,3 +163,26 @@ def test_check_cells_show_one_line_not_a_stray_true(path):
             assert cell.source.rstrip().endswith(";"), f"{cell.id}: end the check call with ';' (no echoed True)"
             shown = [o for o in cell.outputs if o.output_type == "execute_result"]
             assert not shown, f"{cell.id} shows {shown[0]['data']['text/plain']} under its check line"
+
+
+def test_the_capstone_demo_tells_a_wrong_step_from_the_course_update():
+    """Solution 08's demo steps a copy with the course's grpo_step in its first round, on the same samples: a wrong
+    step (here the one that forgets zero_grad, the smallest difference of the catalogue) is named there, and the
+    solution's step agreed when the notebook was built. One round, not the demo's twenty."""
+    from mutants.capstone import MUTANTS
+
+    forgets_zero_grad = next(fn for name, fn, label in MUTANTS if name == "grpo_step" and label == "zero_grad")
+    nb = Kernel(ROOT / "solutions" / "08_capstone.ipynb")
+    stored = "".join(o.get("text", "") for o in nb.cells["s08-12"].outputs)
+    assert "end 0.0e+00 away: the same update" in stored, stored
+    nb.run("s08-01")
+    for cell in ("s08-03", "s08-06"):
+        nb.solution(cell)
+    demo = nb.cells["s08-12"].source
+    definitions = demo[:demo.index('print(f"held-out')]  # the cell without its 20-round run
+    assert "capstone.grpo_step" in definitions and "train()" in demo[len(definitions):]
+    nb.namespace["grpo_step"] = forgets_zero_grad
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        exec(compile(definitions, "s08-12", "exec"), nb.namespace)  # noqa: S102
+        nb.namespace["train"](rounds=1)
+    assert "NOT the course update" in out.getvalue(), out.getvalue()
