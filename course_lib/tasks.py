@@ -280,9 +280,9 @@ class AdditionTask:
         Built from the digits with tensor arithmetic rather than by encoding a million strings
         (3 digits: every training pair is encoded at the start of a run, 6 s the slow way).
         """
-        ab = torch.as_tensor(pairs, dtype=torch.long).reshape(-1, 2)  # (N, 2)
+        ab = torch.as_tensor(pairs, dtype=torch.long)  # (N, 2)
         n = 10 ** self.n_digits
-        if len(ab) == 0 or ab.min() < 0 or ab.max() >= n:
+        if ab.dim() != 2 or ab.shape[0] == 0 or ab.shape[1] != 2 or ab.min() < 0 or ab.max() >= n:
             raise ValueError(f"pairs: expected a non-empty list of (a, b) with 0 <= a, b < {n}")
         ids = self.tokenizer.stoi
         place = 10 ** torch.arange(self.n_digits - 1, -1, -1)  # (n_digits,): 100, 10, 1

@@ -36,7 +36,7 @@ def test_prompt_ids_are_the_encoded_prompt_texts(n_digits):
     assert torch.equal(task.prompts(pairs[:1]), expected[:1])
 
 
-@pytest.mark.parametrize("pairs", [[], [(100, 1)], [(-1, 2)], [(3, 100)]])
+@pytest.mark.parametrize("pairs", [[], [(100, 1)], [(-1, 2)], [(3, 100)], [(1, 2, 3), (4, 5, 6)], [1, 2]])
 def test_prompts_reject_pairs_out_of_range(pairs):
     with pytest.raises(ValueError, match="pairs: expected a non-empty list of \\(a, b\\) with 0 <= a, b < 100"):
         AdditionTask(2).prompts(pairs)
