@@ -122,8 +122,10 @@ def test_slider_plot_layout_and_slider_settings():
     widget = slider_plot(Recorder(), a=ipywidgets.FloatSlider(value=0.5, continuous_update=False),
                          n=ipywidgets.IntSlider(value=3, min=1, max=9, description="steps"))
     assert isinstance(widget, ipywidgets.VBox)
-    a, n, out = widget.children
-    assert isinstance(out, ipywidgets.Output) and out is widget.out
+    a, n, image, out = widget.children
+    assert isinstance(image, ipywidgets.Image) and image is widget.image and image.format == "png"
+    assert bytes(image.value).startswith(b"\x89PNG")  # drawn at creation
+    assert isinstance(out, ipywidgets.Output) and out is widget.out  # for a traceback, if a move raises
     assert (a.description, n.description) == ("a", "steps")  # an empty label gets the argument's name
     assert a.readout and n.readout
     assert a.continuous_update and n.continuous_update  # redraw while sliding, not only on release
@@ -156,6 +158,7 @@ def test_discount_widget_slider_and_figure(capsys):
     (gamma,) = widget.sliders.values()
     assert (gamma.description, gamma.min, gamma.max, gamma.step, gamma.value) == ("gamma", 0.0, 1.0, 0.01, 0.9)
     assert gamma.readout and gamma.continuous_update
+    assert repr(widget) == "SliderPlot(plot_discount_weights: gamma=0.9)"  # not the picture's bytes
     gamma.value = 0.5
     fig = widget.redraw()  # the figure just shown, for inspection
     assert len(_bars(fig)) == 30
@@ -250,17 +253,15 @@ def test_slider_plot_with_an_update_function_draws_once_then_moves_in_place():
 
 
 # ---------------------------------------------------------------------------
-# discount_widget in a kernel: what the Output widget actually holds
+# discount_widget in a kernel: what the front end is sent
 # ---------------------------------------------------------------------------
 
 REPORT = """
 import hashlib, json
 def report():
-    outs = w.out.outputs
     return {
-        "n": len(outs),
-        "types": [o["output_type"] for o in outs],
-        "png": [hashlib.sha1(o["data"]["image/png"].encode()).hexdigest() for o in outs if "image/png" in o.get("data", {})],
+        "png": hashlib.sha1(w.image.value).hexdigest() if bytes(w.image.value).startswith(b"\\x89PNG") else None,
+        "outputs": len(w.out.outputs),
         "open_figures": plt.get_fignums(),
     }
 print(json.dumps(report()))
@@ -283,8 +284,36 @@ def test_discount_widget_output_in_a_kernel(tmp_path):
     # the cell shows the widget only: no stray inline copy of the figure
     assert [sorted(o.get("data", {})) for o in shown.outputs] == [
         ["application/vnd.jupyter.widget-view+json", "text/plain"]]
+    assert shown.outputs[0]["data"]["text/plain"] == "SliderPlot(plot_discount_weights: gamma=0.9)"
     assert changed.outputs == []
     for state in (before, after):
-        assert state["n"] == 1 and state["types"] == ["display_data"] and len(state["png"]) == 1
-        assert state["open_figures"] == []
+        assert state["png"] is not None and state["outputs"] == 0 and state["open_figures"] == []
     assert before["png"] != after["png"], "the picture should change with gamma"
+
+
+def test_a_move_that_raises_shows_its_traceback_under_the_picture_in_a_kernel(tmp_path):
+    """In a kernel, a plot function that raises on a move puts its traceback in the widget's Output (where the
+    student looks), keeps the last picture, and the next good move clears it."""
+    nb = new_notebook(cells=[
+        new_code_cell("import ipywidgets\n"
+                      "import matplotlib.pyplot as plt\n"
+                      "from course_lib.plotting.widgets import slider_plot\n"
+                      "def plot(a=1.0):\n"
+                      "    if a < 0:\n"
+                      "        raise ValueError('a: expected a >= 0, got ' + str(a))\n"
+                      "    fig, ax = plt.subplots()\n"
+                      "    ax.plot([0, 1], [0, a])\n"
+                      "    return fig\n"
+                      "w = slider_plot(plot, a=ipywidgets.FloatSlider(value=1.0, min=-1.0))\n"
+                      "first = w.image.value\n"
+                      "w"),
+        new_code_cell("w.sliders['a'].value = -0.5\nprint(w.image.value == first)"),
+        new_code_cell("print(len(w.out.outputs), w.out.outputs[0]['output_type'], w.out.outputs[0]['ename'])"),
+        new_code_cell("w.sliders['a'].value = 0.5\nprint(w.image.value == first)"),
+        new_code_cell("print(len(w.out.outputs))"),  # synced back from the front end: a cell later
+    ])
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    _, moved_bad, shown, moved_good, cleared = nb.cells
+    assert [o.text for o in moved_bad.outputs] == ["True\n"]  # the error is not the cell's: it is in the widget
+    assert shown.outputs[0].text == "1 error ValueError\n"
+    assert moved_good.outputs[0].text == "False\n" and cleared.outputs[0].text == "0\n"
