@@ -142,6 +142,13 @@ ARM_REDRAW_CLOCK_JS = """(mark) => {
   clock.observer.observe(box, {subtree: true, childList: true, attributes: true, attributeFilter: ['src']});
 }"""
 
+# Resolves when the browser has a moment with nothing to do (or after 2 s). The test waits for it before each key
+# press: the screenshots it takes just before (the plot's pixels, to compare after) keep the browser and the machine
+# busy for a few tens of milliseconds after they return, which the first redraw of a slider was timed with
+# (measured: the comm message left 36 to 51 ms after the key press instead of 1 to 3). A student reading the plot
+# between two moves gives the page that moment too.
+PAGE_IDLE_JS = "() => new Promise(done => requestIdleCallback(() => done(), {timeout: 2000}))"
+
 # The redraw is done when the observer saw new images and every image in the box has loaded; a traceback in the box
 # (a callback that raised inside the widget's Output) ends the wait at once.
 REDRAWN_JS = """(mark) => {
@@ -258,6 +265,7 @@ def _move_slider(page, notebook, slider, mark, redraw_times, artifacts):
         value_before, pixels_before = readout.inner_text(), image.screenshot()
         page.evaluate(ARM_REDRAW_CLOCK_JS, mark)
         handle.focus()  # as a student who clicked the handle: the arrow keys now move it one step
+        page.evaluate(PAGE_IDLE_JS)
         page.keyboard.press(key)
         clock = _wait(
             page, REDRAWN_JS, mark, REDRAW_TIMEOUT_S,
