@@ -268,7 +268,10 @@ print(json.dumps(report()))
 """
 
 
-def test_discount_widget_output_in_a_kernel(tmp_path):
+def test_widgets_in_a_kernel_show_the_picture_and_a_move_that_raises(tmp_path):
+    """In one kernel (one start-up for both): discount_widget's cell shows the widget only, and its picture changes
+    with gamma; a plot function that raises on a move puts its traceback in the widget's Output (where the student
+    looks), keeps the last picture, and the next good move clears it."""
     nb = new_notebook(cells=[
         new_code_cell("import matplotlib.pyplot as plt\n"
                       "from course_lib.plotting.widgets import discount_widget\n"
@@ -276,27 +279,8 @@ def test_discount_widget_output_in_a_kernel(tmp_path):
         new_code_cell(REPORT),
         new_code_cell("w.sliders['gamma'].value = 0.5"),
         new_code_cell("print(json.dumps(report()))"),
-    ])
-    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
-    shown, _, changed, after = nb.cells
-    before = json.loads(nb.cells[1].outputs[0].text)
-    after = json.loads(after.outputs[0].text)
-    # the cell shows the widget only: no stray inline copy of the figure
-    assert [sorted(o.get("data", {})) for o in shown.outputs] == [
-        ["application/vnd.jupyter.widget-view+json", "text/plain"]]
-    assert shown.outputs[0]["data"]["text/plain"] == "SliderPlot(plot_discount_weights: gamma=0.9)"
-    assert changed.outputs == []
-    for state in (before, after):
-        assert state["png"] is not None and state["outputs"] == 0 and state["open_figures"] == []
-    assert before["png"] != after["png"], "the picture should change with gamma"
-
-
-def test_a_move_that_raises_shows_its_traceback_under_the_picture_in_a_kernel(tmp_path):
-    """In a kernel, a plot function that raises on a move puts its traceback in the widget's Output (where the
-    student looks), keeps the last picture, and the next good move clears it."""
-    nb = new_notebook(cells=[
+        # a slider over a plot function that raises for a < 0
         new_code_cell("import ipywidgets\n"
-                      "import matplotlib.pyplot as plt\n"
                       "from course_lib.plotting.widgets import slider_plot\n"
                       "def plot(a=1.0):\n"
                       "    if a < 0:\n"
@@ -313,7 +297,18 @@ def test_a_move_that_raises_shows_its_traceback_under_the_picture_in_a_kernel(tm
         new_code_cell("print(len(w.out.outputs))"),  # synced back from the front end: a cell later
     ])
     NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
-    _, moved_bad, shown, moved_good, cleared = nb.cells
+    shown, first_report, changed, after, _, moved_bad, error_shown, moved_good, cleared = nb.cells
+    before = json.loads(first_report.outputs[0].text)
+    after = json.loads(after.outputs[0].text)
+    # the cell shows the widget only: no stray inline copy of the figure
+    assert [sorted(o.get("data", {})) for o in shown.outputs] == [
+        ["application/vnd.jupyter.widget-view+json", "text/plain"]]
+    assert shown.outputs[0]["data"]["text/plain"] == "SliderPlot(plot_discount_weights: gamma=0.9)"
+    assert changed.outputs == []
+    for state in (before, after):
+        assert state["png"] is not None and state["outputs"] == 0 and state["open_figures"] == []
+    assert before["png"] != after["png"], "the picture should change with gamma"
+    # the move that raised
     assert [o.text for o in moved_bad.outputs] == ["True\n"]  # the error is not the cell's: it is in the widget
-    assert shown.outputs[0].text == "1 error ValueError\n"
+    assert error_shown.outputs[0].text == "1 error ValueError\n"
     assert moved_good.outputs[0].text == "False\n" and cleared.outputs[0].text == "0\n"
