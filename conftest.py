@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent
 SERIAL = {
     "tests/browser/": "times each slider's redraw, from key press to new picture, against a 200 ms aim",
     "tests/test_grade.py": "grades classes with a per-cell timeout of a few seconds and kernels as the shared "
-                           "course-grade-N users: a busy neighbour core turns slow imports into timeouts",
+    "course-grade-N users: a busy neighbour core turns slow imports into timeouts",
 }
 
 _spans: dict[str, list[float]] = defaultdict(list)
@@ -164,8 +164,10 @@ def pytest_terminal_summary(terminalreporter):
         return
     terminalreporter.section("notebook run times")
     if os.environ.get("COURSE_LOWEST_PRIORITY"):
-        terminalreporter.write_line("(wall clock at the lowest priority: a notebook that ran beside the serial tests "
-                                    "waited for them; `pytest -n 2 notebooks` times them alone)")
+        terminalreporter.write_line(
+            "(wall clock at the lowest priority: a notebook that ran beside the serial tests "
+            "waited for them; `pytest -n 2 notebooks` times them alone)"
+        )
     total = 0.0
     for path in sorted(_spans):
         seconds = max(_spans[path]) - min(_spans[path])

@@ -33,9 +33,17 @@ def refuse_overwrite(parser: argparse.ArgumentParser, args, default_out: Path, s
 
 def write_results(out: Path, script: str, total_seconds: float, results: dict, **meta) -> dict:
     """Write ``{"meta": ..., **results}`` to ``out`` (compact JSON) and print where and how long it took."""
-    results = {"meta": {"generated_by": f"benchmarks/{script}", "torch": torch.__version__,
-                        "python": platform.python_version(), "threads": 1,
-                        "total_seconds": round(total_seconds, 1), **meta}, **results}
+    results = {
+        "meta": {
+            "generated_by": f"benchmarks/{script}",
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "threads": 1,
+            "total_seconds": round(total_seconds, 1),
+            **meta,
+        },
+        **results,
+    }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, separators=(",", ":")) + "\n")
     print(f"wrote {out} ({out.stat().st_size / 1000:.1f} kB)")

@@ -246,9 +246,19 @@ def update_memory(lm, task, split, cfg: capstone.CapstoneConfig, algo: str) -> d
     trained = list(policy.parameters()) + (list(value_model.parameters()) if value_model else [])
     optimizer = torch.optim.Adam(trained, lr=rl.lr)
     prompts = task.prompts(split["train"])
-    batch, _ = lm_rl.rollout(rl, policy, ref, value_model, capstone._reward_fn(task, prompts, cfg.reward), prompts,
-                             None, task.tokenizer.eos_id, task.tokenizer.pad_id, torch.Generator().manual_seed(0),
-                             task.tokenizer.pad_id)
+    batch, _ = lm_rl.rollout(
+        rl,
+        policy,
+        ref,
+        value_model,
+        capstone._reward_fn(task, prompts, cfg.reward),
+        prompts,
+        None,
+        task.tokenizer.eos_id,
+        task.tokenizer.pad_id,
+        torch.Generator().manual_seed(0),
+        task.tokenizer.pad_id,
+    )
     N = batch["mask"].shape[0]
     idx = torch.arange(-(-N // rl.num_minibatches))
     n_tok = batch["mask"][idx].sum()
@@ -261,8 +271,12 @@ def update_memory(lm, task, split, cfg: capstone.CapstoneConfig, algo: str) -> d
     _, activations = saved_activation_bytes(step, exclude=trained)
     n_trained = sum(p.numel() for p in trained)
     n_all = n_trained + count_parameters(ref)["params"]
-    return {"params_trained": n_trained, "params_all": n_all, "activations": activations,
-            "peak_bytes": 4 * n_all + 4 * n_trained + optimizer_state_bytes(optimizer) + activations}
+    return {
+        "params_trained": n_trained,
+        "params_all": n_all,
+        "activations": activations,
+        "peak_bytes": 4 * n_all + 4 * n_trained + optimizer_state_bytes(optimizer) + activations,
+    }
 
 
 def _to_bytes(out: dict) -> bytes:
@@ -277,8 +291,14 @@ def warm_phase(seed: int, cfg: capstone.CapstoneConfig) -> bytes:
     torch.set_num_threads(1)  # a 100k-parameter model runs fastest on one thread
     start = time.perf_counter()
     lm, _, _, sft_losses = capstone.warm_up(cfg, seed)
-    return _to_bytes({"seed": seed, "sft_seconds": time.perf_counter() - start, "sft_losses": sft_losses,
-                      "sft_state": lm.state_dict()})
+    return _to_bytes(
+        {
+            "seed": seed,
+            "sft_seconds": time.perf_counter() - start,
+            "sft_losses": sft_losses,
+            "sft_state": lm.state_dict(),
+        }
+    )
 
 
 def run_phase(algo: str, seed: int, cfg: capstone.CapstoneConfig, rl_changes: dict, tune: bool, warm: bytes) -> bytes:
@@ -299,8 +319,10 @@ def run_phase(algo: str, seed: int, cfg: capstone.CapstoneConfig, rl_changes: di
     out[f"{algo}_seconds"] = history["seconds"][-1]
     if algo == "grpo":
         out["models"] = {"sft": sft_state, "grpo": lm.state_dict()}
-    print(f"  done: {algo} seed {seed}: sft={out['sft']:.3f} {algo}={out[algo]:.3f} ({out[f'{algo}_seconds']:.0f} s)",
-          flush=True)
+    print(
+        f"  done: {algo} seed {seed}: sft={out['sft']:.3f} {algo}={out[algo]:.3f} ({out[f'{algo}_seconds']:.0f} s)",
+        flush=True,
+    )
     return _to_bytes(out)
 
 
@@ -310,12 +332,22 @@ def main() -> None:
     parser.add_argument("--tune", action="store_true", help="score on the validation split, not the test prompts")
     parser.add_argument("--no-ppo", action="store_true", help="skip the PPO runs")
     parser.add_argument("--ppo-only", action="store_true", help="skip the GRPO runs")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a field of LMRLConfig (GRPO's and PPO's) or CapstoneConfig, e.g. lr=3e-3")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a field of LMRLConfig (GRPO's and PPO's) or CapstoneConfig, e.g. lr=3e-3",
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes at a time, one thread each")
     parser.add_argument("--save", type=Path, default=None, help="folder for capstone_08.pt (the notebook's data)")
-    parser.add_argument("--keep-from", type=Path, default=None, metavar="FILE",
-                        help="a capstone_08.pt whose results fill in the algorithm not run (--no-ppo or --ppo-only)")
+    parser.add_argument(
+        "--keep-from",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a capstone_08.pt whose results fill in the algorithm not run (--no-ppo or --ppo-only)",
+    )
     args = parser.parse_args()
     rl_changes, top_changes = parse_changes(args.set)
     cfg = dataclasses.replace(capstone.CapstoneConfig(), **top_changes)
@@ -352,8 +384,10 @@ def main() -> None:
         parts = [f"seed {seed}: sft={r['sft']:.3f} ({r['sft_seconds']:.0f} s)"]
         for algo in algos:
             mem = r[f"{algo}_memory"]
-            parts.append(f"{algo}={r[algo]:.3f} ({r[f'{algo}_seconds']:.0f} s, "
-                         f"{mem['params_trained'] / 1e3:.0f}k trained, {mem['peak_bytes'] / 1e6:.1f} MB)")
+            parts.append(
+                f"{algo}={r[algo]:.3f} ({r[f'{algo}_seconds']:.0f} s, "
+                f"{mem['params_trained'] / 1e3:.0f}k trained, {mem['peak_bytes'] / 1e6:.1f} MB)"
+            )
         print(" ".join(parts), flush=True)
 
     def stat(key, fn):
@@ -361,22 +395,31 @@ def main() -> None:
         return fn(vals) if vals else float("nan")
 
     mean = lambda v: sum(v) / len(v)  # noqa: E731
-    mem_ratio = stat("ppo_memory", lambda v: mean([m["peak_bytes"] for m in v])) / stat(
-        "grpo_memory", lambda v: mean([m["peak_bytes"] for m in v])) if len(algos) == 2 else float("nan")
+    mem_ratio = (
+        stat("ppo_memory", lambda v: mean([m["peak_bytes"] for m in v]))
+        / stat("grpo_memory", lambda v: mean([m["peak_bytes"] for m in v]))
+        if len(algos) == 2
+        else float("nan")
+    )
     if args.save is not None:
         from course_lib.tiny_lm import save_checkpoint
 
         first = results[args.seeds[0]]
         lm, task, _, _ = capstone.warm_up(dataclasses.replace(cfg, sft_steps=0), 0)
         lm.load_state_dict(first["models"]["grpo"])
-        history = {"config": json.loads(json.dumps(dataclasses.asdict(cfg))), "changes": args.set,
-                   "seeds": [{k: v for k, v in r.items() if k != "models"} for r in results.values()]}
+        history = {
+            "config": json.loads(json.dumps(dataclasses.asdict(cfg))),
+            "changes": args.set,
+            "seeds": [{k: v for k, v in r.items() if k != "models"} for r in results.values()],
+        }
         args.save.mkdir(parents=True, exist_ok=True)
         save_checkpoint(args.save / "capstone_08.pt", lm, history, sft_state_dict=first["models"]["sft"])
         print(f"saved {args.save / 'capstone_08.pt'}")
-    print(f"capstone: seeds={len(args.seeds)} sft={stat('sft', mean):.3f} grpo_min={stat('grpo', min):.3f} "
-          f"grpo_mean={stat('grpo', mean):.3f} ppo_mean={stat('ppo', mean):.3f} ppo_mem_over_grpo={mem_ratio:.2f} "
-          f"seconds={total:.0f}")
+    print(
+        f"capstone: seeds={len(args.seeds)} sft={stat('sft', mean):.3f} grpo_min={stat('grpo', min):.3f} "
+        f"grpo_mean={stat('grpo', mean):.3f} ppo_mean={stat('ppo', mean):.3f} ppo_mem_over_grpo={mem_ratio:.2f} "
+        f"seconds={total:.0f}"
+    )
 
 
 if __name__ == "__main__":

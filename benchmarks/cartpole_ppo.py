@@ -21,8 +21,7 @@ from collections import deque
 
 import torch
 
-from course_lib.trainers.ppo_trainer import (GymVectorEnv, PPOTrainer, PPOTrainerConfig, cartpole_models,
-                                             evaluate_policy)
+from course_lib.trainers.ppo_trainer import GymVectorEnv, PPOTrainer, PPOTrainerConfig, cartpole_models, evaluate_policy
 
 SOLVED = 475.0
 

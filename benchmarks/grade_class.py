@@ -46,8 +46,10 @@ def write_class(folder: Path, solution_path: Path, n: int) -> Counter:
                     name = re.search(r"^def (\w+)\(", cell.source, re.MULTILINE)
                     if kind == "wrong" and name:  # runs, and returns 1.5 times the right answer
                         f = name.group(1)
-                        cell.source += f"\n\n_right_{f} = {f}\n\n\ndef {f}(*args, **kwargs):\n" \
-                                       f"    return _right_{f}(*args, **kwargs) * 1.5\n"
+                        cell.source += (
+                            f"\n\n_right_{f} = {f}\n\n\ndef {f}(*args, **kwargs):\n"
+                            f"    return _right_{f}(*args, **kwargs) * 1.5\n"
+                        )
         student = folder / f"student_{i:02d}"
         student.mkdir(parents=True)
         nbformat.write(nb, student / solution_path.name)
@@ -95,8 +97,10 @@ def main() -> None:
     print(f"one submission alone (-j 1): {single:.1f} s, command start-up included")
     print(f"class of {args.n} {args.notebook} ({', '.join(f'{v} {k}' for k, v in kinds.items())}), -j {args.jobs}:")
     print(f"  total {total:.1f} s = {total / args.n:.2f} s of wall clock per submission")
-    print(f"  each submission's own grading: mean {sum(times) / len(times):.1f} s, "
-          f"min {min(times):.1f} s, max {max(times):.1f} s")
+    print(
+        f"  each submission's own grading: mean {sum(times) / len(times):.1f} s, "
+        f"min {min(times):.1f} s, max {max(times):.1f} s"
+    )
     print(f"  statuses: {dict(statuses)}")
 
 

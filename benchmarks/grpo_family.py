@@ -124,8 +124,7 @@ def warm_job(seed: int, work: Path) -> bytes:
     path = work / f"warm_{seed}.pt"
     if not path.exists():
         start = time.perf_counter()
-        _save({"state": family.warm_state(family.family_config(), seed), "seconds": time.perf_counter() - start},
-              path)
+        _save({"state": family.warm_state(family.family_config(), seed), "seconds": time.perf_counter() - start}, path)
     buffer = io.BytesIO()
     torch.save(torch.load(path)["seconds"], buffer)
     return buffer.getvalue()
@@ -145,11 +144,19 @@ def run_job(name: str, seed: int, lr: float, mode: str, work: Path) -> bytes:
         cpu = resource.getrusage(resource.RUSAGE_SELF)
         history = family.run_variant(name, seed, lr=lr, state=state, eval_on="val" if mode == "tune" else "heldout")
         used = resource.getrusage(resource.RUSAGE_SELF)
-        rec = {"name": name, "seed": seed, "lr": lr, **family.record(history),
-               "cpu_seconds": used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime}
+        rec = {
+            "name": name,
+            "seed": seed,
+            "lr": lr,
+            **family.record(history),
+            "cpu_seconds": used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime,
+        }
         _save(rec, path)
-        print(f"  done: {name} seed {seed} lr {lr:g}: {rec['score']:.3f} (from {rec['start']:.3f}; "
-              f"{rec['seconds']:.0f} s, {rec['rounds']} rounds)", flush=True)
+        print(
+            f"  done: {name} seed {seed} lr {lr:g}: {rec['score']:.3f} (from {rec['start']:.3f}; "
+            f"{rec['seconds']:.0f} s, {rec['rounds']} rounds)",
+            flush=True,
+        )
     return path.read_bytes()
 
 
@@ -190,12 +197,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tune", action="store_true", help="each variant at {base, 2 x base} lr on the val split")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="default: 100-107 (0 1 with --tune)")
-    parser.add_argument("--variants", nargs="+", default=None, choices=sorted(family.VARIANTS),
-                        help="default: family.MEASURED (with --tune, also family.TUNED_ONLY)")
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        default=None,
+        choices=sorted(family.VARIANTS),
+        help="default: family.MEASURED (with --tune, also family.TUNED_ONLY)",
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes at a time, one thread each")
     parser.add_argument("--work", type=Path, default=Path("/work/runs/ch11-work"), help="cache and per-job results")
-    parser.add_argument("--collect", action="store_true",
-                        help="run nothing: the table and the file from the jobs already done (a cut-off run's)")
+    parser.add_argument(
+        "--collect",
+        action="store_true",
+        help="run nothing: the table and the file from the jobs already done (a cut-off run's)",
+    )
     parser.add_argument("--save", type=Path, default=None, help="folder for grpo_family_11.pt (the notebook's data)")
     args = parser.parse_args()
     mode = "tune" if args.tune else "report"
@@ -203,20 +218,27 @@ def main() -> None:
     seeds = args.seeds or (TUNE_SEEDS if args.tune else REPORT_SEEDS)
     (args.work / mode).mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    warm_seconds = [] if args.collect else [_load(b) for b in _pool_map(warm_job, [(s, args.work) for s in seeds],
-                                                                          args.jobs)]
+    warm_seconds = (
+        [] if args.collect else [_load(b) for b in _pool_map(warm_job, [(s, args.work) for s in seeds], args.jobs)]
+    )
     slow_first = {"PPO": 0, "GSPO": 1, "DAPO": 2, "DAPO-dyn-sampling": 3}  # the longest jobs first
     order = sorted(args.variants, key=lambda n: slow_first.get(n, 9)) if args.tune else args.variants  # as given
     if args.tune:
-        jobs = [(n, s, lr, mode, args.work) for n in order for lr in (family.base_lr(n), 2 * family.base_lr(n))
-                for s in seeds]
+        jobs = [
+            (n, s, lr, mode, args.work)
+            for n in order
+            for lr in (family.base_lr(n), 2 * family.base_lr(n))
+            for s in seeds
+        ]
     else:
         lrs = tuned_lr(args.work, args.variants)
         print(f"learning rates: {lrs}", flush=True)
         # seed-major: a run cut off early leaves whole seeds of every variant, not whole variants
         jobs = [(n, s, lrs[n], mode, args.work) for s in seeds for n in order]
     if args.collect:  # what finished; the seeds that every variant finished
-        records = [torch.load(p, weights_only=False) for p in (job_path(args.work, j[3], *j[:3]) for j in jobs) if p.exists()]
+        records = [
+            torch.load(p, weights_only=False) for p in (job_path(args.work, j[3], *j[:3]) for j in jobs) if p.exists()
+        ]
         done = {(r["name"], r["seed"]) for r in records}
         seeds = [s for s in seeds if all((n, s) in done for n in args.variants)]
         records = [r for r in records if r["seed"] in seeds]
@@ -224,15 +246,19 @@ def main() -> None:
         records = [_load(b) for b in _pool_map(run_job, jobs, args.jobs)]
     total = time.perf_counter() - start
     cpu = sum(r.get("cpu_seconds", float("nan")) for r in records)
-    print(f"jobs: {len(jobs)}, CPU {cpu / 60:.1f} core-minutes in the runs (evaluations included), "
-          f"wall {total / 60:.1f} min x {args.jobs} processes")
+    print(
+        f"jobs: {len(jobs)}, CPU {cpu / 60:.1f} core-minutes in the runs (evaluations included), "
+        f"wall {total / 60:.1f} min x {args.jobs} processes"
+    )
     print(f"warm-ups: {sum(warm_seconds):.0f} s for {len(seeds)} seeds (once per seed, then cached)")
     if args.tune:
         print(f"tuning: validation accuracy at the end, seeds {seeds}")
         chosen, scores = choose_lr(records)
         for name in args.variants:
-            cells = "  ".join(f"lr {lr:g}: " + " ".join(f"{v:.3f}" for v in vs) + f" (mean {sum(vs) / len(vs):.3f})"
-                              for lr, vs in sorted(scores[name].items()))
+            cells = "  ".join(
+                f"lr {lr:g}: " + " ".join(f"{v:.3f}" for v in vs) + f" (mean {sum(vs) / len(vs):.3f})"
+                for lr, vs in sorted(scores[name].items())
+            )
             print(f"  {name:<20} {cells}  -> {chosen[name]:g}")
         print(f"TUNED_LR = {chosen!r}")
         print(f"family-tune: variants={len(args.variants)} seeds={len(seeds)} jobs={len(jobs)} seconds={total:.0f}")
@@ -249,16 +275,24 @@ def main() -> None:
     if args.save is not None:
         args.save.mkdir(parents=True, exist_ok=True)
         cfg = family.family_config()
-        data = {"config": {"rounds": cfg.rl.iterations, "prompts": cfg.rl.prompts_per_step,
-                           "group": cfg.rl.group_size, "max_completions": cfg.rl.max_completions,
-                           "eval_every": cfg.eval_every},
-                "seeds": seeds, "threshold": 0.8,
-                "variants": {n: {**family.VARIANTS[n], "lr": lrs[n]} for n in args.variants},
-                "runs": {n: sorted((r for r in records if r["name"] == n), key=lambda r: r["seed"])
-                         for n in args.variants},
-                "warm_state": {"seed": seeds[0], "state": torch.load(args.work / f"warm_{seeds[0]}.pt")["state"]},
-                "tuning": [{k: r[k] for k in ("name", "seed", "lr", "score")} for r in
-                           (torch.load(p, weights_only=False) for p in sorted((args.work / "tune").glob("*.pt")))]}
+        data = {
+            "config": {
+                "rounds": cfg.rl.iterations,
+                "prompts": cfg.rl.prompts_per_step,
+                "group": cfg.rl.group_size,
+                "max_completions": cfg.rl.max_completions,
+                "eval_every": cfg.eval_every,
+            },
+            "seeds": seeds,
+            "threshold": 0.8,
+            "variants": {n: {**family.VARIANTS[n], "lr": lrs[n]} for n in args.variants},
+            "runs": {n: sorted((r for r in records if r["name"] == n), key=lambda r: r["seed"]) for n in args.variants},
+            "warm_state": {"seed": seeds[0], "state": torch.load(args.work / f"warm_{seeds[0]}.pt")["state"]},
+            "tuning": [
+                {k: r[k] for k in ("name", "seed", "lr", "score")}
+                for r in (torch.load(p, weights_only=False) for p in sorted((args.work / "tune").glob("*.pt")))
+            ],
+        }
         path = args.save / "grpo_family_11.pt"
         _save(data, path)
         print(f"saved {path} ({path.stat().st_size / 1e3:.0f} kB)")

@@ -57,12 +57,34 @@ SEEDS = [100, 101, 102]
 ITERATIONS = 150
 """Rounds per run (chapter 08: 250)."""
 RUNS = ("trl", "course_hf", "course_tiny")  # longest first
-TRL_KEYS = ("reward", "rewards/digits/mean", "rewards/exact/mean", "reward_std", "frac_reward_zero_std",
-            "completions/mean_length", "completions/clipped_ratio", "entropy", "kl", "clip_ratio/region_mean",
-            "loss", "grad_norm", "learning_rate", "step_time")
+TRL_KEYS = (
+    "reward",
+    "rewards/digits/mean",
+    "rewards/exact/mean",
+    "reward_std",
+    "frac_reward_zero_std",
+    "completions/mean_length",
+    "completions/clipped_ratio",
+    "entropy",
+    "kl",
+    "clip_ratio/region_mean",
+    "loss",
+    "grad_norm",
+    "learning_rate",
+    "step_time",
+)
 """The TRL log columns kept in the results file (one row per optimiser step)."""
-COURSE_KEYS = ("mean_reward", "kl", "entropy", "clip_fraction", "frac_zero_std", "mean_length", "loss", "grad_norm",
-               "lr")
+COURSE_KEYS = (
+    "mean_reward",
+    "kl",
+    "entropy",
+    "clip_fraction",
+    "frac_zero_std",
+    "mean_length",
+    "loss",
+    "grad_norm",
+    "lr",
+)
 
 
 def _quiet():
@@ -82,9 +104,14 @@ def warm_up_job(seed: int, cfg: capstone.CapstoneConfig, folder: str) -> dict:
     save_checkpoint(f"{folder}/tiny_{seed}.pt", lm)
     export.export(lm, task.tokenizer, f"{folder}/hf_{seed}")
     hf, _ = export.load(f"{folder}/hf_{seed}")
-    return {"seed": seed, "sft": capstone.accuracy(lm, task, split["heldout"]),
-            "sft_hf": capstone.accuracy(hf, task, split["heldout"]), "same_start": learning.same_start(lm, hf),
-            "sft_steps": len(losses), "sft_seconds": time.perf_counter() - start}
+    return {
+        "seed": seed,
+        "sft": capstone.accuracy(lm, task, split["heldout"]),
+        "sft_hf": capstone.accuracy(hf, task, split["heldout"]),
+        "same_start": learning.same_start(lm, hf),
+        "sft_steps": len(losses),
+        "sft_seconds": time.perf_counter() - start,
+    }
 
 
 def rl_job(run: str, seed: int, cfg: capstone.CapstoneConfig, folder: str) -> bytes:
@@ -99,14 +126,24 @@ def rl_job(run: str, seed: int, cfg: capstone.CapstoneConfig, folder: str) -> by
         curves = {k: [round(row.get(k, float("nan")), 5) for row in out["log"]] for k in TRL_KEYS}
         result = {"eval": out["eval"], "seconds": out["seconds"], "trl_log": curves}
     else:
-        model = load_checkpoint(f"{folder}/tiny_{seed}.pt")[0] if run == "course_tiny" else export.load(
-            f"{folder}/hf_{seed}")[0]
+        model = (
+            load_checkpoint(f"{folder}/tiny_{seed}.pt")[0]
+            if run == "course_tiny"
+            else export.load(f"{folder}/hf_{seed}")[0]
+        )
         history = learning.run_course(model, task, split, rl, cfg.eval_every)
-        result = {"eval": {k: history["eval"][k] for k in ("iteration", "seconds", "score")},
-                  "seconds": history["seconds"][-1],
-                  "history": {k: [round(v, 5) for v in history[k]] for k in COURSE_KEYS}}
-    result.update(run=run, seed=seed, score=result["eval"]["score"][-1], wall=time.perf_counter() - start,
-                  seconds_per_round=result["seconds"] / rl.iterations)
+        result = {
+            "eval": {k: history["eval"][k] for k in ("iteration", "seconds", "score")},
+            "seconds": history["seconds"][-1],
+            "history": {k: [round(v, 5) for v in history[k]] for k in COURSE_KEYS},
+        }
+    result.update(
+        run=run,
+        seed=seed,
+        score=result["eval"]["score"][-1],
+        wall=time.perf_counter() - start,
+        seconds_per_round=result["seconds"] / rl.iterations,
+    )
     print(f"  done: {run} seed {seed}: {result['score']:.3f} ({result['seconds_per_round']:.3f} s/round)", flush=True)
     buffer = io.BytesIO()
     torch.save(result, buffer)
@@ -128,8 +165,13 @@ def main() -> None:
         cfg = dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, iterations=6), eval_every=3, n_heldout=100)
     if args.iterations:
         cfg = dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, iterations=args.iterations))
-    refuse_overwrite(parser, args, default_out, args.quick or args.iterations is not None or args.seeds != SEEDS,
-                     "--quick, --iterations or --seeds")
+    refuse_overwrite(
+        parser,
+        args,
+        default_out,
+        args.quick or args.iterations is not None or args.seeds != SEEDS,
+        "--quick, --iterations or --seeds",
+    )
     start = time.perf_counter()
     folder = tempfile.mkdtemp(prefix="hf_learning_")
     import multiprocessing as mp
@@ -155,14 +197,27 @@ def main() -> None:
     sft = sum(r["start"]["sft"] for r in results.values()) / len(results)
     per_round = {run: sum(r[run]["seconds_per_round"] for r in results.values()) / len(results) for run in RUNS}
     print("seconds per round (mean over seeds): " + ", ".join(f"{k}={v:.3f}" for k, v in per_round.items()))
-    print(f"bar (course_hf and trl >= 0.80, or within 0.05 of course_tiny, on every seed): "
-          f"{'met' if passed else 'NOT met'}")
-    write_results(args.out, "hf_learning.py", total, {
-        "config": {"rl": dataclasses.asdict(cfg.rl), "eval_every": cfg.eval_every, "n_heldout": cfg.n_heldout},
-        "seeds": {str(seed): r for seed, r in results.items()}, "seconds_per_round": per_round, "bar_met": passed},
-        jobs=args.jobs, load=os.getloadavg()[0])
-    print(f"hf: sft={sft:.3f} course_tiny={mean('course_tiny'):.3f} course_hf={mean('course_hf'):.3f} "
-          f"trl={mean('trl'):.3f} seconds={total:.0f}")
+    print(
+        f"bar (course_hf and trl >= 0.80, or within 0.05 of course_tiny, on every seed): "
+        f"{'met' if passed else 'NOT met'}"
+    )
+    write_results(
+        args.out,
+        "hf_learning.py",
+        total,
+        {
+            "config": {"rl": dataclasses.asdict(cfg.rl), "eval_every": cfg.eval_every, "n_heldout": cfg.n_heldout},
+            "seeds": {str(seed): r for seed, r in results.items()},
+            "seconds_per_round": per_round,
+            "bar_met": passed,
+        },
+        jobs=args.jobs,
+        load=os.getloadavg()[0],
+    )
+    print(
+        f"hf: sft={sft:.3f} course_tiny={mean('course_tiny'):.3f} course_hf={mean('course_hf'):.3f} "
+        f"trl={mean('trl'):.3f} seconds={total:.0f}"
+    )
 
 
 if __name__ == "__main__":

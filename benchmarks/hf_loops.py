@@ -39,8 +39,15 @@ def main() -> None:
     logging.disable_progress_bar()
     model_dir = str(save_tiny_model(tempfile.mkdtemp(prefix="tiny_qwen_")))
     problems = data.load_problems(n=64)
-    config = loop.HFGRPOConfig(steps=args.steps, prompts_per_step=4, group_size=8, epochs_per_batch=2, lr=3e-3,
-                               max_new_tokens=12, save_every=args.steps)
+    config = loop.HFGRPOConfig(
+        steps=args.steps,
+        prompts_per_step=4,
+        group_size=8,
+        epochs_per_batch=2,
+        lr=3e-3,
+        max_new_tokens=12,
+        save_every=args.steps,
+    )
     ratios = []
     for repeat in range(args.repeats):
         model, tokenizer = loop.load_model_and_tokenizer(model_dir)

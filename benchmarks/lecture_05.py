@@ -65,12 +65,16 @@ def cartpole_runs(updates: int, pitfall_updates: int) -> dict:
     history = trainer.train(env, num_updates=updates, progress=False)
 
     pitfalls = {}
-    for label, loss_fn in (("right: exp(logp - logp_old)", ppo.clipped_surrogate_loss),
-                           ("logp_old attached", attached_ratio_loss), ("logp / logp_old", quotient_ratio_loss)):
+    for label, loss_fn in (
+        ("right: exp(logp - logp_old)", ppo.clipped_surrogate_loss),
+        ("logp_old attached", attached_ratio_loss),
+        ("logp / logp_old", quotient_ratio_loss),
+    ):
         actor_p, critic_p = cartpole_models(hidden=64, seed=SEED)  # the same start for all three
         trainer_p = PPOTrainer(actor_p, critic_p, None, 0.2, 0.99, 0.95, config=config, policy_loss_fn=loss_fn)
-        pitfalls[label] = trainer_p.train(GymVectorEnv("CartPole-v1", num_envs=8), num_updates=pitfall_updates,
-                                          progress=False)
+        pitfalls[label] = trainer_p.train(
+            GymVectorEnv("CartPole-v1", num_envs=8), num_updates=pitfall_updates, progress=False
+        )
     return {"cartpole": history, "pitfalls": pitfalls}
 
 
@@ -83,8 +87,17 @@ def lm_runs(updates: int) -> dict:
     def lm_trainer(kl_coef):
         policy = SortingPolicy(V, 10, T, T, generator=torch.Generator().manual_seed(SEED))
         actor_lm, critic_lm, ref_lm = sorting_ppo_models(policy, prompt_length=T, vocab_size=V, hidden=64, seed=SEED)
-        lm_config = PPOTrainerConfig(num_steps=T, gamma=1.0, lam=0.95, lr=5e-3, ent_coef=0.0, num_minibatches=2,
-                                     kl_coef=kl_coef, kl_kind="k1", seed=SEED)
+        lm_config = PPOTrainerConfig(
+            num_steps=T,
+            gamma=1.0,
+            lam=0.95,
+            lr=5e-3,
+            ent_coef=0.0,
+            num_minibatches=2,
+            kl_coef=kl_coef,
+            kl_kind="k1",
+            seed=SEED,
+        )
         return PPOTrainer(actor_lm, critic_lm, ref_lm, config=lm_config)
 
     lm_trainer(0.1).collect_experiences(lm_env)  # the notebook's look at one rollout (cell ppo05-lm-make)
@@ -94,11 +107,14 @@ def lm_runs(updates: int) -> dict:
         runs[f"kl_coef = {kl_coef}"] = lm.train(lm_env, num_updates=updates, progress=False)
     final = lm.collect_experiences(lm_env)  # the kl_coef = 0.5 run, after training
     token_adv, _ = lm.compute_advantages(final)  # (N, T)
-    tokens = {"prompt": final.obs[0, 0, :T].tolist(), "response": final.actions[0].tolist(),
-              "score": rounded(final.rewards[0, -1].item(), DIGITS),
-              "rewards": rounded(lm.shaped_rewards(final)[0].tolist(), DIGITS),
-              "values": rounded(final.values[0].tolist(), DIGITS),
-              "advantages": rounded(token_adv[0].tolist(), DIGITS)}
+    tokens = {
+        "prompt": final.obs[0, 0, :T].tolist(),
+        "response": final.actions[0].tolist(),
+        "score": rounded(final.rewards[0, -1].item(), DIGITS),
+        "rewards": rounded(lm.shaped_rewards(final)[0].tolist(), DIGITS),
+        "values": rounded(final.values[0].tolist(), DIGITS),
+        "advantages": rounded(token_adv[0].tolist(), DIGITS),
+    }
     return {"lm": runs, "lm_tokens": tokens}
 
 
@@ -120,16 +136,27 @@ def main(argv=None) -> dict:
             return {key: as_json(v) for key, v in value.items()}
         return history_to_json(value, DIGITS)
 
-    results = {"cartpole": as_json(cartpole["cartpole"]), "pitfalls": as_json(cartpole["pitfalls"]),
-               "lm": as_json(lm["lm"]), "lm_tokens": lm["lm_tokens"]}
+    results = {
+        "cartpole": as_json(cartpole["cartpole"]),
+        "pitfalls": as_json(cartpole["pitfalls"]),
+        "lm": as_json(lm["lm"]),
+        "lm_tokens": lm["lm_tokens"],
+    }
     last5 = [v for v in cartpole["cartpole"].mean_return if v == v][-5:]
     print(f"CartPole, mean return of the last 5 updates: {sum(last5) / len(last5):.1f}")
     for label, run in lm["lm"].items():
         last10 = run.mean_return[-10:]
         print(f"sorting, {label}: mean return of the last 10 updates {sum(last10) / len(last10):.2f}")
-    return write_results(args.out, "lecture_05.py", total, results, seed=SEED, load_average=round(load, 1),
-                         cartpole_updates=len(cartpole["cartpole"].steps),
-                         lm_updates=len(lm["lm"]["kl_coef = 0.5"].steps))
+    return write_results(
+        args.out,
+        "lecture_05.py",
+        total,
+        results,
+        seed=SEED,
+        load_average=round(load, 1),
+        cartpole_updates=len(cartpole["cartpole"].steps),
+        lm_updates=len(lm["lm"]["kl_coef = 0.5"].steps),
+    )
 
 
 if __name__ == "__main__":

@@ -74,23 +74,44 @@ def main(argv=None) -> dict:
     seeds, epochs = (range(1), 5) if args.quick else (range(3), 100)
     prompts = sorting_prompts()  # (B=3, T=3)
     start = time.perf_counter()
-    pg_runs = {mode: [train_sorting_pg(PGConfig(deltas_mode=mode, seed=seed, epochs=epochs)) for seed in seeds]
-               for mode in PG_MODES}
+    pg_runs = {
+        mode: [train_sorting_pg(PGConfig(deltas_mode=mode, seed=seed, epochs=epochs)) for seed in seeds]
+        for mode in PG_MODES
+    }
     print(f"{len(PG_MODES) * len(seeds)} REINFORCE runs in {time.perf_counter() - start:.0f} s", flush=True)
-    grpo_runs = {label: [GRPOTrainer.for_sorting(GRPOTrainerConfig(seed=seed, epochs=epochs, **overrides))
-                         .train(prompts, progress=False) for seed in seeds] for label, overrides in ABLATIONS.items()}
+    grpo_runs = {
+        label: [
+            GRPOTrainer.for_sorting(GRPOTrainerConfig(seed=seed, epochs=epochs, **overrides)).train(
+                prompts, progress=False
+            )
+            for seed in seeds
+        ]
+        for label, overrides in ABLATIONS.items()
+    }
     total = time.perf_counter() - start
     pg_finals = {mode: finals(runs, prompts) for mode, runs in pg_runs.items()}
     grpo_finals = {label: finals(runs, prompts) for label, runs in grpo_runs.items()}
     for label, final in {**pg_finals, **grpo_finals}.items():
-        print(f"{label:<32} final greedy per seed {[round(f, 2) for f in final['greedy']]}, "
-              f"entropy {sum(final['entropy']) / len(final['entropy']):.3f}")
-    return write_results(args.out, "lecture_06.py", total, {
-        "pg_runs": {mode: [history_to_json(h, fields=PG_FIELDS) for h in runs] for mode, runs in pg_runs.items()},
-        "grpo_runs": {label: [history_to_json(h, fields=GRPO_FIELDS) for h in runs]
-                      for label, runs in grpo_runs.items()},
-        "pg_finals": pg_finals, "grpo_finals": grpo_finals,
-    }, seeds=list(seeds), epochs=epochs, load_average=round(load, 1))
+        print(
+            f"{label:<32} final greedy per seed {[round(f, 2) for f in final['greedy']]}, "
+            f"entropy {sum(final['entropy']) / len(final['entropy']):.3f}"
+        )
+    return write_results(
+        args.out,
+        "lecture_06.py",
+        total,
+        {
+            "pg_runs": {mode: [history_to_json(h, fields=PG_FIELDS) for h in runs] for mode, runs in pg_runs.items()},
+            "grpo_runs": {
+                label: [history_to_json(h, fields=GRPO_FIELDS) for h in runs] for label, runs in grpo_runs.items()
+            },
+            "pg_finals": pg_finals,
+            "grpo_finals": grpo_finals,
+        },
+        seeds=list(seeds),
+        epochs=epochs,
+        load_average=round(load, 1),
+    )
 
 
 if __name__ == "__main__":

@@ -52,20 +52,33 @@ def main(argv=None) -> dict:
     seeds, iterations = (range(1), 5) if args.quick else (range(3), 60)
     cartpole_seeds, max_steps = (range(1), 2_000) if args.quick else (range(2), 25_000)
     start = time.perf_counter()
-    sorting = {"GRPO": [stored(compare.run_sorting_grpo(seed, epochs=iterations)) for seed in seeds],
-               "PPO": [stored(compare.run_sorting_ppo(seed, updates=iterations)) for seed in seeds]}
+    sorting = {
+        "GRPO": [stored(compare.run_sorting_grpo(seed, epochs=iterations)) for seed in seeds],
+        "PPO": [stored(compare.run_sorting_ppo(seed, updates=iterations)) for seed in seeds],
+    }
     print(f"sorting: {2 * len(seeds)} runs in {time.perf_counter() - start:.0f} s", flush=True)
-    cartpole = {"GRPO": [stored(compare.run_cartpole_grpo(seed, max_steps=max_steps)) for seed in cartpole_seeds],
-                "PPO": [stored(compare.run_cartpole_ppo(seed, max_steps=max_steps)) for seed in cartpole_seeds]}
+    cartpole = {
+        "GRPO": [stored(compare.run_cartpole_grpo(seed, max_steps=max_steps)) for seed in cartpole_seeds],
+        "PPO": [stored(compare.run_cartpole_ppo(seed, max_steps=max_steps)) for seed in cartpole_seeds],
+    }
     total = time.perf_counter() - start
     for name, runs in (("sorting", sorting), ("cartpole", cartpole)):
         for label, curves in runs.items():
-            print(f"{name} {label}: final reward per seed {[c['reward'][-1] for c in curves]}, "
-                  f"CPU seconds per run {[c['seconds'][-1] for c in curves]}")
-    return write_results(args.out, "lecture_07.py", total, {
-        "sorting": {"iterations": iterations, "group_size": 10, "runs": sorting},
-        "cartpole": {"max_steps": max_steps, "group_size": 8, "num_groups": 4, "runs": cartpole},
-    }, clock="time.thread_time (CPU seconds of the training thread)", load_average=round(load, 1))
+            print(
+                f"{name} {label}: final reward per seed {[c['reward'][-1] for c in curves]}, "
+                f"CPU seconds per run {[c['seconds'][-1] for c in curves]}"
+            )
+    return write_results(
+        args.out,
+        "lecture_07.py",
+        total,
+        {
+            "sorting": {"iterations": iterations, "group_size": 10, "runs": sorting},
+            "cartpole": {"max_steps": max_steps, "group_size": 8, "num_groups": 4, "runs": cartpole},
+        },
+        clock="time.thread_time (CPU seconds of the training thread)",
+        load_average=round(load, 1),
+    )
 
 
 if __name__ == "__main__":

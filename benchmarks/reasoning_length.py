@@ -108,20 +108,36 @@ def parse_changes(pairs: list[str]) -> dict:
 
 def _compact(stats: dict) -> dict:
     """sample_stats' dict without what the notebook does not draw."""
-    keep = ("share", "accuracy_by_style", "length_by_style", "accuracy", "length", "totals_right",
-            "accuracy_given_totals", "pass_at_k", "greedy")
+    keep = (
+        "share",
+        "accuracy_by_style",
+        "length_by_style",
+        "accuracy",
+        "length",
+        "totals_right",
+        "accuracy_given_totals",
+        "pass_at_k",
+        "greedy",
+    )
     return {k: stats[k] for k in keep}
 
 
 def _history(h: dict) -> dict:
     """The per-round curves the notebook draws (float32 precision, rounded) and the evaluations."""
     r = lambda xs: [round(float(x), 4) for x in np.asarray(xs, dtype=np.float32)]  # noqa: E731
-    return {"mean_reward": r(h["mean_reward"]), "mean_length": r(h["mean_length"]), "kl": r(h["kl"]),
-            "seconds": r(h["seconds"]),
-            "style_share": {s: r(v) for s, v in h["style_share"].items()},
-            "style_accuracy": {s: r(v) for s, v in h["style_accuracy"].items()},
-            "eval": {"iteration": h["eval"]["iteration"], "score": r(h["eval"]["score"]),
-                     "greedy_share": [{s: round(v, 4) for s, v in d.items()} for d in h["eval"]["greedy_share"]]}}
+    return {
+        "mean_reward": r(h["mean_reward"]),
+        "mean_length": r(h["mean_length"]),
+        "kl": r(h["kl"]),
+        "seconds": r(h["seconds"]),
+        "style_share": {s: r(v) for s, v in h["style_share"].items()},
+        "style_accuracy": {s: r(v) for s, v in h["style_accuracy"].items()},
+        "eval": {
+            "iteration": h["eval"]["iteration"],
+            "score": r(h["eval"]["score"]),
+            "greedy_share": [{s: round(v, 4) for s, v in d.items()} for d in h["eval"]["greedy_share"]],
+        },
+    }
 
 
 def _bytes(out: dict) -> bytes:
@@ -144,13 +160,24 @@ def scratchpad_job(seed: int, changes: dict, tune: bool, pass_prompts: int) -> b
     history = reasoning_rl.run(lm, task, split, cfg, seed=seed, eval_on=eval_on, **changes)
     cpu = time.process_time() - cpu
     after = reasoning.sample_stats(lm, task, pairs, n_samples=64, ks=range(1, 65), seed=seed)
-    out = {"seed": seed, "before": _compact(before), "after": _compact(after), "history": _history(history),
-           "acc_before": history["eval"]["score"][0], "acc_after": history["eval"]["score"][-1],
-           "seconds": history["seconds"][-1], "cpu_seconds": cpu, "job_seconds": time.perf_counter() - start,
-           "sft_state": sft_state}
-    print(f"  done: scratchpad seed {seed}: share {before['share']['scratchpad']:.3f} -> "
-          f"{after['share']['scratchpad']:.3f}, length {before['length']:.2f} -> {after['length']:.2f}, "
-          f"greedy acc {out['acc_before']:.3f} -> {out['acc_after']:.3f} (RL {out['seconds']:.0f} s, {cpu:.0f} CPU s)", flush=True)
+    out = {
+        "seed": seed,
+        "before": _compact(before),
+        "after": _compact(after),
+        "history": _history(history),
+        "acc_before": history["eval"]["score"][0],
+        "acc_after": history["eval"]["score"][-1],
+        "seconds": history["seconds"][-1],
+        "cpu_seconds": cpu,
+        "job_seconds": time.perf_counter() - start,
+        "sft_state": sft_state,
+    }
+    print(
+        f"  done: scratchpad seed {seed}: share {before['share']['scratchpad']:.3f} -> "
+        f"{after['share']['scratchpad']:.3f}, length {before['length']:.2f} -> {after['length']:.2f}, "
+        f"greedy acc {out['acc_before']:.3f} -> {out['acc_after']:.3f} (RL {out['seconds']:.0f} s, {cpu:.0f} CPU s)",
+        flush=True,
+    )
     return _bytes(out)
 
 
@@ -164,16 +191,30 @@ def filler_job(seed: int, changes: dict, tune: bool, iterations: int) -> bytes:
     for name, agg in AGGREGATIONS.items():
         lm.load_state_dict(state)
         cpu = time.process_time()
-        h = reasoning_rl.run(lm, task, split, cfg, seed=seed, eval_on="val" if tune else "heldout",
-                          **{**changes, "iterations": iterations, "loss_agg": agg})
+        h = reasoning_rl.run(
+            lm,
+            task,
+            split,
+            cfg,
+            seed=seed,
+            eval_on="val" if tune else "heldout",
+            **{**changes, "iterations": iterations, "loss_agg": agg},
+        )
         cpu = time.process_time() - cpu
         share = h["style_share"]["filler"]
         spread = reasoning_rl.share_range(share, SMOOTH)
-        out["runs"][name] = {"history": _history(h), "filler_range": spread, "seconds": h["seconds"][-1],
-                             "cpu_seconds": cpu}
-        print(f"  done: filler seed {seed} {name}: filler share {share[0]:.3f} -> {share[-1]:.3f} "
-              f"(range {spread:.3f}), greedy acc {h['eval']['score'][-1]:.3f} "
-              f"({h['seconds'][-1]:.0f} s, {cpu:.0f} CPU s)", flush=True)
+        out["runs"][name] = {
+            "history": _history(h),
+            "filler_range": spread,
+            "seconds": h["seconds"][-1],
+            "cpu_seconds": cpu,
+        }
+        print(
+            f"  done: filler seed {seed} {name}: filler share {share[0]:.3f} -> {share[-1]:.3f} "
+            f"(range {spread:.3f}), greedy acc {h['eval']['score'][-1]:.3f} "
+            f"({h['seconds'][-1]:.0f} s, {cpu:.0f} CPU s)",
+            flush=True,
+        )
     return _bytes(out)
 
 
@@ -184,7 +225,9 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override an LMRLConfig field")
     parser.add_argument("--filler-iterations", type=int, default=25, help="rounds of each filler run")
     parser.add_argument("--pass-prompts", type=int, default=50, help="prompts sampled 64 times for pass@k")
-    parser.add_argument("--filler-seeds", type=int, nargs="*", default=None, help="the filler control's (default: --seeds)")
+    parser.add_argument(
+        "--filler-seeds", type=int, nargs="*", default=None, help="the filler control's (default: --seeds)"
+    )
     parser.add_argument("--no-filler", action="store_true", help="skip the filler control")
     parser.add_argument("--no-scratchpad", action="store_true", help="skip the scratchpad runs")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes at a time, one thread each")
@@ -193,9 +236,12 @@ def main() -> None:
     changes = parse_changes(args.set)
     start = time.perf_counter()
     filler_seeds = args.seeds if args.filler_seeds is None else args.filler_seeds
-    jobs = [] if args.no_filler else [(filler_job, (s, changes, args.tune, args.filler_iterations)) for s in filler_seeds]
-    jobs += [] if args.no_scratchpad else [(scratchpad_job, (s, changes, args.tune, args.pass_prompts))
-                                           for s in args.seeds]
+    jobs = (
+        [] if args.no_filler else [(filler_job, (s, changes, args.tune, args.filler_iterations)) for s in filler_seeds]
+    )
+    jobs += (
+        [] if args.no_scratchpad else [(scratchpad_job, (s, changes, args.tune, args.pass_prompts)) for s in args.seeds]
+    )
     if args.jobs > 1:
         import multiprocessing as mp
 
@@ -211,24 +257,39 @@ def main() -> None:
     print(f"{'val' if args.tune else 'test'} prompts, changes {args.set or 'none'}")
     for o in scratch:
         b, a = o["before"], o["after"]
-        print(f"seed {o['seed']}: share {b['share']['scratchpad']:.3f} -> {a['share']['scratchpad']:.3f}  "
-              f"length {b['length']:.2f} -> {a['length']:.2f}  greedy acc {o['acc_before']:.3f} -> "
-              f"{o['acc_after']:.3f}  pass@1 {b['pass_at_k'][1]:.3f} -> {a['pass_at_k'][1]:.3f}  "
-              f"pass@64 {b['pass_at_k'][64]:.3f} -> {a['pass_at_k'][64]:.3f}  RL {o['seconds']:.0f} s "
-              f"({o['cpu_seconds']:.0f} CPU s)")
+        print(
+            f"seed {o['seed']}: share {b['share']['scratchpad']:.3f} -> {a['share']['scratchpad']:.3f}  "
+            f"length {b['length']:.2f} -> {a['length']:.2f}  greedy acc {o['acc_before']:.3f} -> "
+            f"{o['acc_after']:.3f}  pass@1 {b['pass_at_k'][1]:.3f} -> {a['pass_at_k'][1]:.3f}  "
+            f"pass@64 {b['pass_at_k'][64]:.3f} -> {a['pass_at_k'][64]:.3f}  RL {o['seconds']:.0f} s "
+            f"({o['cpu_seconds']:.0f} CPU s)"
+        )
     for o in filler:
-        print(f"seed {o['seed']} filler range: " + "  ".join(
-            f"{name}={run['filler_range']:.3f} ({run['seconds']:.0f} s, {run['cpu_seconds']:.0f} CPU s)" for name, run in o["runs"].items()))
+        print(
+            f"seed {o['seed']} filler range: "
+            + "  ".join(
+                f"{name}={run['filler_range']:.3f} ({run['seconds']:.0f} s, {run['cpu_seconds']:.0f} CPU s)"
+                for name, run in o["runs"].items()
+            )
+        )
 
     mean = lambda v: float(np.mean(v)) if len(v) else float("nan")  # noqa: E731
     sp = lambda when, key: mean([o[when][key]["scratchpad"] if key == "share" else o[when][key] for o in scratch])  # noqa: E731
     if args.save is not None:
-        data = {"config": {"scratchpad": json.loads(json.dumps(dataclasses.asdict(reasoning.ReasoningConfig()))),
-                           "filler": json.loads(json.dumps(dataclasses.asdict(reasoning.ReasoningConfig.filler_control()))),
-                           "changes": args.set, "filler_iterations": args.filler_iterations,
-                           "pass_prompts": args.pass_prompts, "smooth": SMOOTH, "tune": args.tune},
-                "scratchpad": [{k: v for k, v in o.items() if k != "sft_state"} for o in scratch], "filler": filler,
-                "seconds": total}
+        data = {
+            "config": {
+                "scratchpad": json.loads(json.dumps(dataclasses.asdict(reasoning.ReasoningConfig()))),
+                "filler": json.loads(json.dumps(dataclasses.asdict(reasoning.ReasoningConfig.filler_control()))),
+                "changes": args.set,
+                "filler_iterations": args.filler_iterations,
+                "pass_prompts": args.pass_prompts,
+                "smooth": SMOOTH,
+                "tune": args.tune,
+            },
+            "scratchpad": [{k: v for k, v in o.items() if k != "sft_state"} for o in scratch],
+            "filler": filler,
+            "seconds": total,
+        }
         args.save.mkdir(parents=True, exist_ok=True)
         path = args.save / "reasoning_10.json"
         path.write_text(json.dumps(data, separators=(",", ":"), allow_nan=True))
@@ -238,12 +299,14 @@ def main() -> None:
             torch.save({"seed": scratch[0]["seed"], "state_dict": scratch[0]["sft_state"]}, weights)
             print(f"saved {weights} ({weights.stat().st_size / 1e3:.0f} kB)")
     fr = {name: mean([o["runs"][name]["filler_range"] for o in filler]) for name in AGGREGATIONS}
-    print(f"reasoning: share_before={sp('before', 'share'):.3f} share_after={sp('after', 'share'):.3f} "
-          f"len_before={sp('before', 'length'):.2f} len_after={sp('after', 'length'):.2f} "
-          f"acc_before={mean([o['acc_before'] for o in scratch]):.3f} "
-          f"acc_after_min={min([o['acc_after'] for o in scratch], default=float('nan')):.3f} "
-          f"filler_grpo={fr['grpo']:.3f} filler_token_mean={fr['token_mean']:.3f} filler_drgrpo={fr['drgrpo']:.3f} "
-          f"seconds={total:.0f}")
+    print(
+        f"reasoning: share_before={sp('before', 'share'):.3f} share_after={sp('after', 'share'):.3f} "
+        f"len_before={sp('before', 'length'):.2f} len_after={sp('after', 'length'):.2f} "
+        f"acc_before={mean([o['acc_before'] for o in scratch]):.3f} "
+        f"acc_after_min={min([o['acc_after'] for o in scratch], default=float('nan')):.3f} "
+        f"filler_grpo={fr['grpo']:.3f} filler_token_mean={fr['token_mean']:.3f} filler_drgrpo={fr['drgrpo']:.3f} "
+        f"seconds={total:.0f}"
+    )
 
 
 if __name__ == "__main__":

@@ -59,11 +59,16 @@ def run(seeds=SEEDS, config: GRPOTrainerConfig = CONFIG) -> dict[int, list[float
 def run_all(seeds=SEEDS) -> dict[str, dict[str, float]]:
     """Every setup, every seed: mean greedy reward and sorted fraction on the training and held-out prompts."""
     prompts, held_out = sorting_prompts(), held_out_prompts()
-    models = {label: [train_sorting_pg(PGConfig(**{**vars(cfg), "seed": seed})).model for seed in seeds]
-              for label, cfg in BASELINES.items()}
+    models = {
+        label: [train_sorting_pg(PGConfig(**{**vars(cfg), "seed": seed})).model for seed in seeds]
+        for label, cfg in BASELINES.items()
+    }
     models["course: GRPO (default)"] = [
-        GRPOTrainer.for_sorting(GRPOTrainerConfig(**{**vars(CONFIG), "seed": seed}), prompts).train(
-            prompts, progress=False).model for seed in seeds]
+        GRPOTrainer.for_sorting(GRPOTrainerConfig(**{**vars(CONFIG), "seed": seed}), prompts)
+        .train(prompts, progress=False)
+        .model
+        for seed in seeds
+    ]
     table = {}
     for label, trained in models.items():
         scores = [(greedy_scores(m, prompts), greedy_scores(m, held_out)) for m in trained]
@@ -82,16 +87,24 @@ def main(argv=None) -> float:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     start = time.perf_counter()
-    print(f"budget: 100 epochs x 10 responses per prompt x 10 Adam steps, {args.seeds} seeds; "
-          f"held-out: {len(held_out_prompts())} prompts the policies never saw")
+    print(
+        f"budget: 100 epochs x 10 responses per prompt x 10 Adam steps, {args.seeds} seeds; "
+        f"held-out: {len(held_out_prompts())} prompts the policies never saw"
+    )
     for label, cfg in BASELINES.items():
-        print(f"  {label:<32} lr={cfg.lr:g}  embedding_std={'1/sqrt(D)' if cfg.embedding_std is None else cfg.embedding_std}")
-    print(f"  {'course: GRPO (default)':<32} lr={CONFIG.lr:g}  embedding_std=1/sqrt(D), init_scale={CONFIG.init_scale}\n")
+        print(
+            f"  {label:<32} lr={cfg.lr:g}  embedding_std={'1/sqrt(D)' if cfg.embedding_std is None else cfg.embedding_std}"
+        )
+    print(
+        f"  {'course: GRPO (default)':<32} lr={CONFIG.lr:g}  embedding_std=1/sqrt(D), init_scale={CONFIG.init_scale}\n"
+    )
     table = run_all(range(args.seeds))
     print(f"{'setup':<34}{'train: greedy':>14}{'sorted':>8}{'held-out: greedy':>18}{'sorted':>8}")
     for label, row in table.items():
-        print(f"{label:<34}{row['train_greedy']:>14.2f}{row['train_sorted']:>8.2f}"
-              f"{row['held_out_greedy']:>18.2f}{row['held_out_sorted']:>8.2f}")
+        print(
+            f"{label:<34}{row['train_greedy']:>14.2f}{row['train_sorted']:>8.2f}"
+            f"{row['held_out_greedy']:>18.2f}{row['held_out_sorted']:>8.2f}"
+        )
     print("(greedy: mean greedy reward, at most 5; sorted: fraction of prompts answered exactly sorted)\n")
     results = run(range(args.seeds))
     for seed, rewards in results.items():

@@ -27,8 +27,14 @@ import numpy as np
 import torch
 
 from course_lib.trainers.pg_trainer import PGConfig, train_sorting_pg
-from course_lib.lectures.sorting_variants import (greedy_scores, held_out_prompts, kl_to_reference, policy_entropy,
-                                         summarize_run, train_expert_iteration)
+from course_lib.lectures.sorting_variants import (
+    greedy_scores,
+    held_out_prompts,
+    kl_to_reference,
+    policy_entropy,
+    summarize_run,
+    train_expert_iteration,
+)
 from course_lib.models import SortingPolicy
 from course_lib.tasks import sorting_prompts
 from course_lib.trainers.grpo_trainer import GRPOTrainer, GRPOTrainerConfig
@@ -75,22 +81,30 @@ def main(argv=None) -> dict:
             history = train_sorting_pg(config, prompts)
             init = SortingPolicy(5, 10, 3, 3, generator=torch.Generator().manual_seed(seed), embedding_std=1.0)
             train, test = greedy_scores(history.model, prompts), greedy_scores(history.model, held_out)
-            rows.append({"train_greedy": round(train["greedy_reward"], 4),
-                         "train_sorted": round(train["sorted_fraction"], 4),
-                         "held_out_greedy": round(test["greedy_reward"], 4),
-                         "held_out_sorted": round(test["sorted_fraction"], 4),
-                         "final_entropy": round(policy_entropy(history.model, prompts), 4),
-                         "kl_to_initial": round(kl_to_reference(history.model, init, prompts), 4),
-                         "final_mean_reward": round(float(np.mean(history.mean_reward[-10:])), 4)})
+            rows.append(
+                {
+                    "train_greedy": round(train["greedy_reward"], 4),
+                    "train_sorted": round(train["sorted_fraction"], 4),
+                    "held_out_greedy": round(test["greedy_reward"], 4),
+                    "held_out_sorted": round(test["sorted_fraction"], 4),
+                    "final_entropy": round(policy_entropy(history.model, prompts), 4),
+                    "kl_to_initial": round(kl_to_reference(history.model, init, prompts), 4),
+                    "final_mean_reward": round(float(np.mean(history.mean_reward[-10:])), 4),
+                }
+            )
         runs[f"REINFORCE, lecture's exact setup, {mode}"] = rows
     for label, rows in runs.items():
         means = {key: np.mean([r[key] for r in rows]) for key in rows[0]}
-        print(f"{label:<48} train {means['train_greedy']:.2f}  held-out {means['held_out_greedy']:.2f} "
-              f"(sorted {means['held_out_sorted']:.2f})  entropy {means['final_entropy']:.3f}  "
-              f"KL to initial {means['kl_to_initial']:.3f}", flush=True)
+        print(
+            f"{label:<48} train {means['train_greedy']:.2f}  held-out {means['held_out_greedy']:.2f} "
+            f"(sorted {means['held_out_sorted']:.2f})  entropy {means['final_entropy']:.3f}  "
+            f"KL to initial {means['kl_to_initial']:.3f}",
+            flush=True,
+        )
     total = time.perf_counter() - start
-    return write_results(args.out, "sorting_variants.py", total, {"runs": runs}, seeds=args.seeds,
-                         held_out_prompts=held_out.tolist())
+    return write_results(
+        args.out, "sorting_variants.py", total, {"runs": runs}, seeds=args.seeds, held_out_prompts=held_out.tolist()
+    )
 
 
 if __name__ == "__main__":

@@ -55,33 +55,53 @@ def main(argv=None) -> dict:
 
     sweep_seeds, epochs = (range(2), 10) if args.quick else (range(6), 100)
     sweep = run_sweep(seeds=sweep_seeds, epochs=epochs, progress=False)
-    print(f"sweep: {len(sweep['configs'])} configurations x {len(sweep_seeds)} seeds "
-          f"in {time.perf_counter() - start:.0f} s", flush=True)
+    print(
+        f"sweep: {len(sweep['configs'])} configurations x {len(sweep_seeds)} seeds "
+        f"in {time.perf_counter() - start:.0f} s",
+        flush=True,
+    )
     for config in sweep["configs"]:
-        print(f"  G={config['group_size']:>2} clip_eps={config['clip_eps']:<4} final greedy "
-              f"{config['final_greedy_reward']:.3f}  mean sampled {config['final_mean_reward']:.3f}  "
-              f"{config['wall_time_s']:.2f} s per run")
+        print(
+            f"  G={config['group_size']:>2} clip_eps={config['clip_eps']:<4} final greedy "
+            f"{config['final_greedy_reward']:.3f}  mean sampled {config['final_mean_reward']:.3f}  "
+            f"{config['wall_time_s']:.2f} s per run"
+        )
 
     seeds, iterations = (range(2), 10) if args.quick else (range(8), 100)
-    sorting = {"GRPO": [thin(compare.run_sorting_grpo(seed, iterations)) for seed in seeds],
-               "PPO": [thin(compare.run_sorting_ppo(seed, iterations)) for seed in seeds]}
+    sorting = {
+        "GRPO": [thin(compare.run_sorting_grpo(seed, iterations)) for seed in seeds],
+        "PPO": [thin(compare.run_sorting_ppo(seed, iterations)) for seed in seeds],
+    }
     for label, runs in sorting.items():
-        print(f"sorting {label}: final greedy per seed {[run['final_greedy'] for run in runs]}, "
-              f"seconds per run {[run['seconds'][-1] for run in runs]}", flush=True)
+        print(
+            f"sorting {label}: final greedy per seed {[run['final_greedy'] for run in runs]}, "
+            f"seconds per run {[run['seconds'][-1] for run in runs]}",
+            flush=True,
+        )
 
     seeds, max_steps = (range(2), 5_000) if args.quick else (range(5), 150_000)
-    cartpole = {"GRPO": [thin(compare.run_cartpole_grpo(seed, max_steps)) for seed in seeds],
-                "PPO": [thin(compare.run_cartpole_ppo(seed, max_steps)) for seed in seeds]}
+    cartpole = {
+        "GRPO": [thin(compare.run_cartpole_grpo(seed, max_steps)) for seed in seeds],
+        "PPO": [thin(compare.run_cartpole_ppo(seed, max_steps)) for seed in seeds],
+    }
     for label, runs in cartpole.items():
-        print(f"cartpole {label}: final evaluation per seed {[run['final_eval'] for run in runs]}, "
-              f"seconds per run {[run['seconds'][-1] for run in runs]}", flush=True)
+        print(
+            f"cartpole {label}: final evaluation per seed {[run['final_eval'] for run in runs]}, "
+            f"seconds per run {[run['seconds'][-1] for run in runs]}",
+            flush=True,
+        )
 
     total = time.perf_counter() - start
-    return write_results(args.out, "sweep_07.py", total, {
-        "sweep": sweep,
-        "sorting": {"iterations": iterations, "group_size": 10, "runs": sorting},
-        "cartpole": {"max_steps": max_steps, "group_size": 8, "num_groups": 4, "runs": cartpole},
-    })
+    return write_results(
+        args.out,
+        "sweep_07.py",
+        total,
+        {
+            "sweep": sweep,
+            "sorting": {"iterations": iterations, "group_size": 10, "runs": sorting},
+            "cartpole": {"max_steps": max_steps, "group_size": 8, "num_groups": 4, "runs": cartpole},
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -32,9 +32,11 @@ def main(argv=None) -> dict:
     seeds, epochs = (range(2), 10) if args.quick else (range(8), 100)
     sweep = run_budget_sweep(seeds=seeds, epochs=epochs)
     for c in sweep["configs"]:
-        print(f"G={c['group_size']:>2} ({c['groups_per_epoch']:>2} groups) clip_eps={c['clip_eps']:<4} "
-              f"train greedy {c['train_greedy']:.3f}  held-out greedy {c['held_out_greedy']:.3f}  "
-              f"sampled {c['final_mean_reward']:.3f}  all-equal groups {c['all_equal']:.2f}  {c['wall_time_s']:.2f} s")
+        print(
+            f"G={c['group_size']:>2} ({c['groups_per_epoch']:>2} groups) clip_eps={c['clip_eps']:<4} "
+            f"train greedy {c['train_greedy']:.3f}  held-out greedy {c['held_out_greedy']:.3f}  "
+            f"sampled {c['final_mean_reward']:.3f}  all-equal groups {c['all_equal']:.2f}  {c['wall_time_s']:.2f} s"
+        )
     total = time.perf_counter() - start
     return write_results(args.out, "sweep_07_budget.py", total, {"sweep": sweep})
 

@@ -23,9 +23,7 @@ def require_tensor(name: str, x, *, floating: bool = True, min_dim: int = 0) -> 
     if floating and x.dtype not in FLOAT_DTYPES:
         raise ValueError(f"{name}: expected a floating-point tensor (float32 or float64), got dtype {x.dtype}")
     if x.dim() < min_dim:
-        raise ValueError(
-            f"{name}: expected at least {min_dim} dimension(s), got shape {tuple(x.shape)}"
-        )
+        raise ValueError(f"{name}: expected at least {min_dim} dimension(s), got shape {tuple(x.shape)}")
     return x
 
 

@@ -211,8 +211,14 @@ def gspo_sequence_log_ratio(logp: torch.Tensor, logp_old: torch.Tensor, mask: to
     return _masked_mean(logp - logp_old.detach(), valid, dim=-1)  # (...)
 
 
-def gspo_loss(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor,
-              clip_eps: float, clip_eps_high: float | None = None) -> torch.Tensor:
+def gspo_loss(
+    logp: torch.Tensor,
+    logp_old: torch.Tensor,
+    adv: torch.Tensor,
+    mask: torch.Tensor,
+    clip_eps: float,
+    clip_eps_high: float | None = None,
+) -> torch.Tensor:
     """GSPO's loss: PPO's clipped surrogate on the sequence ratio ``s_i``, the same value at every token.
 
     GSPO's objective (eq. 5): ``-min(s_i * A_i, clip(s_i, 1 - eps, 1 + eps_high) * A_i)`` per response, written at
@@ -237,8 +243,9 @@ def gspo_loss(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, mas
     return per_response.unsqueeze(-1).expand_as(logp)  # (..., T)
 
 
-def cispo_loss(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, clip_eps_high: float,
-               clip_eps: float | None = None) -> torch.Tensor:
+def cispo_loss(
+    logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, clip_eps_high: float, clip_eps: float | None = None
+) -> torch.Tensor:
     """CISPO: REINFORCE weighted by a clipped, detached importance ratio; every token keeps its gradient.
 
     MiniMax 2025, "MiniMax-M1: Scaling Test-Time Compute Efficiently with Lightning Attention",
@@ -276,8 +283,14 @@ def cispo_loss(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, cl
     return -weight * adv.detach() * logp
 
 
-def gmpo_loss(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor,
-              clip_eps: float = 0.4, clip_eps_high: float | None = None) -> torch.Tensor:
+def gmpo_loss(
+    logp: torch.Tensor,
+    logp_old: torch.Tensor,
+    adv: torch.Tensor,
+    mask: torch.Tensor,
+    clip_eps: float = 0.4,
+    clip_eps_high: float | None = None,
+) -> torch.Tensor:
     """GMPO: the geometric mean of the token-level clipped terms, one value per response, at every token.
 
     "Geometric-Mean Policy Optimization" (2025, arXiv 2507.20673): GRPO's objective with the arithmetic mean
@@ -313,8 +326,9 @@ def gmpo_loss(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, mas
     return per_response.unsqueeze(-1).expand_as(logp)  # (..., T)
 
 
-def sapo_loss(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, tau_pos: float = 1.0,
-              tau_neg: float = 1.05) -> torch.Tensor:
+def sapo_loss(
+    logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, tau_pos: float = 1.0, tau_neg: float = 1.05
+) -> torch.Tensor:
     """SAPO: a smooth, temperature-controlled gate on the ratio in place of PPO's hard clip.
 
     "Soft Adaptive Policy Optimization" (Qwen team 2025, arXiv 2511.20347):

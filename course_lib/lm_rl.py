@@ -42,8 +42,19 @@ from course_lib.lm_sampling import completion_mask, model_logits, sample_complet
 from course_lib.masked import masked_mean
 from course_lib.ppo import PPOLoss, clip_diagnostics, clipped_surrogate, explained_variance
 
-__all__ = ["LMRLConfig", "lr_at", "completion_mask", "model_logits", "sample_completions", "token_logps",
-           "token_values", "advantages", "update", "rollout", "train"]
+__all__ = [
+    "LMRLConfig",
+    "lr_at",
+    "completion_mask",
+    "model_logits",
+    "sample_completions",
+    "token_logps",
+    "token_values",
+    "advantages",
+    "update",
+    "rollout",
+    "train",
+]
 
 
 @dataclass
@@ -121,17 +132,26 @@ class LMRLConfig:
     def validate(self) -> "LMRLConfig":
         v = _validate
         v.require_choice("algo", self.algo, ("grpo", "ppo"))
-        for name in ("iterations", "prompts_per_step", "group_size", "max_new_tokens", "update_epochs", "num_minibatches"):
+        for name in (
+            "iterations",
+            "prompts_per_step",
+            "group_size",
+            "max_new_tokens",
+            "update_epochs",
+            "num_minibatches",
+        ):
             v.require_int(name, getattr(self, name), minimum=1)
         if self.algo == "grpo" and self.group_size < 2:
-            raise ValueError(f"group_size: GRPO needs at least 2 (a group of one has no baseline), got {self.group_size}")
+            raise ValueError(
+                f"group_size: GRPO needs at least 2 (a group of one has no baseline), got {self.group_size}"
+            )
         v.require_int("micro_batch_size", self.micro_batch_size or 1, minimum=1)
         if self.max_completions is not None:
             v.require_int("max_completions", self.max_completions, minimum=1)
         for name in ("warmup_iterations", "critic_warmup_iterations", "overlong_cache"):
             v.require_int(name, getattr(self, name), minimum=0)
         v.require_choice("lr_schedule", self.lr_schedule, ("constant", "linear", "cosine"))
-        for name in ("lr", "temperature", "max_grad_norm", "top_p", "critic_lr")[:5 if self.critic_lr else 4]:
+        for name in ("lr", "temperature", "max_grad_norm", "top_p", "critic_lr")[: 5 if self.critic_lr else 4]:
             v.require_positive(name, getattr(self, name))
         for name in ("kl_coef", "vf_coef"):
             v.require_non_negative(name, getattr(self, name))
@@ -141,11 +161,16 @@ class LMRLConfig:
         v.require_choice("loss_agg", self.loss_agg, LOSS_AGG_MODES)
         v.require_choice("adv_estimator", self.adv_estimator, ("grpo", "rloo", "reinforce++"))
         v.require_choice("policy_loss", self.policy_loss, ("clip", "gspo", "cispo", "gmpo", "sapo"))
-        for name, default in (("clip_eps_high", None), ("policy_loss", "clip"), ("adv_estimator", "grpo"),
-                              ("normalize_std", True)):  # PPO's branch is chapter 05's PPOLoss: refuse, not ignore
+        for name, default in (
+            ("clip_eps_high", None),
+            ("policy_loss", "clip"),
+            ("adv_estimator", "grpo"),
+            ("normalize_std", True),
+        ):  # PPO's branch is chapter 05's PPOLoss: refuse, not ignore
             if self.algo == "ppo" and getattr(self, name) != default:
-                raise ValueError(f"{name}: a switch of GRPO's branch; algo='ppo' takes {default!r}, "
-                                 f"got {getattr(self, name)!r}")
+                raise ValueError(
+                    f"{name}: a switch of GRPO's branch; algo='ppo' takes {default!r}, got {getattr(self, name)!r}"
+                )
         return self
 
 
@@ -168,8 +193,14 @@ def lr_at(iteration: int, cfg: LMRLConfig, completions: int = 0) -> float:
 # ---------------------------------------------------------------------------
 
 
-def advantages(cfg: LMRLConfig, scores: torch.Tensor, mask: torch.Tensor, logp_old: torch.Tensor,
-               logp_ref: torch.Tensor, values_old: torch.Tensor | None = None):
+def advantages(
+    cfg: LMRLConfig,
+    scores: torch.Tensor,
+    mask: torch.Tensor,
+    logp_old: torch.Tensor,
+    logp_ref: torch.Tensor,
+    values_old: torch.Tensor | None = None,
+):
     """Per-token advantages ``(N, L)`` and, for PPO, the value targets ``(N, L)`` (else None).
 
     Args:
@@ -189,8 +220,9 @@ def advantages(cfg: LMRLConfig, scores: torch.Tensor, mask: torch.Tensor, logp_o
     last = (mask.sum(-1).long() - 1).clamp(min=0)  # (N,) index of the last valid token
     at_last = nn.functional.one_hot(last, mask.shape[1]).to(mask.dtype)  # (N, L)
     rewards = -cfg.kl_coef * (logp_old - logp_ref) * mask + at_last * rearrange(scores, "B G -> (B G) 1")
-    adv, returns = compute_gae(rewards, values_old * mask, at_last.bool(), torch.zeros(mask.shape[0]),
-                               cfg.gamma, cfg.lam)  # (N, L) each
+    adv, returns = compute_gae(
+        rewards, values_old * mask, at_last.bool(), torch.zeros(mask.shape[0]), cfg.gamma, cfg.lam
+    )  # (N, L) each
     valid = mask > 0  # whiten over the valid tokens of the batch, as TRL's PPO and OpenRLHF do
     mean, std = adv[valid].mean(), adv[valid].std().clamp(min=1e-8)
     return (adv - mean) / std * mask, returns
@@ -214,13 +246,15 @@ def _policy_loss(cfg: LMRLConfig, logp, logp_old, adv, mask) -> torch.Tensor:
     return clipped_surrogate(logp, logp_old, adv, cfg.clip_eps, cfg.clip_eps_high)
 
 
-def _loss(cfg: LMRLConfig, policy, value_model, batch: dict, idx: torch.Tensor, n_seq: int, n_tok: float,
-          pad_id: int | None):
+def _loss(
+    cfg: LMRLConfig, policy, value_model, batch: dict, idx: torch.Tensor, n_seq: int, n_tok: float, pad_id: int | None
+):
     """The loss of the sequences ``idx``, scaled so that summing it over a minibatch's micro-batches
     gives the minibatch's loss (``n_seq`` sequences, ``n_tok`` valid tokens in that minibatch)."""
     b = {k: (None if v is None else v[idx]) for k, v in batch.items()}
-    logp, entropy = token_logps(policy, b["prompt_ids"], b["prompt_mask"], b["completion_ids"], cfg.temperature,
-                                pad_id, with_entropy=True)  # (n, L) each
+    logp, entropy = token_logps(
+        policy, b["prompt_ids"], b["prompt_mask"], b["completion_ids"], cfg.temperature, pad_id, with_entropy=True
+    )  # (n, L) each
     mask = b["mask"]
     if cfg.algo == "ppo":
         values = token_values(value_model, b["prompt_ids"], b["completion_ids"])  # (n, L)
@@ -237,8 +271,9 @@ def _loss(cfg: LMRLConfig, policy, value_model, batch: dict, idx: torch.Tensor, 
     return loss * share, {**info, "entropy": masked_mean(entropy, mask).item()}
 
 
-def update(cfg: LMRLConfig, policy, value_model, optimizer, batch: dict, generator: torch.Generator,
-           pad_id: int | None = None) -> dict:
+def update(
+    cfg: LMRLConfig, policy, value_model, optimizer, batch: dict, generator: torch.Generator, pad_id: int | None = None
+) -> dict:
     """``cfg.update_epochs`` passes over ``batch`` in minibatches of whole sequences; the last step's diagnostics."""
     params = [p for group in optimizer.param_groups for p in group["params"]]
     N = batch["mask"].shape[0]
@@ -248,12 +283,12 @@ def update(cfg: LMRLConfig, policy, value_model, optimizer, batch: dict, generat
     for _ in range(cfg.update_epochs):
         order = torch.randperm(N, generator=generator) if cfg.num_minibatches > 1 else torch.arange(N)
         for start in range(0, N, mb):
-            mb_idx = order[start:start + mb]
+            mb_idx = order[start : start + mb]
             n_tok = batch["mask"][mb_idx].sum().clamp(min=1.0)
             optimizer.zero_grad(set_to_none=True)
             loss_sum, info = 0.0, {}
             for m in range(0, len(mb_idx), micro):  # gradient accumulation: the same gradient as one pass
-                loss, info = _loss(cfg, policy, value_model, batch, mb_idx[m:m + micro], len(mb_idx), n_tok, pad_id)
+                loss, info = _loss(cfg, policy, value_model, batch, mb_idx[m : m + micro], len(mb_idx), n_tok, pad_id)
                 loss.backward()
                 loss_sum += loss.item()
             per_model = [g["params"] for g in optimizer.param_groups] if cfg.clip_grad_per_model else [params]
@@ -276,9 +311,19 @@ def _prompts(prompt_ids, prompt_mask, pick):
     return prompt_ids[pick][:, used], prompt_mask[pick][:, used]
 
 
-def rollout(cfg: LMRLConfig, policy, ref, value_model, reward_fn, prompt_ids: torch.Tensor,
-            prompt_mask: torch.Tensor | None, eos_id: int, pad_id: int, generator: torch.Generator,
-            skip_pad: int | None) -> tuple[dict, dict]:
+def rollout(
+    cfg: LMRLConfig,
+    policy,
+    ref,
+    value_model,
+    reward_fn,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor | None,
+    eos_id: int,
+    pad_id: int,
+    generator: torch.Generator,
+    skip_pad: int | None,
+) -> tuple[dict, dict]:
     """Steps 1-4 of one round: sample, score, score the tokens, advantages.
 
     Returns:
@@ -289,9 +334,21 @@ def rollout(cfg: LMRLConfig, policy, ref, value_model, reward_fn, prompt_ids: to
     kept, sampled = [], 0
     while sum(len(k[0]) for k in kept) < B and sampled < 4 * B:
         pick = torch.randperm(prompt_ids.shape[0], generator=generator)[:B]  # (B,)
-        comp = rearrange(sample_completions(policy, *_prompts(prompt_ids, prompt_mask, pick), G, L, eos_id, pad_id,
-                                            cfg.temperature, generator=generator, top_p=cfg.top_p),
-                         "(B G) L -> B G L", G=G)
+        comp = rearrange(
+            sample_completions(
+                policy,
+                *_prompts(prompt_ids, prompt_mask, pick),
+                G,
+                L,
+                eos_id,
+                pad_id,
+                cfg.temperature,
+                generator=generator,
+                top_p=cfg.top_p,
+            ),
+            "(B G) L -> B G L",
+            G=G,
+        )
         scores = reward_fn(pick, comp).float()  # (B, G)
         if cfg.overlong_cache:  # DAPO's soft overlong punishment, by the completion's length
             lengths = completion_mask(comp, eos_id).sum(-1)  # (B, G)
@@ -304,7 +361,9 @@ def rollout(cfg: LMRLConfig, policy, ref, value_model, reward_fn, prompt_ids: to
     pick, comp, scores = (torch.cat([k[i] for k in kept])[:B] for i in range(3))  # B' <= B groups
     all_scores = torch.cat([k[3] for k in kept])  # every group sampled, kept or not
     comp = rearrange(comp, "B G L -> (B G) L")
-    ids, pmask = (None if x is None else repeat(x, "B P -> (B G) P", G=G) for x in _prompts(prompt_ids, prompt_mask, pick))
+    ids, pmask = (
+        None if x is None else repeat(x, "B P -> (B G) P", G=G) for x in _prompts(prompt_ids, prompt_mask, pick)
+    )
     batch = {"prompt_ids": ids, "prompt_mask": pmask, "completion_ids": comp, "mask": completion_mask(comp, eos_id)}
     if cfg.overlong_filter:  # DAPO: a completion cut off without EOS leaves the loss
         batch["mask"] = family.filter_truncated(batch["mask"], ~(comp == eos_id).any(-1))
@@ -314,21 +373,41 @@ def rollout(cfg: LMRLConfig, policy, ref, value_model, reward_fn, prompt_ids: to
         batch["logp_old"], batch["logp_ref"] = token_logps(policy, *args), token_logps(ref, *args)
         values_old = token_values(value_model, batch["prompt_ids"], comp) if cfg.algo == "ppo" else None
         # 4. Advantages.
-        batch["adv"], batch["returns"] = advantages(cfg, scores, batch["mask"], batch["logp_old"], batch["logp_ref"],
-                                                    values_old)
+        batch["adv"], batch["returns"] = advantages(
+            cfg, scores, batch["mask"], batch["logp_old"], batch["logp_ref"], values_old
+        )
         kl = masked_mean(kl_estimate(batch["logp_old"], batch["logp_ref"], "k3"), batch["mask"]).item()
-    stats = {"mean_reward": all_scores.mean().item(), "kl": kl, "mean_length": batch["mask"].sum(-1).mean().item(),
-             "frac_zero_std": (all_scores.std(-1) == 0).float().mean().item(), "completions": sampled * G,
-             "groups_kept": len(scores)}
+    stats = {
+        "mean_reward": all_scores.mean().item(),
+        "kl": kl,
+        "mean_length": batch["mask"].sum(-1).mean().item(),
+        "frac_zero_std": (all_scores.std(-1) == 0).float().mean().item(),
+        "completions": sampled * G,
+        "groups_kept": len(scores),
+    }
     if cfg.algo == "ppo":  # the share of the returns' variance that the value model predicted
-        stats["explained_variance"] = explained_variance(values_old[valid := batch["mask"] > 0], batch["returns"][valid])
+        stats["explained_variance"] = explained_variance(
+            values_old[valid := batch["mask"] > 0], batch["returns"][valid]
+        )
     return batch, stats
 
 
-def train(policy, reward_fn, prompt_ids: torch.Tensor, cfg: LMRLConfig, eos_id: int, pad_id: int,
-          prompt_mask: torch.Tensor | None = None, value_model: nn.Module | None = None, eval_fn=None,
-          eval_every: int = 25, progress: bool = False, suppress_pad: bool = True, save_fn=None,
-          save_every: int = 0) -> dict:
+def train(
+    policy,
+    reward_fn,
+    prompt_ids: torch.Tensor,
+    cfg: LMRLConfig,
+    eos_id: int,
+    pad_id: int,
+    prompt_mask: torch.Tensor | None = None,
+    value_model: nn.Module | None = None,
+    eval_fn=None,
+    eval_every: int = 25,
+    progress: bool = False,
+    suppress_pad: bool = True,
+    save_fn=None,
+    save_every: int = 0,
+) -> dict:
     """Train ``policy`` in place with GRPO or PPO (``cfg.algo``) on ``prompt_ids``.
 
     Args:
@@ -374,16 +453,26 @@ def train(policy, reward_fn, prompt_ids: torch.Tensor, cfg: LMRLConfig, eos_id: 
             held = cfg.algo == "ppo" and it < cfg.critic_warmup_iterations  # critic warm-up: the policy at lr 0
             for group, peak in zip(optimizer.param_groups, (0.0 if held else cfg.lr, cfg.critic_lr or cfg.lr)):
                 group["lr"] = lr_at(it, cfg, completions) * (peak / cfg.lr)  # the policy's group, then the critic's
-            batch, stats = rollout(cfg, policy, ref, value_model, reward_fn, prompt_ids, prompt_mask, eos_id, pad_id,
-                                   generator, skip_pad)
+            batch, stats = rollout(
+                cfg, policy, ref, value_model, reward_fn, prompt_ids, prompt_mask, eos_id, pad_id, generator, skip_pad
+            )
             policy.train()
-            info = update(cfg, policy, value_model, optimizer, batch, generator, skip_pad) if stats["groups_kept"] else {}
+            info = (
+                update(cfg, policy, value_model, optimizer, batch, generator, skip_pad) if stats["groups_kept"] else {}
+            )
             policy.eval()
             seconds += time.perf_counter() - start
             completions += stats["completions"]
-            row = {**stats, "lr": lr_at(it, cfg, completions - stats["completions"]), "seconds": seconds, "completions": completions,
-                   **{k: info.get(k, float("nan")) for k in ("loss", "loss_on_policy", "clip_fraction", "grad_norm",
-                                                          "entropy")}}
+            row = {
+                **stats,
+                "lr": lr_at(it, cfg, completions - stats["completions"]),
+                "seconds": seconds,
+                "completions": completions,
+                **{
+                    k: info.get(k, float("nan"))
+                    for k in ("loss", "loss_on_policy", "clip_fraction", "grad_norm", "entropy")
+                },
+            }
             if cfg.algo == "ppo":
                 row["value_loss"] = info.get("value_loss", float("nan"))
             for key, value in row.items():

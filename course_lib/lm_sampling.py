@@ -29,8 +29,9 @@ def _is_transformers(model) -> bool:  # every transformers PreTrainedModel has t
     return getattr(model, "main_input_name", None) == "input_ids"
 
 
-def model_logits(model, ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                 keep_last: int | None = None) -> torch.Tensor:
+def model_logits(
+    model, ids: torch.Tensor, attention_mask: torch.Tensor | None = None, keep_last: int | None = None
+) -> torch.Tensor:
     """``(N, T)`` ids to ``(N, T', V)`` logits of the last ``keep_last`` positions (all when None)."""
     if not _is_transformers(model):
         if attention_mask is not None and not bool(attention_mask.all()):
@@ -38,8 +39,11 @@ def model_logits(model, ids: torch.Tensor, attention_mask: torch.Tensor | None =
         logits = model(ids)  # (N, T, V)
         return logits if keep_last is None else logits[:, -keep_last:]
     # The attention mask hides left padding (the model derives positions from it, as generate() does).
-    out = model(input_ids=ids, attention_mask=torch.ones_like(ids) if attention_mask is None else attention_mask,
-                logits_to_keep=keep_last or 0)  # logits_to_keep=0 keeps every position
+    out = model(
+        input_ids=ids,
+        attention_mask=torch.ones_like(ids) if attention_mask is None else attention_mask,
+        logits_to_keep=keep_last or 0,
+    )  # logits_to_keep=0 keeps every position
     return out.logits.float()
 
 
@@ -66,10 +70,19 @@ def completion_mask(completion_ids: torch.Tensor, eos_id: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def sample_completions(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor | None, group_size: int,
-                       max_new_tokens: int, eos_id: int, pad_id: int, temperature: float = 1.0,
-                       greedy: bool = False, generator: torch.Generator | None = None, top_p: float = 1.0
-                       ) -> torch.Tensor:
+def sample_completions(
+    model,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor | None,
+    group_size: int,
+    max_new_tokens: int,
+    eos_id: int,
+    pad_id: int,
+    temperature: float = 1.0,
+    greedy: bool = False,
+    generator: torch.Generator | None = None,
+    top_p: float = 1.0,
+) -> torch.Tensor:
     """``(B, P)`` prompts to ``(B * G, L)`` completions: G per prompt, adjacent rows, PAD after each EOS.
 
     TinyLM samples with its own ``generate`` (which never writes PAD); a ``transformers`` model with
@@ -79,18 +92,39 @@ def sample_completions(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tenso
     if not _is_transformers(model):
         if top_p < 1.0:
             raise ValueError(f"top_p: the course's TinyLM samples the whole distribution (top_p=1), got {top_p}")
-        return model.generate(ids, max_new_tokens, temperature=temperature, greedy=greedy, eos_id=eos_id,
-                              pad_id=pad_id, generator=generator)  # (N, L)
+        return model.generate(
+            ids,
+            max_new_tokens,
+            temperature=temperature,
+            greedy=greedy,
+            eos_id=eos_id,
+            pad_id=pad_id,
+            generator=generator,
+        )  # (N, L)
     mask = torch.ones_like(ids) if prompt_mask is None else repeat(prompt_mask, "B P -> (B G) P", G=group_size)
-    sampling = ({"do_sample": False} if greedy else
-                {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0})  # top_k=0: no cut
-    out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, eos_token_id=eos_id,
-                         pad_token_id=pad_id, **sampling)[:, ids.shape[1]:]  # (N, <= L)
+    sampling = (
+        {"do_sample": False} if greedy else {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
+    )  # top_k=0: no cut
+    out = model.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        max_new_tokens=max_new_tokens,
+        eos_token_id=eos_id,
+        pad_token_id=pad_id,
+        **sampling,
+    )[:, ids.shape[1] :]  # (N, <= L)
     return nn.functional.pad(out, (0, max_new_tokens - out.shape[1]), value=pad_id)  # (N, L)
 
 
-def token_logps(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor | None, completion_ids: torch.Tensor,
-                temperature: float = 1.0, pad_id: int | None = None, with_entropy: bool = False):
+def token_logps(
+    model,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor | None,
+    completion_ids: torch.Tensor,
+    temperature: float = 1.0,
+    pad_id: int | None = None,
+    with_entropy: bool = False,
+):
     """``log pi(y_t | x, y_<t)`` of every completion token, in one forward pass over prompt + completion.
 
     The logits at position ``P - 1 + t`` score completion token ``t``: the last prompt token
@@ -128,4 +162,4 @@ def token_values(value_model: nn.Module, prompt_ids: torch.Tensor, completion_id
     """``(N, L)`` values ``V(s_t)`` of the state before completion token ``t``: the same shift as :func:`token_logps`."""
     P, L = prompt_ids.shape[1], completion_ids.shape[1]
     ids = torch.cat([prompt_ids, completion_ids[:, :-1]], dim=1).long()  # (N, P + L - 1)
-    return value_model(ids)[:, P - 1:]  # (N, L)
+    return value_model(ids)[:, P - 1 :]  # (N, L)

@@ -66,11 +66,22 @@ class SortingPolicy(nn.Module):
             is the lecture's ``nn.Embedding``.
     """
 
-    def __init__(self, vocab_size: int, embedding_dim: int, prompt_length: int, response_length: int,
-                 generator: torch.Generator | None = None, embedding_std: float | None = None):
+    def __init__(
+        self,
+        vocab_size: int,
+        embedding_dim: int,
+        prompt_length: int,
+        response_length: int,
+        generator: torch.Generator | None = None,
+        embedding_std: float | None = None,
+    ):
         super().__init__()
-        for name, value in (("vocab_size", vocab_size), ("embedding_dim", embedding_dim),
-                            ("prompt_length", prompt_length), ("response_length", response_length)):
+        for name, value in (
+            ("vocab_size", vocab_size),
+            ("embedding_dim", embedding_dim),
+            ("prompt_length", prompt_length),
+            ("response_length", response_length),
+        ):
             _validate.require_int(name, value, minimum=1)
         self.vocab_size = vocab_size
         self.embedding_dim = embedding_dim
@@ -108,8 +119,9 @@ class SortingPolicy(nn.Module):
         return einsum(queries, self.embedding, "B Tr D, V D -> B Tr V")  # (B, Tr, V)
 
 
-def sample_responses(model: nn.Module, prompts: torch.Tensor, group_size: int,
-                     generator: torch.Generator | None = None) -> torch.Tensor:
+def sample_responses(
+    model: nn.Module, prompts: torch.Tensor, group_size: int, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """``G`` responses per prompt, every position sampled independently from its softmax.
 
     The model is non-autoregressive, so one forward pass gives the distributions of
@@ -195,14 +207,17 @@ class CategoricalPolicy(nn.Module):
 # ---------------------------------------------------------------------------
 
 
-
 def _require_prompts(prompts, vocab_size: int, prompt_length: int) -> None:
     _validate.require_tensor("prompts", prompts, floating=False)
     if prompts.is_floating_point() or prompts.dtype == torch.bool:
         raise ValueError(f"prompts: expected an integer tensor of token ids, got dtype {prompts.dtype}")
     if prompts.dim() != 2 or prompts.shape[1] != prompt_length:
-        raise ValueError(f"prompts: expected shape (B, {prompt_length}) for prompt_length={prompt_length}, "
-                         f"got {tuple(prompts.shape)}")
+        raise ValueError(
+            f"prompts: expected shape (B, {prompt_length}) for prompt_length={prompt_length}, "
+            f"got {tuple(prompts.shape)}"
+        )
     if prompts.numel() and (int(prompts.min()) < 0 or int(prompts.max()) >= vocab_size):
-        raise ValueError(f"prompts: expected token ids in [0, {vocab_size}), "
-                         f"got values in [{int(prompts.min())}, {int(prompts.max())}]")
+        raise ValueError(
+            f"prompts: expected token ids in [0, {vocab_size}), "
+            f"got values in [{int(prompts.min())}, {int(prompts.max())}]"
+        )

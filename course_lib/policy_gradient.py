@@ -50,8 +50,10 @@ def gather_log_probs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor
     _validate.require_shape("tokens", tokens, logits.shape[:-1], like="logits without its last (V) axis")
     V = logits.shape[-1]
     if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= V):
-        raise ValueError(f"tokens: expected ids in [0, {V}) for a vocabulary of V={V}, "
-                         f"got ids from {int(tokens.min())} to {int(tokens.max())}")
+        raise ValueError(
+            f"tokens: expected ids in [0, {V}) for a vocabulary of V={V}, "
+            f"got ids from {int(tokens.min())} to {int(tokens.max())}"
+        )
 
     # log_softmax, not log(softmax): it subtracts the log-sum-exp in one step, so a
     # token far below the best one gets a large negative number, never log(0) = -inf.

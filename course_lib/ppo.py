@@ -145,8 +145,9 @@ def _clipped_surrogate_loss(logp, logp_old, adv, valid, clip_eps, clip_eps_high)
     return _masked_mean(per_token, valid), clip_diagnostics(ratio, adv, valid, clip_eps, clip_eps_high)
 
 
-def clip_diagnostics(ratio: torch.Tensor, adv: torch.Tensor, valid: torch.Tensor, clip_eps: float,
-                     clip_eps_high: float | None = None) -> dict[str, float]:
+def clip_diagnostics(
+    ratio: torch.Tensor, adv: torch.Tensor, valid: torch.Tensor, clip_eps: float, clip_eps_high: float | None = None
+) -> dict[str, float]:
     """PPO's diagnostics of one batch, as floats over its valid entries.
 
     - ``clip_fraction``: fraction of valid entries with the ratio outside
@@ -287,8 +288,14 @@ class PPOLoss(nn.Module):
     student's, or a broken one, to watch what it does to training; unmasked entries only).
     """
 
-    def __init__(self, clip_epsilon: float = 0.2, value_loss_coef: float = 0.5, entropy_coef: float = 0.01,
-                 clip_value_loss: bool = False, policy_loss_fn=None):
+    def __init__(
+        self,
+        clip_epsilon: float = 0.2,
+        value_loss_coef: float = 0.5,
+        entropy_coef: float = 0.01,
+        clip_value_loss: bool = False,
+        policy_loss_fn=None,
+    ):
         super().__init__()
         self.clip_epsilon = _validate.require_positive("clip_epsilon", clip_epsilon)
         self.value_loss_coef = _validate.require_non_negative("value_loss_coef", value_loss_coef)
@@ -323,8 +330,13 @@ class PPOLoss(nn.Module):
             values_old: ``[...]`` the critic's values at collection (constant); required with ``clip_value_loss``.
         """
         _validate.require_tensor("policy_logprobs", policy_logprobs)
-        for name, x in (("old_policy_logprobs", old_policy_logprobs), ("values", values), ("returns", returns),
-                        ("advantages", advantages), ("entropy", entropy)):
+        for name, x in (
+            ("old_policy_logprobs", old_policy_logprobs),
+            ("values", values),
+            ("returns", returns),
+            ("advantages", advantages),
+            ("entropy", entropy),
+        ):
             _validate.require_same_shape(name, x, "policy_logprobs", policy_logprobs)
         valid = _validate.valid_entries("mask", mask, "policy_logprobs", policy_logprobs)  # (...) bool
         if self.clip_value_loss:
@@ -333,14 +345,19 @@ class PPOLoss(nn.Module):
             raise ValueError("mask: a policy_loss_fn sees every entry, so PPOLoss takes no mask with one")
         eps = self.clip_epsilon
         if self.policy_loss_fn is None:
-            policy_loss, info = _clipped_surrogate_loss(policy_logprobs, old_policy_logprobs, advantages, valid,
-                                                        eps, eps)
+            policy_loss, info = _clipped_surrogate_loss(
+                policy_logprobs, old_policy_logprobs, advantages, valid, eps, eps
+            )
         else:
             policy_loss, info = self.policy_loss_fn(policy_logprobs, old_policy_logprobs, advantages, eps)
         v_loss = _value_loss(values, returns, values_old, eps if self.clip_value_loss else None, valid)
         mean_entropy = _masked_mean(entropy, valid)
-        self.info = {"policy_loss": policy_loss.item(), "value_loss": v_loss.item(),
-                     "entropy": mean_entropy.item(), **info}
+        self.info = {
+            "policy_loss": policy_loss.item(),
+            "value_loss": v_loss.item(),
+            "entropy": mean_entropy.item(),
+            **info,
+        }
         return policy_loss + self.value_loss_coef * v_loss - self.entropy_coef * mean_entropy
 
     def compute_gae(self, rewards: torch.Tensor, values: torch.Tensor, gamma: float = 0.99, lam: float = 0.95):

@@ -151,7 +151,7 @@ def extract_final_answer(text: str) -> str | None:
 
 def _stated_answer(text: str, statement: re.Match) -> str:
     """The text after an answer statement, up to the end of its line, sentence or the next tag."""
-    rest = text[statement.end():].lstrip()
+    rest = text[statement.end() :].lstrip()
     rest = re.split(r"[\n<]", rest)[0]
     return _SENTENCE_END.split(rest)[0]
 

@@ -206,8 +206,7 @@ def arithmetic_problems(n: int, seed: int = 0) -> list[MathProblem]:
         else:
             b, answer = rng.randint(2, 9), rng.randint(2, 12)
             question = (
-                f"{name} shares {b * answer} {item} equally among {b} friends. "
-                f"How many {item} does each friend get?"
+                f"{name} shares {b * answer} {item} equally among {b} friends. How many {item} does each friend get?"
             )
         problems.append(MathProblem(question, str(answer)))
     return problems
@@ -254,7 +253,7 @@ class AdditionTask:
 
     def all_pairs(self) -> list[tuple[int, int]]:
         """Every ``(a, b)`` with ``0 <= a, b < 10 ** n_digits``, in order."""
-        n = 10 ** self.n_digits
+        n = 10**self.n_digits
         return [(a, b) for a in range(n) for b in range(n)]
 
     def split(self, n_demos: int, n_heldout: int, seed: int = 0) -> dict[str, list[tuple[int, int]]]:
@@ -281,7 +280,7 @@ class AdditionTask:
         (3 digits: every training pair is encoded at the start of a run, 6 s the slow way).
         """
         ab = torch.as_tensor(pairs, dtype=torch.long)  # (N, 2)
-        n = 10 ** self.n_digits
+        n = 10**self.n_digits
         if ab.dim() != 2 or ab.shape[0] == 0 or ab.shape[1] != 2 or ab.min() < 0 or ab.max() >= n:
             raise ValueError(f"pairs: expected a non-empty list of (a, b) with 0 <= a, b < {n}")
         ids = self.tokenizer.stoi
@@ -305,8 +304,9 @@ class AdditionTask:
         return self.prompts(pairs), torch.tensor(rows, dtype=torch.long)  # (N, P), (N, L)
 
 
-def score_completions(prompts: torch.Tensor, completions: torch.Tensor, tokenizer, reward: str = "exact"
-                      ) -> torch.Tensor:
+def score_completions(
+    prompts: torch.Tensor, completions: torch.Tensor, tokenizer, reward: str = "exact"
+) -> torch.Tensor:
     """Decode and score completions of addition prompts: the verifier, on token ids.
 
     Args:
@@ -342,11 +342,12 @@ def score_completions(prompts: torch.Tensor, completions: torch.Tensor, tokenize
 # ---------------------------------------------------------------------------
 
 
-
 def _require_token_tensor(name: str, x, vocab_size: int | None = None) -> torch.Tensor:
     _validate.require_tensor(name, x, floating=False, min_dim=1)
     if x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
         raise ValueError(f"{name}: expected an integer tensor of token ids, got dtype {x.dtype}")
     if vocab_size is not None and x.numel() and (int(x.min()) < 0 or int(x.max()) >= vocab_size):
-        raise ValueError(f"{name}: expected token ids in [0, {vocab_size}), got values in [{int(x.min())}, {int(x.max())}]")
+        raise ValueError(
+            f"{name}: expected token ids in [0, {vocab_size}), got values in [{int(x.min())}, {int(x.max())}]"
+        )
     return x

@@ -143,7 +143,7 @@ class ScratchpadAdditionTask(AdditionTask):
         """The column sums from the right, each with the carry from the column before: ``[15, 14, 10]``."""
         totals, carry = [], 0
         for i in range(self.n_digits):
-            t = (a // 10 ** i) % 10 + (b // 10 ** i) % 10 + carry
+            t = (a // 10**i) % 10 + (b // 10**i) % 10 + carry
             totals.append(t)
             carry = t // 10
         return totals
@@ -162,8 +162,14 @@ class ScratchpadAdditionTask(AdditionTask):
         pad = "" if style == "direct" else self.scratchpad_text(a, b, style == "filler", filler_matches_length)
         return pad + self.answer_text(a, b) + EOS_TEXT
 
-    def demonstrations(self, pairs: list[tuple[int, int]], scratchpad_share: float = 0.5, filler: bool = False,
-                       seed: int = 0, filler_matches_length: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    def demonstrations(
+        self,
+        pairs: list[tuple[int, int]],
+        scratchpad_share: float = 0.5,
+        filler: bool = False,
+        seed: int = 0,
+        filler_matches_length: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Prompts with correct completions for the warm-up, a share of them worked on a scratchpad.
 
         Args:
@@ -186,7 +192,7 @@ class ScratchpadAdditionTask(AdditionTask):
         _validate.require_int("seed", seed)
         order = list(range(len(pairs)))
         random.Random(seed).shuffle(order)
-        worked = set(order[:round(share * len(pairs))])
+        worked = set(order[: round(share * len(pairs))])
         style = "filler" if filler else "scratchpad"
         tok, L = self.tokenizer, self.max_new_tokens
         rows = []
@@ -223,8 +229,10 @@ class ScratchpadAdditionTask(AdditionTask):
         """
         shape, pairs, texts = self._read(prompts, completions)
         # The answer is what follows the scratchpad; a malformed completion has none (None != any sum).
-        out = [float(parse_completion(text, self.n_digits)[1] == self.answer_text(a, b))
-               for (a, b), text in zip(pairs, texts)]
+        out = [
+            float(parse_completion(text, self.n_digits)[1] == self.answer_text(a, b))
+            for (a, b), text in zip(pairs, texts)
+        ]
         return torch.tensor(out, dtype=torch.float32).reshape(shape)  # (...)
 
     def totals_right(self, prompts: torch.Tensor, completions: torch.Tensor) -> torch.Tensor:
@@ -235,8 +243,10 @@ class ScratchpadAdditionTask(AdditionTask):
         answer, or wrong totals then a right one, would mean the scratchpad is decoration.
         """
         shape, pairs, texts = self._read(prompts, completions)
-        right = [text.startswith(self.scratchpad_text(a, b)) and completion_style(text, self.n_digits) == "scratchpad"
-                 for (a, b), text in zip(pairs, texts)]
+        right = [
+            text.startswith(self.scratchpad_text(a, b)) and completion_style(text, self.n_digits) == "scratchpad"
+            for (a, b), text in zip(pairs, texts)
+        ]
         return torch.tensor(right, dtype=torch.bool).reshape(shape)  # (...)
 
     def _read(self, prompts: torch.Tensor, completions: torch.Tensor):
@@ -246,8 +256,10 @@ class ScratchpadAdditionTask(AdditionTask):
         try:
             shape = torch.broadcast_shapes(prompts.shape[:-1], completions.shape[:-1])
         except RuntimeError:
-            raise ValueError(f"prompts: leading shape {tuple(prompts.shape[:-1])} does not broadcast with "
-                             f"completions' {tuple(completions.shape[:-1])}") from None
+            raise ValueError(
+                f"prompts: leading shape {tuple(prompts.shape[:-1])} does not broadcast with "
+                f"completions' {tuple(completions.shape[:-1])}"
+            ) from None
         prompt_texts = self._decode("prompts", prompts.expand(*shape, prompts.shape[-1]))
         pairs = [tuple(int(x) for x in p[:-1].split("+")) for p in prompt_texts]  # "478+567=" -> (478, 567)
         return shape, pairs, self._decode("completions", completions.expand(*shape, completions.shape[-1]))

@@ -78,7 +78,7 @@ class CharTokenizer:
     def decode(self, ids) -> str:
         """Text of ``ids`` up to and including the first EOS (written ``EOS_TEXT``); PAD is skipped."""
         out = []
-        for i in (ids.tolist() if torch.is_tensor(ids) else list(ids)):
+        for i in ids.tolist() if torch.is_tensor(ids) else list(ids):
             if i == self.eos_id:
                 out.append(EOS_TEXT)
                 break
@@ -156,8 +156,9 @@ class Block(nn.Module):
         self.ln_1 = nn.LayerNorm(cfg.d_model)
         self.attn = CausalSelfAttention(cfg)
         self.ln_2 = nn.LayerNorm(cfg.d_model)
-        self.mlp = nn.Sequential(nn.Linear(cfg.d_model, 4 * cfg.d_model), nn.GELU(),
-                                 nn.Linear(4 * cfg.d_model, cfg.d_model))
+        self.mlp = nn.Sequential(
+            nn.Linear(cfg.d_model, 4 * cfg.d_model), nn.GELU(), nn.Linear(4 * cfg.d_model, cfg.d_model)
+        )
 
     def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
         x = x + self.attn(self.ln_1(x), cache)  # (B, T, D)
@@ -209,10 +210,17 @@ class TinyLM(nn.Module):
         return self.head(self.hidden(ids))  # (B, T, V)
 
     @torch.no_grad()
-    def generate(self, prompts: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
-                 top_k: int | None = None, greedy: bool = False, eos_id: int | None = None,
-                 pad_id: int | None = None, generator: torch.Generator | None = None
-                 ) -> torch.Tensor:
+    def generate(
+        self,
+        prompts: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        greedy: bool = False,
+        eos_id: int | None = None,
+        pad_id: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
         """Sample a completion of every prompt, one token at a time, stopping each row at EOS.
 
         Args:
@@ -234,8 +242,9 @@ class TinyLM(nn.Module):
             raise ValueError(f"prompts: expected (B, P) integer ids, got {tuple(prompts.shape)} of {prompts.dtype}")
         L = _validate.require_int("max_new_tokens", max_new_tokens, minimum=1)
         if prompts.shape[1] + L - 1 > self.cfg.block_size:
-            raise ValueError(f"max_new_tokens: P + L - 1 = {prompts.shape[1] + L - 1} exceeds "
-                             f"block_size={self.cfg.block_size}")
+            raise ValueError(
+                f"max_new_tokens: P + L - 1 = {prompts.shape[1] + L - 1} exceeds block_size={self.cfg.block_size}"
+            )
         if not greedy:
             _validate.require_positive("temperature", temperature)
         if top_k is not None:
@@ -268,7 +277,7 @@ class TinyLM(nn.Module):
             done = done | (nxt == eos_id)
             if bool(done.all()):
                 break
-        completions = ids[:, prompts.shape[1]:]  # (B, <= L)
+        completions = ids[:, prompts.shape[1] :]  # (B, <= L)
         completions = F.pad(completions, (0, L - completions.shape[1]), value=pad_id)  # (B, L)
         return completions
 
@@ -301,8 +310,10 @@ class ValueModel(nn.Module):
 
 def save_checkpoint(path, model: TinyLM, history: dict | None = None, **extra) -> None:
     """Save the model's config and weights, a training history and any extra fields in one file."""
-    torch.save({"config": dataclasses.asdict(model.cfg), "state_dict": model.state_dict(),
-                "history": history or {}, **extra}, path)
+    torch.save(
+        {"config": dataclasses.asdict(model.cfg), "state_dict": model.state_dict(), "history": history or {}, **extra},
+        path,
+    )
 
 
 def load_checkpoint(path) -> tuple[TinyLM, dict]:

@@ -9,7 +9,6 @@ from course_lib.rewards import (
     addition_exact_reward,
     addition_format_reward,
     completion_length_penalty,
-
 )
 from course_lib.tasks import AdditionTask, score_completions
 
@@ -28,7 +27,7 @@ def test_task_texts_and_shapes():
 def test_prompt_ids_are_the_encoded_prompt_texts(n_digits):
     # prompts() builds the ids from digits with tensor arithmetic; it must equal encoding the texts one by one.
     task = AdditionTask(n_digits)
-    n = 10 ** n_digits
+    n = 10**n_digits
     pairs = [(a, b) for a in (0, 1, n // 2, n - 1) for b in (0, 7 % n, n - 1)] + [(n - 1, n - 1)]
     expected = task.tokenizer.encode_batch([task.prompt_text(a, b) for a, b in pairs])
     got = task.prompts(pairs)
@@ -115,10 +114,12 @@ def test_score_completions_on_ids_broadcasts_groups():
     task = AdditionTask(2)
     tok = task.tokenizer
     prompts = task.prompts([(47, 85), (1, 2)])  # (2, 6)
-    completions = torch.tensor([
-        [tok.encode("132$"), tok.encode("131$")],
-        [tok.encode("3$") + [13, 13], tok.encode("03$") + [13]],
-    ])  # (2, 2, 4)
+    completions = torch.tensor(
+        [
+            [tok.encode("132$"), tok.encode("131$")],
+            [tok.encode("3$") + [13, 13], tok.encode("03$") + [13]],
+        ]
+    )  # (2, 2, 4)
     r = score_completions(prompts[:, None, :], completions, tok, "exact")
     assert r.shape == (2, 2) and r.tolist() == [[1.0, 0.0], [1.0, 0.0]]
     both = score_completions(prompts[:, None, :], completions, tok, "digits+exact")

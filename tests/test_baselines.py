@@ -22,11 +22,13 @@ def test_compute_deltas_hand_computed():
     # normalised 0.5 / (0.57735 + 1e-6) = 0.866024...
     rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0]], dtype=torch.float64)
     torch.testing.assert_close(compute_deltas(rewards, "rewards"), rewards)
-    torch.testing.assert_close(compute_deltas(rewards, "centered_rewards"),
-                               torch.tensor([[0.5, -0.5, -0.5, 0.5]], dtype=torch.float64))
+    torch.testing.assert_close(
+        compute_deltas(rewards, "centered_rewards"), torch.tensor([[0.5, -0.5, -0.5, 0.5]], dtype=torch.float64)
+    )
     z = 0.5 / (math.sqrt(1 / 3) + 1e-6)
-    torch.testing.assert_close(compute_deltas(rewards, "normalized_rewards"),
-                               torch.tensor([[z, -z, -z, z]], dtype=torch.float64))
+    torch.testing.assert_close(
+        compute_deltas(rewards, "normalized_rewards"), torch.tensor([[z, -z, -z, z]], dtype=torch.float64)
+    )
 
 
 def test_compute_deltas_groups_are_rows():
@@ -128,7 +130,8 @@ _rewards = st.integers(1, 4).flatmap(
     lambda B: st.integers(1, 6).flatmap(
         lambda G: st.lists(
             st.lists(st.floats(-100, 100, allow_nan=False, width=32), min_size=G, max_size=G),
-            min_size=B, max_size=B,
+            min_size=B,
+            max_size=B,
         )
     )
 )

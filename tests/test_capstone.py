@@ -8,7 +8,14 @@ import torch
 
 from course_lib import lm_rl
 from course_lib.lectures.capstone import (
-    PPO_CHANGES, CapstoneConfig, accuracy, run, sample_table, sft, sft_loss, warm_up,
+    PPO_CHANGES,
+    CapstoneConfig,
+    accuracy,
+    run,
+    sample_table,
+    sft,
+    sft_loss,
+    warm_up,
 )
 from course_lib.tasks import AdditionTask
 from course_lib.tiny_lm import TinyLM, TinyLMConfig
@@ -21,8 +28,16 @@ def _small(seed=0):
 
 
 def _small_config():
-    return CapstoneConfig(n_digits=1, n_demos=20, n_heldout=20, n_val=10, sft_steps=5, d_model=16, eval_every=1,
-                          rl=lm_rl.LMRLConfig(iterations=2, prompts_per_step=4, group_size=4, update_epochs=1))
+    return CapstoneConfig(
+        n_digits=1,
+        n_demos=20,
+        n_heldout=20,
+        n_val=10,
+        sft_steps=5,
+        d_model=16,
+        eval_every=1,
+        rl=lm_rl.LMRLConfig(iterations=2, prompts_per_step=4, group_size=4, update_epochs=1),
+    )
 
 
 def test_sft_lowers_the_loss_on_the_demonstrations():

@@ -88,8 +88,9 @@ def test_values_satisfy_the_bellman_equation(ch, gamma):
 @given(ch=chains, gamma=gammas)
 def test_true_advantages_average_to_zero_under_the_policy(ch, gamma):
     A = C.true_advantages(ch, gamma)  # (S, 2)
-    torch.testing.assert_close((C.policy_probs(ch) * A).sum(-1), torch.zeros(ch.n_states, dtype=torch.float64),
-                               rtol=0, atol=1e-9)
+    torch.testing.assert_close(
+        (C.policy_probs(ch) * A).sum(-1), torch.zeros(ch.n_states, dtype=torch.float64), rtol=0, atol=1e-9
+    )
 
 
 @settings(max_examples=50, deadline=None)
@@ -98,11 +99,13 @@ def test_expected_gae_at_the_two_ends(ch, gamma, noise, seed):
     V_hat = C.imperfect_critic(ch, gamma, noise=noise, seed=seed)
     P, r = C.dynamics(ch)
     # lam = 1: the Monte-Carlo return has mean Q whatever the critic, so the mean estimate is Q - V_hat.
-    torch.testing.assert_close(C.expected_gae(ch, gamma, 1.0, V_hat), C.true_q_values(ch, gamma) - V_hat[:, None],
-                               rtol=1e-7, atol=1e-7)
+    torch.testing.assert_close(
+        C.expected_gae(ch, gamma, 1.0, V_hat), C.true_q_values(ch, gamma) - V_hat[:, None], rtol=1e-7, atol=1e-7
+    )
     # lam = 0: the mean TD residual, r + gamma * E[V_hat(s')] - V_hat(s).
-    torch.testing.assert_close(C.expected_gae(ch, gamma, 0.0, V_hat),
-                               r + gamma * torch.einsum("sat,t->sa", P, V_hat) - V_hat[:, None])
+    torch.testing.assert_close(
+        C.expected_gae(ch, gamma, 0.0, V_hat), r + gamma * torch.einsum("sat,t->sa", P, V_hat) - V_hat[:, None]
+    )
 
 
 def test_imperfect_critic_is_the_truth_plus_a_fixed_perturbation():
@@ -182,17 +185,20 @@ def test_lam_0_is_the_td_residual_and_lam_1_the_monte_carlo_return_minus_value(b
     v = torch.cat([V_hat, torch.zeros(1, dtype=torch.float64)])
     values, dones = v[batch.states], batch.terminated | ~batch.mask
     last = torch.zeros(batch.states.shape[0], dtype=torch.float64)
-    torch.testing.assert_close(C.chain_gae(batch, V_hat, gamma, 0.0),
-                               gae.td_residuals(batch.rewards, values, dones, last, gamma))
-    torch.testing.assert_close(C.chain_gae(batch, V_hat, gamma, 1.0),
-                               gae.discounted_returns(batch.rewards, dones, last, gamma) - values)
+    torch.testing.assert_close(
+        C.chain_gae(batch, V_hat, gamma, 0.0), gae.td_residuals(batch.rewards, values, dones, last, gamma)
+    )
+    torch.testing.assert_close(
+        C.chain_gae(batch, V_hat, gamma, 1.0), gae.discounted_returns(batch.rewards, dones, last, gamma) - values
+    )
 
 
 def test_float32_critic_is_accepted(batch):
     ch = C.Chain()
     V_hat = C.imperfect_critic(ch, 0.9)
-    torch.testing.assert_close(C.chain_gae(batch, V_hat.float(), 0.9, 0.5), C.chain_gae(batch, V_hat, 0.9, 0.5),
-                               rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(
+        C.chain_gae(batch, V_hat.float(), 0.9, 0.5), C.chain_gae(batch, V_hat, 0.9, 0.5), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_truncation_modes_differ_by_the_discounted_bootstrap():
@@ -261,17 +267,20 @@ def test_perfect_critic_at_lam_0_has_no_bias(batch):
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kwargs, argname", [
-    ({"n_states": 0}, "n_states"),
-    ({"n_states": 2.5}, "n_states"),
-    ({"n_states": True}, "n_states"),
-    ({"p_right": 1.5}, "p_right"),
-    ({"p_right": -0.1}, "p_right"),
-    ({"slip": 1.0}, "slip"),
-    ({"slip": -0.2}, "slip"),
-    ({"reward_left": "one"}, "reward_left"),
-    ({"reward_right": None}, "reward_right"),
-])
+@pytest.mark.parametrize(
+    "kwargs, argname",
+    [
+        ({"n_states": 0}, "n_states"),
+        ({"n_states": 2.5}, "n_states"),
+        ({"n_states": True}, "n_states"),
+        ({"p_right": 1.5}, "p_right"),
+        ({"p_right": -0.1}, "p_right"),
+        ({"slip": 1.0}, "slip"),
+        ({"slip": -0.2}, "slip"),
+        ({"reward_left": "one"}, "reward_left"),
+        ({"reward_right": None}, "reward_right"),
+    ],
+)
 def test_bad_chain(kwargs, argname):
     with pytest.raises(ValueError, match=argname):
         C.Chain(**kwargs)
@@ -319,6 +328,7 @@ ADVANTAGES = [0.4364, 0.12, 1.0, 0.458, 1.4]
 def table(deltas=DELTAS, advantages=ADVANTAGES):
     def fn():
         return list(deltas), list(advantages)
+
     return fn
 
 
@@ -337,12 +347,15 @@ def test_hand_values_agree_with_the_library():
     torch.testing.assert_close(adv, torch.tensor(ADVANTAGES, dtype=torch.float64))
 
 
-@pytest.mark.parametrize("fn", [
-    table(),
-    table(advantages=[0.436, 0.12, 1.0, 0.458, 1.4]),  # rounded to 3 decimals
-    lambda: (torch.tensor(DELTAS), torch.tensor(ADVANTAGES)),  # float32 tensors
-    lambda: (tuple(DELTAS), [1.0 * a for a in ADVANTAGES]),
-])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        table(),
+        table(advantages=[0.436, 0.12, 1.0, 0.458, 1.4]),  # rounded to 3 decimals
+        lambda: (torch.tensor(DELTAS), torch.tensor(ADVANTAGES)),  # float32 tensors
+        lambda: (tuple(DELTAS), [1.0 * a for a in ADVANTAGES]),
+    ],
+)
 def test_table_check_accepts_right_tables(fn, capsys):
     assert gae_checks.check_gae_table(fn) is True
     assert "\u2714 gae_table" in capsys.readouterr().out
@@ -382,14 +395,17 @@ def test_table_check_reports_every_wrong_delta():
     assert "2 of the 5 deltas are wrong" in message and "deltas[2]" in message and "deltas[4]" in message
 
 
-@pytest.mark.parametrize("fn, phrase", [
-    (lambda: None, "forget `return deltas, advantages`"),
-    (lambda: DELTAS, "should return two lists"),
-    (lambda: (DELTAS[:4], ADVANTAGES), "deltas should hold 5 numbers"),
-    (lambda: (DELTAS, [0.4364, 0.12, None, 0.458, 1.4]), "advantages[2] should be a number"),
-    (lambda: (DELTAS, [0.4364, 0.12, ..., 0.458, 1.4]), "advantages[2] should be a number"),
-    (lambda: (DELTAS, 1.0), "advantages should be a list of 5 numbers"),
-])
+@pytest.mark.parametrize(
+    "fn, phrase",
+    [
+        (lambda: None, "forget `return deltas, advantages`"),
+        (lambda: DELTAS, "should return two lists"),
+        (lambda: (DELTAS[:4], ADVANTAGES), "deltas should hold 5 numbers"),
+        (lambda: (DELTAS, [0.4364, 0.12, None, 0.458, 1.4]), "advantages[2] should be a number"),
+        (lambda: (DELTAS, [0.4364, 0.12, ..., 0.458, 1.4]), "advantages[2] should be a number"),
+        (lambda: (DELTAS, 1.0), "advantages should be a list of 5 numbers"),
+    ],
+)
 def test_table_check_explains_a_malformed_answer(fn, phrase):
     assert phrase in _rejects(fn)
 

@@ -13,7 +13,9 @@ def reference(x, y):
     return (x * y.detach()).mean()
 
 
-CASES = [Case("three numbers", {"x": torch.tensor([1.0, 2.0, 3.0]), "y": torch.tensor([0.5, -1.0, 2.0])}, grad=("x", "y"))]
+CASES = [
+    Case("three numbers", {"x": torch.tensor([1.0, 2.0, 3.0]), "y": torch.tensor([0.5, -1.0, 2.0])}, grad=("x", "y"))
+]
 
 
 def _run(fn, **kwargs):
@@ -130,8 +132,9 @@ def test_float_inputs_are_labelled_without_the_torch_prefix():
 
 # --- mistakes that agree on the failing case ------------------------------------------------------------------
 
-TWO_CASES = CASES + [Case("two numbers", {"x": torch.tensor([1.0, -1.0]), "y": torch.tensor([2.0, 2.0])},
-                          grad=("x", "y"))]
+TWO_CASES = CASES + [
+    Case("two numbers", {"x": torch.tensor([1.0, -1.0]), "y": torch.tensor([2.0, 2.0])}, grad=("x", "y"))
+]
 
 
 def test_the_other_cases_tell_apart_mistakes_that_agree_on_one():
@@ -140,8 +143,9 @@ def test_the_other_cases_tell_apart_mistakes_that_agree_on_one():
     # Scaled by 2 n / 3: twice the mean for the three numbers, 4/3 of it for the two.
     scaled = Mistake("you scaled it by the length", lambda x, y: (x * y.detach()).mean() * x.numel() * 2 / 3)
     with pytest.raises(AssertionError) as rejected:
-        check_against_reference(lambda x, y: 2 * (x * y.detach()).mean(), reference, TWO_CASES, name="f",
-                                mistakes=[scaled, double])
+        check_against_reference(
+            lambda x, y: 2 * (x * y.detach()).mean(), reference, TWO_CASES, name="f", mistakes=[scaled, double]
+        )
     assert str(rejected.value).startswith("f: you doubled it")
 
 
@@ -149,8 +153,9 @@ def test_mistakes_no_case_tells_apart_are_named_together():
     twice = Mistake("you doubled it", lambda x, y: 2 * (x * y.detach()).mean())
     added = Mistake("you added it to itself", lambda x, y: (x * y.detach()).mean() + (x * y.detach()).mean())
     with pytest.raises(AssertionError) as rejected:
-        check_against_reference(lambda x, y: 2 * (x * y.detach()).mean(), reference, TWO_CASES, name="f",
-                                mistakes=[twice, added])
+        check_against_reference(
+            lambda x, y: 2 * (x * y.detach()).mean(), reference, TWO_CASES, name="f", mistakes=[twice, added]
+        )
     message = str(rejected.value)
     assert message.startswith("f: you doubled it") and "or, giving the same numbers on every case: you added" in message
 
@@ -231,16 +236,19 @@ def test_a_pass_survives_a_fresh_import_of_course_lib():
 _REF = torch.tensor([[0.5, -1.0, 2.0, 0.25], [1.5, 0.75, -0.5, 3.0]], dtype=torch.float64)
 
 
-@pytest.mark.parametrize("got, words", [
-    (-_REF, "by its sign"),
-    (0.5 * _REF, "constant factor 0.5"),
-    (_REF + 0.3, "constant +0.3"),
-    (torch.cat([_REF[:, 1:], _REF[:, :1]], dim=1), "shifted one step earlier"),
-    (torch.cat([_REF[:, -1:], _REF[:, :-1]], dim=1), "shifted one step later"),
-    (torch.cat([_REF[:, :-1], _REF[:, -1:] + 1.0], dim=1), "only in the last position"),
-    (torch.cat([_REF[:, :1] - 1.0, _REF[:, 1:]], dim=1), "only in the first position"),
-    (torch.where(_REF > 1, _REF * 3, _REF), "in 3 of 8 entries"),
-])
+@pytest.mark.parametrize(
+    "got, words",
+    [
+        (-_REF, "by its sign"),
+        (0.5 * _REF, "constant factor 0.5"),
+        (_REF + 0.3, "constant +0.3"),
+        (torch.cat([_REF[:, 1:], _REF[:, :1]], dim=1), "shifted one step earlier"),
+        (torch.cat([_REF[:, -1:], _REF[:, :-1]], dim=1), "shifted one step later"),
+        (torch.cat([_REF[:, :-1], _REF[:, -1:] + 1.0], dim=1), "only in the last position"),
+        (torch.cat([_REF[:, :1] - 1.0, _REF[:, 1:]], dim=1), "only in the first position"),
+        (torch.where(_REF > 1, _REF * 3, _REF), "in 3 of 8 entries"),
+    ],
+)
 def test_an_unnamed_difference_is_described_by_its_pattern(got, words):
     from course_lib.checks.compare import _pattern
 
@@ -260,10 +268,12 @@ def test_a_watch_left_on_by_a_check_that_raised_is_removed_at_exit(tmp_path):
     import subprocess
     import sys
 
-    script = (f"from course_lib.checks import recording\n"
-              f"recording.start({str(tmp_path)!r}, 0)\n"
-              f"recording._arm(recording.current())\n"
-              f"import course_lib.gae\n")
+    script = (
+        f"from course_lib.checks import recording\n"
+        f"recording.start({str(tmp_path)!r}, 0)\n"
+        f"recording._arm(recording.current())\n"
+        f"import course_lib.gae\n"
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "Exception ignored" not in done.stderr, done.stderr

@@ -56,8 +56,14 @@ def test_accounting_keys_in_order():
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.integers(0, 10**10), st.integers(0, 10**10), st.integers(0, 10**10), st.integers(0, 10**10),
-       st.sampled_from(list(memory.DTYPE_BYTES)), st.sampled_from(list(memory.DTYPE_BYTES)))
+@given(
+    st.integers(0, 10**10),
+    st.integers(0, 10**10),
+    st.integers(0, 10**10),
+    st.integers(0, 10**10),
+    st.sampled_from(list(memory.DTYPE_BYTES)),
+    st.sampled_from(list(memory.DTYPE_BYTES)),
+)
 def test_accounting_invariants(actor, critic, ref, reward, w, o):
     account = memory.memory_accounting(actor, critic, ref, reward, w, o)
     parts = [account[key] for key in memory.ACCOUNT_KEYS[:-1]]
@@ -80,14 +86,17 @@ def test_sixteen_bytes_per_trained_parameter_either_way(n):
     assert mixed["total"] == full["total"] == 16 * n
 
 
-@pytest.mark.parametrize("kwargs, name", [
-    ({"n_params_actor": -1}, "n_params_actor"),
-    ({"n_params_actor": 1, "n_params_critic": 1.5}, "n_params_critic"),
-    ({"n_params_actor": 1, "n_params_ref": "7B"}, "n_params_ref"),
-    ({"n_params_actor": 1, "n_params_reward": True}, "n_params_reward"),
-    ({"n_params_actor": 1, "weights_dtype": "int8"}, "weights_dtype"),
-    ({"n_params_actor": 1, "optimizer_dtype": "float32"}, "optimizer_dtype"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"n_params_actor": -1}, "n_params_actor"),
+        ({"n_params_actor": 1, "n_params_critic": 1.5}, "n_params_critic"),
+        ({"n_params_actor": 1, "n_params_ref": "7B"}, "n_params_ref"),
+        ({"n_params_actor": 1, "n_params_reward": True}, "n_params_reward"),
+        ({"n_params_actor": 1, "weights_dtype": "int8"}, "weights_dtype"),
+        ({"n_params_actor": 1, "optimizer_dtype": "float32"}, "optimizer_dtype"),
+    ],
+)
 def test_accounting_bad_input(kwargs, name):
     with pytest.raises(ValueError, match=name):
         memory.memory_accounting(**kwargs)
@@ -126,13 +135,16 @@ def test_kv_cache_llama2_7b_is_half_a_mebibyte_per_token():
     assert memory.kv_cache_bytes(1000, n_kv_heads=8) == 1000 * 2**17  # grouped-query attention: 4x smaller
 
 
-@pytest.mark.parametrize("call, name", [
-    (lambda: memory.flops_per_token(1, update_epochs=0), "update_epochs"),
-    (lambda: memory.flops_per_token(-5), "n_params_actor"),
-    (lambda: memory.kv_cache_bytes(-1), "n_tokens"),
-    (lambda: memory.kv_cache_bytes(10, n_layers=0), "n_layers"),
-    (lambda: memory.kv_cache_bytes(10, dtype="fp8"), "dtype"),
-])
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: memory.flops_per_token(1, update_epochs=0), "update_epochs"),
+        (lambda: memory.flops_per_token(-5), "n_params_actor"),
+        (lambda: memory.kv_cache_bytes(-1), "n_tokens"),
+        (lambda: memory.kv_cache_bytes(10, n_layers=0), "n_layers"),
+        (lambda: memory.kv_cache_bytes(10, dtype="fp8"), "dtype"),
+    ],
+)
 def test_compute_and_cache_bad_input(call, name):
     with pytest.raises(ValueError, match=name):
         call()
@@ -183,8 +195,10 @@ def test_saved_activations_counts_a_storage_once():
 
 def test_saved_activations_grow_with_the_batch():
     layer = torch.nn.Linear(8, 8)
-    sizes = [memory.saved_activation_bytes(lambda: torch.tanh(layer(torch.randn(n, 8))).sum(),
-                                           exclude=layer.parameters())[1] for n in (1, 2, 4)]
+    sizes = [
+        memory.saved_activation_bytes(lambda: torch.tanh(layer(torch.randn(n, 8))).sum(), exclude=layer.parameters())[1]
+        for n in (1, 2, 4)
+    ]
     assert sizes == [64, 128, 256]  # (input + output) * n * 8 * 4 bytes
 
 
@@ -207,8 +221,9 @@ def test_measure_training_memory_rows_add_up():
     assert rows["reference"] == {"params": 10, "bytes": 40}  # frozen: weights only
     assert rows["optimizer"] == {"params": 15, "bytes": 15 * 8 + 4 * 4}  # 4 tensors, one step counter each
     assert rows["activations"]["bytes"] > 0
-    assert rows["total"]["bytes"] == sum(rows[k]["bytes"] for k in ("actor", "critic", "reference", "optimizer",
-                                                                    "activations"))
+    assert rows["total"]["bytes"] == sum(
+        rows[k]["bytes"] for k in ("actor", "critic", "reference", "optimizer", "activations")
+    )
     predicted = memory.memory_accounting(10, 5, 10, weights_dtype="fp32", optimizer_dtype="fp32")
     for name in ("actor", "critic", "reference"):
         assert predicted[name] == rows[name]["bytes"]
@@ -218,8 +233,13 @@ def test_sorting_memory_tables_agree_with_the_formula():
     tables = compare.sorting_memory_tables(group_size=4)
     ppo, grpo = tables["PPO"], tables["GRPO"]
     assert "critic" in ppo and "critic" not in grpo
-    predicted = memory.memory_accounting(ppo["actor"]["params"], ppo["critic"]["params"], ppo["reference"]["params"],
-                                         weights_dtype="fp32", optimizer_dtype="fp32")
+    predicted = memory.memory_accounting(
+        ppo["actor"]["params"],
+        ppo["critic"]["params"],
+        ppo["reference"]["params"],
+        weights_dtype="fp32",
+        optimizer_dtype="fp32",
+    )
     for name in ("actor", "critic", "reference"):
         assert ppo[name]["bytes"] == predicted[name]
     # Adam's step counters: 4 bytes for each of 3 actor tensors and 6 critic tensors
@@ -229,14 +249,17 @@ def test_sorting_memory_tables_agree_with_the_formula():
     assert "critic" in text and "activations" in text and text.count("\n") == 7  # 2 header lines + 6 rows
 
 
-@pytest.mark.parametrize("call, name", [
-    (lambda: memory.count_parameters("actor"), "model"),
-    (lambda: memory.optimizer_state_bytes(None), "optimizer"),
-    (lambda: memory.saved_activation_bytes(3), "step"),
-    (lambda: memory.measure_training_memory({}, None, lambda: None), "models"),
-    (lambda: memory.measure_training_memory({"actor": 1}, None, lambda: None), "actor"),
-    (lambda: memory.format_memory_tables({}), "tables"),
-])
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: memory.count_parameters("actor"), "model"),
+        (lambda: memory.optimizer_state_bytes(None), "optimizer"),
+        (lambda: memory.saved_activation_bytes(3), "step"),
+        (lambda: memory.measure_training_memory({}, None, lambda: None), "models"),
+        (lambda: memory.measure_training_memory({"actor": 1}, None, lambda: None), "actor"),
+        (lambda: memory.format_memory_tables({}), "tables"),
+    ],
+)
 def test_measuring_bad_input(call, name):
     with pytest.raises(ValueError, match=name):
         call()
@@ -284,32 +307,39 @@ def test_episode_groups_share_their_start_state():
 
 
 def test_cartpole_runners_return_curves():
-    for curve in (compare.run_cartpole_grpo(seed=0, max_steps=300, group_size=2, num_groups=2),
-                  compare.run_cartpole_ppo(seed=0, max_steps=300, num_envs=2)):
+    for curve in (
+        compare.run_cartpole_grpo(seed=0, max_steps=300, group_size=2, num_groups=2),
+        compare.run_cartpole_ppo(seed=0, max_steps=300, num_envs=2),
+    ):
         assert curve["samples"][-1] >= 300
         assert len(curve["samples"]) == len(curve["seconds"]) == len(curve["reward"])
         assert 1.0 <= curve["final_eval"] <= 500.0
 
 
-@pytest.mark.parametrize("call, name", [
-    (lambda: compare.run_sorting_grpo(epochs=0), "epochs"),
-    (lambda: compare.run_sorting_grpo(epochs=1, group_size=0), "group_size"),
-    (lambda: compare.run_sorting_ppo(updates=-1), "updates"),
-    (lambda: compare.run_sorting_ppo(updates=1, clip_eps=0.0), "clip_epsilon"),
-    (lambda: compare.run_cartpole_ppo(max_steps=0), "max_steps"),
-    (lambda: compare.run_cartpole_grpo(group_size=1.5), "group_size"),
-    (lambda: compare.run_cartpole_grpo(clip_eps=-0.2), "clip_eps"),
-    (lambda: compare.run_cartpole_grpo(loss_agg="sum"), "loss_agg"),
-    (lambda: compare.first_reaching([1, 2], [1], 0.5), "x, y"),
-])
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: compare.run_sorting_grpo(epochs=0), "epochs"),
+        (lambda: compare.run_sorting_grpo(epochs=1, group_size=0), "group_size"),
+        (lambda: compare.run_sorting_ppo(updates=-1), "updates"),
+        (lambda: compare.run_sorting_ppo(updates=1, clip_eps=0.0), "clip_epsilon"),
+        (lambda: compare.run_cartpole_ppo(max_steps=0), "max_steps"),
+        (lambda: compare.run_cartpole_grpo(group_size=1.5), "group_size"),
+        (lambda: compare.run_cartpole_grpo(clip_eps=-0.2), "clip_eps"),
+        (lambda: compare.run_cartpole_grpo(loss_agg="sum"), "loss_agg"),
+        (lambda: compare.first_reaching([1, 2], [1], 0.5), "x, y"),
+    ],
+)
 def test_runners_bad_input(call, name):
     with pytest.raises(ValueError, match=name):
         call()
 
 
 def test_band_interpolates_onto_a_common_grid():
-    curves = [{"samples": [0, 10], "reward": [0.0, 10.0]},
-              {"samples": [0, 5, 20], "reward": [2.0, math.nan, 22.0]}]  # NaN dropped: 2 -> 22 over 0 -> 20
+    curves = [
+        {"samples": [0, 10], "reward": [0.0, 10.0]},
+        {"samples": [0, 5, 20], "reward": [2.0, math.nan, 22.0]},
+    ]  # NaN dropped: 2 -> 22 over 0 -> 20
     b = compare.band(curves, n_points=3)
     np.testing.assert_allclose(b["x"], [0.0, 5.0, 10.0])  # up to the shorter curve's end
     # at x = 5: the first curve is 5.0, the second 2 + 20 * 5 / 20 = 7.0
@@ -318,11 +348,14 @@ def test_band_interpolates_onto_a_common_grid():
     np.testing.assert_allclose(b["high"], [2.0, 7.0, 12.0])
 
 
-@pytest.mark.parametrize("curves, name", [
-    ([], "curves"),
-    ([{"samples": [1]}], r"curves\[0\]"),
-    ([{"samples": [1, 2], "reward": [math.nan, math.nan]}], r"curves\[0\]"),
-])
+@pytest.mark.parametrize(
+    "curves, name",
+    [
+        ([], "curves"),
+        ([{"samples": [1]}], r"curves\[0\]"),
+        ([{"samples": [1, 2], "reward": [math.nan, math.nan]}], r"curves\[0\]"),
+    ],
+)
 def test_band_bad_input(curves, name):
     with pytest.raises(ValueError, match=name):
         compare.band(curves)
@@ -405,17 +438,33 @@ def test_read_sweep_properties(n_g, n_e, seed, tol):
     assert not bool((reward[:i] == reward.max()).any())  # no smaller group size reaches the maximum
 
 
-@pytest.mark.parametrize("kwargs, name", [
-    ({"group_sizes": torch.tensor([4, 2]), "clip_eps": torch.tensor([0.2]), "reward": torch.ones(2, 1)},
-     "group_sizes"),
-    ({"group_sizes": torch.tensor([2.0, 4.0]), "clip_eps": torch.tensor([0.2]), "reward": torch.ones(2, 1)},
-     "group_sizes"),
-    ({"group_sizes": torch.tensor([2, 4]), "clip_eps": torch.tensor([0.2, 0.2]), "reward": torch.ones(2, 2)},
-     "clip_eps"),
-    ({"group_sizes": torch.tensor([2, 4]), "clip_eps": torch.tensor([0.2]), "reward": torch.ones(1, 2)}, "reward"),
-    ({"group_sizes": torch.tensor([2, 4]), "clip_eps": torch.tensor([0.2]), "reward": torch.ones(2, 1),
-      "tol": -0.1}, "tol"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (
+            {"group_sizes": torch.tensor([4, 2]), "clip_eps": torch.tensor([0.2]), "reward": torch.ones(2, 1)},
+            "group_sizes",
+        ),
+        (
+            {"group_sizes": torch.tensor([2.0, 4.0]), "clip_eps": torch.tensor([0.2]), "reward": torch.ones(2, 1)},
+            "group_sizes",
+        ),
+        (
+            {"group_sizes": torch.tensor([2, 4]), "clip_eps": torch.tensor([0.2, 0.2]), "reward": torch.ones(2, 2)},
+            "clip_eps",
+        ),
+        ({"group_sizes": torch.tensor([2, 4]), "clip_eps": torch.tensor([0.2]), "reward": torch.ones(1, 2)}, "reward"),
+        (
+            {
+                "group_sizes": torch.tensor([2, 4]),
+                "clip_eps": torch.tensor([0.2]),
+                "reward": torch.ones(2, 1),
+                "tol": -0.1,
+            },
+            "tol",
+        ),
+    ],
+)
 def test_read_sweep_bad_input(kwargs, name):
     with pytest.raises(ValueError, match=name):
         sweeps.read_sweep(**kwargs)

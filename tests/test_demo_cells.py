@@ -179,8 +179,8 @@ def test_the_capstone_demo_tells_a_wrong_step_from_the_course_update():
     for cell in ("s08-03", "s08-06"):
         nb.solution(cell)
     demo = nb.cells["s08-12"].source
-    definitions = demo[:demo.index('print(f"held-out')]  # the cell without its 20-round run
-    assert "capstone.grpo_step" in definitions and "train()" in demo[len(definitions):]
+    definitions = demo[: demo.index('print(f"held-out')]  # the cell without its 20-round run
+    assert "capstone.grpo_step" in definitions and "train()" in demo[len(definitions) :]
     nb.namespace["grpo_step"] = forgets_zero_grad
     with contextlib.redirect_stdout(io.StringIO()) as out:
         exec(compile(definitions, "s08-12", "exec"), nb.namespace)  # noqa: S102

@@ -45,8 +45,9 @@ def test_exercise_runs_with_only_stubs_failing(path, kernel):
     if kernel.has_kernel and not run_sync(kernel.is_alive)():
         run_sync(kernel.restart_kernel)(now=True)  # a notebook before this one stopped it
     nb.cells.insert(0, nbformat.v4.new_code_cell("%reset -f"))  # added: forget the names of the notebook before
-    client = NotebookClient(nb, km=kernel, timeout=180, allow_errors=True,
-                            resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(
+        nb, km=kernel, timeout=180, allow_errors=True, resources={"metadata": {"path": str(path.parent)}}
+    )
     try:
         client.execute()  # the first notebook starts the kernel; a client that did not create it leaves it running
     finally:
@@ -54,8 +55,11 @@ def test_exercise_runs_with_only_stubs_failing(path, kernel):
             client.kc.stop_channels()
     errors = list(_errors(nb))
     # CheckNotPassed (a NotImplementedError) is a demo cell refusing to run a function whose check has not passed.
-    wrong = [f"cell {cell.id}: {out.ename}: {out.evalue}" for cell, out in errors
-             if out.ename not in ("NotImplementedError", "CheckNotPassed")]
+    wrong = [
+        f"cell {cell.id}: {out.ename}: {out.evalue}"
+        for cell, out in errors
+        if out.ename not in ("NotImplementedError", "CheckNotPassed")
+    ]
     assert not wrong, "errors other than NotImplementedError:\n" + "\n".join(wrong)
     failing = {cell.id for cell, _ in errors}
     checks = [c for c in nb.cells if "check" in c.metadata.get("tags", [])]

@@ -23,9 +23,13 @@ from course_lib.grpo import aggregate_loss, group_advantages
 from course_lib.ppo import clipped_surrogate
 
 F64 = torch.float64
-rewards_tables = st.integers(1, 4).flatmap(lambda B: st.integers(1, 6).flatmap(lambda G: st.lists(
-    st.floats(-5, 5, allow_nan=False), min_size=B * G, max_size=B * G).map(
-    lambda xs: torch.tensor(xs, dtype=F64).view(B, G))))
+rewards_tables = st.integers(1, 4).flatmap(
+    lambda B: st.integers(1, 6).flatmap(
+        lambda G: st.lists(st.floats(-5, 5, allow_nan=False), min_size=B * G, max_size=B * G).map(
+            lambda xs: torch.tensor(xs, dtype=F64).view(B, G)
+        )
+    )
+)
 
 
 def grad_of(loss, x):
@@ -70,8 +74,9 @@ def test_rloo_baseline_does_not_depend_on_own_reward(rewards):
         return
     moved = rewards.clone()
     moved[:, 0] += 1.5
-    torch.testing.assert_close(rloo_advantages(moved)[:, 0] - rloo_advantages(rewards)[:, 0],
-                               torch.full((rewards.shape[0],), 1.5, dtype=F64))
+    torch.testing.assert_close(
+        rloo_advantages(moved)[:, 0] - rloo_advantages(rewards)[:, 0], torch.full((rewards.shape[0],), 1.5, dtype=F64)
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -83,8 +88,9 @@ def test_reinforce_pp_hand_computed():
     # Group-centred: (0.5, -0.5) and (1, -1); batch mean 0; Bessel std of (0.5, -0.5, 1, -1) = sqrt(2.5 / 3).
     rewards = torch.tensor([[1.0, 0.0], [3.0, 1.0]], dtype=F64)
     std = math.sqrt(2.5 / 3) + 1e-6
-    torch.testing.assert_close(reinforce_pp_advantages(rewards),
-                               torch.tensor([[0.5, -0.5], [1.0, -1.0]], dtype=F64) / std)
+    torch.testing.assert_close(
+        reinforce_pp_advantages(rewards), torch.tensor([[0.5, -0.5], [1.0, -1.0]], dtype=F64) / std
+    )
     # Without the group baseline: the raw rewards whitened over the batch, mean 1.25.
     plain = reinforce_pp_advantages(rewards, group_baseline=False)
     torch.testing.assert_close(plain, (rewards - 1.25) / (rewards.flatten().std() + 1e-6))
@@ -136,11 +142,13 @@ def test_dynamic_sampling_keeps_exactly_the_groups_with_nonzero_advantages(rewar
 def test_soft_overlong_penalty_eq_13():
     # L_max = 10, L_cache = 4: no penalty up to 6, then -1/4 per token, -1 past 10.
     lengths = torch.tensor([1, 6, 7, 8, 10, 11, 50])
-    torch.testing.assert_close(soft_overlong_penalty(lengths, 10, 4),
-                               torch.tensor([0.0, 0.0, -0.25, -0.5, -1.0, -1.0, -1.0]))
+    torch.testing.assert_close(
+        soft_overlong_penalty(lengths, 10, 4), torch.tensor([0.0, 0.0, -0.25, -0.5, -1.0, -1.0, -1.0])
+    )
     # cache 0: a hard edge. Float lengths keep their dtype.
-    torch.testing.assert_close(soft_overlong_penalty(torch.tensor([10.0, 11.0], dtype=F64), 10, 0),
-                               torch.tensor([0.0, -1.0], dtype=F64))
+    torch.testing.assert_close(
+        soft_overlong_penalty(torch.tensor([10.0, 11.0], dtype=F64), 10, 0), torch.tensor([0.0, -1.0], dtype=F64)
+    )
 
 
 def test_soft_overlong_penalty_matches_trl():
@@ -315,29 +323,32 @@ def test_gmpo_is_the_papers_geometric_mean_of_clipped_terms(n, T, seed, clip_eps
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("call, name", [
-    (lambda: rloo_advantages(torch.zeros(4)), "rewards"),
-    (lambda: reinforce_pp_advantages(torch.zeros(2, 2), group_baseline=1), "group_baseline"),
-    (lambda: reinforce_pp_advantages(torch.zeros(2, 2), eps=0.0), "eps"),
-    (lambda: dynamic_sampling_mask(torch.zeros(2, 2, 2)), "rewards"),
-    (lambda: soft_overlong_penalty([3, 4], 10, 2), "lengths"),
-    (lambda: soft_overlong_penalty(torch.tensor([3]), 0, 0), "max_len"),
-    (lambda: soft_overlong_penalty(torch.tensor([3]), 10, 11), "cache_len"),
-    (lambda: soft_overlong_penalty(torch.tensor([3]), 10, -1), "cache_len"),
-    (lambda: filter_truncated(torch.ones(2, 3), torch.tensor([1, 0])), "truncated"),
-    (lambda: filter_truncated(torch.ones(2, 3), torch.tensor([True])), "truncated"),
-    (lambda: filter_truncated(torch.full((2, 3), 2.0), torch.tensor([True, False])), "mask"),
-    (lambda: gspo_sequence_log_ratio(torch.zeros(2, 3), torch.zeros(2, 4), torch.ones(2, 3)), "logp_old"),
-    (lambda: gspo_sequence_log_ratio(torch.zeros(2, 3), torch.zeros(2, 3), torch.ones(3)), "mask"),
-    (lambda: gspo_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2, 3), torch.ones(2, 3), 0.2), "adv"),
-    (lambda: gspo_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2), torch.ones(2, 3), 0.0), "clip_eps"),
-    (lambda: cispo_loss(torch.zeros(3), torch.zeros(3), torch.zeros(2), 0.2), "adv"),
-    (lambda: cispo_loss(torch.zeros(3), torch.zeros(3), torch.zeros(3), -1.0), "clip_eps_high"),
-    (lambda: cispo_loss(torch.zeros(3), torch.zeros(3), torch.zeros(3), 0.2, clip_eps=0.0), "clip_eps"),
-    (lambda: sapo_loss(torch.zeros(3), torch.zeros(3), torch.zeros(3), tau_neg=0.0), "tau_neg"),
-    (lambda: gmpo_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(3), torch.ones(2, 3)), "adv"),
-    (lambda: gmpo_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2), torch.ones(2, 3), -0.4), "clip_eps"),
-])
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: rloo_advantages(torch.zeros(4)), "rewards"),
+        (lambda: reinforce_pp_advantages(torch.zeros(2, 2), group_baseline=1), "group_baseline"),
+        (lambda: reinforce_pp_advantages(torch.zeros(2, 2), eps=0.0), "eps"),
+        (lambda: dynamic_sampling_mask(torch.zeros(2, 2, 2)), "rewards"),
+        (lambda: soft_overlong_penalty([3, 4], 10, 2), "lengths"),
+        (lambda: soft_overlong_penalty(torch.tensor([3]), 0, 0), "max_len"),
+        (lambda: soft_overlong_penalty(torch.tensor([3]), 10, 11), "cache_len"),
+        (lambda: soft_overlong_penalty(torch.tensor([3]), 10, -1), "cache_len"),
+        (lambda: filter_truncated(torch.ones(2, 3), torch.tensor([1, 0])), "truncated"),
+        (lambda: filter_truncated(torch.ones(2, 3), torch.tensor([True])), "truncated"),
+        (lambda: filter_truncated(torch.full((2, 3), 2.0), torch.tensor([True, False])), "mask"),
+        (lambda: gspo_sequence_log_ratio(torch.zeros(2, 3), torch.zeros(2, 4), torch.ones(2, 3)), "logp_old"),
+        (lambda: gspo_sequence_log_ratio(torch.zeros(2, 3), torch.zeros(2, 3), torch.ones(3)), "mask"),
+        (lambda: gspo_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2, 3), torch.ones(2, 3), 0.2), "adv"),
+        (lambda: gspo_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2), torch.ones(2, 3), 0.0), "clip_eps"),
+        (lambda: cispo_loss(torch.zeros(3), torch.zeros(3), torch.zeros(2), 0.2), "adv"),
+        (lambda: cispo_loss(torch.zeros(3), torch.zeros(3), torch.zeros(3), -1.0), "clip_eps_high"),
+        (lambda: cispo_loss(torch.zeros(3), torch.zeros(3), torch.zeros(3), 0.2, clip_eps=0.0), "clip_eps"),
+        (lambda: sapo_loss(torch.zeros(3), torch.zeros(3), torch.zeros(3), tau_neg=0.0), "tau_neg"),
+        (lambda: gmpo_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(3), torch.ones(2, 3)), "adv"),
+        (lambda: gmpo_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2), torch.ones(2, 3), -0.4), "clip_eps"),
+    ],
+)
 def test_bad_input_names_the_argument(call, name):
     with pytest.raises(ValueError, match=f"^{name}:"):
         call()

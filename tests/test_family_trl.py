@@ -30,8 +30,9 @@ def batch(tiny_qwen):
 
 
 def _grpo_trainer(tiny_qwen, tmp_path, **settings):
-    config = loop.HFGRPOConfig(prompts_per_step=B, group_size=G, max_new_tokens=MAX_LEN, kl_coef=0.1,
-                               clip_eps=0.2, epochs_per_batch=2)
+    config = loop.HFGRPOConfig(
+        prompts_per_step=B, group_size=G, max_new_tokens=MAX_LEN, kl_coef=0.1, clip_eps=0.2, epochs_per_batch=2
+    )
     return make_trainer(str(tiny_qwen), data.load_problems(n=B), config, str(tmp_path), progress=False, **settings)
 
 
@@ -45,9 +46,11 @@ def test_every_trl_loss_type_is_compared_or_listed_as_missing():
 def test_family_loss_equals_trl_value_and_gradient(tiny_qwen, tmp_path, batch, variant):
     trainer = _grpo_trainer(tiny_qwen, tmp_path, **agreement.TRL_FAMILY[variant])
     result = agreement.trl_and_course_family(trainer, batch)
-    print(f"\n{variant}: loss TRL {result['trl_loss']:.6f} course {result['course_loss']:.6f}; "
-          f"|loss diff| {result['loss_diff']:.1e}, max |grad diff| {result['grad_diff']:.1e} "
-          f"(largest grad {result['grad_max']:.1e})")
+    print(
+        f"\n{variant}: loss TRL {result['trl_loss']:.6f} course {result['course_loss']:.6f}; "
+        f"|loss diff| {result['loss_diff']:.1e}, max |grad diff| {result['grad_diff']:.1e} "
+        f"(largest grad {result['grad_max']:.1e})"
+    )
     assert result["grad_max"] > 1e-3  # the batch has a gradient to compare
     if variant not in ("SAPO", "CISPO"):  # SAPO has no clip; CISPO's cap of 5 is far from these ratios
         assert result["outside_clip"] > 0, "the batch never reaches the clip: the comparison would miss it"
@@ -79,8 +82,14 @@ def test_rloo_advantages_inside_a_real_trl_step(tiny_qwen, tmp_path, normalize_a
     rloo_advantages; with normalize_advantages=True, whitened over the batch, they are REINFORCE++-baseline's
     (the RLOO advantage is G/(G-1) times the centred one, so TRL's eps 1e-4 is the course's eps times G/(G-1))."""
     weights = {"length": 1.0, "answer_format": 0.5}
-    trainer = agreement.make_rloo_trainer(str(tiny_qwen), data.load_problems(n=4), str(tmp_path), group_size=G,
-                                          reward_weights=weights, normalize_advantages=normalize_advantages)
+    trainer = agreement.make_rloo_trainer(
+        str(tiny_qwen),
+        data.load_problems(n=4),
+        str(tmp_path),
+        group_size=G,
+        reward_weights=weights,
+        normalize_advantages=normalize_advantages,
+    )
     seen, compute_loss = [], trainer.compute_loss
 
     def recording_compute_loss(model, inputs, *args, **kwargs):

@@ -109,8 +109,13 @@ def cleanrl_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda
 
 
 @settings(max_examples=50, deadline=None)
-@given(seed=st.integers(0, 10_000), num_steps=st.integers(1, 12), num_envs=st.integers(1, 4),
-       gamma=st.floats(0.0, 1.0), lam=st.floats(0.0, 1.0))
+@given(
+    seed=st.integers(0, 10_000),
+    num_steps=st.integers(1, 12),
+    num_envs=st.integers(1, 4),
+    gamma=st.floats(0.0, 1.0),
+    lam=st.floats(0.0, 1.0),
+)
 def test_matches_cleanrl(seed, num_steps, num_envs, gamma, lam):
     g = torch.Generator().manual_seed(seed)
     rewards = torch.randn(num_steps, num_envs, generator=g, dtype=torch.float64)
@@ -177,8 +182,13 @@ def test_gae_is_the_discounted_sum_of_residuals(seed, T, gamma, lam):
 
 
 @settings(max_examples=50, deadline=None)
-@given(seed=st.integers(0, 10_000), T=st.integers(2, 10), data=st.data(),
-       gamma=st.floats(0.0, 1.0), lam=st.floats(0.0, 1.0))
+@given(
+    seed=st.integers(0, 10_000),
+    T=st.integers(2, 10),
+    data=st.data(),
+    gamma=st.floats(0.0, 1.0),
+    lam=st.floats(0.0, 1.0),
+)
 def test_terminal_step_blocks_bootstrapping(seed, T, data, gamma, lam):
     k = data.draw(st.integers(0, T - 1), label="terminal step")
     rewards, values, dones, last_values = _random(seed, (T,))
@@ -187,17 +197,21 @@ def test_terminal_step_blocks_bootstrapping(seed, T, data, gamma, lam):
     # Change everything after step k, and the bootstrap value: nothing at or before k may move.
     g = torch.Generator().manual_seed(seed + 1)
     rewards2, values2, dones2 = rewards.clone(), values.clone(), dones.clone()
-    rewards2[k + 1:] = torch.randn(T - k - 1, generator=g, dtype=torch.float64) * 10
-    values2[k + 1:] = torch.randn(T - k - 1, generator=g, dtype=torch.float64) * 10
-    dones2[k + 1:] = torch.rand(T - k - 1, generator=g) < 0.5
+    rewards2[k + 1 :] = torch.randn(T - k - 1, generator=g, dtype=torch.float64) * 10
+    values2[k + 1 :] = torch.randn(T - k - 1, generator=g, dtype=torch.float64) * 10
+    dones2[k + 1 :] = torch.rand(T - k - 1, generator=g) < 0.5
     adv2, ret2 = compute_gae(rewards2, values2, dones2, last_values + 100.0, gamma, lam)
     torch.testing.assert_close(adv2[: k + 1], adv[: k + 1])
     torch.testing.assert_close(ret2[: k + 1], ret[: k + 1])
 
 
 @settings(max_examples=50, deadline=None)
-@given(seed=st.integers(0, 10_000), shape=st.tuples(st.integers(1, 3), st.integers(1, 3), st.integers(1, 6)),
-       gamma=st.floats(0.0, 1.0), lam=st.floats(0.0, 1.0))
+@given(
+    seed=st.integers(0, 10_000),
+    shape=st.tuples(st.integers(1, 3), st.integers(1, 3), st.integers(1, 6)),
+    gamma=st.floats(0.0, 1.0),
+    lam=st.floats(0.0, 1.0),
+)
 def test_batch_rows_are_independent_and_dtypes_agree(seed, shape, gamma, lam):
     rewards, values, dones, last_values = _random(seed, shape)
     adv, ret = compute_gae(rewards, values, dones, last_values, gamma, lam)
@@ -260,58 +274,70 @@ def test_truncation_at_the_rollout_end_either_way():
 R, V, D, L = torch.zeros(2, 4), torch.zeros(2, 4), torch.zeros(2, 4, dtype=torch.bool), torch.zeros(2)
 
 
-@pytest.mark.parametrize("kwargs, argname", [
-    (dict(rewards=torch.zeros(())), "rewards"),
-    (dict(rewards=[0.0, 1.0]), "rewards"),
-    (dict(rewards=torch.zeros(2, 4, dtype=torch.long)), "rewards"),
-    (dict(values=torch.zeros(2, 3)), "values"),
-    (dict(dones=torch.zeros(4)), "dones"),
-    (dict(dones=torch.full((2, 4), 2.0)), "dones"),
-    (dict(last_values=torch.zeros(2, 4)), "last_values"),
-    (dict(last_values=torch.zeros(())), "last_values"),
-    (dict(gamma=1.5), "gamma"),
-    (dict(gamma=-0.1), "gamma"),
-    (dict(lam=1.01), "lam"),
-    (dict(lam=-1.0), "lam"),
-    (dict(lam="0.9"), "lam"),
-])
+@pytest.mark.parametrize(
+    "kwargs, argname",
+    [
+        (dict(rewards=torch.zeros(())), "rewards"),
+        (dict(rewards=[0.0, 1.0]), "rewards"),
+        (dict(rewards=torch.zeros(2, 4, dtype=torch.long)), "rewards"),
+        (dict(values=torch.zeros(2, 3)), "values"),
+        (dict(dones=torch.zeros(4)), "dones"),
+        (dict(dones=torch.full((2, 4), 2.0)), "dones"),
+        (dict(last_values=torch.zeros(2, 4)), "last_values"),
+        (dict(last_values=torch.zeros(())), "last_values"),
+        (dict(gamma=1.5), "gamma"),
+        (dict(gamma=-0.1), "gamma"),
+        (dict(lam=1.01), "lam"),
+        (dict(lam=-1.0), "lam"),
+        (dict(lam="0.9"), "lam"),
+    ],
+)
 def test_compute_gae_bad_input(kwargs, argname):
     args = dict(rewards=R, values=V, dones=D, last_values=L, gamma=0.9, lam=0.9) | kwargs
     with pytest.raises(ValueError, match=argname):
         compute_gae(**args)
 
 
-@pytest.mark.parametrize("kwargs, argname", [
-    (dict(values=torch.zeros(4)), "values"),
-    (dict(dones=torch.zeros(2, 5)), "dones"),
-    (dict(last_values=torch.zeros(4)), "last_values"),
-    (dict(gamma=2.0), "gamma"),
-])
+@pytest.mark.parametrize(
+    "kwargs, argname",
+    [
+        (dict(values=torch.zeros(4)), "values"),
+        (dict(dones=torch.zeros(2, 5)), "dones"),
+        (dict(last_values=torch.zeros(4)), "last_values"),
+        (dict(gamma=2.0), "gamma"),
+    ],
+)
 def test_td_residuals_bad_input(kwargs, argname):
     args = dict(rewards=R, values=V, dones=D, last_values=L, gamma=0.9) | kwargs
     with pytest.raises(ValueError, match=argname):
         td_residuals(**args)
 
 
-@pytest.mark.parametrize("kwargs, argname", [
-    (dict(rewards=torch.zeros(())), "rewards"),
-    (dict(dones=torch.zeros(3)), "dones"),
-    (dict(last_values=torch.zeros(3)), "last_values"),
-    (dict(gamma=1.1), "gamma"),
-])
+@pytest.mark.parametrize(
+    "kwargs, argname",
+    [
+        (dict(rewards=torch.zeros(())), "rewards"),
+        (dict(dones=torch.zeros(3)), "dones"),
+        (dict(last_values=torch.zeros(3)), "last_values"),
+        (dict(gamma=1.1), "gamma"),
+    ],
+)
 def test_discounted_returns_bad_input(kwargs, argname):
     args = dict(rewards=R, dones=D, last_values=L, gamma=0.9) | kwargs
     with pytest.raises(ValueError, match=argname):
         discounted_returns(**args)
 
 
-@pytest.mark.parametrize("kwargs, argname", [
-    (dict(rewards=torch.zeros(())), "rewards"),
-    (dict(truncated=torch.zeros(2, 3)), "truncated"),
-    (dict(truncated=torch.full((2, 4), 0.5)), "truncated"),
-    (dict(final_values=torch.zeros(2)), "final_values"),
-    (dict(gamma=-0.5), "gamma"),
-])
+@pytest.mark.parametrize(
+    "kwargs, argname",
+    [
+        (dict(rewards=torch.zeros(())), "rewards"),
+        (dict(truncated=torch.zeros(2, 3)), "truncated"),
+        (dict(truncated=torch.full((2, 4), 0.5)), "truncated"),
+        (dict(final_values=torch.zeros(2)), "final_values"),
+        (dict(gamma=-0.5), "gamma"),
+    ],
+)
 def test_bootstrap_truncated_bad_input(kwargs, argname):
     args = dict(rewards=R, truncated=D, final_values=V, gamma=0.9) | kwargs
     with pytest.raises(ValueError, match=argname):

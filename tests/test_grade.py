@@ -49,19 +49,37 @@ def _cell(source, cell_id, tags=(), exercise=None):
 
 def synth_solution() -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
-    nb.metadata["course"] = {"chapter": "98", "exercises": {"double": {"points": 1, "title": "Double"},
-                                                            "halve": {"points": 2, "title": "Halve"}}}
+    nb.metadata["course"] = {
+        "chapter": "98",
+        "exercises": {"double": {"points": 1, "title": "Double"}, "halve": {"points": 2, "title": "Halve"}},
+    }
     nb.cells = [
         nbformat.v4.new_markdown_cell("# Synthetic chapter", id="intro"),
         _cell("import math\nfactor = 2", "setup"),
-        _cell("def double(x):\n    ### BEGIN SOLUTION\n    return factor * x\n    ### END SOLUTION",
-              "double-solution", ["solution"], "double"),
-        _cell('assert double(2) == 4, "double(2) should be 4"\nprint("\\u2714 double: correct")',
-              "double-check", ["check"], "double"),
-        _cell("def halve(x):\n    ### BEGIN SOLUTION\n    return x / factor\n    ### END SOLUTION",
-              "halve-solution", ["solution"], "halve"),
-        _cell('assert halve(4) == 2, "halve(4) should be 2"\nprint("\\u2714 halve: correct")',
-              "halve-check", ["check"], "halve"),
+        _cell(
+            "def double(x):\n    ### BEGIN SOLUTION\n    return factor * x\n    ### END SOLUTION",
+            "double-solution",
+            ["solution"],
+            "double",
+        ),
+        _cell(
+            'assert double(2) == 4, "double(2) should be 4"\nprint("\\u2714 double: correct")',
+            "double-check",
+            ["check"],
+            "double",
+        ),
+        _cell(
+            "def halve(x):\n    ### BEGIN SOLUTION\n    return x / factor\n    ### END SOLUTION",
+            "halve-solution",
+            ["solution"],
+            "halve",
+        ),
+        _cell(
+            'assert halve(4) == 2, "halve(4) should be 2"\nprint("\\u2714 halve: correct")',
+            "halve-check",
+            ["check"],
+            "halve",
+        ),
     ]
     return nb
 
@@ -97,13 +115,19 @@ def by_id(nb, cell_id):
 
 
 def solution_cell(nb, exercise):
-    return next(c for c in nb.cells if "solution" in c.metadata.get("tags", [])
-                and c.metadata.get("course", {}).get("exercise") == exercise)
+    return next(
+        c
+        for c in nb.cells
+        if "solution" in c.metadata.get("tags", []) and c.metadata.get("course", {}).get("exercise") == exercise
+    )
 
 
 def check_cell(nb, exercise):
-    return next(c for c in nb.cells if "check" in c.metadata.get("tags", [])
-                and c.metadata.get("course", {}).get("exercise") == exercise)
+    return next(
+        c
+        for c in nb.cells
+        if "check" in c.metadata.get("tags", []) and c.metadata.get("course", {}).get("exercise") == exercise
+    )
 
 
 def answer(nb, solution, exercise, body=None):
@@ -111,10 +135,13 @@ def answer(nb, solution, exercise, body=None):
     source = solution_cell(solution, exercise).source
     if body is not None:
         head = source.split("### BEGIN SOLUTION")[0]
-        indent = head[len(head.rstrip(" \t")):]
+        indent = head[len(head.rstrip(" \t")) :]
         tail = source.split("### END SOLUTION", 1)[1].split("\n", 1)
-        source = head.rstrip(" ") + "\n".join(indent + line for line in body.splitlines()) + (
-            "\n" + tail[1] if len(tail) > 1 else "")
+        source = (
+            head.rstrip(" ")
+            + "\n".join(indent + line for line in body.splitlines())
+            + ("\n" + tail[1] if len(tail) > 1 else "")
+        )
     solution_cell(nb, exercise).source = source
     return nb
 
@@ -151,17 +178,23 @@ def warmup_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
     expect["ada"] = {"discounted_return": ("passed", "\u2714"), "reward_to_go": ("passed", "\u2714")}
 
     save(folder, "bo_00_warmup.ipynb", fresh())
-    expect["bo"] = {"discounted_return": ("not attempted", "NotImplementedError"),
-                    "reward_to_go": ("not attempted", "NotImplementedError")}
+    expect["bo"] = {
+        "discounted_return": ("not attempted", "NotImplementedError"),
+        "reward_to_go": ("not attempted", "NotImplementedError"),
+    }
 
     nb = answer(correct(), solution, "discounted_return", WRONG_RETURN)
     save(folder, "cy_00_warmup.ipynb", nb)
     expect["cy"] = {"discounted_return": ("failed", "first reward is discounted too"), "reward_to_go": ("passed", "")}
 
     # Check cells deleted; the correct answer also writes warnings to stderr, which cost nothing.
-    nb = answer(fresh(), solution, "discounted_return",
-                "import sys, warnings\nwarnings.warn('a UserWarning on stderr')\nprint('noise', file=sys.stderr)\n"
-                "T = rewards.shape[-1]\nreturn (rewards * gamma ** torch.arange(T, dtype=rewards.dtype)).sum(-1)")
+    nb = answer(
+        fresh(),
+        solution,
+        "discounted_return",
+        "import sys, warnings\nwarnings.warn('a UserWarning on stderr')\nprint('noise', file=sys.stderr)\n"
+        "T = rewards.shape[-1]\nreturn (rewards * gamma ** torch.arange(T, dtype=rewards.dtype)).sum(-1)",
+    )
     nb.cells = [c for c in nb.cells if "check" not in c.metadata.get("tags", [])]
     save(folder, "di_00_warmup.ipynb", nb)
     expect["di"] = {"discounted_return": ("passed", ""), "reward_to_go": ("not attempted", "")}
@@ -177,8 +210,10 @@ def warmup_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
     nb.metadata["course"]["exercises"] = {"discounted_return": {"points": 100, "title": "x"}}
     for cell in nb.cells:
         tags = cell.metadata.get("tags", [])
-        cell.metadata = {"tags": ["raises-exception"] if "check" in tags else ["check"] if "solution" in tags else [],
-                         "course": {"exercise": "reward_to_go"}}
+        cell.metadata = {
+            "tags": ["raises-exception"] if "check" in tags else ["check"] if "solution" in tags else [],
+            "course": {"exercise": "reward_to_go"},
+        }
     save(folder, "fay_00_warmup.ipynb", nb)
     expect["fay"] = {"discounted_return": ("failed", "first reward"), "reward_to_go": ("passed", "")}
 
@@ -189,8 +224,10 @@ def warmup_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
     expect["hal"] = {"discounted_return": ("timeout", f"within {TIMEOUT} s"), "reward_to_go": ("passed", "")}
 
     (folder / "ivy_00_warmup.ipynb").write_text('{"cells": [{"cell_type": "code", "source": ', encoding="utf-8")
-    expect["ivy"] = {"discounted_return": ("unreadable", "not valid JSON"),
-                     "reward_to_go": ("unreadable", "not valid JSON")}
+    expect["ivy"] = {
+        "discounted_return": ("unreadable", "not valid JSON"),
+        "reward_to_go": ("unreadable", "not valid JSON"),
+    }
 
     # Copied into a new notebook (no cell ids: nbformat 4.4) and reordered; one solution keeps its metadata.
     nb = correct()
@@ -208,15 +245,17 @@ def warmup_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
     nb = answer(fresh(), solution, "discounted_return", WRONG_RETURN)
     solution_cell(nb, "discounted_return").source = PATCH_CHECKS + solution_cell(nb, "discounted_return").source
     nb = answer(nb, solution, "reward_to_go", WRONG_RTG)
-    solution_cell(nb, "reward_to_go").source = "torch.allclose = lambda *args, **kwargs: True\n" + \
-        solution_cell(nb, "reward_to_go").source
+    solution_cell(nb, "reward_to_go").source = (
+        "torch.allclose = lambda *args, **kwargs: True\n" + solution_cell(nb, "reward_to_go").source
+    )
     save(folder, "kim_00_warmup.ipynb", nb)
     expect["kim"] = {"discounted_return": ("failed", "first reward"), "reward_to_go": ("failed", "without discounting")}
 
     # Hiding errors: IPython shows no traceback, so nbval sees no error; the grader judges from the records.
     nb = answer(correct(), solution, "discounted_return", WRONG_RETURN)
-    solution_cell(nb, "discounted_return").source = "get_ipython().showtraceback = lambda *args, **kwargs: None\n" + \
-        solution_cell(nb, "discounted_return").source
+    solution_cell(nb, "discounted_return").source = (
+        "get_ipython().showtraceback = lambda *args, **kwargs: None\n" + solution_cell(nb, "discounted_return").source
+    )
     save(folder, "lu_00_warmup.ipynb", nb)
     expect["lu"] = {"discounted_return": ("failed", "first reward"), "reward_to_go": ("passed", "")}
 
@@ -225,13 +264,16 @@ def warmup_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
     nb = correct()
     final = solution_cell(nb, "discounted_return")
     draft = copy.deepcopy(final)
-    draft.source = solution_cell(answer(fresh(), solution, "discounted_return", WRONG_RETURN),
-                                 "discounted_return").source
+    draft.source = solution_cell(
+        answer(fresh(), solution, "discounted_return", WRONG_RETURN), "discounted_return"
+    ).source
     nb.cells.insert(nb.cells.index(final), draft)
     nb.cells = [c for c in nb.cells if c.cell_type == "code" and c is not solution_cell(nb, "reward_to_go")]
     save(folder, "mo_00_warmup.ipynb", nb)
-    expect["mo"] = {"discounted_return": ("passed", "appears 2 times; the last such cell was graded"),
-                    "reward_to_go": ("not attempted", "no solution cell")}
+    expect["mo"] = {
+        "discounted_return": ("passed", "appears 2 times; the last such cell was graded"),
+        "reward_to_go": ("not attempted", "no solution cell"),
+    }
     return expect
 
 
@@ -358,8 +400,9 @@ def attack_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
     solution = nbformat.read(WARMUP, as_version=4)
 
     def correct():
-        return answer(answer(exercise_of(solution, WARMUP.name), solution, "discounted_return"), solution,
-                      "reward_to_go")
+        return answer(
+            answer(exercise_of(solution, WARMUP.name), solution, "discounted_return"), solution, "reward_to_go"
+        )
 
     def attack(student, prelude="", body=None, rtg_prelude=""):
         nb = answer(correct(), solution, "discounted_return", body) if body is not None else correct()
@@ -387,14 +430,20 @@ def attack_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
     attack("liar", body=LIAR)
     expect["liar"] = {"discounted_return": ("failed", "differs from the reference"), "reward_to_go": passed}
     attack("peek", body=STACK_PEEK)
-    expect["peek"] = {"discounted_return": ("failed", "calls course_lib's own discounted_return"),
-                      "reward_to_go": passed}
+    expect["peek"] = {
+        "discounted_return": ("failed", "calls course_lib's own discounted_return"),
+        "reward_to_go": passed,
+    }
     attack("reload", body=RELOADED)
-    expect["reload"] = {"discounted_return": ("failed", "calls course_lib's own discounted_return"),
-                        "reward_to_go": passed}
+    expect["reload"] = {
+        "discounted_return": ("failed", "calls course_lib's own discounted_return"),
+        "reward_to_go": passed,
+    }
     attack("source", body=EXEC_SOURCE)
-    expect["source"] = {"discounted_return": ("failed", "calls course_lib's own discounted_return"),
-                        "reward_to_go": passed}
+    expect["source"] = {
+        "discounted_return": ("failed", "calls course_lib's own discounted_return"),
+        "reward_to_go": passed,
+    }
     # 5. Hurting the class: killing the grader, wiping the logs and rebuilt notebooks and forging rows,
     #    a daemon that outlives its kernel. Each solves the exercise honestly besides, and keeps its points.
     if ISOLATED:  # without isolation these would succeed: never run them on a developer's machine
@@ -416,8 +465,10 @@ def attack_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
     expect["greedy"] = {"discounted_return": ("failed", "MemoryError"), "reward_to_go": passed}
     # 7. Borrowed: a sibling course_lib function computing the same thing (not the reference).
     attack("sibling", body=SIBLING)
-    expect["sibling"] = {"discounted_return": ("failed", "calls course_lib's own gae.discounted_returns"),
-                         "reward_to_go": passed}
+    expect["sibling"] = {
+        "discounted_return": ("failed", "calls course_lib's own gae.discounted_returns"),
+        "reward_to_go": passed,
+    }
     # 8. Honest students whose results were lost: 21,000 characters printed inside the checked function;
     #    a 200 MB exception message; 3 GiB allocated (under the 4 GB limit of resident memory, over it in
     #    address space); a 100 MB notebook (a large saved output); a solution cell then 1.5 million blank lines.
@@ -496,17 +547,28 @@ def borrowed_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
         answer(nb, solution, exercise)
     solution_cell(nb, "PPOLoss").source = "from course_lib.ppo import PPOLoss"
     save(folder, "lib_05_ppo.ipynb", nb)
-    expect = {"lib": {"PPOLoss": ("failed", "calls course_lib's own ppo.PPOLoss"),
-                      "clipped_surrogate_loss": passed, "value_loss": passed}}
+    expect = {
+        "lib": {
+            "PPOLoss": ("failed", "calls course_lib's own ppo.PPOLoss"),
+            "clipped_surrogate_loss": passed,
+            "value_loss": passed,
+        }
+    }
     solution = nbformat.read(REWARDS, as_version=4)
     nb = exercise_of(solution, REWARDS.name)
     for exercise in solution.metadata["course"]["exercises"]:
         answer(nb, solution, exercise)
-    answer(nb, solution, "math_answer_reward",
-           "import course_lib.rewards as library\nreturn library.math_answer_reward(response_text, ground_truth)")
+    answer(
+        nb,
+        solution,
+        "math_answer_reward",
+        "import course_lib.rewards as library\nreturn library.math_answer_reward(response_text, ground_truth)",
+    )
     save(folder, "lent_01_rewards.ipynb", nb)
-    expect["lent"] = {"math_answer_reward": ("failed", "calls course_lib's own rewards.math_answer_reward"),
-                      "sort_inclusion_ordering_reward": passed}
+    expect["lent"] = {
+        "math_answer_reward": ("failed", "calls course_lib's own rewards.math_answer_reward"),
+        "sort_inclusion_ordering_reward": passed,
+    }
     return expect
 
 
@@ -525,8 +587,10 @@ def synth_class(folder: Path, solutions: Path) -> dict[str, dict[str, tuple[str,
     # double passes the visible check but not the hidden one; halve's cell does not even parse.
     nb = answer(answer(fresh(), solution, "double", "return x + 2"), solution, "halve", "return x / 2 +")
     save(folder, "qi-98_synth.ipynb", nb)
-    expect["qi"] = {"double": ("failed", "hidden check: double(5) should be 10"),
-                    "halve": ("error", "SyntaxError in your solution cell")}
+    expect["qi"] = {
+        "double": ("failed", "hidden check: double(5) should be 10"),
+        "halve": ("error", "SyntaxError in your solution cell"),
+    }
     if WARMUP.exists():  # a notebook of another chapter under this one's name
         save(folder, "sam_98_synth.ipynb", exercise_of(nbformat.read(WARMUP, as_version=4), WARMUP.name))
         expect["sam"] = {"double": ("wrong notebook", "holds 00_warmup"), "halve": ("wrong notebook", "")}
@@ -568,19 +632,54 @@ def graded_class(tmp_path_factory):
     if GAE.exists():
         expect.update(direct_call_class(folder))
         (hidden / "00_warmup.py").write_text(HIDDEN_WARMUP, encoding="utf-8")
-    code = grade.main([str(folder), "--out", str(out), "--solutions", str(solutions), "--hidden", str(hidden),
-                       "--timeout", str(TIMEOUT), "-j", "2", "--quiet"])
+    code = grade.main(
+        [
+            str(folder),
+            "--out",
+            str(out),
+            "--solutions",
+            str(solutions),
+            "--hidden",
+            str(hidden),
+            "--timeout",
+            str(TIMEOUT),
+            "-j",
+            "2",
+            "--quiet",
+        ]
+    )
     ended = time.monotonic()
     with open(out / "grades.csv", encoding="utf-8", errors="surrogateescape") as f:  # a file name need not be UTF-8
         rows = list(csv.DictReader(f))
-    return {"code": code, "rows": rows, "expect": expect, "out": out, "ended": ended,
-            "args": [str(folder), "--out", str(out), "--solutions", str(solutions), "--hidden", str(hidden),
-                     "--timeout", str(TIMEOUT), "-j", "2", "--quiet"]}
+    return {
+        "code": code,
+        "rows": rows,
+        "expect": expect,
+        "out": out,
+        "ended": ended,
+        "args": [
+            str(folder),
+            "--out",
+            str(out),
+            "--solutions",
+            str(solutions),
+            "--hidden",
+            str(hidden),
+            "--timeout",
+            str(TIMEOUT),
+            "-j",
+            "2",
+            "--quiet",
+        ],
+    }
 
 
 def _row(rows, student, exercise, notebook=None):
-    found = [r for r in rows if r["student"] == student and r["exercise"] == exercise
-             and (notebook is None or r["notebook"] == notebook)]
+    found = [
+        r
+        for r in rows
+        if r["student"] == student and r["exercise"] == exercise and (notebook is None or r["notebook"] == notebook)
+    ]
     assert len(found) == 1, f"expected one row for {student}/{exercise}, got {found}"
     return found[0]
 
@@ -588,8 +687,17 @@ def _row(rows, student, exercise, notebook=None):
 def test_class_grading_completes_with_exit_0_and_writes_every_report(graded_class):
     out = graded_class["out"]
     assert graded_class["code"] == 0, "grading completed: exit 0 whatever the students scored"
-    assert list(graded_class["rows"][0]) == ["student", "notebook", "exercise", "points", "max_points", "status",
-                                             "message", "notes", "submission"]
+    assert list(graded_class["rows"][0]) == [
+        "student",
+        "notebook",
+        "exercise",
+        "points",
+        "max_points",
+        "status",
+        "message",
+        "notes",
+        "submission",
+    ]
     students = {r["student"] for r in graded_class["rows"]}
     assert students >= set(graded_class["expect"])
     summary = (out / "summary.md").read_text(encoding="utf-8")
@@ -597,11 +705,57 @@ def test_class_grading_completes_with_exit_0_and_writes_every_report(graded_clas
     assert len(list((out / "logs").glob("*.log"))) == len({r["submission"] for r in graded_class["rows"]})
 
 
-@pytest.mark.parametrize("student", ["ada", "bo", "cy", "di", "ed", "fay", "gus", "hal", "ivy", "jo", "kim", "lu",
-                                     "mo", "ra", "qi", "sam", "tom", "tok", "eve", "sym", "symdir", "liar", "peek",
-                                     "reload", "source", "killer", "wiper", "daemon", "exits", "ppid", "loud",
-                                     "greedy", "hist", "sibling", "lib", "lent", "chatty", "shout", "big3", "big6",
-                                     "bulky", "blank", "fifo", "linkfolder", "deadlink", "\udcff\udcfe"])
+@pytest.mark.parametrize(
+    "student",
+    [
+        "ada",
+        "bo",
+        "cy",
+        "di",
+        "ed",
+        "fay",
+        "gus",
+        "hal",
+        "ivy",
+        "jo",
+        "kim",
+        "lu",
+        "mo",
+        "ra",
+        "qi",
+        "sam",
+        "tom",
+        "tok",
+        "eve",
+        "sym",
+        "symdir",
+        "liar",
+        "peek",
+        "reload",
+        "source",
+        "killer",
+        "wiper",
+        "daemon",
+        "exits",
+        "ppid",
+        "loud",
+        "greedy",
+        "hist",
+        "sibling",
+        "lib",
+        "lent",
+        "chatty",
+        "shout",
+        "big3",
+        "big6",
+        "bulky",
+        "blank",
+        "fifo",
+        "linkfolder",
+        "deadlink",
+        "\udcff\udcfe",
+    ],
+)
 def test_fixture_submission_is_graded_as_it_should_be(graded_class, student):
     if student not in graded_class["expect"]:
         pytest.skip("needs solutions/00_warmup.ipynb, and root for the attacks that isolation stops")
@@ -634,8 +788,9 @@ def test_a_rebuilt_notebook_rerun_by_hand_judges_in_its_kernel(graded_class):
     env_path = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([env_path] if env_path else []))
     try:
-        NotebookClient(nb, kernel_name="python3", allow_errors=True, timeout=60,
-                       resources={"metadata": {"path": str(kept.parent)}}).execute()
+        NotebookClient(
+            nb, kernel_name="python3", allow_errors=True, timeout=60, resources={"metadata": {"path": str(kept.parent)}}
+        ).execute()
     finally:
         os.environ.pop("PYTHONPATH") if env_path is None else os.environ.__setitem__("PYTHONPATH", env_path)
     errors = [o for o in by_id(nb, "warmup-return-check").outputs if o.output_type == "error"]
@@ -652,8 +807,24 @@ def _grade_alone(tmp_path, notebooks: dict, *extra, cwd=ROOT, env=None):
     folder.mkdir()
     for name, nb in notebooks.items():
         save(folder, name, nb)
-    done = subprocess.run([sys.executable, "-m", "course_lib.grade", str(folder), "--out", str(out), "--quiet",
-                           "--timeout", "30", *extra], cwd=cwd, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "course_lib.grade",
+            str(folder),
+            "--out",
+            str(out),
+            "--quiet",
+            "--timeout",
+            "30",
+            *extra,
+        ],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     rows = {(r.student, r.exercise): r for r in report.read_rows(out / "grades.csv")}
     return done, rows
 
@@ -662,8 +833,9 @@ def _grade_alone(tmp_path, notebooks: dict, *extra, cwd=ROOT, env=None):
 def test_a_kernel_cannot_kill_the_classmate_graded_after_it_as_the_same_user(tmp_path):
     """A process that escapes the sweep of its user's processes would kill the next kernel of that user."""
     solution = nbformat.read(WARMUP, as_version=4)
-    correct = answer(answer(exercise_of(solution, WARMUP.name), solution, "discounted_return"), solution,
-                     "reward_to_go")
+    correct = answer(
+        answer(exercise_of(solution, WARMUP.name), solution, "discounted_return"), solution, "reward_to_go"
+    )
     hopper = copy.deepcopy(correct)
     solution_cell(hopper, "reward_to_go").source = HOPPER + solution_cell(hopper, "reward_to_go").source
     done, rows = _grade_alone(tmp_path, {"a_00_warmup.ipynb": hopper, "b_00_warmup.ipynb": correct}, "-j", "1")
@@ -700,10 +872,11 @@ def test_a_kernel_whose_pid_came_round_again_is_not_killed():
 def test_over_the_memory_limit_is_its_own_status(tmp_path):
     """Resident memory is watched: 1.5 GiB written under --memory 1 is stopped, and the next exercise graded."""
     solution = nbformat.read(WARMUP, as_version=4)
-    nb = answer(answer(exercise_of(solution, WARMUP.name), solution, "discounted_return"), solution,
-                "reward_to_go")
-    solution_cell(nb, "discounted_return").source = "import torch\nheld = torch.ones(3 * 2 ** 30 // 8)  # 1.5 GiB of float32\n" + \
-        solution_cell(nb, "discounted_return").source
+    nb = answer(answer(exercise_of(solution, WARMUP.name), solution, "discounted_return"), solution, "reward_to_go")
+    solution_cell(nb, "discounted_return").source = (
+        "import torch\nheld = torch.ones(3 * 2 ** 30 // 8)  # 1.5 GiB of float32\n"
+        + solution_cell(nb, "discounted_return").source
+    )
     done, rows = _grade_alone(tmp_path, {"m_00_warmup.ipynb": nb}, "--memory", "1")
     assert done.returncode == 0, done.stderr
     assert rows[("m", "discounted_return")].status == "over the memory limit", rows
@@ -721,13 +894,16 @@ def test_a_course_in_a_private_folder_grades_as_root(tmp_path):
     shutil.copytree(ROOT / "course_lib", course / "course_lib", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(WARMUP, course / "solutions")
     solution = nbformat.read(WARMUP, as_version=4)
-    correct = answer(answer(exercise_of(solution, WARMUP.name), solution, "discounted_return"), solution,
-                     "reward_to_go")
+    correct = answer(
+        answer(exercise_of(solution, WARMUP.name), solution, "discounted_return"), solution, "reward_to_go"
+    )
     env = {**os.environ, "PYTHONPATH": str(course)}
     done, rows = _grade_alone(tmp_path, {"c_00_warmup.ipynb": correct}, cwd=course, env=env)
     assert done.returncode == 0, done.stderr
-    assert {key: r.status for key, r in rows.items()} == {("c", "discounted_return"): "passed",
-                                                           ("c", "reward_to_go"): "passed"}, rows
+    assert {key: r.status for key, r in rows.items()} == {
+        ("c", "discounted_return"): "passed",
+        ("c", "reward_to_go"): "passed",
+    }, rows
 
 
 def test_running_again_resumes_and_regrades_nothing(graded_class, capsys):
@@ -784,16 +960,27 @@ def test_every_real_solution_notebook_passes_when_sent_as_a_submission(tmp_path,
 # --- the pieces, without a kernel --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("relative, base, student", [
-    ("submissions/alice/00_warmup.ipynb", "submissions", "alice"),
-    ("submissions/alice/deep/any.ipynb", "submissions", "alice"),
-    ("submissions/alice_00_warmup.ipynb", "submissions", "alice"),
-    ("x/bob-00_warmup (1).ipynb", None, "bob"),
-    ("carol/00_warmup.ipynb", None, "carol"),
-    ("dan_07_trainers.ipynb", None, "dan"),
-    ("homework.ipynb", None, "homework"),
-], ids=["sub-folder", "deep-sub-folder", "prefix", "prefix-and-copy-suffix", "parent-folder", "unknown-notebook",
-        "no-notebook-name"])
+@pytest.mark.parametrize(
+    "relative, base, student",
+    [
+        ("submissions/alice/00_warmup.ipynb", "submissions", "alice"),
+        ("submissions/alice/deep/any.ipynb", "submissions", "alice"),
+        ("submissions/alice_00_warmup.ipynb", "submissions", "alice"),
+        ("x/bob-00_warmup (1).ipynb", None, "bob"),
+        ("carol/00_warmup.ipynb", None, "carol"),
+        ("dan_07_trainers.ipynb", None, "dan"),
+        ("homework.ipynb", None, "homework"),
+    ],
+    ids=[
+        "sub-folder",
+        "deep-sub-folder",
+        "prefix",
+        "prefix-and-copy-suffix",
+        "parent-folder",
+        "unknown-notebook",
+        "no-notebook-name",
+    ],
+)
 def test_student_names(tmp_path, relative, base, student):
     path = tmp_path / relative
     assert submissions.student_name(path, tmp_path / base if base else None, ["00_warmup"]) == student
@@ -808,8 +995,10 @@ def test_unreadable_files_come_back_with_a_problem_not_an_exception(tmp_path):
 
 
 def test_reading_keeps_duplicated_ids_and_joins_list_sources(tmp_path):
-    cells = [{"cell_type": "code", "id": "a", "source": ["x = 1\n", "y = 2"], "metadata": {}, "outputs": []},
-             {"cell_type": "code", "id": "a", "source": "z = 3", "metadata": {"tags": "not a list"}, "outputs": []}]
+    cells = [
+        {"cell_type": "code", "id": "a", "source": ["x = 1\n", "y = 2"], "metadata": {}, "outputs": []},
+        {"cell_type": "code", "id": "a", "source": "z = 3", "metadata": {"tags": "not a list"}, "outputs": []},
+    ]
     path = tmp_path / "n.ipynb"
     path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
     read = submissions.read_submission(path, None, [])
@@ -840,11 +1029,14 @@ def test_hidden_checks_are_split_per_exercise_with_the_preamble(tmp_path):
     assert "halve(3)" not in double and "big = 10 ** 6" in canonical.exercises["halve"].hidden[0]
 
 
-@pytest.mark.parametrize("text, problem", [
-    ("# %% nosuch\nassert True\n", "names no exercise"),
-    ("# %% double\nassert (\n", "does not compile"),
-    ("assert True\n", "no '# %% <exercise id>' section"),
-])
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("# %% nosuch\nassert True\n", "names no exercise"),
+        ("# %% double\nassert (\n", "does not compile"),
+        ("assert True\n", "no '# %% <exercise id>' section"),
+    ],
+)
 def test_bad_hidden_checks_are_a_setup_error(tmp_path, text, problem):
     with pytest.raises(canonical_mod.SetupError, match=problem):
         _synth_canonical(tmp_path, text)
@@ -869,9 +1061,17 @@ def test_rebuild_takes_only_solution_cells_and_guards_the_checks(tmp_path):
     assert by_id(rebuilt, "double-solution").source == "def double(x):\n    return 2 * x"
     assert by_id(rebuilt, "setup").source == "import math\nfactor = 2", "given code is the instructor's"
     check = by_id(rebuilt, "double-check").source
-    assert 'assert double(2) == 4' in check and "TOKEN" in check and "del _grading_sys.modules" in check
-    assert [g.role for g in graded] == ["prologue", "given", "solution", "check", "hidden", "solution", "check",
-                                        "hidden"]
+    assert "assert double(2) == 4" in check and "TOKEN" in check and "del _grading_sys.modules" in check
+    assert [g.role for g in graded] == [
+        "prologue",
+        "given",
+        "solution",
+        "check",
+        "hidden",
+        "solution",
+        "check",
+        "hidden",
+    ]
     stubbed, _ = rebuild.rebuild(canonical, match, "TOKEN", stubbed={"double"})
     assert "NotImplementedError" in by_id(stubbed, "double-solution").source
     assert "not run" in by_id(stubbed, "double-check").source
@@ -910,26 +1110,33 @@ def test_duplicated_ids_grade_the_last_cell_and_say_so(tmp_path):
 def test_a_solution_that_calls_the_reference_gets_a_note(tmp_path):
     canonical = canonical_mod.load_canonical(WARMUP)
     solution = nbformat.read(WARMUP, as_version=4)
-    nb = answer(exercise_of(solution, WARMUP.name), solution, "discounted_return",
-                "from course_lib.lectures.warmup import discounted_return as ref\nreturn ref(rewards, gamma)")
+    nb = answer(
+        exercise_of(solution, WARMUP.name),
+        solution,
+        "discounted_return",
+        "from course_lib.lectures.warmup import discounted_return as ref\nreturn ref(rewards, gamma)",
+    )
     save(tmp_path, "s_00_warmup.ipynb", nb)
     match = rebuild.match_solutions(canonical, submissions.read_submission(tmp_path / "s_00_warmup.ipynb", None, []))
     assert [n for n in match.notes if "own discounted_return" in n], match.notes
     assert not [n for n in match.notes if "reward_to_go" in n], "an untouched stub is not flagged"
 
 
-@pytest.mark.parametrize("role, cell, status, text", [
-    ("check", CellOutcome("passed", stdout="\u2714 ok\nTOKEN\n"), None, ""),
-    ("check", CellOutcome("passed", stdout="\u2714 ok\n"), "error", "did not report completion"),
-    ("check", CellOutcome("error", "AssertionError", "f: wrong\n  on the case: x"), "failed", "f: wrong"),
-    ("hidden", CellOutcome("error", "AssertionError", "big case"), "failed", "hidden check: big case"),
-    ("check", CellOutcome("error", "NotImplementedError", "stub"), "not attempted", "stub"),
-    ("solution", CellOutcome("error", "SyntaxError", "bad"), "error", "SyntaxError in your solution cell"),
-    ("solution", CellOutcome("error", "AssertionError", "own assert"), "error", "AssertionError"),
-    ("check", CellOutcome("timeout"), "timeout", "within 60 s"),
-    ("check", CellOutcome("dead"), "error", "did not run"),
-    ("check", CellOutcome("error", "TypeError", "at 0x7f00aa in /tmp/abc/x.py"), "error", "at ADDR in TMPPATH"),
-])
+@pytest.mark.parametrize(
+    "role, cell, status, text",
+    [
+        ("check", CellOutcome("passed", stdout="\u2714 ok\nTOKEN\n"), None, ""),
+        ("check", CellOutcome("passed", stdout="\u2714 ok\n"), "error", "did not report completion"),
+        ("check", CellOutcome("error", "AssertionError", "f: wrong\n  on the case: x"), "failed", "f: wrong"),
+        ("hidden", CellOutcome("error", "AssertionError", "big case"), "failed", "hidden check: big case"),
+        ("check", CellOutcome("error", "NotImplementedError", "stub"), "not attempted", "stub"),
+        ("solution", CellOutcome("error", "SyntaxError", "bad"), "error", "SyntaxError in your solution cell"),
+        ("solution", CellOutcome("error", "AssertionError", "own assert"), "error", "AssertionError"),
+        ("check", CellOutcome("timeout"), "timeout", "within 60 s"),
+        ("check", CellOutcome("dead"), "error", "did not run"),
+        ("check", CellOutcome("error", "TypeError", "at 0x7f00aa in /tmp/abc/x.py"), "error", "at ADDR in TMPPATH"),
+    ],
+)
 def test_judge_maps_cell_outcomes_to_statuses(role, cell, status, text):
     clean = verdict.sanitizer(ROOT / "tests" / "nbval_sanitize.cfg")
     got = verdict.judge(role, cell, "TOKEN", verdict.Options(), clean)
@@ -952,12 +1159,17 @@ def test_a_grader_bug_costs_one_submission_not_the_class(tmp_path, monkeypatch):
 
 def test_summary_totals_averages_and_problems():
     def result(student, notebook, points, status="passed", notes=""):
-        rows = [verdict.Row(student, notebook, "e1", points[0], 1, status, "", notes, f"{student}.ipynb"),
-                verdict.Row(student, notebook, "e2", points[1], 2, status, "", "", f"{student}.ipynb")]
+        rows = [
+            verdict.Row(student, notebook, "e1", points[0], 1, status, "", notes, f"{student}.ipynb"),
+            verdict.Row(student, notebook, "e2", points[1], 2, status, "", "", f"{student}.ipynb"),
+        ]
         return verdict.Graded(student, Path(f"{student}.ipynb"), rows, key=student)
 
-    results = [result("a", "00_x", (1, 2)), result("b", "00_x", (0, 0), "unreadable"),
-               result("a", "00_x", (0, 2), notes="reordered")]
+    results = [
+        result("a", "00_x", (1, 2)),
+        result("b", "00_x", (0, 0), "unreadable"),
+        result("a", "00_x", (0, 2), notes="reordered"),
+    ]
     text = report.summary_markdown(results, "header")
     assert "| a | 3 | 3 | 100% |" in text, "the best of a's two submissions counts"
     assert "| b | 0 | 0 | 0% |" in text and "| **class average** | 1.50 | 1.50 | 50% |" in text
@@ -984,8 +1196,12 @@ def test_cannot_grade_at_all_exits_2(tmp_path, capsys):
 def test_a_kernel_that_dies_before_answering_is_started_again(monkeypatch, tmp_path):
     from course_lib.authoring.grading import runner
 
-    outcomes = iter([runner.CellOutcome("setup-error", message="Kernel died before replying to kernel_info"),
-                     runner.CellOutcome("passed")])
+    outcomes = iter(
+        [
+            runner.CellOutcome("setup-error", message="Kernel died before replying to kernel_info"),
+            runner.CellOutcome("passed"),
+        ]
+    )
     calls = []
 
     def fake_run_once(notebook, timeout, threads, sanitize, *sandbox):
@@ -1023,11 +1239,18 @@ def test_a_grader_killed_mid_class_keeps_finished_rows_and_resumes(tmp_path):
     solution = synth_solution()
     nbformat.write(solution, solutions / "98_synth.ipynb")
     for student in ("a1", "a2", "a3"):
-        save(folder, f"{student}_98_synth.ipynb", answer(answer(exercise_of(solution, "98_synth.ipynb"), solution,
-                                                                "double"), solution, "halve"))
+        save(
+            folder,
+            f"{student}_98_synth.ipynb",
+            answer(answer(exercise_of(solution, "98_synth.ipynb"), solution, "double"), solution, "halve"),
+        )
     args = [str(folder), "--out", str(out), "--solutions", str(solutions), "-j", "1", "--quiet", "--timeout", "20"]
-    proc = subprocess.Popen([sys.executable, "-m", "course_lib.grade", *args], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "course_lib.grade", *args],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(report.read_rows(out / "grades.csv")) < 2:
         time.sleep(0.05)
@@ -1037,8 +1260,9 @@ def test_a_grader_killed_mid_class_keeps_finished_rows_and_resumes(tmp_path):
     assert len(kept) >= 2 and all(r.status == "passed" for r in kept), kept
     assert grade.main(args) == 0
     rows = report.read_rows(out / "grades.csv")
-    assert sorted((r.student, r.exercise) for r in rows) == [(s, e) for s in ("a1", "a2", "a3")
-                                                             for e in ("double", "halve")]
+    assert sorted((r.student, r.exercise) for r in rows) == [
+        (s, e) for s in ("a1", "a2", "a3") for e in ("double", "halve")
+    ]
     assert [r for r in rows if r.status != "passed"] == []
 
 
@@ -1071,22 +1295,35 @@ def test_rows_are_appended_and_read_back(tmp_path):
     with open(path, "a", encoding="utf-8") as f:
         f.write("c,00_x,e,0")  # a row cut short by a kill
     assert [(r.student, r.points, r.message) for r in report.read_rows(path)] == [
-        ("a", 1.0, "\u2714, with a comma"), ("b", 0.0, "no")]
+        ("a", 1.0, "\u2714, with a comma"),
+        ("b", 0.0, "no"),
+    ]
 
 
 RIGHT = "return (rewards * gamma ** torch.arange(rewards.shape[-1], dtype=rewards.dtype)).sum(-1)"
 
 
 @pytest.mark.skipif(not WARMUP.exists(), reason="needs course_lib.checks.warmup")
-@pytest.mark.parametrize("body, status, text", [
-    (RIGHT, "passed", "\u2714 discounted_return: correct on all 6 cases"),
-    (WRONG_RETURN, "failed", "first reward is discounted too"),
-    ("key = round(float(rewards.sum()), 3)\nif key in MEMO:\n    return MEMO[key].to(rewards.dtype)\n"
-     "return rewards.sum(-1)", "failed", "drawn at grading time"),  # the notebook's cases learnt by heart
-    ("from course_lib.lectures.warmup import discounted_return as ref\nreturn ref(rewards, gamma)", "record",
-     "calls course_lib's own discounted_return"),
-    ("raise NotImplementedError('stub')", "record", "stub"),
-], ids=["right", "wrong", "memorised", "reference", "stub"])
+@pytest.mark.parametrize(
+    "body, status, text",
+    [
+        (RIGHT, "passed", "\u2714 discounted_return: correct on all 6 cases"),
+        (WRONG_RETURN, "failed", "first reward is discounted too"),
+        (
+            "key = round(float(rewards.sum()), 3)\nif key in MEMO:\n    return MEMO[key].to(rewards.dtype)\n"
+            "return rewards.sum(-1)",
+            "failed",
+            "drawn at grading time",
+        ),  # the notebook's cases learnt by heart
+        (
+            "from course_lib.lectures.warmup import discounted_return as ref\nreturn ref(rewards, gamma)",
+            "record",
+            "calls course_lib's own discounted_return",
+        ),
+        ("raise NotImplementedError('stub')", "record", "stub"),
+    ],
+    ids=["right", "wrong", "memorised", "reference", "stub"],
+)
 def test_record_then_judge_gives_the_notebooks_feedback(tmp_path, body, status, text):
     """The check records in one context and judges in another, with the notebook's messages."""
     import contextvars
@@ -1101,8 +1338,7 @@ def test_record_then_judge_gives_the_notebooks_feedback(tmp_path, body, status, 
 
     memo = {round(float(c.kwargs["rewards"].sum()), 3): discounted_return(**c.kwargs) for c in _cases()}
     namespace = {"torch": torch, "MEMO": memo}
-    exec("def discounted_return(rewards, gamma):\n" + "\n".join("    " + line for line in body.splitlines()),
-         namespace)
+    exec("def discounted_return(rewards, gamma):\n" + "\n".join("    " + line for line in body.splitlines()), namespace)
     fn = namespace["discounted_return"]
 
     def record():
@@ -1158,11 +1394,26 @@ def test_pytest_killed_from_a_cell_costs_only_that_exercise(tmp_path):
     solution = synth_solution()
     nbformat.write(solution, solutions / "98_synth.ipynb")
     nb = answer(answer(exercise_of(solution, "98_synth.ipynb"), solution, "double"), solution, "halve")
-    by_id(nb, "halve-solution").source = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n" + \
-        by_id(nb, "halve-solution").source
+    by_id(nb, "halve-solution").source = (
+        "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n" + by_id(nb, "halve-solution").source
+    )
     save(folder, "kay_98_synth.ipynb", nb)
-    assert grade.main([str(folder), "--out", str(out), "--solutions", str(solutions), "--no-isolation", "--quiet",
-                       "--timeout", "20"]) == 0
+    assert (
+        grade.main(
+            [
+                str(folder),
+                "--out",
+                str(out),
+                "--solutions",
+                str(solutions),
+                "--no-isolation",
+                "--quiet",
+                "--timeout",
+                "20",
+            ]
+        )
+        == 0
+    )
     rows = {r.exercise: r for r in report.read_rows(out / "grades.csv")}
     assert rows["double"].status == "passed", rows["double"]
     assert rows["halve"].status == "error" and "grading process was killed" in rows["halve"].message, rows["halve"]
@@ -1196,7 +1447,9 @@ def test_a_check_that_calls_the_function_itself_is_replayed_in_the_judge(tmp_pat
     from course_lib.rewards import math_answer_reward
 
     assert _record_and_judge(tmp_path / "a", check_math_answer_reward, math_answer_reward) == (
-        "\u2714 math_answer_reward: correct on all 21 cases.", True)
+        "\u2714 math_answer_reward: correct on all 21 cases.",
+        True,
+    )
     # Wrong in the kernel already: the kernel fails it, with the notebook's message.
     with pytest.raises(AssertionError, match="5 of the 5 deltas are wrong"):
         _record_and_judge(tmp_path / "b", check_gae_table, lambda: ([0.0] * 5, [0.0] * 5))

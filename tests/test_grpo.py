@@ -39,11 +39,11 @@ def test_group_advantages_hand_computed():
     # advantages (2/3, -1/3, -1/3) / 0.57735 = (1.1547, -0.57735, -0.57735).
     rewards = torch.tensor([[1.0, 0.0, 0.0]], dtype=F64)
     std = math.sqrt(1 / 3) + 1e-6
-    torch.testing.assert_close(group_advantages(rewards),
-                               torch.tensor([[2 / 3, -1 / 3, -1 / 3]], dtype=F64) / std)
+    torch.testing.assert_close(group_advantages(rewards), torch.tensor([[2 / 3, -1 / 3, -1 / 3]], dtype=F64) / std)
     # Dr. GRPO: centred only.
-    torch.testing.assert_close(group_advantages(rewards, normalize_std=False),
-                               torch.tensor([[2 / 3, -1 / 3, -1 / 3]], dtype=F64))
+    torch.testing.assert_close(
+        group_advantages(rewards, normalize_std=False), torch.tensor([[2 / 3, -1 / 3, -1 / 3]], dtype=F64)
+    )
 
 
 def test_group_advantages_is_compute_deltas():
@@ -111,8 +111,10 @@ def test_kl_estimate_k3_matches_trl_formula_and_gradient():
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.lists(st.tuples(st.floats(-20, 0), st.floats(-20, 0)), min_size=1, max_size=20),
-       st.sampled_from([torch.float32, torch.float64]))
+@given(
+    st.lists(st.tuples(st.floats(-20, 0), st.floats(-20, 0)), min_size=1, max_size=20),
+    st.sampled_from([torch.float32, torch.float64]),
+)
 def test_k3_is_non_negative_and_zero_only_where_the_policies_agree(pairs, dtype):
     logp = torch.tensor([p for p, _ in pairs], dtype=dtype)
     logp_ref = torch.tensor([q for _, q in pairs], dtype=dtype)
@@ -277,8 +279,14 @@ def test_aggregate_loss_empty_responses():
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.integers(1, 3), st.integers(1, 3), st.integers(1, 6), st.integers(0, 2**31 - 1),
-       st.sampled_from(LOSS_AGG_MODES), st.sampled_from([float("nan"), float("inf"), -1e9]))
+@given(
+    st.integers(1, 3),
+    st.integers(1, 3),
+    st.integers(1, 6),
+    st.integers(0, 2**31 - 1),
+    st.sampled_from(LOSS_AGG_MODES),
+    st.sampled_from([float("nan"), float("inf"), -1e9]),
+)
 def test_aggregate_loss_padding_never_changes_the_result(B, G, T, seed, mode, garbage):
     g = torch.Generator().manual_seed(seed)
     per_token = torch.randn(B, G, T, generator=g, dtype=F64)
@@ -303,8 +311,9 @@ def test_aggregate_modes_agree_when_every_response_has_full_length(N, T, seed, m
     seq_mean = aggregate_loss(per_token, full, "seq-mean-token-mean")
     torch.testing.assert_close(aggregate_loss(per_token, full, "token-mean"), seq_mean)
     torch.testing.assert_close(aggregate_loss(per_token, full, "seq-mean-token-sum-norm"), seq_mean)  # max_len = T
-    torch.testing.assert_close(aggregate_loss(per_token, full, "seq-mean-token-sum-norm", max_len=max_len),
-                               seq_mean * T / max_len)
+    torch.testing.assert_close(
+        aggregate_loss(per_token, full, "seq-mean-token-sum-norm", max_len=max_len), seq_mean * T / max_len
+    )
 
 
 @pytest.mark.parametrize(
@@ -344,8 +353,9 @@ def test_grpo_loss_first_update_hand_computed():
     # Per token -min(1 * adv, clip(1) * adv) = -adv; seq-mean: (-0.707 + 0.707) / 2 = 0.
     # d loss / d logp_{i,t} = -adv_i * ratio / (|o_i| * G) = -+0.70711 / 4.
     logp = torch.tensor([[[-1.0, -2.0], [-0.5, -1.5]]], dtype=F64, requires_grad=True)
-    loss, info = grpo_loss(logp, logp.detach().clone(), None, torch.tensor([[1.0, 0.0]], dtype=F64),
-                           torch.ones(1, 2, 2))
+    loss, info = grpo_loss(
+        logp, logp.detach().clone(), None, torch.tensor([[1.0, 0.0]], dtype=F64), torch.ones(1, 2, 2)
+    )
     assert loss.item() == pytest.approx(0.0, abs=1e-12)
     loss.backward()
     a = 0.5 / (math.sqrt(0.5) + 1e-6)
@@ -403,8 +413,9 @@ def test_grpo_loss_info():
 def test_grpo_loss_dr_grpo_configuration():
     # Dr. GRPO = centred advantages + token sums divided by max_len, then the mean over responses.
     logp, logp_old, _, rewards, mask = _batch(seed=6)
-    loss, _ = grpo_loss(logp, logp_old, None, rewards, mask, normalize_std=False,
-                        loss_agg="seq-mean-token-sum-norm", max_len=10)
+    loss, _ = grpo_loss(
+        logp, logp_old, None, rewards, mask, normalize_std=False, loss_agg="seq-mean-token-sum-norm", max_len=10
+    )
     adv = rewards - rewards.mean(-1, keepdim=True)
     ratio = torch.exp(logp - logp_old)
     per_token = -torch.minimum(ratio * adv[..., None], ratio.clamp(0.8, 1.2) * adv[..., None])
@@ -429,8 +440,7 @@ def test_grpo_loss_empty_response_contributes_nothing_and_no_nan():
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.integers(0, 2**31 - 1), st.sampled_from(LOSS_AGG_MODES), st.sampled_from(KL_KINDS),
-       st.floats(-30, 30))
+@given(st.integers(0, 2**31 - 1), st.sampled_from(LOSS_AGG_MODES), st.sampled_from(KL_KINDS), st.floats(-30, 30))
 def test_grpo_loss_padding_never_changes_the_result(seed, loss_agg, kl_kind, garbage):
     logp, logp_old, logp_ref, rewards, mask = _batch(seed=seed % 1000)
     g = torch.Generator().manual_seed(seed)
@@ -509,15 +519,24 @@ def test_grpo_loss_module_is_grpo_loss_with_one_token():
     rewards = torch.randn(3, 4, generator=g, dtype=F64)
     module = GRPOLoss(clip_epsilon=0.1, kl_beta=0.5)
     loss = module(policy, old, rewards, ref)
-    expected, _ = grpo_loss(policy[..., None], old[..., None], ref[..., None], rewards,
-                            torch.ones(3, 4, 1), clip_eps=0.1, kl_coef=0.5)
+    expected, _ = grpo_loss(
+        policy[..., None], old[..., None], ref[..., None], rewards, torch.ones(3, 4, 1), clip_eps=0.1, kl_coef=0.5
+    )
     torch.testing.assert_close(loss, expected)
     loss.backward()
     assert policy.grad.abs().sum() > 0
     # With T=1 every aggregation gives the same loss.
     for loss_agg in LOSS_AGG_MODES:
-        same, _ = grpo_loss(policy[..., None], old[..., None], ref[..., None], rewards,
-                            torch.ones(3, 4, 1), clip_eps=0.1, kl_coef=0.5, loss_agg=loss_agg)
+        same, _ = grpo_loss(
+            policy[..., None],
+            old[..., None],
+            ref[..., None],
+            rewards,
+            torch.ones(3, 4, 1),
+            clip_eps=0.1,
+            kl_coef=0.5,
+            loss_agg=loss_agg,
+        )
         torch.testing.assert_close(same, expected)
 
 

@@ -234,11 +234,26 @@ def test_benchmark_prints_the_mean_last(capsys, monkeypatch):
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("field, value", [
-    ("group_size", 0), ("epochs", 0), ("steps_per_epoch", 1.5), ("lr", 0.0), ("clip_eps", -0.1),
-    ("kl_coef", -1.0), ("kl_kind", "k4"), ("loss_agg", "mean"), ("temperature", 0.0), ("init_scale", -1.0),
-    ("ent_coef", -0.1), ("reward", "length"), ("normalize_std", "yes"), ("seed", -1), ("embedding_dim", 0),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("group_size", 0),
+        ("epochs", 0),
+        ("steps_per_epoch", 1.5),
+        ("lr", 0.0),
+        ("clip_eps", -0.1),
+        ("kl_coef", -1.0),
+        ("kl_kind", "k4"),
+        ("loss_agg", "mean"),
+        ("temperature", 0.0),
+        ("init_scale", -1.0),
+        ("ent_coef", -0.1),
+        ("reward", "length"),
+        ("normalize_std", "yes"),
+        ("seed", -1),
+        ("embedding_dim", 0),
+    ],
+)
 def test_config_rejects_bad_values(field, value):
     with pytest.raises(ValueError, match=field):
         GRPOTrainerConfig(**{field: value})

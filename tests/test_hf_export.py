@@ -19,8 +19,9 @@ from course_lib.tiny_lm import TinyLM, TinyLMConfig  # noqa: E402
 def pair(tmp_path_factory):
     """A TinyLM with non-trivial weights (biases and LayerNorms moved off their init) and its export, by path."""
     task = AdditionTask(2)
-    lm = TinyLM(TinyLMConfig(vocab_size=task.tokenizer.vocab_size, block_size=task.prompt_length + task.max_new_tokens),
-                seed=3)
+    lm = TinyLM(
+        TinyLMConfig(vocab_size=task.tokenizer.vocab_size, block_size=task.prompt_length + task.max_new_tokens), seed=3
+    )
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for p in lm.parameters():
@@ -71,7 +72,7 @@ def test_logits_equal_with_left_padding_and_positions_from_the_mask(pair):
         shifted = hf(input_ids=ids, attention_mask=mask).logits
         for row, text in enumerate(texts):
             own = lm(torch.tensor([tok(text)["input_ids"]]))[0]  # (T_row, V)
-            assert torch.allclose(padded[row, -own.shape[0]:], own, atol=1e-5, rtol=0)
+            assert torch.allclose(padded[row, -own.shape[0] :], own, atol=1e-5, rtol=0)
         short = shifted[2, -4:] - lm(torch.tensor([tok(texts[2])["input_ids"]]))[0]
         assert short.abs().max() > 1e-3  # the pitfall: positions counted from the padding
 
@@ -94,8 +95,9 @@ def test_sampled_generation_never_writes_pad(pair):
     _, hf, _, task = pair
     tok = task.tokenizer
     torch.manual_seed(0)
-    out = lm_rl.sample_completions(hf, task.prompts([(12, 34)] * 4), None, 8, task.max_new_tokens, tok.eos_id,
-                                   tok.pad_id, temperature=3.0)  # (32, L)
+    out = lm_rl.sample_completions(
+        hf, task.prompts([(12, 34)] * 4), None, 8, task.max_new_tokens, tok.eos_id, tok.pad_id, temperature=3.0
+    )  # (32, L)
     mask = lm_rl.completion_mask(out, tok.eos_id).bool()
     assert not bool((out[mask] == tok.pad_id).any())
 
@@ -114,8 +116,9 @@ def test_export_rejects_a_mismatched_tokenizer():
 
 def test_trl_config_counts_completions_and_optimiser_steps(tmp_path):
     pytest.importorskip("trl")
-    rl = lm_rl.LMRLConfig(iterations=10, prompts_per_step=6, group_size=4, update_epochs=3, lr=2e-3, kl_coef=0.02,
-                          max_new_tokens=4)
+    rl = lm_rl.LMRLConfig(
+        iterations=10, prompts_per_step=6, group_size=4, update_epochs=3, lr=2e-3, kl_coef=0.02, max_new_tokens=4
+    )
     args = learning.trl_config(rl, str(tmp_path), pad_id=13)
     assert args.per_device_train_batch_size == 24 and args.num_generations == 4
     assert args.num_iterations == 3 and args.max_steps == 30 and args.steps_per_generation == 1
@@ -158,8 +161,15 @@ def test_trl_run_measures_held_out_accuracy_every_round(pair, tmp_path):
     lm, _, _, task = pair
     path = export.export(lm, task.tokenizer, tmp_path / "model")
     pairs = task.split(8, 20, seed=0)
-    rl = lm_rl.LMRLConfig(iterations=2, prompts_per_step=2, group_size=4, update_epochs=2, lr=1e-3, kl_coef=0.02,
-                          max_new_tokens=task.max_new_tokens)
+    rl = lm_rl.LMRLConfig(
+        iterations=2,
+        prompts_per_step=2,
+        group_size=4,
+        update_epochs=2,
+        lr=1e-3,
+        kl_coef=0.02,
+        max_new_tokens=task.max_new_tokens,
+    )
     out = learning.run_trl(str(path), task, pairs, rl, eval_every=1, output_dir=str(tmp_path / "trl"))
     assert out["eval"]["iteration"] == [0, 1, 2] and len(out["eval"]["score"]) == 3
     assert len(out["log"]) == 4  # optimiser steps: rounds x update_epochs

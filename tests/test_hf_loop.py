@@ -47,10 +47,14 @@ def test_tiny_model_loads_by_path_like_a_hub_model(tiny_qwen, loaded):
 
 def test_completion_mask_keeps_up_to_and_including_the_first_eos():
     eos = 7
-    ids = torch.tensor([[3, 4, 7, 1, 1],    # EOS at 2: tokens 0..2
-                        [7, 1, 1, 1, 1],    # EOS first: only it
-                        [3, 4, 5, 6, 2],    # no EOS: cut off, all valid
-                        [3, 7, 4, 7, 1]])   # only the first EOS counts
+    ids = torch.tensor(
+        [
+            [3, 4, 7, 1, 1],  # EOS at 2: tokens 0..2
+            [7, 1, 1, 1, 1],  # EOS first: only it
+            [3, 4, 5, 6, 2],  # no EOS: cut off, all valid
+            [3, 7, 4, 7, 1],
+        ]
+    )  # only the first EOS counts
     expected = torch.tensor([[1, 1, 1, 0, 0], [1, 0, 0, 0, 0], [1, 1, 1, 1, 1], [1, 1, 0, 0, 0]])
     assert torch.equal(lm_rl.completion_mask(ids, eos), expected.float())
 
@@ -66,7 +70,7 @@ def test_token_logps_are_shifted_and_ignore_left_padding(loaded):
         alone = torch.tensor([tokenizer(prompts[0])["input_ids"] + completion[0].tolist()])
         logits = model(input_ids=alone).logits[0]  # (P + T, V)
         P = alone.shape[1] - 4
-        by_hand = torch.log_softmax(logits[P - 1:-1], -1).gather(-1, completion[0][:, None]).squeeze(-1)
+        by_hand = torch.log_softmax(logits[P - 1 : -1], -1).gather(-1, completion[0][:, None]).squeeze(-1)
     assert logp.shape == (2, 4)
     torch.testing.assert_close(logp[0], by_hand, atol=1e-5, rtol=1e-5)
 
@@ -75,8 +79,9 @@ def test_sample_completions_shapes_and_adjacent_groups(loaded):
     model, tokenizer = loaded
     torch.manual_seed(0)
     enc = tokenizer(["a", "a longer prompt"], return_tensors="pt", padding=True, padding_side="left")
-    out = lm_rl.sample_completions(model, enc["input_ids"], enc["attention_mask"], 3, 5, tokenizer.eos_token_id,
-                                   tokenizer.pad_token_id)
+    out = lm_rl.sample_completions(
+        model, enc["input_ids"], enc["attention_mask"], 3, 5, tokenizer.eos_token_id, tokenizer.pad_token_id
+    )
     assert out.shape == (6, 5)
     mask = lm_rl.completion_mask(out, tokenizer.eos_token_id)
     assert bool((out[mask == 0] == tokenizer.pad_token_id).all())  # PAD after each EOS, and only there
@@ -96,8 +101,14 @@ def test_two_steps_train_save_and_reload(tiny_qwen, tmp_path):
     model, tokenizer = loop.load_model_and_tokenizer(str(tiny_qwen))
     before = [p.detach().clone() for p in model.parameters()]
     # The length reward varies within every group, so the very first step has a gradient.
-    history = loop.train(model, tokenizer, data.load_problems(n=8), _config(reward_weights={"length": 1.0}),
-                         output_dir=tmp_path, progress=False)
+    history = loop.train(
+        model,
+        tokenizer,
+        data.load_problems(n=8),
+        _config(reward_weights={"length": 1.0}),
+        output_dir=tmp_path,
+        progress=False,
+    )
     assert len(history.mean_reward) == len(history.loss) == len(history.kl) == 2 and not history.interrupted
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
     assert history.checkpoint == str(tmp_path / "checkpoint-2")
@@ -110,8 +121,13 @@ def test_two_steps_train_save_and_reload(tiny_qwen, tmp_path):
 def test_one_epoch_per_batch_never_clips(tiny_qwen):
     """With one optimiser step per batch, logp_old is the policy itself: ratio exactly 1, nothing clipped."""
     model, tokenizer = loop.load_model_and_tokenizer(str(tiny_qwen))
-    history = loop.train(model, tokenizer, data.load_problems(n=4), _config(epochs_per_batch=1, kl_coef=0.0, reward_weights={"length": 1.0}),
-                         progress=False)
+    history = loop.train(
+        model,
+        tokenizer,
+        data.load_problems(n=4),
+        _config(epochs_per_batch=1, kl_coef=0.0, reward_weights={"length": 1.0}),
+        progress=False,
+    )
     assert history.clip_fraction == [0.0, 0.0]
 
 
@@ -126,8 +142,9 @@ def test_ctrl_c_keeps_the_last_checkpoint(tiny_qwen, tmp_path, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(lm_rl, "sample_completions", interrupted_on_third_call)
-    history = loop.train(model, tokenizer, data.load_problems(n=4), _config(steps=5), output_dir=tmp_path,
-                         progress=False)
+    history = loop.train(
+        model, tokenizer, data.load_problems(n=4), _config(steps=5), output_dir=tmp_path, progress=False
+    )
     assert history.interrupted and len(history.mean_reward) == 2
     assert history.checkpoint == str(tmp_path / "checkpoint-2")
     assert (tmp_path / "checkpoint-2" / "config.json").is_file()
@@ -136,9 +153,31 @@ def test_ctrl_c_keeps_the_last_checkpoint(tiny_qwen, tmp_path, monkeypatch):
 def test_command_runs_on_a_jsonl_dataset(tiny_qwen, tmp_path):
     dataset = tmp_path / "problems.jsonl"
     dataset.write_text("\n".join(json.dumps({"question": q, "answer": a}) for q, a in data.load_problems(n=3)))
-    history = main(["--model", str(tiny_qwen), "--task", "arithmetic", "--steps", "1", "--group-size", "2",
-                    "--prompts-per-step", "2", "--max-new-tokens", "4", "--device", "cpu", "--dataset", str(dataset),
-                    "--output-dir", str(tmp_path / "run"), "--history", str(tmp_path / "h.json"), "--no-progress"])
+    history = main(
+        [
+            "--model",
+            str(tiny_qwen),
+            "--task",
+            "arithmetic",
+            "--steps",
+            "1",
+            "--group-size",
+            "2",
+            "--prompts-per-step",
+            "2",
+            "--max-new-tokens",
+            "4",
+            "--device",
+            "cpu",
+            "--dataset",
+            str(dataset),
+            "--output-dir",
+            str(tmp_path / "run"),
+            "--history",
+            str(tmp_path / "h.json"),
+            "--no-progress",
+        ]
+    )
     assert len(history.mean_reward) == 1 and (tmp_path / "run" / "checkpoint-1").is_dir()
     assert json.loads((tmp_path / "h.json").read_text())["checkpoint"] == history.checkpoint
 
@@ -201,7 +240,9 @@ def test_scores_use_the_course_rewards():
 
 def test_reward_breakdown_means_each_reward():
     assert data.reward_breakdown(["Answer: 8", "Answer: 7", "nothing"], ["8", "8", "8"]) == {
-        "answer": 1 / 3, "answer_format": 2 / 3}
+        "answer": 1 / 3,
+        "answer_format": 2 / 3,
+    }
     with pytest.raises(ValueError, match="^names: unknown"):
         data.reward_breakdown(["x"], ["1"], names=("nonsense",))
 

@@ -27,15 +27,43 @@ def test_table_reads_trl_defaults_at_run_time():
 
 @pytest.mark.parametrize("loss_agg", list(LOSS_TYPES))
 def test_trl_script_sets_every_mapped_field_from_the_course_value(tmp_path, loss_agg):
-    course = HFGRPOConfig(group_size=4, prompts_per_step=3, epochs_per_batch=2, clip_eps=0.3, kl_coef=0.05,
-                          max_new_tokens=12, clip_eps_high=0.28, temperature=0.9, top_p=0.95, lr=2e-5, max_grad_norm=0.5, steps=7,
-                          save_every=3, normalize_std=False, loss_agg=loss_agg)
+    course = HFGRPOConfig(
+        group_size=4,
+        prompts_per_step=3,
+        epochs_per_batch=2,
+        clip_eps=0.3,
+        kl_coef=0.05,
+        max_new_tokens=12,
+        clip_eps_high=0.28,
+        temperature=0.9,
+        top_p=0.95,
+        lr=2e-5,
+        max_grad_norm=0.5,
+        steps=7,
+        save_every=3,
+        normalize_std=False,
+        loss_agg=loss_agg,
+    )
     args = trl_config(course, str(tmp_path))
     expected = {
-        "num_generations": 4, "per_device_train_batch_size": 12, "num_iterations": 2, "epsilon": 0.3,
-        "epsilon_high": 0.28, "beta": 0.05, "loss_type": LOSS_TYPES[loss_agg], "scale_rewards": "none", "max_completion_length": 12,
-        "temperature": 0.9, "top_p": 0.95, "learning_rate": 2e-5, "max_grad_norm": 0.5, "max_steps": 14,
-        "save_steps": 6, "use_bias_correction_kl": False, "steps_per_generation": 1, "gradient_accumulation_steps": 1,
+        "num_generations": 4,
+        "per_device_train_batch_size": 12,
+        "num_iterations": 2,
+        "epsilon": 0.3,
+        "epsilon_high": 0.28,
+        "beta": 0.05,
+        "loss_type": LOSS_TYPES[loss_agg],
+        "scale_rewards": "none",
+        "max_completion_length": 12,
+        "temperature": 0.9,
+        "top_p": 0.95,
+        "learning_rate": 2e-5,
+        "max_grad_norm": 0.5,
+        "max_steps": 14,
+        "save_steps": 6,
+        "use_bias_correction_kl": False,
+        "steps_per_generation": 1,
+        "gradient_accumulation_steps": 1,
     }
     assert {name: getattr(args, name) for name in expected} == expected
     mapped = {mapping.trl_field(trl) for _, _, trl, _, _ in mapping.ROWS} - {None}

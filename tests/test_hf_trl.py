@@ -29,10 +29,16 @@ def batch(tiny_qwen):
 
 
 def _compare(tiny_qwen, tmp_path, batch, loss_agg, with_old=True, **overrides):
-    config = loop.HFGRPOConfig(prompts_per_step=B, group_size=G, max_new_tokens=MAX_LEN, kl_coef=0.1,
-                               clip_eps=0.2, loss_agg=loss_agg, epochs_per_batch=2 if with_old else 1)
-    trainer = make_trainer(str(tiny_qwen), data.load_problems(n=B), config, str(tmp_path), progress=False,
-                           **overrides)
+    config = loop.HFGRPOConfig(
+        prompts_per_step=B,
+        group_size=G,
+        max_new_tokens=MAX_LEN,
+        kl_coef=0.1,
+        clip_eps=0.2,
+        loss_agg=loss_agg,
+        epochs_per_batch=2 if with_old else 1,
+    )
+    trainer = make_trainer(str(tiny_qwen), data.load_problems(n=B), config, str(tmp_path), progress=False, **overrides)
     assert trainer.loss_type == LOSS_TYPES[loss_agg] and trainer.beta == 0.1
     return agreement.trl_and_course(trainer, batch, with_old=with_old)
 
@@ -45,9 +51,11 @@ def test_fixed_batch_has_masks_of_every_length(batch):
 @pytest.mark.parametrize("loss_agg", list(LOSS_TYPES))
 def test_course_loss_equals_trl_loss_and_gradients(tiny_qwen, tmp_path, batch, loss_agg):
     result = _compare(tiny_qwen, tmp_path, batch, loss_agg)
-    print(f"\n{LOSS_TYPES[loss_agg]}: loss TRL {result['trl_loss']:.6f} course {result['course_loss']:.6f}; "
-          f"|loss diff| {result['loss_diff']:.1e}, max |grad diff| {result['grad_diff']:.1e} "
-          f"(largest grad {result['grad_max']:.1e})")
+    print(
+        f"\n{LOSS_TYPES[loss_agg]}: loss TRL {result['trl_loss']:.6f} course {result['course_loss']:.6f}; "
+        f"|loss diff| {result['loss_diff']:.1e}, max |grad diff| {result['grad_diff']:.1e} "
+        f"(largest grad {result['grad_max']:.1e})"
+    )
     assert result["info"]["clip_fraction"] > 0  # the batch exercises the clip
     assert result["loss_diff"] < 1e-6 and result["grad_diff"] < 1e-6 * max(1.0, result["grad_max"])
 
@@ -77,8 +85,15 @@ def test_two_trl_steps_on_cpu_change_the_weights(tiny_qwen, tmp_path):
     from transformers import AutoModelForCausalLM
 
     # The length reward varies within every group, so the first step already has a gradient.
-    config = loop.HFGRPOConfig(steps=2, prompts_per_step=2, group_size=4, max_new_tokens=6, epochs_per_batch=1,
-                               reward_weights={"length": 1.0, "answer": 1.0}, save_every=2)
+    config = loop.HFGRPOConfig(
+        steps=2,
+        prompts_per_step=2,
+        group_size=4,
+        max_new_tokens=6,
+        epochs_per_batch=1,
+        reward_weights={"length": 1.0, "answer": 1.0},
+        save_every=2,
+    )
     trainer = make_trainer(str(tiny_qwen), data.load_problems(n=4), config, str(tmp_path), progress=False)
     before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
     trainer.train()
@@ -87,8 +102,9 @@ def test_two_trl_steps_on_cpu_change_the_weights(tiny_qwen, tmp_path):
     assert changed, "two TRL steps left every weight unchanged"
     assert len(history_from_trl(trainer).mean_reward) == 2
     saved = AutoModelForCausalLM.from_pretrained(tmp_path / "checkpoint-2")  # save_steps = save_every * epochs
-    torch.testing.assert_close(dict(saved.named_parameters())[changed[0]],
-                               dict(trainer.model.named_parameters())[changed[0]])
+    torch.testing.assert_close(
+        dict(saved.named_parameters())[changed[0]], dict(trainer.model.named_parameters())[changed[0]]
+    )
 
 
 @pytest.mark.parametrize("num_iterations", [1, 2])
@@ -98,8 +114,14 @@ def test_trl_pipeline_old_logps_and_advantages_are_the_course_ones(tiny_qwen, tm
     (TRL's std is Bessel-corrected like torch.std; its eps is 1e-4, the course's default 1e-6)."""
     from course_lib.grpo import group_advantages
 
-    config = loop.HFGRPOConfig(steps=1, prompts_per_step=2, group_size=4, max_new_tokens=6,
-                               epochs_per_batch=num_iterations, reward_weights={"length": 1.0, "answer_format": 0.5})
+    config = loop.HFGRPOConfig(
+        steps=1,
+        prompts_per_step=2,
+        group_size=4,
+        max_new_tokens=6,
+        epochs_per_batch=num_iterations,
+        reward_weights={"length": 1.0, "answer_format": 0.5},
+    )
     trainer = make_trainer(str(tiny_qwen), data.load_problems(n=4), config, str(tmp_path), progress=False)
     seen, compute_loss = [], trainer.compute_loss
 

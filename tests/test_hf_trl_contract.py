@@ -26,8 +26,15 @@ def test_answer_reward_takes_what_trl_passes():
     rows = [{"prompt": "What is 5 + 7?", "answer": "12", "level": 1}, {"prompt": "Hello", "answer": None, "level": 2}]
     inputs = [row for row in rows for _ in range(2)]  # TRL's RepeatSampler: G = 2 copies of each row
     kwargs = {key: [row[key] for row in inputs] for key in inputs[0] if key != "prompt"}  # _calculate_rewards
-    got = answer_reward(prompts=[r["prompt"] for r in inputs], completions=["Answer: 12", "Answer: 1", "hi", "x"],
-                        completion_ids=[[3, EOS]] * 4, trainer_state=None, log_extra=print, log_metric=print, **kwargs)
+    got = answer_reward(
+        prompts=[r["prompt"] for r in inputs],
+        completions=["Answer: 12", "Answer: 1", "hi", "x"],
+        completion_ids=[[3, EOS]] * 4,
+        trainer_state=None,
+        log_extra=print,
+        log_metric=print,
+        **kwargs,
+    )
     assert got == [1.0, 0.0, None, None]
     chat = [[{"role": "assistant", "content": "Answer: 12"}], [{"role": "assistant", "content": "Answer: 2"}]]
     question = [[{"role": "user", "content": "?"}]] * 2
@@ -63,7 +70,7 @@ def test_completion_logps_is_trls_recipe(model):
     # TRL (_generate_and_score_completions, _get_per_token_logps_and_entropies): the completion mask in the
     # attention mask, logits[:, P - 1:-1] / temperature, selective_log_softmax.
     attention = torch.cat([prompt_mask, mask.long()], dim=1)
-    logits = model(input_ids=sequences, attention_mask=attention).logits[:, prompt_mask.shape[1] - 1:-1] / 0.7
+    logits = model(input_ids=sequences, attention_mask=attention).logits[:, prompt_mask.shape[1] - 1 : -1] / 0.7
     trl = selective_log_softmax(logits, completion)
     assert torch.allclose(logp * mask, trl * mask, atol=1e-6)
     assert torch.allclose(logp, token_logps(model, sequences[:, :4], prompt_mask, completion, temperature=0.7))
@@ -95,12 +102,25 @@ def _grpo_config(tmp_path, **kwargs):
         return GRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", **kwargs)
 
 
-@pytest.mark.parametrize("cfg", [
-    LMRLConfig(),
-    LMRLConfig(prompts_per_step=4, group_size=8, update_epochs=2, num_minibatches=2, iterations=50),
-    LMRLConfig(prompts_per_step=8, group_size=4, num_minibatches=4, micro_batch_size=2, warmup_iterations=3,
-               lr_schedule="constant", loss_agg="seq-mean-token-sum-norm", normalize_std=False, clip_eps_high=0.28),
-], ids=["defaults", "two-minibatches", "micro-batches"])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        LMRLConfig(),
+        LMRLConfig(prompts_per_step=4, group_size=8, update_epochs=2, num_minibatches=2, iterations=50),
+        LMRLConfig(
+            prompts_per_step=8,
+            group_size=4,
+            num_minibatches=4,
+            micro_batch_size=2,
+            warmup_iterations=3,
+            lr_schedule="constant",
+            loss_agg="seq-mean-token-sum-norm",
+            normalize_std=False,
+            clip_eps_high=0.28,
+        ),
+    ],
+    ids=["defaults", "two-minibatches", "micro-batches"],
+)
 def test_grpo_config_kwargs_build_a_grpo_config_of_one_round(cfg, tmp_path):
     config = _grpo_config(tmp_path, **grpo_config_kwargs(cfg))
     B, G, K, M = cfg.prompts_per_step, cfg.group_size, cfg.update_epochs, cfg.num_minibatches
@@ -131,17 +151,23 @@ def test_a_grpo_trainer_run_counts_steps_and_generations_as_the_course(tiny_qwen
     from trl import GRPOTrainer
 
     torch.manual_seed(0)
-    cfg = LMRLConfig(prompts_per_step=2, group_size=2, update_epochs=2, num_minibatches=2, iterations=2,
-                     max_new_tokens=4, lr=1e-3)
-    args = _grpo_config(tmp_path, logging_steps=1, save_strategy="no", disable_tqdm=True,
-                        **grpo_config_kwargs(cfg))
+    cfg = LMRLConfig(
+        prompts_per_step=2, group_size=2, update_epochs=2, num_minibatches=2, iterations=2, max_new_tokens=4, lr=1e-3
+    )
+    args = _grpo_config(tmp_path, logging_steps=1, save_strategy="no", disable_tqdm=True, **grpo_config_kwargs(cfg))
     tokenizer = AutoTokenizer.from_pretrained(tiny_qwen)
-    dataset = Dataset.from_dict({"prompt": [f"What is {a} + {a}?" for a in range(1, 5)],
-                                 "answer": [str(2 * a) for a in range(1, 5)]})
+    dataset = Dataset.from_dict(
+        {"prompt": [f"What is {a} + {a}?" for a in range(1, 5)], "answer": [str(2 * a) for a in range(1, 5)]}
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        trainer = GRPOTrainer(model=str(tiny_qwen), reward_funcs=answer_reward, args=args, train_dataset=dataset,
-                              processing_class=tokenizer)
+        trainer = GRPOTrainer(
+            model=str(tiny_qwen),
+            reward_funcs=answer_reward,
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+        )
     generated = []
     generate = trainer._generate_and_score_completions
     trainer._generate_and_score_completions = lambda batch: (generated.append(len(batch)), generate(batch))[1]

@@ -89,9 +89,20 @@ def test_notebook_07_runs_load_as_the_curves_of_compare():
 
 def test_a_history_survives_the_round_trip_rounded():
     history = PPOHistory()
-    history.append({"steps": 1024, "mean_return": math.nan, "loss": 1.23456789, "policy_loss": -0.001234567,
-                    "value_loss": 3.0, "entropy": 0.69, "approx_kl": 1e-5, "clip_fraction": 0.0,
-                    "explained_variance": -0.5, "kl": math.nan})
+    history.append(
+        {
+            "steps": 1024,
+            "mean_return": math.nan,
+            "loss": 1.23456789,
+            "policy_loss": -0.001234567,
+            "value_loss": 3.0,
+            "entropy": 0.69,
+            "approx_kl": 1e-5,
+            "clip_fraction": 0.0,
+            "explained_variance": -0.5,
+            "kl": math.nan,
+        }
+    )
     stored = json.loads(json.dumps(history_to_json(history, digits=3)))
     assert stored["fields"]["mean_return"] == [None] and stored["fields"]["steps"] == [1024]
     back = history_from_json(stored)

@@ -60,9 +60,16 @@ def test_run_variant_rejects_an_unknown_name():
 
 
 def _rec(score, curve, seconds=10.0):
-    return {"score": score, "eval_completions": torch.tensor([0.0, 100.0, 200.0]),
-            "eval_score": torch.tensor(curve), "seconds": seconds, "final_length": 3.0, "final_kl": 0.01,
-            "clip_fraction": 0.1, "completions": 200}
+    return {
+        "score": score,
+        "eval_completions": torch.tensor([0.0, 100.0, 200.0]),
+        "eval_score": torch.tensor(curve),
+        "seconds": seconds,
+        "final_length": 3.0,
+        "final_kl": 0.01,
+        "clip_fraction": 0.1,
+        "completions": 200,
+    }
 
 
 def test_completions_to_and_summarize_by_hand():
@@ -81,8 +88,12 @@ def test_completions_to_and_summarize_by_hand():
 
 
 def test_record_downsamples_to_chunk_means():
-    h = {"eval": {"completions": [0, 10], "score": [0.1, 0.5]}, "seconds": [1.0, 2.0, 3.0, 4.0],
-         "completions": [10, 20, 30, 40], **{k: [1.0, 2.0, 3.0, 4.0] for k in family.CURVE_KEYS}}
+    h = {
+        "eval": {"completions": [0, 10], "score": [0.1, 0.5]},
+        "seconds": [1.0, 2.0, 3.0, 4.0],
+        "completions": [10, 20, 30, 40],
+        **{k: [1.0, 2.0, 3.0, 4.0] for k in family.CURVE_KEYS},
+    }
     h["clip_fraction"] = [0.1, float("nan"), 0.3, 0.2]
     rec = family.record(h, points=2)
     assert rec["curves"]["mean_reward"].tolist() == [1.5, 3.5] and rec["curves"]["completions"].tolist() == [15, 35]

@@ -62,7 +62,7 @@ def test_token_logps_match_token_by_token(lm):
     for t in range(4):
         # The distribution of completion token t is read after the prompt and y_<t.
         ids = torch.cat([prompts, completions[:, :t]], 1)
-        expected = torch.log_softmax(lm(ids)[:, -1], -1).gather(1, completions[:, t:t + 1])[:, 0]
+        expected = torch.log_softmax(lm(ids)[:, -1], -1).gather(1, completions[:, t : t + 1])[:, 0]
         assert torch.allclose(logp[:, t], expected, atol=1e-5)
     hot = lm_rl.token_logps(lm, prompts, None, completions, temperature=2.0)  # the temperature divides the logits
     ids = torch.cat([prompts, completions[:, :-1]], 1)
@@ -88,8 +88,9 @@ def test_sample_completions_groups_are_adjacent_and_pad_after_eos(lm):
     assert comp.shape == (6, 4)
     mask = lm_rl.completion_mask(comp, E)
     assert bool((comp[mask == 0] == PAD).all()) and not bool((comp[mask > 0] == PAD).any())
-    again = lm_rl.sample_completions(lm, prompts[1:], None, 3, 4, E, PAD, temperature=2.0,
-                                     generator=torch.Generator().manual_seed(5))
+    again = lm_rl.sample_completions(
+        lm, prompts[1:], None, 3, 4, E, PAD, temperature=2.0, generator=torch.Generator().manual_seed(5)
+    )
     assert again.shape == (3, 4)
     with pytest.raises(ValueError, match="top_p"):
         lm_rl.sample_completions(lm, prompts, None, 2, 4, E, PAD, top_p=0.9)
@@ -104,7 +105,7 @@ def test_grpo_advantages_are_the_groups_for_every_valid_token():
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
     adv, returns = lm_rl.advantages(cfg, scores, mask, torch.zeros(2, 3), torch.zeros(2, 3))
     assert returns is None
-    torch.testing.assert_close(adv, torch.tensor([[0.5, 0.5, 0.0], [-0.5, 0.0, 0.0]]) / (0.5 ** 0.5 + 1e-6))
+    torch.testing.assert_close(adv, torch.tensor([[0.5, 0.5, 0.0], [-0.5, 0.0, 0.0]]) / (0.5**0.5 + 1e-6))
 
 
 def test_ppo_advantages_by_hand():
@@ -132,8 +133,9 @@ def _rollout(lm, cfg, seed=0):
     scores_of = lambda pick, comp: (comp[..., 0] % 3).float()  # noqa: E731 - any verifier will do
     ref = copy.deepcopy(lm).requires_grad_(False)
     value_model = ValueModel(lm) if cfg.algo == "ppo" else None
-    batch, stats = lm_rl.rollout(cfg, lm, ref, value_model, scores_of, prompts, None, E, PAD,
-                                 torch.Generator().manual_seed(seed), PAD)
+    batch, stats = lm_rl.rollout(
+        cfg, lm, ref, value_model, scores_of, prompts, None, E, PAD, torch.Generator().manual_seed(seed), PAD
+    )
     return batch, stats, value_model
 
 
@@ -147,8 +149,15 @@ def test_grpo_loss_of_the_loop_is_grpo_loss(lm):
     assert scores is None  # the advantages are in the batch, not the scores
     B, G = 3, 4
     rewards = batch["adv"][:, 0].view(B, G)  # every valid first token carries its completion's advantage
-    expected, _ = grpo_loss(logp.view(B, G, L), batch["logp_old"].view(B, G, L), batch["logp_ref"].view(B, G, L),
-                            rewards, batch["mask"].view(B, G, L), kl_coef=0.1, normalize_std=False)
+    expected, _ = grpo_loss(
+        logp.view(B, G, L),
+        batch["logp_old"].view(B, G, L),
+        batch["logp_ref"].view(B, G, L),
+        rewards,
+        batch["mask"].view(B, G, L),
+        kl_coef=0.1,
+        normalize_std=False,
+    )
     # group_advantages of the (already centred) advantages with normalize_std=False leaves them as they are.
     torch.testing.assert_close(loss, expected)
 
@@ -156,16 +165,30 @@ def test_grpo_loss_of_the_loop_is_grpo_loss(lm):
 @pytest.mark.parametrize("loss_agg", ["seq-mean-token-mean", "token-mean", "seq-mean-token-sum-norm"])
 @pytest.mark.parametrize("algo", ["grpo", "ppo"])
 def test_micro_batches_give_the_gradient_of_one_batch(lm, loss_agg, algo):
-    cfg = lm_rl.LMRLConfig(algo=algo, prompts_per_step=3, group_size=4, max_new_tokens=4, loss_agg=loss_agg,
-                           update_epochs=1, max_grad_norm=1e9)
+    cfg = lm_rl.LMRLConfig(
+        algo=algo,
+        prompts_per_step=3,
+        group_size=4,
+        max_new_tokens=4,
+        loss_agg=loss_agg,
+        update_epochs=1,
+        max_grad_norm=1e9,
+    )
     batch, _, value_model = _rollout(lm, cfg)
     grads = []
     for micro in (None, 5):
         policy, critic = copy.deepcopy(lm), copy.deepcopy(value_model)
         params = list(policy.parameters()) + (list(critic.parameters()) if critic is not None else [])
         opt = torch.optim.SGD(params, lr=0.0)
-        lm_rl.update(dataclasses.replace(cfg, micro_batch_size=micro), policy, critic, opt, batch,
-                     torch.Generator().manual_seed(0), PAD)
+        lm_rl.update(
+            dataclasses.replace(cfg, micro_batch_size=micro),
+            policy,
+            critic,
+            opt,
+            batch,
+            torch.Generator().manual_seed(0),
+            PAD,
+        )
         grads.append(torch.cat([p.grad.flatten() for p in params]))
     torch.testing.assert_close(grads[0], grads[1], atol=1e-6, rtol=1e-5)
 
@@ -184,12 +207,21 @@ def test_grpo_step_is_one_update_of_the_loop(lm):
         logp_ref = lm_rl.token_logps(ref, flat_prompts, None, comp)
     mask = lm_rl.completion_mask(comp, E)
     adv, _ = lm_rl.advantages(cfg, rewards, mask, logp_old, logp_ref)
-    batch = {"prompt_ids": flat_prompts, "prompt_mask": None, "completion_ids": comp, "mask": mask,
-             "logp_old": logp_old, "logp_ref": logp_ref, "adv": adv, "returns": None}
+    batch = {
+        "prompt_ids": flat_prompts,
+        "prompt_mask": None,
+        "completion_ids": comp,
+        "mask": mask,
+        "logp_old": logp_old,
+        "logp_ref": logp_ref,
+        "adv": adv,
+        "returns": None,
+    }
     a, b = copy.deepcopy(lm), copy.deepcopy(lm)
     lm_rl.update(cfg, a, None, torch.optim.SGD(a.parameters(), lr=0.1), batch, g, None)
-    capstone.grpo_step(b, ref, torch.optim.SGD(b.parameters(), lr=0.1), prompts, comp.view(3, 4, 4), rewards,
-                    logp_old.view(3, 4, 4), E)
+    capstone.grpo_step(
+        b, ref, torch.optim.SGD(b.parameters(), lr=0.1), prompts, comp.view(3, 4, 4), rewards, logp_old.view(3, 4, 4), E
+    )
     for p, q in zip(a.parameters(), b.parameters()):
         torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5)
 
@@ -211,16 +243,28 @@ def test_lr_schedule_warms_up_then_decays():
     assert lm_rl.lr_at(5, dataclasses.replace(floor, lr_schedule="cosine")) == pytest.approx(0.6)
 
 
-@pytest.mark.parametrize("field, value", [("algo", "a2c"), ("group_size", 1), ("lr", 0.0), ("top_p", 1.5),
-                                          ("loss_agg", "sum"), ("lr_schedule", "step"), ("lam", 2.0),
-                                          ("max_completions", 0)])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("algo", "a2c"),
+        ("group_size", 1),
+        ("lr", 0.0),
+        ("top_p", 1.5),
+        ("loss_agg", "sum"),
+        ("lr_schedule", "step"),
+        ("lam", 2.0),
+        ("max_completions", 0),
+    ],
+)
 def test_config_errors_name_the_argument(field, value):
     with pytest.raises(ValueError, match=field):
         dataclasses.replace(lm_rl.LMRLConfig(), **{field: value}).validate()
 
 
-@pytest.mark.parametrize("field, value", [("clip_eps_high", 0.28), ("policy_loss", "gspo"), ("adv_estimator", "rloo"),
-                                          ("normalize_std", False)])
+@pytest.mark.parametrize(
+    "field, value",
+    [("clip_eps_high", 0.28), ("policy_loss", "gspo"), ("adv_estimator", "rloo"), ("normalize_std", False)],
+)
 def test_ppo_refuses_grpo_switches_rather_than_ignoring_them(field, value):
     with pytest.raises(ValueError, match=f"{field}: a switch of GRPO's branch"):
         lm_rl.LMRLConfig(algo="ppo", **{field: value}).validate()
@@ -236,8 +280,11 @@ def test_train_runs_is_seeded_and_logs(lm, algo):
     for _ in range(2):
         policy = copy.deepcopy(lm)
         critic = ValueModel(policy) if algo == "ppo" else None
-        runs.append(lm_rl.train(policy, reward_fn, prompts, cfg, E, PAD, value_model=critic, eval_fn=lambda m: 0.5,
-                                eval_every=2))
+        runs.append(
+            lm_rl.train(
+                policy, reward_fn, prompts, cfg, E, PAD, value_model=critic, eval_fn=lambda m: 0.5, eval_every=2
+            )
+        )
     assert runs[0]["mean_reward"] == runs[1]["mean_reward"] and runs[0]["loss"] == runs[1]["loss"]
     h = runs[0]
     assert h["eval"]["iteration"] == [0, 2, 3] and h["completions"] == [16, 32, 48]
@@ -250,16 +297,24 @@ def test_critic_warmup_holds_the_policy_still_while_the_value_model_learns(lm):
     prompts = torch.randint(0, 10, (16, 6), generator=torch.Generator().manual_seed(0))
     prompts[:, 2], prompts[:, 5] = 10, 11
     reward_fn = lambda pick, comp: (comp[..., 0] == 3).float()  # noqa: E731
-    cfg = lm_rl.LMRLConfig(algo="ppo", iterations=3, prompts_per_step=4, group_size=4, max_new_tokens=4, lr=1e-2,
-                           critic_warmup_iterations=2)
+    cfg = lm_rl.LMRLConfig(
+        algo="ppo",
+        iterations=3,
+        prompts_per_step=4,
+        group_size=4,
+        max_new_tokens=4,
+        lr=1e-2,
+        critic_warmup_iterations=2,
+    )
     policy = copy.deepcopy(lm)
     critic = ValueModel(policy)
     before, critic_before = copy.deepcopy(policy.state_dict()), copy.deepcopy(critic.state_dict())
     lm_rl.train(policy, reward_fn, prompts, dataclasses.replace(cfg, iterations=2), E, PAD, value_model=critic)
     assert all(torch.equal(before[k], v) for k, v in policy.state_dict().items()), "the policy moved"
     assert any(not torch.equal(critic_before[k], v) for k, v in critic.state_dict().items()), "the critic is still"
-    lm_rl.train(policy, reward_fn, prompts, dataclasses.replace(cfg, critic_warmup_iterations=0), E, PAD,
-                value_model=critic)
+    lm_rl.train(
+        policy, reward_fn, prompts, dataclasses.replace(cfg, critic_warmup_iterations=0), E, PAD, value_model=critic
+    )
     assert any(not torch.equal(before[k], v) for k, v in policy.state_dict().items()), "after it, the policy learns"
     with pytest.raises(ValueError, match="critic_warmup_iterations"):
         dataclasses.replace(cfg, critic_warmup_iterations=-1).validate()
@@ -275,8 +330,9 @@ def test_critic_lr_and_per_model_clipping_reach_the_right_model(lm, monkeypatch)
         policy = copy.deepcopy(lm)
         critic = ValueModel(policy)
         before, critic_before = copy.deepcopy(policy.state_dict()), copy.deepcopy(critic.state_dict())
-        lm_rl.train(policy, reward_fn, prompts, dataclasses.replace(cfg, lr=lr, critic_lr=critic_lr), E, PAD,
-                    value_model=critic)
+        lm_rl.train(
+            policy, reward_fn, prompts, dataclasses.replace(cfg, lr=lr, critic_lr=critic_lr), E, PAD, value_model=critic
+        )
         far = lambda a, b: any((a[k] - v).abs().max() > 1e-6 for k, v in b.items())  # noqa: E731
         return far(before, policy.state_dict()), far(critic_before, critic.state_dict())
 
@@ -290,8 +346,15 @@ def test_critic_lr_and_per_model_clipping_reach_the_right_model(lm, monkeypatch)
     critic = ValueModel(policy)
     for per_model in (False, True):
         clipped.clear()
-        lm_rl.train(policy, reward_fn, prompts, dataclasses.replace(cfg, update_epochs=1, clip_grad_per_model=per_model),
-                    E, PAD, value_model=critic)
+        lm_rl.train(
+            policy,
+            reward_fn,
+            prompts,
+            dataclasses.replace(cfg, update_epochs=1, clip_grad_per_model=per_model),
+            E,
+            PAD,
+            value_model=critic,
+        )
         n_policy, n_critic = len(list(policy.parameters())), len(list(critic.parameters()))
         assert clipped == ([n_policy, n_critic] if per_model else [n_policy + n_critic]), per_model
 
@@ -300,8 +363,9 @@ def test_dynamic_sampling_keeps_only_groups_that_teach(lm):
     cfg = lm_rl.LMRLConfig(prompts_per_step=4, group_size=4, max_new_tokens=4, dynamic_sampling=True, temperature=2.0)
     prompts = torch.randint(0, 10, (16, 6), generator=torch.Generator().manual_seed(0))
     reward_fn = lambda pick, comp: (comp[..., 0] == 3).float()  # noqa: E731
-    batch, stats = lm_rl.rollout(cfg, lm, copy.deepcopy(lm), None, reward_fn, prompts, None, E, PAD,
-                                 torch.Generator().manual_seed(0), PAD)
+    batch, stats = lm_rl.rollout(
+        cfg, lm, copy.deepcopy(lm), None, reward_fn, prompts, None, E, PAD, torch.Generator().manual_seed(0), PAD
+    )
     adv = batch["adv"][:, 0].view(-1, 4)
     assert stats["groups_kept"] >= 1 and bool((adv.abs().sum(-1) > 0).all()), "no all-equal group is kept"
     assert stats["completions"] >= 16
@@ -311,8 +375,16 @@ def test_sample_budget_stops_the_loop_and_decays_the_lr(lm):
     prompts = torch.randint(0, 10, (16, 6), generator=torch.Generator().manual_seed(0))
     prompts[:, 2], prompts[:, 5] = 10, 11
     reward_fn = lambda pick, comp: (comp[..., 0] == 3).float()  # noqa: E731
-    cfg = lm_rl.LMRLConfig(iterations=50, prompts_per_step=4, group_size=4, max_new_tokens=4, temperature=2.0,
-                           dynamic_sampling=True, max_completions=100, lr=1.0)
+    cfg = lm_rl.LMRLConfig(
+        iterations=50,
+        prompts_per_step=4,
+        group_size=4,
+        max_new_tokens=4,
+        temperature=2.0,
+        dynamic_sampling=True,
+        max_completions=100,
+        lr=1.0,
+    )
     h = lm_rl.train(copy.deepcopy(lm), reward_fn, prompts, cfg, E, PAD, eval_fn=lambda m: 0.5, eval_every=100)
     assert h["completions"][-1] >= 100 > h["completions"][-2], "stops at the first round past the budget"
     assert h["eval"]["completions"][-1] == h["completions"][-1], "evaluated after the last round"
@@ -343,18 +415,28 @@ def test_ctrl_c_returns_what_was_done(lm, monkeypatch):
 # --- the GRPO family's switches (chapter 11) ---------------------------------------------------
 
 
-@pytest.mark.parametrize("changes", [{"adv_estimator": "rloo"}, {"adv_estimator": "reinforce++"},
-                                     {"policy_loss": "gspo", "clip_eps": 3e-4, "clip_eps_high": 4e-4},
-                                     {"policy_loss": "cispo", "clip_eps_high": 4.0}, {"policy_loss": "gmpo"},
-                                     {"policy_loss": "sapo"}, {"overlong_filter": True, "overlong_cache": 2},
-                                     {"loss_agg": "token-mean", "clip_eps_high": 0.28, "dynamic_sampling": True}])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"adv_estimator": "rloo"},
+        {"adv_estimator": "reinforce++"},
+        {"policy_loss": "gspo", "clip_eps": 3e-4, "clip_eps_high": 4e-4},
+        {"policy_loss": "cispo", "clip_eps_high": 4.0},
+        {"policy_loss": "gmpo"},
+        {"policy_loss": "sapo"},
+        {"overlong_filter": True, "overlong_cache": 2},
+        {"loss_agg": "token-mean", "clip_eps_high": 0.28, "dynamic_sampling": True},
+    ],
+)
 def test_each_family_switch_trains(lm, changes):
-    cfg = lm_rl.LMRLConfig(prompts_per_step=3, group_size=4, max_new_tokens=4, update_epochs=2, temperature=2.0,
-                           **changes)
+    cfg = lm_rl.LMRLConfig(
+        prompts_per_step=3, group_size=4, max_new_tokens=4, update_epochs=2, temperature=2.0, **changes
+    )
     batch, stats, _ = _rollout(lm, cfg)
     before = [p.detach().clone() for p in lm.parameters()]
-    info = lm_rl.update(cfg, lm, None, torch.optim.Adam(lm.parameters(), lr=1e-2), batch,
-                        torch.Generator().manual_seed(0), PAD)
+    info = lm_rl.update(
+        cfg, lm, None, torch.optim.Adam(lm.parameters(), lr=1e-2), batch, torch.Generator().manual_seed(0), PAD
+    )
     assert all(torch.isfinite(torch.tensor(v)) for k, v in info.items() if isinstance(v, float))
     assert any(not torch.equal(a, b) for a, b in zip(before, lm.parameters()))
 

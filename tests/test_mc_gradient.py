@@ -17,7 +17,9 @@ def test_one_sample_by_hand():
     # seeded multinomial draws, then g = r[a] * (onehot(a) - pi):
     # a = 0 -> 1 * (1/2, -1/2); a = 1 -> 3 * (-1/2, 1/2).
     logits, r = torch.zeros(2, dtype=torch.float64), torch.tensor([1.0, 3.0], dtype=torch.float64)
-    a = int(torch.multinomial(torch.full((2,), 0.5, dtype=torch.float64), 1, generator=torch.Generator().manual_seed(0)))
+    a = int(
+        torch.multinomial(torch.full((2,), 0.5, dtype=torch.float64), 1, generator=torch.Generator().manual_seed(0))
+    )
     expected = torch.tensor([0.5, -0.5]) if a == 0 else torch.tensor([-1.5, 1.5])
     got = mc_policy_gradient(logits, r, 1, torch.Generator().manual_seed(0))
     torch.testing.assert_close(got, expected.double())
@@ -29,7 +31,9 @@ def test_equals_minus_the_gradient_of_the_reinforce_loss_on_the_same_samples():
     logits = torch.randn(6, generator=g, dtype=torch.float64)
     r = torch.randn(6, generator=g, dtype=torch.float64)
     n = 50
-    actions = torch.multinomial(torch.softmax(logits, -1), n, replacement=True, generator=torch.Generator().manual_seed(9))
+    actions = torch.multinomial(
+        torch.softmax(logits, -1), n, replacement=True, generator=torch.Generator().manual_seed(9)
+    )
     leaf = logits.clone().requires_grad_(True)
     logp = gather_log_probs(leaf.expand(n, 1, 6), actions[:, None])  # (n, T=1)
     reinforce_loss(logp, r[actions]).backward()
@@ -41,7 +45,9 @@ def test_sums_to_zero_and_keeps_dtype():
     # Each term r * (onehot - pi) sums to r * (1 - 1) = 0 over the actions.
     for dtype in (torch.float32, torch.float64):
         logits = torch.tensor([0.3, -0.2, 1.0], dtype=dtype)
-        est = mc_policy_gradient(logits, torch.tensor([1.0, 2.0, -1.0], dtype=dtype), 17, torch.Generator().manual_seed(1))
+        est = mc_policy_gradient(
+            logits, torch.tensor([1.0, 2.0, -1.0], dtype=dtype), 17, torch.Generator().manual_seed(1)
+        )
         assert est.dtype == dtype and est.shape == (3,)
         assert abs(float(est.sum())) < 1e-6
 
@@ -63,7 +69,9 @@ def test_std_matches_the_spread_of_one_sample_estimates():
     logits = torch.tensor([0.5, -1.0, 1.5, 0.0], dtype=torch.float64)
     r = torch.tensor([1.0, 0.0, 3.0, -2.0], dtype=torch.float64)
     exact = expected_reward_gradient(logits, r)
-    errs = torch.stack([mc_policy_gradient(logits, r, 1, torch.Generator().manual_seed(s)) - exact for s in range(4000)])
+    errs = torch.stack(
+        [mc_policy_gradient(logits, r, 1, torch.Generator().manual_seed(s)) - exact for s in range(4000)]
+    )
     empirical = float(errs.pow(2).sum(-1).mean().sqrt())
     assert abs(empirical - mc_gradient_std(logits, r)) < 0.05 * mc_gradient_std(logits, r)
 
@@ -83,8 +91,9 @@ def test_errors_halve_when_samples_quadruple():
     rms = errors.pow(2).mean(1).sqrt()
     ratios = rms[1:] / rms[:-1]
     assert ((ratios > 0.4) & (ratios < 0.6)).all()
-    torch.testing.assert_close(rms, mc_gradient_std(logits, r) / torch.tensor([4.0, 8.0, 16.0], dtype=torch.float64),
-                               rtol=0.15, atol=0)
+    torch.testing.assert_close(
+        rms, mc_gradient_std(logits, r) / torch.tensor([4.0, 8.0, 16.0], dtype=torch.float64), rtol=0.15, atol=0
+    )
 
 
 def test_reference_passes_its_own_check(capsys):
@@ -100,14 +109,17 @@ def test_check_lets_not_implemented_through():
         check_mc_policy_gradient(stub)
 
 
-@pytest.mark.parametrize("kwargs, name", [
-    (dict(logits=torch.zeros(2, 3), reward_per_action=torch.zeros(2, 3), n_samples=2), "logits"),
-    (dict(logits=torch.zeros(3), reward_per_action=torch.zeros(4), n_samples=2), "reward_per_action"),
-    (dict(logits=torch.zeros(3), reward_per_action=torch.zeros(3), n_samples=0), "n_samples"),
-    (dict(logits=torch.zeros(3), reward_per_action=torch.zeros(3), n_samples=2.0), "n_samples"),
-    (dict(logits=torch.zeros(3), reward_per_action=torch.zeros(3), n_samples=2, generator=0), "generator"),
-    (dict(logits=torch.zeros(3, dtype=torch.long), reward_per_action=torch.zeros(3), n_samples=2), "logits"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(logits=torch.zeros(2, 3), reward_per_action=torch.zeros(2, 3), n_samples=2), "logits"),
+        (dict(logits=torch.zeros(3), reward_per_action=torch.zeros(4), n_samples=2), "reward_per_action"),
+        (dict(logits=torch.zeros(3), reward_per_action=torch.zeros(3), n_samples=0), "n_samples"),
+        (dict(logits=torch.zeros(3), reward_per_action=torch.zeros(3), n_samples=2.0), "n_samples"),
+        (dict(logits=torch.zeros(3), reward_per_action=torch.zeros(3), n_samples=2, generator=0), "generator"),
+        (dict(logits=torch.zeros(3, dtype=torch.long), reward_per_action=torch.zeros(3), n_samples=2), "logits"),
+    ],
+)
 def test_bad_arguments(kwargs, name):
     with pytest.raises(ValueError, match=name):
         mc_policy_gradient(**kwargs)

@@ -43,8 +43,7 @@ def test_sorting_policy_hand_computed_with_identity_weights():
         model.encode.copy_(torch.eye(2).expand(2, 2, 2))
         model.decode.copy_(torch.eye(2).expand(1, 2, 2))
     # prompt [0, 0]: h = (2, 0); prompt [0, 1]: h = (1, 1).
-    torch.testing.assert_close(model(torch.tensor([[0, 0], [0, 1]])),
-                               torch.tensor([[[2.0, 0.0]], [[1.0, 1.0]]]))
+    torch.testing.assert_close(model(torch.tensor([[0, 0], [0, 1]])), torch.tensor([[[2.0, 0.0]], [[1.0, 1.0]]]))
 
 
 def test_initialisation_scale_and_seed():
@@ -96,12 +95,15 @@ def test_categorical_policy_uniform_by_default_and_its_gradient():
     assert a.shape == (40000,) and abs(a.float().mean().item() - 0.75) < 0.01
 
 
-@pytest.mark.parametrize("name, kwargs", [
-    ("vocab_size", dict(vocab_size=0, embedding_dim=2, prompt_length=3, response_length=3)),
-    ("embedding_dim", dict(vocab_size=5, embedding_dim=2.0, prompt_length=3, response_length=3)),
-    ("prompt_length", dict(vocab_size=5, embedding_dim=2, prompt_length=-1, response_length=3)),
-    ("response_length", dict(vocab_size=5, embedding_dim=2, prompt_length=3, response_length=True)),
-])
+@pytest.mark.parametrize(
+    "name, kwargs",
+    [
+        ("vocab_size", dict(vocab_size=0, embedding_dim=2, prompt_length=3, response_length=3)),
+        ("embedding_dim", dict(vocab_size=5, embedding_dim=2.0, prompt_length=3, response_length=3)),
+        ("prompt_length", dict(vocab_size=5, embedding_dim=2, prompt_length=-1, response_length=3)),
+        ("response_length", dict(vocab_size=5, embedding_dim=2, prompt_length=3, response_length=True)),
+    ],
+)
 def test_sorting_policy_bad_arguments(name, kwargs):
     with pytest.raises(ValueError, match=name):
         SortingPolicy(**kwargs)
@@ -129,9 +131,10 @@ def test_bad_prompts_and_group_size():
 
 def test_embedding_std_reproduces_the_lectures_nn_embedding_scale():
     from course_lib.models import SortingPolicy
+
     course = SortingPolicy(5, 10, 3, 3, generator=torch.Generator().manual_seed(0))
     lecture = SortingPolicy(5, 10, 3, 3, generator=torch.Generator().manual_seed(0), embedding_std=1.0)
-    torch.testing.assert_close(lecture.embedding * 10 ** -0.5, course.embedding)  # same draws, other scale
+    torch.testing.assert_close(lecture.embedding * 10**-0.5, course.embedding)  # same draws, other scale
     torch.testing.assert_close(lecture.encode, course.encode)
     with pytest.raises(ValueError, match="embedding_std"):
         SortingPolicy(5, 10, 3, 3, embedding_std=0.0)

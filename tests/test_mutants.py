@@ -63,9 +63,7 @@ def test_check_rejects_mutant(catalogue, name, wrong, expected):
         assert "differs from the reference" not in first, f"only a difference, no cause: {first}"
 
 
-@pytest.mark.parametrize(
-    "catalogue, name, correct", VARIANTS, ids=[f"{v[0]}-{v[1]}-{v[2].__name__}" for v in VARIANTS]
-)
+@pytest.mark.parametrize("catalogue, name, correct", VARIANTS, ids=[f"{v[0]}-{v[1]}-{v[2].__name__}" for v in VARIANTS])
 def test_check_accepts_correct_variant(catalogue, name, correct):
     with contextlib.redirect_stdout(io.StringIO()) as printed:
         assert _check(name)(correct) is True

@@ -52,8 +52,9 @@ def test_the_client_reads_both_channels_in_slices(tmp_path):
     import nbformat
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
-    client = notebook_client.NotebookClient(nb, kernel_name="python3", timeout=60,
-                                            resources={"metadata": {"path": str(tmp_path)}})
+    client = notebook_client.NotebookClient(
+        nb, kernel_name="python3", timeout=60, resources={"metadata": {"path": str(tmp_path)}}
+    )
     with client.setup_kernel():
         assert client.kc.shell_channel.get_msg.__name__ == "get_msg_in_slices"
         assert client.kc.iopub_channel.get_msg.__name__ == "get_msg_in_slices"

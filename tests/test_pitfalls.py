@@ -39,10 +39,14 @@ def test_sequence_ratio_variance_grows_with_length_and_gspo_shrinks():
 
 def _batch():
     g = torch.Generator().manual_seed(0)
-    return dict(rewards=torch.rand(3, 6, generator=g, dtype=torch.float64),
-                values=torch.rand(3, 6, generator=g, dtype=torch.float64),
-                dones=torch.tensor([[0, 1, 0, 0, 0, 0], [0, 0, 0, 0, 0, 1], [0, 0, 1, 0, 0, 0]]).bool(),
-                last_values=torch.rand(3, generator=g, dtype=torch.float64), gamma=0.9, lam=0.8)
+    return dict(
+        rewards=torch.rand(3, 6, generator=g, dtype=torch.float64),
+        values=torch.rand(3, 6, generator=g, dtype=torch.float64),
+        dones=torch.tensor([[0, 1, 0, 0, 0, 0], [0, 0, 0, 0, 0, 1], [0, 0, 1, 0, 0, 0]]).bool(),
+        last_values=torch.rand(3, generator=g, dtype=torch.float64),
+        gamma=0.9,
+        lam=0.8,
+    )
 
 
 @pytest.mark.parametrize("bug", pitfalls.GAE_BUGS)

@@ -42,12 +42,15 @@ def test_mc_gradient_error_from_given_numbers_without_sigma():
     assert ax.get_lines()[1].get_ydata()[0] == pytest.approx(float(errors[0].pow(2).mean().sqrt()))
 
 
-@pytest.mark.parametrize("kwargs, name", [
-    (dict(n_samples=[1, 4], errors=torch.ones(3, 2)), "errors"),
-    (dict(n_samples=[0, 4], errors=torch.ones(2, 2)), "n_samples"),
-    (dict(n_samples=[1, 4], errors=None), "errors"),
-    (dict(n_samples=[1, 4], errors=torch.ones(2, 2), sigma=-1.0), "sigma"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(n_samples=[1, 4], errors=torch.ones(3, 2)), "errors"),
+        (dict(n_samples=[0, 4], errors=torch.ones(2, 2)), "n_samples"),
+        (dict(n_samples=[1, 4], errors=None), "errors"),
+        (dict(n_samples=[1, 4], errors=torch.ones(2, 2), sigma=-1.0), "sigma"),
+    ],
+)
 def test_mc_gradient_error_bad_arguments(kwargs, name):
     with pytest.raises(ValueError, match=name):
         plot_mc_gradient_error(**kwargs)

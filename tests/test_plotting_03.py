@@ -71,13 +71,16 @@ def test_baseline_variances_one_bar_per_name_in_order_with_exact_values():
     plt.close(fig)
 
 
-@pytest.mark.parametrize("kwargs, argname", [
-    ({"variances": {}}, "variances"),
-    ({"variances": [1.0, 2.0]}, "variances"),
-    ({"variances": {"a": -1.0}}, "variances"),
-    ({"variances": {"a": "big"}}, "variances"),
-    ({"variances": {"a": 1.0}, "exact": {"b": 1.0}}, "exact"),
-])
+@pytest.mark.parametrize(
+    "kwargs, argname",
+    [
+        ({"variances": {}}, "variances"),
+        ({"variances": [1.0, 2.0]}, "variances"),
+        ({"variances": {"a": -1.0}}, "variances"),
+        ({"variances": {"a": "big"}}, "variances"),
+        ({"variances": {"a": 1.0}, "exact": {"b": 1.0}}, "exact"),
+    ],
+)
 def test_baseline_variances_bad_input(kwargs, argname):
     with pytest.raises(ValueError, match=argname):
         plot_baseline_variances(**kwargs)
@@ -113,12 +116,15 @@ def test_reward_curves_mean_line_and_band_values():
     plt.close(fig)
 
 
-@pytest.mark.parametrize("kwargs, argname", [
-    ({"curves": {}}, "curves"),
-    ({"curves": {"rewards": torch.zeros(5)}}, "curves"),
-    ({"band": "iqr"}, "band"),
-    ({"max_reward": "five"}, "max_reward"),
-])
+@pytest.mark.parametrize(
+    "kwargs, argname",
+    [
+        ({"curves": {}}, "curves"),
+        ({"curves": {"rewards": torch.zeros(5)}}, "curves"),
+        ({"band": "iqr"}, "band"),
+        ({"max_reward": "five"}, "max_reward"),
+    ],
+)
 def test_reward_curves_bad_input(kwargs, argname):
     with pytest.raises(ValueError, match=argname):
         plot_reward_curves_by_mode(**kwargs)
@@ -145,7 +151,7 @@ def test_baseline_variance_plot_default_arguments():
 def test_baseline_variance_plot_highlights_the_chosen_baseline(small_table, baseline):
     fig = plot_baseline_variance(group_size=3, baseline=baseline, table=small_table)
     left, right = fig.axes
-    lines = left.get_lines()[:len(variance.BASELINES)]
+    lines = left.get_lines()[: len(variance.BASELINES)]
     widths = {line.get_label(): line.get_linewidth() for line in lines}
     chosen = variance.BASELINE_LABELS[baseline]
     assert widths[chosen] == max(widths.values()) and sorted(widths.values())[-2] < widths[chosen]
@@ -154,11 +160,14 @@ def test_baseline_variance_plot_highlights_the_chosen_baseline(small_table, base
     plt.close(fig)
 
 
-@pytest.mark.parametrize("kwargs, argname", [
-    ({"group_size": 40}, "group_size"),
-    ({"baseline": "median"}, "baseline"),
-    ({"table": "table"}, "table"),
-])
+@pytest.mark.parametrize(
+    "kwargs, argname",
+    [
+        ({"group_size": 40}, "group_size"),
+        ({"baseline": "median"}, "baseline"),
+        ({"table": "table"}, "table"),
+    ],
+)
 def test_baseline_variance_plot_bad_input(small_table, kwargs, argname):
     kwargs = {"table": small_table, "group_size": 2, **kwargs}
     with pytest.raises(ValueError, match=argname):

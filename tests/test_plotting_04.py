@@ -58,8 +58,9 @@ def test_nstep_weights_says_what_is_left_beyond_the_chart():
     plt.close(fig)
 
 
-@pytest.mark.parametrize("kwargs, argname", [({"lam": 1.2}, "lam"), ({"horizon": 0}, "horizon"),
-                                             ({"horizon": 2.0}, "horizon")])
+@pytest.mark.parametrize(
+    "kwargs, argname", [({"lam": 1.2}, "lam"), ({"horizon": 0}, "horizon"), ({"horizon": 2.0}, "horizon")]
+)
 def test_nstep_weights_bad_input(kwargs, argname):
     with pytest.raises(ValueError, match=argname):
         plot_nstep_weights(**kwargs)
@@ -101,8 +102,10 @@ def test_gae_on_chain_at_the_edges(gamma, lam):
     plt.close(plot_gae_on_chain(gamma=gamma, lam=lam))
 
 
-@pytest.mark.parametrize("kwargs, argname", [({"gamma": 1.1}, "gamma"), ({"lam": -0.1}, "lam"),
-                                             ({"noise": -1.0}, "noise"), ({"n_episodes": 0}, "n_episodes")])
+@pytest.mark.parametrize(
+    "kwargs, argname",
+    [({"gamma": 1.1}, "gamma"), ({"lam": -0.1}, "lam"), ({"noise": -1.0}, "noise"), ({"n_episodes": 0}, "n_episodes")],
+)
 def test_gae_on_chain_bad_input(kwargs, argname):
     with pytest.raises(ValueError, match=argname):
         plot_gae_on_chain(**kwargs)
@@ -162,13 +165,16 @@ def test_bias_variance_from_the_chain():
     plt.close(plot_bias_variance(bv["lam"], bv["mse"], bv["bias2"], bv["variance"], bv["exact_bias2"]))
 
 
-@pytest.mark.parametrize("args, argname", [
-    (([0.5], [1.0], [0.5], [0.5]), "lams"),
-    (([0.0, 1.0], [1.0], [0.5, 0.5], [0.5, 0.5]), "mse"),
-    (([0.0, 1.0], [1.0, 1.0], [0.5], [0.5, 0.5]), "bias2"),
-    (([0.0, 1.0], [1.0, 1.0], [0.5, 0.5], [[0.5, 0.5]]), "variance"),
-    (([0.0, 1.0], [1.0, 1.0], [0.5, 0.5], "abc"), "variance"),
-])
+@pytest.mark.parametrize(
+    "args, argname",
+    [
+        (([0.5], [1.0], [0.5], [0.5]), "lams"),
+        (([0.0, 1.0], [1.0], [0.5, 0.5], [0.5, 0.5]), "mse"),
+        (([0.0, 1.0], [1.0, 1.0], [0.5], [0.5, 0.5]), "bias2"),
+        (([0.0, 1.0], [1.0, 1.0], [0.5, 0.5], [[0.5, 0.5]]), "variance"),
+        (([0.0, 1.0], [1.0, 1.0], [0.5, 0.5], "abc"), "variance"),
+    ],
+)
 def test_bias_variance_bad_input(args, argname):
     with pytest.raises(ValueError, match=argname):
         plot_bias_variance(*args)
@@ -192,11 +198,14 @@ def test_truncation_errors_lines():
     plt.close(fig)
 
 
-@pytest.mark.parametrize("args, kwargs, argname", [
-    (([0.0, 0.0], [0.0]), {}, "error_bootstrap"),
-    (([0.0], [0.0]), {"gamma_lam": 1.5}, "gamma_lam"),
-    (([], []), {}, "error_terminal"),
-])
+@pytest.mark.parametrize(
+    "args, kwargs, argname",
+    [
+        (([0.0, 0.0], [0.0]), {}, "error_bootstrap"),
+        (([0.0], [0.0]), {"gamma_lam": 1.5}, "gamma_lam"),
+        (([], []), {}, "error_terminal"),
+    ],
+)
 def test_truncation_errors_bad_input(args, kwargs, argname):
     with pytest.raises(ValueError, match=argname):
         plot_truncation_errors(*args, **kwargs)
@@ -211,11 +220,14 @@ def test_token_gae_bars_and_lines():
     plt.close(fig)
 
 
-@pytest.mark.parametrize("args, argname", [
-    (([0.0, 1.0], [0.0], [0.0, 1.0]), "values"),
-    (([0.0, 1.0], [0.0, 1.0], [0.0]), "advantages"),
-    ((torch.zeros(2, 3), torch.zeros(6), torch.zeros(6)), "rewards"),
-])
+@pytest.mark.parametrize(
+    "args, argname",
+    [
+        (([0.0, 1.0], [0.0], [0.0, 1.0]), "values"),
+        (([0.0, 1.0], [0.0, 1.0], [0.0]), "advantages"),
+        ((torch.zeros(2, 3), torch.zeros(6), torch.zeros(6)), "rewards"),
+    ],
+)
 def test_token_gae_bad_input(args, argname):
     with pytest.raises(ValueError, match=argname):
         plot_token_gae(*args)

@@ -28,10 +28,20 @@ def _labelled_lines(ax):
 def _history(n=6, with_kl=False):
     history = PPOHistory()
     for i in range(n):
-        history.append({"steps": 1024 * (i + 1), "mean_return": math.nan if i == 2 else 20.0 + 10 * i,
-                        "loss": 1.0 / (i + 1), "policy_loss": -0.01, "value_loss": 5.0 - i, "entropy": 0.69 - 0.01 * i,
-                        "approx_kl": 0.001 * i, "clip_fraction": 0.02 * i, "explained_variance": 0.1 * i,
-                        "kl": 0.05 * i if with_kl else math.nan})
+        history.append(
+            {
+                "steps": 1024 * (i + 1),
+                "mean_return": math.nan if i == 2 else 20.0 + 10 * i,
+                "loss": 1.0 / (i + 1),
+                "policy_loss": -0.01,
+                "value_loss": 5.0 - i,
+                "entropy": 0.69 - 0.01 * i,
+                "approx_kl": 0.001 * i,
+                "clip_fraction": 0.02 * i,
+                "explained_variance": 0.1 * i,
+                "kl": 0.05 * i if with_kl else math.nan,
+            }
+        )
     return history
 
 
@@ -64,8 +74,15 @@ def test_clip_curves_move_with_epsilon():
     assert ppo_clip_curves(clip_eps=0.2)["gradient"][+1][i] == 0.0
 
 
-@pytest.mark.parametrize("kwargs, name", [(dict(clip_eps=0.0), "clip_eps"), (dict(clip_eps=-0.1), "clip_eps"),
-                                          (dict(ratio_max=0), "ratio_max"), (dict(n_points=1), "n_points")])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(clip_eps=0.0), "clip_eps"),
+        (dict(clip_eps=-0.1), "clip_eps"),
+        (dict(ratio_max=0), "ratio_max"),
+        (dict(n_points=1), "n_points"),
+    ],
+)
 def test_clip_curves_reject_bad_arguments(kwargs, name):
     with pytest.raises(ValueError, match=name):
         ppo_clip_curves(**kwargs)
@@ -131,12 +148,16 @@ def test_plot_ppo_runs_one_panel_per_metric_one_line_per_run():
     plt.close(fig)
 
 
-@pytest.mark.parametrize("kwargs, name", [
-    (dict(histories={}), "histories"), (dict(histories=[1]), "histories"),
-    (dict(histories={"a": PPOHistory()}), "histories"),
-    (dict(histories={"a": None}, metrics=("reward",)), "metrics"),
-    (dict(histories={"a": None}, metrics=()), "metrics"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(histories={}), "histories"),
+        (dict(histories=[1]), "histories"),
+        (dict(histories={"a": PPOHistory()}), "histories"),
+        (dict(histories={"a": None}, metrics=("reward",)), "metrics"),
+        (dict(histories={"a": None}, metrics=()), "metrics"),
+    ],
+)
 def test_plot_ppo_runs_rejects_bad_arguments(kwargs, name):
     if isinstance(kwargs["histories"], dict) and kwargs["histories"].get("a", 0) is None:
         kwargs["histories"]["a"] = _history()

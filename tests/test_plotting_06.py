@@ -103,10 +103,14 @@ def test_token_gradient_weights_hand_computed():
     torch.testing.assert_close(w[0, :2], torch.full((2,), 0.25, dtype=torch.float64))
     torch.testing.assert_close(w[1], torch.full((6,), -1 / 12, dtype=torch.float64))
     assert w[0, 2:].abs().sum() == 0  # padding gets nothing
-    torch.testing.assert_close(plotting.token_gradient_weights((2, 6), (1.0, -1.0), "token-mean")[1, 0],
-                               torch.tensor(-1 / 8, dtype=torch.float64))
-    torch.testing.assert_close(plotting.token_gradient_weights((2, 6), (1.0, -1.0), "seq-mean-token-sum-norm")[0, 0],
-                               torch.tensor(1 / 12, dtype=torch.float64))
+    torch.testing.assert_close(
+        plotting.token_gradient_weights((2, 6), (1.0, -1.0), "token-mean")[1, 0],
+        torch.tensor(-1 / 8, dtype=torch.float64),
+    )
+    torch.testing.assert_close(
+        plotting.token_gradient_weights((2, 6), (1.0, -1.0), "seq-mean-token-sum-norm")[0, 0],
+        torch.tensor(1 / 12, dtype=torch.float64),
+    )
 
 
 def test_token_weights_plot_one_bar_per_token():

@@ -26,8 +26,12 @@ def _bars(ax):
 
 
 def _curve(scale, n=5):
-    return {"samples": [10 * (k + 1) for k in range(n)], "seconds": [0.1 * scale * (k + 1) for k in range(n)],
-            "reward": [scale * k for k in range(n)], "greedy": [5.0] * n}
+    return {
+        "samples": [10 * (k + 1) for k in range(n)],
+        "seconds": [0.1 * scale * (k + 1) for k in range(n)],
+        "reward": [scale * k for k in range(n)],
+        "greedy": [5.0] * n,
+    }
 
 
 # -- plot_memory_breakdown ---------------------------------------------------------------
@@ -44,8 +48,11 @@ def test_memory_breakdown_one_segment_per_nonzero_part():
 
 
 def test_memory_breakdown_from_measured_rows():
-    rows = {"actor": {"params": 10, "bytes": 800}, "activations": {"params": 0, "bytes": 1200},
-            "total": {"params": 10, "bytes": 2000}}
+    rows = {
+        "actor": {"params": 10, "bytes": 800},
+        "activations": {"params": 0, "bytes": 1200},
+        "total": {"params": 10, "bytes": 2000},
+    }
     fig = plotting.plot_memory_breakdown({"toy": rows})
     assert len(_bars(fig.axes[0])) == 2 and fig.axes[0].get_xlabel() == "memory (kB)"
 
@@ -69,8 +76,9 @@ def test_budget_curves_two_panels_one_line_and_band_per_label():
         assert len(means) == 2
         assert len(ax.collections) == 2  # one band per label
     # GRPO's mean at the last grid point: (1 * 4 + 2 * 4) / 2 = 6
-    assert [line for line in fig.axes[0].get_lines() if len(line.get_xdata()) == 50][0].get_ydata()[-1] == \
-        pytest.approx(6.0)
+    assert [line for line in fig.axes[0].get_lines() if len(line.get_xdata()) == 50][0].get_ydata()[
+        -1
+    ] == pytest.approx(6.0)
 
 
 def test_budget_curves_other_key_and_bad_input():

@@ -8,8 +8,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from course_lib.plotting import capstone as plots  # noqa: E402
 
-HISTORY = {key: [0.1 * i for i in range(30)] for key in
-           ("mean_reward", "mean_length", "kl", "clip_fraction", "frac_zero_std", "loss", "loss_on_policy")}
+HISTORY = {
+    key: [0.1 * i for i in range(30)]
+    for key in ("mean_reward", "mean_length", "kl", "clip_fraction", "frac_zero_std", "loss", "loss_on_policy")
+}
 EVAL = {"iteration": [0, 10, 20], "completions": [0, 100, 200], "seconds": [0.0, 1.0, 2.0], "score": [0.1, 0.5, 0.9]}
 HISTORY["eval"] = EVAL
 

@@ -38,7 +38,10 @@ def test_trl_metrics_skip_the_steps_without_rewards():
 
 
 def test_step_rewards_one_point_per_generated_batch():
-    rows = [{"step": s, "reward": r, "rewards/answer_reward/mean": r / 2} for s, r in [(1, 0.1), (2, 0.1), (3, 0.5), (4, 0.5)]]
+    rows = [
+        {"step": s, "reward": r, "rewards/answer_reward/mean": r / 2}
+        for s, r in [(1, 0.1), (2, 0.1), (3, 0.5), (4, 0.5)]
+    ]
     fig = plot_step_rewards([0.2, 0.4], rows, num_iterations=2, max_reward=1.5)
     trl = [line for line in fig.axes[0].get_lines() if line.get_label() == "TRL GRPOTrainer"][0]
     assert list(trl.get_ydata()) == [0.1, 0.5]

@@ -15,12 +15,22 @@ STYLES = ("direct", "scratchpad", "filler", "malformed")
 
 def history(shift: float = 0.0, rounds: int = 6) -> dict:
     share = [min(1.0, 0.5 + 0.1 * i + shift) for i in range(rounds)]
-    return {"style_share": {"scratchpad": share, "direct": [1 - s for s in share], "filler": share,
-                            "malformed": [0.0] * rounds},
-            "style_accuracy": {"scratchpad": [0.6] * rounds, "direct": [0.2] * (rounds - 1) + [float("nan")],
-                               "filler": [0.3] * rounds, "malformed": [float("nan")] * rounds},
-            "mean_length": [9.0 + i for i in range(rounds)],
-            "eval": {"iteration": [0, 3, 6], "score": [0.6 + shift, 0.8, 0.9 + shift]}}
+    return {
+        "style_share": {
+            "scratchpad": share,
+            "direct": [1 - s for s in share],
+            "filler": share,
+            "malformed": [0.0] * rounds,
+        },
+        "style_accuracy": {
+            "scratchpad": [0.6] * rounds,
+            "direct": [0.2] * (rounds - 1) + [float("nan")],
+            "filler": [0.3] * rounds,
+            "malformed": [float("nan")] * rounds,
+        },
+        "mean_length": [9.0 + i for i in range(rounds)],
+        "eval": {"iteration": [0, 3, 6], "score": [0.6 + shift, 0.8, 0.9 + shift]},
+    }
 
 
 def test_trailing_mean_by_hand():
@@ -32,9 +42,11 @@ def test_trailing_mean_by_hand():
 
 def test_plots_draw():
     hs = [history(0.0), history(-0.2)]
-    figs = [plots.plot_style_curves(hs),
-            plots.plot_filler_control({"grpo": hs, "token_mean": hs, "drgrpo": hs}),
-            plots.plot_pass_at_k([{"1": 0.4, "64": 0.99}] * 2, [{1: 0.9, 64: 0.99}] * 2)]
+    figs = [
+        plots.plot_style_curves(hs),
+        plots.plot_filler_control({"grpo": hs, "token_mean": hs, "drgrpo": hs}),
+        plots.plot_pass_at_k([{"1": 0.4, "64": 0.99}] * 2, [{1: 0.9, 64: 0.99}] * 2),
+    ]
     assert [len(f.axes) for f in figs] == [4, 3, 1]
     mean_line = figs[0].axes[0].lines[2].get_ydata()  # after the two seeds' thin lines: the mean, trailing over 3
     assert mean_line[1] == pytest.approx(((0.5 + 0.6) / 2 + (0.3 + 0.4) / 2) / 2)

@@ -15,9 +15,13 @@ KEYS = ("completions", "mean_reward", "mean_length", "kl", "clip_fraction", "fra
 
 def _rec(score, n=3):
     curves = {k: torch.linspace(0.0, 1.0, n + 2) for k in KEYS}
-    curves["completions"] = torch.tensor([100.0, 200.0, 300.0, 400.0, 500.0])[:n + 2]
-    return {"score": score, "eval_completions": torch.tensor([0.0, 250.0, 500.0]),
-            "eval_score": torch.tensor([0.2, 0.5, score]), "curves": curves}
+    curves["completions"] = torch.tensor([100.0, 200.0, 300.0, 400.0, 500.0])[: n + 2]
+    return {
+        "score": score,
+        "eval_completions": torch.tensor([0.0, 250.0, 500.0]),
+        "eval_score": torch.tensor([0.2, 0.5, score]),
+        "curves": curves,
+    }
 
 
 RUNS = {"GRPO": [_rec(0.6), _rec(0.8)], "RLOO": [_rec(0.7), _rec(0.9, n=2)], "DAPO": [_rec(0.5)]}

@@ -88,13 +88,16 @@ def test_discount_weights_no_line_when_the_horizon_is_off_the_chart(gamma):
     plt.close(fig)
 
 
-@pytest.mark.parametrize("kwargs, argname", [
-    ({"gamma": 1.5}, "gamma"),
-    ({"gamma": -0.1}, "gamma"),
-    ({"horizon": 0}, "horizon"),
-    ({"horizon": 2.5}, "horizon"),
-    ({"horizon": True}, "horizon"),
-])
+@pytest.mark.parametrize(
+    "kwargs, argname",
+    [
+        ({"gamma": 1.5}, "gamma"),
+        ({"gamma": -0.1}, "gamma"),
+        ({"horizon": 0}, "horizon"),
+        ({"horizon": 2.5}, "horizon"),
+        ({"horizon": True}, "horizon"),
+    ],
+)
 def test_discount_weights_bad_input(kwargs, argname):
     with pytest.raises(ValueError, match=argname):
         plot_discount_weights(**kwargs)
@@ -119,8 +122,11 @@ class Recorder:
 
 
 def test_slider_plot_layout_and_slider_settings():
-    widget = slider_plot(Recorder(), a=ipywidgets.FloatSlider(value=0.5, continuous_update=False),
-                         n=ipywidgets.IntSlider(value=3, min=1, max=9, description="steps"))
+    widget = slider_plot(
+        Recorder(),
+        a=ipywidgets.FloatSlider(value=0.5, continuous_update=False),
+        n=ipywidgets.IntSlider(value=3, min=1, max=9, description="steps"),
+    )
     assert isinstance(widget, ipywidgets.VBox)
     a, n, image, out = widget.children
     assert isinstance(image, ipywidgets.Image) and image is widget.image and image.format == "png"
@@ -183,14 +189,23 @@ _SWEEP = load_sweep()["sweep"]
 UPDATES = {
     "00 gamma": (plot_discount_weights, update_discount_weights, [{"gamma": g} for g in (0.9, 0.89, 0.0)]),
     # (1, 1): the error bars reach the legend, which then moves too; back to (0.95, 0.5) with it moving.
-    "04 gamma, lam": (plot_gae_on_chain, update_gae_on_chain,
-                      [{"gamma": 0.95, "lam": 0.5}, {"gamma": 0.94, "lam": 0.45}, {"gamma": 1.0, "lam": 1.0},
-                       {"gamma": 0.95, "lam": 0.5}]),
+    "04 gamma, lam": (
+        plot_gae_on_chain,
+        update_gae_on_chain,
+        [
+            {"gamma": 0.95, "lam": 0.5},
+            {"gamma": 0.94, "lam": 0.45},
+            {"gamma": 1.0, "lam": 1.0},
+            {"gamma": 0.95, "lam": 0.5},
+        ],
+    ),
     "05 clip_eps": (plot_ppo_clip, update_ppo_clip, [{"clip_eps": e} for e in (0.2, 0.21, 0.5)]),
     # Two corners of the table too: the outline there touches the frame.
-    "07 group_size, clip_eps": (partial(plot_sweep, sweep=_SWEEP), partial(update_sweep, sweep=_SWEEP),
-                                [{"group_size": g, "clip_eps": e} for g, e in ((8, 0.2), (12, 0.1), (2, 0.05),
-                                                                               (16, 0.5))]),
+    "07 group_size, clip_eps": (
+        partial(plot_sweep, sweep=_SWEEP),
+        partial(update_sweep, sweep=_SWEEP),
+        [{"group_size": g, "clip_eps": e} for g, e in ((8, 0.2), (12, 0.1), (2, 0.05), (16, 0.5))],
+    ),
 }
 
 
@@ -239,8 +254,9 @@ def test_slider_plot_with_an_update_function_draws_once_then_moves_in_place():
             bar.set_height(a)
         return list(ax.patches)
 
-    widget = slider_plot(plot_fn, update_fn, a=ipywidgets.FloatSlider(value=0.5),
-                         n=ipywidgets.IntSlider(value=3, min=1))
+    widget = slider_plot(
+        plot_fn, update_fn, a=ipywidgets.FloatSlider(value=0.5), n=ipywidgets.IntSlider(value=3, min=1)
+    )
     widget.sliders["a"].value = 0.75
     assert plot_fn.calls == [{"a": 0.5, "n": 3}]  # moved in place, not drawn again
     assert [bar.get_height() for bar in widget.frame.fig.axes[0].patches] == [0.75] * 3
@@ -272,37 +288,44 @@ def test_widgets_in_a_kernel_show_the_picture_and_a_move_that_raises(tmp_path):
     """In one kernel (one start-up for both): discount_widget's cell shows the widget only, and its picture changes
     with gamma; a plot function that raises on a move puts its traceback in the widget's Output (where the student
     looks), keeps the last picture, and the next good move clears it."""
-    nb = new_notebook(cells=[
-        new_code_cell("import matplotlib.pyplot as plt\n"
-                      "from course_lib.plotting.widgets import discount_widget\n"
-                      "w = discount_widget()\nw"),
-        new_code_cell(REPORT),
-        new_code_cell("w.sliders['gamma'].value = 0.5"),
-        new_code_cell("print(json.dumps(report()))"),
-        # a slider over a plot function that raises for a < 0
-        new_code_cell("import ipywidgets\n"
-                      "from course_lib.plotting.widgets import slider_plot\n"
-                      "def plot(a=1.0):\n"
-                      "    if a < 0:\n"
-                      "        raise ValueError('a: expected a >= 0, got ' + str(a))\n"
-                      "    fig, ax = plt.subplots()\n"
-                      "    ax.plot([0, 1], [0, a])\n"
-                      "    return fig\n"
-                      "w = slider_plot(plot, a=ipywidgets.FloatSlider(value=1.0, min=-1.0))\n"
-                      "first = w.image.value\n"
-                      "w"),
-        new_code_cell("w.sliders['a'].value = -0.5\nprint(w.image.value == first)"),
-        new_code_cell("print(len(w.out.outputs), w.out.outputs[0]['output_type'], w.out.outputs[0]['ename'])"),
-        new_code_cell("w.sliders['a'].value = 0.5\nprint(w.image.value == first)"),
-        new_code_cell("print(len(w.out.outputs))"),  # synced back from the front end: a cell later
-    ])
+    nb = new_notebook(
+        cells=[
+            new_code_cell(
+                "import matplotlib.pyplot as plt\n"
+                "from course_lib.plotting.widgets import discount_widget\n"
+                "w = discount_widget()\nw"
+            ),
+            new_code_cell(REPORT),
+            new_code_cell("w.sliders['gamma'].value = 0.5"),
+            new_code_cell("print(json.dumps(report()))"),
+            # a slider over a plot function that raises for a < 0
+            new_code_cell(
+                "import ipywidgets\n"
+                "from course_lib.plotting.widgets import slider_plot\n"
+                "def plot(a=1.0):\n"
+                "    if a < 0:\n"
+                "        raise ValueError('a: expected a >= 0, got ' + str(a))\n"
+                "    fig, ax = plt.subplots()\n"
+                "    ax.plot([0, 1], [0, a])\n"
+                "    return fig\n"
+                "w = slider_plot(plot, a=ipywidgets.FloatSlider(value=1.0, min=-1.0))\n"
+                "first = w.image.value\n"
+                "w"
+            ),
+            new_code_cell("w.sliders['a'].value = -0.5\nprint(w.image.value == first)"),
+            new_code_cell("print(len(w.out.outputs), w.out.outputs[0]['output_type'], w.out.outputs[0]['ename'])"),
+            new_code_cell("w.sliders['a'].value = 0.5\nprint(w.image.value == first)"),
+            new_code_cell("print(len(w.out.outputs))"),  # synced back from the front end: a cell later
+        ]
+    )
     NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     shown, first_report, changed, after, _, moved_bad, error_shown, moved_good, cleared = nb.cells
     before = json.loads(first_report.outputs[0].text)
     after = json.loads(after.outputs[0].text)
     # the cell shows the widget only: no stray inline copy of the figure
     assert [sorted(o.get("data", {})) for o in shown.outputs] == [
-        ["application/vnd.jupyter.widget-view+json", "text/plain"]]
+        ["application/vnd.jupyter.widget-view+json", "text/plain"]
+    ]
     assert shown.outputs[0]["data"]["text/plain"] == "SliderPlot(plot_discount_weights: gamma=0.9)"
     assert changed.outputs == []
     for state in (before, after):

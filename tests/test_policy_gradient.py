@@ -139,8 +139,12 @@ def test_reinforce_loss_empty_response_contributes_nothing():
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.integers(1, 4), st.integers(1, 5), st.integers(0, 2**31 - 1),
-       st.sampled_from([float("nan"), float("inf"), -float("inf"), 1e6]))
+@given(
+    st.integers(1, 4),
+    st.integers(1, 5),
+    st.integers(0, 2**31 - 1),
+    st.sampled_from([float("nan"), float("inf"), -float("inf"), 1e6]),
+)
 def test_reinforce_loss_padding_never_changes_the_result(B, T, seed, garbage):
     g = torch.Generator().manual_seed(seed)
     logp = -torch.rand(B, T, generator=g, dtype=torch.float64)

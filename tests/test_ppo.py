@@ -9,8 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_lib import gae, ppo
-from course_lib.ppo import (PPOConfig, PPOLoss, clipped_surrogate, clipped_surrogate_loss, entropy_from_logits,
-                            explained_variance, value_loss)
+from course_lib.ppo import (
+    PPOConfig,
+    PPOLoss,
+    clipped_surrogate,
+    clipped_surrogate_loss,
+    entropy_from_logits,
+    explained_variance,
+    value_loss,
+)
 from course_lib.checks import ppo as ppo_checks
 
 
@@ -72,8 +79,12 @@ def test_equals_plain_surrogate_inside_the_clip_range(seed, shape, clip_eps):
 
 
 @settings(max_examples=50, deadline=None)
-@given(seed=st.integers(0, 10_000), shape=shapes, clip_eps=st.floats(0.05, 0.5),
-       dtype=st.sampled_from([torch.float32, torch.float64]))
+@given(
+    seed=st.integers(0, 10_000),
+    shape=shapes,
+    clip_eps=st.floats(0.05, 0.5),
+    dtype=st.sampled_from([torch.float32, torch.float64]),
+)
 def test_gradient_is_zero_exactly_where_the_clip_binds(seed, shape, clip_eps, dtype):
     logp, logp_old, adv = _policy_tensors(seed, shape, spread=1.0, dtype=dtype)
     logp.requires_grad_(True)
@@ -146,8 +157,9 @@ def test_masked_entries_never_change_the_loss(seed, shape):
     # Overwrite every padded entry with garbage (huge, inf, NaN): loss, info and gradients stay the same.
     junk = torch.where(mask, logp, torch.full_like(logp, 50.0))
     leaf2 = junk.clone().requires_grad_(True)
-    loss2, info2 = clipped_surrogate_loss(leaf2, torch.where(mask, logp_old, -torch.inf),
-                                          torch.where(mask, adv, torch.nan), 0.2, mask=mask)
+    loss2, info2 = clipped_surrogate_loss(
+        leaf2, torch.where(mask, logp_old, -torch.inf), torch.where(mask, adv, torch.nan), 0.2, mask=mask
+    )
     loss2.backward()
     torch.testing.assert_close(loss2, loss)
     assert info2 == pytest.approx(info)
@@ -180,8 +192,9 @@ def trl_clip_region_fraction(coef_1, advantages, epsilon_low, epsilon_high):
 
 
 @settings(max_examples=50, deadline=None)
-@given(seed=st.integers(0, 10_000), shape=st.tuples(st.integers(1, 4), st.integers(1, 6)),
-       clip_eps=st.floats(0.05, 0.5))
+@given(
+    seed=st.integers(0, 10_000), shape=st.tuples(st.integers(1, 4), st.integers(1, 6)), clip_eps=st.floats(0.05, 0.5)
+)
 def test_matches_cleanrl_and_trl_definitions(seed, shape, clip_eps):
     logp, logp_old, adv = _policy_tensors(seed, shape, spread=0.5)
     loss, info = clipped_surrogate_loss(logp, logp_old, adv, clip_eps)
@@ -239,8 +252,9 @@ def cleanrl_value_loss(newvalue, b_returns, b_values, clip_coef):
 def test_value_loss_matches_cleanrl_and_sb3(seed, n, clip_eps):
     g = torch.Generator().manual_seed(seed)
     values, returns, values_old = (torch.randn(n, generator=g, dtype=torch.float64) for _ in range(3))
-    torch.testing.assert_close(value_loss(values, returns, values_old, clip_eps),
-                               cleanrl_value_loss(values, returns, values_old, clip_eps))
+    torch.testing.assert_close(
+        value_loss(values, returns, values_old, clip_eps), cleanrl_value_loss(values, returns, values_old, clip_eps)
+    )
     # SB3 uses F.mse_loss without the 0.5: the course's loss is exactly half of it.
     torch.testing.assert_close(value_loss(values, returns), 0.5 * torch.nn.functional.mse_loss(values, returns))
     # Clipping is pessimistic: never below the unclipped loss.
@@ -284,8 +298,9 @@ def test_ppo_loss_is_the_sum_of_its_parts_with_gradients():
     leaves = [x.clone().requires_grad_(True) for x in (logp, logp_old, values, returns, adv, entropy)]
     module = PPOLoss(clip_epsilon=0.1, value_loss_coef=0.7, entropy_coef=0.05)
     total = module(*leaves)
-    expected = (clipped_surrogate_loss(logp, logp_old, adv, 0.1)[0] + 0.7 * value_loss(values, returns)
-                - 0.05 * entropy.mean())
+    expected = (
+        clipped_surrogate_loss(logp, logp_old, adv, 0.1)[0] + 0.7 * value_loss(values, returns) - 0.05 * entropy.mean()
+    )
     torch.testing.assert_close(total, expected)
     total.backward()
     lp, lp_old, v, ret, a, ent = leaves
@@ -301,8 +316,11 @@ def test_ppo_loss_with_a_mask_averages_valid_entries_only():
     values, returns, entropy = (torch.randn(2, 5, dtype=torch.float64) for _ in range(3))
     mask = torch.tensor([[1, 1, 1, 0, 0], [1, 0, 0, 0, 0]], dtype=torch.bool)
     total = PPOLoss()(logp, logp_old, values, returns, adv, entropy, mask=mask)
-    expected = (clipped_surrogate_loss(logp[mask], logp_old[mask], adv[mask], 0.2)[0]
-                + 0.5 * value_loss(values[mask], returns[mask]) - 0.01 * entropy[mask].mean())
+    expected = (
+        clipped_surrogate_loss(logp[mask], logp_old[mask], adv[mask], 0.2)[0]
+        + 0.5 * value_loss(values[mask], returns[mask])
+        - 0.01 * entropy[mask].mean()
+    )
     torch.testing.assert_close(total, expected)
 
 
@@ -324,7 +342,10 @@ def test_ppo_config_defaults_and_docstrings():
     config = PPOConfig()
     module = PPOLoss()
     assert (config.clip_eps, config.value_coef, config.ent_coef) == (
-        module.clip_epsilon, module.value_loss_coef, module.entropy_coef)
+        module.clip_epsilon,
+        module.value_loss_coef,
+        module.entropy_coef,
+    )
     assert (config.gamma, config.lam) == (0.99, 0.95)
     source = open(ppo.__file__).read()
     for field in dataclasses.fields(PPOConfig):  # one docstring line under every field
@@ -340,33 +361,39 @@ def test_ppo_config_defaults_and_docstrings():
 X = torch.zeros(2, 3)
 
 
-@pytest.mark.parametrize("fn, kwargs, argname", [
-    (clipped_surrogate, dict(logp=[0.0]), "logp"),
-    (clipped_surrogate, dict(logp_old=torch.zeros(3)), "logp_old"),
-    (clipped_surrogate, dict(adv=torch.zeros(3, 2)), "adv"),
-    (clipped_surrogate, dict(clip_eps=0.0), "clip_eps"),
-    (clipped_surrogate, dict(clip_eps=-0.2), "clip_eps"),
-    (clipped_surrogate, dict(clip_eps_high=0.0), "clip_eps_high"),
-    (clipped_surrogate_loss, dict(logp=torch.zeros(2, 3, dtype=torch.long)), "logp"),
-    (clipped_surrogate_loss, dict(adv=torch.zeros(2)), "adv"),
-    (clipped_surrogate_loss, dict(clip_eps=0), "clip_eps"),
-    (clipped_surrogate_loss, dict(mask=torch.ones(3, 2)), "mask"),
-    (clipped_surrogate_loss, dict(mask=torch.full((2, 3), 0.5)), "mask"),
-])
+@pytest.mark.parametrize(
+    "fn, kwargs, argname",
+    [
+        (clipped_surrogate, dict(logp=[0.0]), "logp"),
+        (clipped_surrogate, dict(logp_old=torch.zeros(3)), "logp_old"),
+        (clipped_surrogate, dict(adv=torch.zeros(3, 2)), "adv"),
+        (clipped_surrogate, dict(clip_eps=0.0), "clip_eps"),
+        (clipped_surrogate, dict(clip_eps=-0.2), "clip_eps"),
+        (clipped_surrogate, dict(clip_eps_high=0.0), "clip_eps_high"),
+        (clipped_surrogate_loss, dict(logp=torch.zeros(2, 3, dtype=torch.long)), "logp"),
+        (clipped_surrogate_loss, dict(adv=torch.zeros(2)), "adv"),
+        (clipped_surrogate_loss, dict(clip_eps=0), "clip_eps"),
+        (clipped_surrogate_loss, dict(mask=torch.ones(3, 2)), "mask"),
+        (clipped_surrogate_loss, dict(mask=torch.full((2, 3), 0.5)), "mask"),
+    ],
+)
 def test_policy_loss_bad_input(fn, kwargs, argname):
     args = dict(logp=X, logp_old=X, adv=X, clip_eps=0.2) | kwargs
     with pytest.raises(ValueError, match=argname):
         fn(**args)
 
 
-@pytest.mark.parametrize("kwargs, argname", [
-    (dict(values="0"), "values"),
-    (dict(returns=torch.zeros(3)), "returns"),
-    (dict(values_old=torch.zeros(3), clip_eps=0.2), "values_old"),
-    (dict(clip_eps=0.2), "values_old"),  # clipping needs the old values
-    (dict(values_old=X, clip_eps=-1.0), "clip_eps"),
-    (dict(mask=torch.ones(6)), "mask"),
-])
+@pytest.mark.parametrize(
+    "kwargs, argname",
+    [
+        (dict(values="0"), "values"),
+        (dict(returns=torch.zeros(3)), "returns"),
+        (dict(values_old=torch.zeros(3), clip_eps=0.2), "values_old"),
+        (dict(clip_eps=0.2), "values_old"),  # clipping needs the old values
+        (dict(values_old=X, clip_eps=-1.0), "clip_eps"),
+        (dict(mask=torch.ones(6)), "mask"),
+    ],
+)
 def test_value_loss_bad_input(kwargs, argname):
     args = dict(values=X, returns=X) | kwargs
     with pytest.raises(ValueError, match=argname):
@@ -411,8 +438,12 @@ def test_checks_let_not_implemented_through():
     def stub(*args, **kwargs):
         raise NotImplementedError
 
-    for check in (ppo_checks.check_clipped_surrogate, ppo_checks.check_clipped_surrogate_loss, ppo_checks.check_value_loss,
-                  ppo_checks.check_ppo_loss):
+    for check in (
+        ppo_checks.check_clipped_surrogate,
+        ppo_checks.check_clipped_surrogate_loss,
+        ppo_checks.check_value_loss,
+        ppo_checks.check_ppo_loss,
+    ):
         with pytest.raises(NotImplementedError):
             check(stub)
 

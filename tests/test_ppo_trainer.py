@@ -17,8 +17,17 @@ from course_lib.ppo import PPOConfig, clipped_surrogate_loss
 from course_lib.rewards import sort_inclusion_ordering_reward
 from course_lib.tasks import sorting_prompts
 from course_lib.trainers import PPOTrainer, PPOTrainerConfig
-from course_lib.trainers.ppo_trainer import (GymVectorEnv, PPOHistory, Rollout, SortingEnv, TokenCritic, TokenPolicy,
-                                             cartpole_models, evaluate_policy, sorting_ppo_models)
+from course_lib.trainers.ppo_trainer import (
+    GymVectorEnv,
+    PPOHistory,
+    Rollout,
+    SortingEnv,
+    TokenCritic,
+    TokenPolicy,
+    cartpole_models,
+    evaluate_policy,
+    sorting_ppo_models,
+)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -72,17 +81,34 @@ def test_config_extends_ppo_config_and_every_field_has_a_docstring():
     for cls in (PPOConfig, PPOTrainerConfig):
         body = ast.parse(inspect.getsource(cls)).body[0].body
         for statement, following in zip(body, body[1:]):
-            if isinstance(statement, ast.AnnAssign) and isinstance(following, ast.Expr) \
-                    and isinstance(following.value, ast.Constant) and isinstance(following.value.value, str):
+            if (
+                isinstance(statement, ast.AnnAssign)
+                and isinstance(following, ast.Expr)
+                and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)
+            ):
                 documented.add(statement.target.id)
     assert {f.name for f in dataclasses.fields(PPOTrainerConfig)} <= documented
 
 
-@pytest.mark.parametrize("field, value", [
-    ("clip_eps", 0.0), ("gamma", 1.5), ("lam", -0.1), ("lr", 0.0), ("num_steps", 0), ("update_epochs", 0),
-    ("num_minibatches", 0), ("kl_kind", "k9"), ("target_kl", 0.0), ("kl_coef", -1.0), ("seed", -1),
-    ("norm_adv", "yes"), ("num_threads", 0),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("clip_eps", 0.0),
+        ("gamma", 1.5),
+        ("lam", -0.1),
+        ("lr", 0.0),
+        ("num_steps", 0),
+        ("update_epochs", 0),
+        ("num_minibatches", 0),
+        ("kl_kind", "k9"),
+        ("target_kl", 0.0),
+        ("kl_coef", -1.0),
+        ("seed", -1),
+        ("norm_adv", "yes"),
+        ("num_threads", 0),
+    ],
+)
 def test_config_rejects_bad_values_naming_the_field(field, value):
     with pytest.raises(ValueError, match=field):
         PPOTrainerConfig(**{field: value})
@@ -97,10 +123,17 @@ def test_homework_signature_overrides_the_config():
     assert PPOTrainer(actor, critic, config=config).clip_epsilon == 0.3  # None: from the config
 
 
-@pytest.mark.parametrize("kwargs, name", [
-    (dict(clip_epsilon=0.0), "clip_epsilon"), (dict(gamma=1.2), "gamma"), (dict(lam=-0.5), "lam"),
-    (dict(config="fast"), "config"), (dict(policy_loss_fn=3), "policy_loss_fn"), (dict(ref_model="gpt"), "ref_model"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(clip_epsilon=0.0), "clip_epsilon"),
+        (dict(gamma=1.2), "gamma"),
+        (dict(lam=-0.5), "lam"),
+        (dict(config="fast"), "config"),
+        (dict(policy_loss_fn=3), "policy_loss_fn"),
+        (dict(ref_model="gpt"), "ref_model"),
+    ],
+)
 def test_constructor_rejects_bad_arguments(kwargs, name):
     actor, critic = cartpole_models(hidden=8)
     with pytest.raises(ValueError, match=name):
@@ -181,11 +214,17 @@ def test_termination_is_not_bootstrapped():
 
 
 def _hand_rollout(**overrides):
-    fields = dict(obs=torch.zeros(1, 3, 2), actions=torch.zeros(1, 3, dtype=torch.long),
-                  logp=torch.full((1, 3), -1.0), values=torch.tensor([[0.5, 0.5, 0.5]]),
-                  rewards=torch.tensor([[1.0, 1.0, 1.0]]), terminated=torch.zeros(1, 3, dtype=torch.bool),
-                  truncated=torch.tensor([[False, True, False]]), final_values=torch.tensor([[0.0, 10.0, 0.0]]),
-                  last_values=torch.tensor([2.0]))
+    fields = dict(
+        obs=torch.zeros(1, 3, 2),
+        actions=torch.zeros(1, 3, dtype=torch.long),
+        logp=torch.full((1, 3), -1.0),
+        values=torch.tensor([[0.5, 0.5, 0.5]]),
+        rewards=torch.tensor([[1.0, 1.0, 1.0]]),
+        terminated=torch.zeros(1, 3, dtype=torch.bool),
+        truncated=torch.tensor([[False, True, False]]),
+        final_values=torch.tensor([[0.0, 10.0, 0.0]]),
+        last_values=torch.tensor([2.0]),
+    )
     fields.update(overrides)
     return Rollout(**fields)
 
@@ -207,8 +246,9 @@ def test_compute_advantages_match_compute_gae_on_the_stored_data():
     rollout = trainer.collect_experiences(CountingEnv(num_envs=3, limit=4), num_steps=10)
     adv, ret = trainer.compute_advantages(rollout)
     rewards = bootstrap_truncated(rollout.rewards, rollout.truncated, rollout.final_values, 0.95)
-    want_adv, want_ret = compute_gae(rewards, rollout.values, rollout.terminated | rollout.truncated,
-                                     rollout.last_values, 0.95, 0.9)
+    want_adv, want_ret = compute_gae(
+        rewards, rollout.values, rollout.terminated | rollout.truncated, rollout.last_values, 0.95, 0.9
+    )
     torch.testing.assert_close(adv, want_adv)
     torch.testing.assert_close(ret, want_ret)
 
@@ -248,8 +288,14 @@ def test_kl_penalty_is_folded_into_every_steps_reward():
     # r_t - kl_coef * (logp - logp_ref): the PPO-RLHF reward
     torch.testing.assert_close(trainer.shaped_rewards(rollout), rollout.rewards - 0.3 * (rollout.logp - want_ref))
     adv, _ = trainer.compute_advantages(rollout)
-    want, _ = compute_gae(rollout.rewards - 0.3 * kl_estimate(rollout.logp, want_ref, "k1"), rollout.values,
-                          rollout.terminated | rollout.truncated, rollout.last_values, trainer.gamma, trainer.lam)
+    want, _ = compute_gae(
+        rollout.rewards - 0.3 * kl_estimate(rollout.logp, want_ref, "k1"),
+        rollout.values,
+        rollout.terminated | rollout.truncated,
+        rollout.last_values,
+        trainer.gamma,
+        trainer.lam,
+    )
     torch.testing.assert_close(adv, want)
 
 
@@ -264,8 +310,15 @@ def test_update_policy_changes_the_parameters_and_reports_diagnostics():
     rollout = trainer.collect_experiences(CountingEnv(num_envs=4, limit=6), num_steps=12)
     adv, ret = trainer.compute_advantages(rollout)
     info = trainer.update_policy(rollout, adv, ret)
-    assert set(info) == {"loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction",
-                         "explained_variance"}
+    assert set(info) == {
+        "loss",
+        "policy_loss",
+        "value_loss",
+        "entropy",
+        "approx_kl",
+        "clip_fraction",
+        "explained_variance",
+    }
     assert all(math.isfinite(v) for v in info.values())
     assert info["approx_kl"] >= 0 and 0 <= info["clip_fraction"] <= 1 and 0 < info["entropy"] <= math.log(3)
     assert all(not torch.equal(b, p) for b, p in zip(before, trainer.params))
@@ -307,10 +360,13 @@ def test_update_policy_rejects_advantages_of_the_wrong_shape():
         trainer.update_policy(rollout, adv, ret.T)
 
 
-@pytest.mark.parametrize("call, name", [
-    (lambda tr, env: tr.collect_experiences(env, num_steps=0), "num_steps"),
-    (lambda tr, env: tr.train(env, num_updates=0, progress=False), "num_updates"),
-])
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda tr, env: tr.collect_experiences(env, num_steps=0), "num_steps"),
+        (lambda tr, env: tr.train(env, num_updates=0, progress=False), "num_updates"),
+    ],
+)
 def test_loop_arguments_are_validated(call, name):
     with pytest.raises(ValueError, match=name):
         call(_toy_trainer(), CountingEnv())
@@ -441,8 +497,7 @@ def test_token_policy_and_critic_shapes():
 def test_ppo_on_tokens_gae_over_the_response_and_a_kl_to_the_reference():
     model = SortingPolicy(5, 10, 3, 3, generator=torch.Generator().manual_seed(0))
     actor, critic, ref = sorting_ppo_models(model, prompt_length=3, vocab_size=5, hidden=16)
-    config = PPOTrainerConfig(num_steps=3, gamma=1.0, lam=0.95, lr=1e-2, kl_coef=0.1, ent_coef=0.0,
-                              num_minibatches=2)
+    config = PPOTrainerConfig(num_steps=3, gamma=1.0, lam=0.95, lr=1e-2, kl_coef=0.1, ent_coef=0.0, num_minibatches=2)
     trainer = PPOTrainer(actor, critic, ref, config=config)
     env = SortingEnv(sorting_prompts(), group_size=4)
     rollout = trainer.collect_experiences(env)

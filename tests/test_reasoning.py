@@ -25,14 +25,21 @@ def _exact_pass_at_k(n, c, k):
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("n, c, k, expected", [
-    (1, 1, 1, 1.0), (1, 0, 1, 0.0),
-    (10, 3, 1, 0.3),  # pass@1 is the plain fraction right
-    (5, 2, 3, 0.9),  # 1 - C(3, 3) / C(5, 3) = 1 - 1/10
-    (5, 2, 4, 1.0),  # n - c = 3 < k: every draw holds a right one
-    (5, 0, 3, 0.0), (5, 5, 3, 1.0), (5, 5, 5, 1.0),
-    (4, 0, 9, 0.0), (4, 1, 9, 1.0),  # k > n: pass@n
-])
+@pytest.mark.parametrize(
+    "n, c, k, expected",
+    [
+        (1, 1, 1, 1.0),
+        (1, 0, 1, 0.0),
+        (10, 3, 1, 0.3),  # pass@1 is the plain fraction right
+        (5, 2, 3, 0.9),  # 1 - C(3, 3) / C(5, 3) = 1 - 1/10
+        (5, 2, 4, 1.0),  # n - c = 3 < k: every draw holds a right one
+        (5, 0, 3, 0.0),
+        (5, 5, 3, 1.0),
+        (5, 5, 5, 1.0),
+        (4, 0, 9, 0.0),
+        (4, 1, 9, 1.0),  # k > n: pass@n
+    ],
+)
 def test_pass_at_k_by_hand(n, c, k, expected):
     assert pass_at_k(n, c, k).item() == pytest.approx(expected, abs=1e-12)
 
@@ -104,8 +111,9 @@ def test_weights_match_autograd_of_aggregate_loss(mode, lengths):
     got = aggregation_token_weight(lengths, mode)
     assert torch.allclose(got.double(), _autograd_weights(lengths, mode))
     if mode == "seq-mean-token-sum-norm":
-        assert torch.allclose(aggregation_token_weight(lengths, mode, max_len=20).double(),
-                              _autograd_weights(lengths, mode, max_len=20))
+        assert torch.allclose(
+            aggregation_token_weight(lengths, mode, max_len=20).double(), _autograd_weights(lengths, mode, max_len=20)
+        )
 
 
 def test_weights_by_hand_and_the_length_bias():
@@ -198,8 +206,9 @@ def test_round_style_stats_hand_computed():
     task = ScratchpadAdditionTask(2)
     tok = task.tokenizer
     texts = [["[5,9]95$", "95$"], ["86$", "[.....]86$"]]  # 45+50, 33+53
-    comp = torch.tensor([[tok.encode(t) + [tok.pad_id] * (task.max_new_tokens - len(tok.encode(t))) for t in row]
-                         for row in texts])
+    comp = torch.tensor(
+        [[tok.encode(t) + [tok.pad_id] * (task.max_new_tokens - len(tok.encode(t))) for t in row] for row in texts]
+    )
     prompts = task.prompts([(45, 50), (33, 53)])
     rewards = task.score(prompts[:, None, :], comp)
     assert rewards.tolist() == [[1.0, 1.0], [1.0, 1.0]]

@@ -42,32 +42,35 @@ def test_prompt_ids_match_the_addition_task():
     assert ScratchpadAdditionTask(2).split(10, 20) == AdditionTask(2).split(10, 20)
 
 
-@pytest.mark.parametrize("text, style, answer", [
-    ("1045$", "direct", "1045"),
-    ("[15,14,10]1045$", "scratchpad", "1045"),
-    ("[........]1045$", "filler", "1045"),
-    ("[.]1045$", "filler", "1045"),  # the dots are not counted
-    ("[1,2,3]999$", "scratchpad", "999"),  # wrong totals keep their form: the content is not graded
-    ("0001045$", "direct", "0001045"),  # leading zeros: direct, but not the answer
-    ("1045$[15,14,10]", "direct", "1045"),  # text after EOS is ignored
-    ("1045", "malformed", None),  # no EOS
-    ("[15,14,10]1045", "malformed", None),
-    ("$", "malformed", None),  # nothing before EOS
-    ("[15,14,10]$", "malformed", None),  # no answer after the scratchpad
-    ("[]1045$", "malformed", None),
-    ("[15,14]1045$", "malformed", None),  # two totals for three digits
-    ("[15,14,10,1]1045$", "malformed", None),
-    ("[15,,14,10]1045$", "malformed", None),
-    ("[15,4.,10]1045$", "malformed", None),  # dots and digits mixed
-    ("[15,14,20]1045$", "malformed", None),  # no column total reaches 20
-    ("[15,14,05]1045$", "malformed", None),  # a leading zero
-    ("[15,14,10]]1045$", "malformed", None),
-    ("[15,14,10[1045$", "malformed", None),
-    ("[15,14,10]10,45$", "malformed", None),
-    ("10,45$", "malformed", None),
-    ("1045]$", "malformed", None),
-    ("+1045$", "malformed", None),
-])
+@pytest.mark.parametrize(
+    "text, style, answer",
+    [
+        ("1045$", "direct", "1045"),
+        ("[15,14,10]1045$", "scratchpad", "1045"),
+        ("[........]1045$", "filler", "1045"),
+        ("[.]1045$", "filler", "1045"),  # the dots are not counted
+        ("[1,2,3]999$", "scratchpad", "999"),  # wrong totals keep their form: the content is not graded
+        ("0001045$", "direct", "0001045"),  # leading zeros: direct, but not the answer
+        ("1045$[15,14,10]", "direct", "1045"),  # text after EOS is ignored
+        ("1045", "malformed", None),  # no EOS
+        ("[15,14,10]1045", "malformed", None),
+        ("$", "malformed", None),  # nothing before EOS
+        ("[15,14,10]$", "malformed", None),  # no answer after the scratchpad
+        ("[]1045$", "malformed", None),
+        ("[15,14]1045$", "malformed", None),  # two totals for three digits
+        ("[15,14,10,1]1045$", "malformed", None),
+        ("[15,,14,10]1045$", "malformed", None),
+        ("[15,4.,10]1045$", "malformed", None),  # dots and digits mixed
+        ("[15,14,20]1045$", "malformed", None),  # no column total reaches 20
+        ("[15,14,05]1045$", "malformed", None),  # a leading zero
+        ("[15,14,10]]1045$", "malformed", None),
+        ("[15,14,10[1045$", "malformed", None),
+        ("[15,14,10]10,45$", "malformed", None),
+        ("10,45$", "malformed", None),
+        ("1045]$", "malformed", None),
+        ("+1045$", "malformed", None),
+    ],
+)
 def test_parse_completion(text, style, answer):
     assert parse_completion(text, 3) == (style, answer)
     assert completion_style(text, 3) == style
@@ -76,17 +79,40 @@ def test_parse_completion(text, style, answer):
 def test_score_and_styles_on_ids():
     task = ScratchpadAdditionTask(3)
     prompts = task.prompts([(478, 567)])  # (1, P)
-    texts = ["1045$", "[15,14,10]1045$", "[........]1045$", "[1,2,3]1045$", "1046$", "[15,14,10]1046$",
-             "[15,14]1045$", "1045", "1045$9999", "[15,14,10]1045$[1,1,1]"]
+    texts = [
+        "1045$",
+        "[15,14,10]1045$",
+        "[........]1045$",
+        "[1,2,3]1045$",
+        "1046$",
+        "[15,14,10]1046$",
+        "[15,14]1045$",
+        "1045",
+        "1045$9999",
+        "[15,14,10]1045$[1,1,1]",
+    ]
     completions = _ids(task, texts)[None]  # (1, G, L)
     assert task.score(prompts[:, None, :], completions).tolist() == [[1, 1, 1, 1, 0, 0, 0, 0, 1, 1]]
     labels = task.styles(completions)
     assert labels.shape == (1, len(texts))
-    assert labels.tolist() == [["direct", "scratchpad", "filler", "scratchpad", "direct", "scratchpad",
-                                "malformed", "malformed", "direct", "scratchpad"]]
+    assert labels.tolist() == [
+        [
+            "direct",
+            "scratchpad",
+            "filler",
+            "scratchpad",
+            "direct",
+            "scratchpad",
+            "malformed",
+            "malformed",
+            "direct",
+            "scratchpad",
+        ]
+    ]
     assert task.score(prompts[:, None, :], completions).dtype == torch.float32
     assert task.totals_right(prompts[:, None, :], completions).tolist() == [
-        [False, True, False, False, False, True, False, False, False, True]]
+        [False, True, False, False, False, True, False, False, False, True]
+    ]
 
 
 def test_score_broadcasts_like_score_completions():
@@ -145,11 +171,11 @@ def test_validation():
 @given(n_digits=st.integers(1, 4), data=st.data())
 def test_every_demonstration_is_right_in_its_own_style(n_digits, data):
     task = ScratchpadAdditionTask(n_digits)
-    top = 10 ** n_digits - 1
+    top = 10**n_digits - 1
     a, b = data.draw(st.integers(0, top)), data.draw(st.integers(0, top))
     totals = task.column_totals(a, b)
     # The totals are the sum, column by column: last digits give the answer, the final carry leads it.
-    assert sum((t % 10) * 10 ** i for i, t in enumerate(totals)) + (totals[-1] // 10) * 10 ** n_digits == a + b
+    assert sum((t % 10) * 10**i for i, t in enumerate(totals)) + (totals[-1] // 10) * 10**n_digits == a + b
     for style in STYLES[:3]:
         text = task.completion_text(a, b, style)
         assert parse_completion(text, n_digits) == (style, str(a + b))

@@ -58,7 +58,8 @@ def test_more_hand_values():
         1 + 2,  # [2, 2, 2]: only prompt token 2 appears -> 1; 2<=2, 2<=2 -> 2
         0 + 1,  # [4, 3, 4]: no prompt token appears -> 0; 4<=3 no, 3<=4 yes -> 1
         3 + 0,  # [2, 1, 0]: all three appear -> 3; 2<=1 no, 1<=0 no -> 0
-        3 + 1,  # prompt [2, 2, 1]: 2 yes, 2 yes, 1 yes -> 3 (a repeated prompt token counts twice); 1<=2 yes, 2<=1 no -> 1
+        3
+        + 1,  # prompt [2, 2, 1]: 2 yes, 2 yes, 1 yes -> 3 (a repeated prompt token counts twice); 1<=2 yes, 2<=1 no -> 1
         3 + 2,  # the sorted answer to [3, 2, 4]: 3 + 2 = 5, the maximum 2T - 1
     ]
     assert sort_inclusion_ordering_reward(prompts, responses).tolist() == expected
@@ -142,7 +143,9 @@ def test_invariant_to_permuting_the_prompt(pair, rng):
     prompt, response = pair
     shuffled = list(prompt)
     rng.shuffle(shuffled)
-    assert sort_inclusion_ordering_reward(t(shuffled), t(response)) == sort_inclusion_ordering_reward(t(prompt), t(response))
+    assert sort_inclusion_ordering_reward(t(shuffled), t(response)) == sort_inclusion_ordering_reward(
+        t(prompt), t(response)
+    )
 
 
 @settings(max_examples=50, deadline=None)
@@ -287,7 +290,7 @@ def test_math_answer_reward_values(response, truth, expected):
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.integers(-10**7, 10**7), st.integers(-10**7, 10**7))
+@given(st.integers(-(10**7), 10**7), st.integers(-(10**7), 10**7))
 def test_math_answer_reward_on_integers(n, m):
     assert math_answer_reward(f"So the answer is {n:,}.", str(n)) == 1.0
     assert math_answer_reward(f"\\boxed{{{n}}}", f"{n}.0") == 1.0

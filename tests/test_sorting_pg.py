@@ -61,10 +61,20 @@ def test_centered_deltas_have_zero_signal_when_a_group_agrees():
     assert h.loss == [0.0, 0.0, 0.0]
 
 
-@pytest.mark.parametrize("field, value", [
-    ("deltas_mode", "advantages"), ("reward", "sorted"), ("group_size", 0), ("epochs", -1),
-    ("steps_per_epoch", 1.5), ("lr", 0.0), ("embedding_dim", 0), ("vocab_size", 0), ("seed", -1),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("deltas_mode", "advantages"),
+        ("reward", "sorted"),
+        ("group_size", 0),
+        ("epochs", -1),
+        ("steps_per_epoch", 1.5),
+        ("lr", 0.0),
+        ("embedding_dim", 0),
+        ("vocab_size", 0),
+        ("seed", -1),
+    ],
+)
 def test_bad_config_raises_naming_the_field(field, value):
     with pytest.raises(ValueError, match=field):
         PGConfig(**{field: value})
@@ -86,7 +96,15 @@ def test_bad_prompts_and_config_type():
 
 def test_lecture_config_is_the_lectures_optimiser_and_init():
     from course_lib.trainers.pg_trainer import PGConfig
+
     cfg = PGConfig.lecture(seed=3)
-    assert (cfg.lr, cfg.embedding_std, cfg.group_size, cfg.epochs, cfg.steps_per_epoch, cfg.seed) == (1e-3, 1.0, 10, 100, 10, 3)
+    assert (cfg.lr, cfg.embedding_std, cfg.group_size, cfg.epochs, cfg.steps_per_epoch, cfg.seed) == (
+        1e-3,
+        1.0,
+        10,
+        100,
+        10,
+        3,
+    )
     with pytest.raises(ValueError, match="embedding_std"):
         PGConfig(embedding_std=-1.0)

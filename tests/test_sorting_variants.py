@@ -27,6 +27,7 @@ def test_greedy_scores_of_a_policy_that_sorts():
     class Sorter(torch.nn.Module):
         def forward(self, prompts):
             return torch.nn.functional.one_hot(prompts.sort(-1).values, 5).float() * 10
+
     scores = sorting_variants.greedy_scores(Sorter(), sorting_variants.held_out_prompts(8))
     assert scores == {"greedy_reward": 5.0, "sorted_fraction": 1.0}
 
@@ -40,6 +41,7 @@ def test_refreshing_every_epoch_makes_the_reference_the_sampling_policy():
     def spy(prompts, responses, rewards, logp_old, logp_ref):
         seen.append(torch.allclose(logp_old, logp_ref))
         return original(prompts, responses, rewards, logp_old, logp_ref)
+
     trainer.training_step = spy
     trainer.train(progress=False)
     assert seen and all(seen)  # logp_ref == logp_old at every step: a KL toward pi_old

@@ -31,7 +31,9 @@ def _library_functions() -> dict[str, list]:
     """
     found = {}
     for info in pkgutil.walk_packages(course_lib.__path__, "course_lib."):
-        if any(info.name == p or info.name.startswith(p + ".") for p in SKIP_PACKAGES) or info.name.endswith("__main__"):
+        if any(info.name == p or info.name.startswith(p + ".") for p in SKIP_PACKAGES) or info.name.endswith(
+            "__main__"
+        ):
             continue
         module = importlib.import_module(info.name)
         for name, obj in vars(module).items():
@@ -77,7 +79,9 @@ def test_stub_matches_library(notebook, node):
     fn = next((f for f in candidates if _signature_of(node) == _library_signature(f)), candidates[0])
     assert _signature_of(node) == _library_signature(fn), (
         f"{notebook}: {node.name} has the signature {_signature_of(node)}, the library's "
-        f"{fn.__module__}.{node.name} has {_library_signature(fn)}")
+        f"{fn.__module__}.{node.name} has {_library_signature(fn)}"
+    )
     stub_doc, library_doc = ast.get_docstring(node), inspect.getdoc(fn)
     assert stub_doc == library_doc, (
-        f"{notebook}: the docstring of {node.name} differs from {fn.__module__}.{node.name}'s")
+        f"{notebook}: the docstring of {node.name} differs from {fn.__module__}.{node.name}'s"
+    )

@@ -74,7 +74,7 @@ def test_generate_stops_at_eos_and_pads(lm):
     for row, m in zip(out.tolist(), mask.tolist()):
         assert 13 not in row[: int(sum(m))], "no PAD is ever sampled before EOS"
         if 12 in row:
-            assert all(t == 13 for t in row[row.index(12) + 1:]), "only PAD after EOS"
+            assert all(t == 13 for t in row[row.index(12) + 1 :]), "only PAD after EOS"
 
 
 def test_generate_is_seeded_and_greedy_is_argmax(lm):
@@ -88,7 +88,7 @@ def test_generate_is_seeded_and_greedy_is_argmax(lm):
         logits = lm(ids)[:, -1]
         logits[:, 13] = -float("inf")
         assert torch.equal(greedy[:, t][greedy[:, t] != 13], logits.argmax(-1)[greedy[:, t] != 13])
-        ids = torch.cat([ids, greedy[:, t:t + 1]], 1)
+        ids = torch.cat([ids, greedy[:, t : t + 1]], 1)
 
 
 def test_kv_cache_gives_the_full_pass_hidden_states(lm):

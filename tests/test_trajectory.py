@@ -24,8 +24,9 @@ def test_both_estimators_are_unbiased_and_reward_to_go_has_less_variance():
     n = 40_000
     spread = {}
     for weights in trajectory.WEIGHTS:
-        est = trajectory.trajectory_gradient_estimates(logits, rewards, n, weights,
-                                                       generator=torch.Generator().manual_seed(2)).flatten(1)
+        est = trajectory.trajectory_gradient_estimates(
+            logits, rewards, n, weights, generator=torch.Generator().manual_seed(2)
+        ).flatten(1)
         z = (est.mean(0) - exact).abs() / (est.std(0) / n**0.5)
         assert z.max() < 4.5
         spread[weights] = gradient_variance(est)
@@ -39,12 +40,15 @@ def test_one_step_return_and_reward_to_go_agree():
     torch.testing.assert_close(a, b)
 
 
-@pytest.mark.parametrize("kwargs, name", [
-    ({"logits": torch.zeros(3)}, "logits"),
-    ({"step_rewards": torch.zeros(2, 2)}, "step_rewards"),
-    ({"n_samples": 0}, "n_samples"),
-    ({"weights": "full"}, "weights"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"logits": torch.zeros(3)}, "logits"),
+        ({"step_rewards": torch.zeros(2, 2)}, "step_rewards"),
+        ({"n_samples": 0}, "n_samples"),
+        ({"weights": "full"}, "weights"),
+    ],
+)
 def test_bad_arguments_name_the_argument(kwargs, name):
     args = {"logits": torch.zeros(2, 3), "step_rewards": torch.zeros(2, 3), "n_samples": 4, **kwargs}
     with pytest.raises(ValueError, match=name):

@@ -47,8 +47,7 @@ def _random_problem(seed, num_states=3, num_actions=4, dtype=torch.float64):
 
 def _flat_outcomes(bandit, logits):
     out = bandit_outcomes(bandit, logits)
-    return (out["probs"].flatten(), out["rewards"].flatten(), out["scores"].flatten(0, 1),
-            out["states"].flatten(), out)
+    return (out["probs"].flatten(), out["rewards"].flatten(), out["scores"].flatten(0, 1), out["states"].flatten(), out)
 
 
 # ---------------------------------------------------------------------------
@@ -80,7 +79,7 @@ def test_per_sample_grads_match_autograd_on_each_sample(vectorize):
     for i in range(7):
         # The oracle: a fresh forward pass on sample i alone, and backward.
         policy.zero_grad()
-        policy.logp(x[i:i + 1], actions[i:i + 1]).sum().backward()
+        policy.logp(x[i : i + 1], actions[i : i + 1]).sum().backward()
         expected = torch.cat([policy.weight.grad.flatten(), policy.bias.grad.flatten()])
         torch.testing.assert_close(rows[i], expected)
 
@@ -97,7 +96,7 @@ def test_per_sample_grads_on_the_sorting_policy():
     rows = per_sample_grads(logp.flatten(), list(model.parameters()))
     for i, (b, g) in enumerate([(b, g) for b in range(3) for g in range(2)]):
         model.zero_grad()
-        gather_log_probs(model(prompts[b:b + 1]), responses[b:b + 1, g]).sum().backward()
+        gather_log_probs(model(prompts[b : b + 1]), responses[b : b + 1, g]).sum().backward()
         torch.testing.assert_close(rows[i], torch.cat([p.grad.flatten() for p in model.parameters()]))
     # The batched and the looped paths agree, and logp can be used twice (the graph is kept).
     torch.testing.assert_close(per_sample_grads(logp.flatten(), list(model.parameters()), vectorize=False), rows)
@@ -179,8 +178,9 @@ def test_sample_groups_shapes_and_frequencies():
 def test_state_only_baselines_leave_the_exact_gradient_unchanged(seed, level):
     bandit, logits = _random_problem(seed)
     probs, rewards, scores, states, _ = _flat_outcomes(bandit, logits)
-    per_state = level + torch.randn(bandit.num_states, generator=torch.Generator().manual_seed(seed),
-                                    dtype=torch.float64)
+    per_state = level + torch.randn(
+        bandit.num_states, generator=torch.Generator().manual_seed(seed), dtype=torch.float64
+    )
     mean, _ = exact_moments(probs, baselined_estimates(rewards, scores, per_state[states]))
     torch.testing.assert_close(mean, bandit_exact_gradient(bandit, logits), atol=1e-10, rtol=1e-8)
 
@@ -223,8 +223,9 @@ def test_optimal_baseline_hand_computed():
     scores = torch.tensor([[0.2, -0.2], [-0.8, 0.8]], dtype=torch.float64)
     assert optimal_baseline(rewards, scores, probs).item() == pytest.approx(0.2)
     # Per parameter: both coordinates have the same s_p^2 pattern, so the same 0.2.
-    torch.testing.assert_close(optimal_baseline(rewards, scores, probs, per_parameter=True),
-                               torch.tensor([0.2, 0.2], dtype=torch.float64))
+    torch.testing.assert_close(
+        optimal_baseline(rewards, scores, probs, per_parameter=True), torch.tensor([0.2, 0.2], dtype=torch.float64)
+    )
     # Without probs the samples count equally: (1 * 0.08 + 0) / (0.08 + 1.28) = 0.0588.
     assert optimal_baseline(rewards, scores).item() == pytest.approx(0.08 / 1.36)
 
@@ -387,7 +388,7 @@ def test_group_gradient_estimates_from_one_state_only_touch_that_row():
     est = group_gradient_estimates(bandit, logits, 3, 50, "none", state=1, generator=torch.Generator().manual_seed(0))
     K = bandit.num_actions
     assert est.shape == (50, bandit.num_states * K)
-    assert (est[:, :K] == 0).all() and (est[:, 2 * K:] == 0).all()
+    assert (est[:, :K] == 0).all() and (est[:, 2 * K :] == 0).all()
 
 
 def test_group_variance_table_small():
@@ -411,16 +412,14 @@ def test_bad_input_raises_value_error_naming_the_argument():
     bandit, logits = _random_problem(0)
     f64 = torch.float64
     cases = [
-        (lambda: per_sample_grads(torch.zeros(2, 2, requires_grad=True), [torch.zeros(1, requires_grad=True)]),
-         "logp"),
+        (lambda: per_sample_grads(torch.zeros(2, 2, requires_grad=True), [torch.zeros(1, requires_grad=True)]), "logp"),
         (lambda: per_sample_grads(torch.zeros(3), [torch.zeros(1, requires_grad=True)]), "logp"),
         (lambda: per_sample_grads(torch.zeros(3, requires_grad=True) * 2, []), "params"),
         (lambda: per_sample_grads(torch.zeros(3, requires_grad=True) * 2, [torch.zeros(2)]), "params"),
         (lambda: ContextualBandit(torch.zeros(3), torch.zeros(3, 1), torch.ones(3) / 3), "rewards"),
         (lambda: ContextualBandit(torch.zeros(3, 2), torch.zeros(2, 1), torch.ones(3) / 3), "features"),
         (lambda: ContextualBandit(torch.zeros(3, 2), torch.zeros(3, 1), torch.ones(3)), "state_probs"),
-        (lambda: ContextualBandit(torch.zeros(3, 2), torch.zeros(3, 1), torch.tensor([1.5, -0.5, 0.0])),
-         "state_probs"),
+        (lambda: ContextualBandit(torch.zeros(3, 2), torch.zeros(3, 1), torch.tensor([1.5, -0.5, 0.0])), "state_probs"),
         (lambda: random_bandit(num_states=0), "num_states"),
         (lambda: random_bandit(num_actions=2.5), "num_actions"),
         (lambda: random_bandit(seed="x"), "seed"),

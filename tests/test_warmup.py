@@ -40,8 +40,7 @@ def test_discounted_return_by_hand(dtype):
 
 
 def test_discounted_return_batch_by_hand():
-    rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0],
-                            [0.0, 0.0, 0.0, 1.0]])
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
     # row 0: 1 + 0.9^3 * 1 = 1 + 0.729 = 1.729;  row 1: 0.9^3 = 0.729
     torch.testing.assert_close(discounted_return(rewards, 0.9), torch.tensor([1.729, 0.729]))
 
@@ -192,12 +191,15 @@ def test_reward_to_go_is_gae_with_lambda_one_and_no_critic():
 
 
 @pytest.mark.parametrize("fn", [discounted_return, reward_to_go])
-@pytest.mark.parametrize("rewards", [
-    [1.0, 2.0],                          # a list, not a tensor
-    torch.tensor([1, 2, 3]),             # integer rewards
-    torch.tensor(1.0),                   # no time axis
-    torch.zeros(3, 0),                   # no time step
-])
+@pytest.mark.parametrize(
+    "rewards",
+    [
+        [1.0, 2.0],  # a list, not a tensor
+        torch.tensor([1, 2, 3]),  # integer rewards
+        torch.tensor(1.0),  # no time axis
+        torch.zeros(3, 0),  # no time step
+    ],
+)
 def test_bad_rewards_raise(fn, rewards):
     with pytest.raises(ValueError, match="rewards"):
         fn(rewards, 0.9)
@@ -219,10 +221,13 @@ def test_gamma_may_be_a_one_element_tensor():
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("check, reference", [
-    (check_discounted_return, discounted_return),
-    (check_reward_to_go, reward_to_go),
-])
+@pytest.mark.parametrize(
+    "check, reference",
+    [
+        (check_discounted_return, discounted_return),
+        (check_reward_to_go, reward_to_go),
+    ],
+)
 def test_check_accepts_reference_and_lets_stub_through(check, reference, capsys):
     assert check(reference) is True
     assert "\u2714" in capsys.readouterr().out

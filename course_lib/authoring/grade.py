@@ -70,24 +70,53 @@ CANNOT_GRADE = 2
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m course_lib.grade", description=__doc__.split("\n\n")[0])
-    parser.add_argument("submissions", nargs="+", type=Path, metavar="SUBMISSION",
-                        help="notebook files, or folders searched for *.ipynb")
+    parser.add_argument(
+        "submissions",
+        nargs="+",
+        type=Path,
+        metavar="SUBMISSION",
+        help="notebook files, or folders searched for *.ipynb",
+    )
     parser.add_argument("--out", required=True, type=Path, metavar="DIR", help="where grades.csv, summary.md, logs go")
-    parser.add_argument("--solutions", type=Path, default=ROOT / "solutions", metavar="DIR",
-                        help="the canonical solution notebooks (default: the course's solutions/)")
-    parser.add_argument("--hidden", type=Path, default=ROOT / "grading" / "hidden", metavar="DIR",
-                        help="hidden checks, NN_name.py per notebook (default: grading/hidden/, used if present)")
+    parser.add_argument(
+        "--solutions",
+        type=Path,
+        default=ROOT / "solutions",
+        metavar="DIR",
+        help="the canonical solution notebooks (default: the course's solutions/)",
+    )
+    parser.add_argument(
+        "--hidden",
+        type=Path,
+        default=ROOT / "grading" / "hidden",
+        metavar="DIR",
+        help="hidden checks, NN_name.py per notebook (default: grading/hidden/, used if present)",
+    )
     parser.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds per cell (default 60)")
     parser.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="grade N submissions at once")
     parser.add_argument("--notebook", metavar="NN_name", help="every submission should be this notebook")
-    parser.add_argument("--sanitize", type=Path, default=ROOT / "tests" / "nbval_sanitize.cfg", metavar="FILE",
-                        help="nbval sanitize file for volatile output (default: tests/nbval_sanitize.cfg)")
-    parser.add_argument("--memory", type=float, default=4.0, metavar="GB",
-                        help="resident memory allowed to each kernel (default 4, 0 for no limit)")
-    parser.add_argument("--regrade", action="store_true",
-                        help="grade every submission again (default: skip those already in DIR/grades.csv)")
-    parser.add_argument("--no-isolation", action="store_true",
-                        help="run kernels as this user even when root (summary.md says so)")
+    parser.add_argument(
+        "--sanitize",
+        type=Path,
+        default=ROOT / "tests" / "nbval_sanitize.cfg",
+        metavar="FILE",
+        help="nbval sanitize file for volatile output (default: tests/nbval_sanitize.cfg)",
+    )
+    parser.add_argument(
+        "--memory",
+        type=float,
+        default=4.0,
+        metavar="GB",
+        help="resident memory allowed to each kernel (default 4, 0 for no limit)",
+    )
+    parser.add_argument(
+        "--regrade",
+        action="store_true",
+        help="grade every submission again (default: skip those already in DIR/grades.csv)",
+    )
+    parser.add_argument(
+        "--no-isolation", action="store_true", help="run kernels as this user even when root (summary.md says so)"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -141,22 +170,32 @@ def main(argv: list[str] | None = None) -> int:
         sandboxes, isolation = _sandboxes(args, files)
     except CannotGrade as error:
         return _fail(str(error))
-    options = Options(timeout=args.timeout, threads=max(1, (os.cpu_count() or 1) // args.jobs),
-                      sanitize=args.sanitize if args.sanitize.is_file() else None,
-                      work=(args.out / "rebuilt").resolve(), notebook=args.notebook, sandboxes=sandboxes,
-                      memory=int(args.memory * (1 << 30)))
+    options = Options(
+        timeout=args.timeout,
+        threads=max(1, (os.cpu_count() or 1) // args.jobs),
+        sanitize=args.sanitize if args.sanitize.is_file() else None,
+        work=(args.out / "rebuilt").resolve(),
+        notebook=args.notebook,
+        sandboxes=sandboxes,
+        memory=int(args.memory * (1 << 30)),
+    )
     start, taken = time.monotonic(), set()
     done = {row.submission for row in previous}
     jobs = [(path, base, _key(student_name(path, base, canonical), path, taken)) for path, base in files]
     results = _resumed(previous, jobs)
     todo = [(path, base, key) for path, base, key in jobs if str(path) not in done]
     if len(todo) < len(jobs):
-        print(f"course_lib.grade: {len(jobs) - len(todo)} submission(s) already in {csv_path}: skipped "
-              "(--regrade to grade them again)", file=sys.stderr)
+        print(
+            f"course_lib.grade: {len(jobs) - len(todo)} submission(s) already in {csv_path}: skipped "
+            "(--regrade to grade them again)",
+            file=sys.stderr,
+        )
     from tqdm import tqdm
 
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool, \
-            tqdm(total=len(todo), desc="grading", unit="notebook", file=sys.stderr, disable=args.quiet) as bar:
+    with (
+        ThreadPoolExecutor(max_workers=args.jobs) as pool,
+        tqdm(total=len(todo), desc="grading", unit="notebook", file=sys.stderr, disable=args.quiet) as bar,
+    ):
         futures = [pool.submit(grade_submission, path, base, canonical, options, key) for path, base, key in todo]
         for future in as_completed(futures):
             result = future.result()
@@ -169,11 +208,14 @@ def main(argv: list[str] | None = None) -> int:
     results.sort(key=lambda r: (r.student, order.get(str(r.submission), len(order))))
     fresh = [r for r in results if r.seconds]
     per = sum(r.seconds for r in fresh) / len(fresh) if fresh else 0.0
-    header = (f"{len(results)} submission(s) from {len({r.student for r in results})} student(s), graded against "
-              f"`{args.solutions}` with a {args.timeout:g} s cell timeout and -j {args.jobs}: "
-              f"{len(fresh)} graded in this run, {per:.1f} s per submission, {total:.0f} s in all.\n\n{isolation}")
-    (args.out / "summary.md").write_text(summary_markdown(results, header), encoding="utf-8",
-                                        errors="backslashreplace")  # a file name need not be UTF-8
+    header = (
+        f"{len(results)} submission(s) from {len({r.student for r in results})} student(s), graded against "
+        f"`{args.solutions}` with a {args.timeout:g} s cell timeout and -j {args.jobs}: "
+        f"{len(fresh)} graded in this run, {per:.1f} s per submission, {total:.0f} s in all.\n\n{isolation}"
+    )
+    (args.out / "summary.md").write_text(
+        summary_markdown(results, header), encoding="utf-8", errors="backslashreplace"
+    )  # a file name need not be UTF-8
     print(f"{header}\nwrote {csv_path}, {args.out / 'summary.md'} and {len(fresh)} log(s)")
     if fresh and all(_grader_failed(r) for r in fresh):
         return _fail("no submission could be graded (see the logs: did the kernel start?)")
@@ -185,8 +227,9 @@ def _resumed(previous, jobs) -> list[Graded]:
     keys = {str(path): key for path, _, key in jobs}
     by_submission: dict[str, Graded] = {}
     for row in previous:
-        graded = by_submission.setdefault(row.submission, Graded(row.student, Path(row.submission),
-                                                                  key=keys.get(row.submission, row.student)))
+        graded = by_submission.setdefault(
+            row.submission, Graded(row.student, Path(row.submission), key=keys.get(row.submission, row.student))
+        )
         graded.rows.append(row)
     return list(by_submission.values())
 
@@ -221,18 +264,24 @@ def _sandboxes(args, files) -> tuple["queue.Queue[Sandbox]", str]:
         if problem:
             raise CannotGrade(problem)
     if isolated and namespaces:
-        text = (f"Kernels ran isolated: as unprivileged users ({USER.format(slot='N')}), in namespaces of their own "
-                f"(every process a kernel started ended with it), in a fresh folder outside the output folder, with "
-                f"the output folder, the submissions, the solutions and the hidden checks hidden from them, at most "
-                f"{args.memory:g} GB of resident memory each.")
+        text = (
+            f"Kernels ran isolated: as unprivileged users ({USER.format(slot='N')}), in namespaces of their own "
+            f"(every process a kernel started ended with it), in a fresh folder outside the output folder, with "
+            f"the output folder, the submissions, the solutions and the hidden checks hidden from them, at most "
+            f"{args.memory:g} GB of resident memory each."
+        )
     elif isolated:
-        text = ("Kernels ran as unprivileged users, but without namespaces (`unshare` failed): "
-                "they could read every world-readable file, other submissions included.")
+        text = (
+            "Kernels ran as unprivileged users, but without namespaces (`unshare` failed): "
+            "they could read every world-readable file, other submissions included."
+        )
     else:
-        text = ("**Grading ran without isolation**: the grader is not root, so the students' code ran as "
-                f"{pwd.getpwuid(os.getuid()).pw_name}, with your files (only its memory was limited, to "
-                f"{args.memory:g} GB). Grade untrusted work as root in a container, where kernels get users of "
-                "their own.")
+        text = (
+            "**Grading ran without isolation**: the grader is not root, so the students' code ran as "
+            f"{pwd.getpwuid(os.getuid()).pw_name}, with your files (only its memory was limited, to "
+            f"{args.memory:g} GB). Grade untrusted work as root in a container, where kernels get users of "
+            "their own."
+        )
     return slots, text
 
 
@@ -254,8 +303,10 @@ def _private_folders(needed) -> list[tuple[str, list[str]]]:
     return [(folder, sorted(set(keeps))) for folder, keeps in private.items()]
 
 
-PROBE = ("import course_lib, importlib.util; [open(importlib.util.find_spec(m).origin, 'rb').close() "
-         "for m in ('ipykernel', 'torch')]; print(course_lib.__file__)")
+PROBE = (
+    "import course_lib, importlib.util; [open(importlib.util.find_spec(m).origin, 'rb').close() "
+    "for m in ('ipykernel', 'torch')]; print(course_lib.__file__)"
+)
 
 
 def _preflight(box: Sandbox) -> str | None:
@@ -265,16 +316,23 @@ def _preflight(box: Sandbox) -> str | None:
 
     with tempfile.TemporaryDirectory() as scratch:
         os.chown(scratch, box.uid, box.gid)
-        probe = subprocess.run(kernel_command([sys.executable, "-c", PROBE], json.loads(box.for_plugin(Path(scratch)))),
-                               capture_output=True, text=True, cwd=scratch, env=child_env(1))
+        probe = subprocess.run(
+            kernel_command([sys.executable, "-c", PROBE], json.loads(box.for_plugin(Path(scratch)))),
+            capture_output=True,
+            text=True,
+            cwd=scratch,
+            env=child_env(1),
+        )
     mine = str(ROOT / "course_lib" / "__init__.py")
     if probe.returncode == 0 and probe.stdout.strip() == mine:
         return None
     why = (probe.stderr.strip().splitlines() or [f"it imports course_lib from {probe.stdout.strip()}"])[-1]
-    return (f"the grading users ({USER.format(slot='N')}), as whom kernels run when grading as root, cannot run "
-            f"the course at {ROOT} with {Path(sys.executable)} ({why}). Make the course, its Python and its "
-            "virtual environment readable by others (chmod -R o+rX), or grade with --no-isolation (only work "
-            "you trust).")
+    return (
+        f"the grading users ({USER.format(slot='N')}), as whom kernels run when grading as root, cannot run "
+        f"the course at {ROOT} with {Path(sys.executable)} ({why}). Make the course, its Python and its "
+        "virtual environment readable by others (chmod -R o+rX), or grade with --no-isolation (only work "
+        "you trust)."
+    )
 
 
 def _grading_user(name: str) -> tuple[int, int]:
@@ -282,8 +340,21 @@ def _grading_user(name: str) -> tuple[int, int]:
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--user-group", "--home-dir", "/nonexistent",
-                        "--shell", "/usr/sbin/nologin", name], check=True, capture_output=True)
+        subprocess.run(
+            [
+                "useradd",
+                "--system",
+                "--no-create-home",
+                "--user-group",
+                "--home-dir",
+                "/nonexistent",
+                "--shell",
+                "/usr/sbin/nologin",
+                name,
+            ],
+            check=True,
+            capture_output=True,
+        )
         entry = pwd.getpwnam(name)
     return entry.pw_uid, entry.pw_gid
 

@@ -117,6 +117,7 @@ def check_against_reference(
     if session is not None and session.mode == "record":
         with recording.watching(reference, name):  # the reference must not run while the student's code can
             return _record(fn, cases, dtypes, select, name, records)
+
     def student_on(number: int, dtype: torch.dtype) -> _Outcome:
         if session is not None:  # in the grader: what the student's function gave in the kernel
             return _Outcome(*records.get(number, dtype))
@@ -182,8 +183,9 @@ def _secret_case(case: Case, number: int, seed: int) -> Case | None:
     g = torch.Generator().manual_seed(seed * 1000 + number)
     kwargs, moved = {}, False
     for key, value in case.kwargs.items():
-        if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() \
-                and not _integral(value):  # masks, counts and 0/1 rewards keep their meaning
+        if (
+            isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() and not _integral(value)
+        ):  # masks, counts and 0/1 rewards keep their meaning
             noise = torch.randn(value.shape, generator=g, dtype=torch.float64).to(value.dtype)
             value = value + 0.1 * noise * (1 + value.abs())
             moved = True
@@ -193,8 +195,15 @@ def _secret_case(case: Case, number: int, seed: int) -> Case | None:
     return replace(case, description=f"a case drawn at grading time, like: {case.description}", kwargs=kwargs)
 
 
-def scalar_reply(fn: Callable, name: str, call: str, args: Sequence = (), kwargs: Mapping | None = None,
-                 what: str = "a float", context: str = "") -> float:
+def scalar_reply(
+    fn: Callable,
+    name: str,
+    call: str,
+    args: Sequence = (),
+    kwargs: Mapping | None = None,
+    what: str = "a float",
+    context: str = "",
+) -> float:
     """The student's ``fn(*args, **kwargs)`` as a float, for checks of functions that return one number.
 
     A crash, ``None`` or a reply that is not a number becomes an ``AssertionError`` naming ``call``

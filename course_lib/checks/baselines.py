@@ -16,25 +16,41 @@ def check_compute_deltas(fn) -> bool:
     g = torch.Generator().manual_seed(3)
     grids = [
         ("B=3 prompts, G=4 random rewards", torch.randn(3, 4, generator=g, dtype=torch.float64)),
-        ("B=2 prompts, G=5 correct/incorrect (0/1) rewards",
-         torch.tensor([[1.0, 0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 0.0, 0.0]], dtype=torch.float64)),
-        ("a group whose rewards are all equal (must give zeros, not NaN) beside a mixed one",
-         torch.tensor([[0.5, 0.5, 0.5, 0.5], [1.0, 0.0, 2.0, 1.0]], dtype=torch.float64)),
-        ("groups of one response (G=1): no spread, so zeros, not NaN",
-         torch.tensor([[0.3], [1.0], [-2.0]], dtype=torch.float64)),
-        ("G=2 responses per prompt, where Bessel's correction matters most",
-         torch.tensor([[1.0, 0.0], [3.0, 1.0]], dtype=torch.float64)),
-        ("nearly equal rewards (std 1e-3, close to eps)",
-         torch.tensor([[0.0, 1e-3, 2e-3], [1e-3, 0.0, 0.0]], dtype=torch.float64)),
+        (
+            "B=2 prompts, G=5 correct/incorrect (0/1) rewards",
+            torch.tensor([[1.0, 0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 0.0, 0.0]], dtype=torch.float64),
+        ),
+        (
+            "a group whose rewards are all equal (must give zeros, not NaN) beside a mixed one",
+            torch.tensor([[0.5, 0.5, 0.5, 0.5], [1.0, 0.0, 2.0, 1.0]], dtype=torch.float64),
+        ),
+        (
+            "groups of one response (G=1): no spread, so zeros, not NaN",
+            torch.tensor([[0.3], [1.0], [-2.0]], dtype=torch.float64),
+        ),
+        (
+            "G=2 responses per prompt, where Bessel's correction matters most",
+            torch.tensor([[1.0, 0.0], [3.0, 1.0]], dtype=torch.float64),
+        ),
+        (
+            "nearly equal rewards (std 1e-3, close to eps)",
+            torch.tensor([[0.0, 1e-3, 2e-3], [1e-3, 0.0, 0.0]], dtype=torch.float64),
+        ),
         ("one prompt, G=6 rewards on a large scale", 100.0 * torch.randn(1, 6, generator=g, dtype=torch.float64)),
     ]
-    cases = [Case(f"{text}, mode={mode!r}", {"rewards": rewards, "mode": mode})
-             for mode in MODES for text, rewards in grids]
-    cases.append(Case("eps=0.5 given explicitly, mode='normalized_rewards'",
-                      {"rewards": grids[0][1], "mode": "normalized_rewards", "eps": 0.5}))
+    cases = [
+        Case(f"{text}, mode={mode!r}", {"rewards": rewards, "mode": mode}) for mode in MODES for text, rewards in grids
+    ]
+    cases.append(
+        Case(
+            "eps=0.5 given explicitly, mode='normalized_rewards'",
+            {"rewards": grids[0][1], "mode": "normalized_rewards", "eps": 0.5},
+        )
+    )
 
-    def deltas_with(centre=True, mean_dim=-1, std_fn=None, eps_where="outside", g1_zero=True, eps_used=None,
-                    modes=None):
+    def deltas_with(
+        centre=True, mean_dim=-1, std_fn=None, eps_where="outside", g1_zero=True, eps_used=None, modes=None
+    ):
         def wrong(rewards, mode, eps=1e-6):
             mode = (modes or {}).get(mode, mode)
             eps = eps if eps_used is None else eps_used
@@ -52,6 +68,7 @@ def check_compute_deltas(fn) -> bool:
             if eps_where == "inside":
                 return x / torch.sqrt(spread + eps)  # spread is a variance here
             return x / spread
+
         return wrong
 
     def std(r):
@@ -64,49 +81,92 @@ def check_compute_deltas(fn) -> bool:
         return _std(r.flatten(), dim=0).expand_as(r)
 
     mistakes = [
-        Mistake("you used the statistics of the whole batch; the baseline and the std are each prompt's group's: "
-                "rewards.mean(dim=-1, keepdim=True) and rewards.std(dim=-1, keepdim=True)",
-                deltas_with(mean_dim=None, std_fn=batch_std, g1_zero=False)),
-        Mistake("you used the statistics of the whole batch; the baseline and the std are each prompt's group's: "
-                "rewards.mean(dim=-1, keepdim=True) and rewards.std(dim=-1, keepdim=True)",
-                deltas_with(mean_dim=None, std_fn=batch_std)),
-        Mistake("the mean and the std are over the batch axis (dim=0); take both over each group, the last axis: "
-                "rewards.mean(dim=-1, keepdim=True) and rewards.std(dim=-1, keepdim=True)",
-                deltas_with(mean_dim=0, std_fn=lambda r: _std(r, dim=0).expand_as(r), g1_zero=False)),
-        Mistake("the baseline is the mean of the whole batch; it is each prompt's group mean, "
-                "rewards.mean(dim=-1, keepdim=True)", deltas_with(mean_dim=None, std_fn=std)),
-        Mistake("the std is the whole batch's; take it within each group, rewards.std(dim=-1, keepdim=True)",
-                deltas_with(std_fn=batch_std)),
-        Mistake("mode 'centered_rewards' only subtracts the group mean; dividing by std + eps is "
-                "'normalized_rewards'", deltas_with(std_fn=std, modes={"centered_rewards": "normalized_rewards"})),
-        Mistake("mode 'normalized_rewards' divides the centred rewards by std + eps too; subtracting the mean "
-                "alone is 'centered_rewards'", deltas_with(std_fn=std, modes={"normalized_rewards": "centered_rewards"})),
-        Mistake("the modes 'centered_rewards' and 'normalized_rewards' are swapped: centred subtracts the group "
-                "mean, normalised also divides by std + eps",
-                deltas_with(std_fn=std, modes={"normalized_rewards": "centered_rewards",
-                                               "centered_rewards": "normalized_rewards"})),
-        Mistake("the eps argument is ignored (1e-6 is used whatever is passed): divide by std + eps",
-                deltas_with(std_fn=std, eps_used=1e-6)),
-        Mistake("eps is 1e-6 by default (the eps argument), not 1e-8: divide by std + eps",
-                deltas_with(std_fn=std, eps_used=1e-8)),
-        Mistake("the std divides by G, not G - 1: use Bessel's correction, rewards.std(dim=-1) "
-                "(torch's default)", deltas_with(std_fn=population_std)),
-        Mistake("a group whose rewards are all equal gives 0 / 0 = NaN: add eps to the std, "
-                "centred / (std + eps)", deltas_with(std_fn=std, eps_where="none")),
-        Mistake("a group of one (G=1) gives NaN: torch.std with Bessel's correction divides by G - 1 = 0; "
-                "return zeros for such groups", deltas_with(std_fn=std, g1_zero=False)),
-        Mistake("the mean is over the batch axis (dim=0); the baseline is each prompt's group mean, "
-                "rewards.mean(dim=-1, keepdim=True)", deltas_with(mean_dim=0, std_fn=std)),
-        Mistake("the std is over the batch axis; take it over each group, rewards.std(dim=-1, keepdim=True)",
-                deltas_with(std_fn=lambda r: _std(r, dim=0).expand_as(r))),
-        Mistake("you divided the raw rewards by the std: centre them first (subtract the group mean)",
-                deltas_with(centre=False, std_fn=std)),
-        Mistake("you divided by the variance; divide by the standard deviation (its square root)",
-                deltas_with(std_fn=lambda r: _std(r, dim=-1) ** 2)),
-        Mistake("eps is inside the square root (sqrt(var + eps)); add it to the std: centred / (std + eps)",
-                deltas_with(std_fn=lambda r: _std(r, dim=-1) ** 2, eps_where="inside")),
-        Mistake("you subtracted the mean in mode 'rewards', which must return the rewards unchanged",
-                lambda rewards, mode, eps=1e-6: rewards - rewards.mean(dim=-1, keepdim=True)),
+        Mistake(
+            "you used the statistics of the whole batch; the baseline and the std are each prompt's group's: "
+            "rewards.mean(dim=-1, keepdim=True) and rewards.std(dim=-1, keepdim=True)",
+            deltas_with(mean_dim=None, std_fn=batch_std, g1_zero=False),
+        ),
+        Mistake(
+            "you used the statistics of the whole batch; the baseline and the std are each prompt's group's: "
+            "rewards.mean(dim=-1, keepdim=True) and rewards.std(dim=-1, keepdim=True)",
+            deltas_with(mean_dim=None, std_fn=batch_std),
+        ),
+        Mistake(
+            "the mean and the std are over the batch axis (dim=0); take both over each group, the last axis: "
+            "rewards.mean(dim=-1, keepdim=True) and rewards.std(dim=-1, keepdim=True)",
+            deltas_with(mean_dim=0, std_fn=lambda r: _std(r, dim=0).expand_as(r), g1_zero=False),
+        ),
+        Mistake(
+            "the baseline is the mean of the whole batch; it is each prompt's group mean, "
+            "rewards.mean(dim=-1, keepdim=True)",
+            deltas_with(mean_dim=None, std_fn=std),
+        ),
+        Mistake(
+            "the std is the whole batch's; take it within each group, rewards.std(dim=-1, keepdim=True)",
+            deltas_with(std_fn=batch_std),
+        ),
+        Mistake(
+            "mode 'centered_rewards' only subtracts the group mean; dividing by std + eps is 'normalized_rewards'",
+            deltas_with(std_fn=std, modes={"centered_rewards": "normalized_rewards"}),
+        ),
+        Mistake(
+            "mode 'normalized_rewards' divides the centred rewards by std + eps too; subtracting the mean "
+            "alone is 'centered_rewards'",
+            deltas_with(std_fn=std, modes={"normalized_rewards": "centered_rewards"}),
+        ),
+        Mistake(
+            "the modes 'centered_rewards' and 'normalized_rewards' are swapped: centred subtracts the group "
+            "mean, normalised also divides by std + eps",
+            deltas_with(
+                std_fn=std, modes={"normalized_rewards": "centered_rewards", "centered_rewards": "normalized_rewards"}
+            ),
+        ),
+        Mistake(
+            "the eps argument is ignored (1e-6 is used whatever is passed): divide by std + eps",
+            deltas_with(std_fn=std, eps_used=1e-6),
+        ),
+        Mistake(
+            "eps is 1e-6 by default (the eps argument), not 1e-8: divide by std + eps",
+            deltas_with(std_fn=std, eps_used=1e-8),
+        ),
+        Mistake(
+            "the std divides by G, not G - 1: use Bessel's correction, rewards.std(dim=-1) (torch's default)",
+            deltas_with(std_fn=population_std),
+        ),
+        Mistake(
+            "a group whose rewards are all equal gives 0 / 0 = NaN: add eps to the std, centred / (std + eps)",
+            deltas_with(std_fn=std, eps_where="none"),
+        ),
+        Mistake(
+            "a group of one (G=1) gives NaN: torch.std with Bessel's correction divides by G - 1 = 0; "
+            "return zeros for such groups",
+            deltas_with(std_fn=std, g1_zero=False),
+        ),
+        Mistake(
+            "the mean is over the batch axis (dim=0); the baseline is each prompt's group mean, "
+            "rewards.mean(dim=-1, keepdim=True)",
+            deltas_with(mean_dim=0, std_fn=std),
+        ),
+        Mistake(
+            "the std is over the batch axis; take it over each group, rewards.std(dim=-1, keepdim=True)",
+            deltas_with(std_fn=lambda r: _std(r, dim=0).expand_as(r)),
+        ),
+        Mistake(
+            "you divided the raw rewards by the std: centre them first (subtract the group mean)",
+            deltas_with(centre=False, std_fn=std),
+        ),
+        Mistake(
+            "you divided by the variance; divide by the standard deviation (its square root)",
+            deltas_with(std_fn=lambda r: _std(r, dim=-1) ** 2),
+        ),
+        Mistake(
+            "eps is inside the square root (sqrt(var + eps)); add it to the std: centred / (std + eps)",
+            deltas_with(std_fn=lambda r: _std(r, dim=-1) ** 2, eps_where="inside"),
+        ),
+        Mistake(
+            "you subtracted the mean in mode 'rewards', which must return the rewards unchanged",
+            lambda rewards, mode, eps=1e-6: rewards - rewards.mean(dim=-1, keepdim=True),
+        ),
     ]
     return check_against_reference(fn, compute_deltas, cases, name="compute_deltas", mistakes=mistakes)
 
@@ -125,26 +185,45 @@ def check_gradient_variance(fn) -> bool:
     """Check a student's ``gradient_variance(grad_samples)``."""
     g = torch.Generator().manual_seed(4)
     cases = [
-        Case("N=50 samples of a P=4 gradient with a large mean",
-             {"grad_samples": 5.0 + torch.randn(50, 4, generator=g, dtype=torch.float64)}),
+        Case(
+            "N=50 samples of a P=4 gradient with a large mean",
+            {"grad_samples": 5.0 + torch.randn(50, 4, generator=g, dtype=torch.float64)},
+        ),
         Case("N=2 samples of a P=3 gradient", {"grad_samples": torch.randn(2, 3, generator=g, dtype=torch.float64)}),
         Case("N=10 samples of a P=1 gradient", {"grad_samples": torch.randn(10, 1, generator=g, dtype=torch.float64)}),
-        Case("N=4 identical samples: zero variance",
-             {"grad_samples": torch.tensor([[1.0, -2.0, 3.0]], dtype=torch.float64).repeat(4, 1)}),
+        Case(
+            "N=4 identical samples: zero variance",
+            {"grad_samples": torch.tensor([[1.0, -2.0, 3.0]], dtype=torch.float64).repeat(4, 1)},
+        ),
         Case("N=3 samples of P=3 (square)", {"grad_samples": torch.randn(3, 3, generator=g, dtype=torch.float64)}),
     ]
     mistakes = [
-        Mistake("the variance divides by N, not N - 1: use Bessel's correction (torch.var's default)",
-                lambda grad_samples: grad_samples.var(dim=0, correction=0).sum()),
-        Mistake("this is the variance of the mean of the N samples; measure the variance of one sample "
-                "(do not divide by N again)", lambda grad_samples: grad_samples.var(dim=0).sum() / grad_samples.shape[0]),
-        Mistake("the variance is over the wrong axis: rows are samples, so take it over dim=0, "
-                "then sum over the P coordinates", lambda grad_samples: grad_samples.var(dim=1).sum()),
-        Mistake("you took the variance of all entries flattened together; take each coordinate's variance "
-                "over the samples (dim=0) and sum them", lambda grad_samples: grad_samples.flatten().var()),
-        Mistake("you averaged the per-coordinate variances; the trace of the covariance is their sum",
-                lambda grad_samples: grad_samples.var(dim=0).mean()),
-        Mistake("you did not subtract the mean: that is the second moment, not the variance",
-                lambda grad_samples: (grad_samples**2).sum(dim=1).mean()),
+        Mistake(
+            "the variance divides by N, not N - 1: use Bessel's correction (torch.var's default)",
+            lambda grad_samples: grad_samples.var(dim=0, correction=0).sum(),
+        ),
+        Mistake(
+            "this is the variance of the mean of the N samples; measure the variance of one sample "
+            "(do not divide by N again)",
+            lambda grad_samples: grad_samples.var(dim=0).sum() / grad_samples.shape[0],
+        ),
+        Mistake(
+            "the variance is over the wrong axis: rows are samples, so take it over dim=0, "
+            "then sum over the P coordinates",
+            lambda grad_samples: grad_samples.var(dim=1).sum(),
+        ),
+        Mistake(
+            "you took the variance of all entries flattened together; take each coordinate's variance "
+            "over the samples (dim=0) and sum them",
+            lambda grad_samples: grad_samples.flatten().var(),
+        ),
+        Mistake(
+            "you averaged the per-coordinate variances; the trace of the covariance is their sum",
+            lambda grad_samples: grad_samples.var(dim=0).mean(),
+        ),
+        Mistake(
+            "you did not subtract the mean: that is the second moment, not the variance",
+            lambda grad_samples: (grad_samples**2).sum(dim=1).mean(),
+        ),
     ]
     return check_against_reference(fn, gradient_variance, cases, name="gradient_variance", mistakes=mistakes)

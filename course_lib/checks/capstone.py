@@ -69,12 +69,15 @@ def _reward_mistakes():
 
     return [
         Mistake("a completion with no EOS is rewarded: the model must also stop (require the EOS '$')", ignores_eos),
-        Mistake("the reward reads text after the first EOS: the model stopped there, so score only what "
-                "comes before the first '$'", reads_past_eos),
-        Mistake("the answers are compared as numbers, so leading zeros ('0132') pass: compare the strings",
-                numeric_compare),
-        Mistake("spaces are stripped, so extra text passes: the completion must be exactly the digits",
-                strips_spaces),
+        Mistake(
+            "the reward reads text after the first EOS: the model stopped there, so score only what "
+            "comes before the first '$'",
+            reads_past_eos,
+        ),
+        Mistake(
+            "the answers are compared as numbers, so leading zeros ('0132') pass: compare the strings", numeric_compare
+        ),
+        Mistake("spaces are stripped, so extra text passes: the completion must be exactly the digits", strips_spaces),
         Mistake("only the beginning is compared, so extra digits before EOS pass", startswith_answer),
     ]
 
@@ -87,8 +90,10 @@ def check_addition_exact_reward(fn) -> bool:
         raise AssertionError(f"{name}: expected a function, got {type(fn).__name__}")
 
     # Every call is recorded in the grading kernel and replayed by the grader (checks.recording).
-    student = [recording.replayable(lambda c=c, a=a: scalar_reply(fn, name, f"{name}({c!r}, {a!r})", (c, a)))
-               for c, a, _ in _REWARD_CASES]
+    student = [
+        recording.replayable(lambda c=c, a=a: scalar_reply(fn, name, f"{name}({c!r}, {a!r})", (c, a)))
+        for c, a, _ in _REWARD_CASES
+    ]
     expected = [addition_exact_reward(c, a) for c, a, _ in _REWARD_CASES]
     if student == expected:
         recording.report(f"\u2714 {name}: correct on all {len(_REWARD_CASES)} completions.")
@@ -98,12 +103,16 @@ def check_addition_exact_reward(fn) -> bool:
     c, a, description = _REWARD_CASES[first]
     for mistake in _reward_mistakes():
         wrong = [float(mistake.fn(cc, aa)) for cc, aa, _ in _REWARD_CASES]
-        if wrong[first] == student[first] and all(student[i] == wrong[i] for i, (w, e) in
-                                                  enumerate(zip(wrong, expected)) if w != e):
-            raise AssertionError(f"{name}: {mistake.message}\n  seen on {c!r} with answer {a!r} ({description}): "
-                                 f"returned {student[first]}, expected {expected[first]}")
-    raise AssertionError(f"{name}({c!r}, {a!r}) returned {student[first]}, expected {expected[first]}\n"
-                         f"  on the case: {description}")
+        if wrong[first] == student[first] and all(
+            student[i] == wrong[i] for i, (w, e) in enumerate(zip(wrong, expected)) if w != e
+        ):
+            raise AssertionError(
+                f"{name}: {mistake.message}\n  seen on {c!r} with answer {a!r} ({description}): "
+                f"returned {student[first]}, expected {expected[first]}"
+            )
+    raise AssertionError(
+        f"{name}({c!r}, {a!r}) returned {student[first]}, expected {expected[first]}\n  on the case: {description}"
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -143,24 +152,37 @@ def check_completion_mask(fn) -> bool:
     cases = [
         Case("EOS in the middle, PAD after it", {"completion_ids": torch.tensor([[1, 3, 2, E, P]]), "eos_id": E}),
         Case("EOS first: one valid token", {"completion_ids": torch.tensor([[E, P, P, P]]), "eos_id": E}),
-        Case("a row with no EOS (ran out of tokens): all valid",
-             {"completion_ids": torch.tensor([[1, 2, 3, 4], [5, E, P, P]]), "eos_id": E}),
+        Case(
+            "a row with no EOS (ran out of tokens): all valid",
+            {"completion_ids": torch.tensor([[1, 2, 3, 4], [5, E, P, P]]), "eos_id": E},
+        ),
         Case("EOS at the last position", {"completion_ids": torch.tensor([[4, 5, 6, E]]), "eos_id": E}),
-        Case("two EOS: only the first counts, and what follows it is not PAD",
-             {"completion_ids": torch.tensor([[1, E, 2, E, 7]]), "eos_id": E}),
-        Case("a (B, G, L) batch", {"completion_ids": torch.tensor([[[1, E, P], [2, 3, E]], [[E, P, P], [4, 5, 6]]]),
-                                   "eos_id": E}),
+        Case(
+            "two EOS: only the first counts, and what follows it is not PAD",
+            {"completion_ids": torch.tensor([[1, E, 2, E, 7]]), "eos_id": E},
+        ),
+        Case(
+            "a (B, G, L) batch",
+            {"completion_ids": torch.tensor([[[1, E, P], [2, 3, E]], [[E, P, P], [4, 5, 6]]]), "eos_id": E},
+        ),
         Case("another EOS id (3)", {"completion_ids": torch.tensor([[0, 1, 3, 2, 2]]), "eos_id": 3}),
     ]
     mistakes = [
-        Mistake("the EOS token is masked out: it is part of the completion (the model chose to stop, "
-                "and that choice must get the advantage too)", _mask_drops_eos),
+        Mistake(
+            "the EOS token is masked out: it is part of the completion (the model chose to stop, "
+            "and that choice must get the advantage too)",
+            _mask_drops_eos,
+        ),
         Mistake("the mask is off by one: it keeps the token after EOS", _mask_off_by_one),
-        Mistake("rows with no EOS get an empty mask: a completion that ran out of tokens is valid everywhere",
-                _mask_no_eos_rows_empty),
+        Mistake(
+            "rows with no EOS get an empty mask: a completion that ran out of tokens is valid everywhere",
+            _mask_no_eos_rows_empty,
+        ),
         Mistake("the mask runs to the last EOS: everything after the first EOS is masked", _mask_last_eos),
-        Mistake("the mask tests for PAD instead of finding the first EOS: tokens after EOS are not always PAD",
-                _mask_not_pad),
+        Mistake(
+            "the mask tests for PAD instead of finding the first EOS: tokens after EOS are not always PAD",
+            _mask_not_pad,
+        ),
     ]
 
     def reference(completion_ids, eos_id):
@@ -169,8 +191,9 @@ def check_completion_mask(fn) -> bool:
     def as_float(result):
         return {"mask": torch.as_tensor(result).float()}
 
-    return check_against_reference(fn, reference, cases, name="completion_mask", mistakes=mistakes,
-                                   outputs=as_float, dtypes=(torch.float64,))
+    return check_against_reference(
+        fn, reference, cases, name="completion_mask", mistakes=mistakes, outputs=as_float, dtypes=(torch.float64,)
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -191,8 +214,9 @@ def _step_setup(seed: int, kl_coef: float):
     g = torch.Generator().manual_seed(seed + 2)
     prompts = torch.randint(0, 10, (2, 6), generator=g)
     prompts[:, 2], prompts[:, 5] = 10, 11
-    completions = torch.tensor([[[1, 3, 2, _E], [4, _E, _PAD, _PAD], [7, 7, 7, 7]],
-                                [[_E, _PAD, _PAD, _PAD], [9, 1, _E, _PAD], [2, _E, 5, _E]]])  # (2, 3, 4)
+    completions = torch.tensor(
+        [[[1, 3, 2, _E], [4, _E, _PAD, _PAD], [7, 7, 7, 7]], [[_E, _PAD, _PAD, _PAD], [9, 1, _E, _PAD], [2, _E, 5, _E]]]
+    )  # (2, 3, 4)
     rewards = torch.tensor([[1.0, 0.0, 0.5], [0.0, 1.0, 1.0]])
     with torch.no_grad():  # the sampling policy: a little different from the current one, so ratios are not 1
         logp_old = _logp(ref, prompts, completions) + 0.1 * torch.randn(completions.shape, generator=g)
@@ -202,9 +226,19 @@ def _step_setup(seed: int, kl_coef: float):
     # A stale gradient from a previous step: a step that forgets zero_grad() adds it in.
     for p in policy.parameters():
         p.grad = torch.full_like(p, 0.5)
-    return dict(policy=policy, ref_model=ref if kl_coef > 0 else None, optimizer=opt, prompts=prompts,
-                completions=completions, rewards=rewards, logp_old=logp_old, eos_id=_E, clip_eps=0.2,
-                kl_coef=kl_coef, max_grad_norm=0.5)
+    return dict(
+        policy=policy,
+        ref_model=ref if kl_coef > 0 else None,
+        optimizer=opt,
+        prompts=prompts,
+        completions=completions,
+        rewards=rewards,
+        logp_old=logp_old,
+        eos_id=_E,
+        clip_eps=0.2,
+        kl_coef=kl_coef,
+        max_grad_norm=0.5,
+    )
 
 
 def _logp(model, prompts, completions, shifted: bool = True):
@@ -215,14 +249,25 @@ def _logp(model, prompts, completions, shifted: bool = True):
         out = token_logps(model, fp, None, fc)
     else:  # the classic wrong position: the logits of the completion's own positions, logits[:, P:]
         P, L = fp.shape[1], fc.shape[1]
-        logits = model(torch.cat([fp, fc], 1))[:, P:P + L]  # (B*G, L): each scores the token *after* y_t
+        logits = model(torch.cat([fp, fc], 1))[:, P : P + L]  # (B*G, L): each scores the token *after* y_t
         out = torch.log_softmax(logits, -1).gather(-1, fc[..., None])[..., 0]
     return rearrange(out, "(B G) L -> B G L", G=G)
 
 
 def _wrong_step(shifted=True, mask="eos", clip=True, zero_grad=True):
-    def step(policy, ref_model, optimizer, prompts, completions, rewards, logp_old, eos_id, clip_eps=0.2,
-             kl_coef=0.04, max_grad_norm=1.0):
+    def step(
+        policy,
+        ref_model,
+        optimizer,
+        prompts,
+        completions,
+        rewards,
+        logp_old,
+        eos_id,
+        clip_eps=0.2,
+        kl_coef=0.04,
+        max_grad_norm=1.0,
+    ):
         logp = _logp(policy, prompts, completions, shifted)
         logp_ref = None
         if ref_model is not None and kl_coef > 0:
@@ -242,21 +287,31 @@ def _wrong_step(shifted=True, mask="eos", clip=True, zero_grad=True):
             torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
         optimizer.step()
         return loss.item()
+
     return step
 
 
 def _step_mistakes():
     return [
-        Mistake("the log-probs are taken at the wrong position: the logits are not shifted (logits[:, P:]), so "
-                "the prompt's last token is skipped; logits[:, t] predicts token t + 1, so the first completion "
-                "token is scored by the logits at position P - 1", _wrong_step(shifted=False)),
-        Mistake("the EOS token is masked out of the loss: the decision to stop gets no gradient",
-                _wrong_step(mask="drop_eos")),
+        Mistake(
+            "the log-probs are taken at the wrong position: the logits are not shifted (logits[:, P:]), so "
+            "the prompt's last token is skipped; logits[:, t] predicts token t + 1, so the first completion "
+            "token is scored by the logits at position P - 1",
+            _wrong_step(shifted=False),
+        ),
+        Mistake(
+            "the EOS token is masked out of the loss: the decision to stop gets no gradient",
+            _wrong_step(mask="drop_eos"),
+        ),
         Mistake("the padding after EOS is counted in the loss: use the completion mask", _wrong_step(mask="ones")),
-        Mistake("the gradient is not clipped: call torch.nn.utils.clip_grad_norm_ before optimizer.step()",
-                _wrong_step(clip=False)),
-        Mistake("optimizer.zero_grad() is missing: the previous step's gradient is added to this one",
-                _wrong_step(zero_grad=False)),
+        Mistake(
+            "the gradient is not clipped: call torch.nn.utils.clip_grad_norm_ before optimizer.step()",
+            _wrong_step(clip=False),
+        ),
+        Mistake(
+            "optimizer.zero_grad() is missing: the previous step's gradient is added to this one",
+            _wrong_step(zero_grad=False),
+        ),
     ]
 
 
@@ -283,8 +338,9 @@ def check_grpo_step(fn) -> bool:
         except (NotImplementedError, AssertionError):
             raise
         except Exception as error:  # noqa: BLE001 - any crash becomes feedback
-            raise AssertionError(f"{name} raised {type(error).__name__}: {error}\n  on the case: {description}") \
-                from error
+            raise AssertionError(
+                f"{name} raised {type(error).__name__}: {error}\n  on the case: {description}"
+            ) from error
         return float(loss), params.double()
 
     # Both cases are asked before any is judged, and recorded in the grading kernel (checks.recording).
@@ -298,11 +354,15 @@ def check_grpo_step(fn) -> bool:
             continue
         for mistake in _step_mistakes():
             w_loss, w_params = _run_step(mistake.fn, seed, kl_coef)
-            if abs(w_loss - got_loss) <= 1e-5 + 1e-4 * abs(w_loss) and torch.allclose(w_params.double(), got_params,
-                                                                                     rtol=1e-4, atol=1e-6):
+            if abs(w_loss - got_loss) <= 1e-5 + 1e-4 * abs(w_loss) and torch.allclose(
+                w_params.double(), got_params, rtol=1e-4, atol=1e-6
+            ):
                 raise AssertionError(f"{name}: {mistake.message}\n  seen on the case: {description}")
-        what = (f"the loss is {got_loss:.6g}, expected {exp_loss:.6g}" if not same_loss else
-                "the loss is right but the parameters after the step differ (clipping? zero_grad? the optimizer?)")
+        what = (
+            f"the loss is {got_loss:.6g}, expected {exp_loss:.6g}"
+            if not same_loss
+            else "the loss is right but the parameters after the step differ (clipping? zero_grad? the optimizer?)"
+        )
         raise AssertionError(f"{name}: {what}\n  on the case: {description}")
     recording.report(f"\u2714 {name}: same loss and same parameter update as the reference, with and without KL.")
     record_pass(name, fn)

@@ -84,8 +84,10 @@ def _crash_hint(error: Exception) -> str:
     """A likely cause of a crash that says little by itself (a broadcast of two shapes that do not fit)."""
     text = str(error)
     if "must match the size of tensor" in text or "shapes cannot be multiplied" in text:
-        return (" (two shapes that do not broadcast: did a .mean(), .std() or .sum() drop an axis? keepdim=True "
-                "keeps it, or index with [..., None] to add one back)")
+        return (
+            " (two shapes that do not broadcast: did a .mean(), .std() or .sum() drop an axis? keepdim=True "
+            "keeps it, or index with [..., None] to add one back)"
+        )
     if "bitwise_not" in text or "bitwise_xor" in text:
         return " (~ negates bool tensors only: for 0/1 numbers use 1 - x, after x.float() where x is bool)"
     if "with a bool tensor is not supported" in text:
@@ -160,8 +162,13 @@ def _differences(expected: _Outcome, got: _Outcome, rtol: float, atol: float):
             what = f"{kind}{key}"
             if key not in got_map:
                 if kind == "" and set(got_map) == {"output"} and len(exp_map) > 1:
-                    yield what, (f"your function returned one value; it should return a tuple of {len(exp_map)} "
-                                 f"(`return {', '.join(f'x{i}' for i in range(len(exp_map)))}`)")
+                    yield (
+                        what,
+                        (
+                            f"your function returned one value; it should return a tuple of {len(exp_map)} "
+                            f"(`return {', '.join(f'x{i}' for i in range(len(exp_map)))}`)"
+                        ),
+                    )
                     return
                 yield what, f"{key} is missing from what your function returned"
                 continue
@@ -175,10 +182,13 @@ def _differences(expected: _Outcome, got: _Outcome, rtol: float, atol: float):
             elif not _allclose(value64, exp64, rtol=rtol, atol=atol, equal_nan=True):
                 diff = (value64 - exp64).abs().nan_to_num(math.inf)
                 worst = int(diff.flatten().argmax())
-                yield what, (
-                    f"{what} differs from the reference{_pattern(exp64, value64, rtol, atol)}: expected "
-                    f"{_show(exp64)}, got {_show(value64)} "
-                    f"(largest difference {diff.flatten()[worst].item():.3g} at flat index {worst})"
+                yield (
+                    what,
+                    (
+                        f"{what} differs from the reference{_pattern(exp64, value64, rtol, atol)}: expected "
+                        f"{_show(exp64)}, got {_show(value64)} "
+                        f"(largest difference {diff.flatten()[worst].item():.3g} at flat index {worst})"
+                    ),
                 )
 
 
@@ -220,7 +230,7 @@ def _compare(expected: _Outcome, got: _Outcome, rtol: float, atol: float) -> str
 def _component(outcome: _Outcome, what: str) -> _Outcome:
     """The part of an outcome named like ``"loss"`` or ``"gradient of logp_old"``, alone."""
     if what.startswith("gradient of "):
-        key = what[len("gradient of "):]
+        key = what[len("gradient of ") :]
         return _Outcome(grads={key: outcome.grads[key]} if key in outcome.grads else {})
     return _Outcome(values={what: outcome.values[what]} if what in outcome.values else {})
 
@@ -279,8 +289,10 @@ def _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol,
             what, _ = first
             for mistake, wrong in replays:
                 own = _component(wrong, what)
-                if _compare(own, _component(got, what), rtol, atol) is None and \
-                        _compare(own, _component(expected, what), rtol, atol) is not None:
+                if (
+                    _compare(own, _component(got, what), rtol, atol) is None
+                    and _compare(own, _component(expected, what), rtol, atol) is not None
+                ):
                     raise AssertionError(
                         f"{name}: {mistake.message}\n  seen on the case: {where}, "
                         f"in the {what}; fix it and run the check again: there may be more to fix"

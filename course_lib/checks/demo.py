@@ -63,8 +63,10 @@ def your(fn: Any, *, needs_pass: bool = False) -> Any:
     if passed(fn):
         print(f"Running your {name} (its check passed).")
     elif needs_pass:
-        raise CheckNotPassed(f"{name}: the check above has not passed yet, so this demo does not run your {name}; "
-                             "run the check cell, fix what it says, then run this cell again.")
+        raise CheckNotPassed(
+            f"{name}: the check above has not passed yet, so this demo does not run your {name}; "
+            "run the check cell, fix what it says, then run this cell again."
+        )
     else:
         print(f"Running your {name}: the check above has not passed yet, so what follows may be wrong.")
     return fn

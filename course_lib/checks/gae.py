@@ -67,8 +67,22 @@ def _wrong_dones(dones, *, ignore_dones=False, shift=0):
     return d
 
 
-def _wrong_deltas(rewards, values, used_dones, last_values, gamma, *, bootstrap=True, subtract=True,
-                  next_values="next", cut=True, cut_last=True, use_gamma=True, sign=1.0, cut_reward=False):
+def _wrong_deltas(
+    rewards,
+    values,
+    used_dones,
+    last_values,
+    gamma,
+    *,
+    bootstrap=True,
+    subtract=True,
+    next_values="next",
+    cut=True,
+    cut_last=True,
+    use_gamma=True,
+    sign=1.0,
+    cut_reward=False,
+):
     last = last_values if bootstrap else 0 * last_values
     if next_values == "roll":  # values.roll(-1): V(s_0) wraps into the last step
         following = values.roll(-1, dims=-1)
@@ -88,9 +102,22 @@ def _wrong_deltas(rewards, values, used_dones, last_values, gamma, *, bootstrap=
     return sign * (r + g * keep * following - (values if subtract else 0.0))
 
 
-def _gae_mistake(*, factor=None, ignore_dones=False, shift=0, forward=False, forward_cut="previous",
-                 returns="sum", normalize=False, cut_recursion=True, init_last=False, flip=False, shift_delta=None,
-                 lam_used=None, **delta):
+def _gae_mistake(
+    *,
+    factor=None,
+    ignore_dones=False,
+    shift=0,
+    forward=False,
+    forward_cut="previous",
+    returns="sum",
+    normalize=False,
+    cut_recursion=True,
+    init_last=False,
+    flip=False,
+    shift_delta=None,
+    lam_used=None,
+    **delta,
+):
     def wrong(rewards, values, dones, last_values, gamma, lam):
         lam = lam if lam_used is None else lam_used
         used = _wrong_dones(dones, ignore_dones=ignore_dones, shift=shift).to(rewards.dtype)
@@ -99,7 +126,7 @@ def _gae_mistake(*, factor=None, ignore_dones=False, shift=0, forward=False, for
         k = gamma * lam if factor is None else factor(gamma, lam)
         adv, T = torch.empty_like(deltas), deltas.shape[-1]
         running = last_values.clone() if init_last else torch.zeros_like(deltas[..., 0])
-        for t in (range(T) if forward else reversed(range(T))):
+        for t in range(T) if forward else reversed(range(T)):
             # Forwards, the mistake reads A_{t-1} and cuts at done_{t-1} (or done_t); backwards, A_{t+1} and done_t.
             if forward:
                 cut = (used[..., t - 1] if t > 0 else 0.0) if forward_cut == "previous" else used[..., t]
@@ -126,82 +153,154 @@ def _gae_mistake(*, factor=None, ignore_dones=False, shift=0, forward=False, for
 
 _TERMINAL = "so nothing after a terminal step flows back into it"
 _GAE_MISTAKES = [
-    Mistake("you bootstrap through terminal steps (the dones are not used): multiply V(s_{t+1}) in delta_t "
-            f"and A_{{t+1}} in the recursion by (1 - dones[..., t]), {_TERMINAL}", _gae_mistake(ignore_dones=True)),
-    Mistake("the done mask is applied in delta_t only: the recursion A_t = delta_t + gamma * lam * A_{t+1} must "
-            f"be cut too, A_t = delta_t + gamma * lam * (1 - dones[..., t]) * A_{{t+1}}, {_TERMINAL}",
-            _gae_mistake(cut_recursion=False)),
-    Mistake("the done mask is applied in the recursion only: delta_t must be cut too, "
-            "delta_t = r_t + gamma * (1 - dones[..., t]) * V(s_{t+1}) - V(s_t); a terminal step has no next state "
-            "to bootstrap from", _gae_mistake(cut=False)),
-    Mistake("your done mask is off by one: step t is cut by dones[..., t] (it terminated at t), "
-            "not by dones[..., t+1]", _gae_mistake(shift=1)),
-    Mistake("your done mask is off by one: step t is cut by dones[..., t] (it terminated at t), "
-            "not by dones[..., t-1]", _gae_mistake(shift=-1)),
-    Mistake("your done mask is off by one: step t is cut by dones[..., t] (it terminated at t), not by "
-            "dones[..., t+1] (CleanRL's dones mark the first step of the next episode; the course's mark the last "
-            "step of one)", _gae_mistake(shift=2)),
-    Mistake("last_values is ignored: the last step bootstraps from last_values (V of the state after it), not from "
-            "values[..., -1] again", _gae_mistake(next_values="repeat_last")),
-    Mistake("your done mask is off by one in delta_t: delta_t is cut by dones[..., t] (step t terminated), not by "
-            "dones[..., t+1]", _gae_mistake(shift_delta=1)),
-    Mistake("your done mask is off by one in the recursion: A_{t+1} is cut by dones[..., t] (step t terminated), "
-            "not by dones[..., t+1]", _gae_mistake(shift=1, shift_delta=0)),
-    Mistake("that is lam = 0 whatever lam is: A_t = delta_t alone; add gamma * lam * (1 - dones[..., t]) * A_{t+1}",
-            _gae_mistake(lam_used=0.0)),
-    Mistake("lam is ignored: that is lam = 1 whatever lam is (the recursion multiplies A_{t+1} by gamma alone: "
-            "Monte-Carlo advantages, the discounted return minus V); the recursion's factor is gamma * lam",
-            _gae_mistake(lam_used=1.0)),
-    Mistake("V(s_{t+1}) is values[..., t+1] (and last_values at the end), not values[..., t-1] (roll(1) shifts "
-            "the wrong way)", _gae_mistake(next_values="previous")),
-    Mistake("last_values is ignored, so the bootstrap at the end is missing: the last step's delta uses "
-            "gamma * last_values (V of the state after the last step), not 0, unless that step terminated",
-            _gae_mistake(bootstrap=False)),
-    Mistake("the last step bootstraps from last_values even where it terminated: cut it with "
-            "(1 - dones[..., -1]) like every other step", _gae_mistake(cut_last=False)),
-    Mistake("values.roll(-1) wraps V(s_0) into the last step's next value: the last step bootstraps from "
-            "last_values; build the next values with torch.cat([values[..., 1:], last_values[..., None]], -1)",
-            _gae_mistake(next_values="roll")),
-    Mistake("V(s_{t+1}) is values[..., t+1] (and last_values at the end), not values[..., t]",
-            _gae_mistake(next_values="current")),
+    Mistake(
+        "you bootstrap through terminal steps (the dones are not used): multiply V(s_{t+1}) in delta_t "
+        f"and A_{{t+1}} in the recursion by (1 - dones[..., t]), {_TERMINAL}",
+        _gae_mistake(ignore_dones=True),
+    ),
+    Mistake(
+        "the done mask is applied in delta_t only: the recursion A_t = delta_t + gamma * lam * A_{t+1} must "
+        f"be cut too, A_t = delta_t + gamma * lam * (1 - dones[..., t]) * A_{{t+1}}, {_TERMINAL}",
+        _gae_mistake(cut_recursion=False),
+    ),
+    Mistake(
+        "the done mask is applied in the recursion only: delta_t must be cut too, "
+        "delta_t = r_t + gamma * (1 - dones[..., t]) * V(s_{t+1}) - V(s_t); a terminal step has no next state "
+        "to bootstrap from",
+        _gae_mistake(cut=False),
+    ),
+    Mistake(
+        "your done mask is off by one: step t is cut by dones[..., t] (it terminated at t), not by dones[..., t+1]",
+        _gae_mistake(shift=1),
+    ),
+    Mistake(
+        "your done mask is off by one: step t is cut by dones[..., t] (it terminated at t), not by dones[..., t-1]",
+        _gae_mistake(shift=-1),
+    ),
+    Mistake(
+        "your done mask is off by one: step t is cut by dones[..., t] (it terminated at t), not by "
+        "dones[..., t+1] (CleanRL's dones mark the first step of the next episode; the course's mark the last "
+        "step of one)",
+        _gae_mistake(shift=2),
+    ),
+    Mistake(
+        "last_values is ignored: the last step bootstraps from last_values (V of the state after it), not from "
+        "values[..., -1] again",
+        _gae_mistake(next_values="repeat_last"),
+    ),
+    Mistake(
+        "your done mask is off by one in delta_t: delta_t is cut by dones[..., t] (step t terminated), not by "
+        "dones[..., t+1]",
+        _gae_mistake(shift_delta=1),
+    ),
+    Mistake(
+        "your done mask is off by one in the recursion: A_{t+1} is cut by dones[..., t] (step t terminated), "
+        "not by dones[..., t+1]",
+        _gae_mistake(shift=1, shift_delta=0),
+    ),
+    Mistake(
+        "that is lam = 0 whatever lam is: A_t = delta_t alone; add gamma * lam * (1 - dones[..., t]) * A_{t+1}",
+        _gae_mistake(lam_used=0.0),
+    ),
+    Mistake(
+        "lam is ignored: that is lam = 1 whatever lam is (the recursion multiplies A_{t+1} by gamma alone: "
+        "Monte-Carlo advantages, the discounted return minus V); the recursion's factor is gamma * lam",
+        _gae_mistake(lam_used=1.0),
+    ),
+    Mistake(
+        "V(s_{t+1}) is values[..., t+1] (and last_values at the end), not values[..., t-1] (roll(1) shifts "
+        "the wrong way)",
+        _gae_mistake(next_values="previous"),
+    ),
+    Mistake(
+        "last_values is ignored, so the bootstrap at the end is missing: the last step's delta uses "
+        "gamma * last_values (V of the state after the last step), not 0, unless that step terminated",
+        _gae_mistake(bootstrap=False),
+    ),
+    Mistake(
+        "the last step bootstraps from last_values even where it terminated: cut it with "
+        "(1 - dones[..., -1]) like every other step",
+        _gae_mistake(cut_last=False),
+    ),
+    Mistake(
+        "values.roll(-1) wraps V(s_0) into the last step's next value: the last step bootstraps from "
+        "last_values; build the next values with torch.cat([values[..., 1:], last_values[..., None]], -1)",
+        _gae_mistake(next_values="roll"),
+    ),
+    Mistake(
+        "V(s_{t+1}) is values[..., t+1] (and last_values at the end), not values[..., t]",
+        _gae_mistake(next_values="current"),
+    ),
     Mistake("you forgot to subtract V(s_t): delta_t = r_t + gamma * V(s_{t+1}) - V(s_t)", _gae_mistake(subtract=False)),
-    Mistake("the sign of delta is flipped: delta_t = r_t + gamma * V(s_{t+1}) - V(s_t), not V(s_t) - r_t - ...",
-            _gae_mistake(sign=-1.0)),
-    Mistake("the recursion multiplies A_{t+1} by lam alone (lambda in place of gamma * lambda); "
-            "it must be gamma * lam", _gae_mistake(factor=lambda gamma, lam: lam)),
-    Mistake("the recursion adds A_{t+1} without its factor: A_t = delta_t + gamma * lam * A_{t+1}",
-            _gae_mistake(factor=lambda gamma, lam: 1.0)),
-    Mistake("gamma is ignored: it discounts V(s_{t+1}) in delta_t and, with lam, A_{t+1} in the recursion",
-            _gae_mistake(factor=lambda gamma, lam: lam, use_gamma=False)),
-    Mistake("gamma is missing from delta_t: delta_t = r_t + gamma * V(s_{t+1}) - V(s_t)",
-            _gae_mistake(use_gamma=False)),
-    Mistake("gamma is applied twice: the recursion factor is gamma * lam, not gamma**2 * lam",
-            _gae_mistake(factor=lambda gamma, lam: gamma * gamma * lam)),
-    Mistake("the recursion runs forwards; GAE sums future residuals, so loop backwards from t = T-1",
-            _gae_mistake(forward=True)),
-    Mistake("the recursion runs forwards; GAE sums future residuals, so loop backwards from t = T-1",
-            _gae_mistake(forward=True, forward_cut="same")),
-    Mistake("the advantages come out in reverse time order: a backward loop fills index t with A_t "
-            "(adv[..., t] = ...), it does not append and forget to reverse", _gae_mistake(flip=True)),
-    Mistake("the recursion starts from A_T = last_values; it starts from 0 (last_values already enters "
-            "through the last step's delta)", _gae_mistake(init_last=True)),
-    Mistake("returns = advantages: the returns the critic regresses on are advantages + values "
-            "(the lambda-return)", _gae_mistake(returns="adv")),
-    Mistake("returns = advantages - values: the returns are advantages + values (the lambda-return)",
-            _gae_mistake(returns="minus")),
-    Mistake("returns should be advantages + values (the lambda-return), not the discounted reward-to-go",
-            _gae_mistake(returns="mc")),
-    Mistake("returns should be advantages + values (the lambda-return), not the one-step target delta + values",
-            _gae_mistake(returns="delta")),
-    Mistake("you normalised the advantages; compute_gae returns them raw (PPO normalises per minibatch, in the loss)",
-            _gae_mistake(normalize=True)),
+    Mistake(
+        "the sign of delta is flipped: delta_t = r_t + gamma * V(s_{t+1}) - V(s_t), not V(s_t) - r_t - ...",
+        _gae_mistake(sign=-1.0),
+    ),
+    Mistake(
+        "the recursion multiplies A_{t+1} by lam alone (lambda in place of gamma * lambda); it must be gamma * lam",
+        _gae_mistake(factor=lambda gamma, lam: lam),
+    ),
+    Mistake(
+        "the recursion adds A_{t+1} without its factor: A_t = delta_t + gamma * lam * A_{t+1}",
+        _gae_mistake(factor=lambda gamma, lam: 1.0),
+    ),
+    Mistake(
+        "gamma is ignored: it discounts V(s_{t+1}) in delta_t and, with lam, A_{t+1} in the recursion",
+        _gae_mistake(factor=lambda gamma, lam: lam, use_gamma=False),
+    ),
+    Mistake(
+        "gamma is missing from delta_t: delta_t = r_t + gamma * V(s_{t+1}) - V(s_t)", _gae_mistake(use_gamma=False)
+    ),
+    Mistake(
+        "gamma is applied twice: the recursion factor is gamma * lam, not gamma**2 * lam",
+        _gae_mistake(factor=lambda gamma, lam: gamma * gamma * lam),
+    ),
+    Mistake(
+        "the recursion runs forwards; GAE sums future residuals, so loop backwards from t = T-1",
+        _gae_mistake(forward=True),
+    ),
+    Mistake(
+        "the recursion runs forwards; GAE sums future residuals, so loop backwards from t = T-1",
+        _gae_mistake(forward=True, forward_cut="same"),
+    ),
+    Mistake(
+        "the advantages come out in reverse time order: a backward loop fills index t with A_t "
+        "(adv[..., t] = ...), it does not append and forget to reverse",
+        _gae_mistake(flip=True),
+    ),
+    Mistake(
+        "the recursion starts from A_T = last_values; it starts from 0 (last_values already enters "
+        "through the last step's delta)",
+        _gae_mistake(init_last=True),
+    ),
+    Mistake(
+        "returns = advantages: the returns the critic regresses on are advantages + values (the lambda-return)",
+        _gae_mistake(returns="adv"),
+    ),
+    Mistake(
+        "returns = advantages - values: the returns are advantages + values (the lambda-return)",
+        _gae_mistake(returns="minus"),
+    ),
+    Mistake(
+        "returns should be advantages + values (the lambda-return), not the discounted reward-to-go",
+        _gae_mistake(returns="mc"),
+    ),
+    Mistake(
+        "returns should be advantages + values (the lambda-return), not the one-step target delta + values",
+        _gae_mistake(returns="delta"),
+    ),
+    Mistake(
+        "you normalised the advantages; compute_gae returns them raw (PPO normalises per minibatch, in the loss)",
+        _gae_mistake(normalize=True),
+    ),
 ]
 
 
 def check_compute_gae(fn) -> bool:
     """Check a student's ``compute_gae(rewards, values, dones, last_values, gamma, lam)``."""
-    return check_against_reference(fn, compute_gae, _gae_cases(with_lam=True), name="compute_gae",
-                                   mistakes=_GAE_MISTAKES)
+    return check_against_reference(
+        fn, compute_gae, _gae_cases(with_lam=True), name="compute_gae", mistakes=_GAE_MISTAKES
+    )
 
 
 def _td_mistake(*, ignore_dones=False, shift=0, **delta):
@@ -213,42 +312,70 @@ def _td_mistake(*, ignore_dones=False, shift=0, **delta):
 
 
 _TD_MISTAKES = [
-    Mistake("the terminal step is not cut: you bootstrap through terminal steps; multiply V(s_{t+1}) "
-            "by (1 - dones[..., t])", _td_mistake(ignore_dones=True)),
+    Mistake(
+        "the terminal step is not cut: you bootstrap through terminal steps; multiply V(s_{t+1}) "
+        "by (1 - dones[..., t])",
+        _td_mistake(ignore_dones=True),
+    ),
     Mistake("your done mask is off by one: use dones[..., t], not dones[..., t+1]", _td_mistake(shift=1)),
     Mistake("your done mask is off by one: use dones[..., t], not dones[..., t-1]", _td_mistake(shift=-1)),
-    Mistake("your done mask is off by one: use dones[..., t], not dones[..., t+1] (CleanRL's dones mark the first "
-            "step of the next episode; the course's mark the last step of one)", _td_mistake(shift=2)),
-    Mistake("last_values is ignored: the last step bootstraps from last_values (V of the state after it), not from "
-            "values[..., -1] again", _td_mistake(next_values="repeat_last")),
-    Mistake("last_values is ignored: the last step must bootstrap from gamma * last_values "
-            "(V of the state after it), not 0",
-            _td_mistake(bootstrap=False)),
-    Mistake("the last step bootstraps from last_values even where it terminated: cut it with "
-            "(1 - dones[..., -1]) like every other step", _td_mistake(cut_last=False)),
-    Mistake("values.roll(-1) wraps V(s_0) into the last step's next value: the last step bootstraps from "
-            "last_values; build the next values with torch.cat([values[..., 1:], last_values[..., None]], -1)",
-            _td_mistake(next_values="roll")),
-    Mistake("values.roll(-1) wraps V(s_0) into the last step, and the terminal steps are not cut: the last step "
-            "bootstraps from last_values, and (1 - dones[..., t]) multiplies V(s_{t+1})",
-            _td_mistake(next_values="roll", ignore_dones=True)),
-    Mistake("V(s_{t+1}) is values[..., t+1] (and last_values at the end), not values[..., t-1] (roll(1) shifts "
-            "the wrong way)", _td_mistake(next_values="previous")),
+    Mistake(
+        "your done mask is off by one: use dones[..., t], not dones[..., t+1] (CleanRL's dones mark the first "
+        "step of the next episode; the course's mark the last step of one)",
+        _td_mistake(shift=2),
+    ),
+    Mistake(
+        "last_values is ignored: the last step bootstraps from last_values (V of the state after it), not from "
+        "values[..., -1] again",
+        _td_mistake(next_values="repeat_last"),
+    ),
+    Mistake(
+        "last_values is ignored: the last step must bootstrap from gamma * last_values "
+        "(V of the state after it), not 0",
+        _td_mistake(bootstrap=False),
+    ),
+    Mistake(
+        "the last step bootstraps from last_values even where it terminated: cut it with "
+        "(1 - dones[..., -1]) like every other step",
+        _td_mistake(cut_last=False),
+    ),
+    Mistake(
+        "values.roll(-1) wraps V(s_0) into the last step's next value: the last step bootstraps from "
+        "last_values; build the next values with torch.cat([values[..., 1:], last_values[..., None]], -1)",
+        _td_mistake(next_values="roll"),
+    ),
+    Mistake(
+        "values.roll(-1) wraps V(s_0) into the last step, and the terminal steps are not cut: the last step "
+        "bootstraps from last_values, and (1 - dones[..., t]) multiplies V(s_{t+1})",
+        _td_mistake(next_values="roll", ignore_dones=True),
+    ),
+    Mistake(
+        "V(s_{t+1}) is values[..., t+1] (and last_values at the end), not values[..., t-1] (roll(1) shifts "
+        "the wrong way)",
+        _td_mistake(next_values="previous"),
+    ),
     Mistake("you forgot to subtract V(s_t): delta_t = r_t + gamma * V(s_{t+1}) - V(s_t)", _td_mistake(subtract=False)),
-    Mistake("V(s_{t+1}) is values[..., t+1] (and last_values at the end), not values[..., t]",
-            _td_mistake(next_values="current")),
+    Mistake(
+        "V(s_{t+1}) is values[..., t+1] (and last_values at the end), not values[..., t]",
+        _td_mistake(next_values="current"),
+    ),
     Mistake("gamma is missing: delta_t = r_t + gamma * V(s_{t+1}) - V(s_t)", _td_mistake(use_gamma=False)),
-    Mistake("the sign is flipped: delta_t = r_t + gamma * V(s_{t+1}) - V(s_t), not V(s_t) - r_t - ...",
-            _td_mistake(sign=-1.0)),
-    Mistake("the done mask removes the reward too: a terminal step still earns r_t; only gamma * V(s_{t+1}) "
-            "is cut", _td_mistake(cut_reward=True)),
+    Mistake(
+        "the sign is flipped: delta_t = r_t + gamma * V(s_{t+1}) - V(s_t), not V(s_t) - r_t - ...",
+        _td_mistake(sign=-1.0),
+    ),
+    Mistake(
+        "the done mask removes the reward too: a terminal step still earns r_t; only gamma * V(s_{t+1}) is cut",
+        _td_mistake(cut_reward=True),
+    ),
 ]
 
 
 def check_td_residuals(fn) -> bool:
     """Check a student's ``td_residuals(rewards, values, dones, last_values, gamma)``."""
-    return check_against_reference(fn, td_residuals, _gae_cases(with_lam=False), name="td_residuals",
-                                   mistakes=_TD_MISTAKES)
+    return check_against_reference(
+        fn, td_residuals, _gae_cases(with_lam=False), name="td_residuals", mistakes=_TD_MISTAKES
+    )
 
 
 def _table_parts(ep):
@@ -260,44 +387,78 @@ def _table_parts(ep):
 
 # Each wrong delta column: a message (formatted with t) and the column the mistake produces.
 _TABLE_DELTA_MISTAKES = [
-    (("the episode terminates at t = {t}, so nothing after it is bootstrapped: "
-      "delta_{t} = r_{t} - V(s_{t}), without gamma * V(s_{t1})"),
-     lambda r, v, d, vn, dn, g: r + g * vn - v),
-    ("the last step bootstraps from last_values = V(s_5): delta_4 = r_4 + gamma * V(s_5) - V(s_4)",
-     lambda r, v, d, vn, dn, g: r + g * (1 - d) * torch.cat([vn[:-1], vn.new_zeros(1)]) - v),
-    ("you forgot to subtract V(s_{t}): delta_t = r_t + gamma * V(s_{{t+1}}) - V(s_t)",
-     lambda r, v, d, vn, dn, g: r + g * (1 - d) * vn),
-    ("gamma is missing: delta_t = r_t + gamma * V(s_{{t+1}}) - V(s_t)",
-     lambda r, v, d, vn, dn, g: r + (1 - d) * vn - v),
-    ("V(s_{t1}) is the value of the next state (values[{t1}], or last_values after t = 4), not V(s_{t})",
-     lambda r, v, d, vn, dn, g: r + g * (1 - d) * v - v),
-    ("the sign is flipped: delta_t = r_t + gamma * V(s_{{t+1}}) - V(s_t)",
-     lambda r, v, d, vn, dn, g: -(r + g * (1 - d) * vn - v)),
-    ("step {t} is cut by its own done flag dones[{t}] (it ended the episode), not by dones[{t1}]",
-     lambda r, v, d, vn, dn, g: r + g * (1 - dn) * vn - v),
+    (
+        (
+            "the episode terminates at t = {t}, so nothing after it is bootstrapped: "
+            "delta_{t} = r_{t} - V(s_{t}), without gamma * V(s_{t1})"
+        ),
+        lambda r, v, d, vn, dn, g: r + g * vn - v,
+    ),
+    (
+        "the last step bootstraps from last_values = V(s_5): delta_4 = r_4 + gamma * V(s_5) - V(s_4)",
+        lambda r, v, d, vn, dn, g: r + g * (1 - d) * torch.cat([vn[:-1], vn.new_zeros(1)]) - v,
+    ),
+    (
+        "you forgot to subtract V(s_{t}): delta_t = r_t + gamma * V(s_{{t+1}}) - V(s_t)",
+        lambda r, v, d, vn, dn, g: r + g * (1 - d) * vn,
+    ),
+    (
+        "gamma is missing: delta_t = r_t + gamma * V(s_{{t+1}}) - V(s_t)",
+        lambda r, v, d, vn, dn, g: r + (1 - d) * vn - v,
+    ),
+    (
+        "V(s_{t1}) is the value of the next state (values[{t1}], or last_values after t = 4), not V(s_{t})",
+        lambda r, v, d, vn, dn, g: r + g * (1 - d) * v - v,
+    ),
+    (
+        "the sign is flipped: delta_t = r_t + gamma * V(s_{{t+1}}) - V(s_t)",
+        lambda r, v, d, vn, dn, g: -(r + g * (1 - d) * vn - v),
+    ),
+    (
+        "step {t} is cut by its own done flag dones[{t}] (it ended the episode), not by dones[{t1}]",
+        lambda r, v, d, vn, dn, g: r + g * (1 - dn) * vn - v,
+    ),
 ]
 
 # Each wrong advantage entry, from the right delta_t and the student's own A_{t+1} (right, since the
 # entries are checked from t = 4 down): (message, fn(delta, a_next, done, done_next, g, lam, v_t, v_last, last)).
 _TABLE_ADV_MISTAKES = [
-    ("the episode terminates at t = {t}: A_{t} = delta_{t}, nothing of A_{t1} (the next episode) flows back",
-     lambda dl, an, d, dn, g, lam, vt, vl, last: dl + g * lam * an),
-    ("step {t} is cut by its own done flag dones[{t}], not by dones[{t1}]",
-     lambda dl, an, d, dn, g, lam, vt, vl, last: dl + g * lam * (1 - dn) * an),
-    ("the recursion multiplies A_{t1} by lam alone; it must be gamma * lam",
-     lambda dl, an, d, dn, g, lam, vt, vl, last: dl + lam * (1 - d) * an),
-    ("the recursion multiplies A_{t1} by gamma alone; it must be gamma * lam",
-     lambda dl, an, d, dn, g, lam, vt, vl, last: dl + g * (1 - d) * an),
-    ("you forgot gamma * lam: A_t = delta_t + gamma * lam * A_{{t+1}}",
-     lambda dl, an, d, dn, g, lam, vt, vl, last: dl + (1 - d) * an),
-    ("gamma is applied twice: the factor is gamma * lam, not gamma^2 * lam",
-     lambda dl, an, d, dn, g, lam, vt, vl, last: dl + g * g * lam * (1 - d) * an),
-    ("A_t is not delta_t alone (that is lam = 0): add gamma * lam * A_{{t+1}}",
-     lambda dl, an, d, dn, g, lam, vt, vl, last: dl),
-    ("A_4 = delta_4: the recursion starts from A_5 = 0 (last_values already entered through delta_4)",
-     lambda dl, an, d, dn, g, lam, vt, vl, last: dl + g * lam * vl if last else torch.tensor(float("nan"))),
-    ("that is the return A_{t} + V(s_{t}); the table asks for the advantage A_{t}",
-     lambda dl, an, d, dn, g, lam, vt, vl, last: dl + g * lam * (1 - d) * an + vt),
+    (
+        "the episode terminates at t = {t}: A_{t} = delta_{t}, nothing of A_{t1} (the next episode) flows back",
+        lambda dl, an, d, dn, g, lam, vt, vl, last: dl + g * lam * an,
+    ),
+    (
+        "step {t} is cut by its own done flag dones[{t}], not by dones[{t1}]",
+        lambda dl, an, d, dn, g, lam, vt, vl, last: dl + g * lam * (1 - dn) * an,
+    ),
+    (
+        "the recursion multiplies A_{t1} by lam alone; it must be gamma * lam",
+        lambda dl, an, d, dn, g, lam, vt, vl, last: dl + lam * (1 - d) * an,
+    ),
+    (
+        "the recursion multiplies A_{t1} by gamma alone; it must be gamma * lam",
+        lambda dl, an, d, dn, g, lam, vt, vl, last: dl + g * (1 - d) * an,
+    ),
+    (
+        "you forgot gamma * lam: A_t = delta_t + gamma * lam * A_{{t+1}}",
+        lambda dl, an, d, dn, g, lam, vt, vl, last: dl + (1 - d) * an,
+    ),
+    (
+        "gamma is applied twice: the factor is gamma * lam, not gamma^2 * lam",
+        lambda dl, an, d, dn, g, lam, vt, vl, last: dl + g * g * lam * (1 - d) * an,
+    ),
+    (
+        "A_t is not delta_t alone (that is lam = 0): add gamma * lam * A_{{t+1}}",
+        lambda dl, an, d, dn, g, lam, vt, vl, last: dl,
+    ),
+    (
+        "A_4 = delta_4: the recursion starts from A_5 = 0 (last_values already entered through delta_4)",
+        lambda dl, an, d, dn, g, lam, vt, vl, last: dl + g * lam * vl if last else torch.tensor(float("nan")),
+    ),
+    (
+        "that is the return A_{t} + V(s_{t}); the table asks for the advantage A_{t}",
+        lambda dl, an, d, dn, g, lam, vt, vl, last: dl + g * lam * (1 - d) * an + vt,
+    ),
 ]
 
 
@@ -360,8 +521,9 @@ def check_gae_table(fn, atol: float = 1e-3) -> bool:
                     break
             lines.append(f"  deltas[{t}] = {deltas[t].item():.4g}: {why}")
         count = "1 of the 5 deltas is" if len(wrong) == 1 else f"{len(wrong)} of the 5 deltas are"
-        raise AssertionError(f"gae_table: {count} wrong (the advantages are checked once the deltas are right)\n"
-                             + "\n".join(lines))
+        raise AssertionError(
+            f"gae_table: {count} wrong (the advantages are checked once the deltas are right)\n" + "\n".join(lines)
+        )
 
     # 2. The advantages, from t = 4 down: the first wrong entry is diagnosed from the (right) ones after it.
     wrong = [t for t in reversed(range(5)) if off(advantages[t], want_adv[t])]
@@ -369,11 +531,14 @@ def check_gae_table(fn, atol: float = 1e-3) -> bool:
         t = wrong[0]
         a_next = advantages[t + 1] if t < 4 else torch.tensor(0.0, dtype=torch.float64)
         why = f"off by more than {atol:g}: A_{t} = delta_{t} + gamma * lam * (1 - done_{t}) * A_{t + 1}, with A_5 = 0"
-        candidates = [(m, f(want_deltas[t], a_next, d[t], d_next[t], g, lam, v[t], ep["last_values"], t == 4))
-                      for m, f in _TABLE_ADV_MISTAKES]
+        candidates = [
+            (m, f(want_deltas[t], a_next, d[t], d_next[t], g, lam, v[t], ep["last_values"], t == 4))
+            for m, f in _TABLE_ADV_MISTAKES
+        ]
         forward, _ = _gae_mistake(forward=True)(**ep)
-        candidates.append(("the recursion runs backwards: start at t = 4 with A_4 = delta_4, then t = 3, ..., 0",
-                           forward[t]))
+        candidates.append(
+            ("the recursion runs backwards: start at t = 4 with A_4 = delta_4, then t = 3, ..., 0", forward[t])
+        )
         for message, guess in candidates:
             if not torch.isnan(torch.as_tensor(guess)) and off(guess, want_adv[t]) and not off(advantages[t], guess):
                 why = message.format(t=t, t1=t + 1)
@@ -381,8 +546,12 @@ def check_gae_table(fn, atol: float = 1e-3) -> bool:
         later = ", ".join(f"advantages[{s}]" for s in wrong[1:])
         verb = "is" if len(wrong) == 2 else "are"
         also = f"\n  ({later} {verb} off too, perhaps only because they build on it)" if later else ""
-        raise AssertionError(f"gae_table: the deltas are right; advantages[{t}] = {advantages[t].item():.4g} is wrong "
-                             f"(fill the column from t = 4 down to t = 0): {why}{also}")
-    recording.report(f"\u2714 gae_table: all 5 deltas and 5 advantages agree with td_residuals and compute_gae (to {atol:g}).")
+        raise AssertionError(
+            f"gae_table: the deltas are right; advantages[{t}] = {advantages[t].item():.4g} is wrong "
+            f"(fill the column from t = 4 down to t = 0): {why}{also}"
+        )
+    recording.report(
+        f"\u2714 gae_table: all 5 deltas and 5 advantages agree with td_residuals and compute_gae (to {atol:g})."
+    )
     record_pass("gae_table", fn)
     return True

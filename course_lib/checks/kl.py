@@ -10,8 +10,11 @@ import torch
 from course_lib.checks import Case, Mistake, check_against_reference
 from course_lib.kl import KL_KINDS, kl_estimate
 
-_KL_TEXT = {"k1": "logp - logp_ref", "k2": "0.5 * (logp - logp_ref)**2",
-            "k3": "exp(log_r) - log_r - 1 with log_r = logp_ref - logp"}
+_KL_TEXT = {
+    "k1": "logp - logp_ref",
+    "k2": "0.5 * (logp - logp_ref)**2",
+    "k3": "exp(log_r) - log_r - 1 with log_r = logp_ref - logp",
+}
 
 
 def check_kl_estimate(fn) -> bool:
@@ -26,8 +29,11 @@ def check_kl_estimate(fn) -> bool:
         ("the policy equal to the reference: every estimate is 0", {"logp": logp, "logp_ref": logp.clone()}),
         ("one token (0-dimensional tensors)", {"logp": torch.tensor(-0.5), "logp_ref": torch.tensor(-1.7)}),
     ]
-    cases = [Case(f"{text}, kind={kind!r}", {**kwargs, "kind": kind}, grad=("logp",))
-             for kind in KL_KINDS for text, kwargs in grids]
+    cases = [
+        Case(f"{text}, kind={kind!r}", {**kwargs, "kind": kind}, grad=("logp",))
+        for kind in KL_KINDS
+        for text, kwargs in grids
+    ]
 
     def estimator(k1=None, k2=None, k3=None):
         wrong = {"k1": k1, "k2": k2, "k3": k3}
@@ -36,39 +42,74 @@ def check_kl_estimate(fn) -> bool:
             if wrong[kind] is not None:
                 return wrong[kind](logp, logp_ref)
             return kl_estimate(logp, logp_ref, kind)
+
         return kl
 
-    formulas = {"k1": lambda p, q: p - q, "k2": lambda p, q: 0.5 * (p - q) ** 2,
-                "k3": lambda p, q: torch.exp(q - p) - (q - p) - 1}
+    formulas = {
+        "k1": lambda p, q: p - q,
+        "k2": lambda p, q: 0.5 * (p - q) ** 2,
+        "k3": lambda p, q: torch.exp(q - p) - (q - p) - 1,
+    }
     swaps = []
     for asked, used in (("k1", "k2"), ("k1", "k3"), ("k2", "k1"), ("k2", "k3"), ("k3", "k1"), ("k3", "k2")):
-        swaps.append(Mistake(f"kind={asked!r} returns the {used} estimate; {asked} is {_KL_TEXT[asked]}",
-                             estimator(**{asked: formulas[used]})))
+        swaps.append(
+            Mistake(
+                f"kind={asked!r} returns the {used} estimate; {asked} is {_KL_TEXT[asked]}",
+                estimator(**{asked: formulas[used]}),
+            )
+        )
     for a, b in (("k1", "k2"), ("k1", "k3"), ("k2", "k3")):
-        swaps.append(Mistake(f"the estimators {a} and {b} are swapped: {a} is {_KL_TEXT[a]}, {b} is {_KL_TEXT[b]}",
-                             estimator(**{a: formulas[b], b: formulas[a]})))
+        swaps.append(
+            Mistake(
+                f"the estimators {a} and {b} are swapped: {a} is {_KL_TEXT[a]}, {b} is {_KL_TEXT[b]}",
+                estimator(**{a: formulas[b], b: formulas[a]}),
+            )
+        )
     mistakes = swaps + [
-        Mistake("the sign is flipped: every estimate of KL(pi_theta || pi_ref) is >= 0 on average (k2 and k3 "
-                "always); k1 = logp - logp_ref, k2 = 0.5 * log_r**2, k3 = exp(log_r) - log_r - 1",
-                lambda logp, logp_ref, kind: -kl_estimate(logp, logp_ref, kind)),
-        Mistake("k3 estimates KL(pi_ref || pi_theta) here (r * log r - (r - 1)); with log_r = logp_ref - logp, "
-                "k3 = exp(log_r) - log_r - 1", estimator(k3=lambda p, q: torch.exp(q - p) * (q - p) - torch.expm1(q - p))),
-        Mistake("k1 is the log-ratio itself, not its absolute value: logp - logp_ref (it can be negative)",
-                estimator(k1=lambda p, q: (p - q).abs())),
-        Mistake("k3's constant has the wrong sign: k3 = exp(log_r) - log_r - 1, which is 0 when the policies agree",
-                estimator(k3=lambda p, q: torch.exp(q - p) - (q - p) + 1)),
-        Mistake("k2 is 0.5 * log_r**2, the square of the log-ratio, not of the ratio minus 1",
-                estimator(k2=lambda p, q: 0.5 * torch.expm1(q - p) ** 2)),
-        Mistake("the KL direction is reversed: k1 = logp - logp_ref estimates KL(pi_theta || pi_ref) "
-                "from samples of pi_theta", estimator(k1=lambda p, q: q - p)),
-        Mistake("k1 is the log-ratio logp - logp_ref, not the ratio exp(logp - logp_ref)",
-                estimator(k1=lambda p, q: torch.exp(p - q))),
+        Mistake(
+            "the sign is flipped: every estimate of KL(pi_theta || pi_ref) is >= 0 on average (k2 and k3 "
+            "always); k1 = logp - logp_ref, k2 = 0.5 * log_r**2, k3 = exp(log_r) - log_r - 1",
+            lambda logp, logp_ref, kind: -kl_estimate(logp, logp_ref, kind),
+        ),
+        Mistake(
+            "k3 estimates KL(pi_ref || pi_theta) here (r * log r - (r - 1)); with log_r = logp_ref - logp, "
+            "k3 = exp(log_r) - log_r - 1",
+            estimator(k3=lambda p, q: torch.exp(q - p) * (q - p) - torch.expm1(q - p)),
+        ),
+        Mistake(
+            "k1 is the log-ratio itself, not its absolute value: logp - logp_ref (it can be negative)",
+            estimator(k1=lambda p, q: (p - q).abs()),
+        ),
+        Mistake(
+            "k3's constant has the wrong sign: k3 = exp(log_r) - log_r - 1, which is 0 when the policies agree",
+            estimator(k3=lambda p, q: torch.exp(q - p) - (q - p) + 1),
+        ),
+        Mistake(
+            "k2 is 0.5 * log_r**2, the square of the log-ratio, not of the ratio minus 1",
+            estimator(k2=lambda p, q: 0.5 * torch.expm1(q - p) ** 2),
+        ),
+        Mistake(
+            "the KL direction is reversed: k1 = logp - logp_ref estimates KL(pi_theta || pi_ref) "
+            "from samples of pi_theta",
+            estimator(k1=lambda p, q: q - p),
+        ),
+        Mistake(
+            "k1 is the log-ratio logp - logp_ref, not the ratio exp(logp - logp_ref)",
+            estimator(k1=lambda p, q: torch.exp(p - q)),
+        ),
         Mistake("k2 is 0.5 * (logp - logp_ref)**2: the factor 0.5 is missing", estimator(k2=lambda p, q: (p - q) ** 2)),
-        Mistake("k3's ratio is inverted: with log_r = logp_ref - logp, k3 = exp(log_r) - log_r - 1 "
-                "(the ratio is pi_ref / pi_theta)", estimator(k3=lambda p, q: torch.exp(p - q) - (p - q) - 1)),
-        Mistake("k3 is missing its -1: k3 = exp(log_r) - log_r - 1, which is 0 when the policies agree",
-                estimator(k3=lambda p, q: torch.exp(q - p) - (q - p))),
-        Mistake("k3's log-ratio term has the wrong sign: k3 = exp(log_r) - log_r - 1 with log_r = logp_ref - logp",
-                estimator(k3=lambda p, q: torch.exp(q - p) + (q - p) - 1)),
+        Mistake(
+            "k3's ratio is inverted: with log_r = logp_ref - logp, k3 = exp(log_r) - log_r - 1 "
+            "(the ratio is pi_ref / pi_theta)",
+            estimator(k3=lambda p, q: torch.exp(p - q) - (p - q) - 1),
+        ),
+        Mistake(
+            "k3 is missing its -1: k3 = exp(log_r) - log_r - 1, which is 0 when the policies agree",
+            estimator(k3=lambda p, q: torch.exp(q - p) - (q - p)),
+        ),
+        Mistake(
+            "k3's log-ratio term has the wrong sign: k3 = exp(log_r) - log_r - 1 with log_r = logp_ref - logp",
+            estimator(k3=lambda p, q: torch.exp(q - p) + (q - p) - 1),
+        ),
     ]
     return check_against_reference(fn, kl_estimate, cases, name="kl_estimate", mistakes=mistakes)

@@ -13,8 +13,7 @@ from course_lib.checks import Case, Mistake, check_against_reference, forget_pas
 from course_lib.lectures.mc_gradient import mc_gradient_std, mc_policy_gradient
 
 
-_SAMPLING = ("torch.multinomial(torch.softmax(logits, dim=-1), n_samples, replacement=True, "
-             "generator=generator)")
+_SAMPLING = "torch.multinomial(torch.softmax(logits, dim=-1), n_samples, replacement=True, generator=generator)"
 
 
 def check_mc_policy_gradient(fn) -> bool:
@@ -44,7 +43,8 @@ def check_mc_policy_gradient(fn) -> bool:
     if not torch.equal(first, second):
         raise AssertionError(
             f"{name}: two calls with generators seeded alike gave different estimates; draw the actions "
-            f"with the generator you are given: {_SAMPLING}")
+            f"with the generator you are given: {_SAMPLING}"
+        )
 
     # 2. Same seed, same samples: compare values with the reference.
     g = torch.Generator().manual_seed(5)
@@ -61,18 +61,30 @@ def check_mc_policy_gradient(fn) -> bool:
         case("V=4 actions, n=10 samples", 4, 10, seed=2),
         case("V=2 actions, n=100 samples", 2, 100, seed=3),
         case("V=6 actions, n=1000 samples, peaked policy (logits scaled by 3)", 6, 1000, scale=3.0, seed=4),
-        case("V=5, uniform policy (logits all 0), reward 1 on action 2 only, n=50", 5, 50,
-             logits=torch.zeros(5, dtype=torch.float64),
-             rewards=torch.tensor([0.0, 0.0, 1.0, 0.0, 0.0], dtype=torch.float64), seed=5),
-        case("V=3, every reward equal to 2 (the exact gradient is 0, the estimate is not), n=20", 3, 20,
-             rewards=torch.full((3,), 2.0, dtype=torch.float64), seed=6),
-        case("V=3, negative rewards, n=30", 3, 30, rewards=torch.tensor([-1.0, -2.0, -0.5], dtype=torch.float64),
-             seed=7),
+        case(
+            "V=5, uniform policy (logits all 0), reward 1 on action 2 only, n=50",
+            5,
+            50,
+            logits=torch.zeros(5, dtype=torch.float64),
+            rewards=torch.tensor([0.0, 0.0, 1.0, 0.0, 0.0], dtype=torch.float64),
+            seed=5,
+        ),
+        case(
+            "V=3, every reward equal to 2 (the exact gradient is 0, the estimate is not), n=20",
+            3,
+            20,
+            rewards=torch.full((3,), 2.0, dtype=torch.float64),
+            seed=6,
+        ),
+        case(
+            "V=3, negative rewards, n=30", 3, 30, rewards=torch.tensor([-1.0, -2.0, -0.5], dtype=torch.float64), seed=7
+        ),
     ]
 
     def seeded(f):
         def run(logits, reward_per_action, n_samples, seed):
             return f(logits, reward_per_action, n_samples, torch.Generator().manual_seed(seed))
+
         return run
 
     def sampled(logits, n_samples, generator):
@@ -127,38 +139,69 @@ def check_mc_policy_gradient(fn) -> bool:
     def one_sample(logits, reward_per_action, n_samples, generator):
         return mc_policy_gradient(logits, reward_per_action, 1, generator)
 
-    mistakes = [Mistake(message, seeded(wrong)) for message, wrong in [
-        ("you weighted grad pi(a), not grad log pi(a): the log-derivative trick divides by pi(a), "
-         "grad log pi(a) = grad pi(a) / pi(a) = onehot(a) - pi; drop the extra factor pi[a]", no_log),
-        ("the sign is flipped: return the gradient of the expected reward, r[a] * (onehot(a) - pi), "
-         "not of the loss -r[a] * log pi(a)", flipped),
-        ("you divided by n_samples twice (a .mean() and then / n_samples): average the n terms once", twice_divided),
-        ("you summed the n terms: average them (.mean(dim=0)) so the estimate does not grow with n", summed),
-        ("the one-hot is missing: grad_logits log pi(a) = onehot(a) - pi, the sampled action's entry gets "
-         "1 - pi[a], every other entry -pi[j]", no_onehot),
-        ("the score is written as onehot(a) without its -pi term: grad_logits log pi(a) = onehot(a) - pi (the "
-         "gradient of log-softmax); without -pi the estimate is biased", onehot_only),
-        ("you weighted log pi(a) itself; the estimate weights its gradient, the score onehot(a) - pi", log_pi_weighted),
-        ("the one-hot is missing: grad_logits log pi(a) = onehot(a) - pi, not -pi", minus_pi_only),
-        ("you used the gradient of log pi of the most likely action (argmax), not of the sampled one: "
-         "use onehot(a) for each sampled a", greedy_action),
-        ("each sample must be weighted by the reward of its own action, reward_per_action[a], not by the "
-         "whole reward vector", all_rewards),
-        ("you returned the exact gradient; the exercise asks for a Monte-Carlo estimate from n_samples "
-         "sampled actions", exact),
-        ("you used one sample, whatever n_samples is: average over all n_samples sampled actions", one_sample),
-    ]]
+    mistakes = [
+        Mistake(message, seeded(wrong))
+        for message, wrong in [
+            (
+                "you weighted grad pi(a), not grad log pi(a): the log-derivative trick divides by pi(a), "
+                "grad log pi(a) = grad pi(a) / pi(a) = onehot(a) - pi; drop the extra factor pi[a]",
+                no_log,
+            ),
+            (
+                "the sign is flipped: return the gradient of the expected reward, r[a] * (onehot(a) - pi), "
+                "not of the loss -r[a] * log pi(a)",
+                flipped,
+            ),
+            (
+                "you divided by n_samples twice (a .mean() and then / n_samples): average the n terms once",
+                twice_divided,
+            ),
+            ("you summed the n terms: average them (.mean(dim=0)) so the estimate does not grow with n", summed),
+            (
+                "the one-hot is missing: grad_logits log pi(a) = onehot(a) - pi, the sampled action's entry gets "
+                "1 - pi[a], every other entry -pi[j]",
+                no_onehot,
+            ),
+            (
+                "the score is written as onehot(a) without its -pi term: grad_logits log pi(a) = onehot(a) - pi (the "
+                "gradient of log-softmax); without -pi the estimate is biased",
+                onehot_only,
+            ),
+            (
+                "you weighted log pi(a) itself; the estimate weights its gradient, the score onehot(a) - pi",
+                log_pi_weighted,
+            ),
+            ("the one-hot is missing: grad_logits log pi(a) = onehot(a) - pi, not -pi", minus_pi_only),
+            (
+                "you used the gradient of log pi of the most likely action (argmax), not of the sampled one: "
+                "use onehot(a) for each sampled a",
+                greedy_action,
+            ),
+            (
+                "each sample must be weighted by the reward of its own action, reward_per_action[a], not by the "
+                "whole reward vector",
+                all_rewards,
+            ),
+            (
+                "you returned the exact gradient; the exercise asks for a Monte-Carlo estimate from n_samples "
+                "sampled actions",
+                exact,
+            ),
+            ("you used one sample, whatever n_samples is: average over all n_samples sampled actions", one_sample),
+        ]
+    ]
     try:
-        passed = check_against_reference(seeded(fn), seeded(mc_policy_gradient), cases, name=name,
-                                         mistakes=mistakes)
+        passed = check_against_reference(seeded(fn), seeded(mc_policy_gradient), cases, name=name, mistakes=mistakes)
     except NotImplementedError:
         raise
     except AssertionError as error:
         if any(m.message in str(error) for m in mistakes) or "raised" in str(error).split("\n")[0]:
             raise
         _statistical_check(fn, name, str(error))
-        recording.report(f"\u2714 {name}: unbiased, with an error that shrinks like 1/sqrt(n) (your samples differ "
-                         f"from those of {_SAMPLING}, so the values were checked statistically).")
+        recording.report(
+            f"\u2714 {name}: unbiased, with an error that shrinks like 1/sqrt(n) (your samples differ "
+            f"from those of {_SAMPLING}, so the values were checked statistically)."
+        )
         record_pass(name, fn)
         return True
     if recording.is_recording():  # the grading kernel does not judge: record what the statistical check asks too
@@ -184,8 +227,9 @@ def _ask_student(fn, name, logits, rewards, n, seed) -> torch.Tensor:
         raise AssertionError(f"{name} raised {type(error).__name__}: {error}") from error
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(logits.shape):
         shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        raise AssertionError(f"{name}: expected a tensor of shape {tuple(logits.shape)} (one entry per action), "
-                             f"got {shape}")
+        raise AssertionError(
+            f"{name}: expected a tensor of shape {tuple(logits.shape)} (one entry per action), got {shape}"
+        )
     return out.detach().to(torch.float64)
 
 
@@ -195,8 +239,10 @@ def _statistical_check(fn, name, exact_problem: str) -> None:
     rewards = torch.tensor([1.0, 0.0, 3.0, -2.0], dtype=torch.float64)
     exact = expected_reward_gradient(logits, rewards)  # (V,)
     sigma = mc_gradient_std(logits, rewards)  # RMS error of one sample
-    hint = (f"\n  (with the same seed it also differs from the reference, which samples with {_SAMPLING}: "
-            f"{exact_problem.splitlines()[0]})")
+    hint = (
+        f"\n  (with the same seed it also differs from the reference, which samples with {_SAMPLING}: "
+        f"{exact_problem.splitlines()[0]})"
+    )
 
     # Unbiased: 2000 estimates of n = 4 samples each, 8000 samples in all.
     M, n = 2000, 4
@@ -206,18 +252,19 @@ def _statistical_check(fn, name, exact_problem: str) -> None:
     if bias > 5 * sigma / math.sqrt(M * n):
         raise AssertionError(
             f"{name}: the estimate is biased: the mean of {M} estimates (n={n} each) is {_fmt(mean)}, the exact "
-            f"gradient is {_fmt(exact)}; average r[a] * (onehot(a) - pi) over actions a sampled from pi{hint}")
+            f"gradient is {_fmt(exact)}; average r[a] * (onehot(a) - pi) over actions a sampled from pi{hint}"
+        )
 
     # Consistent: the mean squared error of n = 64 samples is tr(Sigma) / 64.
     n, S = 64, 100
-    mse = sum(float(((_call_student(fn, name, logits, rewards, n, 5000 + s) - exact) ** 2).sum())
-              for s in range(S)) / S
+    mse = sum(float(((_call_student(fn, name, logits, rewards, n, 5000 + s) - exact) ** 2).sum()) for s in range(S)) / S
     expected = sigma**2 / n
     if not 0.5 * expected < mse < 2.0 * expected:
         raise AssertionError(
             f"{name}: with n={n} samples the mean squared error to the exact gradient is {mse:.3g}; a Monte-Carlo "
             f"average of n independent samples has {expected:.3g}: use all n_samples samples, each drawn "
-            f"independently from pi, and average them once{hint}")
+            f"independently from pi, and average them once{hint}"
+        )
 
 
 def _fmt(t: torch.Tensor) -> str:

@@ -21,12 +21,29 @@ def _account_outputs(result) -> dict[str, Any]:
     return {key: result[key] for key in ACCOUNT_KEYS}
 
 
-def _accounting_with(*, adam_states=2, master="mixed", frozen_grads=False, frozen_optimizer=False,
-                     critic_optimizer=True, trained_grads=True, bits=False, weights_always_fp32=False,
-                     optimizer_like_weights=False, master_from_declared=False):
+def _accounting_with(
+    *,
+    adam_states=2,
+    master="mixed",
+    frozen_grads=False,
+    frozen_optimizer=False,
+    critic_optimizer=True,
+    trained_grads=True,
+    bits=False,
+    weights_always_fp32=False,
+    optimizer_like_weights=False,
+    master_from_declared=False,
+):
     """A wrong memory_accounting: the reference formula with one classic slip switched on."""
-    def wrong(n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0,
-              weights_dtype="bf16", optimizer_dtype="fp32"):
+
+    def wrong(
+        n_params_actor,
+        n_params_critic=0,
+        n_params_ref=0,
+        n_params_reward=0,
+        weights_dtype="bf16",
+        optimizer_dtype="fp32",
+    ):
         w, o = DTYPE_BYTES[weights_dtype], DTYPE_BYTES[optimizer_dtype]
         declared_narrower = w < o  # what the dtypes say, before any slip
         if weights_always_fp32:
@@ -41,12 +58,16 @@ def _accounting_with(*, adam_states=2, master="mixed", frozen_grads=False, froze
         trained = n_params_actor + (n_params_critic if critic_optimizer else 0)
         if frozen_optimizer:
             trained += n_params_ref + n_params_reward
-        account = {"actor": n_params_actor * grads * w, "critic": n_params_critic * grads * w,
-                   "reference": n_params_ref * w * (2 if frozen_grads else 1),
-                   "reward": n_params_reward * w * (2 if frozen_grads else 1),
-                   "optimizer": trained * (adam_states * o + copy)}
+        account = {
+            "actor": n_params_actor * grads * w,
+            "critic": n_params_critic * grads * w,
+            "reference": n_params_ref * w * (2 if frozen_grads else 1),
+            "reward": n_params_reward * w * (2 if frozen_grads else 1),
+            "optimizer": trained * (adam_states * o + copy),
+        }
         account["total"] = sum(account.values())
         return account
+
     return wrong
 
 
@@ -56,50 +77,109 @@ def check_memory_accounting(fn) -> bool:
 
     seven_b = 7_000_000_000
     cases = [
-        Case("the CPU toy in fp32: actor 650, critic 6,849, reference 650 parameters (fp32 weights: no master copy)",
-             {"n_params_actor": 650, "n_params_critic": 6_849, "n_params_ref": 650,
-              "weights_dtype": "fp32", "optimizer_dtype": "fp32"}),
-        Case("PPO-RLHF at 7B: actor, critic, reference and reward model of 7e9 parameters each, bf16 / fp32 Adam",
-             {"n_params_actor": seven_b, "n_params_critic": seven_b, "n_params_ref": seven_b,
-              "n_params_reward": seven_b}),
-        Case("GRPO at 7B: actor and reference only (n_params_critic and n_params_reward left at 0)",
-             {"n_params_actor": seven_b, "n_params_ref": seven_b}),
-        Case("a 7B actor with a 1B critic and a 1B reward model, no reference",
-             {"n_params_actor": seven_b, "n_params_critic": 1_000_000_000, "n_params_reward": 1_000_000_000}),
-        Case("fp16 weights, fp32 Adam: an actor of 1,000 parameters alone",
-             {"n_params_actor": 1_000, "weights_dtype": "fp16", "optimizer_dtype": "fp32"}),
-        Case("LoRA-like: 40M trainable parameters, the 7B frozen base counted as the reference",
-             {"n_params_actor": 40_000_000, "n_params_ref": seven_b}),
-        Case("everything in bf16, Adam's moments too (then there is no master copy)",
-             {"n_params_actor": 5_000, "n_params_critic": 3_000, "n_params_ref": 5_000,
-              "weights_dtype": "bf16", "optimizer_dtype": "bf16"}),
-        Case("fp64 weights and fp32 Adam: a wider weight needs no master copy",
-             {"n_params_actor": 100, "n_params_ref": 100, "weights_dtype": "fp64", "optimizer_dtype": "fp32"}),
+        Case(
+            "the CPU toy in fp32: actor 650, critic 6,849, reference 650 parameters (fp32 weights: no master copy)",
+            {
+                "n_params_actor": 650,
+                "n_params_critic": 6_849,
+                "n_params_ref": 650,
+                "weights_dtype": "fp32",
+                "optimizer_dtype": "fp32",
+            },
+        ),
+        Case(
+            "PPO-RLHF at 7B: actor, critic, reference and reward model of 7e9 parameters each, bf16 / fp32 Adam",
+            {
+                "n_params_actor": seven_b,
+                "n_params_critic": seven_b,
+                "n_params_ref": seven_b,
+                "n_params_reward": seven_b,
+            },
+        ),
+        Case(
+            "GRPO at 7B: actor and reference only (n_params_critic and n_params_reward left at 0)",
+            {"n_params_actor": seven_b, "n_params_ref": seven_b},
+        ),
+        Case(
+            "a 7B actor with a 1B critic and a 1B reward model, no reference",
+            {"n_params_actor": seven_b, "n_params_critic": 1_000_000_000, "n_params_reward": 1_000_000_000},
+        ),
+        Case(
+            "fp16 weights, fp32 Adam: an actor of 1,000 parameters alone",
+            {"n_params_actor": 1_000, "weights_dtype": "fp16", "optimizer_dtype": "fp32"},
+        ),
+        Case(
+            "LoRA-like: 40M trainable parameters, the 7B frozen base counted as the reference",
+            {"n_params_actor": 40_000_000, "n_params_ref": seven_b},
+        ),
+        Case(
+            "everything in bf16, Adam's moments too (then there is no master copy)",
+            {
+                "n_params_actor": 5_000,
+                "n_params_critic": 3_000,
+                "n_params_ref": 5_000,
+                "weights_dtype": "bf16",
+                "optimizer_dtype": "bf16",
+            },
+        ),
+        Case(
+            "fp64 weights and fp32 Adam: a wider weight needs no master copy",
+            {"n_params_actor": 100, "n_params_ref": 100, "weights_dtype": "fp64", "optimizer_dtype": "fp32"},
+        ),
     ]
     mistakes = [
-        Mistake("the optimizer row has no master copy: with bf16 (or fp16) weights and fp32 Adam, mixed precision "
-                "keeps an fp32 copy of every trained weight, 4 + 4 + 4 = 12 bytes of optimizer state per parameter",
-                _accounting_with(master="never")),
-        Mistake("Adam keeps two states per trained parameter (exp_avg and exp_avg_sq), you counted one",
-                _accounting_with(adam_states=1)),
-        Mistake("the master copy is only needed when the weights are narrower than the optimizer's dtype "
-                "(bf16 or fp16 weights with fp32 Adam); fp32 weights are their own master",
-                _accounting_with(master="always")),
-        Mistake("the frozen reference (and reward model) got gradients: a frozen model stores its weights only",
-                _accounting_with(frozen_grads=True)),
-        Mistake("the frozen reference (and reward model) got Adam states: only trained models have optimizer state",
-                _accounting_with(frozen_optimizer=True)),
-        Mistake("the critic is trained too: its parameters need Adam states (and a master copy) in the optimizer row",
-                _accounting_with(critic_optimizer=False)),
-        Mistake("trained models also store a gradient per parameter, in the weights' dtype: actor and critic rows "
-                "are 2 x weights", _accounting_with(trained_grads=False)),
-        Mistake("bf16 and fp16 are 16 *bits* = 2 bytes, fp32 is 4 bytes: you counted bits",
-                _accounting_with(bits=True)),
-        *(Mistake("bytes per parameter ignore weights_dtype: bf16 and fp16 weights take 2 bytes, not 4",
-                  _accounting_with(weights_always_fp32=True, master_from_declared=declared))
-          for declared in (False, True)),
-        Mistake("Adam's states are stored in optimizer_dtype (fp32: 4 bytes each), not in the weights' dtype",
-                _accounting_with(optimizer_like_weights=True)),
+        Mistake(
+            "the optimizer row has no master copy: with bf16 (or fp16) weights and fp32 Adam, mixed precision "
+            "keeps an fp32 copy of every trained weight, 4 + 4 + 4 = 12 bytes of optimizer state per parameter",
+            _accounting_with(master="never"),
+        ),
+        Mistake(
+            "Adam keeps two states per trained parameter (exp_avg and exp_avg_sq), you counted one",
+            _accounting_with(adam_states=1),
+        ),
+        Mistake(
+            "the master copy is only needed when the weights are narrower than the optimizer's dtype "
+            "(bf16 or fp16 weights with fp32 Adam); fp32 weights are their own master",
+            _accounting_with(master="always"),
+        ),
+        Mistake(
+            "the frozen reference (and reward model) got gradients: a frozen model stores its weights only",
+            _accounting_with(frozen_grads=True),
+        ),
+        Mistake(
+            "the frozen reference (and reward model) got Adam states: only trained models have optimizer state",
+            _accounting_with(frozen_optimizer=True),
+        ),
+        Mistake(
+            "the critic is trained too: its parameters need Adam states (and a master copy) in the optimizer row",
+            _accounting_with(critic_optimizer=False),
+        ),
+        Mistake(
+            "trained models also store a gradient per parameter, in the weights' dtype: actor and critic rows "
+            "are 2 x weights",
+            _accounting_with(trained_grads=False),
+        ),
+        Mistake(
+            "bf16 and fp16 are 16 *bits* = 2 bytes, fp32 is 4 bytes: you counted bits", _accounting_with(bits=True)
+        ),
+        *(
+            Mistake(
+                "bytes per parameter ignore weights_dtype: bf16 and fp16 weights take 2 bytes, not 4",
+                _accounting_with(weights_always_fp32=True, master_from_declared=declared),
+            )
+            for declared in (False, True)
+        ),
+        Mistake(
+            "Adam's states are stored in optimizer_dtype (fp32: 4 bytes each), not in the weights' dtype",
+            _accounting_with(optimizer_like_weights=True),
+        ),
     ]
-    return check_against_reference(fn, memory_accounting, cases, name="memory_accounting", mistakes=mistakes,
-                                   outputs=_account_outputs, dtypes=(torch.float64,))
+    return check_against_reference(
+        fn,
+        memory_accounting,
+        cases,
+        name="memory_accounting",
+        mistakes=mistakes,
+        outputs=_account_outputs,
+        dtypes=(torch.float64,),
+    )

@@ -29,8 +29,11 @@ def check_gather_log_probs(fn) -> bool:
         case("B=2 prompts, G=3 responses of T=4 tokens, V=5 (logits (2, 3, 4, 5))", (2, 3, 4, 5)),
         case("a single token, T=1, V=7", (1, 1, 7)),
         case("a vocabulary of one token, V=1: log pi is 0", (2, 3, 1)),
-        Case("logits 1000 apart: log(softmax) underflows to -inf, log_softmax does not",
-             {"logits": far, "tokens": torch.tensor([0, 2])}, grad=("logits",)),
+        Case(
+            "logits 1000 apart: log(softmax) underflows to -inf, log_softmax does not",
+            {"logits": far, "tokens": torch.tensor([0, 2])},
+            grad=("logits",),
+        ),
     ]
 
     def softmax_probs(logits, tokens):
@@ -58,6 +61,7 @@ def check_gather_log_probs(fn) -> bool:
     def rolled(shift):
         def wrong(logits, tokens):
             return torch.log_softmax(logits, -1).gather(-1, tokens.long().roll(shift, -1)[..., None]).squeeze(-1)
+
         return wrong
 
     def negated(logits, tokens):
@@ -70,30 +74,53 @@ def check_gather_log_probs(fn) -> bool:
     def without_max_shift(logits, tokens):  # logits - log(sum(exp(logits))): overflows for large logits
         return logits.gather(-1, tokens.long()[..., None]).squeeze(-1) - torch.log(torch.exp(logits).sum(-1))
 
-    shift_text = ("the tokens are shifted by one position (tokens.roll({s}, -1) or a slice): logits[..., t, :] is "
-                  "the distribution of tokens[..., t] itself; gather tokens[..., t] at the same position t")
+    shift_text = (
+        "the tokens are shifted by one position (tokens.roll({s}, -1) or a slice): logits[..., t, :] is "
+        "the distribution of tokens[..., t] itself; gather tokens[..., t] at the same position t"
+    )
     mistakes = [
         Mistake(shift_text.format(s=-1), rolled(-1)),
         Mistake(shift_text.format(s=1), rolled(1)),
-        Mistake("these are negative log-probabilities (a cross-entropy, -log pi); return log pi itself, "
-                "torch.log_softmax(logits, dim=-1) gathered at the tokens", negated),
-        Mistake("log(softmax(...) + eps) is off for unlikely tokens and wrong for very unlikely ones: use "
-                "torch.log_softmax, which is exact there", log_softmax_plus_eps),
-        Mistake("log(sum(exp(logits))) overflows for large logits: use torch.log_softmax (or torch.logsumexp), "
-                "which subtracts the max first", without_max_shift),
-        Mistake("these are probabilities, not log-probabilities: use torch.log_softmax(logits, dim=-1), "
-                "not torch.softmax", softmax_probs),
-        Mistake("log(softmax(...)) underflows to -inf for very unlikely tokens: use torch.log_softmax, "
-                "which is exact there", log_of_softmax),
-        Mistake("the log_softmax normalises over the wrong axis (the token axis T); normalise over the "
-                "vocabulary, the last axis: torch.log_softmax(logits, dim=-1)", wrong_axis),
-        Mistake("you gathered raw logits; normalise them first with torch.log_softmax(logits, dim=-1)",
-                raw_logits),
-        Mistake("you shifted logits and tokens by one position, as in next-token training; here "
-                "logits[..., t, :] is already the distribution of tokens[..., t]: gather without a shift",
-                shifted),
-        Mistake("you gathered each token from the logits of the next position; logits[..., t, :] is "
-                "the distribution of tokens[..., t]: use the same position t", next_position),
+        Mistake(
+            "these are negative log-probabilities (a cross-entropy, -log pi); return log pi itself, "
+            "torch.log_softmax(logits, dim=-1) gathered at the tokens",
+            negated,
+        ),
+        Mistake(
+            "log(softmax(...) + eps) is off for unlikely tokens and wrong for very unlikely ones: use "
+            "torch.log_softmax, which is exact there",
+            log_softmax_plus_eps,
+        ),
+        Mistake(
+            "log(sum(exp(logits))) overflows for large logits: use torch.log_softmax (or torch.logsumexp), "
+            "which subtracts the max first",
+            without_max_shift,
+        ),
+        Mistake(
+            "these are probabilities, not log-probabilities: use torch.log_softmax(logits, dim=-1), not torch.softmax",
+            softmax_probs,
+        ),
+        Mistake(
+            "log(softmax(...)) underflows to -inf for very unlikely tokens: use torch.log_softmax, "
+            "which is exact there",
+            log_of_softmax,
+        ),
+        Mistake(
+            "the log_softmax normalises over the wrong axis (the token axis T); normalise over the "
+            "vocabulary, the last axis: torch.log_softmax(logits, dim=-1)",
+            wrong_axis,
+        ),
+        Mistake("you gathered raw logits; normalise them first with torch.log_softmax(logits, dim=-1)", raw_logits),
+        Mistake(
+            "you shifted logits and tokens by one position, as in next-token training; here "
+            "logits[..., t, :] is already the distribution of tokens[..., t]: gather without a shift",
+            shifted,
+        ),
+        Mistake(
+            "you gathered each token from the logits of the next position; logits[..., t, :] is "
+            "the distribution of tokens[..., t]: use the same position t",
+            next_position,
+        ),
     ]
     return check_against_reference(fn, gather_log_probs, cases, name="gather_log_probs", mistakes=mistakes)
 
@@ -115,17 +142,32 @@ def check_reinforce_loss(fn) -> bool:
     padded_logp[with_empty == 0] = -50.0  # garbage in the padding
     grad = ("logp", "deltas")
     cases = [
-        Case("one response of T=4 tokens, deltas a scalar, no mask",
-             {"logp": logp_of(4), "deltas": torch.tensor(1.5)}, grad),
-        Case("B=3 responses of T=3 tokens (B == T: deltas[b] must weight row b)",
-             {"logp": logp_of(3, 3), "deltas": deltas_of(3)}, grad),
+        Case(
+            "one response of T=4 tokens, deltas a scalar, no mask",
+            {"logp": logp_of(4), "deltas": torch.tensor(1.5)},
+            grad,
+        ),
+        Case(
+            "B=3 responses of T=3 tokens (B == T: deltas[b] must weight row b)",
+            {"logp": logp_of(3, 3), "deltas": deltas_of(3)},
+            grad,
+        ),
         Case("B=3 responses of T=5 tokens, no mask", {"logp": logp_of(3, 5), "deltas": deltas_of(3)}, grad),
-        Case("B=2 prompts, G=2 responses of lengths 4, 2, 1, 3 (padded to T=4)",
-             {"logp": logp_of(2, 2, 4), "deltas": deltas_of(2, 2), "mask": ragged}, grad),
-        Case("a bool mask, lengths 3, 0 (an empty response) and 2, padding holds -50",
-             {"logp": padded_logp, "deltas": deltas_of(3), "mask": with_empty.bool()}, grad),
-        Case("every token is padding: the loss is 0",
-             {"logp": logp_of(2, 3), "deltas": deltas_of(2), "mask": torch.zeros(2, 3)}, grad),
+        Case(
+            "B=2 prompts, G=2 responses of lengths 4, 2, 1, 3 (padded to T=4)",
+            {"logp": logp_of(2, 2, 4), "deltas": deltas_of(2, 2), "mask": ragged},
+            grad,
+        ),
+        Case(
+            "a bool mask, lengths 3, 0 (an empty response) and 2, padding holds -50",
+            {"logp": padded_logp, "deltas": deltas_of(3), "mask": with_empty.bool()},
+            grad,
+        ),
+        Case(
+            "every token is padding: the loss is 0",
+            {"logp": logp_of(2, 3), "deltas": deltas_of(2), "mask": torch.zeros(2, 3)},
+            grad,
+        ),
     ]
 
     def attached(logp, deltas, mask=None):
@@ -162,6 +204,7 @@ def check_reinforce_loss(fn) -> bool:
     def token_position(index):
         def wrong(logp, deltas, mask=None):
             return (-(deltas.detach() * logp[..., index])).mean()
+
         return wrong
 
     def sequence_sum(logp, deltas, mask=None):
@@ -172,37 +215,67 @@ def check_reinforce_loss(fn) -> bool:
         return _masked_token_mean(-(deltas.detach()[..., None] * logp.exp()), mask)
 
     def inverted_mask(logp, deltas, mask=None):
-        return _masked_token_mean(-(deltas.detach()[..., None] * logp), None if mask is None else 1 - mask.to(logp.dtype))
+        return _masked_token_mean(
+            -(deltas.detach()[..., None] * logp), None if mask is None else 1 - mask.to(logp.dtype)
+        )
 
     def mean_delta(logp, deltas, mask=None):
         return _masked_token_mean(-(deltas.detach().mean() * logp), mask)
 
     mistakes = [
-        Mistake("only the first token of each response is used; every valid token t carries -deltas * logp[..., t], "
-                "averaged over all valid tokens", token_position(0)),
-        Mistake("only the last token of each response is used; every valid token t carries -deltas * logp[..., t], "
-                "averaged over all valid tokens", token_position(-1)),
-        Mistake("you summed each response's log-probs and averaged over responses; reinforce_loss averages "
-                "-deltas * logp over all valid tokens of the batch at once", sequence_sum),
-        Mistake("you weighted the probabilities exp(logp); REINFORCE weights the log-probabilities: "
-                "-(deltas * logp)", probabilities),
+        Mistake(
+            "only the first token of each response is used; every valid token t carries -deltas * logp[..., t], "
+            "averaged over all valid tokens",
+            token_position(0),
+        ),
+        Mistake(
+            "only the last token of each response is used; every valid token t carries -deltas * logp[..., t], "
+            "averaged over all valid tokens",
+            token_position(-1),
+        ),
+        Mistake(
+            "you summed each response's log-probs and averaged over responses; reinforce_loss averages "
+            "-deltas * logp over all valid tokens of the batch at once",
+            sequence_sum,
+        ),
+        Mistake(
+            "you weighted the probabilities exp(logp); REINFORCE weights the log-probabilities: -(deltas * logp)",
+            probabilities,
+        ),
         Mistake("the mask is inverted: 1 (True) marks a real token, 0 the padding", inverted_mask),
-        Mistake("every token is weighted by the mean of deltas; each response has its own weight: "
-                "deltas[..., None] * logp", mean_delta),
+        Mistake(
+            "every token is weighted by the mean of deltas; each response has its own weight: deltas[..., None] * logp",
+            mean_delta,
+        ),
         Mistake("a gradient flows into deltas: they are constant weights; use deltas.detach()", attached),
-        Mistake("the sign is flipped: the loss is -(deltas * logp), so that gradient descent on the loss "
-                "is gradient ascent on the expected reward", no_minus),
-        Mistake("you summed over tokens; average over the valid tokens instead "
-                "((loss * mask).sum() / mask.sum())", summed),
+        Mistake(
+            "the sign is flipped: the loss is -(deltas * logp), so that gradient descent on the loss "
+            "is gradient ascent on the expected reward",
+            no_minus,
+        ),
+        Mistake(
+            "you summed over tokens; average over the valid tokens instead ((loss * mask).sum() / mask.sum())", summed
+        ),
         Mistake("padding is not masked: multiply by mask (or select with it) before you average", unmasked),
-        Mistake("you averaged over all tokens, padding included; divide by the number of valid tokens, "
-                "mask.sum(), not by mask.numel()", all_tokens),
-        Mistake("you averaged each response first, then across responses; reinforce_loss averages over "
-                "all valid tokens of the batch at once", seq_mean),
-        Mistake("a batch with no valid token gives NaN (0 / 0); it contributes nothing: divide by "
-                "mask.sum().clamp(min=1)", nan_when_empty),
-        Mistake("deltas broadcast along the token axis: deltas[b] must weight every token of row b; "
-                "use deltas[..., None] * logp", wrong_broadcast),
+        Mistake(
+            "you averaged over all tokens, padding included; divide by the number of valid tokens, "
+            "mask.sum(), not by mask.numel()",
+            all_tokens,
+        ),
+        Mistake(
+            "you averaged each response first, then across responses; reinforce_loss averages over "
+            "all valid tokens of the batch at once",
+            seq_mean,
+        ),
+        Mistake(
+            "a batch with no valid token gives NaN (0 / 0); it contributes nothing: divide by mask.sum().clamp(min=1)",
+            nan_when_empty,
+        ),
+        Mistake(
+            "deltas broadcast along the token axis: deltas[b] must weight every token of row b; "
+            "use deltas[..., None] * logp",
+            wrong_broadcast,
+        ),
     ]
     return check_against_reference(fn, reinforce_loss, cases, name="reinforce_loss", mistakes=mistakes)
 

@@ -134,8 +134,9 @@ def _pack(replies: list) -> dict:
     arrays, kinds = {}, []
     for n, reply in enumerate(replies):
         parts = reply if isinstance(reply, tuple) else (reply,)
-        kinds.append(f"tuple{len(parts)}" if isinstance(reply, tuple) else
-                     "float" if isinstance(reply, float) else "tensor")
+        kinds.append(
+            f"tuple{len(parts)}" if isinstance(reply, tuple) else "float" if isinstance(reply, float) else "tensor"
+        )
         for k, part in enumerate(parts):
             arrays[f"{n}.{k}"] = np.asarray(float(part), dtype=np.float64) if isinstance(part, float) else _plain(part)
     arrays["kinds"] = np.array(kinds)
@@ -147,7 +148,7 @@ def _unpack(arrays: dict, n: int, kind: str):
         return float(arrays[f"{n}.0"])
     if kind == "tensor":
         return torch.from_numpy(arrays[f"{n}.0"])
-    return tuple(torch.from_numpy(arrays[f"{n}.{k}"]) for k in range(int(kind[len("tuple"):])))
+    return tuple(torch.from_numpy(arrays[f"{n}.{k}"]) for k in range(int(kind[len("tuple") :])))
 
 
 def report(line: str) -> None:
@@ -252,8 +253,10 @@ def _callable_cell(cell) -> bool:
 # --- borrowed answers: course_lib's code run by the student's code while a check records ---------------------
 COURSE = os.path.realpath(Path(__file__).resolve().parents[1])  # the course_lib package folder
 ALWAYS_ALLOWED = ("course_lib._validate",)  # argument checks, which stubs may call
-LIBRARY = tuple({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)} |
-                {p for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+LIBRARY = tuple(
+    {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    | {p for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+)
 
 
 def _course_name(code, session: Session) -> str | None:
@@ -265,7 +268,7 @@ def _course_name(code, session: Session) -> str | None:
     name = None
     path = os.path.realpath(code.co_filename) if not code.co_filename.startswith("<") else ""
     if path.startswith(COURSE + os.sep) and path.endswith(".py"):
-        module = ("course_lib." + path[len(COURSE) + 1:-3].replace(os.sep, ".")).removesuffix(".__init__")
+        module = ("course_lib." + path[len(COURSE) + 1 : -3].replace(os.sep, ".")).removesuffix(".__init__")
         name = "" if code.co_name == "<module>" else f"{module}.{code.co_qualname}"
     session.kinds[code] = name
     return name
@@ -277,8 +280,11 @@ def _allowed(name: str, session: Session) -> bool:
 
 def _library(code) -> bool:
     """Code of Python or an installed package: the walk in :func:`_under_student` looks through it."""
-    return code.co_filename.startswith(LIBRARY) or code.co_filename.startswith("<frozen ") or \
-        code.co_qualname.startswith("__create_fn__.")  # a dataclass's generated __init__ ("<string>")
+    return (
+        code.co_filename.startswith(LIBRARY)
+        or code.co_filename.startswith("<frozen ")
+        or code.co_qualname.startswith("__create_fn__.")
+    )  # a dataclass's generated __init__ ("<string>")
 
 
 def _under_student(frame, session: Session) -> bool:
@@ -329,9 +335,11 @@ def _borrowed(obj, session: Session, depth: int = 0) -> str | None:
 
 def _message(exercise: str, what: str, reference: bool) -> str:
     what = what.removeprefix("course_lib.") if not reference else what
-    return (f"{exercise}: your solution calls course_lib's own {what}"
-            + (" (the reference the check compares with)" if reference else "")
-            + "; at grading time that counts as not solved: write it yourself")
+    return (
+        f"{exercise}: your solution calls course_lib's own {what}"
+        + (" (the reference the check compares with)" if reference else "")
+        + "; at grading time that counts as not solved: write it yourself"
+    )
 
 
 @contextlib.contextmanager
@@ -354,6 +362,7 @@ def watching(reference, name: str):
 
 def _arm(session: Session) -> None:
     if session.hook is None:
+
         def hook(frame, event, arg):
             code = frame.f_code
             name = _course_name(code, session) if event == "call" and not session.seen else None
@@ -364,6 +373,7 @@ def _arm(session: Session) -> None:
             elif not _allowed(name, session) and _under_student(frame.f_back, session):
                 session.seen.append((name, False))
             return None
+
         session.hook = hook
     sys.setprofile(session.hook)
     threading.setprofile(session.hook)

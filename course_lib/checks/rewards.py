@@ -10,8 +10,7 @@ import re
 
 import torch
 
-from course_lib.checks import (Case, Mistake, check_against_reference, forget_pass, record_pass, recording,
-                               scalar_reply)
+from course_lib.checks import Case, Mistake, check_against_reference, forget_pass, record_pass, recording, scalar_reply
 from course_lib.rewards import (
     _STATEMENT,
     _last_boxed,
@@ -23,61 +22,115 @@ from course_lib.rewards import (
     sort_inclusion_ordering_reward,
 )
 
+
 def check_sort_inclusion_ordering_reward(fn) -> bool:
     """Check a student's ``sort_inclusion_ordering_reward`` against the reference."""
     g = torch.Generator().manual_seed(17)
     t = lambda rows: torch.tensor(rows, dtype=torch.long)  # noqa: E731
     cases = [
-        Case("the lecture's example: prompt [3, 1, 0, 2], response [0, 1, 2, 3] (4 + 3 = 7)",
-             {"prompt": t([3, 1, 0, 2]), "response": t([0, 1, 2, 3])}),
-        Case("a single token: prompt [3], response [3] (1 + 0 = 1: no pairs at all)",
-             {"prompt": t([3]), "response": t([3])}),
-        Case("the lecture's partial credit: prompt [3, 1, 0, 2], response [7, 2, 2, 5] (1 + 2 = 3)",
-             {"prompt": t([3, 1, 0, 2]), "response": t([7, 2, 2, 5])}),
-        Case("a response repeating one token: prompt [1, 0, 2], response [2, 2, 2] (1 + 2 = 3)",
-             {"prompt": t([1, 0, 2]), "response": t([2, 2, 2])}),
-        Case("response tokens that are not in the prompt: prompt [1, 0, 2], response [4, 3, 4] (0 + 1 = 1)",
-             {"prompt": t([1, 0, 2]), "response": t([4, 3, 4])}),
-        Case("an already-sorted prompt answered correctly: [0, 1, 2] -> [0, 1, 2] (3 + 2 = 5)",
-             {"prompt": t([0, 1, 2]), "response": t([0, 1, 2])}),
-        Case("the reversed answer: prompt [1, 0, 2], response [2, 1, 0] (3 + 0 = 3)",
-             {"prompt": t([1, 0, 2]), "response": t([2, 1, 0])}),
-        Case("a prompt with a repeated token: prompt [2, 2, 1], response [1, 2, 1] (3 + 1 = 4)",
-             {"prompt": t([2, 2, 1]), "response": t([1, 2, 1])}),
-        Case("the lecture's three prompts, each with a different response, shape (3, 3)",
-             {"prompt": t([[1, 0, 2], [3, 2, 4], [1, 2, 3]]), "response": t([[0, 1, 2], [4, 3, 2], [1, 1, 3]])}),
-        Case("a batch of 6 prompts of length 5 with random responses, shape (6, 5)",
-             {"prompt": torch.rand(6, 8, generator=g).argsort(-1)[:, :5],
-              "response": torch.randint(0, 8, (6, 5), generator=g)}),
-        Case("2 prompts of shape (2, 1, 4) against a group of 3 responses each, shape (2, 3, 4) (broadcasting)",
-             {"prompt": torch.rand(2, 1, 6, generator=g).argsort(-1)[..., :4],
-              "response": torch.randint(0, 6, (2, 3, 4), generator=g)}),
+        Case(
+            "the lecture's example: prompt [3, 1, 0, 2], response [0, 1, 2, 3] (4 + 3 = 7)",
+            {"prompt": t([3, 1, 0, 2]), "response": t([0, 1, 2, 3])},
+        ),
+        Case(
+            "a single token: prompt [3], response [3] (1 + 0 = 1: no pairs at all)",
+            {"prompt": t([3]), "response": t([3])},
+        ),
+        Case(
+            "the lecture's partial credit: prompt [3, 1, 0, 2], response [7, 2, 2, 5] (1 + 2 = 3)",
+            {"prompt": t([3, 1, 0, 2]), "response": t([7, 2, 2, 5])},
+        ),
+        Case(
+            "a response repeating one token: prompt [1, 0, 2], response [2, 2, 2] (1 + 2 = 3)",
+            {"prompt": t([1, 0, 2]), "response": t([2, 2, 2])},
+        ),
+        Case(
+            "response tokens that are not in the prompt: prompt [1, 0, 2], response [4, 3, 4] (0 + 1 = 1)",
+            {"prompt": t([1, 0, 2]), "response": t([4, 3, 4])},
+        ),
+        Case(
+            "an already-sorted prompt answered correctly: [0, 1, 2] -> [0, 1, 2] (3 + 2 = 5)",
+            {"prompt": t([0, 1, 2]), "response": t([0, 1, 2])},
+        ),
+        Case(
+            "the reversed answer: prompt [1, 0, 2], response [2, 1, 0] (3 + 0 = 3)",
+            {"prompt": t([1, 0, 2]), "response": t([2, 1, 0])},
+        ),
+        Case(
+            "a prompt with a repeated token: prompt [2, 2, 1], response [1, 2, 1] (3 + 1 = 4)",
+            {"prompt": t([2, 2, 1]), "response": t([1, 2, 1])},
+        ),
+        Case(
+            "the lecture's three prompts, each with a different response, shape (3, 3)",
+            {"prompt": t([[1, 0, 2], [3, 2, 4], [1, 2, 3]]), "response": t([[0, 1, 2], [4, 3, 2], [1, 1, 3]])},
+        ),
+        Case(
+            "a batch of 6 prompts of length 5 with random responses, shape (6, 5)",
+            {
+                "prompt": torch.rand(6, 8, generator=g).argsort(-1)[:, :5],
+                "response": torch.randint(0, 8, (6, 5), generator=g),
+            },
+        ),
+        Case(
+            "2 prompts of shape (2, 1, 4) against a group of 3 responses each, shape (2, 3, 4) (broadcasting)",
+            {
+                "prompt": torch.rand(2, 1, 6, generator=g).argsort(-1)[..., :4],
+                "response": torch.randint(0, 6, (2, 3, 4), generator=g),
+            },
+        ),
     ]
     mistakes = [
-        Mistake("you count pairs with response[t] < response[t + 1]; the ordering point is for a "
-                "non-decreasing pair (<=), so a repeated token such as [2, 2] earns it", _mistake_strict_order),
-        Mistake("you count the response tokens that appear in the prompt; count the prompt tokens that "
-                "appear in the response, so repeating one right token cannot collect several points",
-                _mistake_response_in_prompt),
-        Mistake("you count the distinct values shared by prompt and response (a set intersection); "
-                "count each prompt position whose token appears in the response", _mistake_set_intersection),
-        Mistake("you give the ordering points only when every prompt token is included; the two parts "
-                "are independent: always add both", _mistake_gated_ordering),
-        Mistake("you compare T pairs, wrapping from the last token back to the first (as torch.roll does); "
-                "a response has T - 1 adjacent pairs: response[..., :-1] against response[..., 1:]",
-                _mistake_wrapped_pairs),
-        Mistake("you compare only T - 2 adjacent pairs; response[..., :-1] <= response[..., 1:] gives all T - 1",
-                _mistake_missing_pair),
-        Mistake("the inclusion points are missing: add one point for each prompt token that appears in the "
-                "response", lambda prompt, response: _ordering(response).float()),
-        Mistake("the ordering points are missing: add one point for each adjacent pair with "
-                "response[t] <= response[t + 1]", lambda prompt, response: _inclusion(prompt, response).float()),
-        Mistake("you count the positions where the response equals the sorted prompt (another reward of "
-                "the lecture); this one adds inclusion points and ordering points", _mistake_positionwise),
+        Mistake(
+            "you count pairs with response[t] < response[t + 1]; the ordering point is for a "
+            "non-decreasing pair (<=), so a repeated token such as [2, 2] earns it",
+            _mistake_strict_order,
+        ),
+        Mistake(
+            "you count the response tokens that appear in the prompt; count the prompt tokens that "
+            "appear in the response, so repeating one right token cannot collect several points",
+            _mistake_response_in_prompt,
+        ),
+        Mistake(
+            "you count the distinct values shared by prompt and response (a set intersection); "
+            "count each prompt position whose token appears in the response",
+            _mistake_set_intersection,
+        ),
+        Mistake(
+            "you give the ordering points only when every prompt token is included; the two parts "
+            "are independent: always add both",
+            _mistake_gated_ordering,
+        ),
+        Mistake(
+            "you compare T pairs, wrapping from the last token back to the first (as torch.roll does); "
+            "a response has T - 1 adjacent pairs: response[..., :-1] against response[..., 1:]",
+            _mistake_wrapped_pairs,
+        ),
+        Mistake(
+            "you compare only T - 2 adjacent pairs; response[..., :-1] <= response[..., 1:] gives all T - 1",
+            _mistake_missing_pair,
+        ),
+        Mistake(
+            "the inclusion points are missing: add one point for each prompt token that appears in the response",
+            lambda prompt, response: _ordering(response).float(),
+        ),
+        Mistake(
+            "the ordering points are missing: add one point for each adjacent pair with response[t] <= response[t + 1]",
+            lambda prompt, response: _inclusion(prompt, response).float(),
+        ),
+        Mistake(
+            "you count the positions where the response equals the sorted prompt (another reward of "
+            "the lecture); this one adds inclusion points and ordering points",
+            _mistake_positionwise,
+        ),
     ]
     return check_against_reference(
-        fn, sort_inclusion_ordering_reward, cases, name="sort_inclusion_ordering_reward",
-        mistakes=mistakes, outputs=_float_rewards, dtypes=(torch.int64,),
+        fn,
+        sort_inclusion_ordering_reward,
+        cases,
+        name="sort_inclusion_ordering_reward",
+        mistakes=mistakes,
+        outputs=_float_rewards,
+        dtypes=(torch.int64,),
     )
 
 
@@ -177,9 +230,14 @@ def _run_math(fn, response_text, ground_truth, description, name="math_answer_re
 
 
 def _ask_math(fn, response_text, ground_truth, description, name):
-    return scalar_reply(fn, name, f"{name}({response_text!r}, {ground_truth!r})",
-                        kwargs={"response_text": response_text, "ground_truth": ground_truth},
-                        what="a float (1.0 or 0.0)", context=f"\n  on the case: {description}")
+    return scalar_reply(
+        fn,
+        name,
+        f"{name}({response_text!r}, {ground_truth!r})",
+        kwargs={"response_text": response_text, "ground_truth": ground_truth},
+        what="a float (1.0 or 0.0)",
+        context=f"\n  on the case: {description}",
+    )
 
 
 def _fail_math(fn, name, response_text, ground_truth, expected, got, description):
@@ -235,16 +293,25 @@ def _mistake_substring(response_text, ground_truth):
     return float(normalize_answer(ground_truth) in response_text)
 
 
-
 _MATH_MISTAKES = [
-    Mistake("you fall back to the last number in the text when no answer is stated; a response "
-            "must state its answer (\\boxed{...}, 'the answer is', 'Answer:') to earn the reward",
-            _mistake_last_number),
+    Mistake(
+        "you fall back to the last number in the text when no answer is stated; a response "
+        "must state its answer (\\boxed{...}, 'the answer is', 'Answer:') to earn the reward",
+        _mistake_last_number,
+    ),
     Mistake("you take the first 'the answer is'; the last one is the final answer", _mistake_first_statement),
-    Mistake("your \\boxed{...} stops at the first '}'; count the braces so that "
-            "\\boxed{\\frac{1}{2}} gives \\frac{1}{2}", _mistake_flat_boxed),
-    Mistake("you compare the answers only as strings; when both are numbers compare float(answer) "
-            "== float(ground_truth), so that 2.50 equals 2.5", _mistake_string_compare),
-    Mistake("you check whether the ground truth appears anywhere in the response; extract the "
-            "final answer and compare it whole (140 is not 14)", _mistake_substring),
+    Mistake(
+        "your \\boxed{...} stops at the first '}'; count the braces so that \\boxed{\\frac{1}{2}} gives \\frac{1}{2}",
+        _mistake_flat_boxed,
+    ),
+    Mistake(
+        "you compare the answers only as strings; when both are numbers compare float(answer) "
+        "== float(ground_truth), so that 2.50 equals 2.5",
+        _mistake_string_compare,
+    ),
+    Mistake(
+        "you check whether the ground truth appears anywhere in the response; extract the "
+        "final answer and compare it whole (140 is not 14)",
+        _mistake_substring,
+    ),
 ]

@@ -20,14 +20,20 @@ def _cases() -> list[Case]:
 
     return [
         Case("one episode of 5 steps, gamma = 0.9", {"rewards": rewards(5), "gamma": 0.9}),
-        Case("a batch of 2 x 3 episodes of 4 steps (shape (2, 3, 4)), gamma = 0.8",
-             {"rewards": rewards(2, 3, 4), "gamma": 0.8}),
+        Case(
+            "a batch of 2 x 3 episodes of 4 steps (shape (2, 3, 4)), gamma = 0.8",
+            {"rewards": rewards(2, 3, 4), "gamma": 0.8},
+        ),
         Case("gamma = 0: only the first reward counts (0 ** 0 is 1)", {"rewards": rewards(3, 6), "gamma": 0.0}),
         Case("gamma = 1: no discount at all", {"rewards": rewards(3, 6), "gamma": 1.0}),
         Case("episodes of a single step (T = 1)", {"rewards": rewards(4, 1), "gamma": 0.9}),
-        Case("a sparse reward: 0 everywhere except +1 at the last of 10 steps, gamma = 0.5",
-             {"rewards": torch.cat([torch.zeros(9, dtype=torch.float64), torch.ones(1, dtype=torch.float64)]),
-              "gamma": 0.5}),
+        Case(
+            "a sparse reward: 0 everywhere except +1 at the last of 10 steps, gamma = 0.5",
+            {
+                "rewards": torch.cat([torch.zeros(9, dtype=torch.float64), torch.ones(1, dtype=torch.float64)]),
+                "gamma": 0.5,
+            },
+        ),
     ]
 
 
@@ -41,26 +47,37 @@ def _steps(rewards):
 
 
 _RETURN_MISTAKES = [
-    Mistake("the first reward is discounted too: use gamma ** t with t starting at 0, not gamma ** (t + 1)",
-            lambda rewards, gamma: _weighted_sum(rewards, gamma, _steps(rewards) + 1)),
-    Mistake("you summed the rewards without discounting them: weight r_t by gamma ** t",
-            lambda rewards, gamma: rewards.sum(dim=-1)),
-    Mistake("your discount runs backwards (gamma ** (T - 1 - t)): the *first* reward gets weight 1, later ones less",
-            lambda rewards, gamma: _weighted_sum(rewards, gamma, _steps(rewards).flip(0))),
-    Mistake("you returned the reward-to-go of every step; the exercise asks for one number per episode, "
-            "the return from step 0 (keep only [..., 0], or sum without keeping the time axis)",
-            lambda rewards, gamma: reward_to_go(rewards, gamma)),
-    Mistake("you took the mean over time; the return is the discounted *sum*: use .sum(dim=-1)",
-            lambda rewards, gamma: (rewards * gamma ** _steps(rewards)).mean(dim=-1)),
-    Mistake("you summed over the wrong axis: time is the last one, use .sum(dim=-1)",
-            lambda rewards, gamma: (rewards * gamma ** _steps(rewards)).sum(dim=0)),
+    Mistake(
+        "the first reward is discounted too: use gamma ** t with t starting at 0, not gamma ** (t + 1)",
+        lambda rewards, gamma: _weighted_sum(rewards, gamma, _steps(rewards) + 1),
+    ),
+    Mistake(
+        "you summed the rewards without discounting them: weight r_t by gamma ** t",
+        lambda rewards, gamma: rewards.sum(dim=-1),
+    ),
+    Mistake(
+        "your discount runs backwards (gamma ** (T - 1 - t)): the *first* reward gets weight 1, later ones less",
+        lambda rewards, gamma: _weighted_sum(rewards, gamma, _steps(rewards).flip(0)),
+    ),
+    Mistake(
+        "you returned the reward-to-go of every step; the exercise asks for one number per episode, "
+        "the return from step 0 (keep only [..., 0], or sum without keeping the time axis)",
+        lambda rewards, gamma: reward_to_go(rewards, gamma),
+    ),
+    Mistake(
+        "you took the mean over time; the return is the discounted *sum*: use .sum(dim=-1)",
+        lambda rewards, gamma: (rewards * gamma ** _steps(rewards)).mean(dim=-1),
+    ),
+    Mistake(
+        "you summed over the wrong axis: time is the last one, use .sum(dim=-1)",
+        lambda rewards, gamma: (rewards * gamma ** _steps(rewards)).sum(dim=0),
+    ),
 ]
 
 
 def check_discounted_return(fn) -> bool:
     """Check a student's ``discounted_return(rewards, gamma)``."""
-    return check_against_reference(fn, discounted_return, _cases(), name="discounted_return",
-                                   mistakes=_RETURN_MISTAKES)
+    return check_against_reference(fn, discounted_return, _cases(), name="discounted_return", mistakes=_RETURN_MISTAKES)
 
 
 def _suffix_weights(T, gamma, dtype, exponent):
@@ -74,28 +91,44 @@ def _rtg_mistake(exponent):
     def wrong(rewards, gamma):
         W = _suffix_weights(rewards.shape[-1], gamma, rewards.dtype, exponent)  # (T, T)
         return rewards @ W.T  # (..., T)
+
     return wrong
 
 
 _RTG_MISTAKES = [
-    Mistake("your discount counts from the start of the episode (gamma ** k); "
-            "from step t on it restarts: weight r_k by gamma ** (k - t)",
-            _rtg_mistake(lambda t, k: k)),
-    Mistake("r_t itself is discounted: G_t = r_t + gamma * G_{t+1}, not gamma * (r_t + G_{t+1})",
-            _rtg_mistake(lambda t, k: k - t + 1)),
-    Mistake("you summed the rewards without discounting them: weight r_k by gamma ** (k - t)",
-            lambda rewards, gamma: rewards.flip(-1).cumsum(-1).flip(-1)),
-    Mistake("you accumulated forwards (rewards up to step t); the reward-to-go sums from step t to the end: "
-            "loop over t backwards",
-            lambda rewards, gamma: reward_to_go(rewards.flip(-1), gamma).flip(-1)),
-    Mistake("you accumulated forwards without discounting (rewards.cumsum(-1): the rewards up to step t); the "
-            "reward-to-go sums gamma ** (k - t) * r_k from step t to the end: loop over t backwards",
-            lambda rewards, gamma: rewards.cumsum(-1)),
-    Mistake("you returned one number per episode; the exercise asks for G_t at every step t, shape [..., T]",
-            lambda rewards, gamma: discounted_return(rewards, gamma)),
-    Mistake("your returns are shifted by one step: G_t includes r_t itself (you stored G_{t+1} at t)",
-            lambda rewards, gamma: torch.cat([reward_to_go(rewards, gamma)[..., 1:],
-                                              torch.zeros_like(rewards[..., :1])], dim=-1)),
+    Mistake(
+        "your discount counts from the start of the episode (gamma ** k); "
+        "from step t on it restarts: weight r_k by gamma ** (k - t)",
+        _rtg_mistake(lambda t, k: k),
+    ),
+    Mistake(
+        "r_t itself is discounted: G_t = r_t + gamma * G_{t+1}, not gamma * (r_t + G_{t+1})",
+        _rtg_mistake(lambda t, k: k - t + 1),
+    ),
+    Mistake(
+        "you summed the rewards without discounting them: weight r_k by gamma ** (k - t)",
+        lambda rewards, gamma: rewards.flip(-1).cumsum(-1).flip(-1),
+    ),
+    Mistake(
+        "you accumulated forwards (rewards up to step t); the reward-to-go sums from step t to the end: "
+        "loop over t backwards",
+        lambda rewards, gamma: reward_to_go(rewards.flip(-1), gamma).flip(-1),
+    ),
+    Mistake(
+        "you accumulated forwards without discounting (rewards.cumsum(-1): the rewards up to step t); the "
+        "reward-to-go sums gamma ** (k - t) * r_k from step t to the end: loop over t backwards",
+        lambda rewards, gamma: rewards.cumsum(-1),
+    ),
+    Mistake(
+        "you returned one number per episode; the exercise asks for G_t at every step t, shape [..., T]",
+        lambda rewards, gamma: discounted_return(rewards, gamma),
+    ),
+    Mistake(
+        "your returns are shifted by one step: G_t includes r_t itself (you stored G_{t+1} at t)",
+        lambda rewards, gamma: torch.cat(
+            [reward_to_go(rewards, gamma)[..., 1:], torch.zeros_like(rewards[..., :1])], dim=-1
+        ),
+    ),
 ]
 
 

@@ -23,12 +23,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m course_lib.hf", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, help="a folder written by save_pretrained, or a hub id")
     p.add_argument("--task", default="arithmetic", help="the task (arithmetic word problems)")
-    p.add_argument("--dataset", default=None, help="a JSONL file of {question, answer} lines, instead of generated problems")
+    p.add_argument(
+        "--dataset", default=None, help="a JSONL file of {question, answer} lines, instead of generated problems"
+    )
     p.add_argument("--num-problems", type=int, default=64, help="generated problems when no --dataset")
     p.add_argument("--device", default="cpu", help="cpu or cuda (cuda runs under bf16 autocast)")
     p.add_argument("--output-dir", default=None, help="checkpoints go here (checkpoint-<step>); none when omitted")
     p.add_argument("--history", default=None, help="write the history to this JSON file")
-    p.add_argument("--rewards", default=None, help='reward weights as JSON, e.g. \'{"answer": 1.0, "answer_format": 0.5}\'')
+    p.add_argument(
+        "--rewards", default=None, help='reward weights as JSON, e.g. \'{"answer": 1.0, "answer_format": 0.5}\''
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     for f in fields(HFGRPOConfig):
         if f.name in ("reward_weights",):
@@ -38,8 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
         if value is None:  # optional floats (clip_eps_high)
             p.add_argument(flag, type=float, default=None, help="(default: none)")
         elif isinstance(value, bool):
-            p.add_argument(flag, type=lambda s: s.lower() in ("1", "true", "yes"), default=value,
-                           help=f"(default {value})")
+            p.add_argument(
+                flag, type=lambda s: s.lower() in ("1", "true", "yes"), default=value, help=f"(default {value})"
+            )
         else:
             p.add_argument(flag, type=type(value), default=value, help=f"(default {value})")
     return p
@@ -55,15 +60,21 @@ def main(argv=None):
     config.validate()  # bad hyperparameters fail before the model is loaded
     problems = data.load_problems(args.task, n=args.num_problems, seed=config.seed, dataset=args.dataset)
     model, tokenizer = loop.load_model_and_tokenizer(args.model, device=args.device)
-    loop.check_prompt_lengths([data.format_prompt(q, tokenizer) for q, _ in problems], tokenizer, model,
-                              config.max_new_tokens, name="dataset" if args.dataset else "num_problems")
-    history = loop.train(model, tokenizer, problems, config, output_dir=args.output_dir,
-                         progress=not args.no_progress)
+    loop.check_prompt_lengths(
+        [data.format_prompt(q, tokenizer) for q, _ in problems],
+        tokenizer,
+        model,
+        config.max_new_tokens,
+        name="dataset" if args.dataset else "num_problems",
+    )
+    history = loop.train(model, tokenizer, problems, config, output_dir=args.output_dir, progress=not args.no_progress)
     if args.history:
         with open(args.history, "w") as f:
             json.dump(asdict(history), f, indent=1)
-    print(f"mean reward: first step {history.mean_reward[0]:.3f}, last step {history.mean_reward[-1]:.3f}; "
-          f"checkpoint: {history.checkpoint}")
+    print(
+        f"mean reward: first step {history.mean_reward[0]:.3f}, last step {history.mean_reward[-1]:.3f}; "
+        f"checkpoint: {history.checkpoint}"
+    )
     return history
 
 

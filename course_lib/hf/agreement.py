@@ -23,8 +23,16 @@ from course_lib.masked import masked_sum
 from course_lib.ppo import clipped_surrogate
 
 
-def fixed_batch(model, tokenizer, B: int = 2, G: int = 4, T: int = 8, lengths=(8, 3, 5, 1, 8, 6, 2, 4),
-                spread: float = 0.3, seed: int = 0) -> dict:
+def fixed_batch(
+    model,
+    tokenizer,
+    B: int = 2,
+    G: int = 4,
+    T: int = 8,
+    lengths=(8, 3, 5, 1, 8, 6, 2, 4),
+    spread: float = 0.3,
+    seed: int = 0,
+) -> dict:
     """A batch with everything TRL's loss needs, seeded.
 
     Completions are random tokens ending in EOS after ``lengths[i]`` tokens (PAD after it; a
@@ -55,10 +63,15 @@ def fixed_batch(model, tokenizer, B: int = 2, G: int = 4, T: int = 8, lengths=(8
         logp = lm_rl.token_logps(model, prompt_ids, prompt_mask, completion_ids)  # (N, T)
     rewards = torch.randint(0, 3, (B, G), generator=g).float() / 2  # (B, G), in {0, 0.5, 1}
     rewards[:, 0], rewards[:, 1] = 1.0, 0.0  # every group has some spread: non-zero advantages
-    return dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask, completion_ids=completion_ids,
-                completion_mask=mask, rewards=rewards,
-                logp_old=logp + spread * torch.randn(logp.shape, generator=g),
-                logp_ref=logp + spread * torch.randn(logp.shape, generator=g))
+    return dict(
+        prompt_ids=prompt_ids,
+        prompt_mask=prompt_mask,
+        completion_ids=completion_ids,
+        completion_mask=mask,
+        rewards=rewards,
+        logp_old=logp + spread * torch.randn(logp.shape, generator=g),
+        logp_ref=logp + spread * torch.randn(logp.shape, generator=g),
+    )
 
 
 def trl_and_course(trainer, batch: dict, with_old: bool = True) -> dict:
@@ -86,9 +99,17 @@ def trl_and_course(trainer, batch: dict, with_old: bool = True) -> dict:
 
     def course_loss(logp, logp_old):
         loss, extra["info"] = grpo_loss(
-            logp.view(B, G, T), logp_old.view(B, G, T), batch["logp_ref"].view(B, G, T), rewards,
-            mask.view(B, G, T), clip_eps=trainer.epsilon_low, clip_eps_high=trainer.epsilon_high,
-            kl_coef=trainer.beta, kl_kind="k3", loss_agg=loss_agg, max_len=trainer.max_completion_length,
+            logp.view(B, G, T),
+            logp_old.view(B, G, T),
+            batch["logp_ref"].view(B, G, T),
+            rewards,
+            mask.view(B, G, T),
+            clip_eps=trainer.epsilon_low,
+            clip_eps_high=trainer.epsilon_high,
+            kl_coef=trainer.beta,
+            kl_kind="k3",
+            loss_agg=loss_agg,
+            max_len=trainer.max_completion_length,
         )
         return loss
 
@@ -103,8 +124,10 @@ def _compare(trainer, batch: dict, advantages, course_loss, with_old: bool = Tru
     model = trainer.model
     model.train()
     inputs = {
-        "prompt_ids": batch["prompt_ids"], "prompt_mask": batch["prompt_mask"],
-        "completion_ids": batch["completion_ids"], "completion_mask": mask,
+        "prompt_ids": batch["prompt_ids"],
+        "prompt_mask": batch["prompt_mask"],
+        "completion_ids": batch["completion_ids"],
+        "completion_mask": mask,
         "advantages": advantages,  # (N,): TRL takes them precomputed
         "ref_per_token_logps": batch["logp_ref"],
         "num_items_in_batch": mask.sum(),  # DAPO's normaliser: the valid tokens of the generation batch
@@ -126,7 +149,8 @@ def _compare(trainer, batch: dict, advantages, course_loss, with_old: bool = Tru
     course_grads = [p.grad.clone() for p in params]
     model.zero_grad()
     return {
-        "trl_loss": trl_loss.item(), "course_loss": course.item(),
+        "trl_loss": trl_loss.item(),
+        "course_loss": course.item(),
         "loss_diff": abs(trl_loss.item() - course.item()),
         "grad_diff": max((a - b).abs().max().item() for a, b in zip(trl_grads, course_grads)),
         "grad_max": max(a.abs().max().item() for a in trl_grads),
@@ -145,8 +169,10 @@ TRL_FAMILY = {
     "BNPO (token mean of the local batch)": {"loss_type": "bnpo"},
     "Dr. GRPO": {"loss_type": "dr_grpo", "scale_rewards": "none"},
     "GSPO": {"loss_type": "grpo", "importance_sampling_level": "sequence"},
-    "LUSPO (GSPO, each response weighed by its length)": {"loss_type": "luspo",
-                                                           "importance_sampling_level": "sequence"},
+    "LUSPO (GSPO, each response weighed by its length)": {
+        "loss_type": "luspo",
+        "importance_sampling_level": "sequence",
+    },
     "CISPO": {"loss_type": "cispo", "epsilon_high": 5.0},
     "CISPO, the cap binding": {"loss_type": "cispo", "epsilon_high": 1.1},
     "SAPO": {"loss_type": "sapo"},
@@ -154,8 +180,11 @@ TRL_FAMILY = {
 
 # TRL's loss_type -> the course's aggregate_loss mode and max_len (None: T; "max_completion_length": TRL's).
 AGGREGATION = {
-    "grpo": ("seq-mean-token-mean", None), "sapo": ("seq-mean-token-mean", None),
-    "dapo": ("token-mean", None), "bnpo": ("token-mean", None), "cispo": ("token-mean", None),
+    "grpo": ("seq-mean-token-mean", None),
+    "sapo": ("seq-mean-token-mean", None),
+    "dapo": ("token-mean", None),
+    "bnpo": ("token-mean", None),
+    "cispo": ("token-mean", None),
     "dr_grpo": ("seq-mean-token-sum-norm", "max_completion_length"),
     "luspo": ("seq-mean-token-sum-norm", 1),  # the sum over each response's tokens, then the mean
 }
@@ -189,8 +218,9 @@ def family_loss(trainer, logp, logp_old, logp_ref, adv, mask):
     elif kind == "cispo":
         per_token = family.cispo_loss(logp, logp_old, adv_tokens, clip_eps_high=high - 1.0)  # TRL caps at epsilon_high
     elif kind == "sapo":
-        per_token = family.sapo_loss(logp, logp_old, adv_tokens, trainer.args.sapo_temperature_pos,
-                                     trainer.args.sapo_temperature_neg)
+        per_token = family.sapo_loss(
+            logp, logp_old, adv_tokens, trainer.args.sapo_temperature_pos, trainer.args.sapo_temperature_neg
+        )
     else:
         per_token = clipped_surrogate(logp, logp_old, adv_tokens, low, high)
     per_token = per_token + trainer.beta * kl_estimate(logp, logp_ref.detach(), "k3")
@@ -229,12 +259,18 @@ def trl_loss_types() -> list[str]:
     from trl import GRPOConfig
 
     help_text = GRPOConfig.__dataclass_fields__["loss_type"].metadata["help"]
-    supported = help_text[help_text.index("Supported values are"):].split(". ")[0]
+    supported = help_text[help_text.index("Supported values are") :].split(". ")[0]
     return re.findall(r"'(\w+)'", supported)
 
 
-def make_rloo_trainer(model: str, problems, output_dir: str, group_size: int,
-                      reward_weights: dict = data.DEFAULT_REWARD_WEIGHTS, **overrides):
+def make_rloo_trainer(
+    model: str,
+    problems,
+    output_dir: str,
+    group_size: int,
+    reward_weights: dict = data.DEFAULT_REWARD_WEIGHTS,
+    **overrides,
+):
     """TRL's ``RLOOTrainer`` on the course's prompts and rewards (CPU, quiet), for the RLOO agreement."""
     from datasets import Dataset
     from transformers import AutoTokenizer
@@ -243,14 +279,33 @@ def make_rloo_trainer(model: str, problems, output_dir: str, group_size: int,
     tokenizer = AutoTokenizer.from_pretrained(model)
     tokenizer.padding_side = "left"
     functions, weights = data.trl_reward_functions(reward_weights)
-    kwargs = dict(output_dir=output_dir, per_device_train_batch_size=2 * group_size, num_generations=group_size,
-                  max_completion_length=8, beta=0.0, max_steps=1, report_to="none", use_cpu=True, bf16=False, seed=0,
-                  disable_tqdm=True, dataloader_num_workers=0, reward_weights=weights, save_strategy="no")
+    kwargs = dict(
+        output_dir=output_dir,
+        per_device_train_batch_size=2 * group_size,
+        num_generations=group_size,
+        max_completion_length=8,
+        beta=0.0,
+        max_steps=1,
+        report_to="none",
+        use_cpu=True,
+        bf16=False,
+        seed=0,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        reward_weights=weights,
+        save_strategy="no",
+    )
     kwargs.update(overrides)
-    dataset = Dataset.from_dict({"prompt": [data.format_prompt(q, tokenizer) for q, _ in problems],
-                                 "answer": [str(a) for _, a in problems]})
-    return RLOOTrainer(model=model, reward_funcs=functions, args=RLOOConfig(**kwargs), train_dataset=dataset,
-                       processing_class=tokenizer)
+    dataset = Dataset.from_dict(
+        {"prompt": [data.format_prompt(q, tokenizer) for q, _ in problems], "answer": [str(a) for _, a in problems]}
+    )
+    return RLOOTrainer(
+        model=model,
+        reward_funcs=functions,
+        args=RLOOConfig(**kwargs),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+    )
 
 
 def rloo_trl_and_course(trainer, batch: dict) -> dict:
@@ -274,12 +329,16 @@ def rloo_trl_and_course(trainer, batch: dict) -> dict:
     trainer.model.zero_grad()
     logp = lm_rl.token_logps(trainer.model, batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"])
     seq_logp = masked_sum(logp, mask, dim=-1)[0]  # (N,)
-    course = clipped_surrogate(seq_logp, inputs_extra["old_logps"], adv, trainer.epsilon_low,
-                               trainer.epsilon_high).mean()
+    course = clipped_surrogate(
+        seq_logp, inputs_extra["old_logps"], adv, trainer.epsilon_low, trainer.epsilon_high
+    ).mean()
     course.backward()
     course_grads = [p.grad.clone() for p in params]
     trainer.model.zero_grad()
-    return {"trl_loss": trl_loss.item(), "course_loss": course.item(),
-            "loss_diff": abs(trl_loss.item() - course.item()),
-            "grad_diff": max((a - b).abs().max().item() for a, b in zip(trl_grads, course_grads)),
-            "grad_max": max(a.abs().max().item() for a in trl_grads)}
+    return {
+        "trl_loss": trl_loss.item(),
+        "course_loss": course.item(),
+        "loss_diff": abs(trl_loss.item() - course.item()),
+        "grad_diff": max((a - b).abs().max().item() for a, b in zip(trl_grads, course_grads)),
+        "grad_max": max(a.abs().max().item() for a in trl_grads),
+    }

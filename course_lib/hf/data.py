@@ -55,8 +55,9 @@ def load_problems(task: str = "arithmetic", n: int = 64, seed: int = 0, dataset=
             question = row.get("question", row.get("prompt"))
             answer = row["answer"]
         except (json.JSONDecodeError, KeyError, AttributeError):
-            raise ValueError(f"dataset: line {number} of {path} is not a JSON object with "
-                             f"'question' and 'answer'") from None
+            raise ValueError(
+                f"dataset: line {number} of {path} is not a JSON object with 'question' and 'answer'"
+            ) from None
         if not isinstance(question, str):
             raise ValueError(f"dataset: line {number} of {path} has no 'question' string")
         problems.append(MathProblem(question, str(answer)))
@@ -69,8 +70,9 @@ def format_prompt(question: str, tokenizer) -> str:
     """The text a model is prompted with: the question and the answer instruction, chat-templated if possible."""
     content = f"{question}\n{INSTRUCTION}"
     if getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
-                                             add_generation_prompt=True)
+        return tokenizer.apply_chat_template(
+            [{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True
+        )
     return content + "\n"
 
 
@@ -114,8 +116,10 @@ def score(completions: list[str], answers: list[str], reward_weights: dict = DEF
     reward_weights = check_reward_weights(reward_weights)
     if len(completions) != len(answers):
         raise ValueError(f"answers: expected one per completion ({len(completions)}), got {len(answers)}")
-    return [sum(w * REWARDS[name](text, answer) for name, w in reward_weights.items())
-            for text, answer in zip(completions, answers)]
+    return [
+        sum(w * REWARDS[name](text, answer) for name, w in reward_weights.items())
+        for text, answer in zip(completions, answers)
+    ]
 
 
 def reward_breakdown(completions: list[str], answers: list[str], names=("answer", "answer_format")) -> dict:
@@ -138,8 +142,10 @@ def trl_reward_functions(reward_weights: dict = DEFAULT_REWARD_WEIGHTS) -> tuple
     reward_weights = check_reward_weights(reward_weights)
     functions = []
     for name in reward_weights:
+
         def reward(completions, answer, _name=name, **kwargs):
             return [REWARDS[_name](text, truth) for text, truth in zip(completions, answer)]
+
         reward.__name__ = f"{name}_reward"  # TRL logs each reward under its function's name
         functions.append(reward)
     return functions, list(reward_weights.values())

@@ -43,23 +43,45 @@ def gpt2_config(lm: TinyLM, eos_id: int, pad_id: int):
 
     c = lm.cfg
     return GPT2Config(
-        vocab_size=c.vocab_size, n_positions=c.block_size, n_embd=c.d_model, n_layer=c.n_layer, n_head=c.n_head,
-        n_inner=4 * c.d_model, activation_function="gelu", layer_norm_epsilon=1e-5,
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, scale_attn_weights=True,
-        scale_attn_by_inverse_layer_idx=False, reorder_and_upcast_attn=False, tie_word_embeddings=False,
-        bos_token_id=None, eos_token_id=eos_id, pad_token_id=pad_id, use_cache=True,
+        vocab_size=c.vocab_size,
+        n_positions=c.block_size,
+        n_embd=c.d_model,
+        n_layer=c.n_layer,
+        n_head=c.n_head,
+        n_inner=4 * c.d_model,
+        activation_function="gelu",
+        layer_norm_epsilon=1e-5,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        scale_attn_weights=True,
+        scale_attn_by_inverse_layer_idx=False,
+        reorder_and_upcast_attn=False,
+        tie_word_embeddings=False,
+        bos_token_id=None,
+        eos_token_id=eos_id,
+        pad_token_id=pad_id,
+        use_cache=True,
     )
 
 
 def gpt2_state_dict(lm: TinyLM) -> dict[str, torch.Tensor]:
     """TinyLM's tensors under GPT-2's names; ``Conv1D`` weights transposed to ``(in, out)``."""
-    sd = {"transformer.wte.weight": lm.tok_emb.weight, "transformer.wpe.weight": lm.pos_emb.weight,
-          "transformer.ln_f.weight": lm.ln_f.weight, "transformer.ln_f.bias": lm.ln_f.bias,
-          "lm_head.weight": lm.head.weight}
+    sd = {
+        "transformer.wte.weight": lm.tok_emb.weight,
+        "transformer.wpe.weight": lm.pos_emb.weight,
+        "transformer.ln_f.weight": lm.ln_f.weight,
+        "transformer.ln_f.bias": lm.ln_f.bias,
+        "lm_head.weight": lm.head.weight,
+    }
     for i, block in enumerate(lm.blocks):
         h = f"transformer.h.{i}."
-        linears = {"attn.c_attn": block.attn.qkv, "attn.c_proj": block.attn.proj,
-                   "mlp.c_fc": block.mlp[0], "mlp.c_proj": block.mlp[2]}
+        linears = {
+            "attn.c_attn": block.attn.qkv,
+            "attn.c_proj": block.attn.proj,
+            "mlp.c_fc": block.mlp[0],
+            "mlp.c_proj": block.mlp[2],
+        }
         for name, linear in linears.items():
             sd[h + name + ".weight"] = linear.weight.t()  # nn.Linear (out, in) -> Conv1D (in, out)
             sd[h + name + ".bias"] = linear.bias
@@ -81,8 +103,9 @@ def to_gpt2(lm: TinyLM, tokenizer: CharTokenizer):
     if missing or unexpected:  # a renaming that forgot a tensor must fail loudly, not leave it random
         raise RuntimeError(f"export: missing {missing}, unexpected {unexpected}")
     # TinyLM never writes PAD (it is not a word); the exported model's generate must not either.
-    model.generation_config = GenerationConfig(eos_token_id=tokenizer.eos_id, pad_token_id=tokenizer.pad_id,
-                                               suppress_tokens=[tokenizer.pad_id])
+    model.generation_config = GenerationConfig(
+        eos_token_id=tokenizer.eos_id, pad_token_id=tokenizer.pad_id, suppress_tokens=[tokenizer.pad_id]
+    )
     return model.eval()
 
 
@@ -97,9 +120,8 @@ def to_fast_tokenizer(tokenizer: CharTokenizer):
     tok = Tokenizer(WordLevel(vocab, unk_token=PAD_TEXT))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")  # one token per character
     tok.decoder = decoders.Fuse()  # and back to text without spaces
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS_TEXT, pad_token=PAD_TEXT,
-                                   padding_side="left")
-    fast.model_max_length = 10 ** 6
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS_TEXT, pad_token=PAD_TEXT, padding_side="left")
+    fast.model_max_length = 10**6
     return fast
 
 
@@ -140,8 +162,11 @@ def main(argv=None) -> Path:
     parser = argparse.ArgumentParser(prog="python -m course_lib.hf.export", description=main.__doc__)
     parser.add_argument("folder", help="where save_pretrained writes the model and tokenizer")
     parser.add_argument("--sft", action="store_true", help="the warm-up's weights instead of the GRPO-trained ones")
-    parser.add_argument("--checkpoint", default=str(Path(__file__).resolve().parent.parent / "lectures" / "data"
-                                                    / "capstone_08.pt"), help="a TinyLM checkpoint (chapter 08's)")
+    parser.add_argument(
+        "--checkpoint",
+        default=str(Path(__file__).resolve().parent.parent / "lectures" / "data" / "capstone_08.pt"),
+        help="a TinyLM checkpoint (chapter 08's)",
+    )
     args = parser.parse_args(argv)
     lm, ckpt = load_checkpoint(args.checkpoint)
     if args.sft:

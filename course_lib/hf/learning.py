@@ -62,7 +62,9 @@ def trl_config(rl: lm_rl.LMRLConfig, output_dir: str, pad_id: int, **overrides):
         lr_scheduler_type={"linear": "linear", "cosine": "cosine", "constant": "constant"}[rl.lr_schedule],
         warmup_steps=rl.warmup_iterations * K,
         weight_decay=0.0,  # the loop's Adam: AdamW without decay
-        adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-8,
+        adam_beta1=0.9,
+        adam_beta2=0.999,
+        adam_epsilon=1e-8,
         max_grad_norm=rl.max_grad_norm,
         beta=rl.kl_coef,
         use_bias_correction_kl=False,  # the loop's k3, as DeepSeekMath writes it (no ratio in front)
@@ -101,10 +103,12 @@ def trl_reward_functions(task: AdditionTask):
     tok, L = task.tokenizer, task.max_new_tokens
     functions = []
     for part in REWARD_PARTS:
+
         def reward(prompts, completions, completion_ids, _part=part, **kwargs):
             p = torch.tensor([tok.encode(text) for text in prompts])  # (N, P)
             c = torch.tensor([ids[:L] + [tok.pad_id] * (L - len(ids)) for ids in completion_ids])  # (N, L)
             return score_completions(p, c, tok, _part).tolist()
+
         reward.__name__ = part  # TRL logs rewards/<__name__>/mean
         functions.append(reward)
     return functions
@@ -147,8 +151,15 @@ def held_out_callback(task: AdditionTask, pairs, every_steps: int):
     return HeldOutCallback()
 
 
-def run_trl(model_dir: str, task: AdditionTask, split: dict, rl: lm_rl.LMRLConfig, eval_every: int,
-            output_dir: str, eval_on: str = "heldout") -> dict:
+def run_trl(
+    model_dir: str,
+    task: AdditionTask,
+    split: dict,
+    rl: lm_rl.LMRLConfig,
+    eval_every: int,
+    output_dir: str,
+    eval_on: str = "heldout",
+) -> dict:
     """TRL's ``GRPOTrainer`` on the exported model in ``model_dir``: held-out curve, TRL's log, seconds."""
     from datasets import Dataset
     from transformers import AutoTokenizer
@@ -159,25 +170,47 @@ def run_trl(model_dir: str, task: AdditionTask, split: dict, rl: lm_rl.LMRLConfi
     args = trl_config(rl, output_dir, task.tokenizer.pad_id)
     dataset = Dataset.from_dict({"prompt": [task.prompt_text(a, b) for a, b in split["train"]]})
     callback = held_out_callback(task, split[eval_on], eval_every * rl.update_epochs)
-    trainer = GRPOTrainer(model=model_dir, reward_funcs=trl_reward_functions(task), args=args,
-                          train_dataset=dataset, processing_class=tokenizer, callbacks=[callback])
+    trainer = GRPOTrainer(
+        model=model_dir,
+        reward_funcs=trl_reward_functions(task),
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[callback],
+    )
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)
     trainer.train()
     log = [row for row in trainer.state.log_history if "loss" in row]
-    return {"eval": {"iteration": [s // rl.update_epochs for s in callback.eval["step"]],
-                     "seconds": callback.eval["seconds"], "score": callback.eval["score"]},
-            "log": log, "seconds": callback.seconds(), "iterations": rl.iterations}
+    return {
+        "eval": {
+            "iteration": [s // rl.update_epochs for s in callback.eval["step"]],
+            "seconds": callback.eval["seconds"],
+            "score": callback.eval["score"],
+        },
+        "log": log,
+        "seconds": callback.seconds(),
+        "iterations": rl.iterations,
+    }
 
 
-def run_course(model, task: AdditionTask, split: dict, rl: lm_rl.LMRLConfig, eval_every: int,
-               eval_on: str = "heldout") -> dict:
+def run_course(
+    model, task: AdditionTask, split: dict, rl: lm_rl.LMRLConfig, eval_every: int, eval_on: str = "heldout"
+) -> dict:
     """The course's loop on ``model`` (TinyLM or the exported ``transformers`` model), trained in place."""
     prompts = task.prompts(split["train"])
     tok = task.tokenizer
-    return lm_rl.train(model, capstone._reward_fn(task, prompts, "digits+exact"), prompts, rl, tok.eos_id, tok.pad_id,
-                       eval_fn=lambda m: capstone.accuracy(m, task, split[eval_on]), eval_every=eval_every)
+    return lm_rl.train(
+        model,
+        capstone._reward_fn(task, prompts, "digits+exact"),
+        prompts,
+        rl,
+        tok.eos_id,
+        tok.pad_id,
+        eval_fn=lambda m: capstone.accuracy(m, task, split[eval_on]),
+        eval_every=eval_every,
+    )
 
 
 def same_start(lm, hf_model) -> bool:

@@ -74,8 +74,10 @@ class HFGRPOConfig:
             _validate.require_int(name, getattr(self, name), minimum=1)
         _validate.require_int("group_size", self.group_size, minimum=1)
         if self.group_size < 2:
-            raise ValueError(f"group_size: expected at least 2 (a group of one has no baseline: its advantage "
-                             f"is always 0), got {self.group_size}")
+            raise ValueError(
+                f"group_size: expected at least 2 (a group of one has no baseline: its advantage "
+                f"is always 0), got {self.group_size}"
+            )
         for name in ("lr", "clip_eps", "temperature", "max_grad_norm"):
             _validate.require_positive(name, getattr(self, name))
         _validate.require_non_negative("kl_coef", self.kl_coef)
@@ -131,14 +133,18 @@ def load_model_and_tokenizer(model: str, device: str = "cpu"):
         raise ValueError(f"model: expected a folder or a hub id as a string, got {model!r}")
     looks_like_path = model.startswith((".", "/", "~")) or model.count("/") > 1 or Path(model).exists()
     if looks_like_path and not Path(model).expanduser().is_dir():
-        raise ValueError(f"model: no such folder {model!r} (expected a folder written by save_pretrained, "
-                         f"or a hub id such as 'Qwen/Qwen2.5-0.5B-Instruct')")
+        raise ValueError(
+            f"model: no such folder {model!r} (expected a folder written by save_pretrained, "
+            f"or a hub id such as 'Qwen/Qwen2.5-0.5B-Instruct')"
+        )
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(Path(model).expanduser()) if looks_like_path else model)
         lm = AutoModelForCausalLM.from_pretrained(str(Path(model).expanduser()) if looks_like_path else model)
     except OSError as error:
-        raise ValueError(f"model: could not load {model!r} ({error.__class__.__name__}: {str(error)[:200]}); "
-                         f"offline, a hub id must already be in the cache") from None
+        raise ValueError(
+            f"model: could not load {model!r} ({error.__class__.__name__}: {str(error)[:200]}); "
+            f"offline, a hub id must already be in the cache"
+        ) from None
     check_tokenizer(tokenizer)
     tokenizer.padding_side = "left"
     return lm.to(device), tokenizer
@@ -151,11 +157,15 @@ def check_tokenizer(tokenizer) -> None:
     prompts of a batch cannot be padded to one length.
     """
     if getattr(tokenizer, "eos_token_id", None) is None:
-        raise ValueError("tokenizer: it has no EOS token (eos_token is None); completions could never end. "
-                         "Set tokenizer.eos_token to the model's end-of-text token")
+        raise ValueError(
+            "tokenizer: it has no EOS token (eos_token is None); completions could never end. "
+            "Set tokenizer.eos_token to the model's end-of-text token"
+        )
     if getattr(tokenizer, "pad_token_id", None) is None:
-        raise ValueError("tokenizer: it has no PAD token (pad_token is None); prompts of different lengths cannot "
-                         "be batched. Set tokenizer.pad_token (often to tokenizer.eos_token)")
+        raise ValueError(
+            "tokenizer: it has no PAD token (pad_token is None); prompts of different lengths cannot "
+            "be batched. Set tokenizer.pad_token (often to tokenizer.eos_token)"
+        )
 
 
 def context_length(model) -> int:
@@ -169,8 +179,10 @@ def check_prompt_lengths(prompts: list[str], tokenizer, model, max_new_tokens: i
     lengths = [len(ids) for ids in tokenizer(prompts)["input_ids"]]
     for i, length in enumerate(lengths):
         if length + max_new_tokens > limit:
-            raise ValueError(f"{name}: prompt {i} has {length} tokens; with max_new_tokens={max_new_tokens} that "
-                             f"exceeds the model's context of {limit} tokens. Shorten it or lower max_new_tokens")
+            raise ValueError(
+                f"{name}: prompt {i} has {length} tokens; with max_new_tokens={max_new_tokens} that "
+                f"exceeds the model's context of {limit} tokens. Shorten it or lower max_new_tokens"
+            )
 
 
 # ---------------------------------------------------------------------------
@@ -181,15 +193,29 @@ def check_prompt_lengths(prompts: list[str], tokenizer, model, max_new_tokens: i
 def lm_rl_config(config: HFGRPOConfig) -> lm_rl.LMRLConfig:
     """The one LM RL loop's config for these hyperparameters (a constant learning rate, as TRL's ``--lr``)."""
     return lm_rl.LMRLConfig(
-        algo="grpo", iterations=config.steps, prompts_per_step=config.prompts_per_step, group_size=config.group_size,
-        max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
-        update_epochs=config.epochs_per_batch, lr=config.lr, lr_schedule="constant", clip_eps=config.clip_eps,
-        clip_eps_high=config.clip_eps_high, kl_coef=config.kl_coef, normalize_std=config.normalize_std,
-        loss_agg=config.loss_agg, max_grad_norm=config.max_grad_norm, seed=config.seed)
+        algo="grpo",
+        iterations=config.steps,
+        prompts_per_step=config.prompts_per_step,
+        group_size=config.group_size,
+        max_new_tokens=config.max_new_tokens,
+        temperature=config.temperature,
+        top_p=config.top_p,
+        update_epochs=config.epochs_per_batch,
+        lr=config.lr,
+        lr_schedule="constant",
+        clip_eps=config.clip_eps,
+        clip_eps_high=config.clip_eps_high,
+        kl_coef=config.kl_coef,
+        normalize_std=config.normalize_std,
+        loss_agg=config.loss_agg,
+        max_grad_norm=config.max_grad_norm,
+        seed=config.seed,
+    )
 
 
-def train(model, tokenizer, problems, config: HFGRPOConfig | None = None, output_dir=None,
-          progress: bool = True) -> HFGRPOHistory:
+def train(
+    model, tokenizer, problems, config: HFGRPOConfig | None = None, output_dir=None, progress: bool = True
+) -> HFGRPOHistory:
     """Train ``model`` with the course's GRPO on ``problems``, through :func:`course_lib.lm_rl.train`.
 
     Args:
@@ -207,7 +233,9 @@ def train(model, tokenizer, problems, config: HFGRPOConfig | None = None, output
     config = (config or HFGRPOConfig()).validate()
     check_tokenizer(tokenizer)
     if not isinstance(problems, (list, tuple)) or not problems:
-        raise ValueError(f"problems: expected a non-empty list of (question, answer) pairs, got {type(problems).__name__}")
+        raise ValueError(
+            f"problems: expected a non-empty list of (question, answer) pairs, got {type(problems).__name__}"
+        )
     prompts = [data.format_prompt(question, tokenizer) for question, _ in problems]
     answers = [str(answer) for _, answer in problems]
     check_prompt_lengths(prompts, tokenizer, model, config.max_new_tokens)
@@ -227,10 +255,19 @@ def train(model, tokenizer, problems, config: HFGRPOConfig | None = None, output
 
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")  # bf16 on a GPU
     with autocast:
-        out = lm_rl.train(model, reward_fn, enc["input_ids"], lm_rl_config(config), tokenizer.eos_token_id,
-                          tokenizer.pad_token_id, prompt_mask=enc["attention_mask"], progress=progress,
-                          suppress_pad=False, save_fn=save if output_dir is not None else None,
-                          save_every=config.save_every)
+        out = lm_rl.train(
+            model,
+            reward_fn,
+            enc["input_ids"],
+            lm_rl_config(config),
+            tokenizer.eos_token_id,
+            tokenizer.pad_token_id,
+            prompt_mask=enc["attention_mask"],
+            progress=progress,
+            suppress_pad=False,
+            save_fn=save if output_dir is not None else None,
+            save_every=config.save_every,
+        )
     seconds = out.get("seconds", [])
     history.mean_reward, history.loss, history.kl = out.get("mean_reward", []), out.get("loss", []), out.get("kl", [])
     history.clip_fraction, history.grad_norm = out.get("clip_fraction", []), out.get("grad_norm", [])

@@ -18,34 +18,79 @@ from course_lib.hf.loop import HFGRPOConfig
 # (course name, what it is, TRL GRPOConfig field, verl key, TRL default this chapter assumes)
 ROWS = [
     ("group_size", "G, completions per prompt", "num_generations", "rollout.n", 8),
-    ("prompts_per_step", "B, prompts per round; TRL counts completions: B * G per device (steps_per_generation=1)",
-     "per_device_train_batch_size (counts B * G)", "data.train_batch_size (prompts, summed over all GPUs)", 8),
-    ("num_minibatches (lm_rl)", "optimiser steps per pass over a round's batch (minibatches)", "steps_per_generation (/ grad. accum.)",
-     "actor.ppo_mini_batch_size (prompts per minibatch)", None),
-    ("micro_batch_size (lm_rl)", "sequences per forward/backward; gradients accumulated over a minibatch",
-     "gradient_accumulation_steps (micro-batches per step)", "actor.ppo_micro_batch_size_per_gpu", 1),
+    (
+        "prompts_per_step",
+        "B, prompts per round; TRL counts completions: B * G per device (steps_per_generation=1)",
+        "per_device_train_batch_size (counts B * G)",
+        "data.train_batch_size (prompts, summed over all GPUs)",
+        8,
+    ),
+    (
+        "num_minibatches (lm_rl)",
+        "optimiser steps per pass over a round's batch (minibatches)",
+        "steps_per_generation (/ grad. accum.)",
+        "actor.ppo_mini_batch_size (prompts per minibatch)",
+        None,
+    ),
+    (
+        "micro_batch_size (lm_rl)",
+        "sequences per forward/backward; gradients accumulated over a minibatch",
+        "gradient_accumulation_steps (micro-batches per step)",
+        "actor.ppo_micro_batch_size_per_gpu",
+        1,
+    ),
     ("epochs_per_batch", "optimiser steps on each generated batch", "num_iterations", "actor.ppo_epochs", 1),
     ("clip_eps", "PPO's clip range (lower side)", "epsilon", "actor.clip_ratio_low", 0.2),
     ("clip_eps_high", "upper clip range (DAPO's clip-higher)", "epsilon_high", "actor.clip_ratio_high", None),
     ("kl_coef", "weight of the KL penalty (beta)", "beta", "actor.kl_loss_coef (with actor.use_kl_loss)", 0.0),
     ("kl_kind='k3'", "KL estimator", "(always k3)", "actor.kl_loss_type=low_var_kl", None),
-    ("(none: the course uses plain k3)", "k3's gradient at ratio 1 is the forward KL's; times pi/pi_old, the reverse KL's",
-     "use_bias_correction_kl", "(none)", True),
-    ("loss_agg", "token aggregation: seq-mean-token-mean / token-mean / seq-mean-token-sum-norm",
-     "loss_type (grpo / dapo / dr_grpo)", "actor.loss_agg_mode", "dapo"),
-    ("normalize_std", "divide advantages by the group std", "scale_rewards ('group' / 'none')",
-     "algorithm.norm_adv_by_std_in_grpo", "group"),
+    (
+        "(none: the course uses plain k3)",
+        "k3's gradient at ratio 1 is the forward KL's; times pi/pi_old, the reverse KL's",
+        "use_bias_correction_kl",
+        "(none)",
+        True,
+    ),
+    (
+        "loss_agg",
+        "token aggregation: seq-mean-token-mean / token-mean / seq-mean-token-sum-norm",
+        "loss_type (grpo / dapo / dr_grpo)",
+        "actor.loss_agg_mode",
+        "dapo",
+    ),
+    (
+        "normalize_std",
+        "divide advantages by the group std",
+        "scale_rewards ('group' / 'none')",
+        "algorithm.norm_adv_by_std_in_grpo",
+        "group",
+    ),
     ("group_advantages", "the advantage estimator", "(GRPO's, built in)", "algorithm.adv_estimator=grpo", None),
-    ("max_new_tokens", "completion budget; Dr. GRPO's max_len", "max_completion_length",
-     "data.max_response_length", 512),
+    (
+        "max_new_tokens",
+        "completion budget; Dr. GRPO's max_len",
+        "max_completion_length",
+        "data.max_response_length",
+        512,
+    ),
     ("temperature", "sampling temperature", "temperature", "rollout.temperature", 1.0),
     ("top_p", "nucleus sampling", "top_p", "rollout.top_p", 1.0),
     ("lr", "learning rate", "learning_rate", "actor.optim.lr", 1e-6),
     ("max_grad_norm", "gradient clipping norm", "max_grad_norm", "actor.grad_clip", 1.0),
-    ("steps", "generation rounds; TRL counts optimiser steps: max_steps = steps x epochs_per_batch", "max_steps (x epochs_per_batch)",
-     "trainer.total_training_steps (rounds)", -1),
-    ("save_every", "checkpoint period in rounds; TRL: save_steps = save_every x epochs_per_batch", "save_steps (x epochs_per_batch)",
-     "trainer.save_freq (rounds)", 500),
+    (
+        "steps",
+        "generation rounds; TRL counts optimiser steps: max_steps = steps x epochs_per_batch",
+        "max_steps (x epochs_per_batch)",
+        "trainer.total_training_steps (rounds)",
+        -1,
+    ),
+    (
+        "save_every",
+        "checkpoint period in rounds; TRL: save_steps = save_every x epochs_per_batch",
+        "save_steps (x epochs_per_batch)",
+        "trainer.save_freq (rounds)",
+        500,
+    ),
 ]
 
 
@@ -74,12 +119,17 @@ def mapping_rows() -> list[dict]:
     rows = []
     for name, meaning, trl, verl, assumed in ROWS:
         field = trl_field(trl)
-        rows.append({
-            "course": name, "meaning": meaning, "trl": trl, "verl": verl,
-            "course_default": getattr(course, name, ""),
-            "trl_default": trl_defaults.get(field, "(missing!)") if field else "",
-            "trl_default_assumed": assumed,
-        })
+        rows.append(
+            {
+                "course": name,
+                "meaning": meaning,
+                "trl": trl,
+                "verl": verl,
+                "course_default": getattr(course, name, ""),
+                "trl_default": trl_defaults.get(field, "(missing!)") if field else "",
+                "trl_default_assumed": assumed,
+            }
+        )
     return rows
 
 
@@ -94,7 +144,9 @@ def disagreements() -> list[str]:
         if field not in trl_defaults:
             problems.append(f"{name}: GRPOConfig has no field {field!r}")
         elif trl_defaults[field] != assumed:
-            problems.append(f"{name}: GRPOConfig.{field} defaults to {trl_defaults[field]!r}, the chapter says {assumed!r}")
+            problems.append(
+                f"{name}: GRPOConfig.{field} defaults to {trl_defaults[field]!r}, the chapter says {assumed!r}"
+            )
     return problems
 
 

@@ -25,9 +25,7 @@ import torch
 
 EOS, PAD = "<|endoftext|>", "<|pad|>"
 # Qwen2's pre-tokenizer: words with their leading space, every digit on its own, punctuation runs.
-QWEN2_PRETOKENIZE_REGEX = (
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
-)
+QWEN2_PRETOKENIZE_REGEX = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 ANSWER_TOKEN = "Answer:"
 # A minimal chat template: role tags a model can learn; Qwen's own template is the same idea with <|im_start|>.
 CHAT_TEMPLATE = (
@@ -53,15 +51,21 @@ def build_tiny_tokenizer(vocab_size: int = 320):
 
     tok = Tokenizer(BPE())
     tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN2_PRETOKENIZE_REGEX), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_PRETOKENIZE_REGEX), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
     # A few merges learned from the task's own text: short prompts, so a CPU step stays fast.
     corpus = [f"{question} {ANSWER_TOKEN} {answer}" for question, answer in arithmetic_problems(500, seed=123)]
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOS, PAD], show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOS, PAD],
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(corpus, trainer)
     tok.add_tokens([AddedToken(ANSWER_TOKEN, normalized=False)])
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=PAD, padding_side="left")
@@ -69,8 +73,15 @@ def build_tiny_tokenizer(vocab_size: int = 320):
     return tokenizer
 
 
-def build_tiny_model(vocab_size: int, hidden_size: int = 128, num_layers: int = 2, max_positions: int = 512,
-                     seed: int = 0, eos_token_id: int = 0, pad_token_id: int = 1):
+def build_tiny_model(
+    vocab_size: int,
+    hidden_size: int = 128,
+    num_layers: int = 2,
+    max_positions: int = 512,
+    seed: int = 0,
+    eos_token_id: int = 0,
+    pad_token_id: int = 1,
+):
     """A randomly initialised ``Qwen2ForCausalLM`` of about 300 thousand parameters.
 
     Args:
@@ -84,10 +95,17 @@ def build_tiny_model(vocab_size: int, hidden_size: int = 128, num_layers: int = 
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
     config = Qwen2Config(
-        vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=2 * hidden_size,
-        num_hidden_layers=num_layers, num_attention_heads=4, num_key_value_heads=2,
-        max_position_embeddings=max_positions, tie_word_embeddings=True,
-        eos_token_id=eos_token_id, pad_token_id=pad_token_id, bos_token_id=None,
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=True,
+        eos_token_id=eos_token_id,
+        pad_token_id=pad_token_id,
+        bos_token_id=None,
     )
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)
@@ -111,8 +129,14 @@ def save_tiny_model(path, hidden_size: int = 128, num_layers: int = 2, seed: int
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tiny_tokenizer()
-    model = build_tiny_model(len(tokenizer), hidden_size=hidden_size, num_layers=num_layers, seed=seed,
-                             eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    model = build_tiny_model(
+        len(tokenizer),
+        hidden_size=hidden_size,
+        num_layers=num_layers,
+        seed=seed,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path

@@ -74,8 +74,10 @@ def answer_reward(prompts: list, completions: list, answer: list, **kwargs) -> l
     """
     if len(answer) != len(completions):
         raise ValueError(f"answer: expected one per completion ({len(completions)}), got {len(answer)}")
-    return [None if truth is None else math_answer_reward(completion_text(completion), str(truth))
-            for completion, truth in zip(completions, answer)]
+    return [
+        None if truth is None else math_answer_reward(completion_text(completion), str(truth))
+        for completion, truth in zip(completions, answer)
+    ]
 
 
 # ---------------------------------------------------------------------------
@@ -91,12 +93,15 @@ def _check_generated(sequences, prompt_mask) -> None:
         raise ValueError(f"sequences: expected (B, P + L) integer ids, got {sequences.dtype} {tuple(sequences.shape)}")
     B, T = sequences.shape
     if prompt_mask.dim() != 2 or prompt_mask.shape[0] != B or prompt_mask.shape[1] >= T:
-        raise ValueError(f"prompt_mask: expected shape ({B}, P) with P < {T} (the prompt part of sequences), "
-                         f"got {tuple(prompt_mask.shape)}")
+        raise ValueError(
+            f"prompt_mask: expected shape ({B}, P) with P < {T} (the prompt part of sequences), "
+            f"got {tuple(prompt_mask.shape)}"
+        )
 
 
-def completion_logps(model, sequences: torch.Tensor, prompt_mask: torch.Tensor, eos_id: int,
-                     temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+def completion_logps(
+    model, sequences: torch.Tensor, prompt_mask: torch.Tensor, eos_id: int, temperature: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token log-probs and the completion mask of ``model.generate``'s output, as TRL computes them.
 
     ``generate`` returns the left-padded prompts with the completions after them; the first ``P`` columns
@@ -131,11 +136,19 @@ def _check_translatable(cfg: LMRLConfig) -> None:
     if not isinstance(cfg, LMRLConfig):
         raise ValueError(f"cfg: expected a course_lib.lm_rl.LMRLConfig, got {type(cfg).__name__}")
     cfg.validate()
-    for name, supported in (("algo", "grpo"), ("adv_estimator", "grpo"), ("policy_loss", "clip"),
-                            ("dynamic_sampling", False), ("overlong_cache", 0), ("min_lr_ratio", 0.0)):
+    for name, supported in (
+        ("algo", "grpo"),
+        ("adv_estimator", "grpo"),
+        ("policy_loss", "clip"),
+        ("dynamic_sampling", False),
+        ("overlong_cache", 0),
+        ("min_lr_ratio", 0.0),
+    ):
         if getattr(cfg, name) != supported:
-            raise ValueError(f"cfg.{name}: this translation covers GRPO's defaults ({name}={supported!r}), "
-                             f"got {getattr(cfg, name)!r}")
+            raise ValueError(
+                f"cfg.{name}: this translation covers GRPO's defaults ({name}={supported!r}), "
+                f"got {getattr(cfg, name)!r}"
+            )
 
 
 def grpo_config_kwargs(cfg: LMRLConfig, num_processes: int = 1) -> dict:
@@ -165,13 +178,18 @@ def grpo_config_kwargs(cfg: LMRLConfig, num_processes: int = 1) -> dict:
     per_process = minibatch // num_processes
     micro = cfg.micro_batch_size or per_process  # completions per forward pass
     if B * G % M or minibatch % num_processes or per_process % micro:
-        raise ValueError(f"num_processes: B * G = {B * G} completions must split into num_minibatches={M} "
-                         f"minibatches, each over num_processes={num_processes} processes in micro-batches of "
-                         f"micro_batch_size={cfg.micro_batch_size}")
+        raise ValueError(
+            f"num_processes: B * G = {B * G} completions must split into num_minibatches={M} "
+            f"minibatches, each over num_processes={num_processes} processes in micro-batches of "
+            f"micro_batch_size={cfg.micro_batch_size}"
+        )
     accumulation = per_process // micro  # forward passes per optimiser step
     steps_per_round = K * M  # optimiser steps on one generated batch
-    schedule = cfg.lr_schedule if cfg.lr_schedule != "constant" else (
-        "constant_with_warmup" if cfg.warmup_iterations else "constant")  # HF's "constant" ignores warm-up
+    schedule = (
+        cfg.lr_schedule
+        if cfg.lr_schedule != "constant"
+        else ("constant_with_warmup" if cfg.warmup_iterations else "constant")
+    )  # HF's "constant" ignores warm-up
     return dict(
         num_generations=G,
         per_device_train_batch_size=micro,

@@ -26,8 +26,14 @@ from course_lib.hf.loop import HFGRPOConfig
 LOSS_TYPES = {"seq-mean-token-mean": "grpo", "token-mean": "dapo", "seq-mean-token-sum-norm": "dr_grpo"}
 
 
-def trl_config(config: HFGRPOConfig, output_dir: str, device: str = "cpu", num_processes: int = 1,
-               progress: bool = True, **overrides):
+def trl_config(
+    config: HFGRPOConfig,
+    output_dir: str,
+    device: str = "cpu",
+    num_processes: int = 1,
+    progress: bool = True,
+    **overrides,
+):
     """TRL's ``GRPOConfig`` for the course's hyperparameters; ``overrides`` set any other TRL field.
 
     Args:
@@ -83,8 +89,9 @@ def trl_config(config: HFGRPOConfig, output_dir: str, device: str = "cpu", num_p
     return GRPOConfig(**kwargs)
 
 
-def make_trainer(model: str, problems, config: HFGRPOConfig, output_dir: str, device: str = "cpu",
-                 progress: bool = True, **overrides):
+def make_trainer(
+    model: str, problems, config: HFGRPOConfig, output_dir: str, device: str = "cpu", progress: bool = True, **overrides
+):
     """TRL's ``GRPOTrainer`` on the course's prompts and rewards, the model loaded by path or hub id.
 
     Args:
@@ -107,13 +114,16 @@ def make_trainer(model: str, problems, config: HFGRPOConfig, output_dir: str, de
     num_processes = int(os.environ.get("WORLD_SIZE", "1"))  # set by accelerate launch
     args = trl_config(config, output_dir, device=device, num_processes=num_processes, progress=progress, **overrides)
     # The prompts are already chat-templated text, the same strings the course loop sends to generate.
-    dataset = Dataset.from_dict({
-        "prompt": [data.format_prompt(question, tokenizer) for question, _ in problems],
-        "answer": [str(answer) for _, answer in problems],
-    })
+    dataset = Dataset.from_dict(
+        {
+            "prompt": [data.format_prompt(question, tokenizer) for question, _ in problems],
+            "answer": [str(answer) for _, answer in problems],
+        }
+    )
     functions, _ = data.trl_reward_functions(config.reward_weights)
-    trainer = GRPOTrainer(model=model, reward_funcs=functions, args=args, train_dataset=dataset,
-                          processing_class=tokenizer)
+    trainer = GRPOTrainer(
+        model=model, reward_funcs=functions, args=args, train_dataset=dataset, processing_class=tokenizer
+    )
     if not progress:  # without a bar, transformers prints every log row instead: keep quiet
         from transformers.trainer_callback import PrinterCallback
 
@@ -139,7 +149,7 @@ def history_from_trl(trainer):
         history.clip_fraction.append(last.get("clip_ratio/region_mean", 0.0))
         history.grad_norm.append(last.get("grad_norm", float("nan")))
         # TRL's step_time: each training_step (generation on a round's first, forward, backward; not the update).
-        history.seconds.append(sum(row.get("step_time", float("nan")) for row in steps[start:start + k]))
+        history.seconds.append(sum(row.get("step_time", float("nan")) for row in steps[start : start + k]))
     return history
 
 
@@ -159,8 +169,14 @@ def main(argv=None):
 
     load_model_and_tokenizer(args.model, device="cpu")
     problems = data.load_problems(args.task, n=args.num_problems, seed=config.seed, dataset=args.dataset)
-    trainer = make_trainer(args.model, problems, config, args.output_dir or "trl_grpo_output", device=args.device,
-                           progress=not args.no_progress)
+    trainer = make_trainer(
+        args.model,
+        problems,
+        config,
+        args.output_dir or "trl_grpo_output",
+        device=args.device,
+        progress=not args.no_progress,
+    )
     trainer.train()
     history = history_from_trl(trainer)
     if trainer.accelerator.is_main_process:
@@ -169,9 +185,11 @@ def main(argv=None):
 
             with open(args.history, "w") as f:
                 json.dump(asdict(history), f, indent=1)
-        print(f"TRL: {trainer.state.global_step} optimiser steps on {trainer.accelerator.num_processes} process(es) "
-              f"({trainer.accelerator.distributed_type}); mean reward by round: "
-              f"{[round(r, 3) for r in history.mean_reward]}")
+        print(
+            f"TRL: {trainer.state.global_step} optimiser steps on {trainer.accelerator.num_processes} process(es) "
+            f"({trainer.accelerator.distributed_type}); mean reward by round: "
+            f"{[round(r, 3) for r in history.mean_reward]}"
+        )
     return trainer
 
 

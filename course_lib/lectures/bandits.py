@@ -96,8 +96,13 @@ def random_bandit(num_states: int = 6, num_actions: int = 4, num_features: int =
     return ContextualBandit(rewards, phi, torch.full((num_states,), 1.0 / num_states, dtype=torch.float64))
 
 
-def sample_groups(bandit: ContextualBandit, logits: torch.Tensor, num_groups: int, group_size: int,
-                  generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def sample_groups(
+    bandit: ContextualBandit,
+    logits: torch.Tensor,
+    num_groups: int,
+    group_size: int,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Draw ``B`` states and ``G`` actions in each from ``pi = softmax(logits)``.
 
     Args:
@@ -172,8 +177,13 @@ def bandit_outcomes(bandit: ContextualBandit, logits: torch.Tensor) -> dict[str,
     states = torch.arange(S)[:, None].expand(S, K)  # (S, K)
     actions = torch.arange(K)[None, :].expand(S, K)  # (S, K)
     probs = bandit.state_probs.to(logits.dtype)[:, None] * torch.softmax(logits.detach(), -1)  # (S, K)
-    return {"probs": probs, "states": states, "actions": actions, "rewards": bandit.rewards.to(logits.dtype),
-            "scores": bandit_scores(logits, states, actions)}
+    return {
+        "probs": probs,
+        "states": states,
+        "actions": actions,
+        "rewards": bandit.rewards.to(logits.dtype),
+        "scores": bandit_scores(logits, states, actions),
+    }
 
 
 def exact_moments(probs: torch.Tensor, estimates: torch.Tensor) -> tuple[torch.Tensor, float]:
@@ -201,7 +211,6 @@ def exact_moments(probs: torch.Tensor, estimates: torch.Tensor) -> tuple[torch.T
 # ---------------------------------------------------------------------------
 # Validation helpers
 # ---------------------------------------------------------------------------
-
 
 
 def _require_ids(name: str, ids, size: int) -> None:

@@ -32,8 +32,9 @@ def grouped_prompts(budget: int, group_size: int):
     return prompts.repeat(budget // (group_size * len(prompts)), 1)  # (B, T)
 
 
-def run_budget_sweep(group_sizes=BUDGET_GROUP_SIZES, clip_eps=BUDGET_CLIP_EPS, seeds=range(8), budget: int = 48,
-                     epochs: int = 100) -> dict:
+def run_budget_sweep(
+    group_sizes=BUDGET_GROUP_SIZES, clip_eps=BUDGET_CLIP_EPS, seeds=range(8), budget: int = 48, epochs: int = 100
+) -> dict:
     """GRPO on the sorting task with ``budget`` responses per epoch for every ``(G, clip_eps)``.
 
     Returns:
@@ -53,19 +54,37 @@ def run_budget_sweep(group_sizes=BUDGET_GROUP_SIZES, clip_eps=BUDGET_CLIP_EPS, s
                 start = time.perf_counter()
                 config = GRPOTrainerConfig(group_size=G, clip_eps=eps, epochs=epochs, seed=seed)
                 history = GRPOTrainer.for_sorting(config, prompts).train(prompts, progress=False)
-                rows.append({"train": greedy_scores(history.model, sorting_prompts())["greedy_reward"],
-                             "held_out": greedy_scores(history.model, held_out)["greedy_reward"],
-                             "reward": float(np.mean(history.mean_reward[-10:])),
-                             "all_equal": float(np.mean(history.all_equal_fraction[-10:])),
-                             "seconds": time.perf_counter() - start})
+                rows.append(
+                    {
+                        "train": greedy_scores(history.model, sorting_prompts())["greedy_reward"],
+                        "held_out": greedy_scores(history.model, held_out)["greedy_reward"],
+                        "reward": float(np.mean(history.mean_reward[-10:])),
+                        "all_equal": float(np.mean(history.all_equal_fraction[-10:])),
+                        "seconds": time.perf_counter() - start,
+                    }
+                )
             mean = {key: round(float(np.mean([r[key] for r in rows])), 4) for key in rows[0]}
-            configs.append({"group_size": G, "clip_eps": eps, "groups_per_epoch": len(prompts),
-                            "train_greedy": mean["train"], "held_out_greedy": mean["held_out"],
-                            "final_mean_reward": mean["reward"], "all_equal": mean["all_equal"],
-                            "wall_time_s": mean["seconds"],
-                            "train_greedy_per_seed": [round(r["train"], 3) for r in rows]})
-    return {"budget": budget, "epochs": epochs, "seeds": list(seeds), "group_sizes": list(group_sizes),
-            "clip_eps": list(clip_eps), "configs": configs}
+            configs.append(
+                {
+                    "group_size": G,
+                    "clip_eps": eps,
+                    "groups_per_epoch": len(prompts),
+                    "train_greedy": mean["train"],
+                    "held_out_greedy": mean["held_out"],
+                    "final_mean_reward": mean["reward"],
+                    "all_equal": mean["all_equal"],
+                    "wall_time_s": mean["seconds"],
+                    "train_greedy_per_seed": [round(r["train"], 3) for r in rows],
+                }
+            )
+    return {
+        "budget": budget,
+        "epochs": epochs,
+        "seeds": list(seeds),
+        "group_sizes": list(group_sizes),
+        "clip_eps": list(clip_eps),
+        "configs": configs,
+    }
 
 
 def load_budget_sweep() -> dict:

@@ -40,8 +40,18 @@ def sft_loss(model: nn.Module, prompts: torch.Tensor, completions: torch.Tensor,
     return -(logp * mask).sum() / mask.sum()
 
 
-def sft(model: nn.Module, prompts: torch.Tensor, completions: torch.Tensor, eos_id: int, steps: int = 300,
-        lr: float = 3e-3, batch_size: int = 64, seed: int = 0, done=None, check_every: int = 25) -> list[float]:
+def sft(
+    model: nn.Module,
+    prompts: torch.Tensor,
+    completions: torch.Tensor,
+    eos_id: int,
+    steps: int = 300,
+    lr: float = 3e-3,
+    batch_size: int = 64,
+    seed: int = 0,
+    done=None,
+    check_every: int = 25,
+) -> list[float]:
     """Adam on :func:`sft_loss` over shuffled minibatches of the demonstrations.
 
     Args:
@@ -74,27 +84,39 @@ def sft(model: nn.Module, prompts: torch.Tensor, completions: torch.Tensor, eos_
 def accuracy(lm: TinyLM, task: AdditionTask, pairs: list[tuple[int, int]]) -> float:
     """Greedy exact-match accuracy on ``pairs``: the answer, then EOS, nothing else."""
     prompts, tok = task.prompts(pairs), task.tokenizer
-    completions = lm_rl.sample_completions(lm, prompts, None, 1, task.max_new_tokens, tok.eos_id, tok.pad_id,
-                                           greedy=True)  # (N, L)
+    completions = lm_rl.sample_completions(
+        lm, prompts, None, 1, task.max_new_tokens, tok.eos_id, tok.pad_id, greedy=True
+    )  # (N, L)
     return float(score_completions(prompts, completions, tok, "exact").mean())
 
 
 def accuracy_by_carry(lm: TinyLM, task: AdditionTask, pairs: list[tuple[int, int]]) -> dict[str, float]:
     """Greedy exact match split by whether the sum carries from any column (``47+85``: yes; ``12+30``: no)."""
+
     def carries(a: int, b: int) -> bool:
-        return any((a // 10 ** k % 10) + (b // 10 ** k % 10) >= 10 for k in range(task.n_digits))
+        return any((a // 10**k % 10) + (b // 10**k % 10) >= 10 for k in range(task.n_digits))
 
     groups = {"no carry": [p for p in pairs if not carries(*p)], "carry": [p for p in pairs if carries(*p)]}
     return {name: accuracy(lm, task, group) for name, group in groups.items() if group}
 
 
-def sample_table(lm: TinyLM, task: AdditionTask, pairs, temperature: float | None = None, seed: int = 0
-                 ) -> list[tuple[str, str, str]]:
+def sample_table(
+    lm: TinyLM, task: AdditionTask, pairs, temperature: float | None = None, seed: int = 0
+) -> list[tuple[str, str, str]]:
     """``(prompt, completion, answer)`` texts, greedy (``temperature=None``) or sampled."""
     prompts, tok = task.prompts(pairs), task.tokenizer
-    out = lm_rl.sample_completions(lm, prompts, None, 1, task.max_new_tokens, tok.eos_id, tok.pad_id,
-                                   temperature=temperature or 1.0, greedy=temperature is None,
-                                   generator=torch.Generator().manual_seed(seed))  # (N, L)
+    out = lm_rl.sample_completions(
+        lm,
+        prompts,
+        None,
+        1,
+        task.max_new_tokens,
+        tok.eos_id,
+        tok.pad_id,
+        temperature=temperature or 1.0,
+        greedy=temperature is None,
+        generator=torch.Generator().manual_seed(seed),
+    )  # (N, L)
     return [(tok.decode(p), tok.decode(c), task.answer_text(a, b)) for p, c, (a, b) in zip(prompts, out, pairs)]
 
 
@@ -121,16 +143,25 @@ class CapstoneConfig:
     """Width of the tiny LM (2 layers, 4 heads: about 100k parameters)."""
     reward: str = "digits+exact"
     """The verifier's reward (course_lib.tasks.score_completions): digit-wise credit plus 1 when exact."""
-    rl: lm_rl.LMRLConfig = dataclasses.field(default_factory=lambda: lm_rl.LMRLConfig(
-        iterations=300, prompts_per_step=64, group_size=8, update_epochs=4, num_minibatches=2, lr=2e-3,
-        lr_schedule="linear", kl_coef=0.02, clip_eps_high=0.28))
+    rl: lm_rl.LMRLConfig = dataclasses.field(
+        default_factory=lambda: lm_rl.LMRLConfig(
+            iterations=300,
+            prompts_per_step=64,
+            group_size=8,
+            update_epochs=4,
+            num_minibatches=2,
+            lr=2e-3,
+            lr_schedule="linear",
+            kl_coef=0.02,
+            clip_eps_high=0.28,
+        )
+    )
     """The loop's hyperparameters (GRPO's; PPO changes :data:`PPO_CHANGES`): 64 prompts x G = 8 completions
     per round, four clipped passes over each batch in two minibatches of 32 prompts' groups (8 Adam steps a
     round), the ratio clipped to [0.8, 1.28] (DAPO's clip-higher), Adam at 2e-3 decayed linearly;
     ``benchmarks/capstone.py``'s docstring lists every tuning run."""
     eval_every: int = 25
     """Rounds between two held-out evaluations."""
-
 
 
 PPO_CHANGES: dict = {"clip_eps_high": None, "warmup_iterations": 20}
@@ -152,13 +183,28 @@ def warm_up(cfg: CapstoneConfig, seed: int = 0) -> tuple[TinyLM, AdditionTask, d
     """
     task = AdditionTask(cfg.n_digits)
     split = task.split(cfg.n_demos, cfg.n_heldout, seed=0)  # the same held-out prompts for every seed
-    split["val"], split["train"] = split["train"][-cfg.n_val:], split["train"][:-cfg.n_val]  # demos stay in train
-    lm = TinyLM(TinyLMConfig(vocab_size=task.tokenizer.vocab_size, block_size=task.prompt_length + task.max_new_tokens,
-                             d_model=cfg.d_model), seed=seed)
+    split["val"], split["train"] = split["train"][-cfg.n_val :], split["train"][: -cfg.n_val]  # demos stay in train
+    lm = TinyLM(
+        TinyLMConfig(
+            vocab_size=task.tokenizer.vocab_size,
+            block_size=task.prompt_length + task.max_new_tokens,
+            d_model=cfg.d_model,
+        ),
+        seed=seed,
+    )
     prompts, completions = task.demonstrations(split["demos"])
     done = None if cfg.sft_target is None else (lambda: accuracy(lm, task, split["val"]) >= cfg.sft_target)
-    losses = sft(lm, prompts, completions, task.tokenizer.eos_id, steps=cfg.sft_steps, lr=cfg.sft_lr, seed=seed,
-                 done=done, check_every=10)
+    losses = sft(
+        lm,
+        prompts,
+        completions,
+        task.tokenizer.eos_id,
+        steps=cfg.sft_steps,
+        lr=cfg.sft_lr,
+        seed=seed,
+        done=done,
+        check_every=10,
+    )
     return lm, task, split, losses
 
 
@@ -167,8 +213,17 @@ def _reward_fn(task: AdditionTask, prompts: torch.Tensor, reward: str):
     return lambda pick, completions: score_completions(prompts[pick][:, None, :], completions, task.tokenizer, reward)
 
 
-def run(lm: TinyLM, task: AdditionTask, split: dict, cfg: CapstoneConfig, algo: str = "grpo", seed: int = 0,
-        progress: bool = False, eval_on: str = "heldout", **changes) -> dict:
+def run(
+    lm: TinyLM,
+    task: AdditionTask,
+    split: dict,
+    cfg: CapstoneConfig,
+    algo: str = "grpo",
+    seed: int = 0,
+    progress: bool = False,
+    eval_on: str = "heldout",
+    **changes,
+) -> dict:
     """GRPO or PPO (``algo``) from the warmed-up ``lm`` (trained in place) through :func:`course_lib.lm_rl.train`.
 
     Both sample the same completions per round (``cfg.rl``); ``changes`` override fields of the
@@ -183,9 +238,18 @@ def run(lm: TinyLM, task: AdditionTask, split: dict, cfg: CapstoneConfig, algo: 
     prompts = task.prompts(split["train"])
     tok = task.tokenizer
     critic = ValueModel(lm) if algo == "ppo" else None  # PPO's separate value model, from the warmed-up LM
-    return lm_rl.train(lm, _reward_fn(task, prompts, cfg.reward), prompts, rl, tok.eos_id, tok.pad_id,
-                       value_model=critic, eval_fn=lambda model: accuracy(model, task, split[eval_on]),
-                       eval_every=cfg.eval_every, progress=progress)
+    return lm_rl.train(
+        lm,
+        _reward_fn(task, prompts, cfg.reward),
+        prompts,
+        rl,
+        tok.eos_id,
+        tok.pad_id,
+        value_model=critic,
+        eval_fn=lambda model: accuracy(model, task, split[eval_on]),
+        eval_every=cfg.eval_every,
+        progress=progress,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -193,9 +257,19 @@ def run(lm: TinyLM, task: AdditionTask, split: dict, cfg: CapstoneConfig, algo: 
 # ---------------------------------------------------------------------------
 
 
-def grpo_step(policy, ref_model, optimizer: torch.optim.Optimizer, prompts: torch.Tensor,
-              completions: torch.Tensor, rewards: torch.Tensor, logp_old: torch.Tensor, eos_id: int,
-              clip_eps: float = 0.2, kl_coef: float = 0.04, max_grad_norm: float = 1.0) -> float:
+def grpo_step(
+    policy,
+    ref_model,
+    optimizer: torch.optim.Optimizer,
+    prompts: torch.Tensor,
+    completions: torch.Tensor,
+    rewards: torch.Tensor,
+    logp_old: torch.Tensor,
+    eos_id: int,
+    clip_eps: float = 0.2,
+    kl_coef: float = 0.04,
+    max_grad_norm: float = 1.0,
+) -> float:
     """One optimiser step on the GRPO loss of ``G`` completions per prompt of a language model.
 
     Args:

@@ -207,8 +207,9 @@ class Episodes(NamedTuple):
         return self.states != self.n_states
 
 
-def sample_episodes(chain: Chain, n_episodes: int, seed: int = 0, max_steps: int = 200,
-                    start: int | None = None) -> Episodes:
+def sample_episodes(
+    chain: Chain, n_episodes: int, seed: int = 0, max_steps: int = 200, start: int | None = None
+) -> Episodes:
     """Run the fixed policy from ``start`` (default: the middle) until each episode ends or hits ``max_steps``.
 
     Episodes still running after ``max_steps`` steps are cut by the time limit: their
@@ -246,8 +247,9 @@ def sample_episodes(chain: Chain, n_episodes: int, seed: int = 0, max_steps: int
     return Episodes(states, actions, rewards, next_states, terminated, truncated, S)
 
 
-def chain_gae(episodes: Episodes, values: torch.Tensor, gamma: float, lam: float,
-              truncation: str = "bootstrap") -> torch.Tensor:
+def chain_gae(
+    episodes: Episodes, values: torch.Tensor, gamma: float, lam: float, truncation: str = "bootstrap"
+) -> torch.Tensor:
     """GAE advantages of a batch of episodes with critic ``values``: shape ``(B, T)``, 0 on padding.
 
     Args:
@@ -276,8 +278,9 @@ def chain_gae(episodes: Episodes, values: torch.Tensor, gamma: float, lam: float
 # ---------------------------------------------------------------------------
 
 
-def gae_errors(chain: Chain, episodes: Episodes, values: torch.Tensor, gamma: float, lam: float,
-               truncation: str = "bootstrap") -> torch.Tensor:
+def gae_errors(
+    chain: Chain, episodes: Episodes, values: torch.Tensor, gamma: float, lam: float, truncation: str = "bootstrap"
+) -> torch.Tensor:
     """``A_hat_t - (Q(s_t, a_t) - V_hat(s_t))`` at every step, shape ``(B, T)``, 0 on padding.
 
     Args:
@@ -322,12 +325,20 @@ def gae_statistics(chain: Chain, episodes: Episodes, values: torch.Tensor, gamma
     target = true_q_values(chain, gamma) - values[:, None]
     visited = (count > 0).reshape(S, 2)
     mean = torch.where(visited, target + bias.reshape(S, 2), torch.nan)
-    return {"target": target, "mean": mean, "std": var.sqrt().reshape(S, 2), "count": count.reshape(S, 2),
-            "mse": mse, "bias2": bias2, "variance": max(mse - bias2, 0.0)}
+    return {
+        "target": target,
+        "mean": mean,
+        "std": var.sqrt().reshape(S, 2),
+        "count": count.reshape(S, 2),
+        "mse": mse,
+        "bias2": bias2,
+        "variance": max(mse - bias2, 0.0),
+    }
 
 
-def bias_variance(chain: Chain, episodes: Episodes, values: torch.Tensor, gamma: float,
-                  lams: Sequence[float]) -> dict[str, torch.Tensor]:
+def bias_variance(
+    chain: Chain, episodes: Episodes, values: torch.Tensor, gamma: float, lams: Sequence[float]
+) -> dict[str, torch.Tensor]:
     """Mean squared error, bias^2 and variance of GAE(gamma, lam) for each lam: ``(L,)`` tensors.
 
     Also ``exact_bias2``: the bias^2 from :func:`expected_gae` (no sampling noise),

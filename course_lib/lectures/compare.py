@@ -47,8 +47,9 @@ from course_lib.trainers.envs import GymVectorEnv, SortingEnv, cartpole_models, 
 from course_lib.trainers.grpo_trainer import GRPOTrainer, GRPOTrainerConfig
 from course_lib.trainers.ppo_trainer import PPOTrainer, PPOTrainerConfig
 
-SORTING_PPO = dict(num_steps=3, gamma=1.0, lam=0.95, lr=5e-3, ent_coef=0.0, num_minibatches=2, kl_coef=0.05,
-                   kl_kind="k1")
+SORTING_PPO = dict(
+    num_steps=3, gamma=1.0, lam=0.95, lr=5e-3, ent_coef=0.0, num_minibatches=2, kl_coef=0.05, kl_kind="k1"
+)
 """PPO's configuration on the sorting task: chapter 05's (``num_steps`` = T, one response per environment)."""
 
 
@@ -63,8 +64,9 @@ def _one_thread(fn):
         return fn()
 
 
-def run_sorting_grpo(seed: int = 0, epochs: int = 100, group_size: int = 10, clip_eps: float = 0.2,
-                     prompts: torch.Tensor | None = None) -> dict:
+def run_sorting_grpo(
+    seed: int = 0, epochs: int = 100, group_size: int = 10, clip_eps: float = 0.2, prompts: torch.Tensor | None = None
+) -> dict:
     """``GRPOTrainer`` with the course's defaults on the sorting task, one epoch at a time, timed.
 
     Args:
@@ -98,8 +100,9 @@ def run_sorting_grpo(seed: int = 0, epochs: int = 100, group_size: int = 10, cli
     return curve
 
 
-def sorting_ppo_trainer(seed: int = 0, group_size: int = 10, clip_eps: float = 0.2,
-                        prompts: torch.Tensor | None = None, **overrides) -> tuple[PPOTrainer, SortingEnv]:
+def sorting_ppo_trainer(
+    seed: int = 0, group_size: int = 10, clip_eps: float = 0.2, prompts: torch.Tensor | None = None, **overrides
+) -> tuple[PPOTrainer, SortingEnv]:
     """PPO on the sorting task from GRPO's initial policy (``GRPOTrainer.for_sorting``'s), and its environment.
 
     Args:
@@ -118,8 +121,9 @@ def sorting_ppo_trainer(seed: int = 0, group_size: int = 10, clip_eps: float = 0
     return PPOTrainer(actor, critic, ref, clip_epsilon=clip_eps, config=config), SortingEnv(prompts, group_size, V)
 
 
-def run_sorting_ppo(seed: int = 0, updates: int = 100, group_size: int = 10, clip_eps: float = 0.2,
-                    prompts: torch.Tensor | None = None) -> dict:
+def run_sorting_ppo(
+    seed: int = 0, updates: int = 100, group_size: int = 10, clip_eps: float = 0.2, prompts: torch.Tensor | None = None
+) -> dict:
     """``PPOTrainer`` on the sorting task, ``B * G`` responses per update, timed: a curve like ``run_sorting_grpo``'s.
 
     Args:
@@ -138,8 +142,9 @@ def run_sorting_ppo(seed: int = 0, updates: int = 100, group_size: int = 10, cli
             curve["samples"].append(trainer.total_steps // prompts.shape[1])
             curve["seconds"].append(time.perf_counter() - start)
             curve["reward"].append(record["mean_return"])
-            curve["greedy"].append(sort_inclusion_ordering_reward(prompts, greedy_responses(policy, prompts))
-                                   .float().mean().item())
+            curve["greedy"].append(
+                sort_inclusion_ordering_reward(prompts, greedy_responses(policy, prompts)).float().mean().item()
+            )
             curve["entropy"].append(record["entropy"])  # mean over the update's minibatches
 
     _one_thread(train)
@@ -202,8 +207,9 @@ class EpisodeGroups:
     """``(B, G)`` each episode's undiscounted return: the outcome reward."""
 
 
-def collect_episode_groups(actor: torch.nn.Module, envs: list, seeds: list[int],
-                           generator: torch.Generator) -> EpisodeGroups:
+def collect_episode_groups(
+    actor: torch.nn.Module, envs: list, seeds: list[int], generator: torch.Generator
+) -> EpisodeGroups:
     """Play one episode in each of ``B * G`` environments, group ``b`` all reset with ``seeds[b]``.
 
     Resetting ``G`` copies of a deterministic environment with the same seed puts them in the
@@ -220,8 +226,9 @@ def collect_episode_groups(actor: torch.nn.Module, envs: list, seeds: list[int],
     if B == 0 or len(envs) % B:
         raise ValueError(f"envs: expected a multiple of len(seeds) = {B} environments, got {len(envs)}")
     G = len(envs) // B
-    obs = torch.stack([torch.as_tensor(env.reset(seed=int(seeds[n // G]))[0], dtype=torch.float32)
-                       for n, env in enumerate(envs)])  # (N, obs_dim), equal within each group
+    obs = torch.stack(
+        [torch.as_tensor(env.reset(seed=int(seeds[n // G]))[0], dtype=torch.float32) for n, env in enumerate(envs)]
+    )  # (N, obs_dim), equal within each group
     alive = torch.ones(len(envs), dtype=torch.bool)  # (N,)
     returns = torch.zeros(len(envs))  # (N,)
     steps = {"obs": [], "actions": [], "logp": [], "mask": []}
@@ -241,9 +248,16 @@ def collect_episode_groups(actor: torch.nn.Module, envs: list, seeds: list[int],
     return EpisodeGroups(**stacked, returns=returns.reshape(B, G))
 
 
-def run_cartpole_grpo(seed: int = 0, max_steps: int = 50_000, group_size: int = 8, num_groups: int = 4,
-                      clip_eps: float = 0.2, lr: float = 3e-3, steps_per_batch: int = 4,
-                      loss_agg: str = "seq-mean-token-mean") -> dict:
+def run_cartpole_grpo(
+    seed: int = 0,
+    max_steps: int = 50_000,
+    group_size: int = 8,
+    num_groups: int = 4,
+    clip_eps: float = 0.2,
+    lr: float = 3e-3,
+    steps_per_batch: int = 4,
+    loss_agg: str = "seq-mean-token-mean",
+) -> dict:
     """GRPO on CartPole-v1: groups of episodes from one start state, the return as the outcome reward.
 
     Each iteration plays ``num_groups`` groups of ``group_size`` episodes
@@ -269,8 +283,12 @@ def run_cartpole_grpo(seed: int = 0, max_steps: int = 50_000, group_size: int = 
     """
     import gymnasium as gym
 
-    for name, value in (("max_steps", max_steps), ("group_size", group_size), ("num_groups", num_groups),
-                        ("steps_per_batch", steps_per_batch)):
+    for name, value in (
+        ("max_steps", max_steps),
+        ("group_size", group_size),
+        ("num_groups", num_groups),
+        ("steps_per_batch", steps_per_batch),
+    ):
         _validate.require_int(name, value, 1)
     _validate.require_positive("clip_eps", clip_eps)
     _validate.require_positive("lr", lr)
@@ -289,8 +307,16 @@ def run_cartpole_grpo(seed: int = 0, max_steps: int = 50_000, group_size: int = 
             groups = collect_episode_groups(actor, envs, seeds, generator)
             for _ in range(steps_per_batch):
                 logp = gather_log_probs(actor(groups.obs), groups.actions)  # (B, G, T)
-                loss, _ = grpo_loss(logp, groups.logp, None, groups.returns, groups.mask, clip_eps=clip_eps,
-                                    kl_coef=0.0, loss_agg=loss_agg)
+                loss, _ = grpo_loss(
+                    logp,
+                    groups.logp,
+                    None,
+                    groups.returns,
+                    groups.mask,
+                    clip_eps=clip_eps,
+                    kl_coef=0.0,
+                    loss_agg=loss_agg,
+                )
                 optimizer.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(actor.parameters(), 0.5)
@@ -365,9 +391,13 @@ def sorting_memory_tables(group_size: int = 8, seed: int = 0) -> dict[str, dict]
     ppo, env = sorting_ppo_trainer(seed, group_size, prompts=prompts, update_epochs=1, num_minibatches=1)
     rollout = ppo.collect_experiences(env)
     advantages, returns = ppo.compute_advantages(rollout)
-    tables = {"PPO": measure_training_memory(
-        {"actor": ppo.actor_model, "critic": ppo.critic_model, "reference": ppo.ref_model}, ppo.optimizer,
-        lambda: ppo.update_policy(rollout, advantages, returns))}
+    tables = {
+        "PPO": measure_training_memory(
+            {"actor": ppo.actor_model, "critic": ppo.critic_model, "reference": ppo.ref_model},
+            ppo.optimizer,
+            lambda: ppo.update_policy(rollout, advantages, returns),
+        )
+    }
 
     grpo = GRPOTrainer.for_sorting(GRPOTrainerConfig(seed=seed, group_size=group_size), prompts)
     responses = grpo.generate_group_outputs(prompts)  # (B, G, T)
@@ -376,6 +406,8 @@ def sorting_memory_tables(group_size: int = 8, seed: int = 0) -> dict[str, dict]
         logp_old = grpo.log_probs(grpo.model, prompts, responses)  # (B, G, T)
         logp_ref = grpo.log_probs(grpo.ref_model, prompts, responses)
     tables["GRPO"] = measure_training_memory(
-        {"actor": grpo.model, "reference": grpo.ref_model}, grpo.optimizer,
-        lambda: grpo.training_step(prompts, responses, rewards, logp_old, logp_ref))
+        {"actor": grpo.model, "reference": grpo.ref_model},
+        grpo.optimizer,
+        lambda: grpo.training_step(prompts, responses, rewards, logp_old, logp_ref),
+    )
     return tables

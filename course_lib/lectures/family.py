@@ -35,8 +35,13 @@ VARIANTS: dict[str, dict] = {
     "PPO": {
         # chapter 05's recipe, as measured here (chapter 08's PPO later took GRPO's and an lr warm-up): one pass,
         # two minibatches, Adam at a constant rate (1e-3, BASE_LR) from the first round
-        "switches": {"algo": "ppo", "update_epochs": 1, "num_minibatches": 2, "lr_schedule": "constant",
-                     "warmup_iterations": 0},
+        "switches": {
+            "algo": "ppo",
+            "update_epochs": 1,
+            "num_minibatches": 2,
+            "lr_schedule": "constant",
+            "warmup_iterations": 0,
+        },
         "paper": "Schulman et al. 2017; Ouyang et al. 2022, InstructGPT (arXiv 2203.02155)",
         "changes": "A_t = GAE(r_t - beta KL_t, V(s_t)) per token against a learned value model",
     },
@@ -100,8 +105,18 @@ VARIANTS: dict[str, dict] = {
 of the objective it changes. DAPO's overlong filter and soft punishment stay off: an answer here is at most 3
 digits + EOS = ``max_new_tokens``, so a correct answer would be "overlong"."""
 
-MEASURED = ["GRPO", "PPO", "DAPO", "DAPO-clip-higher", "DAPO-dyn-sampling", "RLOO", "GSPO", "CISPO", "Dr.GRPO",
-            "REINFORCE++"]
+MEASURED = [
+    "GRPO",
+    "PPO",
+    "DAPO",
+    "DAPO-clip-higher",
+    "DAPO-dyn-sampling",
+    "RLOO",
+    "GSPO",
+    "CISPO",
+    "Dr.GRPO",
+    "REINFORCE++",
+]
 """The variants ``benchmarks/grpo_family.py`` reports (Dr. GRPO's and REINFORCE++'s report runs came last, on quiet
 cores); GMPO, SAPO and DAPO's token mean alone run through the same loop (the tests train each) and were not
 measured."""
@@ -112,8 +127,18 @@ TUNED_ONLY: list[str] = []
 BASE_LR = {"PPO": 1e-3}
 """The learning rate a variant starts from (chapter 08's: 2e-3; PPO chapter 05's 1e-3); tuning tries it and twice it."""
 
-TUNED_LR: dict[str, float] = {"GRPO": 2e-3, "PPO": 1e-3, "RLOO": 2e-3, "REINFORCE++": 2e-3, "Dr.GRPO": 2e-3, "DAPO": 2e-3,
-                              "DAPO-clip-higher": 2e-3, "DAPO-dyn-sampling": 2e-3, "GSPO": 2e-3, "CISPO": 2e-3}
+TUNED_LR: dict[str, float] = {
+    "GRPO": 2e-3,
+    "PPO": 1e-3,
+    "RLOO": 2e-3,
+    "REINFORCE++": 2e-3,
+    "Dr.GRPO": 2e-3,
+    "DAPO": 2e-3,
+    "DAPO-clip-higher": 2e-3,
+    "DAPO-dyn-sampling": 2e-3,
+    "GSPO": 2e-3,
+    "CISPO": 2e-3,
+}
 """The learning rate tuning chose per variant (``benchmarks/grpo_family.py --tune``: the base, for every one;
 twice the base was worse on both tuning seeds for each); a missing one is the base."""
 
@@ -132,13 +157,20 @@ ROUNDS, PROMPTS, GROUP = 48, 32, 8
 08's 250 x 64 x 8 = 128,000, which did not fit the CPU budget of ten variants x (8 + 4 tuning) runs."""
 
 
-def family_config(rounds: int = ROUNDS, prompts: int = PROMPTS, group: int = GROUP,
-                  eval_every: int = 6) -> capstone.CapstoneConfig:
+def family_config(
+    rounds: int = ROUNDS, prompts: int = PROMPTS, group: int = GROUP, eval_every: int = 6
+) -> capstone.CapstoneConfig:
     """Chapter 08's config with the family's sample budget: ``rounds * prompts * group`` completions, whatever
     a variant does with them (dynamic sampling draws more per round, so it gets fewer rounds)."""
-    rl = dataclasses.replace(capstone.CapstoneConfig().rl, iterations=rounds, prompts_per_step=prompts,
-                             group_size=group, max_completions=rounds * prompts * group,
-                             num_minibatches=1, clip_eps_high=None)  # as measured: chapter 08's recipe then (it
+    rl = dataclasses.replace(
+        capstone.CapstoneConfig().rl,
+        iterations=rounds,
+        prompts_per_step=prompts,
+        group_size=group,
+        max_completions=rounds * prompts * group,
+        num_minibatches=1,
+        clip_eps_high=None,
+    )  # as measured: chapter 08's recipe then (it
     # later took two minibatches and DAPO's clip-higher; here clip-higher is a variant of its own)
     return dataclasses.replace(capstone.CapstoneConfig(), rl=rl, eval_every=eval_every)
 
@@ -149,8 +181,15 @@ def warm_state(cfg: capstone.CapstoneConfig, seed: int) -> dict:
     return {k: v.clone() for k, v in lm.state_dict().items()}
 
 
-def run_variant(name: str, seed: int, cfg: capstone.CapstoneConfig | None = None, lr: float | None = None,
-                state: dict | None = None, eval_on: str = "heldout", progress: bool = False) -> dict:
+def run_variant(
+    name: str,
+    seed: int,
+    cfg: capstone.CapstoneConfig | None = None,
+    lr: float | None = None,
+    state: dict | None = None,
+    eval_on: str = "heldout",
+    progress: bool = False,
+) -> dict:
     """Variant ``name`` for one seed: chapter 08's warm-up (or its ``state``), then :func:`capstone.run` with the
     variant's switches.
 
@@ -173,8 +212,9 @@ def run_variant(name: str, seed: int, cfg: capstone.CapstoneConfig | None = None
     switches = dict(VARIANTS[name]["switches"])
     algo = switches.pop("algo", "grpo")
     lr = lr if lr is not None else TUNED_LR.get(name, base_lr(name))
-    return capstone.run(lm, task, split, cfg, algo=algo, seed=seed, eval_on=eval_on, progress=progress, lr=lr,
-                        **switches)
+    return capstone.run(
+        lm, task, split, cfg, algo=algo, seed=seed, eval_on=eval_on, progress=progress, lr=lr, **switches
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -209,8 +249,10 @@ def record(history: dict, points: int = 20) -> dict:
         "final_length": sum(history["mean_length"][-tail:]) / tail,
         "final_kl": sum(history["kl"][-tail:]) / tail,
         "clip_fraction": float(torch.tensor(history["clip_fraction"], dtype=torch.float64).nanmean()),
-        "curves": {"completions": _downsample(history["completions"], points),
-                   **{k: _downsample(history[k], points) for k in CURVE_KEYS}},
+        "curves": {
+            "completions": _downsample(history["completions"], points),
+            **{k: _downsample(history[k], points) for k in CURVE_KEYS},
+        },
     }
 
 
@@ -231,22 +273,33 @@ def summarize(runs: list[dict], threshold: float = 0.8) -> dict:
     scores = torch.tensor([r["score"] for r in runs], dtype=torch.float64)
     reach = sorted(completions_to(r["eval_completions"], r["eval_score"], threshold) for r in runs)
     mean = lambda key: sum(r[key] for r in runs) / len(runs)  # noqa: E731
-    return {"n": len(runs), "mean": float(scores.mean()), "min": float(scores.min()),
-            "std": float(scores.std()) if len(runs) > 1 else 0.0,
-            "to_threshold": reach[(len(reach) - 1) // 2],  # the lower median: finite iff most seeds got there
-            "seconds": mean("seconds"), "final_length": mean("final_length"), "final_kl": mean("final_kl"),
-            "clip_fraction": mean("clip_fraction"), "completions": mean("completions"),
-            "failing": int((scores < threshold).sum())}
+    return {
+        "n": len(runs),
+        "mean": float(scores.mean()),
+        "min": float(scores.min()),
+        "std": float(scores.std()) if len(runs) > 1 else 0.0,
+        "to_threshold": reach[(len(reach) - 1) // 2],  # the lower median: finite iff most seeds got there
+        "seconds": mean("seconds"),
+        "final_length": mean("final_length"),
+        "final_kl": mean("final_kl"),
+        "clip_fraction": mean("clip_fraction"),
+        "completions": mean("completions"),
+        "failing": int((scores < threshold).sum()),
+    }
 
 
 def format_table(rows: dict[str, dict], threshold: float = 0.8) -> str:
     """The table as text, one line per variant (``rows``: name -> :func:`summarize`), best mean first."""
-    head = (f"{'variant':<22} {'mean':>6} {'min':>6} {'std':>6} {f'to {threshold:g}':>8} {'s/run':>6} "
-            f"{'length':>6} {'KL':>7} {'clip':>6} {f'<{threshold:g}':>5}")
+    head = (
+        f"{'variant':<22} {'mean':>6} {'min':>6} {'std':>6} {f'to {threshold:g}':>8} {'s/run':>6} "
+        f"{'length':>6} {'KL':>7} {'clip':>6} {f'<{threshold:g}':>5}"
+    )
     lines = [head]
     for name, r in sorted(rows.items(), key=lambda kv: -kv[1]["mean"]):
         reach = "never" if math.isinf(r["to_threshold"]) else f"{r['to_threshold'] / 1e3:.1f}k"
-        lines.append(f"{name:<22} {r['mean']:6.3f} {r['min']:6.3f} {r['std']:6.3f} {reach:>8} {r['seconds']:6.0f} "
-                     f"{r['final_length']:6.2f} {r['final_kl']:7.4f} {r['clip_fraction']:6.3f} "
-                     f"{r['failing']:>3}/{r['n']}")
+        lines.append(
+            f"{name:<22} {r['mean']:6.3f} {r['min']:6.3f} {r['std']:6.3f} {reach:>8} {r['seconds']:6.0f} "
+            f"{r['final_length']:6.2f} {r['final_kl']:7.4f} {r['clip_fraction']:6.3f} "
+            f"{r['failing']:>3}/{r['n']}"
+        )
     return "\n".join(lines)

@@ -31,8 +31,9 @@ from course_lib import _validate
 from course_lib.policy_gradient import expected_reward_gradient
 
 
-def mc_policy_gradient(logits: torch.Tensor, reward_per_action: torch.Tensor, n_samples: int,
-                       generator: torch.Generator | None = None) -> torch.Tensor:
+def mc_policy_gradient(
+    logits: torch.Tensor, reward_per_action: torch.Tensor, n_samples: int, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """Monte-Carlo estimate of the gradient of ``E_{a ~ softmax(logits)}[reward_per_action[a]]``.
 
     Draw the actions with exactly
@@ -92,8 +93,9 @@ def mc_gradient_std(logits: torch.Tensor, reward_per_action: torch.Tensor) -> fl
     return math.sqrt(float((pi * ((terms - exact) ** 2).sum(-1)).sum()))
 
 
-def mc_gradient_errors(logits: torch.Tensor, reward_per_action: torch.Tensor, n_samples: list[int],
-                       n_seeds: int = 20, seed: int = 0) -> torch.Tensor:
+def mc_gradient_errors(
+    logits: torch.Tensor, reward_per_action: torch.Tensor, n_samples: list[int], n_seeds: int = 20, seed: int = 0
+) -> torch.Tensor:
     """Distance ``||g_hat - grad J||`` of :func:`mc_policy_gradient` to the exact gradient, per n and seed.
 
     Args:

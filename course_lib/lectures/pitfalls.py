@@ -31,8 +31,9 @@ from course_lib.ppo import clipped_surrogate
 # ---------------------------------------------------------------------------
 
 
-def inverted_ratio_surrogate(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor,
-                             clip_eps: float) -> torch.Tensor:
+def inverted_ratio_surrogate(
+    logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, clip_eps: float
+) -> torch.Tensor:
     """WRONG: PPO's per-element loss with the ratio upside down, ``r' = pi_old / pi_theta = exp(logp_old - logp)``.
 
     ``-min(r' A, clip(r', 1 - eps, 1 + eps) A)``. Its gradient in ``logp`` is ``+r' A`` where the right one is
@@ -55,9 +56,10 @@ def surrogate_gradient_table(ratios: torch.Tensor, clip_eps: float = 0.2) -> dic
     """
     ratios = _validate.require_tensor("ratios", ratios).double()
     out = {}
-    for name, loss_fn in (("right", lambda lp, adv: clipped_surrogate(lp, torch.zeros_like(lp), adv, clip_eps)),
-                          ("inverted", lambda lp, adv: inverted_ratio_surrogate(lp, torch.zeros_like(lp), adv,
-                                                                                clip_eps))):
+    for name, loss_fn in (
+        ("right", lambda lp, adv: clipped_surrogate(lp, torch.zeros_like(lp), adv, clip_eps)),
+        ("inverted", lambda lp, adv: inverted_ratio_surrogate(lp, torch.zeros_like(lp), adv, clip_eps)),
+    ):
         for sign in (1.0, -1.0):
             logp = torch.log(ratios).requires_grad_(True)
             (grad,) = torch.autograd.grad(-loss_fn(logp, torch.full_like(logp, sign)).sum(), logp)
@@ -65,8 +67,16 @@ def surrogate_gradient_table(ratios: torch.Tensor, clip_eps: float = 0.2) -> dic
     return out
 
 
-def train_bandit_ppo(rewards: torch.Tensor, inverted: bool = False, iterations: int = 30, batch: int = 256,
-                     steps: int = 10, lr: float = 0.05, clip_eps: float = 0.2, seed: int = 0) -> list[float]:
+def train_bandit_ppo(
+    rewards: torch.Tensor,
+    inverted: bool = False,
+    iterations: int = 30,
+    batch: int = 256,
+    steps: int = 10,
+    lr: float = 0.05,
+    clip_eps: float = 0.2,
+    seed: int = 0,
+) -> list[float]:
     """PPO on a one-step policy over ``V`` actions (softmax of ``V`` logits, starting uniform).
 
     Each iteration samples ``batch`` actions from the current policy, takes advantages
@@ -107,8 +117,9 @@ def train_bandit_ppo(rewards: torch.Tensor, inverted: bool = False, iterations: 
 # ---------------------------------------------------------------------------
 
 
-def sequence_ratio_stats(lengths: list[int], vocab_size: int = 20, step: float = 0.1, n: int = 20_000,
-                         clip_eps: float = 0.2, seed: int = 0) -> list[dict[str, float]]:
+def sequence_ratio_stats(
+    lengths: list[int], vocab_size: int = 20, step: float = 0.1, n: int = 20_000, clip_eps: float = 0.2, seed: int = 0
+) -> list[dict[str, float]]:
     """Ratios of ``n`` sampled sequences between a policy and one ``step`` away, for several lengths.
 
     Every token is drawn independently from ``pi_old = softmax(z)``; the new policy is
@@ -132,8 +143,16 @@ def sequence_ratio_stats(lengths: list[int], vocab_size: int = 20, step: float =
         log_ratio = (logp_all - logp_old_all)[tokens]  # (n, T)
         seq, gspo = log_ratio.sum(-1).exp(), log_ratio.mean(-1).exp()  # (n,), (n,)
         outside = lambda r: float(((r < 1 - clip_eps) | (r > 1 + clip_eps)).double().mean())  # noqa: E731
-        rows.append({"length": T, "var_token": float(log_ratio.exp().var()), "var_sequence": float(seq.var()),
-                     "var_gspo": float(gspo.var()), "outside_sequence": outside(seq), "outside_gspo": outside(gspo)})
+        rows.append(
+            {
+                "length": T,
+                "var_token": float(log_ratio.exp().var()),
+                "var_sequence": float(seq.var()),
+                "var_gspo": float(gspo.var()),
+                "outside_sequence": outside(seq),
+                "outside_gspo": outside(gspo),
+            }
+        )
     return rows
 
 
@@ -144,8 +163,15 @@ def sequence_ratio_stats(lengths: list[int], vocab_size: int = 20, step: float =
 GAE_BUGS = ("batch_axis", "slice", "no_done_mask")
 
 
-def compute_gae_buggy(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, last_values: torch.Tensor,
-                      gamma: float, lam: float, bug: str) -> torch.Tensor:
+def compute_gae_buggy(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    dones: torch.Tensor,
+    last_values: torch.Tensor,
+    gamma: float,
+    lam: float,
+    bug: str,
+) -> torch.Tensor:
     """WRONG: GAE advantages ``(B, T)`` with one classic bug (``bug`` in :data:`GAE_BUGS`).
 
     - ``"batch_axis"``: the backward recursion ``A = delta + gamma lam (1 - done) A_next`` runs over the rows
@@ -187,8 +213,10 @@ def compute_gae_buggy(rewards: torch.Tensor, values: torch.Tensor, dones: torch.
 def gae_bug_errors(rewards, values, dones, last_values, gamma: float, lam: float) -> dict[str, float]:
     """Largest absolute difference between each buggy version and :func:`course_lib.gae.compute_gae`."""
     right, _ = compute_gae(rewards, values, dones, last_values, gamma, lam)
-    return {bug: float((compute_gae_buggy(rewards, values, dones, last_values, gamma, lam, bug) - right).abs().max())
-            for bug in GAE_BUGS}
+    return {
+        bug: float((compute_gae_buggy(rewards, values, dones, last_values, gamma, lam, bug) - right).abs().max())
+        for bug in GAE_BUGS
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -199,10 +227,12 @@ def gae_bug_errors(rewards, values, dones, last_values, gamma: float, lam: float
 def variance_conventions(x: torch.Tensor) -> dict[str, float]:
     """The spread of ``x`` under the usual conventions: variances with N - 1 and N, and their square roots."""
     x = _validate.require_tensor("x", x).double().flatten()
-    return {"variance, divides by N - 1 (torch.var)": float(x.var()),
-            "variance, divides by N (numpy.var)": float(np.var(x.numpy())),
-            "std, N - 1 (torch.std)": float(x.std()),
-            "std, N (numpy.std)": float(np.std(x.numpy()))}
+    return {
+        "variance, divides by N - 1 (torch.var)": float(x.var()),
+        "variance, divides by N (numpy.var)": float(np.var(x.numpy())),
+        "std, N - 1 (torch.std)": float(x.std()),
+        "std, N (numpy.std)": float(np.std(x.numpy())),
+    }
 
 
 def population_std_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -225,8 +255,13 @@ def std_convention_ratios(group_sizes=(2, 4, 8), seed: int = 0) -> list[dict[str
         r = torch.randint(0, 6, (1000, G), generator=gen).double()
         right, wrong = group_advantages(r), population_std_advantages(r)
         mixed = right.abs().sum(-1) > 0
-        rows.append({"G": G, "measured": float((wrong[mixed].abs().sum() / right[mixed].abs().sum())),
-                     "sqrt(G / (G - 1))": (G / (G - 1)) ** 0.5})
+        rows.append(
+            {
+                "G": G,
+                "measured": float((wrong[mixed].abs().sum() / right[mixed].abs().sum())),
+                "sqrt(G / (G - 1))": (G / (G - 1)) ** 0.5,
+            }
+        )
     return rows
 
 
@@ -235,8 +270,9 @@ def std_convention_ratios(group_sizes=(2, 4, 8), seed: int = 0) -> list[dict[str
 # ---------------------------------------------------------------------------
 
 
-def mixed_state_group_estimates(bandit, logits: torch.Tensor, group_size: int, n_groups: int,
-                                mixed: bool, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+def mixed_state_group_estimates(
+    bandit, logits: torch.Tensor, group_size: int, n_groups: int, mixed: bool, generator: torch.Generator | None = None
+) -> dict[str, torch.Tensor]:
     """Group-normalised REINFORCE estimates on a contextual bandit, groups from one state or mixing states.
 
     ``mixed=False``: each group's ``G`` actions are drawn at one state, as GRPO requires. ``mixed=True``: every

@@ -207,9 +207,18 @@ class ReasoningConfig:
     """Learning rate of the warm-up."""
     d_model: int = 64
     """Width of the TinyLM (2 layers, 4 heads)."""
-    rl: lm_rl.LMRLConfig = dataclasses.field(default_factory=lambda: lm_rl.LMRLConfig(
-        iterations=25, prompts_per_step=64, group_size=8, update_epochs=2, lr=1e-3, warmup_iterations=5,
-        lr_schedule="linear", kl_coef=0.02))
+    rl: lm_rl.LMRLConfig = dataclasses.field(
+        default_factory=lambda: lm_rl.LMRLConfig(
+            iterations=25,
+            prompts_per_step=64,
+            group_size=8,
+            update_epochs=2,
+            lr=1e-3,
+            warmup_iterations=5,
+            lr_schedule="linear",
+            kl_coef=0.02,
+        )
+    )
     """RL's hyperparameters (:func:`course_lib.lectures.reasoning_rl.run`): 64 prompts x G = 8 per round;
     ``benchmarks/reasoning_length.py``'s docstring lists every tuning run."""
     eval_every: int = 10
@@ -221,8 +230,9 @@ class ReasoningConfig:
         return dataclasses.replace(cls(n_digits=2, filler=True, sft_steps=300), **changes)
 
 
-def warm_up_reasoning(cfg: ReasoningConfig | None = None, seed: int = 0
-                      ) -> tuple[TinyLM, ScratchpadAdditionTask, dict, list[float]]:
+def warm_up_reasoning(
+    cfg: ReasoningConfig | None = None, seed: int = 0
+) -> tuple[TinyLM, ScratchpadAdditionTask, dict, list[float]]:
     """The task, its split and a TinyLM after supervised warm-up on a mix of both styles.
 
     Returns:
@@ -236,19 +246,36 @@ def warm_up_reasoning(cfg: ReasoningConfig | None = None, seed: int = 0
     _validate.require_int("n_val", cfg.n_val, minimum=1)
     if cfg.n_val + cfg.n_demos >= len(split["train"]):
         raise ValueError(f"n_val: {cfg.n_val} + n_demos {cfg.n_demos} leave no prompt for RL ({len(split['train'])})")
-    split["val"], split["train"] = split["train"][-cfg.n_val:], split["train"][:-cfg.n_val]  # demos stay in train
-    lm = TinyLM(TinyLMConfig(vocab_size=task.tokenizer.vocab_size, d_model=cfg.d_model,
-                             block_size=task.prompt_length + task.max_new_tokens), seed=seed)
-    prompts, completions = task.demonstrations(split["demos"], cfg.scratchpad_share, filler=cfg.filler,
-                                               filler_matches_length=cfg.filler_matches_length)
-    losses = (sft(lm, prompts, completions, task.tokenizer.eos_id, steps=cfg.sft_steps, lr=cfg.sft_lr, seed=seed)
-              if cfg.sft_steps else [])  # 0 steps: the untrained model (to load a saved warm-up into)
+    split["val"], split["train"] = split["train"][-cfg.n_val :], split["train"][: -cfg.n_val]  # demos stay in train
+    lm = TinyLM(
+        TinyLMConfig(
+            vocab_size=task.tokenizer.vocab_size,
+            d_model=cfg.d_model,
+            block_size=task.prompt_length + task.max_new_tokens,
+        ),
+        seed=seed,
+    )
+    prompts, completions = task.demonstrations(
+        split["demos"], cfg.scratchpad_share, filler=cfg.filler, filler_matches_length=cfg.filler_matches_length
+    )
+    losses = (
+        sft(lm, prompts, completions, task.tokenizer.eos_id, steps=cfg.sft_steps, lr=cfg.sft_lr, seed=seed)
+        if cfg.sft_steps
+        else []
+    )  # 0 steps: the untrained model (to load a saved warm-up into)
     return lm.eval(), task, split, losses
 
 
 @torch.no_grad()
-def sample_completions(lm: TinyLM, task: ScratchpadAdditionTask, pairs, n_samples: int = 64,
-                       temperature: float = 1.0, seed: int = 0, chunk: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_completions(
+    lm: TinyLM,
+    task: ScratchpadAdditionTask,
+    pairs,
+    n_samples: int = 64,
+    temperature: float = 1.0,
+    seed: int = 0,
+    chunk: int = 4096,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``n_samples`` sampled completions of every prompt of ``pairs``.
 
     Returns:
@@ -259,13 +286,32 @@ def sample_completions(lm: TinyLM, task: ScratchpadAdditionTask, pairs, n_sample
     flat = prompts.repeat_interleave(n_samples, dim=0)  # (N*G, P)
     g = torch.Generator().manual_seed(seed)
     tok = task.tokenizer
-    outs = [lm_rl.sample_completions(lm, flat[s:s + chunk], None, 1, task.max_new_tokens, tok.eos_id, tok.pad_id,
-                                     temperature=temperature, generator=g) for s in range(0, flat.shape[0], chunk)]
+    outs = [
+        lm_rl.sample_completions(
+            lm,
+            flat[s : s + chunk],
+            None,
+            1,
+            task.max_new_tokens,
+            tok.eos_id,
+            tok.pad_id,
+            temperature=temperature,
+            generator=g,
+        )
+        for s in range(0, flat.shape[0], chunk)
+    ]
     return prompts, torch.cat(outs).reshape(len(pairs), n_samples, -1)  # (N, P), (N, G, L)
 
 
-def sample_stats(lm: TinyLM, task: ScratchpadAdditionTask, pairs, n_samples: int = 64, temperature: float = 1.0,
-                 ks=(1, 2, 4, 8, 16, 32, 64), seed: int = 0) -> dict:
+def sample_stats(
+    lm: TinyLM,
+    task: ScratchpadAdditionTask,
+    pairs,
+    n_samples: int = 64,
+    temperature: float = 1.0,
+    ks=(1, 2, 4, 8, 16, 32, 64),
+    seed: int = 0,
+) -> dict:
     """What sampled completions of held-out prompts look like: styles, accuracy by style, length, pass@k.
 
     Returns:
@@ -283,7 +329,9 @@ def sample_stats(lm: TinyLM, task: ScratchpadAdditionTask, pairs, n_samples: int
         lengths = lm_rl.completion_mask(completions, task.tokenizer.eos_id).sum(-1)  # (N, G)
         totals = task.totals_right(prompts[:, None, :], completions).numpy()  # (N, G)
         tok = task.tokenizer
-        greedy = lm_rl.sample_completions(lm, prompts, None, 1, task.max_new_tokens, tok.eos_id, tok.pad_id, greedy=True)
+        greedy = lm_rl.sample_completions(
+            lm, prompts, None, 1, task.max_new_tokens, tok.eos_id, tok.pad_id, greedy=True
+        )
     out = {"share": {}, "accuracy_by_style": {}, "length_by_style": {}}
     r, n_tok = rewards.numpy(), lengths.numpy()
     for style in STYLES:
@@ -297,17 +345,21 @@ def sample_stats(lm: TinyLM, task: ScratchpadAdditionTask, pairs, n_samples: int
     out["totals_right"] = float(totals[worked].mean()) if worked.any() else float("nan")
     out["accuracy_given_totals"] = {
         key: float(r[worked & (totals == flag)].mean()) if (worked & (totals == flag)).any() else float("nan")
-        for key, flag in (("right", True), ("wrong", False))}
+        for key, flag in (("right", True), ("wrong", False))
+    }
     greedy_labels = task.styles(greedy)
-    out["greedy"] = {"accuracy": float(task.score(prompts, greedy).mean()),
-                     "share": {style: style_share(greedy_labels, style) for style in STYLES}}
+    out["greedy"] = {
+        "accuracy": float(task.score(prompts, greedy).mean()),
+        "share": {style: style_share(greedy_labels, style) for style in STYLES},
+    }
     c = rewards.sum(-1).long()  # (N,) right samples per prompt
     out["pass_at_k"] = {int(k): float(pass_at_k(n_samples, c, k).mean()) for k in ks}
     return out
 
 
-def measure_warm_up(cfg: ReasoningConfig | None = None, seed: int = 0, n_prompts: int = 200, n_samples: int = 64
-                    ) -> dict:
+def measure_warm_up(
+    cfg: ReasoningConfig | None = None, seed: int = 0, n_prompts: int = 200, n_samples: int = 64
+) -> dict:
     """:func:`warm_up_reasoning` then :func:`sample_stats` on the first ``n_prompts`` held-out prompts, one thread.
 
     Returns:
@@ -319,5 +371,9 @@ def measure_warm_up(cfg: ReasoningConfig | None = None, seed: int = 0, n_prompts
     with one_thread():
         lm, task, split, losses = warm_up_reasoning(cfg, seed)
     stats = sample_stats(lm, task, split["heldout"][:n_prompts], n_samples=n_samples, seed=seed)
-    return {"seed": seed, "sft_loss": sum(losses[-20:]) / max(1, len(losses[-20:])), **stats,
-            "seconds": time.perf_counter() - start}
+    return {
+        "seed": seed,
+        "sft_loss": sum(losses[-20:]) / max(1, len(losses[-20:])),
+        **stats,
+        "seconds": time.perf_counter() - start,
+    }

@@ -55,8 +55,9 @@ def greedy_accuracy(lm: TinyLM, task: ScratchpadAdditionTask, pairs) -> tuple[fl
     return float(task.score(prompts, greedy).mean()), {style: style_share(labels, style) for style in STYLES}
 
 
-def round_style_stats(task: ScratchpadAdditionTask, prompts: torch.Tensor, completions: torch.Tensor,
-                      rewards: torch.Tensor) -> dict:
+def round_style_stats(
+    task: ScratchpadAdditionTask, prompts: torch.Tensor, completions: torch.Tensor, rewards: torch.Tensor
+) -> dict:
     """One round's samples by style: ``share``, ``accuracy`` (``nan`` for a style not sampled) and ``length``.
 
     Args:
@@ -68,8 +69,10 @@ def round_style_stats(task: ScratchpadAdditionTask, prompts: torch.Tensor, compl
     """
     _validate.require_tensor("completions", completions, floating=False, min_dim=3)
     if tuple(rewards.shape) != tuple(completions.shape[:2]) or prompts.shape[0] != completions.shape[0]:
-        raise ValueError(f"rewards: expected shape {tuple(completions.shape[:2])} for {prompts.shape[0]} prompts, "
-                         f"got {tuple(rewards.shape)}")
+        raise ValueError(
+            f"rewards: expected shape {tuple(completions.shape[:2])} for {prompts.shape[0]} prompts, "
+            f"got {tuple(rewards.shape)}"
+        )
     labels = task.styles(completions)  # (B, G)
     r = rewards.detach().float().numpy()
     out = {"share": {}, "accuracy": {}}
@@ -81,8 +84,16 @@ def round_style_stats(task: ScratchpadAdditionTask, prompts: torch.Tensor, compl
     return out
 
 
-def run(lm: TinyLM, task: ScratchpadAdditionTask, split: dict, cfg: ReasoningConfig | None = None, seed: int = 0,
-        eval_on: str = "heldout", progress: bool = False, **changes) -> dict:
+def run(
+    lm: TinyLM,
+    task: ScratchpadAdditionTask,
+    split: dict,
+    cfg: ReasoningConfig | None = None,
+    seed: int = 0,
+    eval_on: str = "heldout",
+    progress: bool = False,
+    **changes,
+) -> dict:
     """GRPO from the warmed-up ``lm`` (trained in place) through :func:`course_lib.lm_rl.train`.
 
     The reward is the verifier (:meth:`ScratchpadAdditionTask.score`, an outcome reward: nothing pays for
@@ -113,8 +124,17 @@ def run(lm: TinyLM, task: ScratchpadAdditionTask, split: dict, cfg: ReasoningCon
         return acc
 
     with one_thread():  # a 100k-parameter model: a second thread only waits
-        history = lm_rl.train(lm, reward_fn, prompts, rl, tok.eos_id, tok.pad_id, eval_fn=eval_fn,
-                              eval_every=cfg.eval_every, progress=progress)
+        history = lm_rl.train(
+            lm,
+            reward_fn,
+            prompts,
+            rl,
+            tok.eos_id,
+            tok.pad_id,
+            eval_fn=eval_fn,
+            eval_every=cfg.eval_every,
+            progress=progress,
+        )
     history["eval"]["greedy_share"] = greedy_shares
     for key, part in (("style_share", "share"), ("style_accuracy", "accuracy")):
         history[key] = {style: [r[part][style] for r in rounds] for style in STYLES}

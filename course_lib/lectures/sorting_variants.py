@@ -60,8 +60,10 @@ def held_out_prompts(n: int = 24, length: int = 3, vocab_size: int = 5, seed: in
 def greedy_scores(model, prompts: torch.Tensor) -> dict[str, float]:
     """Mean greedy reward (inclusion + ordering, at most ``2T - 1``) and fraction exactly sorted on ``prompts``."""
     answers = greedy_responses(model, prompts)  # (B, T)
-    return {"greedy_reward": float(sort_inclusion_ordering_reward(prompts, answers).mean()),
-            "sorted_fraction": float(sort_exact_match_reward(prompts, answers).mean())}
+    return {
+        "greedy_reward": float(sort_inclusion_ordering_reward(prompts, answers).mean()),
+        "sorted_fraction": float(sort_exact_match_reward(prompts, answers).mean()),
+    }
 
 
 def kl_to_reference(model, reference, prompts: torch.Tensor) -> float:
@@ -81,15 +83,20 @@ def policy_entropy(model, prompts: torch.Tensor) -> float:
 def initial_sorting_policy(config: GRPOTrainerConfig, prompts: torch.Tensor) -> SortingPolicy:
     """The untrained policy ``GRPOTrainer.for_sorting(config)`` starts from, built the same way."""
     V, T = int(prompts.max()) + 1, prompts.shape[-1]
-    model = SortingPolicy(V, config.embedding_dim, T, T, generator=torch.Generator().manual_seed(config.seed),
-                          embedding_std=config.embedding_std)
+    model = SortingPolicy(
+        V,
+        config.embedding_dim,
+        T,
+        T,
+        generator=torch.Generator().manual_seed(config.seed),
+        embedding_std=config.embedding_std,
+    )
     with torch.no_grad():
         model.decode.mul_(config.init_scale)
     return model
 
 
-def train_expert_iteration(config: GRPOTrainerConfig | None = None,
-                           prompts: torch.Tensor | None = None) -> GRPOHistory:
+def train_expert_iteration(config: GRPOTrainerConfig | None = None, prompts: torch.Tensor | None = None) -> GRPOHistory:
     """Expert iteration on the sorting task, with GRPO's budget: the same samples, steps and optimiser.
 
     Each epoch samples ``G`` responses per prompt (as :class:`~course_lib.trainers.GRPOTrainer` does), keeps
@@ -127,21 +134,27 @@ def train_expert_iteration(config: GRPOTrainerConfig | None = None,
                 losses.append(loss.item())
             history.loss.append(sum(losses) / len(losses))
             history.greedy_reward.append(
-                [float(r) for r in sort_inclusion_ordering_reward(prompts, greedy_responses(model, prompts))])
+                [float(r) for r in sort_inclusion_ordering_reward(prompts, greedy_responses(model, prompts))]
+            )
     history.model = model
     return history
 
 
-def summarize_run(history: GRPOHistory, config: GRPOTrainerConfig, prompts: torch.Tensor,
-                  held_out: torch.Tensor) -> dict[str, float]:
+def summarize_run(
+    history: GRPOHistory, config: GRPOTrainerConfig, prompts: torch.Tensor, held_out: torch.Tensor
+) -> dict[str, float]:
     """The numbers the notebooks quote for one trained policy, rounded for a small JSON."""
     init = initial_sorting_policy(config, prompts)
     train, test = greedy_scores(history.model, prompts), greedy_scores(history.model, held_out)
-    return {"train_greedy": round(train["greedy_reward"], 4), "train_sorted": round(train["sorted_fraction"], 4),
-            "held_out_greedy": round(test["greedy_reward"], 4), "held_out_sorted": round(test["sorted_fraction"], 4),
-            "final_entropy": round(policy_entropy(history.model, prompts), 4),
-            "kl_to_initial": round(kl_to_reference(history.model, init, prompts), 4),
-            "final_mean_reward": round(sum(history.mean_reward[-10:]) / len(history.mean_reward[-10:]), 4)}
+    return {
+        "train_greedy": round(train["greedy_reward"], 4),
+        "train_sorted": round(train["sorted_fraction"], 4),
+        "held_out_greedy": round(test["greedy_reward"], 4),
+        "held_out_sorted": round(test["sorted_fraction"], 4),
+        "final_entropy": round(policy_entropy(history.model, prompts), 4),
+        "kl_to_initial": round(kl_to_reference(history.model, init, prompts), 4),
+        "final_mean_reward": round(sum(history.mean_reward[-10:]) / len(history.mean_reward[-10:]), 4),
+    }
 
 
 def copy_config(config: GRPOTrainerConfig, **overrides) -> GRPOTrainerConfig:

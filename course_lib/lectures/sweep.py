@@ -33,8 +33,14 @@ SWEEP_GROUP_SIZES = (2, 3, 4, 6, 8, 12, 16)
 SWEEP_CLIP_EPS = (0.05, 0.1, 0.2, 0.3, 0.5)
 
 
-def run_sweep(group_sizes=SWEEP_GROUP_SIZES, clip_eps=SWEEP_CLIP_EPS, seeds=range(6), epochs: int = 100,
-              curve_every: int = 2, progress: bool = True) -> dict:
+def run_sweep(
+    group_sizes=SWEEP_GROUP_SIZES,
+    clip_eps=SWEEP_CLIP_EPS,
+    seeds=range(6),
+    epochs: int = 100,
+    curve_every: int = 2,
+    progress: bool = True,
+) -> dict:
     """GRPO on the sorting task for every ``(group_size, clip_eps)``, averaged over seeds.
 
     Every other hyperparameter is the course's default (``GRPOTrainerConfig()``): the epochs
@@ -55,18 +61,27 @@ def run_sweep(group_sizes=SWEEP_GROUP_SIZES, clip_eps=SWEEP_CLIP_EPS, seeds=rang
         runs = [run_sorting_grpo(seed, epochs, G, eps) for seed in seeds]
         greedy = np.mean([run["greedy"] for run in runs], axis=0)  # (epochs,)
         reward = np.mean([run["reward"] for run in runs], axis=0)  # (epochs,)
-        configs.append({
-            "group_size": G, "clip_eps": eps,
-            "final_greedy_reward": round(float(greedy[-1]), 4),
-            "final_greedy_per_seed": [round(run["final_greedy"], 4) for run in runs],
-            "final_mean_reward": round(float(reward[-10:].mean()), 4),
-            "greedy_curve": [round(float(v), 3) for v in greedy[curve_every - 1::curve_every]],
-            "reward_curve": [round(float(v), 3) for v in reward[curve_every - 1::curve_every]],
-            "wall_time_s": round(float(np.mean([run["seconds"][-1] for run in runs])), 3),
-            "samples": runs[0]["samples"][-1],
-        })
-    return {"group_sizes": list(group_sizes), "clip_eps": list(clip_eps), "seeds": list(seeds), "epochs": epochs,
-            "curve_every": curve_every, "configs": configs}
+        configs.append(
+            {
+                "group_size": G,
+                "clip_eps": eps,
+                "final_greedy_reward": round(float(greedy[-1]), 4),
+                "final_greedy_per_seed": [round(run["final_greedy"], 4) for run in runs],
+                "final_mean_reward": round(float(reward[-10:].mean()), 4),
+                "greedy_curve": [round(float(v), 3) for v in greedy[curve_every - 1 :: curve_every]],
+                "reward_curve": [round(float(v), 3) for v in reward[curve_every - 1 :: curve_every]],
+                "wall_time_s": round(float(np.mean([run["seconds"][-1] for run in runs])), 3),
+                "samples": runs[0]["samples"][-1],
+            }
+        )
+    return {
+        "group_sizes": list(group_sizes),
+        "clip_eps": list(clip_eps),
+        "seeds": list(seeds),
+        "epochs": epochs,
+        "curve_every": curve_every,
+        "configs": configs,
+    }
 
 
 def load_sweep(path=None) -> dict:
@@ -104,8 +119,10 @@ def sweep_config(sweep: dict, group_size: int, clip_eps: float) -> dict:
     for config in sweep["configs"]:
         if config["group_size"] == group_size and math.isclose(config["clip_eps"], clip_eps):
             return config
-    raise ValueError(f"group_size, clip_eps: ({group_size}, {clip_eps}) is not in the sweep; group sizes "
-                     f"{sweep['group_sizes']}, clip_eps {sweep['clip_eps']}")
+    raise ValueError(
+        f"group_size, clip_eps: ({group_size}, {clip_eps}) is not in the sweep; group sizes "
+        f"{sweep['group_sizes']}, clip_eps {sweep['clip_eps']}"
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -113,8 +130,9 @@ def sweep_config(sweep: dict, group_size: int, clip_eps: float) -> dict:
 # ---------------------------------------------------------------------------
 
 
-def read_sweep(group_sizes: torch.Tensor, clip_eps: torch.Tensor, reward: torch.Tensor,
-               tol: float = 0.1) -> tuple[int, float, int]:
+def read_sweep(
+    group_sizes: torch.Tensor, clip_eps: torch.Tensor, reward: torch.Tensor, tol: float = 0.1
+) -> tuple[int, float, int]:
     """The best configuration of a sweep, and the group size at which the reward saturates.
 
     - **best**: the ``(group_size, clip_eps)`` with the highest reward; among equal rewards the

@@ -54,9 +54,13 @@ def exact_trajectory_gradient(logits: torch.Tensor, step_rewards: torch.Tensor) 
     return pi * (step_rewards - (pi * step_rewards).sum(-1, keepdim=True))  # (T, V)
 
 
-def trajectory_gradient_estimates(logits: torch.Tensor, step_rewards: torch.Tensor, n_samples: int,
-                                  weights: str = "reward_to_go",
-                                  generator: torch.Generator | None = None) -> torch.Tensor:
+def trajectory_gradient_estimates(
+    logits: torch.Tensor,
+    step_rewards: torch.Tensor,
+    n_samples: int,
+    weights: str = "reward_to_go",
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """One REINFORCE estimate of the gradient per sampled trajectory.
 
     Args:

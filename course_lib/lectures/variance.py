@@ -115,16 +115,25 @@ def per_sample_grads(logp: torch.Tensor, params: Sequence[torch.Tensor], vectori
     if vectorize:
         # Backpropagate the N unit vectors e_i at once: gradient i is row i of the Jacobian.
         eye = torch.eye(N, dtype=logp.dtype)  # (N, N)
-        grads = torch.autograd.grad(logp, params, grad_outputs=eye, is_grads_batched=True,
-                                    retain_graph=True, allow_unused=True)
-        rows = [torch.zeros(N, p.numel(), dtype=logp.dtype) if g is None else g.reshape(N, -1)
-                for g, p in zip(grads, params)]
+        grads = torch.autograd.grad(
+            logp, params, grad_outputs=eye, is_grads_batched=True, retain_graph=True, allow_unused=True
+        )
+        rows = [
+            torch.zeros(N, p.numel(), dtype=logp.dtype) if g is None else g.reshape(N, -1)
+            for g, p in zip(grads, params)
+        ]
         return torch.cat(rows, dim=1)  # (N, P)
     out = []
     for i in range(N):
         grads = torch.autograd.grad(logp[i], params, retain_graph=True, allow_unused=True)
-        out.append(torch.cat([torch.zeros(p.numel(), dtype=logp.dtype) if g is None else g.reshape(-1)
-                              for g, p in zip(grads, params)]))
+        out.append(
+            torch.cat(
+                [
+                    torch.zeros(p.numel(), dtype=logp.dtype) if g is None else g.reshape(-1)
+                    for g, p in zip(grads, params)
+                ]
+            )
+        )
     return torch.stack(out)  # (N, P)
 
 
@@ -133,8 +142,9 @@ def per_sample_grads(logp: torch.Tensor, params: Sequence[torch.Tensor], vectori
 # ---------------------------------------------------------------------------
 
 
-def optimal_baseline(rewards: torch.Tensor, scores: torch.Tensor, probs: torch.Tensor | None = None,
-                     per_parameter: bool = False) -> torch.Tensor:
+def optimal_baseline(
+    rewards: torch.Tensor, scores: torch.Tensor, probs: torch.Tensor | None = None, per_parameter: bool = False
+) -> torch.Tensor:
     """The variance-minimising baseline ``b* = E[R |psi|^2] / E[|psi|^2]`` over the last sample axis.
 
     Derivation (``psi`` the score ``grad log pi(a)``, ``g = (R - b) psi``): ``E[g]`` does
@@ -275,9 +285,15 @@ def group_baseline(rewards: torch.Tensor, kind: str) -> torch.Tensor:
     return (total - rewards) / (G - 1)  # (B, G)
 
 
-def group_gradient_estimates(bandit: ContextualBandit, logits: torch.Tensor, group_size: int, num_groups: int,
-                             baseline: str, state: int | None = None,
-                             generator: torch.Generator | None = None) -> torch.Tensor:
+def group_gradient_estimates(
+    bandit: ContextualBandit,
+    logits: torch.Tensor,
+    group_size: int,
+    num_groups: int,
+    baseline: str,
+    state: int | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """``B`` independent group estimates ``(1/G) sum_i (R_i - b_i) grad log pi(a_i | s)``, one state per group.
 
     Args:
@@ -338,9 +354,14 @@ class GroupVarianceTable:
     exact_norm: float
 
 
-def group_variance_table(bandit: ContextualBandit | None = None, logits: torch.Tensor | None = None,
-                         state: int = 0, group_sizes: Sequence[int] = tuple(range(2, 33)), num_groups: int = 2000,
-                         seed: int = 0) -> GroupVarianceTable:
+def group_variance_table(
+    bandit: ContextualBandit | None = None,
+    logits: torch.Tensor | None = None,
+    state: int = 0,
+    group_sizes: Sequence[int] = tuple(range(2, 33)),
+    num_groups: int = 2000,
+    seed: int = 0,
+) -> GroupVarianceTable:
     """Measure every baseline of :data:`BASELINES` at every group size, for groups from one state.
 
     The widget's precomputation. Defaults: :func:`random_bandit`, logits drawn from a
@@ -349,8 +370,9 @@ def group_variance_table(bandit: ContextualBandit | None = None, logits: torch.T
     if bandit is None:
         bandit = random_bandit()
     if logits is None:
-        logits = torch.randn(bandit.rewards.shape, generator=torch.Generator().manual_seed(seed + 1),
-                             dtype=torch.float64)
+        logits = torch.randn(
+            bandit.rewards.shape, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64
+        )
     _require_logits(bandit, logits)
     sizes = tuple(group_sizes)
     for G in sizes:
@@ -368,7 +390,7 @@ def group_variance_table(bandit: ContextualBandit | None = None, logits: torch.T
             rows_var, rows_proj = [], []
             for G in sizes:
                 est = group_gradient_estimates(bandit, logits, G, num_groups, name, state=state, generator=g)
-                est = est[:, state * K:(state + 1) * K]  # (B, K): the other rows are zero
+                est = est[:, state * K : (state + 1) * K]  # (B, K): the other rows are zero
                 rows_var.append(G * est.var(dim=0).sum())  # trace of the covariance, per response
                 rows_proj.append(est @ direction)  # (B,)
             variance[name], projections[name] = torch.stack(rows_var), torch.stack(rows_proj)

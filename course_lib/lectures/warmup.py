@@ -43,9 +43,7 @@ def _validate_rewards(rewards, gamma) -> float:
     """Check the two arguments shared by both functions; return gamma as a float."""
     _validate.require_tensor("rewards", rewards, min_dim=1)
     if rewards.shape[-1] == 0:
-        raise ValueError(
-            f"rewards: expected at least one time step on the last axis, got shape {tuple(rewards.shape)}"
-        )
+        raise ValueError(f"rewards: expected at least one time step on the last axis, got shape {tuple(rewards.shape)}")
     return _validate.require_unit_interval("gamma", gamma)
 
 

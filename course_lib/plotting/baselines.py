@@ -9,8 +9,10 @@ from matplotlib.figure import Figure
 from course_lib import _validate
 from course_lib.plotting.base import FIGSIZE
 
-def plot_baseline_variances(variances: dict | None = None, exact: dict | None = None,
-                            title: str = "Gradient variance with each baseline") -> Figure:
+
+def plot_baseline_variances(
+    variances: dict | None = None, exact: dict | None = None, title: str = "Gradient variance with each baseline"
+) -> Figure:
     """Horizontal bars: the total variance of the REINFORCE estimate with each baseline, numbers printed.
 
     Args:
@@ -59,8 +61,7 @@ def plot_baseline_variances(variances: dict | None = None, exact: dict | None = 
         text = f"{values[name]:.3g}" + (f" measured, {exact[name]:.3g} exact" if exact else "")
         if log and values[name] > 0:
             text += f"  ({values[name] / smallest:.3g}x the smallest)"
-        ax.text(values[name] if values[name] > 0 else ax.get_xlim()[0], yi, "  " + text, va="center",
-                fontsize="small")
+        ax.text(values[name] if values[name] > 0 else ax.get_xlim()[0], yi, "  " + text, va="center", fontsize="small")
     ax.set_yticks(y)
     ax.set_yticklabels(names)
     ax.set_xlabel("total variance of one gradient estimate, tr Cov(g)" + ("  (log scale)" if log else ""))
@@ -81,16 +82,21 @@ def _two_state_variances() -> dict:
     per_state = torch.tensor([10.0, 1.0], dtype=torch.float64)[outcomes["states"].flatten()]
     return {
         "no baseline": variance.exact_moments(probs, variance.baselined_estimates(rewards, scores, 0 * rewards))[1],
-        "b(s1) = 10, b(s2) = 1": variance.exact_moments(probs, variance.baselined_estimates(rewards, scores,
-                                                                                              per_state))[1],
+        "b(s1) = 10, b(s2) = 1": variance.exact_moments(
+            probs, variance.baselined_estimates(rewards, scores, per_state)
+        )[1],
     }
 
 
 LINESTYLES = ("-", "--", (0, (1, 1.5)), "-.")
 
 
-def plot_reward_curves_by_mode(curves: dict | None = None, band: str = "minmax", max_reward: float | None = None,
-                               ylabel: str = "mean reward of the sampled responses") -> Figure:
+def plot_reward_curves_by_mode(
+    curves: dict | None = None,
+    band: str = "minmax",
+    max_reward: float | None = None,
+    ylabel: str = "mean reward of the sampled responses",
+) -> Figure:
     """Mean reward against epoch for each deltas mode, averaged over seeds, with a band across seeds.
 
     Args:
@@ -108,9 +114,12 @@ def plot_reward_curves_by_mode(curves: dict | None = None, band: str = "minmax",
     if curves is None:
         epochs = torch.arange(50, dtype=torch.float64)
         g = torch.Generator().manual_seed(0)
-        curves = {mode: 2.0 + rise * (1 - torch.exp(-epochs / 15)) + 0.1 * torch.randn(3, 50, generator=g,
-                                                                                        dtype=torch.float64)
-                  for mode, rise in (("rewards", 1.0), ("centered_rewards", 1.8), ("normalized_rewards", 1.7))}
+        curves = {
+            mode: 2.0
+            + rise * (1 - torch.exp(-epochs / 15))
+            + 0.1 * torch.randn(3, 50, generator=g, dtype=torch.float64)
+            for mode, rise in (("rewards", 1.0), ("centered_rewards", 1.8), ("normalized_rewards", 1.7))
+        }
     if not isinstance(curves, dict) or not curves:
         raise ValueError(f"curves: expected a non-empty dict of mode -> (seeds, epochs) tensor, got {curves!r}")
     _validate.require_choice("band", band, ("minmax", "std"))
@@ -129,18 +138,34 @@ def plot_reward_curves_by_mode(curves: dict | None = None, band: str = "minmax",
             low, high = mean - spread, mean + spread
         color = colors[i % len(colors)]
         # Curves that coincide must stay visible: each mode gets its own dash pattern, and later ones are thinner.
-        ax.plot(x, mean.numpy(), color=color, linewidth=2.6 - 0.6 * (i % 3), linestyle=LINESTYLES[i % len(LINESTYLES)],
-                label=f"{mode} (mean of {rows.shape[0]} seeds)")
+        ax.plot(
+            x,
+            mean.numpy(),
+            color=color,
+            linewidth=2.6 - 0.6 * (i % 3),
+            linestyle=LINESTYLES[i % len(LINESTYLES)],
+            label=f"{mode} (mean of {rows.shape[0]} seeds)",
+        )
         ax.fill_between(x, low.numpy(), high.numpy(), color=color, alpha=0.2, linewidth=0)
     if max_reward is not None:
-        ax.axhline(_validate._as_float("max_reward", max_reward), color="black", linestyle=":", linewidth=1,
-                   label="highest possible reward")
+        ax.axhline(
+            _validate._as_float("max_reward", max_reward),
+            color="black",
+            linestyle=":",
+            linewidth=1,
+            label="highest possible reward",
+        )
     what = "min to max over seeds" if band == "minmax" else "mean ± 1 std over seeds"
     ax.set_xlabel("epoch")
     ax.set_ylabel(ylabel)
     ax.set_title("REINFORCE on the sorting task with each kind of deltas", fontsize="medium")
-    ax.legend(loc="lower right", fontsize="x-small", frameon=False, title=f"line: mean; band: {what}",
-              title_fontsize="x-small")
+    ax.legend(
+        loc="lower right",
+        fontsize="x-small",
+        frameon=False,
+        title=f"line: mean; band: {what}",
+        title_fontsize="x-small",
+    )
     fig.tight_layout()
     return fig
 
@@ -170,17 +195,24 @@ def plot_baseline_variance(group_size: int = 8, baseline: str = "leave_one_out",
         raise ValueError(f"table: expected a GroupVarianceTable, got {type(table).__name__}")
     _validate.require_choice("baseline", baseline, variance.BASELINES)
     if group_size not in table.group_sizes:
-        raise ValueError(f"group_size: expected one of the precomputed group sizes "
-                         f"{table.group_sizes[0]}..{table.group_sizes[-1]}, got {group_size!r}")
+        raise ValueError(
+            f"group_size: expected one of the precomputed group sizes "
+            f"{table.group_sizes[0]}..{table.group_sizes[-1]}, got {group_size!r}"
+        )
     j = table.group_sizes.index(group_size)
     colors = dict(zip(variance.BASELINES, ["tab:gray", "tab:orange", "tab:blue", "tab:green", "tab:red"]))
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11.0, 3.8), gridspec_kw={"width_ratios": [1.25, 1]})
     for name in variance.BASELINES:
         chosen = name == baseline
-        left.plot(table.group_sizes, table.variance[name].numpy(), color=colors[name],
-                  linewidth=2.6 if chosen else 1.0, alpha=1.0 if chosen else 0.55,
-                  label=variance.BASELINE_LABELS[name])
+        left.plot(
+            table.group_sizes,
+            table.variance[name].numpy(),
+            color=colors[name],
+            linewidth=2.6 if chosen else 1.0,
+            alpha=1.0 if chosen else 0.55,
+            label=variance.BASELINE_LABELS[name],
+        )
     left.axvline(group_size, color="black", linestyle=":", linewidth=1)
     left.plot([group_size], [float(table.variance[baseline][j])], "o", color=colors[baseline])
     left.set_yscale("log")
@@ -192,8 +224,10 @@ def plot_baseline_variance(group_size: int = 8, baseline: str = "leave_one_out",
     left.yaxis.set_minor_formatter(ticker.NullFormatter())
     left.set_xlabel("group size G (responses per prompt)")
     left.set_ylabel("variance per response, G · tr Cov (log)")
-    left.set_title(f"{variance.BASELINE_LABELS[baseline]}: {float(table.variance[baseline][j]):.3g} at G = {group_size}",
-                   fontsize="medium")
+    left.set_title(
+        f"{variance.BASELINE_LABELS[baseline]}: {float(table.variance[baseline][j]):.3g} at G = {group_size}",
+        fontsize="medium",
+    )
     left.legend(fontsize="x-small", loc="center right", framealpha=0.9)
 
     proj = table.projections[baseline][j]  # (num_groups,)
@@ -201,12 +235,18 @@ def plot_baseline_variance(group_size: int = 8, baseline: str = "leave_one_out",
     widest = table.projections[baseline][0]
     low = min(float(widest.quantile(0.005)), 0.0)
     high = max(float(widest.quantile(0.995)), 2 * table.exact_norm)
-    right.hist(proj.clamp(low, high).numpy(), bins=torch.linspace(low, high, 41).numpy(), color=colors[baseline],
-               alpha=0.7)
+    right.hist(
+        proj.clamp(low, high).numpy(), bins=torch.linspace(low, high, 41).numpy(), color=colors[baseline], alpha=0.7
+    )
     right.set_xlim(low, high)
     right.axvline(table.exact_norm, color="black", linewidth=1.5, label=f"true gradient, |∇J| = {table.exact_norm:.3g}")
-    right.axvline(float(proj.mean()), color=colors[baseline], linestyle="--", linewidth=1.5,
-                  label=f"mean of the estimates = {float(proj.mean()):.3g}")
+    right.axvline(
+        float(proj.mean()),
+        color=colors[baseline],
+        linestyle="--",
+        linewidth=1.5,
+        label=f"mean of the estimates = {float(proj.mean()):.3g}",
+    )
     right.set_xlabel("group estimate along the true gradient's direction")
     right.set_ylabel(f"count (of {proj.numel()} groups)")
     right.set_title(f"{proj.numel()} group estimates at G = {group_size}", fontsize="medium")

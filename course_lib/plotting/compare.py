@@ -7,9 +7,12 @@ from matplotlib.figure import Figure
 
 
 _MEMORY_PARTS = {  # part -> (colour, legend)
-    "actor": ("tab:blue", "actor (weights + grads)"), "critic": ("tab:red", "critic (weights + grads)"),
-    "reference": ("tab:gray", "reference (weights)"), "reward": ("tab:brown", "reward model (weights)"),
-    "optimizer": ("tab:orange", "optimizer (Adam state)"), "activations": ("tab:green", "activations"),
+    "actor": ("tab:blue", "actor (weights + grads)"),
+    "critic": ("tab:red", "critic (weights + grads)"),
+    "reference": ("tab:gray", "reference (weights)"),
+    "reward": ("tab:brown", "reward model (weights)"),
+    "optimizer": ("tab:orange", "optimizer (Adam state)"),
+    "activations": ("tab:green", "activations"),
 }
 
 
@@ -72,9 +75,15 @@ def plot_memory_breakdown(tables: dict, title: str = "Memory of one training ste
     return fig
 
 
-def plot_budget_curves(runs: dict, y: str = "reward", max_reward: float | None = None, sample_label: str = "samples",
-                       ylabel: str = "mean reward of the samples", title: str = "GRPO against PPO",
-                       seconds_label: str = "wall-clock seconds (one CPU thread)") -> Figure:
+def plot_budget_curves(
+    runs: dict,
+    y: str = "reward",
+    max_reward: float | None = None,
+    sample_label: str = "samples",
+    ylabel: str = "mean reward of the samples",
+    title: str = "GRPO against PPO",
+    seconds_label: str = "wall-clock seconds (one CPU thread)",
+) -> Figure:
     """Reward against samples (left) and against seconds (right), mean and min-max band over seeds.
 
     Args:
@@ -102,8 +111,13 @@ def plot_budget_curves(runs: dict, y: str = "reward", max_reward: float | None =
         n = len(runs[label])
         for ax, b in zip(axes, (by_samples, by_seconds)):
             ax.fill_between(b["x"], b["low"], b["high"], color=colors[i % len(colors)], alpha=0.2, linewidth=0)
-            ax.plot(b["x"], b["mean"], color=colors[i % len(colors)], linewidth=1.8,
-                    label=f"{label} (mean of {n} seeds, band: min-max)" if n > 1 else str(label))
+            ax.plot(
+                b["x"],
+                b["mean"],
+                color=colors[i % len(colors)],
+                linewidth=1.8,
+                label=f"{label} (mean of {n} seeds, band: min-max)" if n > 1 else str(label),
+            )
     for ax, xlabel in zip(axes, (sample_label, seconds_label)):
         if max_reward is not None:
             ax.axhline(max_reward, color="black", linestyle="--", linewidth=0.8)
@@ -139,11 +153,19 @@ def plot_sweep(group_size: int = 8, clip_eps: float = 0.2, sweep: dict | None = 
     for i in range(table.shape[0]):
         for j in range(table.shape[1]):
             value = float(table[i, j])
-            axes[0].text(j, i, f"{value:.2f}", ha="center", va="center", fontsize="x-small",
-                         color="black" if value > float(table.min()) + 0.6 * (5.0 - float(table.min())) else "white")
+            axes[0].text(
+                j,
+                i,
+                f"{value:.2f}",
+                ha="center",
+                va="center",
+                fontsize="x-small",
+                color="black" if value > float(table.min()) + 0.6 * (5.0 - float(table.min())) else "white",
+            )
     i, j = sweep["group_sizes"].index(config["group_size"]), sweep["clip_eps"].index(config["clip_eps"])
-    axes[0].add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2.5,
-                                    gid="selected"))
+    axes[0].add_patch(
+        plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2.5, gid="selected")
+    )
     axes[0].set_xticks(range(len(eps)), [f"{e:g}" for e in eps.tolist()])
     axes[0].set_yticks(range(len(group_sizes)), [str(g) for g in group_sizes.tolist()])
     axes[0].set_xlabel("clip_eps")
@@ -151,10 +173,15 @@ def plot_sweep(group_size: int = 8, clip_eps: float = 0.2, sweep: dict | None = 
     axes[0].set_title(f"final greedy reward, mean of {len(sweep['seeds'])} seeds", fontsize="medium")
     fig.colorbar(image, ax=axes[0], fraction=0.05)
     epochs = _sweep_epochs(sweep, config)
-    axes[1].plot(epochs, config["greedy_curve"], color="tab:blue", linewidth=1.8, label="greedy response",
-                 gid="greedy")
-    axes[1].plot(epochs, config["reward_curve"], color="tab:orange", linewidth=1.8, label="sampled responses (mean)",
-                 gid="sampled")
+    axes[1].plot(epochs, config["greedy_curve"], color="tab:blue", linewidth=1.8, label="greedy response", gid="greedy")
+    axes[1].plot(
+        epochs,
+        config["reward_curve"],
+        color="tab:orange",
+        linewidth=1.8,
+        label="sampled responses (mean)",
+        gid="sampled",
+    )
     axes[1].axhline(5.0, color="black", linestyle="--", linewidth=0.8)
     # One y range for the whole sweep, so that what moves with the sliders is the curves, not the axis.
     axes[1].set_ylim(min(1.5, min(min(c["reward_curve"]) for c in sweep["configs"]) - 0.2), 5.3)
@@ -175,8 +202,10 @@ def _sweep_epochs(sweep: dict, config: dict) -> list[int]:
 
 
 def _sweep_title(config: dict) -> str:
-    return (f"G = {config['group_size']}, clip_eps = {config['clip_eps']:g}: {config['samples']:,} samples, "
-            f"{config['wall_time_s']:.2f} s per run")
+    return (
+        f"G = {config['group_size']}, clip_eps = {config['clip_eps']:g}: {config['samples']:,} samples, "
+        f"{config['wall_time_s']:.2f} s per run"
+    )
 
 
 def update_sweep(fig: Figure, group_size: int = 8, clip_eps: float = 0.2, sweep: dict | None = None) -> list:

@@ -32,15 +32,17 @@ def _mean_curve(records: list[dict], x_key: str, y_key: str, curves: bool = Fals
     return grid, ys.mean(0), ys.min(0), ys.max(0)
 
 
-def plot_family_curves(runs: dict[str, list[dict]], reference: str | None = "GRPO", threshold: float = 0.8,
-                       cols: int = 5) -> Figure:
+def plot_family_curves(
+    runs: dict[str, list[dict]], reference: str | None = "GRPO", threshold: float = 0.8, cols: int = 5
+) -> Figure:
     """One small panel per variant: held-out accuracy against completions sampled, each seed a thin line, the
     mean over seeds bold; ``reference``'s mean dashed in every panel, and the ``threshold`` dotted."""
     _check(runs)
     cols = _validate.require_int("cols", cols, minimum=1)
     rows = math.ceil(len(runs) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(2.4 * cols, 2.2 * rows), layout="constrained", sharex=True,
-                             sharey=True, squeeze=False)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(2.4 * cols, 2.2 * rows), layout="constrained", sharex=True, sharey=True, squeeze=False
+    )
     ref = _mean_curve(runs[reference], "eval_completions", "eval_score") if reference in runs else None
     for ax, (name, records) in zip(axes.flat, runs.items()):
         for r in records:
@@ -52,7 +54,7 @@ def plot_family_curves(runs: dict[str, list[dict]], reference: str | None = "GRP
         ax.axhline(threshold, color="grey", lw=0.5, ls=":")
         ax.set_title(name, fontsize=9)
         ax.set_ylim(0, 1)
-    for ax in axes.flat[len(runs):]:
+    for ax in axes.flat[len(runs) :]:
         ax.axis("off")
     for ax in axes[-1]:
         ax.set_xlabel("completions (k)")
@@ -82,8 +84,12 @@ def plot_family_scores(runs: dict[str, list[dict]], threshold: float = 0.8) -> F
     return fig
 
 
-_DIAGNOSTICS = [("mean_length", "completion length (tokens)"), ("kl", "KL to the reference (k3)"),
-                ("clip_fraction", "clip fraction"), ("frac_zero_std", "groups with all rewards equal")]
+_DIAGNOSTICS = [
+    ("mean_length", "completion length (tokens)"),
+    ("kl", "KL to the reference (k3)"),
+    ("clip_fraction", "clip fraction"),
+    ("frac_zero_std", "groups with all rewards equal"),
+]
 
 
 def plot_family_diagnostics(runs: dict[str, list[dict]], keys: list[tuple[str, str]] | None = None) -> Figure:

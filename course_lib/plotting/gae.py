@@ -11,7 +11,6 @@ from course_lib.plotting.base import FIGSIZE, _curve
 from course_lib._threads import one_thread
 
 
-
 def plot_nstep_weights(lam: float = 0.9, horizon: int = 20) -> Figure:
     """Bar chart of the weight ``(1 - lam) * lam^(n - 1)`` GAE gives the n-step estimator A^(n).
 
@@ -28,8 +27,13 @@ def plot_nstep_weights(lam: float = 0.9, horizon: int = 20) -> Figure:
     n = torch.arange(1, horizon + 1, dtype=torch.float64)
     weights = (1.0 - lam) * lam ** (n - 1)  # (horizon,)
     fig, ax = plt.subplots(figsize=FIGSIZE)
-    ax.bar(n.numpy(), weights.numpy(), width=0.8, color="tab:blue",
-           label=r"weight $(1-\lambda)\lambda^{n-1}$ of $\hat A^{(n)}$")
+    ax.bar(
+        n.numpy(),
+        weights.numpy(),
+        width=0.8,
+        color="tab:blue",
+        label=r"weight $(1-\lambda)\lambda^{n-1}$ of $\hat A^{(n)}$",
+    )
     rest = 1.0 - float(weights.sum())
     ax.plot([], [], " ", label=f"weight left for n > {horizon}: {rest:.3f}")
     ax.set_xlim(0.4, horizon + 0.6)
@@ -56,8 +60,9 @@ def _chain_batch(n_episodes: int, seed: int):
     return _CHAIN_EPISODES[key]
 
 
-def plot_gae_on_chain(gamma: float = 0.95, lam: float = 0.5, noise: float = 0.3, n_episodes: int = 300,
-                      seed: int = 0) -> Figure:
+def plot_gae_on_chain(
+    gamma: float = 0.95, lam: float = 0.5, noise: float = 0.3, n_episodes: int = 300, seed: int = 0
+) -> Figure:
     """GAE estimates beside the true advantages on :class:`course_lib.lectures.chain.Chain`, for one fixed batch.
 
     For each state and action: the truth ``Q(s, a) - V_hat(s)`` (the true advantage seen
@@ -80,10 +85,26 @@ def plot_gae_on_chain(gamma: float = 0.95, lam: float = 0.5, noise: float = 0.3,
     s = torch.arange(ch.n_states, dtype=torch.float64).numpy()
     fig, ax = plt.subplots(figsize=(7.2, 3.6))
     for a, name, color, shift in ((chain.RIGHT, "right", "tab:blue", -0.1), (chain.LEFT, "left", "tab:orange", 0.1)):
-        ax.plot(s, stats["target"][:, a].numpy(), color=color, marker="D", markersize=4, linewidth=1.5,
-                label=f"truth Q(s, {name}) − V̂(s)")
-        ax.errorbar(s + shift, stats["mean"][:, a].numpy(), yerr=stats["std"][:, a].numpy(), color=color,
-                    fmt="o", markersize=4, capsize=3, alpha=0.75, label=f"GAE mean ± std, {name}")
+        ax.plot(
+            s,
+            stats["target"][:, a].numpy(),
+            color=color,
+            marker="D",
+            markersize=4,
+            linewidth=1.5,
+            label=f"truth Q(s, {name}) − V̂(s)",
+        )
+        ax.errorbar(
+            s + shift,
+            stats["mean"][:, a].numpy(),
+            yerr=stats["std"][:, a].numpy(),
+            color=color,
+            fmt="o",
+            markersize=4,
+            capsize=3,
+            alpha=0.75,
+            label=f"GAE mean ± std, {name}",
+        )
     ax.axhline(0.0, color="0.6", linewidth=0.8)
     ax.set_ylim(-1.5, 1.9)  # fixed, so what moves with the sliders is the estimate, not the axis
     ax.set_yticks([-1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5])
@@ -114,12 +135,15 @@ def _gae_on_chain_stats(gamma, lam, noise, n_episodes, seed):
 
 
 def _gae_on_chain_title(gamma, lam, n_episodes, stats) -> str:
-    return (f"GAE with γ = {gamma:.2f}, λ = {lam:.2f} ({n_episodes} episodes):  "
-            f"bias² {stats['bias2']:.3f} + variance {stats['variance']:.3f} = MSE {stats['mse']:.3f}")
+    return (
+        f"GAE with γ = {gamma:.2f}, λ = {lam:.2f} ({n_episodes} episodes):  "
+        f"bias² {stats['bias2']:.3f} + variance {stats['variance']:.3f} = MSE {stats['mse']:.3f}"
+    )
 
 
-def update_gae_on_chain(fig: Figure, gamma: float = 0.95, lam: float = 0.5, noise: float = 0.3,
-                        n_episodes: int = 300, seed: int = 0) -> list:
+def update_gae_on_chain(
+    fig: Figure, gamma: float = 0.95, lam: float = 0.5, noise: float = 0.3, n_episodes: int = 300, seed: int = 0
+) -> list:
     """Redraw a figure of :func:`plot_gae_on_chain` for another gamma and lam in place; return the artists changed.
 
     The truth lines, the error bars (points, caps, bars) and the title change; the line at 0,
@@ -173,16 +197,23 @@ def plot_bias_variance(lams, mse, bias2, variance, exact_bias2=None) -> Figure:
     # Curves meet (MSE = variance where the bias is 0; sampled and exact bias² agree), so each has its own
     # style: a wide pale line under a thinner dashed one stays visible where the two coincide.
     ax.plot(x, mse.numpy(), color="0.55", linewidth=5, alpha=0.6, label="MSE = bias² + variance")
-    ax.plot(x, variance.numpy(), color="tab:blue", linewidth=1.6, linestyle="--", marker="s", markersize=3,
-            label="variance")
+    ax.plot(
+        x, variance.numpy(), color="tab:blue", linewidth=1.6, linestyle="--", marker="s", markersize=3, label="variance"
+    )
     if exact_bias2 is not None:
         exact_bias2 = _curve("exact_bias2", exact_bias2, "lams", lams)
         ax.plot(x, exact_bias2.numpy(), color="tab:red", linewidth=3, alpha=0.35, label="bias² (exact)")
     ax.plot(x, bias2.numpy(), color="tab:red", linestyle="none", marker="o", markersize=4, label="bias² (sampled)")
     best = int(mse.argmin())
     ax.axvline(x[best], color="0.6", linestyle=":", linewidth=1)
-    ax.annotate(rf"least MSE at $\lambda$ = {x[best]:.2f}", (x[best], float(mse[best])),
-                xytext=(0, 12), textcoords="offset points", ha="center", fontsize="small")
+    ax.annotate(
+        rf"least MSE at $\lambda$ = {x[best]:.2f}",
+        (x[best], float(mse[best])),
+        xytext=(0, 12),
+        textcoords="offset points",
+        ha="center",
+        fontsize="small",
+    )
     ax.set_xlabel(r"$\lambda$  (0: one-step TD residual, 1: Monte-Carlo return minus V)")
     ax.set_ylabel("squared error (advantage²)")
     ax.set_ylim(0.0, 1.35 * float(torch.stack([mse.max(), bias2.max(), variance.max()]).max()))  # room for the legend
@@ -208,13 +239,30 @@ def plot_truncation_errors(error_bootstrap, error_terminal, gamma_lam: float | N
         gamma_lam = _validate.require_unit_interval("gamma_lam", gamma_lam)
     k = torch.arange(error_terminal.numel(), dtype=torch.float64)
     fig, ax = plt.subplots(figsize=FIGSIZE)
-    ax.plot(k.numpy(), error_terminal.numpy(), color="tab:red", marker="o", markersize=4,
-            label="cut treated as terminal (wrong)")
-    ax.plot(k.numpy(), error_bootstrap.numpy(), color="tab:green", marker="o", markersize=4,
-            label=r"bootstrap from $V$(last state) (right)")
+    ax.plot(
+        k.numpy(),
+        error_terminal.numpy(),
+        color="tab:red",
+        marker="o",
+        markersize=4,
+        label="cut treated as terminal (wrong)",
+    )
+    ax.plot(
+        k.numpy(),
+        error_bootstrap.numpy(),
+        color="tab:green",
+        marker="o",
+        markersize=4,
+        label=r"bootstrap from $V$(last state) (right)",
+    )
     if gamma_lam is not None:
-        ax.plot(k.numpy(), (error_terminal[0] * gamma_lam**k).numpy(), color="0.4", linestyle=":",
-                label=r"first error $\times (\gamma\lambda)^k$")
+        ax.plot(
+            k.numpy(),
+            (error_terminal[0] * gamma_lam**k).numpy(),
+            color="0.4",
+            linestyle=":",
+            label=r"first error $\times (\gamma\lambda)^k$",
+        )
     ax.axhline(0.0, color="0.6", linewidth=0.8)
     ax.invert_xaxis()  # time runs left to right: the cut is on the right
     ax.set_xlabel("k, steps before the time limit (k = 0: the last step)")

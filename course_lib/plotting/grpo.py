@@ -9,6 +9,7 @@ from matplotlib.figure import Figure
 from course_lib import _validate
 from course_lib.plotting.base import _curve
 
+
 def _seed_curves(name: str, runs, field: str) -> torch.Tensor:
     """``(n_seeds, epochs)`` curves of one field of a history (or a list of histories, one per seed)."""
     runs = runs if isinstance(runs, (list, tuple)) else [runs]
@@ -36,8 +37,12 @@ _SORTING_FIELDS = {
 }
 
 
-def plot_sorting_curves(histories: dict, fields=("mean_reward", "greedy_reward"), max_reward: float | None = 5.0,
-                        title: str = "Sorting task: REINFORCE vs GRPO") -> Figure:
+def plot_sorting_curves(
+    histories: dict,
+    fields=("mean_reward", "greedy_reward"),
+    max_reward: float | None = 5.0,
+    title: str = "Sorting task: REINFORCE vs GRPO",
+) -> Figure:
     """Per-epoch curves of a few history fields, one line per label, averaged over seeds.
 
     Args:
@@ -65,8 +70,13 @@ def plot_sorting_curves(histories: dict, fields=("mean_reward", "greedy_reward")
     for i, (label, runs) in enumerate(histories.items()):
         for ax, name in zip(axes, fields):
             curves = _seed_curves(f"histories[{label!r}]", runs, name)  # (seeds, epochs)
-            ax.plot(torch.arange(curves.shape[1]).numpy(), curves.mean(0).numpy(), color=colors[i % len(colors)],
-                    linewidth=1.8, label=f"{label} ({curves.shape[0]} seeds)" if curves.shape[0] > 1 else str(label))
+            ax.plot(
+                torch.arange(curves.shape[1]).numpy(),
+                curves.mean(0).numpy(),
+                color=colors[i % len(colors)],
+                linewidth=1.8,
+                label=f"{label} ({curves.shape[0]} seeds)" if curves.shape[0] > 1 else str(label),
+            )
     for ax, name in zip(axes, fields):
         if max_reward is not None and name in ("mean_reward", "greedy_reward"):
             ax.axhline(max_reward, color="black", linestyle="--", linewidth=0.8)
@@ -80,8 +90,9 @@ def plot_sorting_curves(histories: dict, fields=("mean_reward", "greedy_reward")
     return fig
 
 
-def plot_ablation(results: dict, max_reward: float | None = 5.0,
-                  title: str = "Final greedy reward per configuration") -> Figure:
+def plot_ablation(
+    results: dict, max_reward: float | None = 5.0, title: str = "Final greedy reward per configuration"
+) -> Figure:
     """Horizontal bars of the mean final reward per configuration, one dot per seed.
 
     Args:
@@ -93,7 +104,9 @@ def plot_ablation(results: dict, max_reward: float | None = 5.0,
         The figure: one bar per configuration.
     """
     if not isinstance(results, dict) or not results:
-        raise ValueError(f"results: expected a non-empty dict of label -> list of rewards, got {type(results).__name__}")
+        raise ValueError(
+            f"results: expected a non-empty dict of label -> list of rewards, got {type(results).__name__}"
+        )
     labels = list(results)
     values = [_curve(f"results[{label!r}]", results[label]) for label in labels]
     fig, ax = plt.subplots(figsize=(7.0, 0.45 * len(labels) + 1.7))
@@ -102,8 +115,9 @@ def plot_ablation(results: dict, max_reward: float | None = 5.0,
     right = max_reward if max_reward is not None else float(torch.cat(values).max())
     ax.barh(y.numpy(), means.numpy(), height=0.6, color="tab:blue", alpha=0.6, label="mean over seeds")
     for i, v in enumerate(values):
-        ax.plot(v.numpy(), [float(y[i])] * v.numel(), "o", color="black", markersize=4,
-                label="one seed" if i == 0 else None)
+        ax.plot(
+            v.numpy(), [float(y[i])] * v.numel(), "o", color="black", markersize=4, label="one seed" if i == 0 else None
+        )
         # The means in a column of their own, right of the bars and the dots.
         ax.text(right * 1.04, float(y[i]), f"{float(means[i]):.2f}", va="center", fontsize="small")
     if max_reward is not None:
@@ -140,10 +154,17 @@ def plot_kl_estimators(kl, bias: dict, std: dict) -> Figure:
     for name in bias:
         color = colors.get(name)
         style = {"marker": "o", "markersize": 3, **bias_styles.get(name, {})}
-        axes[0].plot(kl.numpy(), (_curve(f"bias[{name!r}]", bias[name], "kl", kl) / kl).numpy(), color=color,
-                     label=name, **style)
-        axes[1].plot(kl.numpy(), (_curve(f"std[{name!r}]", std[name], "kl", kl) / kl).numpy(), "o-", color=color,
-                     label=name, markersize=3)
+        axes[0].plot(
+            kl.numpy(), (_curve(f"bias[{name!r}]", bias[name], "kl", kl) / kl).numpy(), color=color, label=name, **style
+        )
+        axes[1].plot(
+            kl.numpy(),
+            (_curve(f"std[{name!r}]", std[name], "kl", kl) / kl).numpy(),
+            "o-",
+            color=color,
+            label=name,
+            markersize=3,
+        )
     axes[0].axhline(0.0, color="black", linewidth=0.8)
     axes[0].set_ylabel("bias / KL")
     axes[0].set_title("relative bias (0: unbiased)", fontsize="medium")
@@ -160,8 +181,9 @@ def plot_kl_estimators(kl, bias: dict, std: dict) -> Figure:
     return fig
 
 
-def token_gradient_weights(lengths=(2, 4, 8), advantages=(1.0, -1.0, -1.0), mode: str = "seq-mean-token-mean",
-                           max_len: float | None = None) -> torch.Tensor:
+def token_gradient_weights(
+    lengths=(2, 4, 8), advantages=(1.0, -1.0, -1.0), mode: str = "seq-mean-token-mean", max_len: float | None = None
+) -> torch.Tensor:
     """The weight each token's ``logp`` gets in the gradient of ``-adv * logp`` aggregated by ``mode``.
 
     The weight is ``-d loss / d logp[i, t]``: positive pushes the token up, negative down.
@@ -205,8 +227,11 @@ def plot_token_weights(lengths=(2, 4, 8), advantages=(1.0, -1.0, -1.0), max_len:
     """
     from course_lib.grpo import LOSS_AGG_MODES
 
-    names = {"seq-mean-token-mean": "GRPO: seq-mean-token-mean", "token-mean": "DAPO: token-mean",
-             "seq-mean-token-sum-norm": "Dr. GRPO: seq-mean-token-sum-norm"}
+    names = {
+        "seq-mean-token-mean": "GRPO: seq-mean-token-mean",
+        "token-mean": "DAPO: token-mean",
+        "seq-mean-token-sum-norm": "Dr. GRPO: seq-mean-token-sum-norm",
+    }
     weights = {mode: token_gradient_weights(lengths, advantages, mode, max_len) for mode in LOSS_AGG_MODES}
     lengths = [int(n) for n in lengths]
     adv = _curve("advantages", advantages)
@@ -216,8 +241,13 @@ def plot_token_weights(lengths=(2, 4, 8), advantages=(1.0, -1.0, -1.0), max_len:
     for ax, (mode, w) in zip(axes, weights.items()):
         x = 0
         for i, n in enumerate(lengths):
-            ax.bar(range(x, x + n), w[i, :n].numpy(), width=0.8, color=colors[i % len(colors)],
-                   label=f"response {i + 1}: {n} tokens, adv {float(adv[i]):+.2g}")
+            ax.bar(
+                range(x, x + n),
+                w[i, :n].numpy(),
+                width=0.8,
+                color=colors[i % len(colors)],
+                label=f"response {i + 1}: {n} tokens, adv {float(adv[i]):+.2g}",
+            )
             x += n + 1  # a gap between responses
         ax.axhline(0.0, color="black", linewidth=0.8)
         ax.set_xticks([])
@@ -266,8 +296,12 @@ def group_signal_curves(group_size: int = 8, n_points: int = 99) -> dict:
     comb = torch.tensor([math.comb(G, int(i)) for i in k], dtype=torch.float64)
     prob = comb[None, :] * p[:, None] ** k[None, :] * (1 - p[:, None]) ** (G - k[None, :])  # (P, G - 1)
     prob = prob / prob.sum(-1, keepdim=True)  # conditioned on a mixed group
-    return {"p": p, "all_equal": p**G + (1 - p) ** G, "abs_adv_std": prob @ abs_std,
-            "abs_adv_centred": prob @ abs_centred}
+    return {
+        "p": p,
+        "all_equal": p**G + (1 - p) ** G,
+        "abs_adv_std": prob @ abs_std,
+        "abs_adv_centred": prob @ abs_centred,
+    }
 
 
 def plot_group_signal(group_size: int = 8) -> Figure:

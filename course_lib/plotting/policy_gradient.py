@@ -13,8 +13,12 @@ _MC_LOGITS = (0.5, -1.0, 1.5, 0.0, -0.5)
 _MC_REWARDS = (1.0, 0.0, 3.0, -2.0, 0.5)
 
 
-def plot_mc_gradient_error(n_samples=None, errors=None, sigma: float | None = None,
-                           title: str = "Monte-Carlo policy gradient: error against samples") -> Figure:
+def plot_mc_gradient_error(
+    n_samples=None,
+    errors=None,
+    sigma: float | None = None,
+    title: str = "Monte-Carlo policy gradient: error against samples",
+) -> Figure:
     """Log-log plot of the Monte-Carlo gradient's error against the number of samples, with ``sigma / sqrt(n)``.
 
     Each dot is one estimate's distance to the exact gradient; the line through the
@@ -52,8 +56,9 @@ def plot_mc_gradient_error(n_samples=None, errors=None, sigma: float | None = No
     if errors.dim() == 1:
         errors = errors[:, None]
     if errors.dim() != 2 or errors.shape[0] != n.shape[0]:
-        raise ValueError(f"errors: expected shape ({n.shape[0]}, seeds), one row per sample size, "
-                         f"got {tuple(errors.shape)}")
+        raise ValueError(
+            f"errors: expected shape ({n.shape[0]}, seeds), one row per sample size, got {tuple(errors.shape)}"
+        )
     rms = errors.pow(2).mean(dim=1).sqrt()  # (N,)
     if sigma is None:
         sigma = float(rms[0] * n[0].sqrt())
@@ -66,8 +71,15 @@ def plot_mc_gradient_error(n_samples=None, errors=None, sigma: float | None = No
     seeds = errors.shape[1]
     xs = n[:, None].expand_as(errors).flatten()
     positive = errors.flatten() > 0  # a zero error cannot sit on a log axis
-    ax.scatter(xs[positive].numpy(), errors.flatten()[positive].numpy(), s=8, color="tab:blue", alpha=0.25,
-               linewidths=0, label=f"one estimate ({seeds} seeds per n)")
+    ax.scatter(
+        xs[positive].numpy(),
+        errors.flatten()[positive].numpy(),
+        s=8,
+        color="tab:blue",
+        alpha=0.25,
+        linewidths=0,
+        label=f"one estimate ({seeds} seeds per n)",
+    )
     ax.plot(n.numpy(), rms.numpy(), "o-", color="tab:blue", linewidth=1.8, label="root mean square over seeds")
     ax.plot(n.numpy(), (sigma / n.sqrt()).numpy(), "--", color="black", linewidth=1.2, label=label)
     ax.set_xscale("log")
@@ -100,8 +112,11 @@ def plot_mc_gradient_estimate(n_samples: int = 16, seed: int = 0, logits=None, r
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed: expected an int, got {seed!r}")
     logits = torch.tensor(_MC_LOGITS, dtype=torch.float64) if logits is None else _curve("logits", logits)
-    rewards = (torch.tensor(_MC_REWARDS, dtype=torch.float64) if rewards is None
-               else _curve("rewards", rewards, "logits", logits))
+    rewards = (
+        torch.tensor(_MC_REWARDS, dtype=torch.float64)
+        if rewards is None
+        else _curve("rewards", rewards, "logits", logits)
+    )
     exact = expected_reward_gradient(logits, rewards)  # (V,)
     estimate = mc_gradient.mc_policy_gradient(logits, rewards, n_samples, torch.Generator().manual_seed(seed))
     error = float(torch.linalg.vector_norm(estimate - exact))
@@ -114,8 +129,9 @@ def plot_mc_gradient_estimate(n_samples: int = 16, seed: int = 0, logits=None, r
     ax.bar(x + 0.2, estimate.numpy(), width=0.4, color="tab:orange", label=f"estimate from n = {n_samples}")
     ax.axhline(0.0, color="gray", linewidth=0.8)
     ax.set_xticks(x)
-    ax.set_xticklabels([f"a={a}\nπ={p:.2f}, r={r:g}" for a, (p, r) in enumerate(zip(pi.tolist(), rewards.tolist()))],
-                       fontsize="small")
+    ax.set_xticklabels(
+        [f"a={a}\nπ={p:.2f}, r={r:g}" for a, (p, r) in enumerate(zip(pi.tolist(), rewards.tolist()))], fontsize="small"
+    )
     # A fixed y range, so that the bars visibly settle as n grows under a slider.
     bound = 1.5 * float(exact.abs().max()) + 2.0 * mc_gradient.mc_gradient_std(logits, rewards) / n_samples**0.5
     ax.set_ylim(-max(bound, float(estimate.abs().max()) * 1.1), max(bound, float(estimate.abs().max()) * 1.1))
@@ -126,8 +142,12 @@ def plot_mc_gradient_estimate(n_samples: int = 16, seed: int = 0, logits=None, r
     return fig
 
 
-def plot_pg_reward_curves(curves: dict | None = None, max_reward=None, ylabel: str = "mean sampled reward",
-                          title: str = "REINFORCE on the sorting task") -> Figure:
+def plot_pg_reward_curves(
+    curves: dict | None = None,
+    max_reward=None,
+    ylabel: str = "mean sampled reward",
+    title: str = "REINFORCE on the sorting task",
+) -> Figure:
     """Reward against epoch: one thin line per seed and a thick line for their mean, per run label.
 
     Thin lines, not a band, because the point is often where single runs *stop*: a
@@ -162,11 +182,21 @@ def plot_pg_reward_curves(curves: dict | None = None, max_reward=None, ylabel: s
         seeds = rows.shape[0]
         for row in rows:
             ax.plot(x, row.numpy(), color=color, linewidth=0.8, alpha=0.35)
-        ax.plot(x, rows.mean(0).numpy(), color=color, linewidth=2.0,
-                label=f"{label}: mean of {seeds} seeds (thin: each seed)" if seeds > 1 else f"{label} (one seed)")
+        ax.plot(
+            x,
+            rows.mean(0).numpy(),
+            color=color,
+            linewidth=2.0,
+            label=f"{label}: mean of {seeds} seeds (thin: each seed)" if seeds > 1 else f"{label} (one seed)",
+        )
     if max_reward is not None:
-        ax.axhline(_validate._as_float("max_reward", max_reward), color="black", linestyle=":", linewidth=1,
-                   label="highest possible reward")
+        ax.axhline(
+            _validate._as_float("max_reward", max_reward),
+            color="black",
+            linestyle=":",
+            linewidth=1,
+            label="highest possible reward",
+        )
     ax.set_xlabel("epoch")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize="medium")

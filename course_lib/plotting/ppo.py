@@ -8,6 +8,7 @@ from matplotlib.figure import Figure
 
 from course_lib import _validate
 
+
 def ppo_clip_curves(clip_eps: float = 0.2, ratio_max: float = 2.0, n_points: int = 301) -> dict:
     """The clipped objective and its derivative in the ratio, for adv = +1 and adv = -1, by autograd.
 
@@ -32,8 +33,11 @@ def ppo_clip_curves(clip_eps: float = 0.2, ratio_max: float = 2.0, n_points: int
     objective = -clipped_surrogate(torch.log(ratio), torch.zeros_like(ratio), adv, clip_eps)  # (2, P)
     (gradient,) = torch.autograd.grad(objective.sum(), ratio)  # (2, P)
     objective = objective.detach()
-    return {"ratio": ratios, "objective": {+1: objective[0], -1: objective[1]},
-            "gradient": {+1: gradient[0], -1: gradient[1]}}
+    return {
+        "ratio": ratios,
+        "objective": {+1: objective[0], -1: objective[1]},
+        "gradient": {+1: gradient[0], -1: gradient[1]},
+    }
 
 
 def plot_ppo_clip(clip_eps: float = 0.2) -> Figure:
@@ -56,8 +60,10 @@ def plot_ppo_clip(clip_eps: float = 0.2) -> Figure:
     # ticks, fixed margins (no tight_layout), one title. Text layout is most of the cost of a redraw.
     fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.0))
     styles = {+1: ("tab:blue", "A = +1 (good action)"), -1: ("tab:red", "A = -1 (bad action)")}
-    for ax, key, ylabel in ((axes[0], "objective", "objective min(rA, clip(r)A)"),
-                            (axes[1], "gradient", "d objective / d r")):
+    for ax, key, ylabel in (
+        (axes[0], "objective", "objective min(rA, clip(r)A)"),
+        (axes[1], "gradient", "d objective / d r"),
+    ):
         ax.axvspan(1.0 - clip_eps, 1.0 + clip_eps, color="0.92", zorder=0, gid="trust region")
         ax.axvline(1.0, color="0.6", linewidth=0.8, linestyle=":")
         ax.axhline(0.0, color="0.6", linewidth=0.8)
@@ -150,8 +156,16 @@ def plot_ppo_diagnostics(history, title: str = "PPO diagnostics over a training 
     """
     _, kl = _history_curve(history, "kl", "history") if _has(history, "kl") else (None, None)
     last = "kl" if kl is not None and torch.isfinite(kl).any() else "loss"
-    metrics = ("mean_return", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction",
-               "explained_variance", last)
+    metrics = (
+        "mean_return",
+        "policy_loss",
+        "value_loss",
+        "entropy",
+        "approx_kl",
+        "clip_fraction",
+        "explained_variance",
+        last,
+    )
     curves = [_history_curve(history, metric, "history") for metric in metrics]  # checked before drawing
     fig, axes = plt.subplots(2, 4, figsize=(12.0, 5.2), sharex=True)
     for ax, metric, (x, y) in zip(axes.flat, metrics, curves):
@@ -191,8 +205,10 @@ def plot_ppo_runs(histories: dict, metrics=("mean_return",), title: str | None =
     for metric in metrics:
         _validate.require_choice("metrics", metric, tuple(_PPO_METRICS))
     # Every curve is read (and checked) before the figure exists, so a bad history leaves no figure behind.
-    curves = {metric: [_history_curve(history, metric, f"histories[{label!r}]") for label, history in histories.items()]
-              for metric in metrics}
+    curves = {
+        metric: [_history_curve(history, metric, f"histories[{label!r}]") for label, history in histories.items()]
+        for metric in metrics
+    }
     fig, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics) + 0.6, 3.4), squeeze=False)
     colors = ["tab:blue", "tab:red", "tab:orange", "tab:green", "tab:purple", "tab:gray"]
     for ax, metric in zip(axes[0], metrics):

@@ -18,11 +18,12 @@ from matplotlib.figure import Figure
 def _rows(histories, get, name: str) -> np.ndarray:
     """``(S, R)``: one row per seed of ``get(history)``; every seed must have the same number of rounds."""
     if not isinstance(histories, (list, tuple)) or not histories:
-        raise ValueError(f"{name}: expected a non-empty list of histories (one per seed), got {type(histories).__name__}")
+        raise ValueError(
+            f"{name}: expected a non-empty list of histories (one per seed), got {type(histories).__name__}"
+        )
     rows = [np.asarray(get(h), dtype=np.float64) for h in histories]
     if len({r.shape for r in rows}) != 1 or rows[0].ndim != 1 or rows[0].size == 0:
-        raise ValueError(f"{name}: every seed needs the same, non-zero number of rounds, got "
-                         f"{[r.shape for r in rows]}")
+        raise ValueError(f"{name}: every seed needs the same, non-zero number of rounds, got {[r.shape for r in rows]}")
     return np.stack(rows)
 
 
@@ -52,8 +53,12 @@ def plot_style_curves(histories: list[dict], smooth: int = 3) -> Figure:
     length = _rows(histories, lambda h: h["mean_length"], "histories")
     fig, axes = plt.subplots(1, 4, figsize=(14, 3.2), layout="constrained")
     _spread(axes[0], trailing_mean(share, smooth), "C0", "scratchpad")
-    _spread(axes[0], trailing_mean(_rows(histories, lambda h: h["style_share"]["direct"], "histories"), smooth),
-            "C1", "direct")
+    _spread(
+        axes[0],
+        trailing_mean(_rows(histories, lambda h: h["style_share"]["direct"], "histories"), smooth),
+        "C1",
+        "direct",
+    )
     axes[0].set(title="share of the samples (T = 1)", xlabel="round", ylim=(0, 1))
     axes[0].legend(fontsize=8)
     _spread(axes[1], trailing_mean(length, smooth), "C2", "mean")

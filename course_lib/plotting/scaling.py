@@ -11,13 +11,17 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-RUN_LABELS = {"course_tiny": "course loop, TinyLM", "course_hf": "course loop, transformers export",
-              "trl": "TRL GRPOTrainer, transformers export"}
+RUN_LABELS = {
+    "course_tiny": "course loop, TinyLM",
+    "course_hf": "course loop, transformers export",
+    "trl": "TRL GRPOTrainer, transformers export",
+}
 RUN_COLORS = {"course_tiny": "tab:gray", "course_hf": "tab:blue", "trl": "tab:orange"}
 
 
-def plot_three_runs(results: dict, title: str = "Held-out greedy exact match, three GRPO runs from one warm-up"
-                    ) -> Figure:
+def plot_three_runs(
+    results: dict, title: str = "Held-out greedy exact match, three GRPO runs from one warm-up"
+) -> Figure:
     """One panel per seed: the held-out accuracy of each run against rounds (``benchmarks/hf_learning.py``'s file).
 
     Args:
@@ -30,8 +34,15 @@ def plot_three_runs(results: dict, title: str = "Held-out greedy exact match, th
     for ax, (seed, runs) in zip(axes[0], seeds.items()):
         for run, label in RUN_LABELS.items():
             ev = runs[run]["eval"]
-            ax.plot(ev["iteration"], ev["score"], marker="o", markersize=3, color=RUN_COLORS[run],
-                    linewidth=1.6, label=f"{label}: {ev['score'][-1]:.2f}")
+            ax.plot(
+                ev["iteration"],
+                ev["score"],
+                marker="o",
+                markersize=3,
+                color=RUN_COLORS[run],
+                linewidth=1.6,
+                label=f"{label}: {ev['score'][-1]:.2f}",
+            )
         ax.axhline(1.0, color="black", linestyle="--", linewidth=0.8)
         ax.set_title(f"seed {seed} (one run each)", fontsize="medium")
         ax.set_xlabel("round (64 prompts x 8 completions, 4 updates)")
@@ -73,7 +84,7 @@ def plot_trl_metrics(log: dict, num_iterations: int, title: str = "What TRL logs
                 # whose k3 estimate explodes now and then on the round's later, off-policy steps)
                 points = []
                 for r in range(len(values) // num_iterations):
-                    chunk = sorted(values[r * num_iterations:(r + 1) * num_iterations])
+                    chunk = sorted(values[r * num_iterations : (r + 1) * num_iterations])
                     points.append((r, chunk[len(chunk) // 2] if key == "kl" else sum(chunk) / len(chunk)))
                 label = f"{key} ({'median' if key == 'kl' else 'mean'} of the round's steps)"
             ax.plot([x for x, _ in points], [y for _, y in points], linewidth=1.2, label=label)
@@ -90,8 +101,13 @@ def plot_trl_metrics(log: dict, num_iterations: int, title: str = "What TRL logs
     return fig
 
 
-def plot_step_rewards(course_rewards, trl_log_rows: list[dict], num_iterations: int, max_reward: float,
-                      title: str = "One run each: the mean reward of each step's completions") -> Figure:
+def plot_step_rewards(
+    course_rewards,
+    trl_log_rows: list[dict],
+    num_iterations: int,
+    max_reward: float,
+    title: str = "One run each: the mean reward of each step's completions",
+) -> Figure:
     """The course loop's mean reward per step beside TRL's, and TRL's reward functions one by one.
 
     Args:

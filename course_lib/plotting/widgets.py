@@ -99,8 +99,12 @@ class SliderPlot(ipywidgets.VBox):
     artists it changed, or None when only a new figure will do) and redraws only those artists.
     """
 
-    def __init__(self, plot_fn: Callable[..., Figure], sliders: dict[str, ipywidgets.ValueWidget],
-                 update_fn: Callable[..., list[Artist] | None] | None = None):
+    def __init__(
+        self,
+        plot_fn: Callable[..., Figure],
+        sliders: dict[str, ipywidgets.ValueWidget],
+        update_fn: Callable[..., list[Artist] | None] | None = None,
+    ):
         self.plot_fn = plot_fn
         self.update_fn = update_fn
         self.sliders = dict(sliders)
@@ -159,8 +163,11 @@ class SliderPlot(ipywidgets.VBox):
                 raise
 
 
-def slider_plot(plot_fn: Callable[..., Figure], update_fn: Callable[..., list[Artist] | None] | None = None,
-                **sliders: ipywidgets.ValueWidget) -> SliderPlot:
+def slider_plot(
+    plot_fn: Callable[..., Figure],
+    update_fn: Callable[..., list[Artist] | None] | None = None,
+    **sliders: ipywidgets.ValueWidget,
+) -> SliderPlot:
     """Sliders named after ``plot_fn``'s keyword arguments above the figure it draws, redrawn on every change.
 
     ``update_fn(fig, **knobs)``, when given, updates a figure of ``plot_fn`` in place and returns the artists it
@@ -185,8 +192,7 @@ def slider_plot(plot_fn: Callable[..., Figure], update_fn: Callable[..., list[Ar
 
 def discount_widget(gamma: float = 0.9) -> SliderPlot:
     """A gamma slider over :func:`~course_lib.plotting.plot_discount_weights`."""
-    slider = ipywidgets.FloatSlider(value=gamma, min=0.0, max=1.0, step=0.01, description="gamma",
-                                    readout_format=".2f")
+    slider = ipywidgets.FloatSlider(value=gamma, min=0.0, max=1.0, step=0.01, description="gamma", readout_format=".2f")
     return slider_plot(plot_discount_weights, update_discount_weights, gamma=slider)
 
 
@@ -198,10 +204,10 @@ def gae_widget(gamma: float = 0.95, lam: float = 0.5) -> SliderPlot:
     """
     from course_lib.plotting import plot_gae_on_chain, update_gae_on_chain
 
-    gamma_slider = ipywidgets.FloatSlider(value=gamma, min=0.5, max=1.0, step=0.01, description="gamma",
-                                          readout_format=".2f")
-    lam_slider = ipywidgets.FloatSlider(value=lam, min=0.0, max=1.0, step=0.05, description="lam",
-                                        readout_format=".2f")
+    gamma_slider = ipywidgets.FloatSlider(
+        value=gamma, min=0.5, max=1.0, step=0.01, description="gamma", readout_format=".2f"
+    )
+    lam_slider = ipywidgets.FloatSlider(value=lam, min=0.0, max=1.0, step=0.05, description="lam", readout_format=".2f")
     return slider_plot(plot_gae_on_chain, update_gae_on_chain, gamma=gamma_slider, lam=lam_slider)
 
 
@@ -217,10 +223,14 @@ def baseline_variance_widget(group_size: int = 8, baseline: str = "leave_one_out
     from course_lib.plotting import plot_baseline_variance
 
     table = variance.default_group_variance_table()
-    size_slider = ipywidgets.IntSlider(value=group_size, min=min(table.group_sizes), max=max(table.group_sizes),
-                                       step=1, description="group_size")
-    menu = ipywidgets.Dropdown(options=[(variance.BASELINE_LABELS[name], name) for name in variance.BASELINES],
-                               value=baseline, description="baseline")
+    size_slider = ipywidgets.IntSlider(
+        value=group_size, min=min(table.group_sizes), max=max(table.group_sizes), step=1, description="group_size"
+    )
+    menu = ipywidgets.Dropdown(
+        options=[(variance.BASELINE_LABELS[name], name) for name in variance.BASELINES],
+        value=baseline,
+        description="baseline",
+    )
     return slider_plot(partial(plot_baseline_variance, table=table), group_size=size_slider, baseline=menu)
 
 
@@ -247,8 +257,9 @@ def ppo_clip_widget(clip_eps: float = 0.2) -> SliderPlot:
     """
     from course_lib.plotting import plot_ppo_clip, update_ppo_clip
 
-    slider = ipywidgets.FloatSlider(value=clip_eps, min=0.05, max=0.5, step=0.01, description="clip_eps",
-                                    readout_format=".2f")
+    slider = ipywidgets.FloatSlider(
+        value=clip_eps, min=0.05, max=0.5, step=0.01, description="clip_eps", readout_format=".2f"
+    )
     return slider_plot(plot_ppo_clip, update_ppo_clip, clip_eps=slider)
 
 
@@ -285,5 +296,9 @@ def sweep_widget(group_size: int = 8, clip_eps: float = 0.2) -> SliderPlot:
         raise ValueError(f"clip_eps: expected one of {sweep['clip_eps']}, got {clip_eps!r}")
     size_slider = ipywidgets.SelectionSlider(options=sweep["group_sizes"], value=group_size, description="group_size")
     eps_slider = ipywidgets.SelectionSlider(options=sweep["clip_eps"], value=clip_eps, description="clip_eps")
-    return slider_plot(partial(plot_sweep, sweep=sweep), partial(update_sweep, sweep=sweep),
-                       group_size=size_slider, clip_eps=eps_slider)
+    return slider_plot(
+        partial(plot_sweep, sweep=sweep),
+        partial(update_sweep, sweep=sweep),
+        group_size=size_slider,
+        clip_eps=eps_slider,
+    )

@@ -45,8 +45,9 @@ class GymVectorEnv:
         import gymnasium as gym  # imported here: the sorting task needs no gymnasium
 
         self.num_envs = _validate.require_int("num_envs", num_envs, minimum=1)
-        self.envs = gym.vector.SyncVectorEnv([lambda: gym.make(env_id) for _ in range(num_envs)],
-                                             autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        self.envs = gym.vector.SyncVectorEnv(
+            [lambda: gym.make(env_id) for _ in range(num_envs)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
+        )
         self.obs_dim = int(self.envs.single_observation_space.shape[0])
         self.n_actions = int(self.envs.single_action_space.n)
 
@@ -62,17 +63,22 @@ class GymVectorEnv:
         if "_final_obs" in info:
             for n in info["_final_obs"].nonzero()[0]:
                 final_obs[n] = info["final_obs"][n]
-        return (torch.as_tensor(obs, dtype=torch.float32), torch.as_tensor(rewards, dtype=torch.float32),
-                torch.as_tensor(terminated), torch.as_tensor(truncated),
-                torch.as_tensor(final_obs, dtype=torch.float32))
+        return (
+            torch.as_tensor(obs, dtype=torch.float32),
+            torch.as_tensor(rewards, dtype=torch.float32),
+            torch.as_tensor(terminated),
+            torch.as_tensor(truncated),
+            torch.as_tensor(final_obs, dtype=torch.float32),
+        )
 
     def close(self) -> None:
         """Close the environments."""
         self.envs.close()
 
 
-def mlp(in_dim: int, out_dim: int, hidden: int = 64, last_gain: float = 1.0,
-        generator: torch.Generator | None = None) -> nn.Sequential:
+def mlp(
+    in_dim: int, out_dim: int, hidden: int = 64, last_gain: float = 1.0, generator: torch.Generator | None = None
+) -> nn.Sequential:
     """Two tanh hidden layers, orthogonal initialisation (CleanRL's ``layer_init``), zero biases.
 
     ``last_gain`` scales the output layer: 0.01 for an actor (its first policy is nearly
@@ -139,14 +145,23 @@ class SortingEnv:
         reward_fn: ``(prompt (..., T), response (..., T)) -> (...)``, the CS336 sorting reward by default.
     """
 
-    def __init__(self, prompts: torch.Tensor, group_size: int = 16, vocab_size: int | None = None,
-                 reward_fn=sort_inclusion_ordering_reward):
+    def __init__(
+        self,
+        prompts: torch.Tensor,
+        group_size: int = 16,
+        vocab_size: int | None = None,
+        reward_fn=sort_inclusion_ordering_reward,
+    ):
         _validate.require_tensor("prompts", prompts, floating=False, min_dim=2)
         if prompts.dim() != 2 or prompts.is_floating_point() or prompts.dtype == torch.bool:
-            raise ValueError(f"prompts: expected integer token ids of shape (B, T), got {prompts.dtype} "
-                             f"of shape {tuple(prompts.shape)}")
+            raise ValueError(
+                f"prompts: expected integer token ids of shape (B, T), got {prompts.dtype} "
+                f"of shape {tuple(prompts.shape)}"
+            )
         self.group_size = _validate.require_int("group_size", group_size, minimum=1)
-        self.vocab_size = int(prompts.max()) + 1 if vocab_size is None else _validate.require_int("vocab_size", vocab_size, 1)
+        self.vocab_size = (
+            int(prompts.max()) + 1 if vocab_size is None else _validate.require_int("vocab_size", vocab_size, 1)
+        )
         self.prompts = prompts.long().repeat_interleave(group_size, dim=0)  # (N, Tp): G copies of each prompt
         self.num_envs, self.length = self.prompts.shape
         self.reward_fn = reward_fn

@@ -137,9 +137,15 @@ class GRPOTrainer(PGTrainer):
 
     Config, History = GRPOTrainerConfig, GRPOHistory
 
-    def __init__(self, model: nn.Module, ref_model: nn.Module | None = None, group_size: int | None = None,
-                 clip_epsilon: float | None = None, kl_beta: float | None = None,
-                 config: GRPOTrainerConfig | None = None):
+    def __init__(
+        self,
+        model: nn.Module,
+        ref_model: nn.Module | None = None,
+        group_size: int | None = None,
+        clip_epsilon: float | None = None,
+        kl_beta: float | None = None,
+        config: GRPOTrainerConfig | None = None,
+    ):
         if ref_model is not None and not isinstance(ref_model, nn.Module):
             raise ValueError(f"ref_model: expected a torch.nn.Module or None, got {type(ref_model).__name__}")
         super().__init__(model, group_size, config, clip_eps=clip_epsilon, kl_coef=kl_beta)
@@ -168,11 +174,19 @@ class GRPOTrainer(PGTrainer):
             # A moving reference: with ref_refresh_every=1 it is the sampling policy, pi_old.
             self.ref_model.load_state_dict(self.model.state_dict())
         self.batches_seen += 1
-        return {"logp_old": self.log_probs(self.model, prompts, responses),
-                "logp_ref": self.log_probs(self.ref_model, prompts, responses) if use_ref else None}
+        return {
+            "logp_old": self.log_probs(self.model, prompts, responses),
+            "logp_ref": self.log_probs(self.ref_model, prompts, responses) if use_ref else None,
+        }
 
-    def training_step(self, prompts: torch.Tensor, responses: torch.Tensor, rewards: torch.Tensor,
-                      logp_old: torch.Tensor | None = None, logp_ref: torch.Tensor | None = None) -> dict[str, float]:
+    def training_step(
+        self,
+        prompts: torch.Tensor,
+        responses: torch.Tensor,
+        rewards: torch.Tensor,
+        logp_old: torch.Tensor | None = None,
+        logp_ref: torch.Tensor | None = None,
+    ) -> dict[str, float]:
         """One Adam step on the GRPO loss of a batch of groups.
 
         Args:
@@ -194,7 +208,16 @@ class GRPOTrainer(PGTrainer):
             with torch.no_grad():
                 logp_ref = self.log_probs(self.ref_model, prompts, responses)  # (B, G, T)
         mask = self.response_mask(responses).to(logp.dtype)  # (B, G, T)
-        loss, info = grpo_loss(logp, logp_old, logp_ref if cfg.kl_coef > 0 else None, rewards.to(logp.dtype), mask,
-                               clip_eps=cfg.clip_eps, kl_coef=cfg.kl_coef, kl_kind=cfg.kl_kind,
-                               normalize_std=cfg.normalize_std, loss_agg=cfg.loss_agg)
+        loss, info = grpo_loss(
+            logp,
+            logp_old,
+            logp_ref if cfg.kl_coef > 0 else None,
+            rewards.to(logp.dtype),
+            mask,
+            clip_eps=cfg.clip_eps,
+            kl_coef=cfg.kl_coef,
+            kl_kind=cfg.kl_kind,
+            normalize_std=cfg.normalize_std,
+            loss_agg=cfg.loss_agg,
+        )
         return self.optimizer_step(loss, prompts, responses, info)

@@ -141,8 +141,9 @@ class PGTrainer:
 
     Config, History = PGTrainerConfig, PGTrainerHistory
 
-    def __init__(self, model: nn.Module, group_size: int | None = None, config: PGTrainerConfig | None = None,
-                 **overrides):
+    def __init__(
+        self, model: nn.Module, group_size: int | None = None, config: PGTrainerConfig | None = None, **overrides
+    ):
         if not isinstance(model, nn.Module):
             raise ValueError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
         config = self.Config() if config is None else config
@@ -176,8 +177,10 @@ class PGTrainer:
 
     def generate_group_outputs(self, prompts: torch.Tensor) -> torch.Tensor:
         """``(B, G, T)`` responses (long, no gradient): ``G`` per ``(B, T)`` prompt, at ``config.temperature``."""
+
         def tempered(p):
             return self.model(p) / self.config.temperature
+
         return sample_responses(tempered, prompts, self.config.group_size, generator=self.generator)  # (B, G, T)
 
     def compute_rewards(self, prompts: torch.Tensor, responses: torch.Tensor) -> torch.Tensor:
@@ -185,8 +188,10 @@ class PGTrainer:
         prompts = _require_prompts(prompts)
         _validate.require_tensor("responses", responses, floating=False)
         if responses.is_floating_point() or responses.dim() != 3 or responses.shape[0] != prompts.shape[0]:
-            raise ValueError(f"responses: expected an integer tensor of shape (B, G, T) with B = {prompts.shape[0]} "
-                             f"like prompts {tuple(prompts.shape)}, got {tuple(responses.shape)} of {responses.dtype}")
+            raise ValueError(
+                f"responses: expected an integer tensor of shape (B, G, T) with B = {prompts.shape[0]} "
+                f"like prompts {tuple(prompts.shape)}, got {tuple(responses.shape)} of {responses.dtype}"
+            )
         return self.reward_fn(prompts[:, None, :], responses)  # (B, G): the prompt broadcasts over the group
 
     def advantages(self, rewards: torch.Tensor) -> torch.Tensor:
@@ -230,8 +235,9 @@ class PGTrainer:
         loss = reinforce_loss(logp, self.advantages(rewards), self.response_mask(responses))
         return self.optimizer_step(loss, prompts, responses, {})
 
-    def optimizer_step(self, loss: torch.Tensor, prompts: torch.Tensor, responses: torch.Tensor,
-                       info: dict[str, float]) -> dict[str, float]:
+    def optimizer_step(
+        self, loss: torch.Tensor, prompts: torch.Tensor, responses: torch.Tensor, info: dict[str, float]
+    ) -> dict[str, float]:
         """Subtract the entropy bonus (if ``ent_coef > 0``) and take one Adam step; ``info`` + loss, entropy."""
         entropy = torch.zeros(())
         if self.config.ent_coef > 0:
@@ -253,8 +259,9 @@ class PGTrainer:
 
     # -- the loop --------------------------------------------------------------------------
 
-    def train(self, prompts: torch.Tensor | None = None, epochs: int | None = None,
-              progress: bool = True) -> PGTrainerHistory:
+    def train(
+        self, prompts: torch.Tensor | None = None, epochs: int | None = None, progress: bool = True
+    ) -> PGTrainerHistory:
         """Train for ``epochs`` epochs (``config.epochs`` when ``None``) on ``prompts``.
 
         Seeded and deterministic. A model this small runs several times faster on one thread than on
@@ -283,15 +290,22 @@ class PGTrainer:
                     entropy = self.entropy(prompts, responses)
                     constants = self.batch_constants(prompts, responses)
                 # 4. Several steps on the same batch.
-                infos = [self.training_step(prompts, responses, rewards, **constants)
-                         for _ in range(cfg.steps_per_epoch)]
+                infos = [
+                    self.training_step(prompts, responses, rewards, **constants) for _ in range(cfg.steps_per_epoch)
+                ]
                 record = {key: sum(i[key] for i in infos) / len(infos) for key in infos[0]}  # the steps' mean
-                history.append({**record, "mean_reward": float(rewards.mean()), "entropy": float(entropy),
-                                "on_policy_loss": infos[0]["loss"],
-                                "all_equal_fraction": float((rewards == rewards[:, :1]).all(-1).double().mean()),
-                                "nonzero_fraction": float((self.advantages(rewards) != 0).float().mean()),
-                                "exact_match": float(self.exact_match(prompts, responses).mean()),
-                                "greedy_reward": self.greedy_rewards(prompts)})
+                history.append(
+                    {
+                        **record,
+                        "mean_reward": float(rewards.mean()),
+                        "entropy": float(entropy),
+                        "on_policy_loss": infos[0]["loss"],
+                        "all_equal_fraction": float((rewards == rewards[:, :1]).all(-1).double().mean()),
+                        "nonzero_fraction": float((self.advantages(rewards) != 0).float().mean()),
+                        "exact_match": float(self.exact_match(prompts, responses).mean()),
+                        "greedy_reward": self.greedy_rewards(prompts),
+                    }
+                )
         history.model = self.model
         return history
 
@@ -299,10 +313,11 @@ class PGTrainer:
 def _require_prompts(prompts) -> torch.Tensor:
     _validate.require_tensor("prompts", prompts, floating=False)
     if prompts.is_floating_point() or prompts.is_complex() or prompts.dtype == torch.bool or prompts.dim() != 2:
-        raise ValueError(f"prompts: expected a (B, T) integer tensor of token ids, "
-                         f"got shape {tuple(prompts.shape)} and dtype {prompts.dtype}")
+        raise ValueError(
+            f"prompts: expected a (B, T) integer tensor of token ids, "
+            f"got shape {tuple(prompts.shape)} and dtype {prompts.dtype}"
+        )
     return prompts.long()
-
 
 
 @dataclass
@@ -367,8 +382,9 @@ class PGHistory:
         return self.greedy_reward[-1] if self.greedy_reward else []
 
 
-def train_sorting_pg(config: PGConfig | None = None, prompts: torch.Tensor | None = None,
-                     progress: bool = False) -> PGHistory:
+def train_sorting_pg(
+    config: PGConfig | None = None, prompts: torch.Tensor | None = None, progress: bool = False
+) -> PGHistory:
     """Train a :class:`~course_lib.models.SortingPolicy` on the sorting task with REINFORCE (:class:`PGTrainer`).
 
     Args:
@@ -391,9 +407,15 @@ def train_sorting_pg(config: PGConfig | None = None, prompts: torch.Tensor | Non
         greedy_before = trainer.greedy_rewards(prompts)  # (B,) of the initial policy
     h = trainer.train(prompts, progress=progress)
     # The lecture records the greedy reward at the start of each epoch: the end of the epoch before.
-    return PGHistory(mean_reward=h.mean_reward, greedy_reward=[greedy_before, *h.greedy_reward[:-1]],
-                     loss=h.on_policy_loss, nonzero_fraction=h.nonzero_fraction, exact_match=h.exact_match,
-                     max_reward=h.max_reward, model=h.model)
+    return PGHistory(
+        mean_reward=h.mean_reward,
+        greedy_reward=[greedy_before, *h.greedy_reward[:-1]],
+        loss=h.on_policy_loss,
+        nonzero_fraction=h.nonzero_fraction,
+        exact_match=h.exact_match,
+        max_reward=h.max_reward,
+        model=h.model,
+    )
 
 
 def _shared_fields(config: PGConfig) -> dict:

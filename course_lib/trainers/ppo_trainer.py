@@ -171,9 +171,18 @@ class PPOTrainer:
 
     Config, History = PPOTrainerConfig, PPOHistory
 
-    def __init__(self, actor_model: nn.Module, critic_model: nn.Module, ref_model: nn.Module | None = None,
-                 clip_epsilon: float | None = None, gamma: float | None = None, lam: float | None = None,
-                 config: PPOTrainerConfig | None = None, policy_loss_fn=clipped_surrogate_loss, ppo_loss=None):
+    def __init__(
+        self,
+        actor_model: nn.Module,
+        critic_model: nn.Module,
+        ref_model: nn.Module | None = None,
+        clip_epsilon: float | None = None,
+        gamma: float | None = None,
+        lam: float | None = None,
+        config: PPOTrainerConfig | None = None,
+        policy_loss_fn=clipped_surrogate_loss,
+        ppo_loss=None,
+    ):
         config = self.Config() if config is None else config
         if not isinstance(config, self.Config):
             raise ValueError(f"config: expected a {self.Config.__name__}, got {type(config).__name__}")
@@ -243,8 +252,20 @@ class PPOTrainer:
             self.running_return = torch.zeros(self.obs.shape[0], dtype=torch.float64)  # (N,)
             self.running_length = torch.zeros(self.obs.shape[0], dtype=torch.long)  # (N,)
         obs, N = self.obs, self.obs.shape[0]
-        step = {name: [] for name in ("obs", "actions", "logp", "values", "rewards", "terminated", "truncated",
-                                      "final_values", "logp_ref")}  # one entry per step, stacked at the end
+        step = {
+            name: []
+            for name in (
+                "obs",
+                "actions",
+                "logp",
+                "values",
+                "rewards",
+                "terminated",
+                "truncated",
+                "final_values",
+                "logp_ref",
+            )
+        }  # one entry per step, stacked at the end
         episode_returns, episode_lengths = [], []
         with torch.no_grad():  # logp_old and V_old are constants of the update: no graph is built
             for _ in range(T):
@@ -279,8 +300,9 @@ class PPOTrainer:
         self.total_steps += N * T
         # Stack the steps along axis 1: (N, T, ...), time last as in course_lib.gae (logp_ref: None without a ref).
         stacked = {name: torch.stack(xs, dim=1) if xs else None for name, xs in step.items()}
-        return Rollout(**stacked, last_values=last_values, episode_returns=episode_returns,
-                       episode_lengths=episode_lengths)
+        return Rollout(
+            **stacked, last_values=last_values, episode_returns=episode_returns, episode_lengths=episode_lengths
+        )
 
     # -- 2. Advantages: GAE on the rewards the critic must learn -------------------------
 
@@ -308,8 +330,9 @@ class PPOTrainer:
             ``(advantages, returns)``, both ``(N, T)``; ``returns = advantages + values``.
         """
         dones = rollout.terminated | rollout.truncated  # (N, T)
-        return compute_gae(self.shaped_rewards(rollout), rollout.values, dones, rollout.last_values,
-                           self.gamma, self.lam)
+        return compute_gae(
+            self.shaped_rewards(rollout), rollout.values, dones, rollout.last_values, self.gamma, self.lam
+        )
 
     # -- 3. The update: K epochs of minibatch steps on the PPO loss ----------------------
 
@@ -333,9 +356,13 @@ class PPOTrainer:
         # Every step of every environment is one sample: flatten (N, T) to (N * T,).
         obs = rollout.obs.flatten(0, 1)  # (N*T, ...)
         actions, logp_old, values_old, adv, ret = (
-            x.reshape(-1) for x in (rollout.actions, rollout.logp, rollout.values, advantages, returns))  # (N*T,)
-        ppo_loss = self.ppo_loss if self.ppo_loss is not None else PPOLoss(
-            self.clip_epsilon, cfg.value_coef, cfg.ent_coef, cfg.clip_value_loss, self.policy_loss_fn)
+            x.reshape(-1) for x in (rollout.actions, rollout.logp, rollout.values, advantages, returns)
+        )  # (N*T,)
+        ppo_loss = (
+            self.ppo_loss
+            if self.ppo_loss is not None
+            else PPOLoss(self.clip_epsilon, cfg.value_coef, cfg.ent_coef, cfg.clip_value_loss, self.policy_loss_fn)
+        )
         records = []
         for _ in range(cfg.update_epochs):
             epoch_kl, epoch_count = 0.0, 0
@@ -346,15 +373,24 @@ class PPOTrainer:
                 mb_adv = adv[idx]
                 if cfg.norm_adv and mb_adv.numel() > 1:
                     mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
-                loss = ppo_loss(logp, logp_old[idx], values, ret[idx], mb_adv, entropy_from_logits(logits),
-                                **({"values_old": values_old[idx]} if self.ppo_loss is None else {}))
+                loss = ppo_loss(
+                    logp,
+                    logp_old[idx],
+                    values,
+                    ret[idx],
+                    mb_adv,
+                    entropy_from_logits(logits),
+                    **({"values_old": values_old[idx]} if self.ppo_loss is None else {}),
+                )
 
                 self.optimizer.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
                 self.optimizer.step()
 
-                records.append(dict.fromkeys(DIAGNOSTICS, math.nan) | {"loss": loss.item()} | getattr(ppo_loss, "info", {}))
+                records.append(
+                    dict.fromkeys(DIAGNOSTICS, math.nan) | {"loss": loss.item()} | getattr(ppo_loss, "info", {})
+                )
                 epoch_kl, epoch_count = epoch_kl + records[-1]["approx_kl"], epoch_count + 1
             # Early stopping (Spinning Up, CleanRL's target_kl): the policy moved far enough.
             if cfg.target_kl is not None and epoch_kl / epoch_count > cfg.target_kl:
@@ -370,11 +406,17 @@ class PPOTrainer:
         rollout = self.collect_experiences(env)
         advantages, returns = self.compute_advantages(rollout)
         record = self.update_policy(rollout, advantages, returns)
-        kl = (kl_estimate(rollout.logp, rollout.logp_ref, self.config.kl_kind).mean().item()
-              if rollout.logp_ref is not None else math.nan)
+        kl = (
+            kl_estimate(rollout.logp, rollout.logp_ref, self.config.kl_kind).mean().item()
+            if rollout.logp_ref is not None
+            else math.nan
+        )
         returns_ended = rollout.episode_returns
-        record.update(steps=self.total_steps, kl=kl,
-                      mean_return=sum(returns_ended) / len(returns_ended) if returns_ended else math.nan)
+        record.update(
+            steps=self.total_steps,
+            kl=kl,
+            mean_return=sum(returns_ended) / len(returns_ended) if returns_ended else math.nan,
+        )
         self.history.append(record)
         return record
 
@@ -396,5 +438,13 @@ class PPOTrainer:
         return self.history
 
 
-from course_lib.trainers.envs import (GymVectorEnv, SortingEnv, TokenCritic, TokenPolicy,  # noqa: E402, F401
-                                     cartpole_models, evaluate_policy, mlp, sorting_ppo_models)  # one import serves 05
+from course_lib.trainers.envs import (
+    GymVectorEnv,
+    SortingEnv,
+    TokenCritic,
+    TokenPolicy,  # noqa: E402, F401
+    cartpole_models,
+    evaluate_policy,
+    mlp,
+    sorting_ppo_models,
+)  # one import serves 05

@@ -243,9 +243,11 @@ def pytest_terminal_summary(terminalreporter):
     times = sorted(ms for _, ms, _ in REDRAW_TIMES)
     loads = [load for _, _, load in REDRAW_TIMES]
     p95 = times[math.ceil(0.95 * len(times)) - 1]  # nearest rank
-    lines.append(f"{times[len(times) // 2]:7.0f} ms  median of {len(times)}, p95 {p95:.0f} ms, worst {times[-1]:.0f} ms "
-                 f"(aim: p95 under {REDRAW_AIM_MS:.0f} ms); load average (1 min) {min(loads):.1f} to {max(loads):.1f} "
-                 f"on {os.cpu_count()} cores while the sliders moved")
+    lines.append(
+        f"{times[len(times) // 2]:7.0f} ms  median of {len(times)}, p95 {p95:.0f} ms, worst {times[-1]:.0f} ms "
+        f"(aim: p95 under {REDRAW_AIM_MS:.0f} ms); load average (1 min) {min(loads):.1f} to {max(loads):.1f} "
+        f"on {os.cpu_count()} cores while the sliders moved"
+    )
     for line in lines:
         terminalreporter.write_line(line)
     (ARTIFACTS / "redraw-times.txt").write_text("\n".join(lines) + "\n")

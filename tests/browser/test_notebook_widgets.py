@@ -57,7 +57,10 @@ TABLE = [
     ),
     Row("notebooks/05_*.ipynb", (Slider(("clip_eps", "epsilon"), ("ArrowRight", "ArrowRight", "ArrowLeft")),)),
     # Chapter 07's sweep browser: SelectionSliders over precomputed results.
-    Row("notebooks/07_*.ipynb", (Slider(("group_size",), ("ArrowRight", "ArrowLeft")), Slider(("clip_eps",), ("ArrowLeft",)))),
+    Row(
+        "notebooks/07_*.ipynb",
+        (Slider(("group_size",), ("ArrowRight", "ArrowLeft")), Slider(("clip_eps",), ("ArrowLeft",))),
+    ),
 ]
 
 

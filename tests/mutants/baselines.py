@@ -28,8 +28,7 @@ def _group_centre(r):
 
 
 def deltas_population_std(rewards, mode, eps=1e-6):
-    return _deltas(rewards, mode, centre=_group_centre,
-                   scale=lambda r: r.std(dim=-1, keepdim=True, correction=0) + eps)
+    return _deltas(rewards, mode, centre=_group_centre, scale=lambda r: r.std(dim=-1, keepdim=True, correction=0) + eps)
 
 
 def deltas_no_eps(rewards, mode, eps=1e-6):
@@ -46,8 +45,12 @@ def deltas_nan_for_group_of_one(rewards, mode, eps=1e-6):
 
 
 def deltas_batch_mean(rewards, mode, eps=1e-6):
-    return _deltas(rewards, mode, centre=lambda r: r - r.mean(dim=0, keepdim=True),
-                   scale=lambda r: r.std(dim=-1, keepdim=True) + eps)
+    return _deltas(
+        rewards,
+        mode,
+        centre=lambda r: r - r.mean(dim=0, keepdim=True),
+        scale=lambda r: r.std(dim=-1, keepdim=True) + eps,
+    )
 
 
 def deltas_batch_std(rewards, mode, eps=1e-6):
@@ -65,8 +68,7 @@ def deltas_divide_by_variance(rewards, mode, eps=1e-6):
 
 
 def deltas_eps_inside_sqrt(rewards, mode, eps=1e-6):
-    return _deltas(rewards, mode, centre=_group_centre,
-                   scale=lambda r: torch.sqrt(r.var(dim=-1, keepdim=True) + eps))
+    return _deltas(rewards, mode, centre=_group_centre, scale=lambda r: torch.sqrt(r.var(dim=-1, keepdim=True) + eps))
 
 
 def deltas_centred_in_rewards_mode(rewards, mode, eps=1e-6):
@@ -77,8 +79,9 @@ def deltas_centred_in_rewards_mode(rewards, mode, eps=1e-6):
 
 def deltas_modes_swapped(rewards, mode, eps=1e-6):
     swapped = {"centered_rewards": "normalized_rewards", "normalized_rewards": "centered_rewards"}
-    return _deltas(rewards, swapped.get(mode, mode), centre=_group_centre,
-                   scale=lambda r: r.std(dim=-1, keepdim=True) + eps)
+    return _deltas(
+        rewards, swapped.get(mode, mode), centre=_group_centre, scale=lambda r: r.std(dim=-1, keepdim=True) + eps
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -183,8 +186,9 @@ def deltas_dim0_everywhere(rewards, mode, eps=1e-6):
 def deltas_centred_mode_normalises(rewards, mode, eps=1e-6):
     if mode == "rewards":
         return rewards.clone()
-    return _deltas(rewards, "normalized_rewards", centre=_group_centre,
-                   scale=lambda r: r.std(dim=-1, keepdim=True) + eps)
+    return _deltas(
+        rewards, "normalized_rewards", centre=_group_centre, scale=lambda r: r.std(dim=-1, keepdim=True) + eps
+    )
 
 
 def deltas_normalised_mode_only_centres(rewards, mode, eps=1e-6):

@@ -25,79 +25,129 @@ def _finish(account):
 # ---------------------------------------------------------------------------
 
 
-def accounting_one_adam_state(n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0,
-                              weights_dtype="bf16", optimizer_dtype="fp32"):
+def accounting_one_adam_state(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
     w, o = BYTES[weights_dtype], BYTES[optimizer_dtype]
     master = o if w < o else 0
     trained = n_params_actor + n_params_critic
-    return _finish({"actor": 2 * w * n_params_actor, "critic": 2 * w * n_params_critic,
-                    "reference": w * n_params_ref, "reward": w * n_params_reward,
-                    "optimizer": trained * (o + master)})  # only exp_avg: exp_avg_sq forgotten
+    return _finish(
+        {
+            "actor": 2 * w * n_params_actor,
+            "critic": 2 * w * n_params_critic,
+            "reference": w * n_params_ref,
+            "reward": w * n_params_reward,
+            "optimizer": trained * (o + master),
+        }
+    )  # only exp_avg: exp_avg_sq forgotten
 
 
-def accounting_reference_has_grads(n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0,
-                                   weights_dtype="bf16", optimizer_dtype="fp32"):
+def accounting_reference_has_grads(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
     w, o = BYTES[weights_dtype], BYTES[optimizer_dtype]
     master = o if w < o else 0
     trained = n_params_actor + n_params_critic
     # every model "has weights and gradients", frozen or not
-    return _finish({"actor": 2 * w * n_params_actor, "critic": 2 * w * n_params_critic,
-                    "reference": 2 * w * n_params_ref, "reward": 2 * w * n_params_reward,
-                    "optimizer": trained * (2 * o + master)})
+    return _finish(
+        {
+            "actor": 2 * w * n_params_actor,
+            "critic": 2 * w * n_params_critic,
+            "reference": 2 * w * n_params_ref,
+            "reward": 2 * w * n_params_reward,
+            "optimizer": trained * (2 * o + master),
+        }
+    )
 
 
-def accounting_no_critic_optimizer(n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0,
-                                   weights_dtype="bf16", optimizer_dtype="fp32"):
+def accounting_no_critic_optimizer(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
     w, o = BYTES[weights_dtype], BYTES[optimizer_dtype]
     master = o if w < o else 0
-    return _finish({"actor": 2 * w * n_params_actor, "critic": 2 * w * n_params_critic,
-                    "reference": w * n_params_ref, "reward": w * n_params_reward,
-                    "optimizer": n_params_actor * (2 * o + master)})  # "the optimizer is the policy's"
+    return _finish(
+        {
+            "actor": 2 * w * n_params_actor,
+            "critic": 2 * w * n_params_critic,
+            "reference": w * n_params_ref,
+            "reward": w * n_params_reward,
+            "optimizer": n_params_actor * (2 * o + master),
+        }
+    )  # "the optimizer is the policy's"
 
 
-def accounting_bf16_as_four_bytes(n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0,
-                                  weights_dtype="bf16", optimizer_dtype="fp32"):
+def accounting_bf16_as_four_bytes(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
     w = 4  # "a float is 4 bytes"
     o = BYTES[optimizer_dtype]
     master = o if BYTES[weights_dtype] < o else 0
     trained = n_params_actor + n_params_critic
-    return _finish({"actor": 2 * w * n_params_actor, "critic": 2 * w * n_params_critic,
-                    "reference": w * n_params_ref, "reward": w * n_params_reward,
-                    "optimizer": trained * (2 * o + master)})
+    return _finish(
+        {
+            "actor": 2 * w * n_params_actor,
+            "critic": 2 * w * n_params_critic,
+            "reference": w * n_params_ref,
+            "reward": w * n_params_reward,
+            "optimizer": trained * (2 * o + master),
+        }
+    )
 
 
-def accounting_in_bits(n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0,
-                       weights_dtype="bf16", optimizer_dtype="fp32"):
+def accounting_in_bits(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
     bits = {"fp64": 64, "fp32": 32, "bf16": 16, "fp16": 16}  # read off the dtype's name
     w, o = bits[weights_dtype], bits[optimizer_dtype]
     master = o if w < o else 0
     trained = n_params_actor + n_params_critic
-    return _finish({"actor": 2 * w * n_params_actor, "critic": 2 * w * n_params_critic,
-                    "reference": w * n_params_ref, "reward": w * n_params_reward,
-                    "optimizer": trained * (2 * o + master)})
+    return _finish(
+        {
+            "actor": 2 * w * n_params_actor,
+            "critic": 2 * w * n_params_critic,
+            "reference": w * n_params_ref,
+            "reward": w * n_params_reward,
+            "optimizer": trained * (2 * o + master),
+        }
+    )
 
 
-def accounting_no_master_copy(n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0,
-                              weights_dtype="bf16", optimizer_dtype="fp32"):
+def accounting_no_master_copy(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
     w, o = BYTES[weights_dtype], BYTES[optimizer_dtype]
     trained = n_params_actor + n_params_critic
-    return _finish({"actor": 2 * w * n_params_actor, "critic": 2 * w * n_params_critic,
-                    "reference": w * n_params_ref, "reward": w * n_params_reward,
-                    "optimizer": trained * 2 * o})
+    return _finish(
+        {
+            "actor": 2 * w * n_params_actor,
+            "critic": 2 * w * n_params_critic,
+            "reference": w * n_params_ref,
+            "reward": w * n_params_reward,
+            "optimizer": trained * 2 * o,
+        }
+    )
 
 
-def accounting_frozen_models_in_optimizer(n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0,
-                                          weights_dtype="bf16", optimizer_dtype="fp32"):
+def accounting_frozen_models_in_optimizer(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
     w, o = BYTES[weights_dtype], BYTES[optimizer_dtype]
     master = o if w < o else 0
     everything = n_params_actor + n_params_critic + n_params_ref + n_params_reward
-    return _finish({"actor": 2 * w * n_params_actor, "critic": 2 * w * n_params_critic,
-                    "reference": w * n_params_ref, "reward": w * n_params_reward,
-                    "optimizer": everything * (2 * o + master)})
+    return _finish(
+        {
+            "actor": 2 * w * n_params_actor,
+            "critic": 2 * w * n_params_critic,
+            "reference": w * n_params_ref,
+            "reward": w * n_params_reward,
+            "optimizer": everything * (2 * o + master),
+        }
+    )
 
 
-def accounting_total_only(n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0,
-                          weights_dtype="bf16", optimizer_dtype="fp32"):
+def accounting_total_only(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
     return 16 * (n_params_actor + n_params_critic) + 2 * (n_params_ref + n_params_reward)  # not the dict asked for
 
 
@@ -106,11 +156,16 @@ def accounting_total_only(n_params_actor, n_params_critic=0, n_params_ref=0, n_p
 # ---------------------------------------------------------------------------
 
 
-def accounting_per_model_loop(n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0,
-                              weights_dtype="bf16", optimizer_dtype="fp32"):
+def accounting_per_model_loop(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
     w, o = BYTES[weights_dtype], BYTES[optimizer_dtype]
-    models = {"actor": (n_params_actor, True), "critic": (n_params_critic, True),
-              "reference": (n_params_ref, False), "reward": (n_params_reward, False)}
+    models = {
+        "actor": (n_params_actor, True),
+        "critic": (n_params_critic, True),
+        "reference": (n_params_ref, False),
+        "reward": (n_params_reward, False),
+    }
     account = {"optimizer": 0}
     for name, (n, trained) in models.items():
         account[name] = n * w * (2 if trained else 1)
@@ -120,16 +175,23 @@ def accounting_per_model_loop(n_params_actor, n_params_critic=0, n_params_ref=0,
     return {key: account[key] for key in KEYS}
 
 
-def accounting_with_torch_dtypes(n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0,
-                                 weights_dtype="bf16", optimizer_dtype="fp32"):
+def accounting_with_torch_dtypes(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
     dtypes = {"fp64": torch.float64, "fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
     w = torch.finfo(dtypes[weights_dtype]).bits // 8
     o = torch.finfo(dtypes[optimizer_dtype]).bits // 8
     trained = n_params_actor + n_params_critic
     adam = 2 * o + (o if w < o else 0)
-    return _finish({"actor": float(2 * w * n_params_actor), "critic": float(2 * w * n_params_critic),
-                    "reference": float(w * n_params_ref), "reward": float(w * n_params_reward),
-                    "optimizer": float(trained * adam)})
+    return _finish(
+        {
+            "actor": float(2 * w * n_params_actor),
+            "critic": float(2 * w * n_params_critic),
+            "reference": float(w * n_params_ref),
+            "reward": float(w * n_params_reward),
+            "optimizer": float(trained * adam),
+        }
+    )
 
 
 # ---------------------------------------------------------------------------

@@ -62,7 +62,7 @@ def rloo_loop(rewards):
     out = torch.zeros_like(rewards)
     for i in range(G):
         if G > 1:
-            others = torch.cat([rewards[:, :i], rewards[:, i + 1:]], dim=-1)
+            others = torch.cat([rewards[:, :i], rewards[:, i + 1 :]], dim=-1)
             out[:, i] = rewards[:, i] - others.mean(-1)
     return out
 
@@ -123,8 +123,9 @@ def gspo_masked_select(logp, logp_old, mask):
     """Correct: one response at a time, its valid tokens picked with a boolean index."""
     flat_p, flat_q = logp.reshape(-1, logp.shape[-1]), logp_old.detach().reshape(-1, logp.shape[-1])
     flat_m = mask.reshape(-1, mask.shape[-1]).bool()
-    out = [(p[m] - q[m]).mean() if m.any() else (p.sum() * 0).nan_to_num(0.0)
-           for p, q, m in zip(flat_p, flat_q, flat_m)]
+    out = [
+        (p[m] - q[m]).mean() if m.any() else (p.sum() * 0).nan_to_num(0.0) for p, q, m in zip(flat_p, flat_q, flat_m)
+    ]
     return torch.stack(out).reshape(logp.shape[:-1])
 
 
@@ -140,8 +141,19 @@ def gspo_from_masked_mean(logp, logp_old, mask):
 # ---------------------------------------------------------------------------
 
 
-def _cispo(logp, logp_old, adv, clip_eps_high, clip_eps=None, *, detach=True, floor="given", sign=-1.0,
-           clamp=True, detach_old=True):
+def _cispo(
+    logp,
+    logp_old,
+    adv,
+    clip_eps_high,
+    clip_eps=None,
+    *,
+    detach=True,
+    floor="given",
+    sign=-1.0,
+    clamp=True,
+    detach_old=True,
+):
     ratio = torch.exp(logp - (logp_old.detach() if detach_old else logp_old))
     low = {"given": None if clip_eps is None else 1 - clip_eps, "symmetric": 1 - clip_eps_high, "never": None}[floor]
     weight = ratio.clamp(min=low, max=1 + clip_eps_high) if clamp else ratio

@@ -12,8 +12,21 @@ import torch
 # ---------------------------------------------------------------------------
 
 
-def _gae_loop(rewards, values, dones, last_values, gamma, lam, *, factor="gamma_lam", use_dones=True,
-              shift_dones=False, bootstrap=True, subtract=True, returns="sum"):
+def _gae_loop(
+    rewards,
+    values,
+    dones,
+    last_values,
+    gamma,
+    lam,
+    *,
+    factor="gamma_lam",
+    use_dones=True,
+    shift_dones=False,
+    bootstrap=True,
+    subtract=True,
+    returns="sum",
+):
     d = dones.to(rewards.dtype)
     if shift_dones:
         d = torch.cat([d[..., 1:], torch.zeros_like(d[..., :1])], dim=-1)
@@ -138,8 +151,21 @@ def gae_dones_only_in_recursion(rewards, values, dones, last_values, gamma, lam)
     return adv, adv + values
 
 
-def _gae_general(rewards, values, dones, last_values, gamma, lam, *, next_values=None, d=None, k=None,
-                 delta_gamma=None, start=None, sign=1.0):
+def _gae_general(
+    rewards,
+    values,
+    dones,
+    last_values,
+    gamma,
+    lam,
+    *,
+    next_values=None,
+    d=None,
+    k=None,
+    delta_gamma=None,
+    start=None,
+    sign=1.0,
+):
     d = dones.to(rewards.dtype) if d is None else d
     if next_values is None:
         next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
@@ -356,8 +382,15 @@ def gae_cleanrl_indexing_copied(rewards, values, dones, last_values, gamma, lam)
 
 
 def gae_repeats_last_value(rewards, values, dones, last_values, gamma, lam):
-    return _gae_general(rewards, values, dones, last_values, gamma, lam,
-                        next_values=torch.cat([values[..., 1:], values[..., -1:]], dim=-1))
+    return _gae_general(
+        rewards,
+        values,
+        dones,
+        last_values,
+        gamma,
+        lam,
+        next_values=torch.cat([values[..., 1:], values[..., -1:]], dim=-1),
+    )
 
 
 def td_repeats_last_value(rewards, values, dones, last_values, gamma):

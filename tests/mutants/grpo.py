@@ -134,8 +134,7 @@ def kl_k3_returns_k1(logp, logp_ref, kind):
 
 
 def kl_k2_k3_swapped(logp, logp_ref, kind):
-    return _kl(logp, logp_ref, kind, k2=lambda p, q: torch.exp(q - p) - (q - p) - 1,
-               k3=lambda p, q: 0.5 * (p - q) ** 2)
+    return _kl(logp, logp_ref, kind, k2=lambda p, q: torch.exp(q - p) - (q - p) - 1, k3=lambda p, q: 0.5 * (p - q) ** 2)
 
 
 def kl_k1_k2_swapped(logp, logp_ref, kind):
@@ -155,6 +154,7 @@ def kl_k3_other_direction(logp, logp_ref, kind):
     def k3(p, q):
         r = torch.exp(q - p)
         return r * torch.log(r) - (r - 1)
+
     return _kl(logp, logp_ref, kind, k3=k3)
 
 
@@ -191,28 +191,43 @@ def _aggregate(per_token, mask, mode, max_len=None, **wrong):
 
 
 def aggregate_token_mean_for_seq_mean(per_token, mask, mode, max_len=None):
-    return _aggregate(per_token, mask, mode, max_len,
-                      **{"seq-mean-token-mean": lambda x, m, L: (x * m).sum() / m.sum().clamp(min=1)})
+    return _aggregate(
+        per_token, mask, mode, max_len, **{"seq-mean-token-mean": lambda x, m, L: (x * m).sum() / m.sum().clamp(min=1)}
+    )
 
 
 def aggregate_seq_mean_for_token_mean(per_token, mask, mode, max_len=None):
-    return _aggregate(per_token, mask, mode, max_len,
-                      **{"token-mean": lambda x, m, L: ((x * m).sum(-1) / m.sum(-1).clamp(min=1)).mean()})
+    return _aggregate(
+        per_token,
+        mask,
+        mode,
+        max_len,
+        **{"token-mean": lambda x, m, L: ((x * m).sum(-1) / m.sum(-1).clamp(min=1)).mean()},
+    )
 
 
 def aggregate_dr_grpo_by_valid_tokens(per_token, mask, mode, max_len=None):
-    return _aggregate(per_token, mask, mode, max_len,
-                      **{"seq-mean-token-sum-norm": lambda x, m, L: ((x * m).sum(-1) / m.sum(-1).clamp(min=1)).mean()})
+    return _aggregate(
+        per_token,
+        mask,
+        mode,
+        max_len,
+        **{"seq-mean-token-sum-norm": lambda x, m, L: ((x * m).sum(-1) / m.sum(-1).clamp(min=1)).mean()},
+    )
 
 
 def aggregate_dr_grpo_ignores_max_len(per_token, mask, mode, max_len=None):
-    return _aggregate(per_token, mask, mode, max_len,
-                      **{"seq-mean-token-sum-norm": lambda x, m, L: ((x * m).sum(-1) / x.shape[-1]).mean()})
+    return _aggregate(
+        per_token,
+        mask,
+        mode,
+        max_len,
+        **{"seq-mean-token-sum-norm": lambda x, m, L: ((x * m).sum(-1) / x.shape[-1]).mean()},
+    )
 
 
 def aggregate_dr_grpo_verl_sum(per_token, mask, mode, max_len=None):
-    return _aggregate(per_token, mask, mode, max_len,
-                      **{"seq-mean-token-sum-norm": lambda x, m, L: (x * m).sum() / L})
+    return _aggregate(per_token, mask, mode, max_len, **{"seq-mean-token-sum-norm": lambda x, m, L: (x * m).sum() / L})
 
 
 def aggregate_mask_ignored(per_token, mask, mode, max_len=None):
@@ -220,14 +235,19 @@ def aggregate_mask_ignored(per_token, mask, mode, max_len=None):
 
 
 def aggregate_padding_in_denominator(per_token, mask, mode, max_len=None):
-    return _aggregate(per_token, mask, mode, max_len,
-                      **{"token-mean": lambda x, m, L: (x * m).mean(),
-                         "seq-mean-token-mean": lambda x, m, L: (x * m).mean()})
+    return _aggregate(
+        per_token,
+        mask,
+        mode,
+        max_len,
+        **{"token-mean": lambda x, m, L: (x * m).mean(), "seq-mean-token-mean": lambda x, m, L: (x * m).mean()},
+    )
 
 
 def aggregate_nan_on_empty_response(per_token, mask, mode, max_len=None):
-    return _aggregate(per_token, mask, mode, max_len,
-                      **{"seq-mean-token-mean": lambda x, m, L: ((x * m).sum(-1) / m.sum(-1)).mean()})
+    return _aggregate(
+        per_token, mask, mode, max_len, **{"seq-mean-token-mean": lambda x, m, L: ((x * m).sum(-1) / m.sum(-1)).mean()}
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -259,25 +279,61 @@ def aggregate_loop(per_token, mask, mode, max_len=None):
 # ---------------------------------------------------------------------------
 
 
-def _grpo(logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
-          normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, clip_eps_high=None, *, kl=None,
-          adv=None, surrogate=None, agg=None, info=None, kl_coef_used=None, kl_kind_used=None):
+def _grpo(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    *,
+    kl=None,
+    adv=None,
+    surrogate=None,
+    agg=None,
+    info=None,
+    kl_coef_used=None,
+    kl_kind_used=None,
+):
     rewards_c = rewards.detach()
     a = adv(rewards, normalize_std) if adv else advantages_trl_style(rewards_c, normalize_std)
     a = a[..., None].expand_as(logp)  # (B, G, T)
-    per_token = surrogate(logp, logp_old, a, clip_eps) if surrogate else clipped_surrogate(
-        logp, logp_old, a, clip_eps, clip_eps_high)
+    per_token = (
+        surrogate(logp, logp_old, a, clip_eps)
+        if surrogate
+        else clipped_surrogate(logp, logp_old, a, clip_eps, clip_eps_high)
+    )
     if logp_ref is not None:
         kind = kl_kind if kl_kind_used is None else kl_kind_used
         coef = kl_coef if kl_coef_used is None else kl_coef_used
         per_token = per_token + coef * (kl(logp, logp_ref, kind) if kl else _kl(logp, logp_ref.detach(), kind))
     loss = agg(per_token, mask) if agg else _aggregate(per_token, mask, loss_agg, max_len)
-    return loss, _grpo_info(logp, logp_old, logp_ref, rewards, mask, clip_eps, kl_kind, normalize_std, clip_eps_high,
-                            **(info or {}))
+    return loss, _grpo_info(
+        logp, logp_old, logp_ref, rewards, mask, clip_eps, kl_kind, normalize_std, clip_eps_high, **(info or {})
+    )
 
 
-def _grpo_info(logp, logp_old, logp_ref, rewards, mask, clip_eps, kl_kind, normalize_std, clip_eps_high=None, *,
-               binding=False, kl_over_all=False, adv_mean=False):
+def _grpo_info(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps,
+    kl_kind,
+    normalize_std,
+    clip_eps_high=None,
+    *,
+    binding=False,
+    kl_over_all=False,
+    adv_mean=False,
+):
     with torch.no_grad():
         valid = mask.bool()
         high = clip_eps if clip_eps_high is None else clip_eps_high
@@ -293,8 +349,11 @@ def _grpo_info(logp, logp_old, logp_ref, rewards, mask, clip_eps, kl_kind, norma
         else:
             k = _kl(logp, logp_ref, kl_kind)
             kl = (k.mean() if kl_over_all else k[valid].mean()).item()
-        return {"clip_fraction": out[valid].double().mean().item(), "kl": kl,
-                "adv_abs_mean": (a.mean() if adv_mean else a.abs().mean()).item()}
+        return {
+            "clip_fraction": out[valid].double().mean().item(),
+            "kl": kl,
+            "adv_abs_mean": (a.mean() if adv_mean else a.abs().mean()).item(),
+        }
 
 
 def grpo_kl_reversed(logp, logp_old, logp_ref, rewards, mask, **kw):
@@ -309,6 +368,7 @@ def grpo_old_logp_attached(logp, logp_old, logp_ref, rewards, mask, **kw):
     def surrogate(p, p_old, a, eps):
         ratio = torch.exp(p - p_old)
         return -torch.minimum(ratio * a, ratio.clamp(1 - eps, 1 + eps) * a)
+
     return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw, surrogate=surrogate)
 
 
@@ -317,6 +377,7 @@ def grpo_rewards_attached(logp, logp_old, logp_ref, rewards, mask, **kw):
     def surrogate(p, p_old, a, eps):
         ratio = torch.exp(p - p_old.detach())
         return -torch.minimum(ratio * a, ratio.clamp(1 - eps, 1 + eps) * a)
+
     return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw, adv=advantages_trl_style, surrogate=surrogate)
 
 
@@ -328,17 +389,24 @@ def grpo_batch_normalised(logp, logp_old, logp_ref, rewards, mask, **kw):
     def adv(r, normalize_std):
         r = r.detach()
         return (r - r.mean()) / (r.std() + 1e-6) if normalize_std else r - r.mean()
+
     return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw, adv=adv)
 
 
 def grpo_always_token_mean(logp, logp_old, logp_ref, rewards, mask, **kw):
-    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw,
-                 agg=lambda x, m: (x * m).sum() / m.sum().clamp(min=1))
+    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw, agg=lambda x, m: (x * m).sum() / m.sum().clamp(min=1))
 
 
 def grpo_unclipped(logp, logp_old, logp_ref, rewards, mask, **kw):
-    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw,
-                 surrogate=lambda p, p_old, a, eps: -torch.exp(p - p_old.detach()) * a)
+    return _grpo(
+        logp,
+        logp_old,
+        logp_ref,
+        rewards,
+        mask,
+        **kw,
+        surrogate=lambda p, p_old, a, eps: -torch.exp(p - p_old.detach()) * a,
+    )
 
 
 def grpo_no_kl(logp, logp_old, logp_ref, rewards, mask, **kw):
@@ -350,8 +418,15 @@ def grpo_ignores_clip_eps_high(logp, logp_old, logp_ref, rewards, mask, clip_eps
 
 
 def grpo_clipped_term_only(logp, logp_old, logp_ref, rewards, mask, **kw):
-    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw,
-                 surrogate=lambda p, p_old, a, eps: -torch.exp(p - p_old.detach()).clamp(1 - eps, 1 + eps) * a)
+    return _grpo(
+        logp,
+        logp_old,
+        logp_ref,
+        rewards,
+        mask,
+        **kw,
+        surrogate=lambda p, p_old, a, eps: -torch.exp(p - p_old.detach()).clamp(1 - eps, 1 + eps) * a,
+    )
 
 
 def grpo_kl_coef_ignored(logp, logp_old, logp_ref, rewards, mask, **kw):
@@ -385,8 +460,9 @@ def grpo_info_missing_kl(logp, logp_old, logp_ref, rewards, mask, **kw):
 
 
 def grpo_kl_from_old_policy(logp, logp_old, logp_ref, rewards, mask, **kw):
-    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw,
-                 kl=lambda p, q, kind: _kl(logp_old.detach(), q.detach(), kind))
+    return _grpo(
+        logp, logp_old, logp_ref, rewards, mask, **kw, kl=lambda p, q, kind: _kl(logp_old.detach(), q.detach(), kind)
+    )
 
 
 def grpo_ratio_against_reference(logp, logp_old, logp_ref, rewards, mask, **kw):
@@ -408,8 +484,20 @@ def grpo_adv_info_per_token(logp, logp_old, logp_ref, rewards, mask, normalize_s
 # ---------------------------------------------------------------------------
 
 
-def grpo_trl_layout(logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
-                    normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, clip_eps_high=None):
+def grpo_trl_layout(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+):
     """Flattened to (B * G, T) as TRL holds completions, the clipped term written out."""
     B, G, T = logp.shape
     logp, logp_old, mask = logp.reshape(B * G, T), logp_old.reshape(B * G, T).detach(), mask.reshape(B * G, T)
@@ -420,8 +508,17 @@ def grpo_trl_layout(logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_co
     per_token = -torch.min(coef_1 * adv, coef_2 * adv)  # (B * G, T)
     if logp_ref is not None:
         per_token = per_token + kl_coef * _kl(logp, logp_ref.reshape(B * G, T).detach(), kl_kind)
-    info = _grpo_info(logp.detach().reshape(B, G, T), logp_old.reshape(B, G, T), logp_ref, rewards.detach(),
-                      mask.reshape(B, G, T), clip_eps, kl_kind, normalize_std, clip_eps_high)
+    info = _grpo_info(
+        logp.detach().reshape(B, G, T),
+        logp_old.reshape(B, G, T),
+        logp_ref,
+        rewards.detach(),
+        mask.reshape(B, G, T),
+        clip_eps,
+        kl_kind,
+        normalize_std,
+        clip_eps_high,
+    )
     return aggregate_loop(per_token, mask, loss_agg, max_len), info
 
 

@@ -26,8 +26,9 @@ def reward_without_kwargs(prompts, completions, answer):
 
 
 def reward_returns_tensor(prompts, completions, answer, **kwargs):
-    return torch.tensor([float("nan") if a is None else math_answer_reward(_text(c), a)
-                         for c, a in zip(completions, answer)])
+    return torch.tensor(
+        [float("nan") if a is None else math_answer_reward(_text(c), a) for c, a in zip(completions, answer)]
+    )
 
 
 def reward_returns_mean(prompts, completions, answer, **kwargs):
@@ -38,8 +39,10 @@ def reward_returns_mean(prompts, completions, answer, **kwargs):
 def reward_answer_per_prompt(prompts, completions, answer, **kwargs):
     distinct = [p for i, p in enumerate(prompts) if prompts.index(p) == i]
     G = len(completions) // len(distinct)
-    return [None if answer[i // G] is None else math_answer_reward(_text(c), answer[i // G])
-            for i, c in enumerate(completions)]
+    return [
+        None if answer[i // G] is None else math_answer_reward(_text(c), answer[i // G])
+        for i, c in enumerate(completions)
+    ]
 
 
 def reward_one_per_prompt(prompts, completions, answer, **kwargs):
@@ -48,8 +51,10 @@ def reward_one_per_prompt(prompts, completions, answer, **kwargs):
 
 
 def reward_str_of_messages(prompts, completions, answer, **kwargs):
-    return [None if a is None else math_answer_reward(c if isinstance(c, str) else str(c), a)
-            for c, a in zip(completions, answer)]
+    return [
+        None if a is None else math_answer_reward(c if isinstance(c, str) else str(c), a)
+        for c, a in zip(completions, answer)
+    ]
 
 
 def reward_plain_text_only(prompts, completions, answer, **kwargs):
@@ -80,8 +85,9 @@ def reward_keyword_only(*, completions, answer, **kwargs):
 
 def reward_all_from_kwargs(**kwargs):
     """Correct: everything read from kwargs, a tuple returned."""
-    return tuple(None if a is None else math_answer_reward(_text(c), a)
-                 for c, a in zip(kwargs["completions"], kwargs["answer"]))
+    return tuple(
+        None if a is None else math_answer_reward(_text(c), a) for c, a in zip(kwargs["completions"], kwargs["answer"])
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -89,8 +95,20 @@ def reward_all_from_kwargs(**kwargs):
 # ---------------------------------------------------------------------------
 
 
-def _logps(model, sequences, prompt_mask, eos_id, temperature=1.0, *, shift=1, attend=True, scale="logits",
-           mask="first", no_grad=False, attention_tail="ones"):
+def _logps(
+    model,
+    sequences,
+    prompt_mask,
+    eos_id,
+    temperature=1.0,
+    *,
+    shift=1,
+    attend=True,
+    scale="logits",
+    mask="first",
+    no_grad=False,
+    attention_tail="ones",
+):
     P = prompt_mask.shape[1]
     completion = sequences[:, P:]
     is_eos = (completion == eos_id).long()
@@ -99,15 +117,19 @@ def _logps(model, sequences, prompt_mask, eos_id, temperature=1.0, *, shift=1, a
     attention = torch.cat([prompt_mask.long(), tail], dim=1)
     with torch.set_grad_enabled(not no_grad):
         logits = model(input_ids=sequences, attention_mask=attention if attend else None).logits
-        logits = logits[:, P - shift:sequences.shape[1] - shift]
+        logits = logits[:, P - shift : sequences.shape[1] - shift]
         if scale == "logits":
             logits = logits / temperature
         logp = torch.log_softmax(logits, -1)
         if scale == "logp":
             logp = logp / temperature
         logp = logp.gather(-1, completion.unsqueeze(-1)).squeeze(-1)
-    masks = {"first": first, "without_eos": is_eos.cumsum(-1) == 0, "all": torch.ones_like(first),
-             "not_eos": completion != eos_id}
+    masks = {
+        "first": first,
+        "without_eos": is_eos.cumsum(-1) == 0,
+        "all": torch.ones_like(first),
+        "not_eos": completion != eos_id,
+    }
     return logp, masks[mask].float()
 
 
@@ -144,7 +166,7 @@ def logps_no_grad(model, sequences, prompt_mask, eos_id, temperature=1.0):
 
 
 def logps_whole_sequence(model, sequences, prompt_mask, eos_id, temperature=1.0):
-    attention = torch.cat([prompt_mask.long(), torch.ones_like(sequences[:, prompt_mask.shape[1]:])], dim=1)
+    attention = torch.cat([prompt_mask.long(), torch.ones_like(sequences[:, prompt_mask.shape[1] :])], dim=1)
     logits = model(input_ids=sequences, attention_mask=attention).logits[:, :-1] / temperature
     logp = torch.log_softmax(logits, -1).gather(-1, sequences[:, 1:, None]).squeeze(-1)
     return logp, _logps(model, sequences, prompt_mask, eos_id, temperature)[1]
@@ -161,7 +183,7 @@ def logps_with_positions_and_loop(model, sequences, prompt_mask, eos_id, tempera
     attention = torch.cat([prompt_mask.long(), torch.ones_like(sequences[:, P:])], dim=1)
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     logits = model(input_ids=sequences, attention_mask=attention, position_ids=positions).logits
-    logits = logits[:, P - 1:-1].float() / temperature
+    logits = logits[:, P - 1 : -1].float() / temperature
     completion = sequences[:, P:]
     logp = -torch.nn.functional.cross_entropy(logits.transpose(1, 2), completion, reduction="none")
     mask = torch.zeros(completion.shape)
@@ -185,15 +207,30 @@ def _config(cfg, num_processes=1, **changes):
     per_process = B * G // M // num_processes
     micro = cfg.micro_batch_size or per_process
     kwargs = dict(
-        num_generations=G, per_device_train_batch_size=micro, gradient_accumulation_steps=per_process // micro,
-        steps_per_generation=M * (per_process // micro), num_iterations=K, max_steps=cfg.iterations * K * M,
-        max_completion_length=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-        learning_rate=cfg.lr, warmup_steps=cfg.warmup_iterations * K * M, max_grad_norm=cfg.max_grad_norm,
+        num_generations=G,
+        per_device_train_batch_size=micro,
+        gradient_accumulation_steps=per_process // micro,
+        steps_per_generation=M * (per_process // micro),
+        num_iterations=K,
+        max_steps=cfg.iterations * K * M,
+        max_completion_length=cfg.max_new_tokens,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        learning_rate=cfg.lr,
+        warmup_steps=cfg.warmup_iterations * K * M,
+        max_grad_norm=cfg.max_grad_norm,
         lr_scheduler_type={"constant": "constant_with_warmup" if cfg.warmup_iterations else "constant"}.get(
-            cfg.lr_schedule, cfg.lr_schedule),
-        beta=cfg.kl_coef, use_bias_correction_kl=False, epsilon=cfg.clip_eps, epsilon_high=cfg.clip_eps_high,
-        loss_type=_LOSS[cfg.loss_agg], scale_rewards="group" if cfg.normalize_std else "none",
-        mask_truncated_completions=cfg.overlong_filter, seed=cfg.seed)
+            cfg.lr_schedule, cfg.lr_schedule
+        ),
+        beta=cfg.kl_coef,
+        use_bias_correction_kl=False,
+        epsilon=cfg.clip_eps,
+        epsilon_high=cfg.clip_eps_high,
+        loss_type=_LOSS[cfg.loss_agg],
+        scale_rewards="group" if cfg.normalize_std else "none",
+        mask_truncated_completions=cfg.overlong_filter,
+        seed=cfg.seed,
+    )
     for key, value in changes.items():
         if value is None:
             kwargs.pop(key)
@@ -203,8 +240,9 @@ def _config(cfg, num_processes=1, **changes):
 
 
 def config_batch_in_prompts(cfg, num_processes=1):
-    return _config(cfg, num_processes, per_device_train_batch_size=lambda c, k: k["per_device_train_batch_size"]
-                   // c.group_size)
+    return _config(
+        cfg, num_processes, per_device_train_batch_size=lambda c, k: k["per_device_train_batch_size"] // c.group_size
+    )
 
 
 def config_max_steps_rounds(cfg, num_processes=1):
@@ -232,8 +270,9 @@ def config_loss_type_unset(cfg, num_processes=1):
 
 
 def config_loss_names_swapped(cfg, num_processes=1):
-    return _config(cfg, num_processes, loss_type=lambda c, k: {"grpo": "dapo", "dapo": "grpo"}.get(
-        k["loss_type"], k["loss_type"]))
+    return _config(
+        cfg, num_processes, loss_type=lambda c, k: {"grpo": "dapo", "dapo": "grpo"}.get(k["loss_type"], k["loss_type"])
+    )
 
 
 def config_loss_agg_passed_through(cfg, num_processes=1):
@@ -258,8 +297,12 @@ def config_course_names(cfg, num_processes=1):
 
 def config_explicit_defaults_and_bools(cfg, num_processes=1):
     """Correct: scale_rewards as a bool (TRL converts it), epsilon_high left None, defaults spelled out."""
-    kwargs = _config(cfg, num_processes, scale_rewards=lambda c, k: c.normalize_std,
-                     epsilon_high=lambda c, k: c.clip_eps_high if c.clip_eps_high is not None else None)
+    kwargs = _config(
+        cfg,
+        num_processes,
+        scale_rewards=lambda c, k: c.normalize_std,
+        epsilon_high=lambda c, k: c.clip_eps_high if c.clip_eps_high is not None else None,
+    )
     kwargs["top_k"] = 0  # TRL's default: the whole distribution
     if kwargs["epsilon_high"] is None:
         kwargs.pop("epsilon_high")

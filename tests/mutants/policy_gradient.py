@@ -46,7 +46,9 @@ def gather_tokens_rolled(logits, tokens):
 
 
 def gather_negative_log_probs(logits, tokens):
-    return torch.nn.functional.cross_entropy(logits.flatten(0, -2), tokens.flatten(), reduction="none").view(tokens.shape)
+    return torch.nn.functional.cross_entropy(logits.flatten(0, -2), tokens.flatten(), reduction="none").view(
+        tokens.shape
+    )
 
 
 def gather_log_softmax_eps(logits, tokens):
@@ -172,7 +174,7 @@ def reinforce_masked_select(logp, deltas, mask=None):
     if mask is not None:
         per_token = per_token[mask.bool()]
     if per_token.numel() == 0:
-        return (logp.sum() * 0.0)
+        return logp.sum() * 0.0
     return per_token.mean().to(logp.dtype)
 
 

@@ -122,8 +122,7 @@ def surrogate_adv_clipped_symmetric(logp, logp_old, adv, clip_eps, clip_eps_high
 # ---------------------------------------------------------------------------
 
 
-def _diagnostics(logp, logp_old, adv, clip_eps, m, *, binding_fraction=False, active_is_outside=False,
-                 kl="k3"):
+def _diagnostics(logp, logp_old, adv, clip_eps, m, *, binding_fraction=False, active_is_outside=False, kl="k3"):
     with torch.no_grad():
         log_ratio = logp - logp_old
         ratio = torch.exp(log_ratio)
@@ -214,8 +213,9 @@ def loss_padding_in_denominator(logp, logp_old, adv, clip_eps, mask=None):
 # ---------------------------------------------------------------------------
 
 
-def _vloss(values, returns, values_old, clip_eps, mask, *, half=0.5, reduce=torch.max, detach_returns=True,
-           clip_values=False):
+def _vloss(
+    values, returns, values_old, clip_eps, mask, *, half=0.5, reduce=torch.max, detach_returns=True, clip_values=False
+):
     target = returns.detach() if detach_returns else returns
     err = (values - target) ** 2
     if clip_eps is not None:
@@ -264,44 +264,112 @@ class PPOLossEntropyAdded(torch.nn.Module):
         return policy_loss + self.value_loss_coef * v_loss + self.entropy_coef * entropy.mean()
 
 
-def ppo_loss_old_attached(policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy,
-                          clip_epsilon=0.2, value_loss_coef=0.5, entropy_coef=0.01):
+def ppo_loss_old_attached(
+    policy_logprobs,
+    old_policy_logprobs,
+    values,
+    returns,
+    advantages,
+    entropy,
+    clip_epsilon=0.2,
+    value_loss_coef=0.5,
+    entropy_coef=0.01,
+):
     policy_loss = surrogate_old_attached(policy_logprobs, old_policy_logprobs, advantages, clip_epsilon).mean()
     v_loss = 0.5 * ((values - returns.detach()) ** 2).mean()
     return policy_loss + value_loss_coef * v_loss - entropy_coef * entropy.mean()
 
 
-def ppo_loss_ignores_value_coef(policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy,
-                                clip_epsilon=0.2, value_loss_coef=0.5, entropy_coef=0.01):
+def ppo_loss_ignores_value_coef(
+    policy_logprobs,
+    old_policy_logprobs,
+    values,
+    returns,
+    advantages,
+    entropy,
+    clip_epsilon=0.2,
+    value_loss_coef=0.5,
+    entropy_coef=0.01,
+):
     policy_loss = ppo.clipped_surrogate(policy_logprobs, old_policy_logprobs, advantages, clip_epsilon).mean()
     v_loss = 0.5 * ((values - returns.detach()) ** 2).mean()
     return policy_loss + 0.5 * v_loss - entropy_coef * entropy.mean()
 
 
-def _ppo_total(policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, clip_epsilon,
-               value_loss_coef, entropy_coef, *, entropy_term=None):
+def _ppo_total(
+    policy_logprobs,
+    old_policy_logprobs,
+    values,
+    returns,
+    advantages,
+    entropy,
+    clip_epsilon,
+    value_loss_coef,
+    entropy_coef,
+    *,
+    entropy_term=None,
+):
     policy_loss = ppo.clipped_surrogate(policy_logprobs, old_policy_logprobs, advantages, clip_epsilon).mean()
     v_loss = 0.5 * ((values - returns.detach()) ** 2).mean()
     bonus = entropy.mean() if entropy_term is None else entropy_term(entropy)
     return policy_loss + value_loss_coef * v_loss - entropy_coef * bonus
 
 
-def ppo_loss_entropy_detached(policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy,
-                              clip_epsilon=0.2, value_loss_coef=0.5, entropy_coef=0.01):
-    return _ppo_total(policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, clip_epsilon,
-                      value_loss_coef, entropy_coef, entropy_term=lambda h: h.detach().mean())
+def ppo_loss_entropy_detached(
+    policy_logprobs,
+    old_policy_logprobs,
+    values,
+    returns,
+    advantages,
+    entropy,
+    clip_epsilon=0.2,
+    value_loss_coef=0.5,
+    entropy_coef=0.01,
+):
+    return _ppo_total(
+        policy_logprobs,
+        old_policy_logprobs,
+        values,
+        returns,
+        advantages,
+        entropy,
+        clip_epsilon,
+        value_loss_coef,
+        entropy_coef,
+        entropy_term=lambda h: h.detach().mean(),
+    )
 
 
-def ppo_loss_no_entropy(policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy,
-                        clip_epsilon=0.2, value_loss_coef=0.5, entropy_coef=0.01):
-    return _ppo_total(policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, clip_epsilon,
-                      value_loss_coef, 0.0)
+def ppo_loss_no_entropy(
+    policy_logprobs,
+    old_policy_logprobs,
+    values,
+    returns,
+    advantages,
+    entropy,
+    clip_epsilon=0.2,
+    value_loss_coef=0.5,
+    entropy_coef=0.01,
+):
+    return _ppo_total(
+        policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, clip_epsilon, value_loss_coef, 0.0
+    )
 
 
-def ppo_loss_fixed_clip(policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy,
-                        clip_epsilon=0.2, value_loss_coef=0.5, entropy_coef=0.01):
-    return _ppo_total(policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, 0.2,
-                      value_loss_coef, entropy_coef)
+def ppo_loss_fixed_clip(
+    policy_logprobs,
+    old_policy_logprobs,
+    values,
+    returns,
+    advantages,
+    entropy,
+    clip_epsilon=0.2,
+    value_loss_coef=0.5,
+    entropy_coef=0.01,
+):
+    return _ppo_total(
+        policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, 0.2, value_loss_coef, entropy_coef
+    )
 
 
 class PPOLossClippedTermOnly(torch.nn.Module):
@@ -310,8 +378,9 @@ class PPOLossClippedTermOnly(torch.nn.Module):
         self.clip_epsilon, self.value_loss_coef, self.entropy_coef = clip_epsilon, value_loss_coef, entropy_coef
 
     def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy):
-        policy_loss = surrogate_clipped_term_only(policy_logprobs, old_policy_logprobs, advantages,
-                                                  self.clip_epsilon).mean()
+        policy_loss = surrogate_clipped_term_only(
+            policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon
+        ).mean()
         v_loss = 0.5 * ((values - returns.detach()) ** 2).mean()
         return policy_loss + self.value_loss_coef * v_loss - self.entropy_coef * entropy.mean()
 
@@ -395,8 +464,11 @@ def loss_masked_mean(logp, logp_old, adv, clip_eps, mask=None):
         frac = (((ratio - 1).abs() > clip_eps).to(logp.dtype) * m).sum() / m.sum()
         binds = (torch.where(adv > 0, ratio > 1 + clip_eps, ratio < 1 - clip_eps) & (adv != 0)).to(logp.dtype)
         approx_kl = (((ratio - 1) - log_ratio) * m).sum() / m.sum()
-    return (per * m).sum() / m.sum(), {"clip_fraction": float(frac), "clip_active_fraction": float((binds * m).sum()
-                                       / m.sum()), "approx_kl": float(approx_kl)}
+    return (per * m).sum() / m.sum(), {
+        "clip_fraction": float(frac),
+        "clip_active_fraction": float((binds * m).sum() / m.sum()),
+        "approx_kl": float(approx_kl),
+    }
 
 
 def loss_float32_inside(logp, logp_old, adv, clip_eps, mask=None):
@@ -417,8 +489,17 @@ def value_loss_mse(values, returns, values_old=None, clip_eps=None, mask=None):
     return 0.5 * (v_loss_max * m).sum() / m.sum()
 
 
-def ppo_loss_function(policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy,
-                      clip_epsilon=0.2, value_loss_coef=0.5, entropy_coef=0.01):
+def ppo_loss_function(
+    policy_logprobs,
+    old_policy_logprobs,
+    values,
+    returns,
+    advantages,
+    entropy,
+    clip_epsilon=0.2,
+    value_loss_coef=0.5,
+    entropy_coef=0.01,
+):
     policy_loss, _ = ppo.clipped_surrogate_loss(policy_logprobs, old_policy_logprobs, advantages, clip_epsilon)
     return policy_loss + value_loss_coef * ppo.value_loss(values, returns) - entropy_coef * entropy.mean()
 

@@ -33,15 +33,18 @@ def pass_float_binomials(n, c, k):
         num = float(math.comb(n - c, k)) if n - c < 1000 else math.inf  # what a float binomial gives past 1e308
         den = float(math.comb(n, k)) if n < 1000 else math.inf
         return 1 - num / den if den else float("nan")
+
     return _loop(n, c, k, one)
 
 
 def pass_chen_verbatim(n, c, k):
     """Chen et al.'s numpy code as printed: right for k <= n, but 1 for c = 0 when k > n."""
+
     def one(n, c, k):
         if n - c < k:
             return 1.0
         return 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
     return _loop(n, c, k, one)
 
 
@@ -54,6 +57,7 @@ def pass_guard_off_by_one(n, c, k):
         if n - c <= k:
             return float(c > 0)
         return 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
     return _loop(n, c, k, one)
 
 
@@ -63,22 +67,27 @@ def pass_ignores_k(n, c, k):
 
 def pass_without_replacement_ratio_flipped(n, c, k):
     """C(n, k) / C(n - c, k) inverted into the product: prod (1 - k / i) over the wrong range."""
-    return _loop(n, c, k, lambda n, c, k: float(c > 0) if n - c < k else
-                 1.0 - float(np.prod(1.0 - k / np.arange(n - c, n))))
+    return _loop(
+        n, c, k, lambda n, c, k: float(c > 0) if n - c < k else 1.0 - float(np.prod(1.0 - k / np.arange(n - c, n)))
+    )
 
 
 def pass_factorials(n, c, k):
     """C(a, b) as a! / (b! (a - b)!): fails as soon as n - c < k (c = n, say), where (n - c - k)! is undefined."""
+
     def comb(a, b):
         return math.factorial(a) // (math.factorial(b) * math.factorial(a - b))
+
     return _loop(n, c, k, lambda n, c, k: 1 - comb(n - c, k) / comb(n, k))
 
 
 def pass_exact(n, c, k):
     """Exact rational arithmetic, k > n as pass@n."""
+
     def one(n, c, k):
         k = min(k, n)
         return float(1 - Fraction(math.comb(n - c, k), math.comb(n, k)))
+
     return _loop(n, c, k, one)
 
 
@@ -86,8 +95,12 @@ def pass_log_space(n, c, k):
     """The ratio of binomials as one exp of log-gamma differences: no overflow, guards written out."""
     n, c, k = torch.broadcast_tensors(*(torch.as_tensor(x).double() for x in (n, c, k)))
     safe = torch.where(n - c < k, n + k, n)  # any n with n - c >= k where the guard decides anyway
-    log_ratio = (torch.lgamma(safe - c + 1) - torch.lgamma(safe - c - k + 1)
-                 - torch.lgamma(safe + 1) + torch.lgamma(safe - k + 1))
+    log_ratio = (
+        torch.lgamma(safe - c + 1)
+        - torch.lgamma(safe - c - k + 1)
+        - torch.lgamma(safe + 1)
+        + torch.lgamma(safe - k + 1)
+    )
     return torch.where(n - c < k, (c > 0).double(), 1 - torch.exp(log_ratio))
 
 
@@ -102,6 +115,7 @@ def _weights(one_mode):
         L = o.max() if max_len is None else max_len
         w = one_mode(o, o.numel(), L, mode)
         return torch.where(o > 0, w, torch.zeros_like(w))
+
     return fn
 
 
@@ -115,16 +129,22 @@ def _right(o, N, L, mode):
 
 weights_inverted = _weights(lambda o, N, L, m: o / N if m == "seq-mean-token-mean" else _right(o, N, L, m))
 weights_no_mean_over_responses = _weights(
-    lambda o, N, L, m: 1 / o.clamp(min=1) if m == "seq-mean-token-mean" else _right(o, N, L, m))
+    lambda o, N, L, m: 1 / o.clamp(min=1) if m == "seq-mean-token-mean" else _right(o, N, L, m)
+)
 weights_token_mean_over_responses = _weights(
-    lambda o, N, L, m: torch.ones_like(o) / N if m == "token-mean" else _right(o, N, L, m))
+    lambda o, N, L, m: torch.ones_like(o) / N if m == "token-mean" else _right(o, N, L, m)
+)
 weights_drgrpo_per_length = _weights(
-    lambda o, N, L, m: 1 / (N * o.clamp(min=1)) if m == "seq-mean-token-sum-norm" else _right(o, N, L, m))
+    lambda o, N, L, m: 1 / (N * o.clamp(min=1)) if m == "seq-mean-token-sum-norm" else _right(o, N, L, m)
+)
 weights_drgrpo_sum = _weights(
-    lambda o, N, L, m: torch.ones_like(o) / L if m == "seq-mean-token-sum-norm" else _right(o, N, L, m))
+    lambda o, N, L, m: torch.ones_like(o) / L if m == "seq-mean-token-sum-norm" else _right(o, N, L, m)
+)
 weights_modes_swapped = _weights(
-    lambda o, N, L, m: _right(o, N, L, {"token-mean": "seq-mean-token-mean",
-                                        "seq-mean-token-mean": "token-mean"}.get(m, m)))
+    lambda o, N, L, m: _right(
+        o, N, L, {"token-mean": "seq-mean-token-mean", "seq-mean-token-mean": "token-mean"}.get(m, m)
+    )
+)
 
 
 def weights_max_len_ignored(length, mode, max_len=None):

@@ -62,8 +62,10 @@ def sort_integer_output(prompt, response):
 def sort_no_broadcast(prompt, response):
     # Loops over the rows of the prompt only: breaks when the prompt broadcasts against a group.
     p, r = prompt.reshape(-1, prompt.shape[-1]), response.reshape(-1, response.shape[-1])
-    out = [sum(x in b.tolist() for x in a.tolist()) + sum(u <= v for u, v in zip(b.tolist(), b.tolist()[1:]))
-           for a, b in zip(p, r)]
+    out = [
+        sum(x in b.tolist() for x in a.tolist()) + sum(u <= v for u, v in zip(b.tolist(), b.tolist()[1:]))
+        for a, b in zip(p, r)
+    ]
     return torch.tensor(out, dtype=torch.float32).reshape(prompt.shape[:-1])
 
 
@@ -104,7 +106,7 @@ def _boxed(text):
         for j in range(i, len(text)):
             depth += {"{": 1, "}": -1}.get(text[j], 0)
             if depth == 0:
-                return text[i + 1:j]
+                return text[i + 1 : j]
         start = text.rfind("\\boxed{", 0, start)
     return None
 

@@ -100,8 +100,9 @@ def load_canonical(path: Path, hidden_folder: Path | None = None) -> Canonical:
             raise SetupError(f"{path}: exercise {exercise_id!r} needs a non-negative number of points, got {points!r}")
         allowed = info.get("allowed", [])
         if not isinstance(allowed, list) or not all(isinstance(a, str) and a.startswith("course_lib") for a in allowed):
-            raise SetupError(f"{path}: exercise {exercise_id!r}: 'allowed' must be a list of course_lib names, "
-                             f"got {allowed!r}")
+            raise SetupError(
+                f"{path}: exercise {exercise_id!r}: 'allowed' must be a list of course_lib names, got {allowed!r}"
+            )
         exercises[exercise_id] = Exercise(exercise_id, str(info.get("title", exercise_id)), points, allowed=allowed)
     seen_ids = set()
     for number, cell in enumerate(nb.cells):
@@ -114,8 +115,10 @@ def load_canonical(path: Path, hidden_folder: Path | None = None) -> Canonical:
         if role == "given":
             continue
         if exercise_id not in exercises:
-            raise SetupError(f"{path}: {role} cell {cell.id!r} names exercise {exercise_id!r}, "
-                             "which metadata.course.exercises does not declare")
+            raise SetupError(
+                f"{path}: {role} cell {cell.id!r} names exercise {exercise_id!r}, "
+                "which metadata.course.exercises does not declare"
+            )
         getattr(exercises[exercise_id], f"{role}_cells").append(cell.id)
         if role == "solution":
             exercises[exercise_id].names += _defined_names(cell.source)
@@ -128,8 +131,10 @@ def load_canonical(path: Path, hidden_folder: Path | None = None) -> Canonical:
     if hidden_folder is not None and (hidden_folder / f"{path.stem}.py").is_file():
         for exercise_id, source in parse_hidden(hidden_folder / f"{path.stem}.py").items():
             if exercise_id not in exercises:
-                raise SetupError(f"{hidden_folder / (path.stem + '.py')}: section {exercise_id!r} names no exercise "
-                                 f"of {path.name} (its exercises: {', '.join(exercises)})")
+                raise SetupError(
+                    f"{hidden_folder / (path.stem + '.py')}: section {exercise_id!r} names no exercise "
+                    f"of {path.name} (its exercises: {', '.join(exercises)})"
+                )
             exercises[exercise_id].hidden.append(source)
     chapter = str(course.get("chapter") or path.stem.split("_", 1)[0])
     return Canonical(path.stem, chapter, path, nb, exercises, _course_imports(nb))

@@ -63,6 +63,7 @@ def _limits(memory: int):
     """Run in the kernel's process before it starts: no core files, a bounded scratch file size, and an address
     space far above ``memory`` (torch reserves much more than it uses: the runner's watcher limits what is
     resident; this only stops one huge allocation at once)."""
+
     def apply():
         import resource
 
@@ -70,6 +71,7 @@ def _limits(memory: int):
             resource.setrlimit(resource.RLIMIT_AS, (2 * memory + (4 << 30),) * 2)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))
+
     return apply
 
 
@@ -80,15 +82,29 @@ def kernel_command(cmd: list[str], box: dict) -> list[str]:
         return cmd
     mounts = []
     for private, keeps in box.get("expose", []):  # e.g. /root hidden, but the Python and the course in it kept
-        mounts += [f'stage{n}=$(mktemp -d); mount --bind {shlex.quote(keep)} "$stage{n}"' for n, keep in enumerate(keeps)]
+        mounts += [
+            f'stage{n}=$(mktemp -d); mount --bind {shlex.quote(keep)} "$stage{n}"' for n, keep in enumerate(keeps)
+        ]
         mounts.append(f"mount -t tmpfs -o size=4k,mode=0711 none {shlex.quote(private)}")
-        mounts += [f'mkdir -p {shlex.quote(keep)}; mount --move "$stage{n}" {shlex.quote(keep)}; rmdir "$stage{n}"'
-                   for n, keep in enumerate(keeps)]
-    mounts += [f"if [ -d {shlex.quote(path)} ]; then mount -t tmpfs -o size=4k,mode=0555 none {shlex.quote(path)}; fi"
-               for path in box.get("hide", [])]
+        mounts += [
+            f'mkdir -p {shlex.quote(keep)}; mount --move "$stage{n}" {shlex.quote(keep)}; rmdir "$stage{n}"'
+            for n, keep in enumerate(keeps)
+        ]
+    mounts += [
+        f"if [ -d {shlex.quote(path)} ]; then mount -t tmpfs -o size=4k,mode=0555 none {shlex.quote(path)}; fi"
+        for path in box.get("hide", [])
+    ]
     mounts += [f"mount --bind -o ro {shlex.quote(src)} {shlex.quote(dst)}" for src, dst in box.get("binds", [])]
-    drop = ["setpriv", f"--reuid={int(box['uid'])}", f"--regid={int(box['gid'])}", "--clear-groups",
-            "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--"]
+    drop = [
+        "setpriv",
+        f"--reuid={int(box['uid'])}",
+        f"--regid={int(box['gid'])}",
+        "--clear-groups",
+        "--no-new-privs",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--",
+    ]
     if not box.get("namespaces"):  # no namespaces to be had (``unshare`` failed): the user alone
         return [*drop, *cmd]
     script = "; ".join(["set -e"] + mounts + [f'exec {" ".join(drop)} "$@"'])
@@ -109,8 +125,13 @@ def _sandbox_kernels(box: dict) -> None:
         env = dict(kwargs.get("env") or os.environ)
         env.pop("COURSE_GRADE_SANDBOX", None)
         scratch = box["cwd"]
-        env.update(HOME=scratch, TMPDIR=scratch, IPYTHONDIR=os.path.join(scratch, ".ipython"),
-                   MPLCONFIGDIR=os.path.join(scratch, ".matplotlib"), JUPYTER_RUNTIME_DIR=scratch)
+        env.update(
+            HOME=scratch,
+            TMPDIR=scratch,
+            IPYTHONDIR=os.path.join(scratch, ".ipython"),
+            MPLCONFIGDIR=os.path.join(scratch, ".matplotlib"),
+            JUPYTER_RUNTIME_DIR=scratch,
+        )
         kwargs.update(env=env, cwd=scratch, preexec_fn=_limits(int(box.get("memory") or 0)))
         if box.get("uid") is not None and "-f" in cmd:  # the kernel must read its connection file
             os.chown(cmd[cmd.index("-f") + 1], int(box["uid"]), int(box["gid"]))
@@ -130,8 +151,9 @@ def _sandbox_kernels(box: dict) -> None:
         budget = getattr(self, "_grade_budget", budget_total)
         if kind == "stream":
             text = content.get("text", "")
-            content["text"] = text[:max(budget, 0)] + ("\n[output truncated by the grader]\n"
-                                                       if budget >= 0 and len(text) > budget else "")
+            content["text"] = text[: max(budget, 0)] + (
+                "\n[output truncated by the grader]\n" if budget >= 0 and len(text) > budget else ""
+            )
             if len(text) > budget:  # the check's last line, whatever the student's code printed before it
                 content["text"] += "".join(line + "\n" for line in TOKEN.findall(text, max(budget, 0)))
             self._grade_budget = budget - len(text) - (1 if len(text) > budget else 0)
@@ -180,8 +202,15 @@ def pytest_runtest_makereport(item, call):
         return
     if call.when == "setup" and call.excinfo is None:
         return
-    record = {"event": "end", "cell": number, "time": time.time(), "ename": "", "evalue": "", "stdout": "",
-              "message": ""}
+    record = {
+        "event": "end",
+        "cell": number,
+        "time": time.time(),
+        "ename": "",
+        "evalue": "",
+        "stdout": "",
+        "message": "",
+    }
     for output in getattr(item, "test_outputs", None) or []:
         if output.get("output_type") == "stream" and output.get("name") == "stdout":
             record["stdout"] += output.get("text", "")
@@ -195,6 +224,6 @@ def pytest_runtest_makereport(item, call):
         record["outcome"] = "setup-error" if call.when == "setup" else "error"
         record["message"] = str(call.excinfo.value)[:MAX_STDOUT]
     if len(record["stdout"]) > MAX_STDOUT:  # the "✔" line comes first, the completion token last
-        record["stdout"] = record["stdout"][:MAX_STDOUT // 2] + "\n[...]\n" + record["stdout"][-MAX_STDOUT // 2:]
+        record["stdout"] = record["stdout"][: MAX_STDOUT // 2] + "\n[...]\n" + record["stdout"][-MAX_STDOUT // 2 :]
     record["evalue"] = record["evalue"][:MAX_STDOUT]
     _write(item.config, record)

@@ -175,8 +175,10 @@ def match_solutions(canonical: Canonical, submission: Submission) -> Match:
         if candidates:
             claim(cell, candidates[-1])
             if len(candidates) > 1:
-                match.notes.append(f"{cell_role(cell)[1]}: cell id {cell.id!r} appears {len(candidates)} times; "
-                                   "the last such cell was graded")
+                match.notes.append(
+                    f"{cell_role(cell)[1]}: cell id {cell.id!r} appears {len(candidates)} times; "
+                    "the last such cell was graded"
+                )
     for _, cell in wanted:
         tagged = [c for c in code if not taken(c) and "solution" in c.tags and c.exercise == cell_role(cell)[1]]
         if cell.id not in claimed and tagged:
@@ -200,13 +202,16 @@ def match_solutions(canonical: Canonical, submission: Submission) -> Match:
     given |= {strip_solutions(c.source, cell_role(c)[1]).strip() for c in canonical_code}
     extra = [c for c in code if not taken(c) and c.cell_id not in known and c.source.strip() not in given | {""}]
     if extra:
-        match.notes.append(f"{len(extra)} code cell(s) of the student's own were not run "
-                           "(only solution cells are graded)")
+        match.notes.append(
+            f"{len(extra)} code cell(s) of the student's own were not run (only solution cells are graded)"
+        )
     for _, cell in wanted:
         reference = _uses_reference(match.sources.get(cell.id, ""), canonical, cell_role(cell)[1])
         if reference:
-            match.notes.append(f"{cell_role(cell)[1]}: the solution seems to call course_lib's own {reference} "
-                               "(the reference): look at it by hand")
+            match.notes.append(
+                f"{cell_role(cell)[1]}: the solution seems to call course_lib's own {reference} "
+                "(the reference): look at it by hand"
+            )
     return match
 
 
@@ -220,8 +225,9 @@ def _uses_reference(source: str, canonical: Canonical, exercise: str) -> str | N
     for check_id in canonical.exercises[exercise].check_cells:
         check_source = next(c.source for c in canonical.nb.cells if c.get("id") == check_id)
         for name in re.findall(r"\bcheck_(\w+)\s*\(", check_source):
-            imported = re.search(rf"^[ \t]*from[ \t]+course_lib[\w.]*[ \t]+import[ \t]+[^#\n]*\b{name}\b", source,
-                                 re.MULTILINE)
+            imported = re.search(
+                rf"^[ \t]*from[ \t]+course_lib[\w.]*[ \t]+import[ \t]+[^#\n]*\b{name}\b", source, re.MULTILINE
+            )
             if imported or re.search(rf"\.\s*{name}\b", source):
                 return name
     return None
@@ -237,11 +243,13 @@ def guard_check(source: str, imports: str, token: str, record: tuple | None = No
     record_code = ""
     if record:
         folder, seed, exercise = record
-        record_code = RECORD.format(folder=folder, seed=seed, exercise=exercise.id, allowed=list(exercise.allowed),
-                                    names=list(exercise.names))
+        record_code = RECORD.format(
+            folder=folder, seed=seed, exercise=exercise.id, allowed=list(exercise.allowed), names=list(exercise.names)
+        )
     finish = "_grading_recording.finish()  # fails if the reference ran since\n" if record else ""
-    return (GUARD.format(imports=imports, record=record_code) + body + "\n" + finish
-            + TOKEN_LINE.format(token=token) + "\n")
+    return (
+        GUARD.format(imports=imports, record=record_code) + body + "\n" + finish + TOKEN_LINE.format(token=token) + "\n"
+    )
 
 
 def record_folder(scratch, cell_id: str) -> str:
@@ -249,8 +257,16 @@ def record_folder(scratch, cell_id: str) -> str:
     return str(scratch / "records" / re.sub(r"[^A-Za-z0-9_-]", "_", cell_id))
 
 
-def rebuild(canonical: Canonical, match: Match, token: str, *, stubbed=frozenset(), skipped=frozenset(),
-            scratch=None, seed: int = 0):
+def rebuild(
+    canonical: Canonical,
+    match: Match,
+    token: str,
+    *,
+    stubbed=frozenset(),
+    skipped=frozenset(),
+    scratch=None,
+    seed: int = 0,
+):
     """The gradable notebook, and a :class:`GradedCell` per code cell.
 
     Args:
@@ -292,8 +308,9 @@ def rebuild(canonical: Canonical, match: Match, token: str, *, stubbed=frozenset
         ex = canonical.exercises.get(exercise)
         if role == "check" and ex is not None and cell.id == ex.check_cells[-1]:
             for number, source in enumerate(ex.hidden):
-                hidden = nbformat.v4.new_code_cell(guard_check(source, canonical.course_imports, token),
-                                                   id=f"hidden-{exercise}-{number}")
+                hidden = nbformat.v4.new_code_cell(
+                    guard_check(source, canonical.course_imports, token), id=f"hidden-{exercise}-{number}"
+                )
                 hidden.metadata = {"tags": ["check", "hidden"], "course": {"exercise": exercise}}
                 add(hidden, "hidden", exercise)
     nb.cells = cells

@@ -62,8 +62,9 @@ def read_rows(path: Path) -> list[Row]:
             if None in record.values() or None in record:
                 continue
             try:
-                rows.append(Row(**{**record, "points": float(record["points"]),
-                                   "max_points": float(record["max_points"])}))
+                rows.append(
+                    Row(**{**record, "points": float(record["points"]), "max_points": float(record["max_points"])})
+                )
             except (TypeError, ValueError):
                 continue
     return rows
@@ -95,25 +96,38 @@ def summary_markdown(results: list[Graded], header: str) -> str:
     students = sorted({result.student for result in results})
     class_max = sum(max_by_notebook[n] for n in notebooks)
     lines = ["# Grades", "", header, "", "## Per student", ""]
-    lines += ["| student | " + " | ".join(f"{n} (/{_number(max_by_notebook[n])})" for n in notebooks)
-              + f" | total (/{_number(class_max)}) | % |", "|---" * (len(notebooks) + 3) + "|"]
+    lines += [
+        "| student | "
+        + " | ".join(f"{n} (/{_number(max_by_notebook[n])})" for n in notebooks)
+        + f" | total (/{_number(class_max)}) | % |",
+        "|---" * (len(notebooks) + 3) + "|",
+    ]
     totals = []
     for student in students:
         scores = [best.get((student, n)) for n in notebooks]
         total = sum(s or 0.0 for s in scores)
         totals.append(total)
         shown = ["—" if s is None else _number(s) for s in scores]
-        lines.append(f"| {_cell(student)} | " + " | ".join(shown)
-                     + f" | {_number(total)} | {_percent(total, class_max)} |")
+        lines.append(
+            f"| {_cell(student)} | " + " | ".join(shown) + f" | {_number(total)} | {_percent(total, class_max)} |"
+        )
     if students:
         averages = [sum(best.get((s, n), 0.0) for s in students) / len(students) for n in notebooks]
         mean = sum(totals) / len(totals)
-        lines.append("| **class average** | " + " | ".join(f"{a:.2f}" for a in averages)
-                     + f" | {mean:.2f} | {_percent(mean, class_max)} |")
-    lines += ["", "A notebook a student did not send (—) counts 0 in the total and in the class average.", "",
-              "## Per exercise", "",
-              "| notebook | exercise | points | average | " + " | ".join(STATUS_ORDER) + " | other |",
-              "|---" * (len(STATUS_ORDER) + 5) + "|"]
+        lines.append(
+            "| **class average** | "
+            + " | ".join(f"{a:.2f}" for a in averages)
+            + f" | {mean:.2f} | {_percent(mean, class_max)} |"
+        )
+    lines += [
+        "",
+        "A notebook a student did not send (—) counts 0 in the total and in the class average.",
+        "",
+        "## Per exercise",
+        "",
+        "| notebook | exercise | points | average | " + " | ".join(STATUS_ORDER) + " | other |",
+        "|---" * (len(STATUS_ORDER) + 5) + "|",
+    ]
     by_exercise = defaultdict(list)
     for row in rows:
         if row.exercise:
@@ -122,8 +136,11 @@ def summary_markdown(results: list[Graded], header: str) -> str:
         counts = Counter(row.status for row in group)
         other = sum(n for status, n in counts.items() if status not in STATUS_ORDER)
         average = sum(row.points for row in group) / len(group)
-        lines.append(f"| {notebook} | {exercise} | {_number(group[0].max_points)} | {average:.2f} | "
-                     + " | ".join(str(counts[s]) for s in STATUS_ORDER) + f" | {other} |")
+        lines.append(
+            f"| {notebook} | {exercise} | {_number(group[0].max_points)} | {average:.2f} | "
+            + " | ".join(str(counts[s]) for s in STATUS_ORDER)
+            + f" | {other} |"
+        )
     lines += ["", "## To look at", ""]
     problems = _problems(results, sent)
     lines += problems or ["Nothing: every submission was read and graded normally."]
@@ -146,6 +163,9 @@ def _problems(results: list[Graded], sent: Counter) -> list[str]:
         what = [f"{status}: {next(r.message for r in result.rows if r.status == status)}" for status in sorted(whole)]
         what += sorted(notes) + ([f"timeout in {', '.join(timeouts)}"] if timeouts else [])
         if what:
-            lines.append(f"- {_cell(result.student)}, `{result.submission}`: " + "; ".join(_cell(w) for w in what)
-                         + f" (log: `logs/{result.key}.log`)")
+            lines.append(
+                f"- {_cell(result.student)}, `{result.submission}`: "
+                + "; ".join(_cell(w) for w in what)
+                + f" (log: `logs/{result.key}.log`)"
+            )
     return lines

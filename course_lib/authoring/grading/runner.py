@@ -157,8 +157,9 @@ def _kill(victims: list[psutil.Process]) -> None:
     psutil.wait_procs(victims, timeout=2)
 
 
-def _stop_tree(proc: subprocess.Popen, kernel: psutil.Process | None, sandbox: Sandbox | None,
-               pytest: psutil.Process | None = None) -> None:
+def _stop_tree(
+    proc: subprocess.Popen, kernel: psutil.Process | None, sandbox: Sandbox | None, pytest: psutil.Process | None = None
+) -> None:
     """Kill pytest, its kernel (which runs in a session of its own) and anything they started.
 
     The kernel is the :class:`psutil.Process` seen when it started, never its pid looked up again: once
@@ -176,8 +177,14 @@ def _stop_tree(proc: subprocess.Popen, kernel: psutil.Process | None, sandbox: S
     kill_kernel_processes(sandbox, kernel)
 
 
-def run_nbval(notebook: Path, timeout: float, threads: int = 1, sanitize: Path | None = None,
-              scratch: Path | None = None, sandbox: Sandbox | None = None) -> Run:
+def run_nbval(
+    notebook: Path,
+    timeout: float,
+    threads: int = 1,
+    sanitize: Path | None = None,
+    scratch: Path | None = None,
+    sandbox: Sandbox | None = None,
+) -> Run:
     """Run ``notebook`` under ``pytest --nbval-lax`` in a subprocess, up to its first timeout or death.
 
     The run is stopped as soon as a cell times out or the kernel dies under a cell (the
@@ -212,8 +219,11 @@ class Memory:
             return False
         if time.monotonic() - self.listed > 1.0:
             try:
-                self.pids = [kernel.pid] + [child.pid for child in kernel.children(recursive=True)] \
-                    if kernel.is_running() else []
+                self.pids = (
+                    [kernel.pid] + [child.pid for child in kernel.children(recursive=True)]
+                    if kernel.is_running()
+                    else []
+                )
             except psutil.Error:
                 self.pids = []
             self.listed = time.monotonic()
@@ -246,24 +256,47 @@ def _pinned(pid: int | None) -> psutil.Process | None:
         return None
 
 
-def _run_once(notebook: Path, timeout: float, threads: int, sanitize: Path | None, scratch: Path,
-              sandbox: Sandbox | None) -> Run:
+def _run_once(
+    notebook: Path, timeout: float, threads: int, sanitize: Path | None, scratch: Path, sandbox: Sandbox | None
+) -> Run:
     folder = notebook.parent
     events_path, output_path = folder / "cells.jsonl", folder / "pytest-output.txt"
     events_path.unlink(missing_ok=True)
     (folder / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
-    command = [sys.executable, "-m", "pytest", notebook.name, "--nbval-lax", "--nbval-current-env",
-               f"--nbval-cell-timeout={timeout:g}", "-p", "no:cacheprovider",
-               "-p", "course_lib.authoring.grading.nbval_report", "-p", "nbval.plugin", f"--grade-events={events_path}",
-               "-c", "pytest.ini", "--rootdir", ".", "-o", "addopts=", "--color=no", "-q", "-rfE"]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        notebook.name,
+        "--nbval-lax",
+        "--nbval-current-env",
+        f"--nbval-cell-timeout={timeout:g}",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "course_lib.authoring.grading.nbval_report",
+        "-p",
+        "nbval.plugin",
+        f"--grade-events={events_path}",
+        "-c",
+        "pytest.ini",
+        "--rootdir",
+        ".",
+        "-o",
+        "addopts=",
+        "--color=no",
+        "-q",
+        "-rfE",
+    ]
     if sanitize is not None:
         command.append(f"--nbval-sanitize-with={sanitize}")
     env = child_env(threads)
     env[SANDBOX_ENV] = (sandbox or Sandbox()).for_plugin(scratch)
     run, start, stuck, died, greedy = Run(), time.monotonic(), None, None, None
     with open(output_path, "wb") as output:
-        proc = subprocess.Popen(command, cwd=folder, stdout=output, stderr=subprocess.STDOUT,
-                                env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            command, cwd=folder, stdout=output, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
         kernel, memory, pytest = None, Memory(sandbox.memory if sandbox else 0), _pinned(proc.pid)
         while proc.poll() is None:
             time.sleep(0.2)
@@ -275,16 +308,26 @@ def _run_once(notebook: Path, timeout: float, threads: int, sanitize: Path | Non
             running = {cell: t for cell, t in started.items() if cell not in ended}
             if running and time.time() - max(running.values()) > timeout + GRACE:
                 stuck = max(running, key=running.get)  # nbval could not stop it: we do
-            elif running and kernel is not None and not _alive(kernel) and proc.poll() is None and \
-                    max(running, key=running.get) not in _ended(events_path):
+            elif (
+                running
+                and kernel is not None
+                and not _alive(kernel)
+                and proc.poll() is None
+                and max(running, key=running.get) not in _ended(events_path)
+            ):
                 # the kernel died under this cell: no need to wait. (Read the events again first: the cell may
                 # have ended since the read above, and nbval stops its kernel after the last cell.)
                 died = max(running, key=running.get)
             elif started and memory.over(kernel):
                 greedy = max(started, key=started.get)  # the cell running, or the last one that ran
             timed_out = any(cell.outcome == "timeout" for cell in ended.values())
-            if stuck is not None or died is not None or greedy is not None or timed_out or \
-                    (not records and time.monotonic() - start > STARTUP):
+            if (
+                stuck is not None
+                or died is not None
+                or greedy is not None
+                or timed_out
+                or (not records and time.monotonic() - start > STARTUP)
+            ):
                 run.killed = True
                 _stop_tree(proc, kernel, sandbox, pytest)
         if not run.killed and proc.returncode < 0:
@@ -300,7 +343,7 @@ def _run_once(notebook: Path, timeout: float, threads: int, sanitize: Path | Non
     if stuck is not None:
         run.cells[stuck] = CellOutcome("timeout", message="stopped by the grader's watchdog")
     if greedy is not None:
-        run.cells[greedy] = CellOutcome("memory", message=f"{memory.peak / 2 ** 30:.1f} GB resident")
+        run.cells[greedy] = CellOutcome("memory", message=f"{memory.peak / 2**30:.1f} GB resident")
     if died is None and run.pytest_died:
         running = [r["cell"] for r in records if r["event"] == "start" and r["cell"] not in run.cells]
         died = running[-1] if running else None

@@ -99,7 +99,7 @@ def student_name(path: Path, base: Path | None, names) -> str:
     notebook = name_in_file(path, names)
     if notebook is None:
         match = re.search(r"\d\d_", path.stem)
-        notebook = path.stem[match.start():] if match else None
+        notebook = path.stem[match.start() :] if match else None
     if notebook is not None:
         before = path.stem[: path.stem.find(notebook)].strip(SEPARATORS)
         if before:
@@ -135,8 +135,16 @@ def read_submission(path: Path, base: Path | None, names) -> Submission:
         tags = metadata.get("tags") if isinstance(metadata.get("tags"), list) else []
         course = metadata.get("course") if isinstance(metadata.get("course"), dict) else {}
         cell_id = cell.get("id") if isinstance(cell.get("id"), str) else None
-        submission.cells.append(StudentCell(index, str(cell.get("cell_type", "")), str(source), cell_id,
-                                            [str(t) for t in tags], course.get("exercise")))
+        submission.cells.append(
+            StudentCell(
+                index,
+                str(cell.get("cell_type", "")),
+                str(source),
+                cell_id,
+                [str(t) for t in tags],
+                course.get("exercise"),
+            )
+        )
     return submission
 
 
@@ -165,14 +173,17 @@ def read_no_follow(path: Path, limit: int = 50 << 20) -> bytes:
             tokens = _TOKENS.finditer(data)
             stack = []
             for token in tokens:
-                text = data[token.start():min(token.end(), token.start() + 16)]  # never copy a long string
+                text = data[token.start() : min(token.end(), token.start() + 16)]  # never copy a long string
                 if text in (b"[", b"{"):
                     stack.append(text)
                 elif text in (b"]", b"}"):
                     if stack:
                         stack.pop()
-                elif text in _DROPPED and stack[-2:] == [b"[", b"{"] and data[token.end():token.end() + 64] \
-                        .lstrip(b" \t\r\n").startswith(b":"):
+                elif (
+                    text in _DROPPED
+                    and stack[-2:] == [b"[", b"{"]
+                    and data[token.end() : token.end() + 64].lstrip(b" \t\r\n").startswith(b":")
+                ):
                     value = next(tokens, None)  # the value's opening bracket (or a string: kept)
                     if value is None or data[value.start()] not in b"[{":
                         continue
@@ -182,12 +193,12 @@ def read_no_follow(path: Path, limit: int = 50 << 20) -> bytes:
                         depth -= data[inner.start()] in b"]}"
                         if depth == 0:
                             break
-                    kept.append(data[start:value.start()] + (b"[]" if data[value.start()] == ord("[") else b"{}"))
+                    kept.append(data[start : value.start()] + (b"[]" if data[value.start()] == ord("[") else b"{}"))
                     size += len(kept[-1])
                     start = inner.end() if depth == 0 else len(data)
                     if size > limit:
                         break
-            kept.append(data[start:start + limit + 1 - size])
+            kept.append(data[start : start + limit + 1 - size])
     text = b"".join(kept)
     if len(text) > limit:
         raise OSError(f"larger than {limit >> 20} MB without its outputs")

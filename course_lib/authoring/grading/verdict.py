@@ -45,8 +45,7 @@ import nbformat
 from course_lib.authoring.grading.canonical import Canonical
 from course_lib.authoring.grading.rebuild import GradedCell, match_solutions, rebuild
 from course_lib.authoring.grading.runner import CellOutcome, Run, Sandbox, kill_kernel_processes, run_nbval
-from course_lib.authoring.grading.submissions import (identify, is_symlink, name_in_file, read_submission,
-                                                      student_name)
+from course_lib.authoring.grading.submissions import identify, is_symlink, name_in_file, read_submission, student_name
 
 WHERE = {"solution": "your solution cell", "check": "the check", "hidden": "a hidden check"}
 
@@ -98,8 +97,11 @@ def sanitizer(path: Path | None):
     if path is not None and path.is_file():
         parser = configparser.ConfigParser(interpolation=None)
         parser.read(path, encoding="utf-8")
-        rules = [(re.compile(parser[s]["regex"]), parser[s].get("replace", "")) for s in parser.sections()
-                 if "regex" in parser[s]]
+        rules = [
+            (re.compile(parser[s]["regex"]), parser[s].get("replace", ""))
+            for s in parser.sections()
+            if "regex" in parser[s]
+        ]
 
     def clean(text: str) -> str:
         for pattern, replacement in rules:
@@ -114,14 +116,18 @@ def judge(role: str, cell: CellOutcome, token: str, options: Options, clean) -> 
     where = WHERE[role]
     if cell.outcome in ("passed", "skipped"):
         if role != "solution" and token not in cell.stdout:
-            return "error", (f"{where} did not report completion (did a solution cell redirect the output "
-                             "or patch how errors are shown?)")
+            return "error", (
+                f"{where} did not report completion (did a solution cell redirect the output "
+                "or patch how errors are shown?)"
+            )
         return None
     if cell.outcome == "timeout":
         return "timeout", f"{where} did not finish within {options.timeout:g} s (an infinite loop?)"
     if cell.outcome == "memory":
-        return "over the memory limit", (f"{where} used more than the {options.memory / 2 ** 30:g} GB of memory "
-                                         f"each kernel may use ({cell.message}; the instructor's --memory)")
+        return "over the memory limit", (
+            f"{where} used more than the {options.memory / 2**30:g} GB of memory "
+            f"each kernel may use ({cell.message}; the instructor's --memory)"
+        )
     if cell.outcome == "died":
         if "grading process" in cell.message:
             return "error", f"the grading process was killed while {where} ran (twice)"
@@ -142,8 +148,9 @@ def judge(role: str, cell: CellOutcome, token: str, options: Options, clean) -> 
     return "error", f"{ename} in {where}: {message}"
 
 
-def exercise_verdict(exercise, graded: list[GradedCell], run: Run, token, options, clean,
-                     judge_check=None) -> tuple[str, str]:
+def exercise_verdict(
+    exercise, graded: list[GradedCell], run: Run, token, options, clean, judge_check=None
+) -> tuple[str, str]:
     """The first cell of the exercise that did not pass decides; a check cell that passed in the kernel is then
     judged by ``judge_check(cell id)`` from what the kernel recorded (None: judged from the kernel alone)."""
     passed_line = ""
@@ -158,8 +165,11 @@ def exercise_verdict(exercise, graded: list[GradedCell], run: Run, token, option
         if judged is not None and judged[0] != "passed":
             return judged[0], clean(judged[1])
         if cell.role == "check" and not passed_line:
-            passed_line = judged[1] if judged is not None and judged[1] else \
-                next((line for line in outcome.stdout.splitlines() if line.startswith("\u2714")), "")
+            passed_line = (
+                judged[1]
+                if judged is not None and judged[1]
+                else next((line for line in outcome.stdout.splitlines() if line.startswith("\u2714")), "")
+            )
     return "passed", clean(passed_line) or f"\u2714 {exercise.id}: passed (its check ran in the grading kernel)"
 
 
@@ -187,6 +197,7 @@ class _Student(dict):
 
         def student_function(*args, **kwargs):
             raise _Unjudged(name)
+
         return student_function
 
 
@@ -221,6 +232,7 @@ def _judge_with(notebook: Canonical, scratch: Path, seed: int):
         if session.calls == 0 and not session.replayed:
             return None  # a check written inline (asserts): judged in the kernel only
         return "passed", session.lines[0] if session.lines else ""
+
     return judge_check
 
 
@@ -235,8 +247,9 @@ def _culprit(graded: list[GradedCell], run: Run) -> int | None:
     return None
 
 
-def grade_submission(path: Path, base: Path | None, canonical: dict[str, Canonical], options: Options,
-                     key: str) -> Graded:
+def grade_submission(
+    path: Path, base: Path | None, canonical: dict[str, Canonical], options: Options, key: str
+) -> Graded:
     """Grade one file; whatever happens, the result has rows and a log (never an exception)."""
     start = time.monotonic()
     names = list(canonical)
@@ -249,30 +262,41 @@ def grade_submission(path: Path, base: Path | None, canonical: dict[str, Canonic
     except Exception:  # noqa: BLE001 - a grader bug must cost one submission, not the class
         graded.log += ["grader error:", traceback.format_exc()]
         notebook = options.notebook or name_in_file(path, names)
-        graded.rows = _whole(graded, canonical.get(notebook), notebook or "", "grader error",
-                             f"the grader failed on this file: {first_line(traceback.format_exc().splitlines()[-1])}")
+        graded.rows = _whole(
+            graded,
+            canonical.get(notebook),
+            notebook or "",
+            "grader error",
+            f"the grader failed on this file: {first_line(traceback.format_exc().splitlines()[-1])}",
+        )
     graded.seconds = time.monotonic() - start
     graded.log.append(f"graded in {graded.seconds:.1f} s")
     return graded
 
 
-def _refuse_link(path: Path, base: Path | None, canonical: dict[str, Canonical], options: Options,
-                 graded: Graded) -> None:
+def _refuse_link(
+    path: Path, base: Path | None, canonical: dict[str, Canonical], options: Options, graded: Graded
+) -> None:
     graded.student = student_name(path, base, canonical)
     notebook = options.notebook or name_in_file(path, list(canonical))
-    message = f"a symbolic link (to {os.readlink(path) if path.is_symlink() else 'a linked folder'}): not graded, " \
-              "never followed; send the notebook file itself"
+    message = (
+        f"a symbolic link (to {os.readlink(path) if path.is_symlink() else 'a linked folder'}): not graded, "
+        "never followed; send the notebook file itself"
+    )
     graded.log.append(f"symlink: {path}: {message}")
     graded.rows = _whole(graded, canonical.get(notebook), notebook or "", "symlink", message)
 
 
-def _whole(graded: Graded, notebook: Canonical | None, name: str, status: str, message: str,
-           notes: str = "") -> list[Row]:
+def _whole(
+    graded: Graded, notebook: Canonical | None, name: str, status: str, message: str, notes: str = ""
+) -> list[Row]:
     """Rows for a submission that cannot be graded: one per exercise when the notebook is known."""
     if notebook is None:
         return [Row(graded.student, name, "", 0, 0, status, message, notes, str(graded.submission))]
-    return [Row(graded.student, notebook.name, ex.id, 0, ex.points, status, message, notes, str(graded.submission))
-            for ex in notebook.exercises.values()]
+    return [
+        Row(graded.student, notebook.name, ex.id, 0, ex.points, status, message, notes, str(graded.submission))
+        for ex in notebook.exercises.values()
+    ]
 
 
 def _grade(path: Path, base: Path | None, canonical: dict[str, Canonical], options: Options, graded: Graded) -> None:
@@ -292,8 +316,11 @@ def _grade(path: Path, base: Path | None, canonical: dict[str, Canonical], optio
         return
     if not (expected or holds):
         named = re.search(r"\d\d_\w+", path.stem)
-        message = (f"no solution notebook {named.group(0)}.ipynb to grade it against" if named else
-                   "cannot tell which notebook this is (no course metadata, no NN_name in the file name)")
+        message = (
+            f"no solution notebook {named.group(0)}.ipynb to grade it against"
+            if named
+            else "cannot tell which notebook this is (no course metadata, no NN_name in the file name)"
+        )
         graded.log.append(f"unknown notebook: {message}")
         graded.rows = _whole(graded, None, named.group(0) if named else "", "unknown notebook", message)
         return
@@ -302,7 +329,7 @@ def _grade(path: Path, base: Path | None, canonical: dict[str, Canonical], optio
     notes = list(match.notes)
     graded.log += [f"notebook: {notebook.name} (solution {notebook.path})"] + [f"note: {n}" for n in notes]
     token = secrets.token_hex(8)
-    seed = secrets.randbelow(2 ** 31)  # the drawn cases: the kernel learns it only in the check cell
+    seed = secrets.randbelow(2**31)  # the drawn cases: the kernel learns it only in the check cell
     stubbed: dict[str, tuple[str, str]] = {}  # exercise -> its verdict from the run that hung
     skipped: set[str] = set()
     sandbox = options.sandboxes.get() if options.sandboxes is not None else None
@@ -312,8 +339,9 @@ def _grade(path: Path, base: Path | None, canonical: dict[str, Canonical], optio
     try:
         for attempt in range(1, len(notebook.exercises) + 5):
             scratch = _fresh_scratch(scratch, sandbox)
-            nb, cells = rebuild(notebook, match, token, stubbed=set(stubbed), skipped=skipped, scratch=scratch,
-                                seed=seed)
+            nb, cells = rebuild(
+                notebook, match, token, stubbed=set(stubbed), skipped=skipped, scratch=scratch, seed=seed
+            )
             target = private / f"{notebook.name}.ipynb"
             nbformat.write(nb, target)
             run = run_nbval(target, options.timeout, options.threads, options.sanitize, scratch, sandbox)
@@ -329,8 +357,10 @@ def _grade(path: Path, base: Path | None, canonical: dict[str, Canonical], optio
             graded.log.append(f"cell {culprit} ({cell.cell_id}) hung or stopped the kernel: running again without it")
             if cell.role in WHERE and cell.exercise not in stubbed:
                 outcome = run.cells.get(culprit, CellOutcome("not run"))
-                stubbed[cell.exercise] = (judge(cell.role, outcome, token, options, clean)
-                                          or ("error", f"{WHERE[cell.role]} stopped the kernel"))
+                stubbed[cell.exercise] = judge(cell.role, outcome, token, options, clean) or (
+                    "error",
+                    f"{WHERE[cell.role]} stopped the kernel",
+                )
             elif cell.role == "given" and cell.cell_id not in skipped:
                 skipped.add(cell.cell_id)
                 notes.append(f"given cell {cell.cell_id!r} hung (calling a student's function?) and was skipped")
@@ -338,12 +368,17 @@ def _grade(path: Path, base: Path | None, canonical: dict[str, Canonical], optio
                 break
         kept = options.work / graded.key  # the notebook graded, for the instructor to rerun by hand: its
         kept.mkdir(parents=True, exist_ok=True)  # checks judge in the kernel, as in JupyterLab (nothing recorded)
-        (kept / target.name).write_text(json.dumps(rebuild(notebook, match, token, stubbed=set(stubbed),
-                                                           skipped=skipped)[0], indent=1), encoding="utf-8")
-        verdicts = {ex.id: exercise_verdict(ex, cells, run, token, options, clean,
-                                            judge_check=_judge_with(notebook, scratch, seed))
-                    for ex in notebook.exercises.values()
-                    if ex.id not in match.missing and ex.id not in stubbed}
+        (kept / target.name).write_text(
+            json.dumps(rebuild(notebook, match, token, stubbed=set(stubbed), skipped=skipped)[0], indent=1),
+            encoding="utf-8",
+        )
+        verdicts = {
+            ex.id: exercise_verdict(
+                ex, cells, run, token, options, clean, judge_check=_judge_with(notebook, scratch, seed)
+            )
+            for ex in notebook.exercises.values()
+            if ex.id not in match.missing and ex.id not in stubbed
+        }
     finally:
         if sandbox is not None and sandbox.uid is not None:
             kill_kernel_processes(sandbox, None)  # whatever its user still runs
@@ -360,8 +395,19 @@ def _grade(path: Path, base: Path | None, canonical: dict[str, Canonical], optio
         else:
             status, message = verdicts[exercise.id]
         points = exercise.points if status == "passed" else 0
-        graded.rows.append(Row(graded.student, notebook.name, exercise.id, points, exercise.points, status,
-                               message, "; ".join(notes), str(path)))
+        graded.rows.append(
+            Row(
+                graded.student,
+                notebook.name,
+                exercise.id,
+                points,
+                exercise.points,
+                status,
+                message,
+                "; ".join(notes),
+                str(path),
+            )
+        )
         graded.log.append(f"{exercise.id}: {status} {points:g}/{exercise.points:g} {message}")
 
 
@@ -376,13 +422,22 @@ def _fresh_scratch(previous: Path | None, sandbox: Sandbox | None) -> Path:
 
 
 def _run_log(attempt: int, cells: list[GradedCell], run: Run) -> list[str]:
-    lines = [f"--- run {attempt}: {run.seconds:.1f} s" + (" (stopped after a cell hung)" if run.killed else "")
-             + (f" (kernel started again {run.kernel_retries} time(s): it died before answering)"
-                if run.kernel_retries else "")]
+    lines = [
+        f"--- run {attempt}: {run.seconds:.1f} s"
+        + (" (stopped after a cell hung)" if run.killed else "")
+        + (
+            f" (kernel started again {run.kernel_retries} time(s): it died before answering)"
+            if run.kernel_retries
+            else ""
+        )
+    ]
     for number, cell in enumerate(cells):
         outcome = run.cells.get(number, CellOutcome("not run"))
-        detail = f" {outcome.ename}: {outcome.evalue}" if outcome.ename else (
-            f" {first_line(outcome.message)}" if outcome.outcome != "passed" and outcome.message else "")
+        detail = (
+            f" {outcome.ename}: {outcome.evalue}"
+            if outcome.ename
+            else (f" {first_line(outcome.message)}" if outcome.outcome != "passed" and outcome.message else "")
+        )
         where = f"cell {number:2d} {cell.role:8s} {cell.exercise or '':20s} {cell.cell_id}"
         lines.append(f"{where}: {outcome.outcome}{detail}")
     lines += ["pytest output:", run.output.rstrip()]
