@@ -63,8 +63,9 @@ test:
 	@# The two installs side by side: pip works one core, apt (on a machine without Chromium) mostly waits on the network.
 	@$(MAKE) --no-print-directory -j 2 setup browser-deps
 	$(BIN)/python -m course_lib.build --check
-	@# The layout is the formatter's (pyproject.toml's [tool.ruff]): CI fails on unformatted code.
+	@# The layout is the formatter's and the lint rules are pyproject.toml's [tool.ruff]: CI fails on either.
 	$(BIN)/ruff format --check --quiet .
+	$(BIN)/ruff check --quiet .
 	@rm -f .coverage .coverage-serial .coverage-rest
 	COVERAGE_FILE=.coverage-rest .ci/lowest-priority $(PYTEST) -m "not serial" $(PARALLEL) --cov-report= --durations=15 \
 	    tests notebooks >$(REST_LOG) 2>&1 & rest_pid=$$!; \

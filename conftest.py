@@ -21,8 +21,8 @@ pytest 9.2 no longer sees, so the grouping is done here, from node ids, which is
 
 nbval reports one test item per cell; `notebook run times` sums them per notebook (from the first cell's start,
 kernel start-up included, to the last cell's end) so the test report shows each notebook's run time, the budget
-the course keeps (under 60 s each, alone; beside the serial tests, at the lowest priority, a notebook waits too). Under xdist the reports reach the controller, which prints the section, with
-the worker that ran each notebook.
+the course keeps (under 60 s each, alone; beside the serial tests, at the lowest priority, a notebook waits too).
+Under xdist the reports reach the controller, which prints the section, with the worker that ran each notebook.
 """
 
 from __future__ import annotations

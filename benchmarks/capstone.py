@@ -212,8 +212,8 @@ import torch
 
 from course_lib import lm_rl
 from course_lib.lectures import capstone
-from course_lib.tiny_lm import ValueModel
 from course_lib.lectures.memory import count_parameters, optimizer_state_bytes, saved_activation_bytes
+from course_lib.tiny_lm import ValueModel
 
 REPORT_SEEDS = list(range(100, 108))
 

@@ -29,7 +29,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from course_lib.authoring.build import exercise_notebook
+from course_lib.authoring.build import exercise_notebook  # noqa: E402 (after the path is set)
 
 
 def write_class(folder: Path, solution_path: Path, n: int) -> Counter:

@@ -96,7 +96,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import io
 import os
 import resource
@@ -105,7 +104,7 @@ from pathlib import Path
 
 import torch
 
-from course_lib.lectures import capstone, family
+from course_lib.lectures import family
 
 REPORT_SEEDS = list(range(100, 108))
 TUNE_SEEDS = [0, 1]

@@ -25,6 +25,7 @@ import os
 import time
 
 import torch
+from _results import DATA, refuse_overwrite, results_parser, write_results  # benchmarks/_results.py
 
 from course_lib import ppo
 from course_lib.lectures.lecture_runs import history_to_json, rounded
@@ -32,7 +33,6 @@ from course_lib.models import SortingPolicy
 from course_lib.tasks import sorting_prompts
 from course_lib.trainers import PPOTrainer, PPOTrainerConfig
 from course_lib.trainers.ppo_trainer import GymVectorEnv, SortingEnv, cartpole_models, sorting_ppo_models
-from _results import DATA, refuse_overwrite, results_parser, write_results  # benchmarks/_results.py
 
 OUT = DATA / "lecture_05.json"
 SEED = 0

@@ -25,6 +25,7 @@ import os
 import time
 
 import torch
+from _results import DATA, refuse_overwrite, results_parser, write_results  # benchmarks/_results.py
 
 from course_lib.lectures.lecture_runs import history_to_json
 from course_lib.models import greedy_responses
@@ -32,7 +33,6 @@ from course_lib.rewards import sort_inclusion_ordering_reward
 from course_lib.tasks import sorting_prompts
 from course_lib.trainers import GRPOTrainer, GRPOTrainerConfig
 from course_lib.trainers.pg_trainer import PGConfig, train_sorting_pg
-from _results import DATA, refuse_overwrite, results_parser, write_results  # benchmarks/_results.py
 
 OUT = DATA / "lecture_06.json"
 PG_MODES = ("rewards", "centered_rewards", "normalized_rewards")

@@ -28,10 +28,10 @@ import time
 import types
 
 import torch
+from _results import DATA, refuse_overwrite, results_parser, write_results  # benchmarks/_results.py
 
 from course_lib.lectures import compare
 from course_lib.lectures.lecture_runs import rounded
-from _results import DATA, refuse_overwrite, results_parser, write_results  # benchmarks/_results.py
 
 OUT = DATA / "lecture_07.json"
 

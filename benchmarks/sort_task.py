@@ -28,10 +28,10 @@ import time
 
 import torch
 
-from course_lib.trainers.pg_trainer import PGConfig, train_sorting_pg
 from course_lib.lectures.sorting_variants import greedy_scores, held_out_prompts
 from course_lib.tasks import sorting_prompts
 from course_lib.trainers.grpo_trainer import GRPOTrainer, GRPOTrainerConfig
+from course_lib.trainers.pg_trainer import PGConfig, train_sorting_pg
 
 CONFIG = GRPOTrainerConfig()
 """The configuration every GRPO seed runs: the course's defaults (a test checks they stay equal)."""

@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import time
 
-
 import numpy as np
 import torch
+from _results import DATA, refuse_overwrite, results_parser, write_results  # benchmarks/_results.py
 
-from course_lib.trainers.pg_trainer import PGConfig, train_sorting_pg
 from course_lib.lectures.sorting_variants import (
     greedy_scores,
     held_out_prompts,
@@ -38,7 +37,7 @@ from course_lib.lectures.sorting_variants import (
 from course_lib.models import SortingPolicy
 from course_lib.tasks import sorting_prompts
 from course_lib.trainers.grpo_trainer import GRPOTrainer, GRPOTrainerConfig
-from _results import DATA, refuse_overwrite, results_parser, write_results  # benchmarks/_results.py
+from course_lib.trainers.pg_trainer import PGConfig, train_sorting_pg
 
 OUT = DATA / "sorting_variants.json"
 GRPO_VARIANTS = {

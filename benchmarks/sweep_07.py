@@ -24,10 +24,10 @@ from __future__ import annotations
 import time
 
 import torch
+from _results import DATA, refuse_overwrite, results_parser, write_results  # benchmarks/_results.py
 
 from course_lib.lectures import compare
 from course_lib.lectures.sweep import run_sweep
-from _results import DATA, refuse_overwrite, results_parser, write_results  # benchmarks/_results.py
 
 OUT = DATA / "sweep_07.json"
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import time
 
 import torch
+from _results import DATA, refuse_overwrite, results_parser, write_results  # benchmarks/_results.py
 
 from course_lib.lectures.budget_sweep import run_budget_sweep
-from _results import DATA, refuse_overwrite, results_parser, write_results  # benchmarks/_results.py
 
 OUT = DATA / "sweep_07_budget.json"
 

@@ -7,11 +7,13 @@ The tree is the course's map. Chapter by chapter (``lectures/`` holds each chapt
   ``checks.recording``: record in the grading kernel, judge in the grader)
 - 01 RL for LMs ..... ``tasks`` (the sorting and math tasks), ``rewards`` (verifiable rewards and their hacks)
 - 02 policy gradient  ``policy_gradient`` (log-probs, REINFORCE), ``models`` (the sorting policy),
-                      ``lectures.mc_gradient``, ``lectures.trajectory`` (reward-to-go), ``trainers.pg_trainer`` (REINFORCE on the sorting task)
+                      ``lectures.mc_gradient``, ``lectures.trajectory`` (reward-to-go), ``trainers.pg_trainer``
+                      (REINFORCE on the sorting task)
 - 03 baselines ...... ``baselines`` (deltas in three modes), ``lectures.bandits``, ``lectures.variance``
 - 04 GAE ............ ``gae`` (TD residuals, GAE, truncation), ``lectures.chain`` (a chain with known values)
 - 05 PPO ............ ``ppo`` (ratio, clip, value loss, ``PPOLoss``), ``kl`` (KL estimators k1, k2, k3),
-                      ``trainers.ppo_trainer``, ``trainers.envs``, ``lectures.pitfalls`` (wrong versions beside the right ones)
+                      ``trainers.ppo_trainer``, ``trainers.envs``, ``lectures.pitfalls`` (wrong versions beside the
+                      right ones)
 - 06 GRPO ........... ``grpo`` (group advantages, aggregation, ``grpo_loss``), ``trainers.grpo_trainer``,
                       ``lectures.sorting_variants`` (held-out prompts, moving reference, expert iteration)
 - 07 GRPO vs PPO .... ``lectures.compare``, ``lectures.memory``, ``lectures.sweep``, ``lectures.budget_sweep``
@@ -29,8 +31,9 @@ The tree is the course's map. Chapter by chapter (``lectures/`` holds each chapt
                       agreement in ``hf.agreement``), ``lectures.family`` (the variants measured)
 
 Shared helpers: ``_validate`` (argument checks that raise ``ValueError`` naming the argument), ``masked``
-(masked means and sums) and ``_threads`` (the ``one_thread()`` context). ``plotting`` draws every figure (``plotting.widgets`` wraps them
-in sliders); ``authoring`` holds the instructor's tools (``python -m course_lib.build``, ``python -m course_lib.grade``).
+(masked means and sums) and ``_threads`` (the ``one_thread()`` context). ``plotting`` draws every figure
+(``plotting.widgets`` wraps them in sliders); ``authoring`` holds the instructor's tools
+(``python -m course_lib.build``, ``python -m course_lib.grade``).
 """
 
 __version__ = "0.1.0"

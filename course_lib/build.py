@@ -1,4 +1,7 @@
-"""``python -m course_lib.build``: write ``exercises/`` from ``solutions/`` (the code is in :mod:`course_lib.authoring.build`)."""
+"""``python -m course_lib.build``: write ``exercises/`` from ``solutions/``.
+
+The code is in :mod:`course_lib.authoring.build`.
+"""
 
 from course_lib.authoring.build import main
 

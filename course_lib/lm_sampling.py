@@ -159,7 +159,10 @@ def token_logps(
 
 
 def token_values(value_model: nn.Module, prompt_ids: torch.Tensor, completion_ids: torch.Tensor) -> torch.Tensor:
-    """``(N, L)`` values ``V(s_t)`` of the state before completion token ``t``: the same shift as :func:`token_logps`."""
-    P, L = prompt_ids.shape[1], completion_ids.shape[1]
+    """``(N, L)`` values ``V(s_t)`` of the state before completion token ``t``.
+
+    The same shift as :func:`token_logps`: the position before a token holds the state it is chosen in.
+    """
+    P = prompt_ids.shape[1]
     ids = torch.cat([prompt_ids, completion_ids[:, :-1]], dim=1).long()  # (N, P + L - 1)
     return value_model(ids)[:, P - 1 :]  # (N, L)

@@ -14,10 +14,10 @@ parameters, and an untied head keeps the embedding free to serve the value head 
 PPO adds on the same hidden states (chapter 08).
 
 :meth:`TinyLM.generate` samples completions token by token and stops each row at EOS, as a
-``transformers`` model's ``generate`` does; :class:`ValueModel` is PPO's critic, the same trunk with a scalar head; :func:`save_checkpoint` / :func:`load_checkpoint` keep
-config, weights and history in one file. What RL does with the model (the completion mask,
-per-token log-probs, the GRPO and PPO updates) is in :mod:`course_lib.lm_rl`, shared with
-``transformers`` models (chapter 09).
+``transformers`` model's ``generate`` does; :class:`ValueModel` is PPO's critic, the same trunk with a scalar
+head; :func:`save_checkpoint` / :func:`load_checkpoint` keep config, weights and history in one file. What RL
+does with the model (the completion mask, per-token log-probs, the GRPO and PPO updates) is in
+:mod:`course_lib.lm_rl`, shared with ``transformers`` models (chapter 09).
 
 Shapes: ``B`` sequences, ``P`` prompt tokens, ``L`` completion tokens, ``T`` tokens fed to the
 model, ``V`` vocabulary, ``D`` model width, ``H`` heads.

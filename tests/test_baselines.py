@@ -217,7 +217,10 @@ def test_a_constant_baseline_leaves_the_gradient_unbiased_exactly():
     pi = torch.softmax(logits, -1)
     rewards = torch.tensor([1.0, 0.0, 0.5, 2.0], dtype=torch.float64) + 10.0  # a large common offset
     grads = _per_action_gradients(logits)  # (V, V)
-    expected = lambda b: (pi[:, None] * (rewards - b)[:, None] * grads).sum(0)
+
+    def expected(b):
+        return (pi[:, None] * (rewards - b)[:, None] * grads).sum(0)
+
     torch.testing.assert_close(expected(0.0), expected(10.0))
     torch.testing.assert_close(expected(0.0), expected((pi * rewards).sum()))
 

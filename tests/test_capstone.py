@@ -4,7 +4,6 @@ import copy
 import dataclasses
 
 import pytest
-import torch
 
 from course_lib import lm_rl
 from course_lib.lectures.capstone import (

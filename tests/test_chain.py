@@ -1,4 +1,4 @@
-"""Tests of course_lib.lectures.chain (the chain with known values) and of chapter 04's hand-table check in course_lib.gae."""
+"""Tests of course_lib.lectures.chain (the chain with known values) and of chapter 04's hand-table check (gae)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib.lectures import chain as C
 from course_lib import gae
 from course_lib.checks import gae as gae_checks
+from course_lib.lectures import chain as C
 
 chains = st.builds(
     C.Chain,

@@ -8,10 +8,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib.lectures import compare, memory
-from course_lib.lectures import sweep as sweeps
 from course_lib.checks import memory as memory_checks
 from course_lib.checks import sweep as sweep_checks
+from course_lib.lectures import compare, memory
+from course_lib.lectures import sweep as sweeps
 
 SEVEN_B = 7_000_000_000
 
@@ -196,7 +196,9 @@ def test_saved_activations_counts_a_storage_once():
 def test_saved_activations_grow_with_the_batch():
     layer = torch.nn.Linear(8, 8)
     sizes = [
-        memory.saved_activation_bytes(lambda: torch.tanh(layer(torch.randn(n, 8))).sum(), exclude=layer.parameters())[1]
+        memory.saved_activation_bytes(
+            lambda n=n: torch.tanh(layer(torch.randn(n, 8))).sum(), exclude=layer.parameters()
+        )[1]
         for n in (1, 2, 4)
     ]
     assert sizes == [64, 128, 256]  # (input + output) * n * 8 * 4 bytes

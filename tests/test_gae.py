@@ -5,9 +5,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib import gae
-from course_lib.gae import bootstrap_truncated, compute_gae, discounted_returns, td_residuals
 from course_lib.checks import gae as gae_checks
+from course_lib.gae import bootstrap_truncated, compute_gae, discounted_returns, td_residuals
 
 # ---------------------------------------------------------------------------
 # A worked 5-step episode, by hand

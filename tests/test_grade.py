@@ -1331,9 +1331,7 @@ def test_record_then_judge_gives_the_notebooks_feedback(tmp_path, body, status, 
     import torch
 
     from course_lib.checks import recording
-    from course_lib.checks.warmup import check_discounted_return
-
-    from course_lib.checks.warmup import _cases
+    from course_lib.checks.warmup import _cases, check_discounted_return
     from course_lib.lectures.warmup import discounted_return
 
     memo = {round(float(c.kwargs["rewards"].sum()), 3): discounted_return(**c.kwargs) for c in _cases()}

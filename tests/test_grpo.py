@@ -8,6 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_lib.baselines import compute_deltas
+from course_lib.checks.grpo import (
+    check_aggregate_loss,
+    check_group_advantages,
+    check_grpo_loss,
+    check_kl_estimate,
+)
 from course_lib.grpo import (
     KL_KINDS,
     LOSS_AGG_MODES,
@@ -18,12 +24,6 @@ from course_lib.grpo import (
     kl_estimate,
     masked_mean,
     masked_normalize,
-)
-from course_lib.checks.grpo import (
-    check_aggregate_loss,
-    check_group_advantages,
-    check_grpo_loss,
-    check_kl_estimate,
 )
 
 F64 = torch.float64
@@ -404,7 +404,10 @@ def test_grpo_loss_info():
     assert info["clip_fraction"] == pytest.approx(2 / 3)  # 2 of 3 valid tokens outside the range
     # Where the clip binds: ratio 1.65 with adv > 0 and ratio 0.61 with adv < 0: both.
     assert info["clip_active_fraction"] == pytest.approx(2 / 3)
-    k3 = lambda x: math.exp(-x) + x - 1  # logp_ref = 0, so log_r = -x
+
+    def k3(x):  # logp_ref = 0, so log_r = -x
+        return math.exp(-x) + x - 1
+
     assert info["kl"] == pytest.approx((k3(0.5) + k3(0.1) + k3(-0.5)) / 3)
     assert set(info) >= {"clip_fraction", "kl", "adv_abs_mean"}
     assert all(isinstance(v, float) for v in info.values())
@@ -444,7 +447,10 @@ def test_grpo_loss_empty_response_contributes_nothing_and_no_nan():
 def test_grpo_loss_padding_never_changes_the_result(seed, loss_agg, kl_kind, garbage):
     logp, logp_old, logp_ref, rewards, mask = _batch(seed=seed % 1000)
     g = torch.Generator().manual_seed(seed)
-    junk = lambda x: torch.where(mask, x, garbage + torch.randn(x.shape, generator=g, dtype=F64))
+
+    def junk(x):
+        return torch.where(mask, x, garbage + torch.randn(x.shape, generator=g, dtype=F64))
+
     results = []
     for tensors in ((logp, logp_old, logp_ref), (junk(logp), junk(logp_old), junk(logp_ref))):
         lp = tensors[0].clone().requires_grad_(True)

@@ -15,10 +15,10 @@ import torch
 from course_lib.grpo import group_advantages
 from course_lib.models import SortingPolicy
 from course_lib.policy_gradient import reinforce_loss
-from course_lib.trainers.pg_trainer import PGConfig
 from course_lib.tasks import sorting_prompts
 from course_lib.trainers import GRPOTrainer, GRPOTrainerConfig
 from course_lib.trainers.grpo_trainer import GRPOHistory
+from course_lib.trainers.pg_trainer import PGConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = sorting_prompts()  # (B=3, T=3), V = 5

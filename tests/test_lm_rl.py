@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from course_lib import lm_rl
-from course_lib.lectures import capstone
 from course_lib.grpo import grpo_loss
+from course_lib.lectures import capstone
 from course_lib.policy_gradient import gather_log_probs
 from course_lib.tiny_lm import TinyLM, TinyLMConfig, ValueModel
 

@@ -3,10 +3,9 @@
 import pytest
 import torch
 
-from course_lib.lectures import pitfalls
-from course_lib.lectures import variance
 from course_lib.baselines import gradient_variance
 from course_lib.gae import compute_gae
+from course_lib.lectures import pitfalls, variance
 
 
 def test_inverted_ratio_reverses_the_gradient_at_ratio_one():

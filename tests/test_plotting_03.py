@@ -3,7 +3,6 @@ plot_baseline_variance and baseline_variance_widget, without a browser."""
 
 from __future__ import annotations
 
-
 import ipywidgets
 import matplotlib
 import pytest

@@ -12,8 +12,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after choosing the backend
 
 from course_lib.plotting import plot_ppo_clip, plot_ppo_diagnostics, plot_ppo_runs, ppo_clip_curves
-from course_lib.trainers.ppo_trainer import PPOHistory
 from course_lib.plotting.widgets import SliderPlot, ppo_clip_widget
+from course_lib.trainers.ppo_trainer import PPOHistory
 
 
 @pytest.fixture(autouse=True)

@@ -13,8 +13,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after choosing the backend
 
 from course_lib import plotting
-from course_lib.trainers.grpo_trainer import GRPOHistory
 from course_lib.plotting.widgets import SliderPlot, grpo_group_widget
+from course_lib.trainers.grpo_trainer import GRPOHistory
 
 
 @pytest.fixture(autouse=True)

@@ -9,8 +9,8 @@ from matplotlib.figure import Figure
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after choosing the backend
 
-from course_lib.lectures import memory
 from course_lib import plotting
+from course_lib.lectures import memory
 from course_lib.lectures.sweep import load_sweep
 from course_lib.plotting.widgets import SliderPlot, sweep_widget
 

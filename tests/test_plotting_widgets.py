@@ -17,10 +17,11 @@ import ipywidgets
 import matplotlib
 import numpy as np
 import pytest
-from PIL import Image
 from matplotlib.figure import Figure
-from course_lib.authoring.notebook_client import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
+from PIL import Image
+
+from course_lib.authoring.notebook_client import NotebookClient
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after choosing the backend

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_lib import gae, ppo
+from course_lib.checks import ppo as ppo_checks
 from course_lib.ppo import (
     PPOConfig,
     PPOLoss,
@@ -18,7 +19,6 @@ from course_lib.ppo import (
     explained_variance,
     value_loss,
 )
-from course_lib.checks import ppo as ppo_checks
 
 
 def _leaf(values, dtype=torch.float64):
@@ -349,7 +349,7 @@ def test_ppo_config_defaults_and_docstrings():
     assert (config.gamma, config.lam) == (0.99, 0.95)
     source = open(ppo.__file__).read()
     for field in dataclasses.fields(PPOConfig):  # one docstring line under every field
-        line = next(l for l in source.splitlines() if l.strip().startswith(f"{field.name}:"))
+        line = next(row for row in source.splitlines() if row.strip().startswith(f"{field.name}:"))
         following = source.splitlines()[source.splitlines().index(line) + 1].strip()
         assert following.startswith('"""'), field.name
 

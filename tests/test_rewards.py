@@ -4,7 +4,7 @@ import re
 
 import pytest
 import torch
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_lib.checks.rewards import check_math_answer_reward, check_sort_inclusion_ordering_reward
@@ -58,8 +58,8 @@ def test_more_hand_values():
         1 + 2,  # [2, 2, 2]: only prompt token 2 appears -> 1; 2<=2, 2<=2 -> 2
         0 + 1,  # [4, 3, 4]: no prompt token appears -> 0; 4<=3 no, 3<=4 yes -> 1
         3 + 0,  # [2, 1, 0]: all three appear -> 3; 2<=1 no, 1<=0 no -> 0
-        3
-        + 1,  # prompt [2, 2, 1]: 2 yes, 2 yes, 1 yes -> 3 (a repeated prompt token counts twice); 1<=2 yes, 2<=1 no -> 1
+        # prompt [2, 2, 1]: 2 yes, 2 yes, 1 yes -> 3 (a repeated prompt token counts twice); 1<=2 yes, 2<=1 no -> 1
+        3 + 1,
         3 + 2,  # the sorted answer to [3, 2, 4]: 3 + 2 = 5, the maximum 2T - 1
     ]
     assert sort_inclusion_ordering_reward(prompts, responses).tolist() == expected

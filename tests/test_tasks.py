@@ -168,7 +168,7 @@ def test_arithmetic_problem_is_a_named_pair():
 
 
 def test_arithmetic_answers_score_with_the_math_reward():
-    for question, answer in arithmetic_problems(10, seed=1):
+    for _question, answer in arithmetic_problems(10, seed=1):
         assert math_answer_reward(f"Let me work it out. The answer is {answer}.", answer) == 1.0
 
 

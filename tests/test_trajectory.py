@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from course_lib.lectures import trajectory
 from course_lib.baselines import gradient_variance
+from course_lib.lectures import trajectory
 
 
 def test_exact_gradient_matches_autograd():

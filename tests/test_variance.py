@@ -1,4 +1,4 @@
-"""Tests for course_lib.lectures.variance: per-sample gradients, the bandit, optimal and learned baselines, group baselines."""
+"""Tests for course_lib.lectures.variance: per-sample gradients, the bandit, optimal, learned and group baselines."""
 
 import math
 
@@ -9,8 +9,8 @@ from einops import repeat
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib.lectures import variance
 from course_lib.baselines import gradient_variance
+from course_lib.lectures import variance
 from course_lib.lectures.variance import (
     ContextualBandit,
     bandit_exact_gradient,

@@ -13,10 +13,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib.lectures import warmup
-from course_lib.gae import compute_gae
 from course_lib.checks import warmup as warmup_checks
 from course_lib.checks.warmup import check_discounted_return, check_reward_to_go
+from course_lib.gae import compute_gae
 from course_lib.lectures.warmup import discounted_return, reward_to_go
 
 ROOT = Path(__file__).resolve().parent.parent

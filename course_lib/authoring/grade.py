@@ -58,8 +58,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from course_lib.authoring.grading.canonical import load_solutions
-from course_lib.authoring.grading.report import COLUMNS, append_rows, read_rows, summary_markdown, write_log
 from course_lib.authoring.grading.nbval_report import NAMESPACES
+from course_lib.authoring.grading.report import COLUMNS, append_rows, read_rows, summary_markdown, write_log
 from course_lib.authoring.grading.runner import Sandbox, child_env
 from course_lib.authoring.grading.submissions import find_submissions, student_name
 from course_lib.authoring.grading.verdict import Graded, Options, grade_submission

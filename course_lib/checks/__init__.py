@@ -48,13 +48,13 @@ import torch
 from course_lib.checks import recording
 from course_lib.checks.compare import (
     _cast,
+    _compare,
     _default_outputs,
     _equal,
     _fail,
     _label,
     _Others,
     _Outcome,
-    _compare,
     _run,
     _run_student,
 )

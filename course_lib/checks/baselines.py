@@ -7,8 +7,9 @@ imports its checks, so the file a student opens is the maths alone.
 from __future__ import annotations
 
 import torch
-from course_lib.checks import Case, Mistake, check_against_reference
+
 from course_lib.baselines import MODES, compute_deltas, gradient_variance
+from course_lib.checks import Case, Mistake, check_against_reference
 
 
 def check_compute_deltas(fn) -> bool:

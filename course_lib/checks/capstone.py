@@ -21,9 +21,9 @@ from einops import rearrange, repeat
 
 from course_lib.checks import Case, Mistake, check_against_reference, forget_pass, record_pass, recording, scalar_reply
 from course_lib.grpo import grpo_loss
-from course_lib.rewards import addition_exact_reward
 from course_lib.lectures.capstone import grpo_step
 from course_lib.lm_rl import completion_mask, token_logps
+from course_lib.rewards import addition_exact_reward
 from course_lib.tiny_lm import TinyLM, TinyLMConfig
 
 # ---------------------------------------------------------------------------

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 # The mark sits on the function object itself, not in a table of this module: grading imports course_lib
 # afresh at the top of every check cell, and a table would forget the earlier cells' passes.
 _MARK = "_course_lib_check_passed"

@@ -7,6 +7,7 @@ imports its checks, so the file a student opens is the maths alone.
 from __future__ import annotations
 
 import torch
+
 from course_lib.checks import Case, Mistake, check_against_reference, forget_pass, record_pass, recording
 from course_lib.gae import compute_gae, discounted_returns, gae_table_episode, td_residuals
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import torch
 
-from course_lib.checks.baselines import _std
 from course_lib.checks import Case, Mistake, check_against_reference
+from course_lib.checks.baselines import _std
 from course_lib.checks.kl import check_kl_estimate  # noqa: F401 (chapter 06's notebook imports it from here)
 from course_lib.grpo import (
     LOSS_AGG_MODES,
     aggregate_loss,
-    grpo_loss,
     group_advantages,
+    grpo_loss,
     kl_estimate,
     masked_mean,
 )

@@ -7,11 +7,12 @@ imports its checks, so the file a student opens is the maths alone.
 from __future__ import annotations
 
 import math
+
 import torch
-from course_lib.policy_gradient import expected_reward_gradient
+
 from course_lib.checks import Case, Mistake, check_against_reference, forget_pass, record_pass, recording
 from course_lib.lectures.mc_gradient import mc_gradient_std, mc_policy_gradient
-
+from course_lib.policy_gradient import expected_reward_gradient
 
 _SAMPLING = "torch.multinomial(torch.softmax(logits, dim=-1), n_samples, replacement=True, generator=generator)"
 

@@ -7,7 +7,9 @@ imports its checks, so the file a student opens is the maths alone.
 from __future__ import annotations
 
 from typing import Any, Mapping
+
 import torch
+
 from course_lib.checks import Case, Mistake, check_against_reference
 from course_lib.lectures.memory import ACCOUNT_KEYS, DTYPE_BYTES, memory_accounting
 

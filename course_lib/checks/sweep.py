@@ -7,6 +7,7 @@ imports its checks, so the file a student opens is the maths alone.
 from __future__ import annotations
 
 import torch
+
 from course_lib.checks import Case, Mistake, check_against_reference
 from course_lib.lectures.sweep import read_sweep
 

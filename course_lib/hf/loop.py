@@ -92,7 +92,8 @@ class HFGRPOConfig:
 
 @dataclass
 class HFGRPOHistory:
-    """One entry per step; ``course_lib.plotting.plot_sorting_curves`` draws ``mean_reward``, ``kl``, ``clip_fraction``."""
+    """One entry per step; ``course_lib.plotting.plot_sorting_curves`` draws ``mean_reward``, ``kl`` and
+    ``clip_fraction``."""
 
     mean_reward: list = field(default_factory=list)
     loss: list = field(default_factory=list)
@@ -170,7 +171,7 @@ def check_tokenizer(tokenizer) -> None:
 
 def context_length(model) -> int:
     """The longest sequence the model was built for (``max_position_embeddings``)."""
-    return int(getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions"))
+    return int(getattr(model.config, "max_position_embeddings", None) or model.config.n_positions)
 
 
 def check_prompt_lengths(prompts: list[str], tokenizer, model, max_new_tokens: int, name: str = "problems") -> None:

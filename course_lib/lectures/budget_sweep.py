@@ -88,7 +88,10 @@ def run_budget_sweep(
 
 
 def load_budget_sweep() -> dict:
-    """The precomputed results of ``benchmarks/sweep_07_budget.py`` (``course_lib/lectures/data/sweep_07_budget.json``)."""
+    """The precomputed results of ``benchmarks/sweep_07_budget.py``.
+
+    They are stored in ``course_lib/lectures/data/sweep_07_budget.json``.
+    """
     import json
     from importlib import resources
 

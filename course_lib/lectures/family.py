@@ -19,7 +19,6 @@ import math
 
 import torch
 
-from course_lib import lm_rl
 from course_lib.lectures import capstone
 
 # ---------------------------------------------------------------------------
@@ -88,7 +87,9 @@ VARIANTS: dict[str, dict] = {
     "CISPO": {
         "switches": {"policy_loss": "cispo", "clip_eps_high": 4.0, "loss_agg": "token-mean"},
         "paper": "MiniMax 2025, MiniMax-M1 (arXiv 2506.13585), section 3.1",
-        "changes": "-sg(min(ratio, 5)) A_t log pi(o_t): the weight clipped and detached, every token keeps its gradient",
+        "changes": (
+            "-sg(min(ratio, 5)) A_t log pi(o_t): the weight clipped and detached, every token keeps its gradient"
+        ),
     },
     "GMPO": {
         "switches": {"policy_loss": "gmpo", "clip_eps": 0.4},

@@ -24,12 +24,11 @@ import dataclasses
 import numpy as np
 import torch
 
-from course_lib import _validate
+from course_lib import _validate, lm_rl
 from course_lib._threads import one_thread
 from course_lib.grpo import LOSS_AGG_MODES
 from course_lib.lectures.capstone import sft
 from course_lib.tasks_reasoning import STYLES, ScratchpadAdditionTask
-from course_lib import lm_rl
 from course_lib.tiny_lm import TinyLM, TinyLMConfig
 
 # ---------------------------------------------------------------------------

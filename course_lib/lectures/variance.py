@@ -11,8 +11,8 @@ minimises it, in the order chapter 03 teaches:
 
 1. **Per-sample gradients** (:func:`per_sample_grads`): row ``i`` is
    ``grad log pi(a_i | s_i)``, a row of the Jacobian of the vector of log-probs.
-2. **A contextual bandit** (:class:`~course_lib.lectures.bandits.ContextualBandit`, in ``bandits.py``): ``S`` states (prompts),
-   ``K`` actions (responses), a reward table, and a tabular softmax policy whose
+2. **A contextual bandit** (:class:`~course_lib.lectures.bandits.ContextualBandit`, in ``bandits.py``): ``S``
+   states (prompts), ``K`` actions (responses), a reward table, and a tabular softmax policy whose
    ``S * K`` logits are the parameters. Small enough to enumerate, so every
    expectation has an exact value to check samples against. Its score function
    is known in closed form (:func:`bandit_scores`).
@@ -54,8 +54,7 @@ import torch
 
 from course_lib import _validate
 from course_lib._threads import one_thread
-from course_lib.policy_gradient import expected_reward_gradient
-from course_lib.lectures.bandits import (  # the test bed; re-exported so chapter 03 needs one import
+from course_lib.lectures.bandits import (  # noqa: F401 (the test bed, re-exported: chapter 03 needs one import)
     ContextualBandit,
     _require_ids,
     _require_logits,
@@ -69,6 +68,7 @@ from course_lib.lectures.bandits import (  # the test bed; re-exported so chapte
     sample_groups,
     two_state_bandit,
 )
+from course_lib.policy_gradient import expected_reward_gradient
 
 BASELINES = ("none", "group_mean", "leave_one_out", "value", "optimal")
 BASELINE_LABELS = {

@@ -31,15 +31,16 @@ from course_lib.plotting.base import (  # noqa: F401
     plot_discount_weights,
     update_discount_weights,
 )
-from course_lib.plotting.policy_gradient import (  # noqa: F401
-    plot_mc_gradient_error,
-    plot_mc_gradient_estimate,
-    plot_pg_reward_curves,
-)
 from course_lib.plotting.baselines import (  # noqa: F401
     plot_baseline_variance,
     plot_baseline_variances,
     plot_reward_curves_by_mode,
+)
+from course_lib.plotting.compare import (  # noqa: F401
+    plot_budget_curves,
+    plot_memory_breakdown,
+    plot_sweep,
+    update_sweep,
 )
 from course_lib.plotting.gae import (  # noqa: F401
     plot_bias_variance,
@@ -48,13 +49,6 @@ from course_lib.plotting.gae import (  # noqa: F401
     plot_token_gae,
     plot_truncation_errors,
     update_gae_on_chain,
-)
-from course_lib.plotting.ppo import (  # noqa: F401
-    plot_ppo_clip,
-    plot_ppo_diagnostics,
-    plot_ppo_runs,
-    ppo_clip_curves,
-    update_ppo_clip,
 )
 from course_lib.plotting.grpo import (  # noqa: F401
     group_signal_curves,
@@ -65,11 +59,17 @@ from course_lib.plotting.grpo import (  # noqa: F401
     plot_token_weights,
     token_gradient_weights,
 )
-from course_lib.plotting.compare import (  # noqa: F401
-    plot_budget_curves,
-    plot_memory_breakdown,
-    plot_sweep,
-    update_sweep,
+from course_lib.plotting.policy_gradient import (  # noqa: F401
+    plot_mc_gradient_error,
+    plot_mc_gradient_estimate,
+    plot_pg_reward_curves,
+)
+from course_lib.plotting.ppo import (  # noqa: F401
+    plot_ppo_clip,
+    plot_ppo_diagnostics,
+    plot_ppo_runs,
+    ppo_clip_curves,
+    update_ppo_clip,
 )
 from course_lib.plotting.scaling import (  # noqa: F401
     plot_step_rewards,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-
 _MEMORY_PARTS = {  # part -> (colour, legend)
     "actor": ("tab:blue", "actor (weights + grads)"),
     "critic": ("tab:red", "critic (weights + grads)"),
@@ -54,7 +53,7 @@ def plot_memory_breakdown(tables: dict, title: str = "Memory of one training ste
     scale, unit = _bytes_unit(max(sum(v.values()) for v in parts.values()))
     fig, ax = plt.subplots(figsize=(8.0, 0.7 * len(parts) + 1.9))
     drawn = set()
-    for y, (label, values) in enumerate(parts.items()):
+    for y, values in enumerate(parts.values()):
         left = 0.0
         for name, (color, legend) in _MEMORY_PARTS.items():
             width = values.get(name, 0.0) / scale

@@ -7,8 +7,8 @@ import torch
 from matplotlib.figure import Figure
 
 from course_lib import _validate
-from course_lib.plotting.base import FIGSIZE, _curve
 from course_lib._threads import one_thread
+from course_lib.plotting.base import FIGSIZE, _curve
 
 
 def plot_nstep_weights(lam: float = 0.9, horizon: int = 20) -> Figure:

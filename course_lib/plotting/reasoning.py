@@ -64,7 +64,7 @@ def plot_style_curves(histories: list[dict], smooth: int = 3) -> Figure:
     _spread(axes[1], trailing_mean(length, smooth), "C2", "mean")
     axes[1].set(title="mean sampled length (tokens)", xlabel="round")
     for style, color in (("scratchpad", "C0"), ("direct", "C1")):
-        acc = _rows(histories, lambda h: h["style_accuracy"][style], "histories")  # nan where not sampled
+        acc = _rows(histories, lambda h, style=style: h["style_accuracy"][style], "histories")  # nan where not sampled
         with warnings.catch_warnings():  # a round where no seed sampled the style: nan, a gap in the line
             warnings.simplefilter("ignore", RuntimeWarning)
             axes[2].plot(np.nanmean(acc, 0), color=color, lw=1.5, label=style)
@@ -110,7 +110,7 @@ def plot_pass_at_k(before: list[dict], after: list[dict]) -> Figure:
     fig, ax = plt.subplots(figsize=(5.5, 3.4), layout="constrained")
     for curves, color, label in ((before, "C1", "before RL (warm-up)"), (after, "C0", "after RL")):
         ks = sorted(int(k) for k in curves[0])
-        rows = _rows(curves, lambda d: [d[k] if k in d else d[str(k)] for k in ks], "before/after")
+        rows = _rows(curves, lambda d, ks=ks: [d[k] if k in d else d[str(k)] for k in ks], "before/after")
         _spread(ax, rows, color, label, x=ks)
     ax.set_xscale("log", base=2)
     ax.set(title="pass@k on test prompts (64 samples each)", xlabel="k", ylabel="pass@k", ylim=(0, 1.02))

@@ -43,6 +43,16 @@ from course_lib.gae import bootstrap_truncated, compute_gae
 from course_lib.kl import KL_KINDS, kl_estimate
 from course_lib.policy_gradient import gather_log_probs
 from course_lib.ppo import PPOConfig, PPOLoss, clipped_surrogate_loss, entropy_from_logits, explained_variance
+from course_lib.trainers.envs import (  # noqa: F401 (re-exported: chapter 05 imports its trainer and envs from here)
+    GymVectorEnv,
+    SortingEnv,
+    TokenCritic,
+    TokenPolicy,
+    cartpole_models,
+    evaluate_policy,
+    mlp,
+    sorting_ppo_models,
+)
 
 DIAGNOSTICS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 
@@ -436,15 +446,3 @@ class PPOTrainer:
                 record = self.train_step(env)
                 bar.set_postfix(ret=f"{record['mean_return']:.1f}", kl=f"{record['approx_kl']:.4f}")
         return self.history
-
-
-from course_lib.trainers.envs import (
-    GymVectorEnv,
-    SortingEnv,
-    TokenCritic,
-    TokenPolicy,  # noqa: E402, F401
-    cartpole_models,
-    evaluate_policy,
-    mlp,
-    sorting_ppo_models,
-)  # one import serves 05

@@ -6,7 +6,6 @@ check's own mistake catalogue), so the test proves the check catches real code.
 
 import torch
 
-
 # ---------------------------------------------------------------------------
 # compute_gae mutants
 # ---------------------------------------------------------------------------
