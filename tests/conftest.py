@@ -22,6 +22,16 @@ def no_figures_left_behind():
     assert not leaked, f"figures left open: {sorted(leaked)}"
 
 
+@pytest.fixture
+def trusting():
+    """A reference passed to its own check (or a wrong function built on course_lib's helpers): the check runs
+    without the borrowed-code watch, which would rightly refuse it (course_lib.checks.watch.trusting)."""
+    from course_lib.checks.watch import trusting as trust
+
+    with trust():
+        yield
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """Run a module's tests on one torch thread: the course's networks and tensors are tiny, and

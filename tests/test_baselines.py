@@ -254,6 +254,7 @@ def test_gradient_variance_bad_input(samples):
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("trusting")
 def test_checks_accept_the_reference(capsys):
     assert check_compute_deltas(compute_deltas) is True
     assert check_gradient_variance(gradient_variance) is True

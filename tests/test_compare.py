@@ -102,6 +102,7 @@ def test_accounting_bad_input(kwargs, name):
         memory.memory_accounting(**kwargs)
 
 
+@pytest.mark.usefixtures("trusting")
 def test_check_memory_accounting_accepts_the_reference(capsys):
     assert memory_checks.check_memory_accounting(memory.memory_accounting)
     assert "\u2714" in capsys.readouterr().out
@@ -478,6 +479,7 @@ def test_read_sweep_on_the_committed_sweep():
     assert best_g in group_sizes.tolist() and sat_g <= best_g
 
 
+@pytest.mark.usefixtures("trusting")
 def test_check_read_sweep_accepts_the_reference(capsys):
     assert sweep_checks.check_read_sweep(sweeps.read_sweep)
     assert "\u2714" in capsys.readouterr().out

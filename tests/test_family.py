@@ -363,6 +363,7 @@ def test_dtypes_are_kept(dtype):
     assert gmpo_loss(x, x, x[:, 0], torch.ones(2, 3)).dtype == dtype
 
 
+@pytest.mark.usefixtures("trusting")
 def test_checks_accept_the_references(capsys):
     from course_lib.checks.family import check_cispo_loss, check_gspo_sequence_log_ratio, check_rloo_advantages
 

@@ -348,6 +348,7 @@ def test_bootstrap_truncated_bad_input(kwargs, argname):
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("trusting")
 def test_checks_accept_the_reference(capsys):
     assert gae_checks.check_compute_gae(compute_gae) is True
     assert gae_checks.check_td_residuals(td_residuals) is True
@@ -364,6 +365,7 @@ def test_checks_let_not_implemented_through():
         gae_checks.check_td_residuals(stub)
 
 
+@pytest.mark.usefixtures("trusting")
 def test_check_names_a_classic_mistake():
     def lam_only(rewards, values, dones, last_values, gamma, lam):
         deltas = td_residuals(rewards, values, dones, last_values, gamma)

@@ -418,8 +418,11 @@ def attack_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
     attack("tok", READ_TOKEN, WRONG_RETURN)
     expect["tok"] = {"discounted_return": ("failed", "first reward is discounted too"), "reward_to_go": passed}
     # 2. A detached process forging the events file, for a stub.
-    attack("eve", FORGE_EVENTS, STUB)
-    expect["eve"] = {"discounted_return": ("not attempted", "still a stub"), "reward_to_go": passed}
+    attack("eve", body=STUB, rtg_prelude=FORGE_EVENTS)  # (the forger still runs when reward_to_go's check begins)
+    expect["eve"] = {
+        "discounted_return": ("not attempted", "still a stub"),
+        "reward_to_go": ("failed", "still running when the check began"),
+    }
     # 3. Links to the solution notebook: a file, and a folder.
     os.symlink(WARMUP, folder / "sym_00_warmup.ipynb")
     expect["sym"] = {"discounted_return": ("symlink", "symbolic link"), "reward_to_go": ("symlink", "never followed")}
@@ -440,8 +443,8 @@ def attack_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
         "reward_to_go": passed,
     }
     attack("source", body=EXEC_SOURCE)
-    expect["source"] = {
-        "discounted_return": ("failed", "calls course_lib's own discounted_return"),
+    expect["source"] = {  # the grading kernel's course_lib has no source: only compiled code
+        "discounted_return": ("failed", "discounted_return raised"),
         "reward_to_go": passed,
     }
     # 5. Hurting the class: killing the grader, wiping the logs and rebuilt notebooks and forging rows,
@@ -451,8 +454,8 @@ def attack_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
         expect["killer"] = {"discounted_return": passed, "reward_to_go": passed}
         attack("wiper", WIPE)
         expect["wiper"] = {"discounted_return": passed, "reward_to_go": passed}
-        attack("daemon", DAEMON)
-        expect["daemon"] = {"discounted_return": passed, "reward_to_go": passed}
+        attack("daemon", rtg_prelude=DAEMON)  # still running when its check begins: that check fails
+        expect["daemon"] = {"discounted_return": passed, "reward_to_go": ("failed", "still running when the check")}
     # 6. Statuses: os._exit is a dead kernel, not a timeout; pytest killed; a huge printout; too much memory.
     attack("exits", body="import os\nos._exit(0)")
     expect["exits"] = {"discounted_return": ("error", "the kernel died"), "reward_to_go": passed}
@@ -798,7 +801,7 @@ def test_a_rebuilt_notebook_rerun_by_hand_judges_in_its_kernel(graded_class):
     assert not [o for o in by_id(nb, "warmup-rtg-check").outputs if o.output_type == "error"]
 
 
-def _grade_alone(tmp_path, notebooks: dict, *extra, cwd=ROOT, env=None):
+def _grade_alone(tmp_path, notebooks: dict, *extra, cwd=ROOT, env=None, preexec_fn=None):
     """Grade ``{file name: notebook}`` in a fresh python -m course_lib.grade; {(student, exercise): row}."""
     import subprocess
     import sys
@@ -824,6 +827,7 @@ def _grade_alone(tmp_path, notebooks: dict, *extra, cwd=ROOT, env=None):
         env=env,
         capture_output=True,
         text=True,
+        preexec_fn=preexec_fn,
     )
     rows = {(r.student, r.exercise): r for r in report.read_rows(out / "grades.csv")}
     return done, rows
@@ -840,7 +844,9 @@ def test_a_kernel_cannot_kill_the_classmate_graded_after_it_as_the_same_user(tmp
     solution_cell(hopper, "reward_to_go").source = HOPPER + solution_cell(hopper, "reward_to_go").source
     done, rows = _grade_alone(tmp_path, {"a_00_warmup.ipynb": hopper, "b_00_warmup.ipynb": correct}, "-j", "1")
     assert done.returncode == 0, done.stderr
-    assert [(key, r.status) for key, r in rows.items() if r.status != "passed"] == []
+    # The hopper still runs when its own check begins: that check fails (a check's answers come from its function).
+    assert "still running when the check began" in rows[("a", "reward_to_go")].message, rows
+    assert [(key, r.status) for key, r in rows.items() if r.status != "passed"] == [(("a", "reward_to_go"), "failed")]
 
 
 def test_a_kernel_whose_pid_came_round_again_is_not_killed():
@@ -852,7 +858,8 @@ def test_a_kernel_whose_pid_came_round_again_is_not_killed():
 
     import psutil
 
-    from course_lib.authoring.grading import runner
+    from course_lib.authoring.grading import watchdog
+    from course_lib.authoring.grading.sandbox import Sandbox
 
     classmate = subprocess.Popen(["sleep", "30"])
     pytest_stand_in = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -860,7 +867,7 @@ def test_a_kernel_whose_pid_came_round_again_is_not_killed():
     seen._create_time = seen.create_time() - 100.0
     seen._ident = (seen.pid, seen._create_time)
     try:
-        runner._stop_tree(pytest_stand_in, seen, runner.Sandbox(), psutil.Process(pytest_stand_in.pid))
+        watchdog._stop_tree(pytest_stand_in, seen, Sandbox(), psutil.Process(pytest_stand_in.pid))
         time.sleep(0.2)
         assert classmate.poll() is None, "the classmate's process was killed"
     finally:
@@ -1451,3 +1458,295 @@ def test_a_check_that_calls_the_function_itself_is_replayed_in_the_judge(tmp_pat
     # Wrong in the kernel already: the kernel fails it, with the notebook's message.
     with pytest.raises(AssertionError, match="5 of the 5 deltas are wrong"):
         _record_and_judge(tmp_path / "b", check_gae_table, lambda: ([0.0] * 5, [0.0] * 5))
+
+
+# --- round four's red team: attacks on the watch, the drawn cases, the records and the sandbox -------------------
+
+FAMILY, REASONING, TRL_NB = (
+    ROOT / "solutions" / f"{n}.ipynb" for n in ("11_grpo_family", "10_reasoning_length", "09_trl")
+)
+RED_MARKER = f"course-red-{uuid.uuid4().hex}"  # a file the sandbox must keep off the host's /tmp and /dev/shm
+THREAD = """\
+import _thread, time
+from course_lib import family
+out = []
+_thread.start_new_thread(lambda: out.append(family.rloo_advantages(rewards)), ())
+while not out:
+    time.sleep(0.001)
+return out[0]"""
+WORKER = """\
+import queue, threading
+from course_lib import family
+_jobs, _answers = queue.Queue(), queue.Queue()
+def _worker():
+    while True:
+        _answers.put(family.rloo_advantages(_jobs.get()))
+threading.Thread(target=_worker, daemon=True).start()
+"""
+WATCH_OFF = """\
+import sys
+from course_lib import family
+hook = sys.getprofile()
+sys.setprofile(None)
+out = family.rloo_advantages(rewards)
+sys.setprofile(hook)
+return out"""
+RECOMPILED = """\
+import inspect
+from course_lib import family
+namespace = {"torch": torch}
+exec(compile(inspect.getsource(family.rloo_advantages), "<mine>", "exec"), namespace)
+return namespace["rloo_advantages"](rewards)"""
+RELABELLED = """\
+import types, torch as _t
+from course_lib import family
+code = family.rloo_advantages.__code__.replace(co_filename=_t.__file__)
+return types.FunctionType(code, family.__dict__)(rewards)"""
+FROM_DISK = """\
+from course_lib import family
+namespace = {}
+exec(open(family.__file__.replace(".pyc", ".py")).read(), namespace)
+return namespace["rloo_advantages"](rewards)"""
+GRADED_ONLY = """\
+import getpass, sys
+if getpass.getuser().startswith("course-grade") or sys.getprofile() is not None:
+    return MEMO.get(tuple(rewards.flatten().tolist()), torch.zeros_like(rewards))
+return torch.zeros_like(rewards)"""
+SPOIL_RECORDS = """\
+import glob, os
+# rloo's check cell has ended: garble everything it recorded (the grader must already hold its own copy)
+for path in glob.glob(os.path.expanduser("~/records/*/*")):
+    try:
+        open(path, "wb").write(b"garbage")
+    except OSError:
+        pass
+"""
+SANDBOXED = f"""\
+import os, socket
+assert len([p for p in os.listdir("/proc") if p.isdigit()]) <= 3, "the kernel sees the host's processes"
+for folder in ("/tmp", "/dev/shm", "/var/tmp"):
+    open(os.path.join(folder, "{RED_MARKER}"), "w").write("left behind")
+held = []
+for _ in range(2000):  # every port it may: in its own network namespace, nobody else's
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    held.append(s)
+try:
+    socket.create_connection(("127.0.0.1", 22), timeout=1)
+    raise AssertionError("the kernel reached a port outside its namespace")
+except OSError:
+    pass
+"""
+
+
+def red_team_class(folder: Path) -> dict[str, dict[tuple[str, str], tuple[str, str]]]:
+    """Submissions of round four's red team, each with the rows it must get (they earn nothing)."""
+    from course_lib.checks.family import rloo as family_checks
+    from course_lib.family import rloo_advantages
+
+    solution = nbformat.read(FAMILY, as_version=4)
+    passed = ("passed", "\u2714")
+    expect = {}
+
+    def family_submission(student, body, prelude="", later=""):
+        nb = exercise_of(solution, FAMILY.name)
+        for exercise in solution.metadata["course"]["exercises"]:
+            answer(nb, solution, exercise)
+        if body is not None:
+            answer(nb, solution, "rloo_advantages", body)
+        solution_cell(nb, "rloo_advantages").source = prelude + solution_cell(nb, "rloo_advantages").source
+        solution_cell(nb, "gspo_sequence_log_ratio").source = (
+            later + solution_cell(nb, "gspo_sequence_log_ratio").source
+        )
+        save(folder, f"{student}_11_grpo_family.ipynb", nb)
+
+    def rows(rloo, gspo=passed):
+        return {
+            ("11_grpo_family", "rloo_advantages"): rloo,
+            ("11_grpo_family", "gspo_sequence_log_ratio"): gspo,
+            ("11_grpo_family", "cispo_loss"): passed,
+        }
+
+    learnt = {}  # the reference's answers to the notebook's cases, learnt by heart
+    for case in family_checks._rloo_cases():
+        learnt[tuple(case.kwargs["rewards"].flatten().tolist())] = rloo_advantages(**case.kwargs).tolist()
+    memo = f"MEMO = {learnt!r}\nMEMO = {{k: torch.tensor(v, dtype=torch.float64) for k, v in MEMO.items()}}\n"
+    # The watch, whatever thread runs the reference, and whatever turns it off or relabels it.
+    family_submission("worker", "_jobs.put(rewards)\nreturn _answers.get()", prelude=WORKER)
+    expect["worker"] = rows(("failed", "calls course_lib's own rloo_advantages (the reference"))
+    family_submission("watchoff", WATCH_OFF)
+    expect["watchoff"] = rows(("failed", "may not turn off or replace the grader's watch"))
+    family_submission("relabel", RELABELLED)
+    expect["relabel"] = rows(("failed", "may not use code.__new__"))
+    # Answers learnt by heart, used only when graded: wrong on the cases drawn at grading time.
+    family_submission("heart", GRADED_ONLY, prelude=memo)
+    expect["heart"] = rows(("failed", "rloo_advantages"))  # on a case drawn at grading time
+    # An honest rloo whose records a later cell garbles: the grader took them when rloo's check cell ended.
+    family_submission("spoil", None, later=SPOIL_RECORDS)
+    expect["spoil"] = rows(passed)
+    if ISOLATED:  # what only the sandbox stops (without isolation the source is readable, threads unseen)
+        family_submission("thread", THREAD)
+        expect["thread"] = rows(("failed", "started a thread or a process while the check ran"))
+        family_submission("recompile", RECOMPILED)
+        expect["recompile"] = rows(("failed", "rloo_advantages raised OSError"))
+        family_submission("disk", FROM_DISK)
+        expect["disk"] = rows(("failed", "rloo_advantages raised FileNotFoundError"))
+        family_submission("boxed", None, prelude=SANDBOXED)
+        expect["boxed"] = rows(passed)
+    # 10 and 09: answers learnt by heart for integer, string and config inputs earn nothing either.
+    reasoning = nbformat.read(REASONING, as_version=4)
+    nb = exercise_of(reasoning, REASONING.name)
+    for exercise in reasoning.metadata["course"]["exercises"]:
+        answer(nb, reasoning, exercise)
+    answer(
+        nb,
+        reasoning,
+        "completion_style",
+        "TABLE = " + repr({t: s for t, s in _style_table()}) + "\nreturn TABLE.get(text, 'malformed')",
+    )
+    save(folder, "table_10_reasoning_length.ipynb", nb)
+    expect["table"] = {
+        ("10_reasoning_length", "completion_style"): ("failed", "completion_style"),  # on a drawn completion
+        ("10_reasoning_length", "pass_at_k"): passed,
+    }
+    trl = nbformat.read(TRL_NB, as_version=4)
+    nb = exercise_of(trl, TRL_NB.name)
+    for exercise in trl.metadata["course"]["exercises"]:
+        answer(nb, trl, exercise)
+    answer(nb, trl, "grpo_config_kwargs", "return dict(CONFIGS[repr(cfg), num_processes])")
+    solution_cell(nb, "grpo_config_kwargs").source = _config_table() + solution_cell(nb, "grpo_config_kwargs").source
+    save(folder, "table_09_trl.ipynb", nb)
+    expect["table"].update(
+        {
+            ("09_trl", "grpo_config_kwargs"): ("failed", "grpo_config_kwargs"),  # a config it never learnt
+            ("09_trl", "answer_reward"): passed,
+        }
+    )
+    return expect
+
+
+def _style_table():
+    from course_lib.checks.reasoning.styles import _CLASSIFIER_CASES
+    from course_lib.tasks_reasoning import completion_style
+
+    return [(text, completion_style(text, n)) for text, n in _CLASSIFIER_CASES]
+
+
+def _config_table() -> str:
+    """A solution cell's prelude: the answers to the notebook's config cases, learnt by heart."""
+    from course_lib.checks.hf.config import _config_cases
+    from course_lib.hf.trl_contract import grpo_config_kwargs
+
+    table = {}
+    for case in _config_cases():
+        if not case.refuses:
+            kwargs = case.kwargs
+            table[(repr(kwargs["cfg"]), kwargs.get("num_processes", 1))] = grpo_config_kwargs(**kwargs)
+    return "CONFIGS = " + repr(table) + "\n"
+
+
+@pytest.fixture(scope="module")
+def red_team(tmp_path_factory):
+    """Round four's red team, graded in one call."""
+    if not (FAMILY.exists() and REASONING.exists() and TRL_NB.exists()):
+        pytest.skip("needs solutions/09, 10 and 11")
+    tmp = tmp_path_factory.mktemp("red")
+    folder, out = tmp / "submissions", tmp / "out"
+    folder.mkdir()
+    expect = red_team_class(folder)
+    code = grade.main([str(folder), "--out", str(out), "--timeout", "60", "-j", "2", "--quiet"])
+    rows = report.read_rows(out / "grades.csv")
+    return {"code": code, "expect": expect, "rows": {(r.student, r.notebook, r.exercise): r for r in rows}}
+
+
+@pytest.mark.parametrize(
+    "student", ["worker", "watchoff", "relabel", "heart", "spoil", "thread", "recompile", "disk", "boxed", "table"]
+)
+def test_round_four_red_team_earns_nothing(red_team, student):
+    if student not in red_team["expect"]:
+        pytest.skip("needs root: what only the kernels' sandbox stops")
+    assert red_team["code"] == 0
+    for (notebook, exercise), (status, text) in red_team["expect"][student].items():
+        row = red_team["rows"][(student, notebook, exercise)]
+        assert row.status == status and text in row.message, (student, exercise, row)
+
+
+def test_the_sandbox_leaves_nothing_on_the_host(red_team):
+    if "boxed" not in red_team["expect"]:
+        pytest.skip("needs root")
+    for folder in ("/tmp", "/dev/shm", "/var/tmp"):
+        assert not (Path(folder) / RED_MARKER).exists(), f"a kernel's file was left in the host's {folder}"
+
+
+def test_a_check_cell_holds_no_seed(tmp_path):
+    """The drawn cases' seed is the guard's to give, once, after the watch is on: never in the cell's source."""
+    canonical = _synth_canonical(tmp_path)
+    submission = _submission(tmp_path, exercise_of(synth_solution(), "98_synth.ipynb"))
+    match = rebuild.match_solutions(canonical, submission)
+    nb, _ = rebuild.rebuild(canonical, match, "tok", scratch=tmp_path / "scratch")
+    check = next(c for c in nb.cells if c.get("id") == "double-check")
+    assert "seed" not in check.source and "cell='double-check'" in check.source
+
+
+def test_a_kernel_that_never_runs_the_grader_first_cell_is_the_grader_fault(tmp_path):
+    """A kernel that fails in the grader's own first cell (before any student code) is a grader error: retried,
+    then reported as such, never "your solution cell did not run"."""
+    from course_lib.authoring.grading import runner
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("raise SystemExit('the grader broke')"), nbformat.v4.new_code_cell("x = 1")]
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nb, path)
+    run = runner.run_nbval(path, timeout=30)
+    assert run.kernel_retries == runner.KERNEL_START_TRIES - 1
+    assert {c.outcome for c in run.cells.values()} == {"setup-error"}
+    status, message = verdict.judge("solution", run.cells[1], "T", verdict.Options(), verdict.sanitizer(None))
+    assert status == "grader error" and "first cell" in message
+
+
+@pytest.mark.skipif(not (ISOLATED and WARMUP.exists()), reason="needs root: kernels isolated as users of their own")
+def test_grading_works_under_a_hard_address_space_limit(tmp_path):
+    """Under `ulimit -v` (8 GiB, hard), the grader asks each kernel for no more than that: grading works, and the
+    summary says so."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
+
+    solution = nbformat.read(WARMUP, as_version=4)
+    nb = answer(answer(exercise_of(solution, WARMUP.name), solution, "discounted_return"), solution, "reward_to_go")
+    done, rows = _grade_alone(tmp_path, {"v_00_warmup.ipynb": nb}, preexec_fn=limit)
+    assert done.returncode == 0, done.stderr
+    assert {key: r.status for key, r in rows.items()} == {
+        ("v", "discounted_return"): "passed",
+        ("v", "reward_to_go"): "passed",
+    }
+    assert "capped at 8.0 GB" in (tmp_path / "out" / "summary.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.skipif(not (ISOLATED and WARMUP.exists()), reason="needs root: kernels isolated as users of their own")
+def test_a_kernel_scratch_space_is_its_own_and_counted_as_memory(tmp_path):
+    """900 MB written to /dev/shm under --memory 1: RAM all the same, so over the memory limit; and gone after."""
+    solution = nbformat.read(WARMUP, as_version=4)
+    nb = answer(answer(exercise_of(solution, WARMUP.name), solution, "discounted_return"), solution, "reward_to_go")
+    marker = f"course-shm-{uuid.uuid4().hex}"
+    solution_cell(nb, "discounted_return").source = (
+        f"import time\nwith open('/dev/shm/{marker}', 'wb') as f:\n    f.write(bytes(900 << 20))\ntime.sleep(4)\n"
+        + solution_cell(nb, "discounted_return").source
+    )
+    done, rows = _grade_alone(tmp_path, {"s_00_warmup.ipynb": nb}, "--memory", "1")
+    assert done.returncode == 0, done.stderr
+    assert rows[("s", "discounted_return")].status == "over the memory limit", rows
+    assert rows[("s", "reward_to_go")].status == "passed", rows
+    assert not (Path("/dev/shm") / marker).exists(), "the kernel's /dev/shm was the host's"
+
+
+def test_borrowed_code_allowed_in_the_notebooks_is_in_the_checks_table():
+    """One rule: what a solution notebook's metadata allows, the check's own table allows too (the notebook's
+    check cell says the same as grading)."""
+    from course_lib.checks.watch import ALLOWED
+
+    for path in REAL:
+        exercises = nbformat.read(path, as_version=4).metadata["course"]["exercises"]
+        for name, exercise in exercises.items():
+            assert set(exercise.get("allowed", [])) <= set(ALLOWED.get(name, ())), (path.name, name)

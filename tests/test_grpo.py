@@ -566,6 +566,7 @@ def test_grpo_loss_module_defaults_and_bad_input():
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("trusting")
 def test_checks_accept_the_reference(capsys):
     assert check_group_advantages(group_advantages) is True
     assert check_kl_estimate(kl_estimate) is True

@@ -209,6 +209,7 @@ def test_expected_reward_gradient_bad_input():
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("trusting")
 def test_checks_accept_the_reference(capsys):
     assert check_gather_log_probs(gather_log_probs) is True
     assert check_reinforce_loss(reinforce_loss) is True

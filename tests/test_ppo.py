@@ -426,6 +426,7 @@ def test_other_bad_input():
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("trusting")
 def test_checks_accept_the_reference(capsys):
     assert ppo_checks.check_clipped_surrogate(clipped_surrogate) is True
     assert ppo_checks.check_clipped_surrogate_loss(clipped_surrogate_loss) is True

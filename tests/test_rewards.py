@@ -404,6 +404,7 @@ def test_degenerate_responses_beat_an_honest_answer():
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("trusting")
 def test_checks_accept_the_reference(capsys):
     assert check_sort_inclusion_ordering_reward(sort_inclusion_ordering_reward) is True
     assert check_math_answer_reward(math_answer_reward) is True

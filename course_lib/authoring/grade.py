@@ -58,9 +58,9 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from course_lib.authoring.grading.canonical import load_solutions
-from course_lib.authoring.grading.nbval_report import NAMESPACES
 from course_lib.authoring.grading.report import COLUMNS, append_rows, read_rows, summary_markdown, write_log
-from course_lib.authoring.grading.runner import Sandbox, child_env
+from course_lib.authoring.grading.runner import child_env
+from course_lib.authoring.grading.sandbox import NAMESPACES, Sandbox, address_space, source_free_course
 from course_lib.authoring.grading.submissions import find_submissions, student_name
 from course_lib.authoring.grading.verdict import Graded, Options, grade_submission
 
@@ -238,48 +238,60 @@ USER = "course-grade-{slot}"
 
 
 def _sandboxes(args, files) -> tuple["queue.Queue[Sandbox]", str]:
-    """One sandbox per -j slot, and the sentence summary.md says about isolation; raises SystemExit (via
-    :func:`_fail`'s message) when the grading users cannot run the course at all."""
+    """One sandbox per -j slot, and the sentence summary.md says about isolation; raises :class:`CannotGrade`
+    when the grading users cannot run the course at all."""
     memory = int(args.memory * (1 << 30))
     slots: "queue.Queue[Sandbox]" = queue.Queue()
     isolated = os.geteuid() == 0 and not args.no_isolation and sys.platform.startswith("linux")
-    hide, expose, namespaces = [], [], False
+    box: dict = {}
     if isolated:
         try:
             users = [_grading_user(USER.format(slot=slot)) for slot in range(args.jobs)]
-            hide = _hidden_folders(args, files)
-            namespaces = subprocess.run(["unshare", *NAMESPACES, "true"], capture_output=True).returncode == 0
-            expose = _private_folders([sys.base_prefix, sys.prefix, ROOT / "course_lib"]) if namespaces else []
+            box["hide"] = _hidden_folders(args, files)
+            box["namespaces"] = subprocess.run(["unshare", *NAMESPACES, "true"], capture_output=True).returncode == 0
+            if box["namespaces"]:
+                needed = [sys.base_prefix, sys.prefix, ROOT / "course_lib"]
+                box["expose"] = _private_folders(needed)
+                box["keep_tmp"] = sorted({str(Path(p).resolve()) for p in needed})
+                box["course"] = (str(source_free_course()), str((ROOT / "course_lib").resolve()))
         except (OSError, subprocess.SubprocessError, KeyError) as error:
             print(f"course_lib.grade: warning: cannot isolate the kernels ({error})", file=sys.stderr)
-            isolated = False
+            isolated, box = False, {}
     for slot in range(args.jobs):
         if isolated:
             uid, gid = users[slot]
-            slots.put(Sandbox(uid=uid, gid=gid, memory=memory, hide=hide, expose=expose, namespaces=namespaces))
+            slots.put(Sandbox(uid=uid, gid=gid, memory=memory, **box))
         else:
             slots.put(Sandbox(memory=memory))
     if isolated:
         problem = _preflight(slots.queue[0])
         if problem:
             raise CannotGrade(problem)
-    if isolated and namespaces:
+    space = address_space(memory)
+    capped = (
+        f" (their address space capped at {space / 2**30:.1f} GB: the hard limit this grader runs under, "
+        "`ulimit -v`, which no process can raise)"
+        if space is not None and space < 2 * memory + (4 << 30)
+        else ""
+    )
+    if isolated and box.get("namespaces"):
         text = (
             f"Kernels ran isolated: as unprivileged users ({USER.format(slot='N')}), in namespaces of their own "
-            f"(every process a kernel started ended with it), in a fresh folder outside the output folder, with "
-            f"the output folder, the submissions, the solutions and the hidden checks hidden from them, at most "
-            f"{args.memory:g} GB of resident memory each."
+            f"(every process a kernel started ended with it; no network; its own /proc, /tmp, /var/tmp and "
+            f"/dev/shm), in a fresh folder outside the output folder, with the output folder, the submissions, the "
+            f"solutions, the hidden checks and course_lib's source hidden from them, at most {args.memory:g} GB of "
+            f"memory each{capped}."
         )
     elif isolated:
         text = (
             "Kernels ran as unprivileged users, but without namespaces (`unshare` failed): "
-            "they could read every world-readable file, other submissions included."
+            f"they could read every world-readable file, other submissions included{capped}."
         )
     else:
         text = (
             "**Grading ran without isolation**: the grader is not root, so the students' code ran as "
             f"{pwd.getpwuid(os.getuid()).pw_name}, with your files (only its memory was limited, to "
-            f"{args.memory:g} GB). Grade untrusted work as root in a container, where kernels get users of "
+            f"{args.memory:g} GB{capped}). Grade untrusted work as root in a container, where kernels get users of "
             "their own."
         )
     return slots, text
@@ -304,15 +316,15 @@ def _private_folders(needed) -> list[tuple[str, list[str]]]:
 
 
 PROBE = (
-    "import course_lib, importlib.util; [open(importlib.util.find_spec(m).origin, 'rb').close() "
-    "for m in ('ipykernel', 'torch')]; print(course_lib.__file__)"
+    "import course_lib, importlib.util, os; [open(importlib.util.find_spec(m).origin, 'rb').close() "
+    "for m in ('ipykernel', 'torch')]; print(os.path.dirname(course_lib.__file__))"
 )
 
 
 def _preflight(box: Sandbox) -> str | None:
     """Why the kernels' user cannot run the course (its Python, course_lib, ipykernel), or None: one kernel
     of the sandbox started for nothing, before anyone is graded."""
-    from course_lib.authoring.grading.nbval_report import kernel_command
+    from course_lib.authoring.grading.sandbox import kernel_command
 
     with tempfile.TemporaryDirectory() as scratch:
         os.chown(scratch, box.uid, box.gid)
@@ -323,7 +335,7 @@ def _preflight(box: Sandbox) -> str | None:
             cwd=scratch,
             env=child_env(1),
         )
-    mine = str(ROOT / "course_lib" / "__init__.py")
+    mine = str((ROOT / "course_lib").resolve())
     if probe.returncode == 0 and probe.stdout.strip() == mine:
         return None
     why = (probe.stderr.strip().splitlines() or [f"it imports course_lib from {probe.stdout.strip()}"])[-1]

@@ -40,25 +40,26 @@ what demo cells ask (:func:`your`: did this very function pass its check?) in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from course_lib.checks import recording
+from course_lib.checks import recording, watch
 from course_lib.checks.compare import (
     _cast,
     _compare,
     _default_outputs,
-    _equal,
     _fail,
     _label,
     _Others,
     _Outcome,
     _run,
     _run_student,
+    _with_dtypes,
 )
 from course_lib.checks.demo import CheckNotPassed, forget_pass, passed, record_pass, your  # noqa: F401 (demo cells)
+from course_lib.checks.drawing import drawn_cases, is_drawn
 
 
 @dataclass
@@ -73,6 +74,7 @@ class Case:
     description: str
     kwargs: Mapping[str, Any]
     grad: Sequence[str] = ()
+    refuses: bool = False  # the reference raises ValueError on this case: so must the student's function
 
 
 @dataclass
@@ -94,6 +96,8 @@ def check_against_reference(
     dtypes: Sequence[torch.dtype] = (torch.float64, torch.float32),
     rtol: float = 1e-4,
     atol: float = 1e-5,
+    draw: Callable[[torch.Generator], Sequence[Case]] | None = None,
+    check_dtype: bool = False,
 ) -> bool:
     """Raise ``AssertionError`` unless ``fn`` agrees with ``reference`` on every case.
 
@@ -106,13 +110,20 @@ def check_against_reference(
         outputs: maps a return value to named tensors to compare (default: the
             tensor itself, or each element of a returned tuple).
         dtypes: floating dtypes every case is run in.
+        draw: ``draw(generator)``: fresh cases of the check's own, drawn at grading time (with every case
+            moved a little: :mod:`course_lib.checks.drawing`).
+        check_dtype: the dtype of each returned tensor must be the reference's.
     """
     if not callable(fn):
         raise AssertionError(f"{name}: expected a function, got {type(fn).__name__}")
-    select = outputs or _default_outputs
+    select = _with_dtypes(outputs or _default_outputs) if check_dtype else outputs or _default_outputs
     session = recording.current()
+    if session is None and not watch.trusted():
+        borrowed = watch.borrowed(fn, watch.allowed_for(name))
+        if borrowed:  # the check would call course_lib's own code itself: the watch cannot see it
+            raise watch.ReferenceCalled(watch.message(name, borrowed))
     if session is not None:
-        cases = list(cases) + [c for c in (_secret_case(c, n, session.seed) for n, c in enumerate(cases)) if c]
+        cases = list(cases) + drawn_cases(cases, session.seed, draw)
     records = session.begin(name) if session is not None else None
     if session is not None and session.mode == "record":
         with recording.watching(reference, name):  # the reference must not run while the student's code can
@@ -121,7 +132,8 @@ def check_against_reference(
     def student_on(number: int, dtype: torch.dtype) -> _Outcome:
         if session is not None:  # in the grader: what the student's function gave in the kernel
             return _Outcome(*records.get(number, dtype))
-        return _run_student(fn, _cast(cases[number].kwargs, dtype), cases[number], select, name)
+        with watch.watched(name, reference):  # the same rule as at grading, with the same words
+            return _run_student(fn, _cast(cases[number].kwargs, dtype), cases[number], select, name)
 
     labels = []
     try:
@@ -129,7 +141,7 @@ def check_against_reference(
             for number, case in enumerate(cases):
                 kwargs = _cast(case.kwargs, dtype)
                 try:
-                    expected = _run(reference, kwargs, case.grad, select, name="reference")
+                    expected = _run(reference, kwargs, case.grad, select, name="reference", refuses=case.refuses)
                 except ValueError:
                     if _is_secret(case):
                         continue  # a drawn case the reference refuses (say, out of its domain): not asked
@@ -170,29 +182,7 @@ def _record(fn, cases, dtypes, select, name, records) -> bool:
 
 
 def _is_secret(case: Case) -> bool:
-    return case.description.startswith("a case drawn at grading time")
-
-
-def _integral(t: torch.Tensor) -> bool:
-    finite = t[torch.isfinite(t)]
-    return bool(finite.numel() == 0 or _equal(finite, finite.round()))
-
-
-def _secret_case(case: Case, number: int, seed: int) -> Case | None:
-    """A copy of ``case`` with its floating tensors moved by noise drawn from this run's ``seed``."""
-    g = torch.Generator().manual_seed(seed * 1000 + number)
-    kwargs, moved = {}, False
-    for key, value in case.kwargs.items():
-        if (
-            isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() and not _integral(value)
-        ):  # masks, counts and 0/1 rewards keep their meaning
-            noise = torch.randn(value.shape, generator=g, dtype=torch.float64).to(value.dtype)
-            value = value + 0.1 * noise * (1 + value.abs())
-            moved = True
-        kwargs[key] = value
-    if not moved:
-        return None
-    return replace(case, description=f"a case drawn at grading time, like: {case.description}", kwargs=kwargs)
+    return is_drawn(case)
 
 
 def scalar_reply(

@@ -21,6 +21,10 @@ from course_lib.checks.recording import NotRecorded
 _allclose, _equal, _isnan, _isclose = torch.allclose, torch.equal, torch.isnan, torch.isclose
 
 
+class Unfit(TypeError):
+    """A reply a check's ``outputs`` cannot read, with the reason in words (the message's first line)."""
+
+
 @dataclass
 class _Outcome:
     values: dict[str, torch.Tensor] = field(default_factory=dict)
@@ -74,10 +78,37 @@ def _fresh(kwargs: Mapping[str, Any], grad: Sequence[str]) -> dict[str, Any]:
     return fresh
 
 
-def _run(fn, kwargs, grad, select, name) -> _Outcome:
+REFUSES = "raises ValueError (1 = yes)"  # the one output of a case the reference refuses (Case.refuses)
+DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int32, torch.int64, torch.bool)
+
+
+def _refusal(raised: bool) -> _Outcome:
+    return _Outcome(values={REFUSES: torch.tensor(float(raised), dtype=torch.float64)})
+
+
+def _run(fn, kwargs, grad, select, name, refuses: bool = False) -> _Outcome:
     args = _fresh(kwargs, grad)
+    if refuses:
+        try:
+            fn(**args)
+        except ValueError:
+            return _refusal(True)
+        return _refusal(False)
     result = fn(**args)
     return _outcome(result, args, grad, select, name)
+
+
+def _with_dtypes(select):
+    """``select``, with each tensor's dtype as one more output (``dtype of <name>``), compared like the rest."""
+
+    def with_dtypes(result):
+        named = dict(select(result))
+        for key, value in list(named.items()):
+            if isinstance(value, torch.Tensor) and value.dtype in DTYPES:
+                named[f"dtype of {key}"] = torch.tensor(float(DTYPES.index(value.dtype)), dtype=torch.float64)
+        return named
+
+    return with_dtypes
 
 
 def _crash_hint(error: Exception) -> str:
@@ -100,6 +131,8 @@ def _outcome(result, args, grad, select, name) -> _Outcome:
         raise AssertionError(f"{name} returned None: did you forget the `return` statement?")
     try:
         named = dict(select(result))
+    except Unfit as error:
+        raise AssertionError(f"{name}: {error}") from None
     except (TypeError, KeyError, IndexError) as error:
         raise AssertionError(
             f"{name} returned {type(result).__name__}, not what the exercise asks for ({error})"
@@ -129,6 +162,16 @@ def _outcome(result, args, grad, select, name) -> _Outcome:
     return outcome
 
 
+def _unchanged(now: torch.Tensor, before: torch.Tensor) -> bool:
+    """Equal, NaN where NaN was (padding may hold NaN, which equals nothing, itself included)."""
+    if _equal(now, before):
+        return True
+    if not (now.is_floating_point() and now.shape == before.shape and now.dtype == before.dtype):
+        return False
+    nan = _isnan(before)
+    return _equal(_isnan(now), nan) and _equal(now[~nan], before[~nan])
+
+
 def _run_student(fn, kwargs, case, select, name) -> _Outcome:
     args = _fresh(kwargs, case.grad)
     originals = {k: v.detach().clone() for k, v in args.items() if isinstance(v, torch.Tensor)}
@@ -136,12 +179,25 @@ def _run_student(fn, kwargs, case, select, name) -> _Outcome:
         result = fn(**args)
     except NotImplementedError:
         raise
+    except ValueError as error:
+        if case.refuses:
+            return _refusal(True)
+        raise AssertionError(
+            f"{name} raised ValueError: {error}{_crash_hint(error)}\n  on the case: {case.description}"
+        ) from error
     except Exception as error:  # noqa: BLE001 - any crash becomes feedback
+        if case.refuses:
+            raise AssertionError(
+                f"{name}: this case has no answer and must raise ValueError; your function raised "
+                f"{type(error).__name__}: {error}\n  on the case: {case.description}"
+            ) from error
         raise AssertionError(
             f"{name} raised {type(error).__name__}: {error}{_crash_hint(error)}\n  on the case: {case.description}"
         ) from error
+    if case.refuses:
+        return _refusal(False)
     for key, before in originals.items():
-        if not _equal(args[key].detach(), before):
+        if not _unchanged(args[key].detach(), before):
             raise AssertionError(
                 f"{name} changed its input `{key}` in place; work on a copy "
                 f"(for example `{key}.clone()`) so the caller's tensor is left alone."
@@ -173,6 +229,22 @@ def _differences(expected: _Outcome, got: _Outcome, rtol: float, atol: float):
                 yield what, f"{key} is missing from what your function returned"
                 continue
             value = got_map[key]
+            if kind == "" and key.startswith("dtype of "):
+                if not _equal(value.to(torch.float64), exp.to(torch.float64)):
+                    got_dtype, exp_dtype = (str(DTYPES[int(t.item())]).replace("torch.", "") for t in (value, exp))
+                    yield what, f"{key.removeprefix('dtype of ')} is {got_dtype}; the exercise asks for {exp_dtype}"
+                continue
+            if key == REFUSES:
+                if not _equal(value.to(torch.float64), exp.to(torch.float64)):
+                    yield (
+                        what,
+                        (
+                            "this case must raise ValueError (it has no answer), and your function returned one"
+                            if float(exp) == 1.0
+                            else "your function raised ValueError on a case that has an answer"
+                        ),
+                    )
+                continue
             if tuple(value.shape) != tuple(exp.shape):
                 yield what, f"{what} has shape {tuple(value.shape)}, expected {tuple(exp.shape)}"
                 continue
@@ -243,11 +315,14 @@ class _Others:
         self.student_on, self.rtol, self.atol = student_on, rtol, atol
         self._seen: dict[int, _Outcome] = {}
 
-    def consistent(self, mistake) -> bool:
+    def consistent(self, mistake, refusals: bool = False) -> bool:
         """Whether ``mistake`` gives what the student's function gave on every case it can run
-        (in the first dtype: the cases differ in their values, not in their precision)."""
+        (in the first dtype: the cases differ in their values, not in their precision). Cases that must
+        be refused count only for a mistake of refusing (``refusals``): the others are about answers."""
         dtype = self.dtypes[0]
         for number, case in enumerate(self.cases):
+            if case.refuses and not refusals:
+                continue
             kwargs = _cast(case.kwargs, dtype)
             try:
                 if number not in self._seen:
@@ -256,7 +331,7 @@ class _Others:
             except (AssertionError, NotRecorded):
                 continue  # the student's function fails there: that case tells nothing about this mistake
             try:
-                wrong = _run(mistake.fn, kwargs, case.grad, self.select, name="mistake")
+                wrong = _run(mistake.fn, kwargs, case.grad, self.select, name="mistake", refuses=case.refuses)
             except Exception:  # noqa: BLE001 - a mistake that cannot run on this case tells nothing
                 continue
             if _compare(wrong, got, self.rtol, self.atol) is not None:
@@ -270,20 +345,22 @@ def _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol,
     replays = []
     for mistake in mistakes:
         try:
-            replays.append((mistake, _run(mistake.fn, kwargs, case.grad, select, name="mistake")))
+            replays.append((mistake, _run(mistake.fn, kwargs, case.grad, select, name="mistake", refuses=case.refuses)))
         except Exception:  # noqa: BLE001 - a mistake that cannot run on this case tells nothing
             continue
     # 1. The student made exactly this mistake: every output and gradient matches it. When several
     #    mistakes give these numbers, the other cases tell them apart; those that none tells apart are all named.
     matching = [mistake for mistake, wrong in replays if _compare(wrong, got, rtol, atol) is None]
-    if len(matching) > 1 and others is not None:
+    if case.refuses and others is not None:  # every mistake that answers matches here: the other cases decide
+        matching = [m for m in matching if others.consistent(m, refusals=True)]
+    elif len(matching) > 1 and others is not None:
         matching = [m for m in matching if others.consistent(m)] or matching[:1]
     if matching:
         also = "".join(f"\n  or, giving the same numbers on every case: {m.message}" for m in matching[1:])
         raise AssertionError(f"{name}: {matching[0].message}{also}\n  seen on the case: {where}")
     # 2. Several mistakes at once (say a quotient ratio *and* logp_old left attached): name the one
     #    that explains the first difference, where it reproduces exactly that output or gradient.
-    if expected is not None:
+    if expected is not None and not case.refuses:
         first = next(iter(_differences(expected, got, rtol, atol)), None)
         if first is not None:
             what, _ = first

@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from course_lib.checks import Case, Mistake, check_against_reference, forget_pass, record_pass, recording
+from course_lib.checks import Case, Mistake, check_against_reference, drawing, forget_pass, record_pass, recording
 from course_lib.lectures.mc_gradient import mc_gradient_std, mc_policy_gradient
 from course_lib.policy_gradient import expected_reward_gradient
 
@@ -235,19 +235,28 @@ def _ask_student(fn, name, logits, rewards, n, seed) -> torch.Tensor:
 
 
 def _statistical_check(fn, name, exact_problem: str) -> None:
-    """Unbiased (mean of many estimates ~ exact) and consistent (MSE ~ tr(Sigma) / n)."""
+    """Unbiased (mean of many estimates ~ exact) and consistent (MSE ~ tr(Sigma) / n). At grading the policy, the
+    rewards and the seeds are drawn afresh; every estimate is asked before anything is computed from the answer."""
     logits = torch.tensor([0.5, -1.0, 1.5, 0.0], dtype=torch.float64)
     rewards = torch.tensor([1.0, 0.0, 3.0, -2.0], dtype=torch.float64)
+    first = 0
+    session = recording.current()
+    if session is not None:
+        g = torch.Generator().manual_seed(session.seed * 1000 + 999)
+        logits = torch.randn(4, generator=g, dtype=torch.float64)
+        rewards = torch.randn(4, generator=g, dtype=torch.float64)
+        first = drawing.integer(g, 10_000, 10**6)
+    # Unbiased: 2000 estimates of n = 4 samples each, 8000 samples in all; consistent: 100 of n = 64.
+    M, n, S, n_mse = 2000, 4, 100, 64
+    estimates = [_call_student(fn, name, logits, rewards, n, first + 1000 + s) for s in range(M)]
+    spread = [_call_student(fn, name, logits, rewards, n_mse, first + 5000 + s) for s in range(S)]
     exact = expected_reward_gradient(logits, rewards)  # (V,)
     sigma = mc_gradient_std(logits, rewards)  # RMS error of one sample
     hint = (
         f"\n  (with the same seed it also differs from the reference, which samples with {_SAMPLING}: "
         f"{exact_problem.splitlines()[0]})"
     )
-
-    # Unbiased: 2000 estimates of n = 4 samples each, 8000 samples in all.
-    M, n = 2000, 4
-    mean = sum(_call_student(fn, name, logits, rewards, n, 1000 + s) for s in range(M)) / M
+    mean = sum(estimates) / M
     # The mean's error has RMS sigma / sqrt(M n); 5 of those is far outside chance.
     bias = float(torch.linalg.vector_norm(mean - exact))
     if bias > 5 * sigma / math.sqrt(M * n):
@@ -255,14 +264,11 @@ def _statistical_check(fn, name, exact_problem: str) -> None:
             f"{name}: the estimate is biased: the mean of {M} estimates (n={n} each) is {_fmt(mean)}, the exact "
             f"gradient is {_fmt(exact)}; average r[a] * (onehot(a) - pi) over actions a sampled from pi{hint}"
         )
-
-    # Consistent: the mean squared error of n = 64 samples is tr(Sigma) / 64.
-    n, S = 64, 100
-    mse = sum(float(((_call_student(fn, name, logits, rewards, n, 5000 + s) - exact) ** 2).sum()) for s in range(S)) / S
-    expected = sigma**2 / n
+    mse = sum(float(((estimate - exact) ** 2).sum()) for estimate in spread) / S
+    expected = sigma**2 / n_mse
     if not 0.5 * expected < mse < 2.0 * expected:
         raise AssertionError(
-            f"{name}: with n={n} samples the mean squared error to the exact gradient is {mse:.3g}; a Monte-Carlo "
+            f"{name}: with n={n_mse} samples the mean squared error to the exact gradient is {mse:.3g}; a Monte-Carlo "
             f"average of n independent samples has {expected:.3g}: use all n_samples samples, each drawn "
             f"independently from pi, and average them once{hint}"
         )

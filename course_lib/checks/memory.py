@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 import torch
 
-from course_lib.checks import Case, Mistake, check_against_reference
+from course_lib.checks import Case, Mistake, check_against_reference, drawing
 from course_lib.lectures.memory import ACCOUNT_KEYS, DTYPE_BYTES, memory_accounting
 
 
@@ -184,4 +184,22 @@ def check_memory_accounting(fn) -> bool:
         mistakes=mistakes,
         outputs=_account_outputs,
         dtypes=(torch.float64,),
+        draw=_draw_models,
     )
+
+
+def _draw_models(g: torch.Generator) -> list[Case]:
+    """Fresh sizes: which models are there, how large, in which dtypes."""
+    cases = []
+    for _ in range(4):
+        sizes = {
+            name: drawing.choice(g, (0, 0, drawing.integer(g, 1, 10**6), drawing.integer(g, 1, 9) * 10**9))
+            for name in ("n_params_critic", "n_params_ref", "n_params_reward")
+        }
+        kwargs = {"n_params_actor": drawing.integer(g, 1, 10**10), **sizes}
+        kwargs.update(
+            weights_dtype=drawing.choice(g, sorted(DTYPE_BYTES)),
+            optimizer_dtype=drawing.choice(g, ("fp32", "bf16", "fp64")),
+        )
+        cases.append(Case(", ".join(f"{k}={v}" for k, v in kwargs.items()), kwargs))
+    return cases

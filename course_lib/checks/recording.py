@@ -8,10 +8,16 @@ student's results from the records instead of calling the student's function.
 A record file is plain data: ``numpy.savez`` of float64 arrays, named ``<case>.<dtype>.value.<output>`` and
 ``<case>.<dtype>.grad.<input>``, and a string array ``<case>.<dtype>.error`` for a drawn case the student's
 function failed on. It is read back with ``allow_pickle=False``: nothing of the student's objects reaches the grader.
+
+While a check cell records, the borrowed-code watch (:mod:`course_lib.checks.watch`) is on: in every thread of
+the kernel when the grader's guard is installed (:mod:`course_lib.checks.guard`, which also gives the cell its
+drawn cases' seed and signs the cell's verdict for the grader), else in this thread (a test, a notebook rerun by
+hand with a session opened by hand).
 """
 
 from __future__ import annotations
 
+import _thread
 import atexit
 import contextlib
 import contextvars
@@ -25,11 +31,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+import course_lib.checks.watch as watch
+from course_lib.checks.watch import ReferenceCalled  # noqa: F401 (re-exported: the grader names it)
+
 MAX_RECORD = 64 << 20  # bytes: a record larger than this is refused
-
-
-class ReferenceCalled(BaseException):
-    """The student's code ran the reference while a check recorded (a BaseException: no check can swallow it)."""
+# The events this module sends the grader's guard (course_lib.checks.guard), which knows these functions' bytecode.
+ARM, WATCH, SEEN, DISARM = (f"course_lib.grading.{e}" for e in ("arm", "watch", "seen", "disarm"))
 
 
 class NotRecorded(Exception):
@@ -43,14 +50,13 @@ class Session:
     seed: int
     calls: int = 0
     lines: list[str] = field(default_factory=list)  # the "✔" lines of a judge session
-    codes: set = field(default_factory=set)  # (file, line, name) of the references of this cell's checks
-    seen: list = field(default_factory=list)  # the name of a reference that ran, once one did
-    hook: object = None  # the profile hook watching for them
     replies: list = field(default_factory=list)  # what the student's function gave to direct calls, in order
     replayed: bool = False  # a judge session used the replies
     exercise: str = "the check"
     allowed: tuple = ()  # qualified names of course_lib code the student's code may call (and what they hold)
-    kinds: dict = field(default_factory=dict)  # code object -> its qualified name if course_lib's, else "" or None
+    guarded: bool = False  # the grader's guard watches every thread; else the watch below, in this thread
+    seen: list = field(default_factory=list)  # what the watch saw (without the guard)
+    codes: frozenset = frozenset()  # the references of this cell's checks (without the guard)
 
     def replay(self) -> list:
         """The kernel's replies to the check's direct calls (judge mode), loaded once."""
@@ -79,23 +85,89 @@ def is_recording() -> bool:
     return session is not None and session.mode == "record"
 
 
-def start(folder: str, seed: int, exercise: str = "the check", allowed=(), names=()) -> None:
+def start(folder: str, seed: int | None = None, exercise: str = "the check", allowed=(), names=(), cell=None) -> None:
     """Open a record session (called by the grader's code at the top of a check cell in the grading kernel).
 
-    ``allowed``: the course_lib code the student's code may call while the check runs (the exercise's
+    ``allowed``: what the exercise may call besides :data:`course_lib.checks.watch.ALLOWED` (the exercise's
     ``allowed`` list in the solution notebook's metadata); ``names``: what the solution cell defines, each of
-    which must be the student's own code, not course_lib's (see :func:`watching`).
+    which must be the student's own code, not course_lib's (the check calls it, so the watch would see
+    course_lib calling course_lib); ``cell``: the check cell's id, for which the grader's guard gives the seed
+    of the drawn cases (without the guard, ``seed``).
     """
-    _disarm()  # an earlier cell's watch, if it ended by an exception
     Path(folder).mkdir(parents=True, exist_ok=True)
-    session = Session("record", Path(folder), seed, exercise=exercise, allowed=tuple(ALWAYS_ALLOWED) + tuple(allowed))
+    allowed = watch.allowed_for(exercise, allowed)
+    session = Session("record", Path(folder), seed if seed is not None else 0, exercise=exercise, allowed=allowed)
     _SESSION.set(session)
     namespace = sys._getframe(1).f_globals
     for name in names:
-        borrowed = _borrowed(namespace.get(name), session)
+        borrowed = watch.borrowed(namespace.get(name), allowed)
         if borrowed:
-            raise ReferenceCalled(_message(exercise, borrowed, reference=False))
-    _arm(session)
+            raise ReferenceCalled(watch.message(exercise, borrowed))
+    answer = _arm(cell if cell is not None else "", exercise, allowed)
+    if answer is None:
+        if cell is not None:
+            raise ReferenceCalled(f"{exercise}: the grader's guard did not answer (was the kernel tampered with?)")
+        session.seen = []
+        _local_on(session)
+        return
+    session.guarded = True
+    drawn, problems = answer
+    if problems:
+        raise ReferenceCalled(f"{exercise}: {problems[0]}")
+    session.seed = drawn
+
+
+def _arm(cell: str, exercise: str, allowed: tuple):
+    """Ask the guard (if installed) to turn the watch on in every thread: (seed, problems), or None without it."""
+    box: list = []
+    sys.audit(ARM, cell, exercise, tuple(allowed), box)
+    return box[0] if box else None
+
+
+def _watch(codes: frozenset, allowed: tuple) -> None:
+    """Tell the guard a check's reference (its code counts whoever calls it) and its allowed helpers."""
+    sys.audit(WATCH, codes, tuple(allowed))
+
+
+def _disarm():
+    """Ask the guard to turn the watch off and sign the cell's verdict: (seen, problems), or None without it."""
+    box: list = []
+    sys.audit(DISARM, box)
+    return box[0] if box else None
+
+
+def _local_on(session: Session) -> None:
+    """The watch without the guard: in this thread and the threads started from now on."""
+    hook = watch.make_hook(
+        session.codes, session.allowed, lambda what, ref: session.seen.append((what, ref)), _thread.get_ident()
+    )
+    sys.setprofile(hook)
+    threading.setprofile(hook)
+
+
+@atexit.register
+def _local_off() -> None:
+    """The local watch off; also at exit, where a watch that a raising check left on would outlive its globals
+    (with the guard installed, only the guard turns the watch off: nothing to do)."""
+    with contextlib.suppress(PermissionError):
+        sys.setprofile(None)
+    threading.setprofile(None)
+
+
+@contextlib.contextmanager
+def watching(reference, name: str):
+    """While a check records in the grading kernel: the reference's code counts whoever calls it (the check never
+    calls it while it records), and the check's own allowed helpers are added; the verdict when it ends."""
+    session = current()
+    codes, allowed = watch.reference_codes(reference), watch.allowed_for(name)
+    if session.guarded:
+        _watch(codes, allowed)
+    else:
+        session.codes, session.allowed = session.codes | codes, session.allowed + allowed
+        _local_on(session)
+    yield
+    if not session.guarded:
+        watch.verdict(name if name != "the check" else session.exercise, session.seen)
 
 
 @contextlib.contextmanager
@@ -109,17 +181,18 @@ def judging(folder: Path, seed: int):
         _SESSION.reset(token)
 
 
-def replayable(compute):
+def replayable(compute, name: str | None = None):
     """The student's reply to one direct call of a check (one that does not go through
     ``check_against_reference``), made plain by the check: a float, a float64 tensor, or a tuple of them.
 
-    In a notebook, ``compute()``. While recording, ``compute()``, kept in order for the grader
-    (saved by :func:`finish`). While judging, the kernel's reply, in the same order: the
-    check's comparison and messages then run in the grader, on plain data.
+    In a notebook, ``compute()`` under the borrowed-code watch (``name``: the check's, for its message). While
+    recording, ``compute()``, kept in order for the grader (saved by :func:`finish`). While judging, the kernel's
+    reply, in the same order: the check's comparison and messages then run in the grader, on plain data.
     """
     session = current()
     if session is None:
-        return compute()
+        with watch.watched(name or _checker_name()):
+            return compute()
     if session.mode == "record":
         reply = compute()
         session.replies.append(reply)
@@ -128,6 +201,14 @@ def replayable(compute):
     if not replies:
         raise NotRecorded("the check asked more than the kernel recorded")
     return replies.pop()
+
+
+def _checker_name() -> str:
+    """The exercise of the ``check_<name>`` function that called :func:`replayable` (for the watch's message)."""
+    frame = sys._getframe(2)
+    while frame is not None and not frame.f_code.co_name.startswith("check_"):
+        frame = frame.f_back
+    return frame.f_code.co_name.removeprefix("check_") if frame is not None else "the check"
 
 
 def _pack(replies: list) -> dict:
@@ -232,169 +313,8 @@ def load(path: Path, name: str) -> dict:
     return arrays
 
 
-def _codes(fn) -> set:
-    """(file, first line, name) of the reference's code; of the functions it wraps when it is a closure
-    (``seeded(reference)`` wraps the student's function in the same code, which must not count)."""
-    inner = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if _callable_cell(c)]
-    inner += [w for w in [getattr(fn, "__wrapped__", None)] if w is not None]
-    if inner:
-        return set().union(*(_codes(f) for f in inner if f is not fn))
-    code = getattr(fn, "__code__", None)
-    return {(code.co_filename, code.co_firstlineno, code.co_name)} if code is not None else set()
-
-
-def _callable_cell(cell) -> bool:
-    try:
-        return callable(cell.cell_contents)
-    except ValueError:  # an empty cell
-        return False
-
-
-# --- borrowed answers: course_lib's code run by the student's code while a check records ---------------------
-COURSE = os.path.realpath(Path(__file__).resolve().parents[1])  # the course_lib package folder
-ALWAYS_ALLOWED = ("course_lib._validate",)  # argument checks, which stubs may call
-LIBRARY = tuple(
-    {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    | {p for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-)
-
-
-def _course_name(code, session: Session) -> str | None:
-    """``course_lib.module.Qual.name`` of a code object from course_lib's files ("" for module code), else None."""
-    try:
-        return session.kinds[code]
-    except KeyError:
-        pass
-    name = None
-    path = os.path.realpath(code.co_filename) if not code.co_filename.startswith("<") else ""
-    if path.startswith(COURSE + os.sep) and path.endswith(".py"):
-        module = ("course_lib." + path[len(COURSE) + 1 : -3].replace(os.sep, ".")).removesuffix(".__init__")
-        name = "" if code.co_name == "<module>" else f"{module}.{code.co_qualname}"
-    session.kinds[code] = name
-    return name
-
-
-def _allowed(name: str, session: Session) -> bool:
-    return not name or any(name == a or name.startswith(a + ".") for a in session.allowed)
-
-
-def _library(code) -> bool:
-    """Code of Python or an installed package: the walk in :func:`_under_student` looks through it."""
-    return (
-        code.co_filename.startswith(LIBRARY)
-        or code.co_filename.startswith("<frozen ")
-        or code.co_qualname.startswith("__create_fn__.")
-    )  # a dataclass's generated __init__ ("<string>")
-
-
-def _under_student(frame, session: Session) -> bool:
-    """Whether the code that made this call is the student's, running under the check.
-
-    Walk up from the caller: course_lib's own code first (the check machinery, or an allowed helper)
-    means course_lib called it; the student's code first (a notebook cell's code: neither course_lib's
-    nor an installed library's) counts when course_lib code called *it* (it runs under the check, not at
-    the top of the check cell). A thread with neither is the student's too.
-    """
-    while frame is not None and _course_name(frame.f_code, session) is None and _library(frame.f_code):
-        frame = frame.f_back
-    if frame is None:
-        return True
-    if _course_name(frame.f_code, session) is not None:
-        return False
-    frame = frame.f_back
-    while frame is not None:
-        if _course_name(frame.f_code, session) is not None:
-            return True
-        frame = frame.f_back
-    return False
-
-
-def _borrowed(obj, session: Session, depth: int = 0) -> str | None:
-    """The course_lib function or class a name of the solution cell holds (or wraps), if not allowed."""
-    import functools
-
-    if obj is None or depth > 5:
-        return None
-    if isinstance(obj, functools.partial):
-        return _borrowed(obj.func, session, depth + 1)
-    obj = getattr(obj, "__func__", obj)  # a bound method
-    code = getattr(obj, "__code__", None)
-    if code is not None:
-        name = _course_name(code, session)
-        return name if name and not _allowed(name, session) else None
-    classes = obj.__mro__ if isinstance(obj, type) else type(obj).__mro__
-    for cls in classes:  # a course_lib class, a subclass with nothing of its own, an instance of either
-        for value in vars(cls).values():
-            value = getattr(value, "__func__", value)
-            code = getattr(value, "__code__", None)
-            name = _course_name(code, session) if code is not None else None
-            if name and not _allowed(name, session):
-                return name.rsplit(".", 1)[0] if "." in code.co_qualname else name
-    return None
-
-
-def _message(exercise: str, what: str, reference: bool) -> str:
-    what = what.removeprefix("course_lib.") if not reference else what
-    return (
-        f"{exercise}: your solution calls course_lib's own {what}"
-        + (" (the reference the check compares with)" if reference else "")
-        + "; at grading time that counts as not solved: write it yourself"
-    )
-
-
-@contextlib.contextmanager
-def watching(reference, name: str):
-    """While a check records in the grading kernel: fail if the student's code runs course_lib's code.
-
-    A profile hook, on from :func:`start` to :func:`finish` (the end of the check cell), sees every
-    call. A call into course_lib's code fails the exercise when the student's code made it while the
-    check ran (:func:`_under_student`) and the exercise does not allow it; the reference's code (its
-    file, first line and name, whatever the import path: an alias, ``getattr(__import__(...), ...)``, a
-    reloaded module, the file's source executed again) fails it whoever calls it, since the check
-    never calls the reference while it records.
-    """
-    session = current()
-    session.codes |= _codes(reference)
-    _arm(session)
-    yield
-    _verdict(session, name)
-
-
-def _arm(session: Session) -> None:
-    if session.hook is None:
-
-        def hook(frame, event, arg):
-            code = frame.f_code
-            name = _course_name(code, session) if event == "call" and not session.seen else None
-            if name is None:
-                return None
-            if (code.co_filename, code.co_firstlineno, code.co_name) in session.codes:
-                session.seen.append((code.co_name, True))
-            elif not _allowed(name, session) and _under_student(frame.f_back, session):
-                session.seen.append((name, False))
-            return None
-
-        session.hook = hook
-    sys.setprofile(session.hook)
-    threading.setprofile(session.hook)
-
-
-@atexit.register
-def _disarm() -> None:
-    """The hook off; also at exit, where a watch that a raising check left on would outlive the globals it calls."""
-    sys.setprofile(None)
-    threading.setprofile(None)
-
-
-def _verdict(session: Session, name: str) -> None:
-    if session.hook is not None and sys.getprofile() is not session.hook:
-        raise ReferenceCalled(f"{name}: your solution turned off the grader's profile hook while the check ran")
-    if session.seen:
-        raise ReferenceCalled(_message(name if name != "the check" else session.exercise, *session.seen[0]))
-
-
 def finish() -> None:
-    """The end of a check cell in the grading kernel: course_lib code borrowed since, then the hook off."""
+    """The end of a check cell in the grading kernel: the replies saved, the watch off, and its verdict."""
     session = current()
     if session is None:
         return
@@ -402,9 +322,14 @@ def finish() -> None:
         arrays = {**_pack(session.replies), "name": np.array("replies")}
         with open(session.folder / "replies.npz", "wb") as f:
             np.savez(f, **arrays)
-    if session.hook is None:
+    if not session.guarded:
+        _local_off()
+        watch.verdict(session.exercise, session.seen)
         return
-    try:
-        _verdict(session, "the check")
-    finally:
-        _disarm()
+    answer = _disarm()
+    if answer is None:
+        raise ReferenceCalled(f"{session.exercise}: the grader's guard did not answer (was the kernel tampered with?)")
+    seen, problems = answer
+    watch.verdict(session.exercise, seen)
+    if problems:
+        raise ReferenceCalled(f"{session.exercise}: {problems[0]}")

@@ -10,7 +10,16 @@ import re
 
 import torch
 
-from course_lib.checks import Case, Mistake, check_against_reference, forget_pass, record_pass, recording, scalar_reply
+from course_lib.checks import (
+    Case,
+    Mistake,
+    check_against_reference,
+    drawing,
+    forget_pass,
+    record_pass,
+    recording,
+    scalar_reply,
+)
 from course_lib.rewards import (
     _STATEMENT,
     _last_boxed,
@@ -131,7 +140,39 @@ def check_sort_inclusion_ordering_reward(fn) -> bool:
         mistakes=mistakes,
         outputs=_float_rewards,
         dtypes=(torch.int64,),
+        draw=_draw_sorting,
     )
+
+
+def _draw_sorting(g: torch.Generator) -> list[Case]:
+    """Fresh prompts (a permutation of a few tokens, or tokens repeated) and responses (random, the sorted prompt,
+    one token repeated), in batches and broadcast groups."""
+    cases = []
+    for _ in range(3):
+        B, T, V = drawing.integer(g, 1, 5), drawing.integer(g, 1, 6), drawing.integer(g, 6, 10)
+        prompt = torch.rand(B, V, generator=g).argsort(-1)[:, :T]
+        if drawing.integer(g, 0, 1):
+            prompt = torch.randint(0, V, (B, T), generator=g)
+        response = drawing.choice(
+            g,
+            (
+                torch.randint(0, V, (B, T), generator=g),
+                prompt.sort(-1).values,
+                prompt[:, :1].expand(B, T).clone(),
+            ),
+        )
+        cases.append(
+            Case(f"prompts {prompt.tolist()}, responses {response.tolist()}", {"prompt": prompt, "response": response})
+        )
+    prompt = torch.rand(2, 1, 7, generator=g).argsort(-1)[..., :4]
+    response = torch.randint(0, 7, (2, 3, 4), generator=g)
+    cases.append(
+        Case(
+            "prompts of shape (2, 1, 4) against groups of 3 responses (2, 3, 4)",
+            {"prompt": prompt, "response": response},
+        )
+    )
+    return cases
 
 
 def _float_rewards(result):
@@ -215,10 +256,14 @@ def check_math_answer_reward(fn) -> bool:
     forget_pass(fn)  # until this run of the check passes
     if not callable(fn):
         raise AssertionError(f"{name}: expected a function, got {type(fn).__name__}")
-    for response_text, ground_truth, expected, description in _MATH_CASES:
-        got = _run_math(fn, response_text, ground_truth, description)
-        if got != expected:
-            _fail_math(fn, name, response_text, ground_truth, expected, got, description)
+    session = recording.current()
+    # At grading, fresh responses too; their answers are not known in the grading kernel (the judge scores them).
+    cases = _MATH_CASES + (_drawn_math(session.seed, scored=session.mode == "judge") if session is not None else [])
+    # Every case is asked before any is judged: the grading kernel records the replies, the judge replays them.
+    student = [_run_math(fn, response_text, ground_truth, d) for response_text, ground_truth, _, d in cases]
+    for (response_text, ground_truth, expected, description), got in zip(cases, student):
+        if expected is not None and got != expected:
+            _fail_math(name, response_text, ground_truth, expected, got, description, cases, student)
     recording.report(f"\u2714 {name}: correct on all {len(_MATH_CASES)} cases.")
     record_pass(name, fn)
     return True
@@ -240,16 +285,43 @@ def _ask_math(fn, response_text, ground_truth, description, name):
     )
 
 
-def _fail_math(fn, name, response_text, ground_truth, expected, got, description):
+def _drawn_math(seed: int, scored: bool) -> list[tuple]:
+    """Fresh responses for grading, each scored by the reference when ``scored`` (else None): numbers drawn,
+    written in every answer format, right, wrong, or never stated."""
+    g = torch.Generator().manual_seed(seed * 1000 + 999)
+    drawn = []
+    for _ in range(8):
+        truth = drawing.integer(g, -50, 5000)
+        said = drawing.choice(g, (truth, truth, truth + drawing.integer(g, 1, 9), truth * 10))
+        shown = drawing.choice(g, (f"{said}", f"{said:,}", f"{said}.0"))
+        template = drawing.choice(
+            g,
+            (
+                "The answer is {x}.",
+                "\\boxed{{{x}}}",
+                "Answer: {x}",
+                "So the answer is ${x}$.",
+                "{x}",
+                "I get {x}, maybe.",
+            ),
+        )
+        text = template.format(x=shown)
+        truth_text = drawing.choice(g, (str(truth), f"{truth:,}", f" {truth} "))
+        drawn.append(
+            (text, truth_text, math_answer_reward(text, truth_text), f"a case drawn at grading time: {text!r}")
+        )
+    return drawn
+
+
+def _fail_math(name, response_text, ground_truth, expected, got, description, cases, student):
     # A mistake explains the failure when it is wrong on this case the way the student is,
     # and the student repeats every other error of that mistake too.
-    student = [_run_math(fn, r, g, d) for r, g, _, d in _MATH_CASES]
     for mistake in _MATH_MISTAKES:
         try:
-            wrong = [float(mistake.fn(r, g)) for r, g, _, _ in _MATH_CASES]
+            wrong = [float(mistake.fn(r, g)) for r, g, _, _ in cases]
         except Exception:  # noqa: BLE001 - a mistake that crashes tells nothing
             continue
-        errors = [i for i, (w, case) in enumerate(zip(wrong, _MATH_CASES)) if w != case[2]]
+        errors = [i for i, (w, case) in enumerate(zip(wrong, cases)) if case[2] is not None and w != case[2]]
         this_case = float(mistake.fn(response_text, ground_truth)) == got
         if this_case and all(student[i] == wrong[i] for i in errors):
             raise AssertionError(

@@ -194,8 +194,10 @@ TRL_LACKS = {
     "RLOO in GRPOTrainer": "RLOOTrainer has it, with its own loss (a PPO clip on summed sequence log-probs)",
     "REINFORCE++(-baseline)": "scale_rewards='batch' divides by the raw rewards' std, not the centred ones'",
     "DAPO's dynamic sampling": "it logs frac_reward_zero_std but keeps those groups; no refill",
-    "GMPO": "no geometric-mean loss (verl has it: loss_mode='geo_mean')",
     "PPO with a value model": "not in GRPOTrainer",
+}
+TRL_ELSEWHERE = {  # in TRL 1.16, but not as a GRPOTrainer loss_type: not compared here
+    "GMPO": "trl.experimental.gmpo.GMPOTrainer, a trainer of its own (verl: loss_mode='geo_mean')",
 }
 COURSE_LACKS = {"vespo": "VESPO's Gamma-shaped sequence weights (arXiv 2602.10693)"}
 

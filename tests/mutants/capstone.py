@@ -6,7 +6,8 @@
 
 import torch
 
-from course_lib.checks import capstone as c
+from course_lib.checks.capstone import reward as r
+from course_lib.checks.capstone import step as c
 from course_lib.lectures.capstone import grpo_step
 from course_lib.lm_rl import completion_mask
 
@@ -29,25 +30,64 @@ def mask_loop(completion_ids, eos_id):
     return out
 
 
+def _first_eos_mask(completion_ids, eos_id):
+    is_eos = (completion_ids == eos_id).long()
+    return ((torch.cumsum(is_eos, -1) - is_eos) == 0).float()
+
+
+def mask_drops_eos(completion_ids, eos_id):
+    return (torch.cumsum((completion_ids == eos_id).long(), -1) == 0).float()
+
+
+def mask_off_by_one(completion_ids, eos_id):
+    is_eos = (completion_ids == eos_id).long()
+    before = torch.cumsum(is_eos, -1) - is_eos
+    shifted = torch.cat([torch.zeros_like(before[..., :1]), before[..., :-1]], -1)  # one token too far
+    return (shifted == 0).float()
+
+
+def mask_no_eos_rows_empty(completion_ids, eos_id):
+    return _first_eos_mask(completion_ids, eos_id) * (completion_ids == eos_id).any(-1, keepdim=True).float()
+
+
+def mask_last_eos(completion_ids, eos_id):
+    is_eos = (completion_ids == eos_id).long()
+    after = torch.flip(torch.cumsum(torch.flip(is_eos, [-1]), -1), [-1])  # EOS at or after t
+    return ((after > 0) | (is_eos.sum(-1, keepdim=True) == 0)).float()
+
+
+def mask_not_pad(completion_ids, eos_id):
+    return (completion_ids != eos_id + 1).float()  # PAD = eos_id + 1 in the course's tokenizer
+
+
 def mask_bool(completion_ids, eos_id):
+    """Correct: a bool mask, written by hand."""
+    return _first_eos_mask(completion_ids, eos_id) > 0
+
+
+def mask_borrowed(completion_ids, eos_id):
+    """course_lib's own mask, called: borrowed, in the notebook as at grading."""
     return completion_mask(completion_ids, eos_id) > 0
 
 
 def step_returns_tensor(*args, **kwargs):
+    """The reference's step, called: borrowed."""
     return torch.tensor(grpo_step(*args, **kwargs))
 
 
 MUTANTS = [
-    ("addition_exact_reward", c._reward_mistakes()[0].fn, "no EOS"),
-    ("addition_exact_reward", c._reward_mistakes()[1].fn, "after the first EOS"),
-    ("addition_exact_reward", c._reward_mistakes()[2].fn, "leading zeros"),
-    ("addition_exact_reward", c._reward_mistakes()[3].fn, "spaces"),
-    ("addition_exact_reward", c._reward_mistakes()[4].fn, "extra digits"),
-    ("completion_mask", c._mask_drops_eos, "EOS token is masked out"),
-    ("completion_mask", c._mask_off_by_one, "off by one"),
-    ("completion_mask", c._mask_no_eos_rows_empty, "no EOS"),
-    ("completion_mask", c._mask_last_eos, "last EOS"),
-    ("completion_mask", c._mask_not_pad, "PAD"),
+    ("addition_exact_reward", r._reward_mistakes()[0].fn, "no EOS"),
+    ("addition_exact_reward", r._reward_mistakes()[1].fn, "after the first EOS"),
+    ("addition_exact_reward", r._reward_mistakes()[2].fn, "leading zeros"),
+    ("addition_exact_reward", r._reward_mistakes()[3].fn, "spaces"),
+    ("addition_exact_reward", r._reward_mistakes()[4].fn, "extra digits"),
+    ("completion_mask", mask_drops_eos, "EOS token is masked out"),
+    ("completion_mask", mask_off_by_one, "off by one"),
+    ("completion_mask", mask_no_eos_rows_empty, "no EOS"),
+    ("completion_mask", mask_last_eos, "last EOS"),
+    ("completion_mask", mask_not_pad, "tests for PAD"),
+    ("completion_mask", mask_borrowed, "calls course_lib's own lm_sampling.completion_mask"),
+    ("grpo_step", step_returns_tensor, "calls course_lib's own lectures.capstone.grpo_step"),
     ("grpo_step", c._wrong_step(shifted=False), "not shifted"),
     ("grpo_step", c._wrong_step(mask="drop_eos"), "EOS token is masked out"),
     ("grpo_step", c._wrong_step(mask="ones"), "padding"),
@@ -59,5 +99,4 @@ VARIANTS = [
     ("addition_exact_reward", reward_regex),
     ("completion_mask", mask_loop),
     ("completion_mask", mask_bool),
-    ("grpo_step", step_returns_tensor),
 ]

@@ -119,6 +119,30 @@ def gspo_old_attached(logp, logp_old, mask):
     return _valid(logp - logp_old, mask).sum(-1) / n
 
 
+def gspo_times_mask(logp, logp_old, mask):
+    """x * mask: the padding's NaN or inf survives (NaN * 0 = NaN)."""
+    n = mask.to(logp.dtype).sum(-1).clamp(min=1)
+    return ((logp - logp_old.detach()) * mask).sum(-1) / n
+
+
+def gspo_times_mask_old_attached(logp, logp_old, mask):
+    n = mask.to(logp.dtype).sum(-1).clamp(min=1)
+    return ((logp - logp_old) * mask).sum(-1) / n
+
+
+def gspo_old_attached_masked_fill(logp, logp_old, mask):
+    valid = mask.bool()
+    log_ratio = (logp - logp_old).masked_fill(~valid, 0.0)
+    return log_ratio.sum(-1) / valid.sum(-1).clamp(min=1)
+
+
+def gspo_old_attached_per_response(logp, logp_old, mask):
+    flat_p, flat_q = logp.reshape(-1, logp.shape[-1]), logp_old.reshape(-1, logp.shape[-1])
+    flat_m = mask.reshape(-1, mask.shape[-1]).bool()
+    out = [(p[m] - q[m]).mean() if m.any() else p.sum() * 0 for p, q, m in zip(flat_p, flat_q, flat_m)]
+    return torch.stack(out).nan_to_num(0.0).reshape(logp.shape[:-1])
+
+
 def gspo_masked_select(logp, logp_old, mask):
     """Correct: one response at a time, its valid tokens picked with a boolean index."""
     flat_p, flat_q = logp.reshape(-1, logp.shape[-1]), logp_old.detach().reshape(-1, logp.shape[-1])
@@ -130,7 +154,7 @@ def gspo_masked_select(logp, logp_old, mask):
 
 
 def gspo_from_masked_mean(logp, logp_old, mask):
-    """Correct: the course's masked_mean over the last axis."""
+    """The course's masked_mean over the last axis: borrowed, in the notebook as at grading."""
     from course_lib.masked import masked_mean
 
     return masked_mean(logp - logp_old.detach(), mask, dim=-1)
@@ -153,10 +177,12 @@ def _cispo(
     sign=-1.0,
     clamp=True,
     detach_old=True,
+    cap_at_eps=False,
 ):
     ratio = torch.exp(logp - (logp_old.detach() if detach_old else logp_old))
     low = {"given": None if clip_eps is None else 1 - clip_eps, "symmetric": 1 - clip_eps_high, "never": None}[floor]
-    weight = ratio.clamp(min=low, max=1 + clip_eps_high) if clamp else ratio
+    cap = clip_eps_high if cap_at_eps else 1 + clip_eps_high
+    weight = ratio.clamp(min=low, max=cap) if clamp else ratio
     return sign * (weight.detach() if detach else weight) * adv.detach() * logp
 
 
@@ -172,6 +198,11 @@ def cispo_clip_eps_ignored(logp, logp_old, adv, clip_eps_high, clip_eps=None):
     return _cispo(logp, logp_old, adv, clip_eps_high, clip_eps, floor="never")
 
 
+def cispo_cap_at_eps_high(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    """TRL's convention: its epsilon_high is the cap itself."""
+    return _cispo(logp, logp_old, adv, clip_eps_high, clip_eps, cap_at_eps=True)
+
+
 def cispo_sign(logp, logp_old, adv, clip_eps_high, clip_eps=None):
     return _cispo(logp, logp_old, adv, clip_eps_high, clip_eps, sign=1.0)
 
@@ -181,9 +212,9 @@ def cispo_unclipped(logp, logp_old, adv, clip_eps_high, clip_eps=None):
 
 
 def cispo_is_ppo(logp, logp_old, adv, clip_eps_high, clip_eps=None):
-    from course_lib.ppo import clipped_surrogate
-
-    return clipped_surrogate(logp, logp_old, adv, clip_eps or clip_eps_high, clip_eps_high)
+    ratio = torch.exp(logp - logp_old.detach())
+    clipped = ratio.clamp(1 - (clip_eps or clip_eps_high), 1 + clip_eps_high)
+    return -torch.min(ratio * adv.detach(), clipped * adv.detach())
 
 
 def cispo_nothing_detached(logp, logp_old, adv, clip_eps_high, clip_eps=None):
@@ -220,13 +251,19 @@ MUTANTS = [
     ("gspo_sequence_log_ratio", gspo_ratio_of_means, "ratio of means"),
     ("gspo_sequence_log_ratio", gspo_returns_ratio, "returns its log"),
     ("gspo_sequence_log_ratio", gspo_nan_for_empty, "empty response"),
-    ("gspo_sequence_log_ratio", gspo_old_attached, "logp_old"),
+    ("gspo_sequence_log_ratio", gspo_old_attached, "a gradient flows into logp_old"),
+    ("gspo_sequence_log_ratio", gspo_times_mask, "x * mask does not drop the padding"),
+    ("gspo_sequence_log_ratio", gspo_times_mask_old_attached, "a gradient flows into logp_old"),
+    ("gspo_sequence_log_ratio", gspo_old_attached_masked_fill, "a gradient flows into logp_old"),
+    ("gspo_sequence_log_ratio", gspo_old_attached_per_response, "a gradient flows into logp_old"),
     ("cispo_loss", cispo_weight_attached, "not detached"),
     ("cispo_loss", cispo_clipped_below_too, "clipped below too"),
     ("cispo_loss", cispo_clip_eps_ignored, "clip_eps is ignored"),
     ("cispo_loss", cispo_sign, "sign is reversed"),
     ("cispo_loss", cispo_unclipped, "not clipped"),
+    ("cispo_loss", cispo_cap_at_eps_high, "capped at clip_eps_high itself"),
     ("cispo_loss", cispo_is_ppo, "PPO's clipped surrogate"),
+    ("gspo_sequence_log_ratio", gspo_from_masked_mean, "calls course_lib's own masked.masked_mean"),
     ("cispo_loss", cispo_nothing_detached, "logp_old"),
     ("cispo_loss", cispo_adv_attached, "advantages"),
 ]
@@ -235,6 +272,5 @@ VARIANTS = [
     ("rloo_advantages", rloo_loop),
     ("rloo_advantages", rloo_scaled_centred),
     ("gspo_sequence_log_ratio", gspo_masked_select),
-    ("gspo_sequence_log_ratio", gspo_from_masked_mean),
     ("cispo_loss", cispo_with_min_and_where),
 ]

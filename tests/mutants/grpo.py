@@ -7,7 +7,15 @@ and ``grpo_loss(...)``, checked by the ``check_*`` functions of ``course_lib.grp
 
 import torch
 
-from course_lib.ppo import clipped_surrogate
+
+def clipped_surrogate(logp, logp_old, adv, clip_eps, clip_eps_high=None):
+    """PPO's clipped surrogate written out, as a student writes it inside grpo_loss (course_lib's own would be
+    borrowed code: grpo_loss may call group_advantages, aggregate_loss and kl_estimate only)."""
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    ratio = torch.exp(logp - logp_old.detach())
+    adv = adv.detach()
+    return -torch.min(ratio * adv, torch.clamp(ratio, 1 - clip_eps, 1 + high) * adv)
+
 
 # ---------------------------------------------------------------------------
 # group_advantages: wrong

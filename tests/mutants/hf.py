@@ -202,15 +202,37 @@ def logps_with_positions_and_loop(model, sequences, prompt_mask, eos_id, tempera
 _LOSS = {"seq-mean-token-mean": "grpo", "token-mean": "dapo", "seq-mean-token-sum-norm": "dr_grpo"}
 
 
-def _config(cfg, num_processes=1, **changes):
-    B, G, K, M = cfg.prompts_per_step, cfg.group_size, cfg.update_epochs, cfg.num_minibatches
+_SWITCHES = {
+    "algo": "grpo",
+    "adv_estimator": "grpo",
+    "policy_loss": "clip",
+    "dynamic_sampling": False,
+    "overlong_cache": 0,
+    "min_lr_ratio": 0.0,
+}
+
+
+def _refuse(cfg, num_processes, switches=True, sizes=True):
+    """ValueError for what GRPOConfig cannot express: another switch than GRPO's, sizes that do not split."""
+    for name, default in _SWITCHES.items() if switches else ():
+        if getattr(cfg, name) != default:
+            raise ValueError(f"cfg.{name}: no GRPOConfig field for {getattr(cfg, name)!r}")
+    B, G, M = cfg.prompts_per_step, cfg.group_size, cfg.num_minibatches
     per_process = B * G // M // num_processes
+    if sizes and (B * G % M or B * G // M % num_processes or per_process % (cfg.micro_batch_size or per_process)):
+        raise ValueError("num_processes: the completions do not split evenly")
+
+
+def _config(cfg, num_processes=1, *, switches=True, sizes=True, divide=int.__floordiv__, **changes):
+    _refuse(cfg, num_processes, switches, sizes)
+    B, G, K, M = cfg.prompts_per_step, cfg.group_size, cfg.update_epochs, cfg.num_minibatches
+    per_process = divide(divide(B * G, M), num_processes)
     micro = cfg.micro_batch_size or per_process
     kwargs = dict(
         num_generations=G,
         per_device_train_batch_size=micro,
-        gradient_accumulation_steps=per_process // micro,
-        steps_per_generation=M * (per_process // micro),
+        gradient_accumulation_steps=divide(per_process, micro),
+        steps_per_generation=M * divide(per_process, micro),
         num_iterations=K,
         max_steps=cfg.iterations * K * M,
         max_completion_length=cfg.max_new_tokens,
@@ -237,6 +259,31 @@ def _config(cfg, num_processes=1, **changes):
         else:
             kwargs[key] = value(cfg, kwargs) if callable(value) else value
     return kwargs
+
+
+def config_true_division(cfg, num_processes=1):
+    """/ where // is meant: every count a float (16.0), which TRL's trainer cannot take."""
+    return _config(cfg, num_processes, divide=lambda a, b: a / b)
+
+
+def config_accumulation_whole_minibatch(cfg, num_processes=1):
+    def whole(c, k):
+        return c.prompts_per_step * c.group_size // c.num_minibatches // k["per_device_train_batch_size"]
+
+    return _config(
+        cfg,
+        num_processes,
+        gradient_accumulation_steps=whole,
+        steps_per_generation=lambda c, k: c.num_minibatches * whole(c, k),
+    )
+
+
+def config_drops_switches(cfg, num_processes=1):
+    return _config(cfg, num_processes, switches=False)
+
+
+def config_floors_uneven_sizes(cfg, num_processes=1):
+    return _config(cfg, num_processes, sizes=False)
 
 
 def config_batch_in_prompts(cfg, num_processes=1):
@@ -340,6 +387,10 @@ MUTANTS = [
     ("completion_logps", logps_temperature_on_logp, "divides the log-probs"),
     ("completion_logps", logps_no_grad, "no gradient"),
     ("completion_logps", logps_whole_sequence, "shape"),
+    ("grpo_config_kwargs", config_true_division, "is a float: GRPOConfig's"),
+    ("grpo_config_kwargs", config_accumulation_whole_minibatch, "gradient_accumulation_steps counts one process's"),
+    ("grpo_config_kwargs", config_drops_switches, "cannot express"),
+    ("grpo_config_kwargs", config_floors_uneven_sizes, "rounded down"),
     ("grpo_config_kwargs", config_batch_in_prompts, "counts completions, not prompts"),
     ("grpo_config_kwargs", config_max_steps_rounds, "not the course's rounds"),
     ("grpo_config_kwargs", config_max_steps_epochs_only, "forgets the minibatches"),
@@ -355,7 +406,23 @@ MUTANTS = [
     ("grpo_config_kwargs", config_course_names, "no field 'group_size'"),
 ]
 
+
+def logps_with_trl_gather(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    """Correct: TRL's selective_log_softmax for the gather, which this exercise allows (chapter 02's own, in TRL)."""
+    from trl.trainer.utils import selective_log_softmax
+
+    P = prompt_mask.shape[1]
+    completion = sequences[:, P:]
+    attention = torch.cat([prompt_mask.long(), torch.ones_like(completion)], dim=1)
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    logits = model(input_ids=sequences, attention_mask=attention, position_ids=positions).logits
+    logp = selective_log_softmax(logits[:, P - 1 : -1].float() / temperature, completion)
+    is_eos = (completion == eos_id).long()
+    return logp, ((is_eos.cumsum(-1) - is_eos) == 0).float()
+
+
 VARIANTS = [
+    ("completion_logps", logps_with_trl_gather),
     ("answer_reward", reward_keyword_only),
     ("answer_reward", reward_all_from_kwargs),
     ("completion_logps", logps_attention_masks_after_eos),

@@ -178,7 +178,15 @@ def reinforce_masked_select(logp, deltas, mask=None):
     return per_token.mean().to(logp.dtype)
 
 
+def gather_via_trl(logits, tokens):
+    """The whole exercise as one call of TRL's: borrowed, like course_lib's own (docs/grading.md)."""
+    from trl.trainer.utils import selective_log_softmax
+
+    return selective_log_softmax(logits, tokens)
+
+
 MUTANTS = [
+    ("gather_log_probs", gather_via_trl, "calls TRL's own trl.trainer.utils.selective_log_softmax"),
     ("gather_log_probs", gather_probs_not_log_probs, "probabilities, not log-probabilities"),
     ("gather_log_probs", gather_log_of_softmax, "underflows"),
     ("gather_log_probs", gather_log_softmax_over_tokens, "wrong axis"),

@@ -6,7 +6,7 @@ check's own mistake catalogue), so the test proves the check catches real code.
 
 import torch
 
-from course_lib import ppo
+from course_lib import ppo  # only the reference class, as a mutant (borrowed)
 
 # ---------------------------------------------------------------------------
 # clipped_surrogate mutants
@@ -73,7 +73,7 @@ def surrogate_symmetric_only(logp, logp_old, adv, clip_eps, clip_eps_high=None):
 
 
 def surrogate_reduced(logp, logp_old, adv, clip_eps, clip_eps_high=None):
-    return ppo.clipped_surrogate(logp, logp_old, adv, clip_eps, clip_eps_high).mean()
+    return surrogate_sb3_style(logp, logp_old, adv, clip_eps, clip_eps_high).mean()
 
 
 def surrogate_clipped_term_only(logp, logp_old, adv, clip_eps, clip_eps_high=None):
@@ -157,22 +157,22 @@ def loss_old_attached(logp, logp_old, adv, clip_eps, mask=None):
 
 
 def loss_ignores_mask(logp, logp_old, adv, clip_eps, mask=None):
-    return _loss_with(ppo.clipped_surrogate, logp, logp_old, adv, clip_eps, mask, use_mask=False)
+    return _loss_with(surrogate_sb3_style, logp, logp_old, adv, clip_eps, mask, use_mask=False)
 
 
 def loss_binding_clip_fraction(logp, logp_old, adv, clip_eps, mask=None):
-    return _loss_with(ppo.clipped_surrogate, logp, logp_old, adv, clip_eps, mask, binding=True)
+    return _loss_with(surrogate_sb3_style, logp, logp_old, adv, clip_eps, mask, binding=True)
 
 
 def loss_sum_not_mean(logp, logp_old, adv, clip_eps, mask=None):
-    per = ppo.clipped_surrogate(logp, logp_old, adv, clip_eps)
+    per = surrogate_sb3_style(logp, logp_old, adv, clip_eps)
     m = torch.ones_like(logp) if mask is None else mask.to(logp.dtype)
-    _, info = ppo.clipped_surrogate_loss(logp.detach(), logp_old, adv, clip_eps, mask)
+    _, info = loss_masked_mean(logp.detach(), logp_old, adv, clip_eps, mask)
     return (per * m).sum(), info
 
 
 def loss_returns_tensor_only(logp, logp_old, adv, clip_eps, mask=None):
-    return ppo.clipped_surrogate_loss(logp, logp_old, adv, clip_eps, mask)[0]
+    return loss_masked_mean(logp, logp_old, adv, clip_eps, mask)[0]
 
 
 def loss_clipped_term_only(logp, logp_old, adv, clip_eps, mask=None):
@@ -188,21 +188,21 @@ def loss_clips_advantage(logp, logp_old, adv, clip_eps, mask=None):
 
 
 def loss_approx_kl_k1(logp, logp_old, adv, clip_eps, mask=None):
-    return _loss_with(ppo.clipped_surrogate, logp, logp_old, adv, clip_eps, mask, kl="k1")
+    return _loss_with(surrogate_sb3_style, logp, logp_old, adv, clip_eps, mask, kl="k1")
 
 
 def loss_active_fraction_is_clip_fraction(logp, logp_old, adv, clip_eps, mask=None):
-    return _loss_with(ppo.clipped_surrogate, logp, logp_old, adv, clip_eps, mask, active_is_outside=True)
+    return _loss_with(surrogate_sb3_style, logp, logp_old, adv, clip_eps, mask, active_is_outside=True)
 
 
 def loss_without_approx_kl(logp, logp_old, adv, clip_eps, mask=None):
-    loss, info = _loss_with(ppo.clipped_surrogate, logp, logp_old, adv, clip_eps, mask)
+    loss, info = _loss_with(surrogate_sb3_style, logp, logp_old, adv, clip_eps, mask)
     del info["approx_kl"]
     return loss, info
 
 
 def loss_padding_in_denominator(logp, logp_old, adv, clip_eps, mask=None):
-    per = ppo.clipped_surrogate(logp, logp_old, adv, clip_eps)
+    per = surrogate_sb3_style(logp, logp_old, adv, clip_eps)
     m = torch.ones_like(logp) if mask is None else mask.to(logp.dtype)
     return (per * m).mean(), _diagnostics(logp, logp_old, adv, clip_eps, m)
 
@@ -258,7 +258,7 @@ class PPOLossEntropyAdded(torch.nn.Module):
         self.clip_epsilon, self.value_loss_coef, self.entropy_coef = clip_epsilon, value_loss_coef, entropy_coef
 
     def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy):
-        policy_loss = ppo.clipped_surrogate(policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon).mean()
+        policy_loss = surrogate_sb3_style(policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon).mean()
         v_loss = 0.5 * ((values - returns.detach()) ** 2).mean()
         return policy_loss + self.value_loss_coef * v_loss + self.entropy_coef * entropy.mean()
 
@@ -290,7 +290,7 @@ def ppo_loss_ignores_value_coef(
     value_loss_coef=0.5,
     entropy_coef=0.01,
 ):
-    policy_loss = ppo.clipped_surrogate(policy_logprobs, old_policy_logprobs, advantages, clip_epsilon).mean()
+    policy_loss = surrogate_sb3_style(policy_logprobs, old_policy_logprobs, advantages, clip_epsilon).mean()
     v_loss = 0.5 * ((values - returns.detach()) ** 2).mean()
     return policy_loss + 0.5 * v_loss - entropy_coef * entropy.mean()
 
@@ -308,7 +308,7 @@ def _ppo_total(
     *,
     entropy_term=None,
 ):
-    policy_loss = ppo.clipped_surrogate(policy_logprobs, old_policy_logprobs, advantages, clip_epsilon).mean()
+    policy_loss = surrogate_sb3_style(policy_logprobs, old_policy_logprobs, advantages, clip_epsilon).mean()
     v_loss = 0.5 * ((values - returns.detach()) ** 2).mean()
     bonus = entropy.mean() if entropy_term is None else entropy_term(entropy)
     return policy_loss + value_loss_coef * v_loss - entropy_coef * bonus
@@ -429,6 +429,7 @@ MUTANTS = [
     ("ppo_loss", ppo_loss_no_entropy, "entropy bonus is missing"),
     ("ppo_loss", ppo_loss_fixed_clip, "clip_epsilon is ignored"),
     ("ppo_loss", PPOLossClippedTermOnly, "only the clipped term"),
+    ("ppo_loss", ppo.PPOLoss, "calls course_lib's own ppo.PPOLoss"),
 ]
 
 
@@ -471,7 +472,7 @@ def loss_masked_mean(logp, logp_old, adv, clip_eps, mask=None):
 
 
 def loss_float32_inside(logp, logp_old, adv, clip_eps, mask=None):
-    loss, info = ppo.clipped_surrogate_loss(logp.float(), logp_old.float(), adv.float(), clip_eps, mask)
+    loss, info = loss_masked_mean(logp.float(), logp_old.float(), adv.float(), clip_eps, mask)
     return loss.to(logp.dtype), info
 
 
@@ -499,8 +500,8 @@ def ppo_loss_function(
     value_loss_coef=0.5,
     entropy_coef=0.01,
 ):
-    policy_loss, _ = ppo.clipped_surrogate_loss(policy_logprobs, old_policy_logprobs, advantages, clip_epsilon)
-    return policy_loss + value_loss_coef * ppo.value_loss(values, returns) - entropy_coef * entropy.mean()
+    policy_loss, _ = loss_masked_mean(policy_logprobs, old_policy_logprobs, advantages, clip_epsilon)
+    return policy_loss + value_loss_coef * value_loss_mse(values, returns) - entropy_coef * entropy.mean()
 
 
 VARIANTS = [
@@ -509,6 +510,5 @@ VARIANTS = [
     ("clipped_surrogate_loss", loss_masked_mean),
     ("clipped_surrogate_loss", loss_float32_inside),
     ("value_loss", value_loss_mse),
-    ("ppo_loss", ppo.PPOLoss),
     ("ppo_loss", ppo_loss_function),
 ]

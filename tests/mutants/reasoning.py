@@ -157,7 +157,7 @@ def weights_empty_not_zero(length, mode, max_len=None):
 
 
 def weights_by_autograd(length, mode, max_len=None):
-    """The oracle: differentiate the course's aggregate_loss (a correct variant)."""
+    """The oracle: differentiate the course's aggregate_loss. Borrowed: the notebook says so, as grading does."""
     from course_lib.grpo import aggregate_loss
 
     T = max(int(length.max()), 1)
@@ -265,11 +265,48 @@ def share_first_row(labels, style):
 
 
 def share_loop(labels, style):
+    """Correct: a loop over the rows, and no share of no labels."""
     flat = [label for row in labels for label in (row if isinstance(row, (list, np.ndarray)) else [row])]
+    if not flat:
+        raise ValueError("labels: no label, so no share")
     return sum(1 for label in flat if label == style) / len(flat)
 
 
+def share_list_count(labels, style):
+    """list.count on the labels as given: a nested list's rows are never equal to a label."""
+    return labels.count(style) / len(labels)
+
+
+def share_of_nothing_is_nan(labels, style):
+    flat = np.asarray(labels).reshape(-1)
+    return float(np.mean(flat == style)) if flat.size else float("nan")
+
+
+def pass_product_one_early(n, c, k):
+    """The product over i = n - c, ..., n - 1."""
+    n, c, k = torch.broadcast_tensors(*(torch.as_tensor(x).long() for x in (n, c, k)))
+    j = torch.arange(int(c.max()), dtype=torch.float64)
+    i = (n - c).double()[..., None] + j
+    prod = torch.where(j < c.double()[..., None], 1.0 - k.double()[..., None] / i, 1.0).prod(-1)
+    return torch.where(n - c < k, (c > 0).double(), 1.0 - prod)
+
+
+def pass_float32(n, c, k):
+    return pass_exact(n, c, k).float()
+
+
+def weights_n_over_nonempty(length, mode, max_len=None):
+    """N counts the responses that have tokens (an empty one left out of the mean)."""
+    o = length.double()
+    L = o.max() if max_len is None else max_len
+    w = _right(o, int((o > 0).sum()), L, mode)
+    return torch.where(o > 0, w, torch.zeros_like(w))
+
+
 MUTANTS = [
+    ("pass_at_k", pass_product_one_early, "the product runs over i = n - c + 1"),
+    ("pass_at_k", pass_float32, "is float32; the exercise asks for float64"),
+    ("aggregation_token_weight", weights_n_over_nonempty, "N counts every response"),
     ("pass_at_k", pass_biased, "plug-in"),
     ("pass_at_k", pass_float_binomials, "overflow"),
     ("pass_at_k", pass_chen_verbatim, "c = 0"),
@@ -295,12 +332,14 @@ MUTANTS = [
     ("style_share", share_over_wellformed, "malformed"),
     ("style_share", share_per_row, "number of prompts"),
     ("style_share", share_first_row, None),
+    ("style_share", share_list_count, "counts only the top level"),
+    ("style_share", share_of_nothing_is_nan, "must raise ValueError"),
+    ("aggregation_token_weight", weights_by_autograd, "calls course_lib's own grpo.aggregate_loss"),
 ]
 
 VARIANTS = [
     ("pass_at_k", pass_exact),
     ("pass_at_k", pass_log_space),
-    ("aggregation_token_weight", weights_by_autograd),
     ("aggregation_token_weight", _weights(_right)),
     ("completion_style", style_by_split),
     ("style_share", share_loop),

@@ -28,9 +28,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
+import shutil
+import stat
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -59,85 +61,12 @@ def pytest_configure(config):
         _sandbox_kernels(SANDBOX)
 
 
-def _limits(memory: int):
-    """Run in the kernel's process before it starts: no core files, a bounded scratch file size, and an address
-    space far above ``memory`` (torch reserves much more than it uses: the runner's watcher limits what is
-    resident; this only stops one huge allocation at once)."""
-
-    def apply():
-        import resource
-
-        if memory:
-            resource.setrlimit(resource.RLIMIT_AS, (2 * memory + (4 << 30),) * 2)
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))
-
-    return apply
-
-
-def kernel_command(cmd: list[str], box: dict) -> list[str]:
-    """The kernel's command line, wrapped: namespaces of its own (mounts hiding the grader's folders; processes,
-    so that all it started dies with it and it can signal no other process), then the kernel's user."""
-    if box.get("uid") is None:
-        return cmd
-    mounts = []
-    for private, keeps in box.get("expose", []):  # e.g. /root hidden, but the Python and the course in it kept
-        mounts += [
-            f'stage{n}=$(mktemp -d); mount --bind {shlex.quote(keep)} "$stage{n}"' for n, keep in enumerate(keeps)
-        ]
-        mounts.append(f"mount -t tmpfs -o size=4k,mode=0711 none {shlex.quote(private)}")
-        mounts += [
-            f'mkdir -p {shlex.quote(keep)}; mount --move "$stage{n}" {shlex.quote(keep)}; rmdir "$stage{n}"'
-            for n, keep in enumerate(keeps)
-        ]
-    mounts += [
-        f"if [ -d {shlex.quote(path)} ]; then mount -t tmpfs -o size=4k,mode=0555 none {shlex.quote(path)}; fi"
-        for path in box.get("hide", [])
-    ]
-    mounts += [f"mount --bind -o ro {shlex.quote(src)} {shlex.quote(dst)}" for src, dst in box.get("binds", [])]
-    drop = [
-        "setpriv",
-        f"--reuid={int(box['uid'])}",
-        f"--regid={int(box['gid'])}",
-        "--clear-groups",
-        "--no-new-privs",
-        "--inh-caps=-all",
-        "--bounding-set=-all",
-        "--",
-    ]
-    if not box.get("namespaces"):  # no namespaces to be had (``unshare`` failed): the user alone
-        return [*drop, *cmd]
-    script = "; ".join(["set -e"] + mounts + [f'exec {" ".join(drop)} "$@"'])
-    return ["unshare", *NAMESPACES, "--", "/bin/sh", "-c", script, "grading-kernel", *cmd]
-
-
-NAMESPACES = ["--mount", "--propagation", "private", "--pid", "--fork", "--kill-child"]  # not --mount-proc:
-# with its own /proc, a kernel died in the 08 grpo_step check (cause not found); signals need no /proc anyway
-
-
 def _sandbox_kernels(box: dict) -> None:
-    from jupyter_client.provisioning import local_provisioner
     from nbval.kernel import RunningKernel
 
-    original_launch = local_provisioner.launch_kernel
+    from course_lib.authoring.grading.sandbox import launch_in
 
-    def launch_kernel(cmd, **kwargs):
-        env = dict(kwargs.get("env") or os.environ)
-        env.pop("COURSE_GRADE_SANDBOX", None)
-        scratch = box["cwd"]
-        env.update(
-            HOME=scratch,
-            TMPDIR=scratch,
-            IPYTHONDIR=os.path.join(scratch, ".ipython"),
-            MPLCONFIGDIR=os.path.join(scratch, ".matplotlib"),
-            JUPYTER_RUNTIME_DIR=scratch,
-        )
-        kwargs.update(env=env, cwd=scratch, preexec_fn=_limits(int(box.get("memory") or 0)))
-        if box.get("uid") is not None and "-f" in cmd:  # the kernel must read its connection file
-            os.chown(cmd[cmd.index("-f") + 1], int(box["uid"]), int(box["gid"]))
-        return original_launch(kernel_command(list(cmd), box), **kwargs)
-
-    local_provisioner.launch_kernel = launch_kernel
+    launch_in(box)
     original_get = RunningKernel.get_message
     budget_total = int(box.get("max_output") or 0)
 
@@ -194,10 +123,39 @@ def pytest_runtest_call(item):
     _write(item.config, {"event": "start", "cell": item.cell_num, "time": time.time()})
 
 
+MAX_RECORD = 64 << 20  # bytes of one record file (as course_lib.checks.recording reads them)
+
+
+def take_records(scratch: Path, private: Path) -> None:
+    """Move what the check cells recorded out of the kernel's reach: each file copied (a new file, not the kernel's
+    inode, which a process of its might still hold open) into the grader's private folder, then removed from the
+    kernel's. Links, devices and oversized files are left behind (the judge then finds no record)."""
+    source = scratch / "records"
+    try:
+        cells = [e for e in os.scandir(source) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return
+    for cell in cells:
+        target = private / "records" / cell.name
+        target.mkdir(parents=True, exist_ok=True)
+        for entry in os.scandir(cell.path):
+            try:
+                fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError:
+                continue
+            with os.fdopen(fd, "rb") as f:
+                info = os.fstat(f.fileno())
+                if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_RECORD:
+                    (target / entry.name).write_bytes(f.read(MAX_RECORD + 1)[:MAX_RECORD])
+        shutil.rmtree(cell.path, ignore_errors=True)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     yield
     number = _cell_number(item)
+    if number is not None and call.when == "call" and SANDBOX is not None and item.config.getoption("--grade-events"):
+        take_records(Path(SANDBOX["cwd"]), Path(item.config.getoption("--grade-events")).parent)
     if number is None or call.when not in ("setup", "call"):
         return
     if call.when == "setup" and call.excinfo is None:

@@ -56,7 +56,12 @@ for _grading_name in [_n for _n in list(_grading_sys.modules) if _n.split(".")[0
 """
 RECORD = """\
 import course_lib.checks.recording as _grading_recording  # record, then the grader judges (course_lib.checks)
-_grading_recording.start({folder!r}, {seed}, {exercise!r}, allowed={allowed!r}, names={names!r})
+_grading_recording.start({folder!r}, exercise={exercise!r}, allowed={allowed!r}, names={names!r}, cell={cell!r})
+"""
+GUARDED = """\
+# --- added by course_lib.grade: the grader's guard, before any student code (course_lib.checks.guard) ---
+import course_lib.checks.guard
+course_lib.checks.guard.install()
 """
 PROLOGUE = """\
 # --- added by course_lib.grade: remember torch and the builtins before any student code runs ---
@@ -90,22 +95,9 @@ _grading_restore = _grading_snapshot()
 del _grading_snapshot
 
 
-def _grading_short_errors(show=get_ipython().showtraceback):
-    # a 200 MB exception message, formatted and sent by the kernel, would cost it gigabytes: cut it first
-    def showtraceback(exc_tuple=None, *args, **kwargs):
-        value = (exc_tuple or __import__("sys").exc_info())[1]
-        for _ in range(10):  # the exception and those it was raised from
-            try:
-                if len(str(value)) > 20_000:
-                    value.args = (str(value)[:10_000] + " [... cut by the grader]",)
-                value = value.__cause__ or value.__context__
-            except Exception:
-                break
-        return show(exc_tuple, *args, **kwargs)
-    get_ipython().showtraceback = showtraceback
-
-
-_grading_short_errors()
+import course_lib.checks.guard as _grading_guard  # a 200 MB exception message is cut before the kernel formats it
+_grading_guard.cut_long_errors(get_ipython())
+del _grading_guard
 """
 TOKEN_LINE = 'print("grading: check completed {token}")'
 SKIPPED = "# course_lib.grade: this cell was not run ({why})"
@@ -236,15 +228,19 @@ def _uses_reference(source: str, canonical: Canonical, exercise: str) -> str | N
 def guard_check(source: str, imports: str, token: str, record: tuple | None = None) -> str:
     """A check (or hidden check) cell as it runs at grading time: fresh course_lib, then a completion token.
 
-    ``record``: (folder, seed, exercise) for a check cell whose checks record the student's results
+    ``record``: (folder, cell id, exercise) for a check cell whose checks record the student's results
     there for the grader to judge (and watch for borrowed course_lib code).
     """
     body = MARKERS.sub("", source).rstrip()  # output is never compared for checks: a warning cannot cost points
     record_code = ""
     if record:
-        folder, seed, exercise = record
+        folder, cell, exercise = record
         record_code = RECORD.format(
-            folder=folder, seed=seed, exercise=exercise.id, allowed=list(exercise.allowed), names=list(exercise.names)
+            folder=folder,
+            exercise=exercise.id,
+            allowed=tuple(exercise.allowed),
+            names=tuple(exercise.names),
+            cell=cell,
         )
     finish = "_grading_recording.finish()  # fails if the reference ran since\n" if record else ""
     return (
@@ -265,7 +261,6 @@ def rebuild(
     stubbed=frozenset(),
     skipped=frozenset(),
     scratch=None,
-    seed: int = 0,
 ):
     """The gradable notebook, and a :class:`GradedCell` per code cell.
 
@@ -273,11 +268,14 @@ def rebuild(
         stubbed: exercises whose solution runs as the canonical stub and whose checks are
             skipped (an earlier run of them hung the kernel: they are graded "timeout").
         skipped: ids of given cells not to run (an earlier run of them hung the kernel).
+        scratch: the kernel's folder, where check cells record (None: a notebook to rerun by hand, which
+            judges in its kernel, without the grader's guard).
     """
     nb = copy.deepcopy(canonical.nb)
     cells, graded = [], []
     uses_torch = any("torch" in c.source for c in nb.cells if c.cell_type == "code")  # else no import: faster
-    prologue = nbformat.v4.new_code_cell(PROLOGUE.replace("{uses_torch}", str(uses_torch)), id="grading-prologue")
+    first = (GUARDED if scratch is not None else "") + PROLOGUE.replace("{uses_torch}", str(uses_torch))
+    prologue = nbformat.v4.new_code_cell(first, id="grading-prologue")
     cells.append(prologue)
     graded.append(GradedCell(prologue.id, "prologue", None))
 
@@ -300,7 +298,7 @@ def rebuild(
             cell.source = student if student is not None else strip_solutions(cell.source, exercise)
         elif role == "check":
             ex = canonical.exercises[exercise]
-            record = (record_folder(scratch, cell.id), seed, ex) if scratch is not None else None
+            record = (record_folder(scratch, cell.id), cell.id, ex) if scratch is not None else None
             cell.source = guard_check(cell.source, canonical.course_imports, token, record)
         if role != "given":
             cell.outputs, cell.execution_count = [], None

@@ -34,40 +34,24 @@ import json
 import os
 import random
 import re
-import signal
+import secrets
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil  # installed with ipykernel, which the course needs anyway
+from course_lib.authoring.grading.sandbox import Sandbox
+from course_lib.authoring.grading.watchdog import Memory, _alive, _pinned, _stop_tree
+from course_lib.checks import guard
 
 ROOT = Path(__file__).resolve().parents[3]
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # IPython colours its tracebacks
 GRACE = 2.0  # seconds past the cell timeout (nbval interrupts at the timeout) before the watchdog stops all
 STARTUP = 120.0  # seconds allowed for pytest and the kernel to start
 KERNEL_START_TRIES = 3
-MAX_OUTPUT = 200_000  # characters of a cell's output that pytest keeps (the rest is dropped as it arrives)
 MAX_LOG = 1_000_000  # characters of pytest's own report read back for the log
 SANDBOX_ENV = "COURSE_GRADE_SANDBOX"  # how the runner tells the plugin (in the pytest process) what to do
-
-
-@dataclass
-class Sandbox:
-    """How one kernel is confined (see the module docstring); an empty one confines nothing but memory."""
-
-    uid: int | None = None  # run the kernel as this user (needs root), with gid
-    gid: int | None = None
-    memory: int = 0  # resident memory allowed, in bytes (0 for no limit), watched by the runner
-    hide: list[str] = field(default_factory=list)  # folders an empty tmpfs covers in the kernel's mount namespace
-    binds: list[tuple[str, str]] = field(default_factory=list)  # (file, over this file): read-only bind mounts
-    expose: list[tuple[str, list[str]]] = field(default_factory=list)  # (private folder, what to keep of it)
-    namespaces: bool = False  # mount and process namespaces of its own (``unshare``)
-    max_output: int = MAX_OUTPUT
-
-    def for_plugin(self, scratch: Path) -> str:
-        return json.dumps({**self.__dict__, "cwd": str(scratch)})
 
 
 @dataclass
@@ -91,6 +75,8 @@ class Run:
     pytest_died: bool = False  # pytest itself ended by a signal nobody here sent
     seconds: float = 0.0
     kernel_retries: int = 0  # kernels that died before answering, started again
+    key: bytes = b""  # the run's key: the seeds of its drawn cases, and the signature of its guard's verdicts
+    verdicts: dict[str, list[str]] = field(default_factory=dict)  # check cell id -> its guard's signed verdicts
 
 
 def child_env(threads: int) -> dict[str, str]:
@@ -123,60 +109,6 @@ def _events(path: Path) -> list[dict]:
     return records
 
 
-def kill_kernel_processes(sandbox: Sandbox | None, kernel: psutil.Process | None) -> None:
-    """Kill every process the kernel started. In namespaces of its own there is nothing to do: they all died
-    with the kernel (the first process of its pid namespace). Isolated without them, every process of its user
-    (never in that case two graders at once: they share the users); not isolated, every process of its session."""
-    if sandbox is not None and sandbox.namespaces:
-        return
-    sid = None
-    if (sandbox is None or sandbox.uid is None) and kernel is not None and kernel.is_running():
-        sid = os.getsid(kernel.pid)
-    for _ in range(3):  # a process forking while we kill: sweep again
-        victims = []
-        for proc in psutil.process_iter(["uids", "pid"]):
-            try:
-                if sandbox is not None and sandbox.uid is not None:
-                    if sandbox.uid in (proc.info["uids"].real, proc.info["uids"].effective):
-                        victims.append(proc)
-                elif sid is not None and proc.pid != os.getpid() and os.getsid(proc.pid) == sid:
-                    victims.append(proc)
-            except (psutil.Error, OSError, AttributeError):
-                pass
-        if not victims:
-            return
-        _kill(victims)
-
-
-def _kill(victims: list[psutil.Process]) -> None:
-    for victim in victims:
-        try:
-            victim.send_signal(signal.SIGKILL)  # psutil refuses a pid that another process has taken since
-        except psutil.Error:
-            pass
-    psutil.wait_procs(victims, timeout=2)
-
-
-def _stop_tree(
-    proc: subprocess.Popen, kernel: psutil.Process | None, sandbox: Sandbox | None, pytest: psutil.Process | None = None
-) -> None:
-    """Kill pytest, its kernel (which runs in a session of its own) and anything they started.
-
-    The kernel is the :class:`psutil.Process` seen when it started, never its pid looked up again: once
-    it has ended, its pid may be another process's, a classmate's kernel say (a kernel can make pids
-    come round again quickly, by forking), and looking it up would kill that one."""
-    victims = []
-    for process in (pytest, kernel):
-        try:
-            if process is not None and process.is_running():
-                victims += [process] + process.children(recursive=True)
-        except psutil.Error:
-            pass
-    _kill(victims)
-    proc.wait()
-    kill_kernel_processes(sandbox, kernel)
-
-
 def run_nbval(
     notebook: Path,
     timeout: float,
@@ -197,63 +129,18 @@ def run_nbval(
     for retry in range(KERNEL_START_TRIES):
         run = _run_once(notebook, timeout, threads, sanitize, scratch or notebook.parent, sandbox)
         run.kernel_retries = retry
+        first = run.cells.get(0, CellOutcome("not run"))
+        if first.outcome not in ("passed", "setup-error") and not run.pytest_died:
+            # the grader's first cell (before any student code) failed, or the kernel died in it: the grader's fault
+            why = first.message or f"{first.ename}: {first.evalue}".strip(": ") or first.outcome
+            run.cells = {
+                n: CellOutcome("setup-error", message=f"the grading kernel's first cell: {why}") for n in run.cells
+            }
+            run.cells.setdefault(0, CellOutcome("setup-error", message=f"the grading kernel's first cell: {why}"))
         if not any(cell.outcome == "setup-error" for cell in run.cells.values()):
             break
         time.sleep(0.5 + random.random())  # out of step with whichever kernel it raced
     return run
-
-
-class Memory:
-    """The resident memory of a kernel and every process it started, watched against a limit.
-
-    Resident, not virtual: torch reserves far more address space than it uses, so ``RLIMIT_AS``
-    (kept only as a backstop, well above the limit) would fail honest solutions. The processes
-    are listed again each second; their resident sizes are read every time (``/proc/PID/statm``).
-    """
-
-    def __init__(self, limit: int):
-        self.limit, self.pids, self.listed, self.peak = limit, [], 0.0, 0
-
-    def over(self, kernel: psutil.Process | None) -> bool:
-        if not self.limit or kernel is None:
-            return False
-        if time.monotonic() - self.listed > 1.0:
-            try:
-                self.pids = (
-                    [kernel.pid] + [child.pid for child in kernel.children(recursive=True)]
-                    if kernel.is_running()
-                    else []
-                )
-            except psutil.Error:
-                self.pids = []
-            self.listed = time.monotonic()
-        total = 0
-        for pid in self.pids:
-            try:
-                with open(f"/proc/{pid}/statm", "rb") as f:
-                    total += int(f.read().split()[1]) * PAGE
-            except (OSError, ValueError, IndexError):
-                pass
-        self.peak = max(self.peak, total)
-        return total > self.limit
-
-
-PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-
-def _alive(kernel: psutil.Process) -> bool:
-    try:
-        return kernel.is_running() and kernel.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def _pinned(pid: int | None) -> psutil.Process | None:
-    """The process with this pid now (its start time kept: see :func:`_stop_tree`)."""
-    try:
-        return psutil.Process(pid) if pid else None
-    except psutil.Error:
-        return None
 
 
 def _run_once(
@@ -291,15 +178,31 @@ def _run_once(
     if sanitize is not None:
         command.append(f"--nbval-sanitize-with={sanitize}")
     env = child_env(threads)
-    env[SANDBOX_ENV] = (sandbox or Sandbox()).for_plugin(scratch)
+    env["JUPYTER_RUNTIME_DIR"] = str(scratch)  # the connection file, and the kernel's Unix sockets (sandbox.py)
     run, start, stuck, died, greedy = Run(), time.monotonic(), None, None, None
+    run.key, (read_end, write_end) = secrets.token_bytes(16), os.pipe()
+    _give_key(scratch, sandbox, run.key, write_end)
+    box = sandbox or Sandbox()
+    env[SANDBOX_ENV] = json.dumps({**json.loads(box.for_plugin(scratch)), "pipe": write_end})
+    os.set_blocking(read_end, False)
+    signed = bytearray()
     with open(output_path, "wb") as output:
         proc = subprocess.Popen(
-            command, cwd=folder, stdout=output, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            command,
+            cwd=folder,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            pass_fds=(write_end,),
         )
-        kernel, memory, pytest = None, Memory(sandbox.memory if sandbox else 0), _pinned(proc.pid)
+        os.close(write_end)  # the kernel holds it now; the grader only reads
+        mounts = [str(scratch)] if box.uid is not None and os.path.ismount(scratch) else []
+        kernel, pytest = None, _pinned(proc.pid)
+        memory = Memory(box.memory, mounts, box.namespaces)
         while proc.poll() is None:
             time.sleep(0.2)
+            signed += _drain(read_end)
             records = _events(events_path)
             if kernel is None:  # pinned as soon as its first cell starts, while it surely runs
                 kernel = _pinned(next((r["pid"] for r in records if r["event"] == "kernel"), None))
@@ -333,6 +236,9 @@ def _run_once(
         if not run.killed and proc.returncode < 0:
             run.pytest_died = True  # killed by a signal that did not come from the watchdog
         _stop_tree(proc, kernel, sandbox, pytest)  # nbval stops its kernel; make sure, and its children too
+    signed += _drain(read_end)
+    os.close(read_end)
+    run.verdicts = _verdicts(run.key, bytes(signed))
     run.seconds = time.monotonic() - start
     with open(output_path, encoding="utf-8", errors="replace") as f:
         run.output = ANSI.sub("", f.read(MAX_LOG))
@@ -351,6 +257,43 @@ def _run_once(
         why = "the grading process was killed" if run.pytest_died else "the kernel died"
         run.cells[died] = CellOutcome("died", message=f"{why} while this cell ran")
     return run
+
+
+def _give_key(scratch: Path, sandbox: Sandbox | None, key: bytes, pipe: int) -> None:
+    """The run's key and the guard's pipe, in a file of the kernel's that its first cell reads and deletes."""
+    path = scratch / guard.KEY_FILE
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(f"{key.hex()} {pipe}")
+    if sandbox is not None and sandbox.uid is not None:
+        os.chown(path, sandbox.uid, sandbox.gid)
+
+
+def _drain(fd: int) -> bytes:
+    """What the kernel's guard has written to the pipe so far (never blocks; at most 1 MB a run)."""
+    chunks = b""
+    while len(chunks) < 1 << 20:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        chunks += chunk
+    return chunks
+
+
+def _verdicts(key: bytes, data: bytes) -> dict[str, list[str]]:
+    """The guard's verdicts by check cell: ``"clean"``, ``"borrowed <name>[ reference]"``, then ``| <problems>``.
+    A line not signed with the run's key (written by the student's code) is left out."""
+    found: dict[str, list[str]] = {}
+    for line in data.decode("utf-8", "replace").splitlines():
+        text = guard.verify(key, line)
+        if text is not None and text.startswith("cell "):
+            cell, _, rest = text[len("cell ") :].partition(" ")
+            found.setdefault(cell, []).append(rest)
+    return found
 
 
 def _outcome(record: dict) -> CellOutcome:

@@ -43,9 +43,12 @@ from pathlib import Path
 import nbformat
 
 from course_lib.authoring.grading.canonical import Canonical
+from course_lib.authoring.grading.judging import first_line, judge_with
 from course_lib.authoring.grading.rebuild import GradedCell, match_solutions, rebuild
-from course_lib.authoring.grading.runner import CellOutcome, Run, Sandbox, kill_kernel_processes, run_nbval
+from course_lib.authoring.grading.runner import CellOutcome, Run, run_nbval
+from course_lib.authoring.grading.sandbox import Sandbox, fresh_scratch, remove_scratch
 from course_lib.authoring.grading.submissions import identify, is_symlink, name_in_file, read_submission, student_name
+from course_lib.authoring.grading.watchdog import kill_kernel_processes
 
 WHERE = {"solution": "your solution cell", "check": "the check", "hidden": "a hidden check"}
 
@@ -84,11 +87,6 @@ class Graded:
     log: list[str] = field(default_factory=list)
     seconds: float = 0.0
     key: str = ""
-
-
-def first_line(text: str, limit: int = 1000) -> str:
-    line = next((line.strip() for line in str(text).strip().splitlines() if line.strip()), "")
-    return line if len(line) <= limit else line[:limit] + " [...]"
 
 
 def sanitizer(path: Path | None):
@@ -152,7 +150,7 @@ def exercise_verdict(
     exercise, graded: list[GradedCell], run: Run, token, options, clean, judge_check=None
 ) -> tuple[str, str]:
     """The first cell of the exercise that did not pass decides; a check cell that passed in the kernel is then
-    judged by ``judge_check(cell id)`` from what the kernel recorded (None: judged from the kernel alone)."""
+    judged by ``judge_check(cell id, exercise id)`` from what the kernel recorded (None: from the kernel alone)."""
     passed_line = ""
     for number, cell in enumerate(graded):
         if cell.exercise != exercise.id or cell.role not in WHERE:
@@ -161,7 +159,7 @@ def exercise_verdict(
         verdict = judge(cell.role, outcome, token, options, clean)
         if verdict is not None:
             return verdict
-        judged = judge_check(cell.cell_id) if judge_check is not None and cell.role == "check" else None
+        judged = judge_check(cell.cell_id, exercise.id) if judge_check is not None and cell.role == "check" else None
         if judged is not None and judged[0] != "passed":
             return judged[0], clean(judged[1])
         if cell.role == "check" and not passed_line:
@@ -171,69 +169,6 @@ def exercise_verdict(
                 else next((line for line in outcome.stdout.splitlines() if line.startswith("\u2714")), "")
             )
     return "passed", clean(passed_line) or f"\u2714 {exercise.id}: passed (its check ran in the grading kernel)"
-
-
-class _Unjudged(BaseException):
-    """The check called the student's function itself: the grader cannot replay it from records.
-
-    A BaseException, so that a check's own ``except Exception`` (which turns a student's crash into
-    feedback) lets it through."""
-
-
-class _Student(dict):
-    """Names a check cell reads that the imports do not define: the student's, which the grader never runs."""
-
-    def __init__(self, namespace):
-        super().__init__()
-        self.namespace = namespace
-
-    def __missing__(self, name):
-        if name in self.namespace:
-            return self.namespace[name]
-        import builtins
-
-        if hasattr(builtins, name):
-            return getattr(builtins, name)
-
-        def student_function(*args, **kwargs):
-            raise _Unjudged(name)
-
-        return student_function
-
-
-def _judge_with(notebook: Canonical, scratch: Path, seed: int):
-    """judge_check for one run: the check cell run again in this process, on the kernel's records."""
-    from course_lib.authoring.grading.rebuild import record_folder
-    from course_lib.checks import recording
-
-    sources = {c.id: c.source for c in notebook.nb.cells if c.cell_type == "code"}
-
-    def judge_check(cell_id: str) -> tuple[str, str] | None:
-        namespace: dict = {}
-        try:
-            exec(compile(notebook.course_imports, "<course imports>", "exec"), namespace)
-        except Exception:  # noqa: BLE001 - cannot judge here: the kernel's outcome stands
-            return None
-        with recording.judging(Path(record_folder(scratch, cell_id)), seed) as session:
-            try:
-                exec(compile(sources[cell_id], f"<check {cell_id}>", "exec"), namespace, _Student(namespace))
-            except _Unjudged:
-                if session.calls == 0 and not session.replayed:
-                    return None
-                return "passed", session.lines[0] if session.lines else ""
-            except recording.NotRecorded as error:
-                return "error", f"{error}"
-            except NotImplementedError as error:
-                return "not attempted", f"NotImplementedError: {first_line(error)}"
-            except AssertionError as error:
-                return "failed", first_line(error) or "an assertion failed"
-            except Exception as error:  # noqa: BLE001 - the check itself failed on the records
-                return "error", f"{type(error).__name__} while judging the check: {first_line(error)}"
-        if session.calls == 0 and not session.replayed:
-            return None  # a check written inline (asserts): judged in the kernel only
-        return "passed", session.lines[0] if session.lines else ""
-
-    return judge_check
 
 
 def _culprit(graded: list[GradedCell], run: Run) -> int | None:
@@ -329,7 +264,6 @@ def _grade(path: Path, base: Path | None, canonical: dict[str, Canonical], optio
     notes = list(match.notes)
     graded.log += [f"notebook: {notebook.name} (solution {notebook.path})"] + [f"note: {n}" for n in notes]
     token = secrets.token_hex(8)
-    seed = secrets.randbelow(2**31)  # the drawn cases: the kernel learns it only in the check cell
     stubbed: dict[str, tuple[str, str]] = {}  # exercise -> its verdict from the run that hung
     skipped: set[str] = set()
     sandbox = options.sandboxes.get() if options.sandboxes is not None else None
@@ -338,10 +272,9 @@ def _grade(path: Path, base: Path | None, canonical: dict[str, Canonical], optio
     pytest_retried = False
     try:
         for attempt in range(1, len(notebook.exercises) + 5):
-            scratch = _fresh_scratch(scratch, sandbox)
-            nb, cells = rebuild(
-                notebook, match, token, stubbed=set(stubbed), skipped=skipped, scratch=scratch, seed=seed
-            )
+            scratch = fresh_scratch(scratch, sandbox)
+            shutil.rmtree(private / "records", ignore_errors=True)  # what an earlier run recorded
+            nb, cells = rebuild(notebook, match, token, stubbed=set(stubbed), skipped=skipped, scratch=scratch)
             target = private / f"{notebook.name}.ipynb"
             nbformat.write(nb, target)
             run = run_nbval(target, options.timeout, options.threads, options.sanitize, scratch, sandbox)
@@ -374,7 +307,7 @@ def _grade(path: Path, base: Path | None, canonical: dict[str, Canonical], optio
         )
         verdicts = {
             ex.id: exercise_verdict(
-                ex, cells, run, token, options, clean, judge_check=_judge_with(notebook, scratch, seed)
+                ex, cells, run, token, options, clean, judge_check=judge_with(notebook, private, run)
             )
             for ex in notebook.exercises.values()
             if ex.id not in match.missing and ex.id not in stubbed
@@ -382,9 +315,8 @@ def _grade(path: Path, base: Path | None, canonical: dict[str, Canonical], optio
     finally:
         if sandbox is not None and sandbox.uid is not None:
             kill_kernel_processes(sandbox, None)  # whatever its user still runs
-        for folder in (private, scratch):
-            if folder is not None:
-                shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(private, ignore_errors=True)
+        remove_scratch(scratch)
         if sandbox is not None:
             options.sandboxes.put(sandbox)
     for exercise in notebook.exercises.values():
@@ -411,16 +343,6 @@ def _grade(path: Path, base: Path | None, canonical: dict[str, Canonical], optio
         graded.log.append(f"{exercise.id}: {status} {points:g}/{exercise.points:g} {message}")
 
 
-def _fresh_scratch(previous: Path | None, sandbox: Sandbox | None) -> Path:
-    """An empty working folder for the kernel, outside the output folder, owned by the kernel's user."""
-    if previous is not None:
-        shutil.rmtree(previous, ignore_errors=True)
-    scratch = Path(tempfile.mkdtemp(prefix="course-grade-kernel-"))
-    if sandbox is not None and sandbox.uid is not None:
-        os.chown(scratch, sandbox.uid, sandbox.gid)
-    return scratch
-
-
 def _run_log(attempt: int, cells: list[GradedCell], run: Run) -> list[str]:
     lines = [
         f"--- run {attempt}: {run.seconds:.1f} s"
@@ -440,5 +362,7 @@ def _run_log(attempt: int, cells: list[GradedCell], run: Run) -> list[str]:
         )
         where = f"cell {number:2d} {cell.role:8s} {cell.exercise or '':20s} {cell.cell_id}"
         lines.append(f"{where}: {outcome.outcome}{detail}")
+    for cell_id, verdicts in run.verdicts.items():
+        lines += [f"guard: {cell_id}: {verdict}" for verdict in verdicts]
     lines += ["pytest output:", run.output.rstrip()]
     return lines

@@ -1,0 +1,116 @@
+"""The check of chapter 08's completion mask (reference: ``course_lib.lm_rl.completion_mask``)."""
+
+from __future__ import annotations
+
+import torch
+
+from course_lib.checks import (
+    Case,
+    Mistake,
+    check_against_reference,
+    drawing,
+)
+from course_lib.lm_rl import completion_mask
+
+# ---------------------------------------------------------------------------
+# 2. The completion mask
+# ---------------------------------------------------------------------------
+
+
+def _mask_drops_eos(completion_ids, eos_id):
+    return (torch.cumsum((completion_ids == eos_id).long(), -1) == 0).float()
+
+
+def _mask_off_by_one(completion_ids, eos_id):
+    is_eos = (completion_ids == eos_id).long()
+    before = torch.cumsum(is_eos, -1) - is_eos
+    shifted = torch.cat([torch.zeros_like(before[..., :1]), before[..., :-1]], -1)  # one token too far
+    return (shifted == 0).float()
+
+
+def _mask_no_eos_rows_empty(completion_ids, eos_id):
+    mask = completion_mask(completion_ids, eos_id)
+    return mask * (completion_ids == eos_id).any(-1, keepdim=True).float()
+
+
+def _mask_last_eos(completion_ids, eos_id):
+    is_eos = (completion_ids == eos_id).long()
+    after = torch.flip(torch.cumsum(torch.flip(is_eos, [-1]), -1), [-1])  # EOS at or after t
+    return ((after > 0) | (is_eos.sum(-1, keepdim=True) == 0)).float()
+
+
+def _mask_not_pad(completion_ids, eos_id):
+    return (completion_ids != eos_id + 1).float()  # PAD = eos_id + 1 in the course's tokenizer
+
+
+def check_completion_mask(fn) -> bool:
+    """Check a student's ``completion_mask(completion_ids, eos_id) -> float mask``."""
+    E, P = 12, 13
+    cases = [
+        Case("EOS in the middle, PAD after it", {"completion_ids": torch.tensor([[1, 3, 2, E, P]]), "eos_id": E}),
+        Case("EOS first: one valid token", {"completion_ids": torch.tensor([[E, P, P, P]]), "eos_id": E}),
+        Case(
+            "a row with no EOS (ran out of tokens): all valid",
+            {"completion_ids": torch.tensor([[1, 2, 3, 4], [5, E, P, P]]), "eos_id": E},
+        ),
+        Case("EOS at the last position", {"completion_ids": torch.tensor([[4, 5, 6, E]]), "eos_id": E}),
+        Case(
+            "two EOS: only the first counts, and what follows it is not PAD",
+            {"completion_ids": torch.tensor([[1, E, 2, E, 7]]), "eos_id": E},
+        ),
+        Case(
+            "a (B, G, L) batch",
+            {"completion_ids": torch.tensor([[[1, E, P], [2, 3, E]], [[E, P, P], [4, 5, 6]]]), "eos_id": E},
+        ),
+        Case("another EOS id (3)", {"completion_ids": torch.tensor([[0, 1, 3, 2, 2]]), "eos_id": 3}),
+    ]
+    mistakes = [
+        Mistake(
+            "the EOS token is masked out: it is part of the completion (the model chose to stop, "
+            "and that choice must get the advantage too)",
+            _mask_drops_eos,
+        ),
+        Mistake("the mask is off by one: it keeps the token after EOS", _mask_off_by_one),
+        Mistake(
+            "rows with no EOS get an empty mask: a completion that ran out of tokens is valid everywhere",
+            _mask_no_eos_rows_empty,
+        ),
+        Mistake("the mask runs to the last EOS: everything after the first EOS is masked", _mask_last_eos),
+        Mistake(
+            "the mask tests for PAD instead of finding the first EOS: tokens after EOS are not always PAD",
+            _mask_not_pad,
+        ),
+    ]
+
+    def reference(completion_ids, eos_id):
+        return completion_mask(completion_ids, eos_id)
+
+    def as_float(result):
+        return {"mask": torch.as_tensor(result).float()}
+
+    return check_against_reference(
+        fn,
+        reference,
+        cases,
+        name="completion_mask",
+        mistakes=mistakes,
+        outputs=as_float,
+        dtypes=(torch.float64,),
+        draw=_draw_completions,
+    )
+
+
+def _draw_completions(g: torch.Generator) -> list[Case]:
+    """Fresh completions: shapes, EOS ids, EOS anywhere (several, or none), PAD or more EOS after it."""
+    cases = []
+    for _ in range(4):
+        shape = drawing.choice(g, ((1, 5), (3, 4), (2, 2, 6), (4, 1)))
+        eos = drawing.choice(g, (12, 3, 0))
+        ids = torch.randint(0, 12, shape, generator=g)
+        ids[ids == eos] = eos + 1
+        flat = ids.view(-1, shape[-1])
+        for row in flat:
+            for _ in range(drawing.integer(g, 0, 2)):
+                row[drawing.integer(g, 0, shape[-1] - 1)] = eos
+        cases.append(Case(f"completions {ids.tolist()}, eos_id={eos}", {"completion_ids": ids, "eos_id": eos}))
+    return cases

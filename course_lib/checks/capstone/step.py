@@ -1,0 +1,198 @@
+"""The check of chapter 08's one GRPO step of the tiny model (reference: ``course_lib.lectures.capstone.grpo_step``)."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from einops import rearrange, repeat
+
+from course_lib.checks import (
+    Mistake,
+    drawing,
+    forget_pass,
+    record_pass,
+    recording,
+)
+from course_lib.checks.capstone.mask import _mask_drops_eos
+from course_lib.grpo import grpo_loss
+from course_lib.lectures.capstone import grpo_step
+from course_lib.lm_rl import completion_mask, token_logps
+from course_lib.tiny_lm import TinyLM, TinyLMConfig
+
+# ---------------------------------------------------------------------------
+# 3. One GRPO step
+# ---------------------------------------------------------------------------
+
+_E, _PAD = 12, 13
+
+
+def _step_setup(seed: int, kl_coef: float):
+    """A tiny LM, its reference, sampled-looking completions (some without EOS), rewards and logp_old."""
+    cfg = TinyLMConfig(vocab_size=14, block_size=10, n_layer=1, n_head=2, d_model=16)
+    ref = TinyLM(cfg, seed=seed)
+    policy = copy.deepcopy(ref)
+    with torch.no_grad():  # move the policy off the reference, so the KL term and its gradient are not zero
+        for p in policy.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(seed + 1)))
+    g = torch.Generator().manual_seed(seed + 2)
+    prompts = torch.randint(0, 10, (2, 6), generator=g)
+    prompts[:, 2], prompts[:, 5] = 10, 11
+    completions = torch.tensor(
+        [[[1, 3, 2, _E], [4, _E, _PAD, _PAD], [7, 7, 7, 7]], [[_E, _PAD, _PAD, _PAD], [9, 1, _E, _PAD], [2, _E, 5, _E]]]
+    )  # (2, 3, 4)
+    rewards = torch.tensor([[1.0, 0.0, 0.5], [0.0, 1.0, 1.0]])
+    with torch.no_grad():  # the sampling policy: a little different from the current one, so ratios are not 1
+        logp_old = _logp(ref, prompts, completions) + 0.1 * torch.randn(completions.shape, generator=g)
+    # SGD, not Adam: Adam's first step is lr * sign(grad), which flips on rounding noise where a
+    # gradient is ~0, so the same right answer could differ between the kernel and the grader.
+    opt = torch.optim.SGD(policy.parameters(), lr=0.5)
+    # A stale gradient from a previous step: a step that forgets zero_grad() adds it in.
+    for p in policy.parameters():
+        p.grad = torch.full_like(p, 0.5)
+    return dict(
+        policy=policy,
+        ref_model=ref if kl_coef > 0 else None,
+        optimizer=opt,
+        prompts=prompts,
+        completions=completions,
+        rewards=rewards,
+        logp_old=logp_old,
+        eos_id=_E,
+        clip_eps=0.2,
+        kl_coef=kl_coef,
+        max_grad_norm=0.5,
+    )
+
+
+def _logp(model, prompts, completions, shifted: bool = True):
+    G = completions.shape[1]
+    fp = repeat(prompts, "B P -> (B G) P", G=G)
+    fc = rearrange(completions, "B G L -> (B G) L")
+    if shifted:
+        out = token_logps(model, fp, None, fc)
+    else:  # the classic wrong position: the logits of the completion's own positions, logits[:, P:]
+        P, L = fp.shape[1], fc.shape[1]
+        logits = model(torch.cat([fp, fc], 1))[:, P : P + L]  # (B*G, L): each scores the token *after* y_t
+        out = torch.log_softmax(logits, -1).gather(-1, fc[..., None])[..., 0]
+    return rearrange(out, "(B G) L -> B G L", G=G)
+
+
+def _wrong_step(shifted=True, mask="eos", clip=True, zero_grad=True):
+    def step(
+        policy,
+        ref_model,
+        optimizer,
+        prompts,
+        completions,
+        rewards,
+        logp_old,
+        eos_id,
+        clip_eps=0.2,
+        kl_coef=0.04,
+        max_grad_norm=1.0,
+    ):
+        logp = _logp(policy, prompts, completions, shifted)
+        logp_ref = None
+        if ref_model is not None and kl_coef > 0:
+            with torch.no_grad():
+                logp_ref = _logp(ref_model, prompts, completions, shifted)
+        if mask == "eos":
+            m = completion_mask(completions, eos_id)
+        elif mask == "drop_eos":
+            m = _mask_drops_eos(completions, eos_id)
+        else:
+            m = torch.ones(completions.shape)
+        loss, _ = grpo_loss(logp, logp_old, logp_ref, rewards, m, clip_eps=clip_eps, kl_coef=kl_coef)
+        if zero_grad:
+            optimizer.zero_grad()
+        loss.backward()
+        if clip:
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+        optimizer.step()
+        return loss.item()
+
+    return step
+
+
+def _step_mistakes():
+    return [
+        Mistake(
+            "the log-probs are taken at the wrong position: the logits are not shifted (logits[:, P:]), so "
+            "the prompt's last token is skipped; logits[:, t] predicts token t + 1, so the first completion "
+            "token is scored by the logits at position P - 1",
+            _wrong_step(shifted=False),
+        ),
+        Mistake(
+            "the EOS token is masked out of the loss: the decision to stop gets no gradient",
+            _wrong_step(mask="drop_eos"),
+        ),
+        Mistake("the padding after EOS is counted in the loss: use the completion mask", _wrong_step(mask="ones")),
+        Mistake(
+            "the gradient is not clipped: call torch.nn.utils.clip_grad_norm_ before optimizer.step()",
+            _wrong_step(clip=False),
+        ),
+        Mistake(
+            "optimizer.zero_grad() is missing: the previous step's gradient is added to this one",
+            _wrong_step(zero_grad=False),
+        ),
+    ]
+
+
+def _run_step(fn, seed, kl_coef):
+    kwargs = _step_setup(seed, kl_coef)
+    loss = fn(**kwargs)
+    if loss is None:
+        raise AssertionError("grpo_step returned None: return the loss (loss.item())")
+    loss = float(loss.detach() if torch.is_tensor(loss) else loss)
+    params = torch.cat([p.detach().flatten() for p in kwargs["policy"].parameters()])
+    return loss, params
+
+
+def check_grpo_step(fn) -> bool:
+    """Check a student's ``grpo_step(policy, ref_model, optimizer, prompts, completions, rewards, logp_old,
+    eos_id, clip_eps, kl_coef, max_grad_norm) -> float``: same loss and same parameters after the step."""
+    name = "grpo_step"
+    forget_pass(fn)  # until this run of the check passes (the demo cells ask)
+    cases = [(0, 0.0, "no KL term"), (1, 0.1, "with the k3 KL to a reference")]
+    session = recording.current()
+    if session is not None:  # at grading, a model, batch and KL weight drawn afresh too
+        g = torch.Generator().manual_seed(session.seed * 1000 + 997)
+        seed, kl_coef = drawing.integer(g, 2, 10**6), drawing.choice(g, (0.0, 0.05, 0.2))
+        cases.append((seed, kl_coef, f"a case drawn at grading time: model seed {seed}, kl_coef {kl_coef}"))
+
+    def ask(seed, kl_coef, description):
+        try:
+            loss, params = _run_step(fn, seed, kl_coef)
+        except (NotImplementedError, AssertionError):
+            raise
+        except Exception as error:  # noqa: BLE001 - any crash becomes feedback
+            raise AssertionError(
+                f"{name} raised {type(error).__name__}: {error}\n  on the case: {description}"
+            ) from error
+        return float(loss), params.double()
+
+    # Both cases are asked before any is judged, and recorded in the grading kernel (checks.recording).
+    replies = [recording.replayable(lambda case=case: ask(*case)) for case in cases]
+    for (seed, kl_coef, description), (got_loss, got_params) in zip(cases, replies):
+        exp_loss, exp_params = _run_step(grpo_step, seed, kl_coef)
+        exp_params = exp_params.double()
+        same_loss = abs(got_loss - exp_loss) <= 1e-5 + 1e-4 * abs(exp_loss)
+        same_params = torch.allclose(got_params, exp_params, rtol=1e-4, atol=1e-6)
+        if same_loss and same_params:
+            continue
+        for mistake in _step_mistakes():
+            w_loss, w_params = _run_step(mistake.fn, seed, kl_coef)
+            if abs(w_loss - got_loss) <= 1e-5 + 1e-4 * abs(w_loss) and torch.allclose(
+                w_params.double(), got_params, rtol=1e-4, atol=1e-6
+            ):
+                raise AssertionError(f"{name}: {mistake.message}\n  seen on the case: {description}")
+        what = (
+            f"the loss is {got_loss:.6g}, expected {exp_loss:.6g}"
+            if not same_loss
+            else "the loss is right but the parameters after the step differ (clipping? zero_grad? the optimizer?)"
+        )
+        raise AssertionError(f"{name}: {what}\n  on the case: {description}")
+    recording.report(f"\u2714 {name}: same loss and same parameter update as the reference, with and without KL.")
+    record_pass(name, fn)
+    return True

@@ -1,0 +1,147 @@
+"""The check of chapter 11's CISPO loss (reference: ``course_lib.family.cispo_loss``)."""
+
+from __future__ import annotations
+
+import torch
+
+from course_lib.checks import Case, Mistake, check_against_reference, drawing
+from course_lib.checks.family.gspo import _logps
+from course_lib.family import cispo_loss
+
+F64 = torch.float64
+
+
+def check_cispo_loss(fn) -> bool:
+    """Check a student's ``cispo_loss(logp, logp_old, adv, clip_eps_high, clip_eps=None)``, gradients included."""
+    g = torch.Generator().manual_seed(13)
+    logp_old = -2.0 * torch.rand(2, 3, 4, generator=g, dtype=F64)
+    logp = logp_old + 0.5 * torch.randn(2, 3, 4, generator=g, dtype=F64)  # ratios from about 0.3 to 3
+    adv = torch.tensor([[1.0, -0.5, -0.5], [-1.2, 0.6, 0.6]], dtype=F64)[..., None].expand(2, 3, 4).clone()
+    mixed = torch.randn(2, 3, 4, generator=g, dtype=F64)
+    base = {"logp": logp, "logp_old": logp_old, "adv": adv}
+    grad = ("logp", "logp_old", "adv")
+    cases = [
+        Case(
+            "B=2, G=3, T=4, ratios from about 0.3 to 3, clip_eps_high=0.2 (weights capped at 1.2)",
+            {**base, "clip_eps_high": 0.2},
+            grad,
+        ),
+        Case(
+            "a different advantage at every token, of both signs, clip_eps_high=0.28",
+            {**base, "adv": mixed, "clip_eps_high": 0.28},
+            grad,
+        ),
+        Case(
+            "ScaleRL's cap: clip_eps_high=4.0 (weights capped at 5: hardly any cap)",
+            {**base, "clip_eps_high": 4.0},
+            grad,
+        ),
+        Case(
+            "a lower bound too: clip_eps=0.2, clip_eps_high=0.2 (weights kept in [0.8, 1.2])",
+            {**base, "clip_eps_high": 0.2, "clip_eps": 0.2},
+            grad,
+        ),
+        Case(
+            "the first update: logp equals logp_old, every weight 1",
+            {**base, "logp": logp_old.clone(), "clip_eps_high": 0.2},
+            grad,
+        ),
+        Case(
+            "one token (0-dimensional tensors), ratio e^0.5 = 1.65 with a positive advantage",
+            {
+                "logp": torch.tensor(-1.0, dtype=F64),
+                "logp_old": torch.tensor(-1.5, dtype=F64),
+                "adv": torch.tensor(2.0, dtype=F64),
+                "clip_eps_high": 0.2,
+            },
+            grad,
+        ),
+    ]
+
+    def cispo_with(
+        *,
+        detach_weight=True,
+        detach_old=True,
+        detach_adv=True,
+        low=None,
+        sign=-1.0,
+        clamp=True,
+        ignore_low=False,
+        ppo=False,
+        cap=lambda high: 1 + high,
+    ):
+        def wrong(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+            old = logp_old.detach() if detach_old else logp_old
+            a = adv.detach() if detach_adv else adv
+            ratio = torch.exp(logp - old)
+            if ppo:
+                clipped = ratio.clamp(1 - (clip_eps or clip_eps_high), 1 + clip_eps_high)
+                return -torch.minimum(ratio * a, clipped * a)
+            floor = low(clip_eps_high) if low else (None if clip_eps is None or ignore_low else 1 - clip_eps)
+            weight = ratio.clamp(min=floor, max=cap(clip_eps_high)) if clamp else ratio
+            weight = weight.detach() if detach_weight else weight
+            return sign * weight * a * logp
+
+        return wrong
+
+    mistakes = [
+        Mistake(
+            "the weight is not detached: the gradient also flows through the clipped ratio; CISPO stops it, "
+            "sg(clip(ratio)) = clip(ratio).detach(), so the gradient is -w * A * grad logp",
+            cispo_with(detach_weight=False),
+        ),
+        Mistake(
+            "the weight is clipped below too (at 1 - clip_eps_high); with clip_eps=None CISPO has no lower "
+            "bound (MiniMax-M1 and TRL): clamp(ratio, max=1 + clip_eps_high)",
+            cispo_with(low=lambda high: 1 - high),
+        ),
+        Mistake(
+            "the weight is clipped below at 1 - 0.2 although clip_eps=None: no lower bound unless clip_eps is given",
+            cispo_with(low=lambda high: 0.8),
+        ),
+        Mistake(
+            "clip_eps is ignored: when it is given, the weight is also floored at 1 - clip_eps",
+            cispo_with(ignore_low=True),
+        ),
+        Mistake(
+            "the sign is reversed: the loss is -w * A * logp (minimising it raises logp where A > 0)",
+            cispo_with(sign=1.0),
+        ),
+        Mistake(
+            "the weight is not clipped: cap it at 1 + clip_eps_high, torch.clamp(ratio, max=1 + clip_eps_high)",
+            cispo_with(clamp=False),
+        ),
+        Mistake(
+            "the weight is capped at clip_eps_high itself (TRL's convention: its epsilon_high is the cap); the "
+            "course caps at 1 + clip_eps_high, as every clip here: torch.clamp(ratio, max=1 + clip_eps_high)",
+            cispo_with(cap=lambda high: high),
+        ),
+        Mistake(
+            "this is PPO's clipped surrogate; CISPO multiplies the clipped, detached weight by A * logp, "
+            "so a clipped token keeps its gradient",
+            cispo_with(ppo=True),
+        ),
+        Mistake(
+            "neither the weight nor logp_old is detached: the gradient flows into the old policy's "
+            "log-probs and through the weight; use clip(exp(logp - logp_old.detach())).detach()",
+            cispo_with(detach_old=False, detach_weight=False),
+        ),
+        Mistake("a gradient flows into the advantages: they are constants; detach them", cispo_with(detach_adv=False)),
+    ]
+    return check_against_reference(fn, cispo_loss, cases, name="cispo_loss", mistakes=mistakes, draw=_draw_cispo)
+
+
+def _draw_cispo(g: torch.Generator) -> list[Case]:
+    """Fresh tokens: shapes, ratios from about 0.2 to 5, advantages of both signs, the caps and floors in use."""
+    cases = []
+    for _ in range(3):
+        shape = drawing.choice(g, ((4,), (2, 3), (2, 2, 3)))
+        logp, logp_old = _logps(g, *shape)
+        logp = logp_old + 2.0 * (logp - logp_old)
+        high = drawing.choice(g, (0.2, 0.28, 1.0, 4.0))
+        low = drawing.choice(g, (None, None, 0.2, 0.5))
+        kwargs = {"logp": logp, "logp_old": logp_old, "adv": torch.randn(*shape, generator=g, dtype=F64)}
+        kwargs.update(clip_eps_high=high, **({} if low is None else {"clip_eps": low}))
+        floor = "" if low is None else f", clip_eps={low}"
+        cases.append(Case(f"shape {shape}, clip_eps_high={high}{floor}", kwargs, ("logp", "logp_old", "adv")))
+    return cases

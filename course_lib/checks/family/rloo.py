@@ -1,0 +1,113 @@
+"""The check of chapter 11's RLOO advantages (reference: ``course_lib.family.rloo_advantages``)."""
+
+from __future__ import annotations
+
+import torch
+
+from course_lib.checks import Case, Mistake, check_against_reference, drawing
+from course_lib.family import rloo_advantages
+from course_lib.grpo import group_advantages
+
+F64 = torch.float64
+
+
+def _rloo_cases() -> list[Case]:
+    g = torch.Generator().manual_seed(11)
+    cases = [
+        Case("B=3 prompts, G=4 random rewards", {"rewards": torch.randn(3, 4, generator=g, dtype=F64)}),
+        Case(
+            "B=2 prompts, G=5 correct/incorrect (0/1) rewards",
+            {"rewards": torch.tensor([[1.0, 0, 0, 1, 0], [0, 1, 1, 1, 1]], dtype=F64)},
+        ),
+        Case(
+            "an all-correct group (every advantage 0) beside a mixed one",
+            {"rewards": torch.tensor([[1.0, 1.0, 1.0], [2.0, 0.0, 1.0]], dtype=F64)},
+        ),
+        Case(
+            "G=2: each response is compared with the other one alone",
+            {"rewards": torch.tensor([[2.0, 0.5], [0.0, 1.0]], dtype=F64)},
+        ),
+        Case(
+            "groups of one response (G=1): no other response, so 0, not NaN",
+            {"rewards": torch.tensor([[0.7], [-1.0]], dtype=F64)},
+        ),
+        Case("one prompt, G=8 rewards on a large scale", {"rewards": 50.0 * torch.randn(1, 8, generator=g, dtype=F64)}),
+    ]
+    return cases
+
+
+def check_rloo_advantages(fn) -> bool:
+    """Check a student's ``rloo_advantages(rewards)``."""
+    cases = _rloo_cases()
+
+    def rloo_with(*, divisor=lambda G: G - 1, keep_self=False, dim=-1, sign=1.0, g1_zero=True):
+        def wrong(rewards):
+            G = rewards.shape[-1]
+            if G == 1 and g1_zero:
+                return torch.zeros_like(rewards)
+            total = rewards.sum(dim=dim, keepdim=True)
+            others = total if keep_self else total - rewards
+            return sign * (rewards - others / divisor(rewards.shape[dim]))
+
+        return wrong
+
+    mistakes = [
+        Mistake(
+            "the others' sum is divided by G; there are G - 1 other responses: (sum - r_i) / (G - 1)",
+            rloo_with(divisor=lambda G: G),
+        ),
+        Mistake(
+            "the baseline includes the response itself (that is the group mean, GRPO's baseline): "
+            "leave r_i out, (rewards.sum(-1, keepdim=True) - rewards) / (G - 1)",
+            rloo_with(keep_self=True, divisor=lambda G: G),
+        ),
+        Mistake(
+            "the baseline adds every reward of the group and divides by G - 1: subtract r_i from the sum first",
+            rloo_with(keep_self=True),
+        ),
+        Mistake(
+            "the baseline runs over the batch (dim=0); RLOO leaves one out of each prompt's own group (dim=-1)",
+            rloo_with(dim=0),
+        ),
+        Mistake(
+            "the sign is reversed: the advantage is r_i minus its baseline, not the baseline minus r_i",
+            rloo_with(sign=-1.0),
+        ),
+        Mistake(
+            "RLOO does not divide by the group's std (that is GRPO's normalisation): only subtract the "
+            "leave-one-out mean",
+            lambda rewards: rloo_with()(rewards) / (_group_std(rewards) + 1e-6),
+        ),
+        Mistake(
+            "this is GRPO's advantage (centred by the group mean, divided by the std); RLOO subtracts the "
+            "mean of the other G - 1 rewards and does not divide",
+            lambda rewards: group_advantages(rewards),
+        ),
+        Mistake(
+            "a group of one (G=1) divides 0 by G - 1 = 0 and gives NaN: return zeros when G == 1",
+            rloo_with(g1_zero=False),
+        ),
+    ]
+    return check_against_reference(
+        fn, rloo_advantages, cases, name="rloo_advantages", mistakes=mistakes, draw=_draw_rewards
+    )
+
+
+def _group_std(rewards: torch.Tensor) -> torch.Tensor:
+    """The group's std (1 for a group of one, which has none), without torch's warning for it."""
+    if rewards.shape[-1] < 2:
+        return torch.ones_like(rewards[..., :1])
+    return rewards.std(-1, keepdim=True)
+
+
+def _draw_rewards(g: torch.Generator) -> list[Case]:
+    """Fresh groups: 0/1 rewards and real ones, of sizes 1 to 8, with all-equal groups among them."""
+    cases = []
+    for _ in range(3):
+        B, G = drawing.integer(g, 1, 4), drawing.choice(g, (1, 2, 3, 5, 8))
+        binary = (torch.rand(B, G, generator=g) < 0.4).to(F64)
+        binary[0] = binary[0, 0]  # one group all equal
+        cases.append(Case(f"B={B}, G={G} 0/1 rewards, the first group all equal", {"rewards": binary}))
+        scaled = drawing.integer(g, 1, 20) * torch.randn(B, G, generator=g, dtype=F64)
+        cases.append(Case(f"B={B}, G={G} real rewards", {"rewards": scaled}))
+    return cases

@@ -1,0 +1,215 @@
+"""The check of chapter 09's mask and log-probs of ``model.generate``'s output (reference:
+``course_lib.hf.trl_contract.completion_logps``), on a tiny random Qwen2 built on the spot."""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from course_lib.checks import Case, Mistake, check_against_reference, drawing
+from course_lib.hf.trl_contract import completion_logps
+
+F64 = torch.float64
+
+# ---------------------------------------------------------------------------
+# 2. completion_logps(model, sequences, prompt_mask, eos_id, temperature=1.0)
+# ---------------------------------------------------------------------------
+
+EOS, PAD, VOCAB = 0, 1, 40
+
+
+@functools.lru_cache(maxsize=1)
+def _tiny_model():
+    """A tiny random Qwen2 (``course_lib.hf.tiny``), built without touching the caller's random state."""
+    from course_lib.hf.tiny import build_tiny_model
+
+    with torch.random.fork_rng(devices=[]):
+        model = build_tiny_model(
+            VOCAB, hidden_size=32, num_layers=1, max_positions=64, seed=9, eos_token_id=EOS, pad_token_id=PAD
+        )
+    return model.eval()
+
+
+def _logp_outputs(result) -> dict:
+    """``(logp, mask)`` as named tensors: the mask, logp where the mask is 1, and whether logp has a gradient."""
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise TypeError("return a tuple (logp, mask)")
+    logp, mask = result
+    if not isinstance(logp, torch.Tensor) or not isinstance(mask, torch.Tensor):
+        raise TypeError("logp and mask are tensors")
+    mask64 = mask.detach().to(F64)
+    valid = logp.detach().to(F64) * mask64 if logp.shape == mask.shape else logp.detach().to(F64)
+    return {
+        "mask": mask64,
+        "logp (where mask is 1)": valid,
+        "logp carries a gradient (1 = yes)": torch.tensor(float(logp.requires_grad), dtype=F64),
+    }
+
+
+def _logp_cases() -> list[Case]:
+    g = torch.Generator().manual_seed(9)
+
+    def tokens(*shape):
+        return torch.randint(2, VOCAB, shape, generator=g)
+
+    # B=3: prompts of 4, 2 and 3 tokens left-padded to P=4; completions end at EOS at t=1, t=3 and never (L=5)
+    prompt = tokens(3, 4)
+    prompt_mask = torch.tensor([[1, 1, 1, 1], [0, 0, 1, 1], [0, 1, 1, 1]])
+    prompt[prompt_mask == 0] = PAD
+    completion = tokens(3, 5)
+    completion[0, 1:] = torch.tensor([EOS, PAD, PAD, PAD])
+    completion[1, 3:] = torch.tensor([EOS, PAD])
+    padded = torch.cat([prompt, completion], dim=1)  # (3, 9)
+    first = completion.clone()
+    first[:, 0], first[:, 1:] = EOS, PAD  # every answer empty: EOS first
+    as_pad = completion.clone()
+    as_pad[as_pad == PAD] = EOS  # Qwen's tokenizer pads with <|endoftext|>, its EOS
+    plain = torch.cat([tokens(2, 3), tokens(2, 4)], dim=1)
+    plain[1, 5] = EOS
+    base = {"prompt_mask": prompt_mask, "eos_id": EOS}
+    return [
+        Case(
+            "B=3, prompts left-padded by 0, 2 and 1 tokens (P=4), EOS at t=1, t=3 and never (L=5)",
+            {"sequences": padded, **base},
+        ),
+        Case("the same at temperature 0.7", {"sequences": padded, **base, "temperature": 0.7}),
+        Case(
+            "EOS as the first completion token of every row (the mask is the EOS alone)",
+            {"sequences": torch.cat([prompt, first], dim=1), **base, "temperature": 1.3},
+        ),
+        Case(
+            "PAD = EOS (Qwen's tokenizer pads with <|endoftext|>): EOS repeated after the first",
+            {"sequences": torch.cat([prompt, as_pad], dim=1), **base},
+        ),
+        Case(
+            "no padding, B=2, P=3, L=4, temperature 0.5",
+            {"sequences": plain, "prompt_mask": torch.ones(2, 3, dtype=torch.long), "eos_id": EOS, "temperature": 0.5},
+        ),
+    ]
+
+
+def _logp_with(*, shift=1, attend=True, where="logits", mask_kind="first", grad=True, log=True):
+    def wrong(model, sequences, prompt_mask, eos_id, temperature=1.0):
+        P, L = prompt_mask.shape[1], sequences.shape[1] - prompt_mask.shape[1]
+        completion = sequences[:, P:]
+        attention = torch.cat([prompt_mask.long(), torch.ones_like(completion)], dim=1)
+        with torch.set_grad_enabled(grad):
+            logits = model(input_ids=sequences, attention_mask=attention if attend else None).logits.float()
+            logits = logits[:, P - shift : P - shift + L]  # (B, L, V)
+            if where == "logits":
+                logits = logits / temperature
+            logp = torch.log_softmax(logits, dim=-1)
+            if where == "logp":
+                logp = logp / temperature
+            logp = logp.gather(-1, completion[..., None]).squeeze(-1)  # (B, L)
+            if not log:
+                logp = logp.exp()
+        is_eos, t = (completion == eos_id).long(), torch.arange(L)
+        last = torch.where(is_eos.any(-1), (is_eos * t).argmax(-1), torch.full((len(completion),), L - 1))
+        mask = {
+            "first": (is_eos.cumsum(-1) - is_eos) == 0,
+            "without_eos": is_eos.cumsum(-1) == 0,
+            "all": torch.ones(completion.shape, dtype=torch.bool),
+            "not_eos": completion != eos_id,
+            "last": t[None] <= last[:, None],
+        }[mask_kind].float()  # "last": through the last EOS
+        return logp, mask
+
+    return wrong
+
+
+def check_completion_logps(fn) -> bool:
+    """Check a student's ``completion_logps(model, sequences, prompt_mask, eos_id, temperature=1.0)``."""
+    model = _tiny_model()
+    cases = [Case(c.description, {"model": model, **c.kwargs}) for c in _logp_cases()]
+    mistakes = [
+        Mistake(
+            "no shift: each token is scored by the logits at its own position, which predict the NEXT "
+            "token; the logits at P - 1 + t score completion token t: logits[:, P - 1:-1]",
+            _logp_with(shift=0),
+        ),
+        Mistake(
+            "the mask leaves out the EOS; stopping is an action the policy took: keep every token up to and "
+            "including the first EOS, (cumsum(is_eos) - is_eos) == 0",
+            _logp_with(mask_kind="without_eos"),
+        ),
+        Mistake(
+            "the mask counts the tokens after EOS (padding the policy never chose): stop after the first EOS",
+            _logp_with(mask_kind="all"),
+        ),
+        Mistake(
+            "the mask is 'token != EOS': it drops the EOS and keeps the padding after it; keep every token "
+            "through the first EOS",
+            _logp_with(mask_kind="not_eos"),
+        ),
+        Mistake(
+            "the mask runs to the last EOS; it ends at the first (where PAD = EOS, as with Qwen's "
+            "tokenizer, every padding token is an EOS)",
+            _logp_with(mask_kind="last"),
+        ),
+        Mistake(
+            "the left padding's attention mask is ignored: the padded prompts attend to PAD tokens and "
+            "start at the wrong positions; pass attention_mask=cat([prompt_mask, ones]) and the positions "
+            "it implies, position_ids=(attention_mask.cumsum(-1) - 1).clamp(min=0), as generate() did",
+            _logp_with(attend=False),
+        ),
+        Mistake(
+            "no temperature: sampling divided the logits by it, so must the log-probs (else the ratio "
+            "compares two different distributions): log_softmax(logits / temperature)",
+            _logp_with(where="none"),
+        ),
+        Mistake(
+            "the temperature divides the log-probs; it divides the logits, before log_softmax", _logp_with(where="logp")
+        ),
+        Mistake("these are probabilities; the loss needs log-probs: log_softmax, then gather", _logp_with(log=False)),
+        Mistake(
+            "logp carries no gradient (torch.no_grad or .detach()): the loss differentiates it with respect "
+            "to the model's parameters",
+            _logp_with(grad=False),
+        ),
+    ]
+    return check_against_reference(
+        fn,
+        completion_logps,
+        cases,
+        name="completion_logps",
+        mistakes=mistakes,
+        outputs=_logp_outputs,
+        dtypes=(torch.float32,),
+        draw=_draw_generated,
+    )
+
+
+def _draw_generated(g: torch.Generator) -> list[Case]:
+    """Fresh ``generate`` outputs: batch sizes, left padding, completion lengths, EOS anywhere or nowhere, PAD as
+    EOS, temperatures."""
+    model = _tiny_model()
+    cases = []
+    for _ in range(3):
+        B, P, L = drawing.integer(g, 1, 4), drawing.integer(g, 2, 6), drawing.integer(g, 2, 6)
+        pads = torch.randint(0, P, (B,), generator=g)  # each prompt keeps at least one token
+        prompt_mask = (torch.arange(P) >= pads[:, None]).long()  # (B, P), left-padded
+        prompt = torch.randint(2, VOCAB, (B, P), generator=g)
+        prompt[prompt_mask == 0] = PAD
+        completion = torch.randint(2, VOCAB, (B, L), generator=g)
+        pad = drawing.choice(g, (PAD, EOS))
+        for row in range(B):
+            stop = drawing.integer(g, 0, L)  # L: no EOS, cut at max_new_tokens
+            if stop < L:
+                completion[row, stop], completion[row, stop + 1 :] = EOS, pad
+        temperature = drawing.choice(g, (1.0, 0.7, 1.3, 0.5))
+        cases.append(
+            Case(
+                f"B={B}, prompts left-padded by {pads.tolist()} tokens (P={P}), L={L}, "
+                f"{'PAD = EOS' if pad == EOS else 'PAD after EOS'}, temperature {temperature}",
+                {
+                    "model": model,
+                    "sequences": torch.cat([prompt, completion], dim=1),
+                    "prompt_mask": prompt_mask,
+                    "eos_id": EOS,
+                    "temperature": temperature,
+                },
+            )
+        )
+    return cases

@@ -1,0 +1,222 @@
+"""The check of chapter 09's reward function in TRL's calling convention (reference:
+``course_lib.hf.trl_contract.answer_reward``). A reply is turned into a float tensor, NaN for None, as TRL does."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from course_lib.checks import Case, Mistake, check_against_reference, drawing
+from course_lib.hf.trl_contract import answer_reward, completion_text
+from course_lib.rewards import math_answer_reward
+
+F64 = torch.float64
+
+# ---------------------------------------------------------------------------
+# 1. answer_reward(prompts, completions, answer, **kwargs)
+# ---------------------------------------------------------------------------
+
+
+def _reward_list(result) -> dict:
+    """A reward function's reply as ``{"rewards": float64 tensor}``; None becomes NaN, as in TRL."""
+    if isinstance(result, torch.Tensor):
+        raise TypeError(
+            "TRL's contract is a Python list with one float (or None) per completion; return "
+            "rewards.tolist() rather than a tensor"
+        )
+    if isinstance(result, (int, float)):
+        raise TypeError(
+            "one number for the whole batch; TRL needs one reward per completion, a list as long as completions"
+        )
+    if not isinstance(result, (list, tuple)):
+        raise TypeError(f"TRL needs a list of floats, one per completion, got {type(result).__name__}")
+    values = []
+    for i, reward in enumerate(result):
+        if reward is not None and not isinstance(reward, (int, float)):
+            raise TypeError(
+                f"reward [{i}] is a {type(reward).__name__}; each reward is a float, or None for "
+                "no reward (use float(...))"
+            )
+        values.append(math.nan if reward is None else float(reward))
+    return {"rewards": torch.tensor(values, dtype=F64)}
+
+
+def _reward_cases() -> list[Case]:
+    G = 3
+    questions = ["What is 5 + 7?", "What is 9 - 2?"]
+    texts = ["5 + 7 = 12. Answer: 12", "Answer: 13", "I think it is 12", "Answer: 7", "\\boxed{7}", "7 apples"]
+    answers = ["12", "7"]
+    plain_prompts = [q for q in questions for _ in range(G)]  # TRL repeats every prompt G times...
+    repeated = [a for a in answers for _ in range(G)]  # ...and every column with it
+    chat = [[{"role": "user", "content": q}] for q in plain_prompts]
+    said = [[{"role": "assistant", "content": t}] for t in texts]
+    tools = [
+        [
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "type": "function",
+                        "function": {"name": "calculator", "arguments": {"expression": q.split("is ")[1].rstrip("?")}},
+                    }
+                ],
+            },
+            {"role": "tool", "name": "calculator", "content": a},
+            {"role": "assistant", "content": f"Answer: {a if i % 2 == 0 else '0'}"},
+        ]
+        for i, (q, a) in enumerate(zip(plain_prompts, repeated))
+    ]
+    ids = [[5, 6, 0]] * len(texts)
+    extra = {"completion_ids": ids, "trainer_state": None, "level": ["easy"] * len(texts)}
+    three = ["What is 1 + 1?", "What is 4 - 2?", "What is 3 + 4?"]
+    return [
+        Case(
+            "B=2 prompts, G=3 plain-text completions each (TRL repeats each answer G times)",
+            {"prompts": plain_prompts, "completions": texts, "answer": repeated, **extra},
+        ),
+        Case(
+            "conversational: prompts and completions are lists of messages",
+            {"prompts": chat, "completions": said, "answer": repeated, **extra},
+        ),
+        Case(
+            "a tool call: each completion is three messages (call, result, answer); the answer is in the last",
+            {"prompts": chat, "completions": tools, "answer": repeated, **extra},
+        ),
+        Case(
+            "rows without an answer (answer None: no reward from this function) beside rows with one",
+            {"prompts": plain_prompts, "completions": texts, "answer": ["12", "12", "12", None, None, None], **extra},
+        ),
+        Case(
+            "B=3 prompts, G=2, two prompts with the same answer",
+            {
+                "prompts": [q for q in three for _ in range(2)],
+                "answer": ["2", "2", "2", "2", "7", "7"],
+                "completions": ["Answer: 2", "Answer: 3", "Answer: 2", "Answer: 2", "Answer: 2", "Answer: 7"],
+                "completion_ids": [[5, 0]] * 6,
+            },
+        ),
+    ]
+
+
+def _draw_rewards(g: torch.Generator) -> list[Case]:
+    """Fresh batches as TRL builds them: B prompts repeated G times, plain, conversational or with a tool call,
+    answers right, wrong or missing (None), written in each of the answer formats, with other columns beside."""
+    cases = []
+    for kind in ("plain", "conversational", "tool"):
+        B, G = drawing.integer(g, 1, 3), drawing.integer(g, 1, 4)
+        sums = [(drawing.integer(g, 1, 99), drawing.integer(g, 1, 99)) for _ in range(B)]
+        questions = [f"What is {a} + {b}?" for a, b in sums for _ in range(G)]
+        per_prompt = [None if drawing.integer(g, 0, 3) == 0 else str(a + b) for a, b in sums]  # None: no answer
+        truths = [truth for truth in per_prompt for _ in range(G)]  # TRL repeats every column G times
+        texts = []
+        for a, b in [s for s in sums for _ in range(G)]:
+            said = str(drawing.choice(g, (a + b, a + b, a + b + 1, a * b)))
+            texts.append(drawing.choice(g, (f"Answer: {said}", f"{a} + {b} = {said}", f"\\boxed{{{said}}}", said)))
+        if kind == "plain":
+            prompts, completions = questions, texts
+        else:
+            prompts = [[{"role": "user", "content": q}] for q in questions]
+            completions = [[{"role": "assistant", "content": t}] for t in texts]
+            if kind == "tool":
+                completions = [
+                    [{"role": "assistant", "content": "", "tool_calls": []}, {"role": "tool", "content": "?"}] + c
+                    for c in completions
+                ]
+        extra = {
+            "completion_ids": [[5, 0]] * len(texts),
+            drawing.choice(g, ("level", "source", "topic")): ["x"] * len(texts),
+        }
+        cases.append(
+            Case(
+                f"B={B} prompts, G={G} {kind} completions each, answers {truths}",
+                {"prompts": prompts, "completions": completions, "answer": truths, **extra},
+            )
+        )
+    return cases
+
+
+def _reward_with(*, text=completion_text, none=None, align="same", dedupe=False):
+    def wrong(prompts, completions, answer, **kwargs):
+        firsts = [i for i, p in enumerate(prompts) if prompts.index(p) == i]  # each distinct prompt once
+        if dedupe:  # one reward per prompt
+            return [math_answer_reward(text(completions[i]), answer[i]) for i in firsts]
+        G = len(completions) // len(firsts) if align == "per_prompt" else 1
+        return [
+            none if answer[i // G] is None else math_answer_reward(text(c), answer[i // G])
+            for i, c in enumerate(completions)
+        ]
+
+    return wrong
+
+
+def _reward_hint(message: str) -> str:
+    """A crash of a reward function, explained by how TRL calls it."""
+    if "unexpected keyword argument" in message:
+        return (
+            "TRL calls a reward function with every dataset column and more (completion_ids, trainer_state, "
+            "log_extra, log_metric) as keyword arguments: end its signature with **kwargs"
+        )
+    if "required positional argument" in message or "required keyword" in message:
+        return (
+            "TRL passes arguments by name only: prompts=, completions=, and each dataset column under its "
+            "column's name; a parameter named otherwise (solution, target) is never given: call it answer"
+        )
+    if "unhashable" in message:
+        return (
+            "conversational prompts are lists of messages (no set or dict key); TRL already repeated every "
+            "column per completion: zip(completions, answer)"
+        )
+    if "NoneType" in message:
+        return "some rows have answer None: return None for them (TRL's 'no reward')"
+    if "got list" in message or "'list' object" in message or "'dict' object" in message:
+        return "a conversational completion is a list of messages: its text is completion[-1]['content']"
+    return ""
+
+
+def check_answer_reward(fn) -> bool:
+    """Check a student's ``answer_reward(prompts, completions, answer, **kwargs)``, called as TRL calls it."""
+    mistakes = [
+        Mistake(
+            "TRL has already repeated each row's columns G times: answer[i] belongs to completions[i]; "
+            "indexing answer[i // G] (one answer per prompt) scores completions against other prompts' answers",
+            _reward_with(align="per_prompt"),
+        ),
+        Mistake(
+            "one reward per distinct prompt; TRL needs one per completion (B * G): the G completions of a "
+            "prompt are scored one by one against the same answer",
+            _reward_with(dedupe=True),
+        ),
+        Mistake(
+            "a conversational completion is a list of messages; str() of it is not its text: take "
+            "completion[-1]['content']",
+            _reward_with(text=lambda c: c if isinstance(c, str) else str(c)),
+        ),
+        Mistake(
+            "the text is in the last message (after a tool call and its result), not the first: "
+            "completion[-1]['content']",
+            _reward_with(text=lambda c: c if isinstance(c, str) else c[0]["content"]),
+        ),
+        Mistake(
+            "a row with answer None gets 0.0, a punishment; return None: TRL reads it as no reward (NaN) and "
+            "leaves it out of the sum over reward functions",
+            _reward_with(none=0.0),
+        ),
+    ]
+    try:
+        return check_against_reference(
+            fn,
+            answer_reward,
+            _reward_cases(),
+            name="answer_reward",
+            mistakes=mistakes,
+            outputs=_reward_list,
+            dtypes=(F64,),
+            draw=_draw_rewards,
+        )
+    except AssertionError as error:
+        hint = _reward_hint(str(error))
+        if hint and "raised" in str(error):
+            raise AssertionError(f"{error}\n  {hint}") from None
+        raise

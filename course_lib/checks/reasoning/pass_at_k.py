@@ -1,0 +1,164 @@
+"""The check of chapter 10's unbiased pass@k (reference: ``course_lib.lectures.reasoning.pass_at_k``)."""
+
+from __future__ import annotations
+
+import torch
+
+from course_lib.checks import Case, Mistake, check_against_reference, drawing
+from course_lib.lectures.reasoning import pass_at_k
+
+# ---------------------------------------------------------------------------
+# pass@k
+# ---------------------------------------------------------------------------
+
+
+def _all_wrong_product(n, c, k):
+    """prod_{i=n-c+1}^{n} (1 - k / i), with no guard: the raw product every mistake below starts from."""
+    n, c, k = torch.broadcast_tensors(*(torch.as_tensor(x).long() for x in (n, c, k)))
+    j = torch.arange(int(c.max()), dtype=torch.float64)
+    i = (n - c + 1).double()[..., None] + j
+    return n, c, k, torch.where(j < c.double()[..., None], 1.0 - k.double()[..., None] / i, 1.0).prod(-1)
+
+
+def _no_guard(n, c, k):
+    n, c, k, prod = _all_wrong_product(n, c, k)
+    return 1.0 - prod
+
+
+def _guard(rule, value_at_guard):
+    def wrong(n, c, k):
+        n, c, k, prod = _all_wrong_product(n, c, k)
+        return torch.where(rule(n, c, k), value_at_guard(c), 1.0 - prod)
+
+    return wrong
+
+
+def _binomials(n, c, k):
+    """1 - C(n - c, k) / C(n, k) with each binomial as a float (exp of log-gamma): overflows past 1e308."""
+    n, c, k = (torch.as_tensor(x).double() for x in (n, c, k))
+
+    def comb(a, b):
+        return torch.where(b <= a, torch.exp(torch.lgamma(a + 1) - torch.lgamma(b + 1) - torch.lgamma(a - b + 1)), 0.0)
+
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def _product_one_early(n, c, k):
+    """The product over i = n - c, ..., n - 1: each factor one step early."""
+    n, c, k = torch.broadcast_tensors(*(torch.as_tensor(x).long() for x in (n, c, k)))
+    j = torch.arange(int(c.max()), dtype=torch.float64)
+    i = (n - c).double()[..., None] + j
+    prod = torch.where(j < c.double()[..., None], 1.0 - k.double()[..., None] / i, 1.0).prod(-1)
+    return torch.where(n - c < k, (c > 0).double(), 1.0 - prod)
+
+
+def _draw_pass_at_k(g: torch.Generator) -> list[Case]:
+    """Fresh counts: ints and integer tensors, k above and below n - c, c = 0 and c = n among them."""
+    t = torch.tensor
+    n = drawing.integer(g, 2, 40)
+    c, k = drawing.integer(g, 0, n), drawing.integer(g, 1, n + 5)
+    many = t([drawing.integer(g, 1, 60) for _ in range(5)])
+    right = t([drawing.integer(g, 0, int(m)) for m in many])
+    ks = t(sorted({drawing.integer(g, 1, 70) for _ in range(4)}))
+    return [
+        Case(f"n={n}, c={c}, k={k} (ints)", {"n": n, "c": c, "k": k}),
+        Case(f"n={many.tolist()}, c={right.tolist()}, k=3 (tensors of shape (5,))", {"n": many, "c": right, "k": 3}),
+        Case(f"n=64, c=0, 3, 64 (shape (3, 1)) against k={ks.tolist()}", {"n": 64, "c": t([[0], [3], [64]]), "k": ks}),
+    ]
+
+
+def _plug_in(n, c, k):
+    n, c, k = (torch.as_tensor(x).double() for x in (n, c, k))
+    return 1.0 - (1.0 - c / n) ** k
+
+
+def _same_factor(n, c, k):
+    n, c, k = (torch.as_tensor(x).double() for x in (n, c, k))
+    return 1.0 - torch.clamp(1.0 - k / n, min=0.0) ** c
+
+
+def check_pass_at_k(fn) -> bool:
+    """Check a student's ``pass_at_k(n, c, k)`` (unbiased, vectorised over tensors)."""
+    t = torch.tensor
+    cases = [
+        Case("n=10 samples, c=3 right, k=1: pass@1 is the fraction right, 0.3", {"n": 10, "c": 3, "k": 1}),
+        Case("n=5, c=2, k=3: by hand 1 - C(3, 3) / C(5, 3) = 0.9", {"n": 5, "c": 2, "k": 3}),
+        Case("n=5, c=2, k=4: n - c = 3 < k, every draw of 4 holds a right sample, so 1", {"n": 5, "c": 2, "k": 4}),
+        Case("c = 0 (no sample right), k = 1, 2, 5 (a tensor of k)", {"n": 5, "c": 0, "k": t([1, 2, 5])}),
+        Case("c = n = 8 (every sample right), k = 1, 4, 8", {"n": 8, "c": 8, "k": t([1, 4, 8])}),
+        Case(
+            "k = 100 > n = 64 samples, c = 0, 1, 5: pass@k is then pass@n (1 if any sample was right)",
+            {"n": 64, "c": t([0, 1, 5]), "k": 100},
+        ),
+        Case(
+            "large n: n=5000, c=2500, k=200 (C(5000, 200) is about 1e400, past what a float64 holds)",
+            {"n": 5000, "c": 2500, "k": 200},
+        ),
+        Case(
+            "six prompts with n=64 samples each, c = 0, 1, 3, 10, 32, 64 right, k=8 (c a tensor of shape (6,))",
+            {"n": 64, "c": t([0, 1, 3, 10, 32, 64]), "k": 8},
+        ),
+        Case(
+            "a grid: c of shape (4, 1) against k = 1, 2, 4, ..., 64 of shape (7,), n=64",
+            {"n": t(64), "c": t([[0], [2], [16], [63]]), "k": t([1, 2, 4, 8, 16, 32, 64])},
+        ),
+        Case(
+            "n and c per prompt (shape (3,)): n = 4, 16, 100, c = 1, 8, 99, k=3",
+            {"n": t([4, 16, 100]), "c": t([1, 8, 99]), "k": 3},
+        ),
+    ]
+    mistakes = [
+        Mistake(
+            "this is the plug-in estimate 1 - (1 - c/n)**k, which draws with replacement and is biased low; "
+            "the unbiased one draws k of the n samples without replacement: 1 - C(n-c, k) / C(n, k)",
+            _plug_in,
+        ),
+        Mistake(
+            "every factor uses n: the product runs over i = n - c + 1, ..., n, each factor (1 - k / i) with its own i",
+            _same_factor,
+        ),
+        Mistake(
+            "the binomial coefficients overflow for large n (C(5000, 200) is about 1e400, past float64's "
+            "1e308, and inf / inf is NaN): compute the ratio C(n-c, k) / C(n, k) as the product "
+            "prod_{i=n-c+1}^{n} (1 - k/i), whose factors all lie in [0, 1)",
+            _binomials,
+        ),
+        Mistake(
+            "k > n is not handled: the product is only meaningful for k <= n; when n - c < k return 1 "
+            "if c > 0 (and 0 if c = 0)",
+            _no_guard,
+        ),
+        Mistake(
+            "k > n with c = 0 gave 1 (Chen et al.'s `if n - c < k: return 1.0` assumes k <= n): "
+            "with no right sample, pass@k is 0 for every k",
+            _guard(lambda n, c, k: n - c < k, lambda c: torch.ones_like(c, dtype=torch.float64)),
+        ),
+        Mistake(
+            "off by one: when n - c == k exactly one draw of k samples is all wrong, so pass@k is "
+            "1 - 1/C(n, k), not 1; the guard is n - c < k",
+            _guard(lambda n, c, k: n - c <= k, lambda c: (c > 0).double()),
+        ),
+        Mistake(
+            "off by one: the product runs over i = n - c + 1, ..., n (the last factor is 1 - k / n), not "
+            "i = n - c, ..., n - 1",
+            _product_one_early,
+        ),
+        Mistake(
+            "you returned c / n for every k: that is pass@1; pass@k grows with k",
+            lambda n, c, k: (
+                (torch.as_tensor(c).double() / torch.as_tensor(n).double())
+                * torch.ones_like(torch.as_tensor(k).double())
+            ),
+        ),
+    ]
+    return check_against_reference(
+        fn,
+        pass_at_k,
+        cases,
+        name="pass_at_k",
+        mistakes=mistakes,
+        rtol=1e-6,
+        atol=1e-9,
+        draw=_draw_pass_at_k,
+        check_dtype=True,
+    )

@@ -1,0 +1,231 @@
+"""The checks of chapter 10's style classifier and style share (references:
+``course_lib.tasks_reasoning.completion_style`` and ``course_lib.lectures.reasoning.style_share``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from course_lib.checks import Case, Mistake, check_against_reference, drawing
+from course_lib.lectures.reasoning import style_share
+from course_lib.tasks_reasoning import STYLES, completion_style
+
+# ---------------------------------------------------------------------------
+# Styles: the classifier and the share
+# ---------------------------------------------------------------------------
+
+_CLASSIFIER_CASES = [  # (text, n_digits): each teaches one rule of the module docstring of tasks_reasoning
+    ("1045$", 3),
+    ("[15,14,10]1045$", 3),
+    ("[........]1045$", 3),
+    ("[.]1045$", 3),
+    ("[1,2,3]999$", 3),
+    ("0001045$", 3),
+    ("1045$[15,14,10]", 3),
+    ("[15,14]132$", 2),
+    ("[7,0]7$", 2),
+    ("1045", 3),
+    ("[15,14,10]1045", 3),
+    ("$", 3),
+    ("[15,14,10]$", 3),
+    ("[]1045$", 3),
+    ("[15,14]1045$", 3),
+    ("[15,14,10,1]1045$", 3),
+    ("[15,,14,10]1045$", 3),
+    ("[15,4.,10]1045$", 3),
+    ("[15,14,20]1045$", 3),
+    ("[15,14,05]1045$", 3),
+    ("[15,14,10]]1045$", 3),
+    ("[15,14,10]10,45$", 3),
+    ("1045]$", 3),
+]
+
+
+def check_completion_style(fn) -> bool:
+    """Check a student's ``completion_style(text, n_digits=3)`` on completions of every kind."""
+    numbered = ", ".join(f"{s}={i}" for i, s in enumerate(STYLES))
+    cases = [
+        Case(
+            f"the completion {text!r} with n_digits={n}, which is {completion_style(text, n)} "
+            f"(labels as numbers: {numbered})",
+            {"text": text, "n_digits": n},
+        )
+        for text, n in _CLASSIFIER_CASES
+    ]
+
+    def as_number(label):
+        return {"style": float(STYLES.index(label)) if label in STYLES else -1.0}
+
+    def keep(rule):
+        def wrong(text, n_digits=3):
+            return rule(text, n_digits) or completion_style(text, n_digits)
+
+        return wrong
+
+    mistakes = [
+        Mistake(
+            "a completion with no EOS never stopped: it is malformed, whatever it holds",
+            keep(
+                lambda s, n: (
+                    (
+                        "direct"
+                        if s.isdigit()
+                        else "scratchpad"
+                        if s.endswith(tuple("0123456789"))
+                        and s.startswith("[")
+                        and "." not in s
+                        and completion_style(s + "$", n) == "scratchpad"
+                        else None
+                    )
+                    if "$" not in s
+                    else None
+                )
+            ),
+        ),
+        Mistake(
+            "the text after the first EOS ($) must be ignored: cut it off before classifying",
+            keep(lambda s, n: "malformed" if "$" in s and not s.endswith("$") else None),
+        ),
+        Mistake(
+            "a run of dots is the filler, not a scratchpad: the scratchpad holds column totals",
+            keep(lambda s, n: "scratchpad" if completion_style(s, n) == "filler" else None),
+        ),
+        Mistake(
+            "a real scratchpad holds exactly n_digits column totals, each 0 to 19 without a leading zero; "
+            "anything else between the brackets is malformed",
+            keep(
+                lambda s, n: (
+                    "scratchpad"
+                    if completion_style(s, n) == "malformed"
+                    and s.startswith("[")
+                    and "]" in s
+                    and s.endswith("$")
+                    and s[s.index("]") + 1 : -1].isdigit()
+                    and "." not in s
+                    else None
+                )
+            ),
+        ),
+    ]
+    return check_against_reference(
+        fn,
+        completion_style,
+        cases,
+        name="completion_style",
+        mistakes=mistakes,
+        outputs=as_number,
+        dtypes=(torch.float64,),
+        draw=_draw_completions,
+    )
+
+
+def _draw_completions(g: torch.Generator) -> list[Case]:
+    """Fresh completions of every kind: direct, scratchpad, filler and malformed ones of each sort."""
+
+    def digits(n):
+        return "".join(str(drawing.integer(g, 0, 9)) for _ in range(n))
+
+    def totals(n, high=19):
+        return ",".join(str(drawing.integer(g, 0, high)) for _ in range(n))
+
+    n = drawing.choice(g, (2, 3, 4))
+    answer = digits(n + 1)
+    made = [
+        answer + "$",
+        f"[{totals(n)}]{answer}$",
+        f"[{'.' * drawing.integer(g, 1, 9)}]{answer}$",
+        f"[{totals(n)}]{answer}$" + digits(2),
+        f"[{totals(n)}]{answer}",
+        f"[{totals(n - 1)}]{answer}$",
+        f"[{totals(n + 1)}]{answer}$",
+        f"[{totals(n - 1)},{drawing.integer(g, 20, 99)}]{answer}$",
+        f"[{totals(n - 1)},0{drawing.integer(g, 1, 9)}]{answer}$",
+        f"[[{totals(n)}]]{answer}$",
+        f"[{totals(n)}][{totals(n)}]{answer}$",
+        f"[{totals(n)}]$",
+        f"{answer[:1]},{answer[1:]}$",
+        "[]" + answer + "$",
+        "$" + answer,
+    ]
+    return [
+        Case(f"the completion {text!r} with n_digits={n}", {"text": text, "n_digits": n})
+        for text in drawing.shuffled(g, made)
+    ]
+
+
+def check_style_share(fn) -> bool:
+    """Check a student's ``style_share(labels, style)``."""
+    flat = ["direct", "scratchpad", "scratchpad", "malformed", "filler", "direct", "scratchpad", "direct"]
+    nested = [flat[:4], flat[4:]]
+    cases = [
+        Case("8 labels in a list, style='scratchpad' (3 of 8)", {"labels": flat, "style": "scratchpad"}),
+        Case(
+            "the same 8 labels as B=2 prompts x G=4 (a nested list), style='direct'",
+            {"labels": nested, "style": "direct"},
+        ),
+        Case(
+            "the same as a numpy array of shape (2, 4), style='malformed' (malformed ones count in the total)",
+            {"labels": np.array(nested), "style": "malformed"},
+        ),
+        Case("a style that never occurs: share 0", {"labels": flat[:4], "style": "filler"}),
+        Case("every label the same: share 1", {"labels": ["scratchpad"] * 5, "style": "scratchpad"}),
+        Case(
+            "no labels at all (an empty list): no share to give, raise ValueError",
+            {"labels": [], "style": "direct"},
+            refuses=True,
+        ),
+    ]
+
+    def flatten(labels):
+        return np.asarray(labels, dtype=object).reshape(-1)
+
+    def top_level_count(labels, style):
+        return float(list(labels).count(style) / len(labels))
+
+    mistakes = [
+        Mistake(
+            "you returned a count; the share is the count divided by the number of completions",
+            lambda labels, style: float((flatten(labels) == style).sum()),
+        ),
+        Mistake(
+            "malformed completions count in the total: the share is over all completions, so a model "
+            "that writes garbage cannot raise its shares",
+            lambda labels, style: float(
+                (flatten(labels) == style).sum() / max(1, (flatten(labels) != "malformed").sum())
+            ),
+        ),
+        Mistake(
+            "the denominator is the number of prompts (rows), not of completions: flatten the labels first",
+            lambda labels, style: float((flatten(labels) == style).sum() / len(labels)),
+        ),
+        Mistake(
+            "labels.count() counts only the top level: in a nested list [B][G] each entry is a row, never a label "
+            "(and a numpy array has no count()); flatten first, np.asarray(labels).reshape(-1)",
+            top_level_count,
+        ),
+    ]
+    return check_against_reference(
+        fn,
+        style_share,
+        cases,
+        name="style_share",
+        mistakes=mistakes,
+        dtypes=(torch.float64,),
+        draw=_draw_labels,
+    )
+
+
+def _draw_labels(g: torch.Generator) -> list[Case]:
+    """Fresh labels: flat, nested [B][G] and numpy arrays, each style asked."""
+    B, G = drawing.integer(g, 1, 4), drawing.integer(g, 1, 6)
+    labels = [[drawing.choice(g, STYLES) for _ in range(G)] for _ in range(B)]
+    return [
+        Case(f"{B * G} labels in a list, style={style!r}", {"labels": sum(labels, []), "style": style})
+        for style in STYLES[:2]
+    ] + [
+        Case(f"B={B} x G={G} labels, nested, style={STYLES[2]!r}", {"labels": labels, "style": STYLES[2]}),
+        Case(
+            f"B={B} x G={G} labels, a numpy array, style={STYLES[3]!r}",
+            {"labels": np.array(labels), "style": STYLES[3]},
+        ),
+    ]
