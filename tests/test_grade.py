@@ -1507,6 +1507,10 @@ from course_lib import family
 namespace = {}
 exec(open(family.__file__.replace(".pyc", ".py")).read(), namespace)
 return namespace["rloo_advantages"](rewards)"""
+CARRIED = """\
+namespace = {}
+exec(SOURCE, namespace)
+return namespace["rloo_advantages"](rewards)"""
 GRADED_ONLY = """\
 import getpass, sys
 if getpass.getuser().startswith("course-grade") or sys.getprofile() is not None:
@@ -1578,6 +1582,10 @@ def red_team_class(folder: Path) -> dict[str, dict[tuple[str, str], tuple[str, s
     expect["watchoff"] = rows(("failed", "may not turn off or replace the grader's watch"))
     family_submission("relabel", RELABELLED)
     expect["relabel"] = rows(("failed", "may not use code.__new__"))
+    # course_lib's text, carried in the notebook (or read from another copy of the course) and compiled at run time.
+    source = (ROOT / "course_lib" / "family.py").read_text(encoding="utf-8")
+    family_submission("carried", CARRIED, prelude=f"SOURCE = {source!r}\n")
+    expect["carried"] = rows(("failed", "compiles course_lib's own code"))
     # Answers learnt by heart, used only when graded: wrong on the cases drawn at grading time.
     family_submission("heart", GRADED_ONLY, prelude=memo)
     expect["heart"] = rows(("failed", "rloo_advantages"))  # on a case drawn at grading time
@@ -1660,7 +1668,8 @@ def red_team(tmp_path_factory):
 
 
 @pytest.mark.parametrize(
-    "student", ["worker", "watchoff", "relabel", "heart", "spoil", "thread", "recompile", "disk", "boxed", "table"]
+    "student",
+    ["worker", "watchoff", "relabel", "carried", "heart", "spoil", "thread", "recompile", "disk", "boxed", "table"],
 )
 def test_round_four_red_team_earns_nothing(red_team, student):
     if student not in red_team["expect"]:

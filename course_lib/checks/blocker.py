@@ -2,10 +2,11 @@
 :mod:`course_lib.checks.guard`, which adds it as an audit hook before any student code runs).
 
 It refuses, when the student's code asks (the nearest code on the stack that is neither an installed package's
-nor course_lib's is a notebook cell's): replacing or turning off the watch (``sys.setprofile``,
-``sys.settrace``: only the guard and a new thread's start may), new audit hooks, making or relabelling code
-(``code.__new__`` and ``code.replace``, ``marshal``, ``compile`` under a course_lib or installed file name, a
-function made from another's code), ``ctypes``, the garbage collector's lists of objects, other threads' frames.
+nor course_lib's is a notebook cell's; for ``BY_THE_STUDENT``, the very code that asks): replacing or turning off
+the watch (``sys.setprofile``, ``sys.settrace``: only the guard and a new thread's start may), new audit hooks,
+making or relabelling code (``code.__new__`` and ``code.replace``, ``marshal``, ``compile`` under a course_lib or
+installed file name but of another text than that file's, a function made from another's code, course_lib's text
+compiled at run time), ``ctypes``, the garbage collector's lists of objects, other threads' frames.
 From anyone: changing the watch's defaults or code, a look at a frame of the keeper (a signal handler run inside
 it would see its key), or a process's memory opened as a file (``/proc/self/mem``). The import system compiling
 or loading an installed or course_lib module is let through, when its machinery is untouched.
@@ -16,16 +17,44 @@ its closure holds nothing secret and nothing mutable: its frame may show in a st
 
 from __future__ import annotations
 
-STUDENT_ONLY = (
+SOURCE_LINES = ".source-lines"  # in the grading kernel's course_lib: the digests of course_lib's source lines
+LONG = 30  # characters: a line this long (stripped) that a solution compiles from course_lib's text is copied
+
+
+def line_digest(line: str) -> str:
+    import hashlib
+
+    return hashlib.blake2b(line.strip().encode("utf-8"), digest_size=8).hexdigest()
+
+
+def source_lines(course) -> set[str]:
+    """The digests of every line of course_lib's source at least ``LONG`` characters long (stripped)."""
+    from pathlib import Path
+
+    digests = set()
+    for path in Path(course).rglob("*.py"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if len(line.strip()) >= LONG:
+                digests.add(line_digest(line))
+    return digests
+
+
+def known_lines(course) -> frozenset:
+    """The digests the grader wrote into the source-free course_lib, else (not isolated) those of the source."""
+    import os
+
+    try:
+        with open(os.path.join(course, SOURCE_LINES), encoding="ascii") as f:
+            return frozenset(f.read().split())
+    except OSError:
+        return frozenset(source_lines(course))
+
+
+# Refused when the code that does it is the student's own (a notebook cell's); a package doing it for itself (while
+# the student imports it: transformers copies functions, a package loads a library) is let through.
+BY_THE_STUDENT = (
     "code.__new__",
-    "marshal.loads",
-    "marshal.load",
-    "marshal.dumps",
     "function.__new__",
-    "gc.get_objects",
-    "gc.get_referrers",
-    "gc.get_referents",
-    "sys._current_frames",
     "ctypes.dlopen",
     "ctypes.dlsym",
     "ctypes.dlsym/handle",
@@ -36,9 +65,20 @@ STUDENT_ONLY = (
     "ctypes.wstring_at",
     "ctypes.PyObj_FromPtr",
 )
+# Refused whenever the student's code is the nearest on the stack that is not a package's or course_lib's: what no
+# package needs while the student's code runs, and what a package could hand back to it (the guard's own objects).
+FOR_THE_STUDENT = (
+    "marshal.loads",
+    "marshal.load",
+    "marshal.dumps",
+    "gc.get_objects",
+    "gc.get_referrers",
+    "gc.get_referents",
+    "sys._current_frames",
+)
 
 
-def make_blocker(course, library, keeper_code, setter_code, watch_code):
+def make_blocker(course, library, keeper_code, setter_code, watch_code, lines=frozenset()):
     """The audit hook that refuses what the student's code may not do while it is graded (module docstring).
     Its closure holds no secret and nothing mutable: its frame may show in a student's traceback."""
     import _thread
@@ -48,20 +88,25 @@ def make_blocker(course, library, keeper_code, setter_code, watch_code):
     import types
     from importlib import _bootstrap, _bootstrap_external
 
-    _type, _vars, _getattr, _str, _bytes, PermissionError_, RuntimeError_ = (
+    _type, _vars, _getattr, _str, _bytes, _open, PermissionError_, RuntimeError_, OSError_ = (
         builtins.type,
         builtins.vars,
         builtins.getattr,
         builtins.str,
         builtins.bytes,
+        builtins.open,
         builtins.PermissionError,
         builtins.RuntimeError,
+        builtins.OSError,
     )
     getframe, ident, function = sys._getframe, _thread.get_ident, types.FunctionType
+    import hashlib
+
+    blake2b, long_line = hashlib.blake2b, LONG
     main = ident()
     bootstrap_code = threading.Thread._bootstrap_inner.__code__
     library = tuple(p for p in library if p != "<frozen ")
-    student_only = STUDENT_ONLY
+    by_the_student, for_the_student = BY_THE_STUDENT, FOR_THE_STUDENT
     memory_files = ("mem", "pagemap")  # /proc/<pid>/mem: another way to write the interpreter's memory
     sealed = ("__defaults__", "__kwdefaults__", "__code__")
     frames = ("tb_frame", "gi_frame", "cr_frame", "ag_frame")
@@ -85,9 +130,10 @@ def make_blocker(course, library, keeper_code, setter_code, watch_code):
     )
     me = None
 
-    def student(frame):
+    def student(frame, immediate=False):
         """Whether the nearest code on the stack that is neither an installed package's nor course_lib's is a
-        notebook cell's (a dataclass's generated methods are looked through)."""
+        notebook cell's (a dataclass's generated methods are looked through); with ``immediate``, whether the
+        code of ``frame`` itself is."""
         while frame is not None:
             code = frame.f_code
             path = code.co_filename
@@ -99,6 +145,8 @@ def make_blocker(course, library, keeper_code, setter_code, watch_code):
                 or (path == "<string>" and code.co_qualname.startswith("__create_fn__."))
             ):
                 return True
+            if immediate:
+                return False
             frame = frame.f_back
         return False
 
@@ -134,6 +182,17 @@ def make_blocker(course, library, keeper_code, setter_code, watch_code):
                 if now.get(name) is not value:
                     return False
         return True
+
+    def own_text(filename, source):
+        """Whether ``source`` is the very text of the file ``filename`` (so the code compiled is that file's)."""
+        if _type(source) is not _str and _type(source) is not _bytes:
+            return False
+        try:
+            with _open(filename, "rb") as f:
+                text = f.read()
+        except OSError_:
+            return False
+        return text == (source.encode("utf-8") if _type(source) is _str else source)
 
     def _blocker_hook(event, args):
         if event == "sys._getframe":
@@ -171,6 +230,8 @@ def make_blocker(course, library, keeper_code, setter_code, watch_code):
             if _type(filename) is _bytes:
                 filename = filename.decode("utf-8", "replace")
             if _type(filename) is _str and (filename.startswith(course) or filename.startswith(library)):
+                if own_text(filename, source):
+                    return  # a package reading its own file (anyio parses its own __init__): its code, its name
                 raise PermissionError_(
                     f"course_lib.grade: your solution compiles code under the file name {filename!r}, "
                     "course_lib's or an installed package's: write your own code"
@@ -179,12 +240,25 @@ def make_blocker(course, library, keeper_code, setter_code, watch_code):
                 raise PermissionError_("course_lib.grade: your solution compiles code as Python's own")
             if _type(source) is _str and "__create_fn__" in source and not under(caller, dataclass_code):
                 raise PermissionError_("course_lib.grade: your solution makes a dataclass's methods by hand")
+            if _type(source) is _bytes:
+                source = source.decode("utf-8", "replace")
+            if _type(source) is _str and lines:
+                copied = 0
+                for line in source.splitlines():
+                    line = line.strip()
+                    if len(line) >= long_line and blake2b(line.encode("utf-8"), digest_size=8).hexdigest() in lines:
+                        copied += 1
+                        if copied >= 3:
+                            raise PermissionError_(
+                                "course_lib.grade: your solution compiles course_lib's own code (its text, "
+                                "copied while it runs): write your own code"
+                            )
             return
-        if event in student_only:
+        if event in by_the_student or event in for_the_student:
             caller = getframe(0).f_back
             if (event == "marshal.loads" or event == "marshal.load") and importing(caller, "marshal"):
                 return
-            if student(caller):
+            if student(caller) if event in for_the_student else student(caller, immediate=True):
                 raise PermissionError_(f"course_lib.grade: your solution may not use {event} while it is graded")
             return
         if event == "open":

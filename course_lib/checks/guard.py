@@ -63,7 +63,7 @@ def install(key_path: str = KEY_FILE) -> None:
 
     import course_lib.checks.recording as recording
     import course_lib.checks.watch as watch
-    from course_lib.checks.blocker import make_blocker
+    from course_lib.checks.blocker import known_lines, make_blocker
 
     with open(key_path, encoding="utf-8") as f:
         key_hex, fd = f.read().split()
@@ -76,7 +76,8 @@ def install(key_path: str = KEY_FILE) -> None:
     }
     keeper = _keeper(bytes.fromhex(key_hex), int(fd), genuine, all_threads, template, vars(builtins))
     _not_dumpable()
-    blocker = make_blocker(watch.COURSE + os.sep, watch.LIBRARY, keeper.__code__, setter, template.__code__)
+    lines = known_lines(watch.COURSE)  # what compiling copied course_lib text would show
+    blocker = make_blocker(watch.COURSE + os.sep, watch.LIBRARY, keeper.__code__, setter, template.__code__, lines)
     sys.addaudithook(keeper)
     sys.addaudithook(blocker)
 

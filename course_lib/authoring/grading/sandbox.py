@@ -210,6 +210,9 @@ def source_free_course() -> Path:
             py_compile.compile(str(path), cfile=str(destination.with_suffix(".pyc")), dfile=str(path), doraise=True)
         else:
             shutil.copy2(path, destination)
+    from course_lib.checks.blocker import SOURCE_LINES, source_lines
+
+    (target / SOURCE_LINES).write_text("\n".join(sorted(source_lines(course))), encoding="ascii")
     for folder in [target, *[p for p in target.rglob("*") if p.is_dir()]]:
         folder.chmod(0o755)
     for path in target.rglob("*"):
