@@ -28,10 +28,12 @@ Nothing is lost: each submission's rows are appended to ``grades.csv`` (flushed 
 as soon as it is graded, so a grader killed half-way keeps every finished row, and the
 same command run again resumes: it skips the submissions already in ``grades.csv``
 (``--regrade`` grades everything again). When it runs as root, every kernel runs as an
-unprivileged user of its own (``course-grade-<slot>``, created if missing) in a mount
-namespace that hides the output folder, the submissions, the solutions and the hidden
-checks (see :mod:`course_lib.authoring.grading.runner`); otherwise ``summary.md`` says
-that grading ran without isolation.
+unprivileged user of its own (``course-grade-<slot>``, created if missing) in namespaces of
+its own that hide the output folder, the submissions, the solutions, the hidden checks and
+course_lib's source, with no network and private scratch space (see
+:mod:`course_lib.authoring.grading.sandbox`); otherwise ``summary.md`` says that grading ran
+without isolation. In every kernel the grader's guard (:mod:`course_lib.checks.guard`)
+watches for borrowed code in every thread and signs each check cell's verdict.
 
 Exit status: 0 when grading completed, whatever the students scored (an unreadable
 file, a wrong notebook, a hang: each is a row of the CSV); 2 when it could not grade at
@@ -107,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=4.0,
         metavar="GB",
-        help="resident memory allowed to each kernel (default 4, 0 for no limit)",
+        help="memory allowed to each kernel, its scratch space included (default 4, 0 for no limit)",
     )
     parser.add_argument(
         "--regrade",
@@ -374,6 +376,7 @@ def _grading_user(name: str) -> tuple[int, int]:
 def _hidden_folders(args, files) -> list[str]:
     """Folders a kernel must not see; never one that holds what the kernel needs (the course, Python, /tmp)."""
     wanted = {args.out, args.solutions, args.hidden, ROOT / "solutions", ROOT / "grading", ROOT / ".git"}
+    wanted |= {ROOT / "tests", ROOT / "notebooks", ROOT / "benchmarks"}  # correct variants, the lectures' code
     wanted |= {base if base is not None else path.parent for path, base in files}
     needed = [ROOT / "course_lib", Path(sys.prefix), Path(sys.base_prefix), Path(tempfile.gettempdir())]
     needed = [p.resolve() for p in needed]
