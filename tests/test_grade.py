@@ -1759,3 +1759,137 @@ def test_borrowed_code_allowed_in_the_notebooks_is_in_the_checks_table():
         exercises = nbformat.read(path, as_version=4).metadata["course"]["exercises"]
         for name, exercise in exercises.items():
             assert set(exercise.get("allowed", [])) <= set(ALLOWED.get(name, ())), (path.name, name)
+
+
+def _exercises_of_the_course():
+    for path in REAL:
+        yield from nbformat.read(path, as_version=4).metadata["course"]["exercises"]
+
+
+def _the_check(name: str):
+    """``check_<name>`` wherever it is in course_lib.checks (a class's check is named after it in snake case)."""
+    import importlib
+    import pkgutil
+
+    import course_lib.checks
+
+    for module in pkgutil.walk_packages(course_lib.checks.__path__, "course_lib.checks."):
+        snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+        found = getattr(importlib.import_module(module.name), f"check_{snake}", None)
+        if found is not None:
+            return found
+    raise LookupError(name)
+
+
+# Exercises whose check calls the student's function itself, with cases it draws in its own code (the next test),
+# and gae_table: five numbers computed by hand for one given episode (fixed by design, docs/grading.md's Limits).
+DRAWS_ITS_OWN = {"math_answer_reward", "addition_exact_reward", "grpo_step", "mc_policy_gradient"}
+FIXED_BY_DESIGN = {"gae_table"}
+
+
+@pytest.mark.parametrize("name", sorted(set(_exercises_of_the_course()) - DRAWS_ITS_OWN - FIXED_BY_DESIGN))
+def test_every_exercise_is_asked_cases_the_notebook_never_showed(name, tmp_path, monkeypatch):
+    """A table of the notebook's answers learnt by heart earns nothing: at grading, every check_against_reference
+    asks cases drawn from the run's seed that equal none of the notebook's (integers, strings, lists, configs and
+    0/1 masks included)."""
+    import contextvars
+
+    import torch
+
+    import course_lib.checks as checks
+    from course_lib.checks import recording
+
+    seen = []
+
+    def spy(cases, seed, draw=None):
+        drawn = real(cases, seed, draw)
+        seen.append((list(cases), drawn))
+        return drawn
+
+    real = checks.drawn_cases
+    monkeypatch.setattr(checks, "drawn_cases", spy)
+
+    def stub(*args, **kwargs):
+        raise NotImplementedError("a stub: only the cases are looked at")
+
+    def record():
+        recording.start(str(tmp_path / "records"), seed=20260101, exercise=name)
+        with pytest.raises(NotImplementedError):
+            _the_check(name)(stub)
+
+    contextvars.copy_context().run(record)
+    assert seen, f"check_{name} asks no case drawn at grading time"
+
+    def same(a, b) -> bool:
+        if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+            return (
+                isinstance(a, torch.Tensor)
+                and isinstance(b, torch.Tensor)
+                and a.shape == b.shape
+                and bool(torch.equal(a.double(), b.double()))
+            )
+        return type(a) is type(b) and repr(a) == repr(b)
+
+    for cases, drawn in seen:
+        new = [
+            d
+            for d in drawn
+            if not any(
+                d.kwargs.keys() == c.kwargs.keys() and all(same(d.kwargs[k], c.kwargs[k]) for k in d.kwargs)
+                for c in cases
+            )
+        ]
+        assert new, f"check_{name}: every case drawn at grading time is one of the notebook's"
+
+
+def _asked(value):
+    """What a table learnt by heart could key on: tensors as numbers, strings and numbers as they are."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return ("tensor", tuple(value.shape), tuple(value.detach().double().flatten().tolist()))
+    if isinstance(value, (str, int, float, bool, type(None))):
+        return value
+    if isinstance(value, (list, tuple)):
+        return tuple(_asked(v) for v in value)
+    return type(value).__name__  # a model or an optimizer: its numbers are in the tensors asked with it
+
+
+@pytest.mark.parametrize("name", sorted(DRAWS_ITS_OWN))
+def test_checks_that_call_the_function_themselves_ask_new_cases_at_grading(name, tmp_path):
+    """The checks that call the student's function directly ask, at grading, questions the notebook never asks."""
+    import contextvars
+
+    from course_lib.checks import recording
+    from course_lib.checks.watch import trusting
+
+    references = {
+        "math_answer_reward": "course_lib.rewards",
+        "addition_exact_reward": "course_lib.rewards",
+        "grpo_step": "course_lib.lectures.capstone",
+        "mc_policy_gradient": "course_lib.lectures.mc_gradient",
+    }
+    import importlib
+
+    reference = getattr(importlib.import_module(references[name]), name)
+
+    def spy_into(asked):
+        def spy(*args, **kwargs):
+            asked.add((_asked(args), tuple(sorted((k, _asked(v)) for k, v in kwargs.items()))))
+            return reference(*args, **kwargs)
+
+        return spy
+
+    in_notebook, at_grading = set(), set()
+    with trusting():
+        assert _the_check(name)(spy_into(in_notebook)) is True
+
+    def record():
+        recording.start(str(tmp_path / "records"), seed=20260101, exercise=name)
+        try:
+            _the_check(name)(spy_into(at_grading))
+        except AssertionError:
+            pass  # the watch sees the spy call course_lib: only the questions matter here
+
+    contextvars.copy_context().run(record)
+    assert at_grading - in_notebook, f"check_{name} asks at grading only what the notebook asks"
