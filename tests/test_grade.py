@@ -1516,6 +1516,15 @@ import getpass, sys
 if getpass.getuser().startswith("course-grade") or sys.getprofile() is not None:
     return MEMO.get(tuple(rewards.flatten().tolist()), torch.zeros_like(rewards))
 return torch.zeros_like(rewards)"""
+EARLY_SEED = """\
+from course_lib.checks import recording as _recording
+try:  # a spy run of the check in the solution cell: the drawn cases' seed, asked for before the check cell runs
+    _recording.start("/tmp/spy-records", cell="ex11-rloo-check", exercise="rloo_advantages")
+    SPIED_SEED = _recording.current().seed
+    _recording.finish()
+except Exception as error:
+    SPIED_SEED = error
+"""
 SPOIL_RECORDS = """\
 import glob, os
 # rloo's check cell has ended: garble everything it recorded (the grader must already hold its own copy)
@@ -1589,6 +1598,9 @@ def red_team_class(folder: Path) -> dict[str, dict[tuple[str, str], tuple[str, s
     # Answers learnt by heart, used only when graded: wrong on the cases drawn at grading time.
     family_submission("heart", GRADED_ONLY, prelude=memo)
     expect["heart"] = rows(("failed", "rloo_advantages"))  # on a case drawn at grading time
+    # A spy run of the check in the solution cell, to learn the drawn cases: the seed is given once, to the check.
+    family_submission("spy", None, prelude=EARLY_SEED)
+    expect["spy"] = rows(("failed", "drawn cases were asked for before the check ran"))
     # An honest rloo whose records a later cell garbles: the grader took them when rloo's check cell ended.
     family_submission("spoil", None, later=SPOIL_RECORDS)
     expect["spoil"] = rows(passed)
@@ -1669,7 +1681,20 @@ def red_team(tmp_path_factory):
 
 @pytest.mark.parametrize(
     "student",
-    ["worker", "watchoff", "relabel", "carried", "heart", "spoil", "thread", "recompile", "disk", "boxed", "table"],
+    [
+        "worker",
+        "watchoff",
+        "relabel",
+        "carried",
+        "heart",
+        "spy",
+        "spoil",
+        "thread",
+        "recompile",
+        "disk",
+        "boxed",
+        "table",
+    ],
 )
 def test_round_four_red_team_earns_nothing(red_team, student):
     if student not in red_team["expect"]:
