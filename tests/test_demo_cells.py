@@ -181,6 +181,16 @@ def test_check_cells_show_one_line_not_a_stray_true(path):
             assert not shown, f"{cell.id} shows {shown[0]['data']['text/plain']} under its check line"
 
 
+@pytest.mark.parametrize("path", SOLUTIONS, ids=[p.name for p in SOLUTIONS])
+def test_cells_show_no_warning_the_student_did_not_cause(path):
+    """The stored outputs of a solution notebook (run as the student runs it) hold nothing on stderr: a warning
+    from the course's own code (11's std() of one value, say) lands in the student's cell as noise."""
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type == "code":
+            noise = [o.text for o in cell.outputs if o.output_type == "stream" and o.name == "stderr"]
+            assert not noise, f"{cell.id} prints on stderr: {noise[0][:200]}"
+
+
 def test_the_capstone_demo_tells_a_wrong_step_from_the_course_update():
     """Solution 08's demo steps a copy with the course's grpo_step in its first round, on the same samples: a wrong
     step (here the one that forgets zero_grad, the smallest difference of the catalogue) is named there, and the
