@@ -45,7 +45,7 @@ MUTANTS, VARIANTS = _catalogue()
 
 # The catalogues of issue 22's bar: every classic mistake of GAE, the deltas, PPO, KL and REINFORCE is named,
 # none left with only "... differs from the reference" on its first line.
-NAMED_CATALOGUES = ("gae", "baselines", "ppo", "grpo", "policy_gradient", "mc_gradient")
+NAMED_CATALOGUES = ("gae", "baselines", "ppo", "grpo", "policy_gradient", "mc_gradient", "hf", "reasoning", "family")
 
 
 @pytest.mark.parametrize(

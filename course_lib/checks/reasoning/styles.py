@@ -41,6 +41,14 @@ _CLASSIFIER_CASES = [  # (text, n_digits): each teaches one rule of the module d
 ]
 
 
+def _any_bracket(body: str) -> str:
+    """The style when a '[' before EOS makes a scratchpad (or the filler, with a dot in it), and no '[' a direct
+    answer: the text itself is never read."""
+    if "[" not in body:
+        return "direct"
+    return "filler" if "." in body else "scratchpad"
+
+
 def check_completion_style(fn) -> bool:
     """Check a student's ``completion_style(text, n_digits=3)`` on completions of every kind."""
     numbered = ", ".join(f"{s}={i}" for i, s in enumerate(STYLES))
@@ -105,6 +113,12 @@ def check_completion_style(fn) -> bool:
                     else None
                 )
             ),
+        ),
+        Mistake(
+            "a bracket alone does not make a scratchpad, nor its absence a direct answer: read the text (direct: "
+            "digits only; scratchpad: exactly n_digits totals in brackets, then digits; filler: only dots in "
+            "brackets, then digits); anything else before EOS is malformed",
+            keep(lambda s, n: _any_bracket(s.partition("$")[0]) if s.partition("$")[1] else None),
         ),
     ]
     return check_against_reference(
@@ -202,6 +216,11 @@ def check_style_share(fn) -> bool:
             "labels.count() counts only the top level: in a nested list [B][G] each entry is a row, never a label "
             "(and a numpy array has no count()); flatten first, np.asarray(labels).reshape(-1)",
             top_level_count,
+        ),
+        Mistake(
+            "only the first row (the first prompt's group, or the first label of a flat list) is counted: the "
+            "share is over every completion of every prompt; flatten the labels first",
+            lambda labels, style: float(np.mean(np.asarray(labels, dtype=object)[0] == style)),
         ),
     ]
     return check_against_reference(

@@ -24,6 +24,11 @@ def _weights_with(**wrong):
     return weights
 
 
+def _modes_swapped(length, mode, max_len=None):
+    swap = {"token-mean": "seq-mean-token-mean", "seq-mean-token-mean": "token-mean"}
+    return aggregation_token_weight(length, swap.get(mode, mode), max_len)
+
+
 def check_aggregation_token_weight(fn) -> bool:
     """Check a student's ``aggregation_token_weight(length, mode, max_len=None)``."""
     t = torch.tensor
@@ -47,6 +52,12 @@ def check_aggregation_token_weight(fn) -> bool:
     )
     nonzero = lambda o, w: torch.where(o > 0, w, 0.0)  # noqa: E731
     mistakes = [
+        Mistake(
+            "token-mean and seq-mean-token-mean are swapped: token-mean weighs every token alike, "
+            "1 / sum_j |o_j|; seq-mean-token-mean averages within each response, then over the N responses, "
+            "1 / (N * |o_i|)",
+            _modes_swapped,
+        ),
         Mistake(
             "the weights are inverted: a token of a long response weighs *less* under the per-sequence "
             "mean, 1 / (N * |o|): that is the length bias",
