@@ -106,7 +106,8 @@ def completion_logps(
 
     ``generate`` returns the left-padded prompts with the completions after them; the first ``P`` columns
     are the prompt (``P = prompt_mask.shape[1]``). One forward pass over the whole sequence, with an
-    attention mask that hides the left padding (the model derives its positions from it); the logits at
+    attention mask that hides the left padding (and the positions that go with it, for a model that does not
+    derive them from the mask); the logits at
     ``P - 1 + t``, divided by ``temperature``, score completion token ``t``.
 
     Args:
