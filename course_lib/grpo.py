@@ -141,7 +141,7 @@ def grpo_loss(
     logp: torch.Tensor,
     logp_old: torch.Tensor,
     logp_ref: torch.Tensor | None,
-    rewards: torch.Tensor,
+    rewards: torch.Tensor | None,
     mask: torch.Tensor,
     clip_eps: float = 0.2,
     kl_coef: float = 0.04,
@@ -150,6 +150,7 @@ def grpo_loss(
     loss_agg: str = "seq-mean-token-mean",
     max_len: float | None = None,
     clip_eps_high: float | None = None,
+    adv: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The GRPO loss of a batch of ``B`` prompts with ``G`` responses each.
 
@@ -158,7 +159,7 @@ def grpo_loss(
         logp_old: ``[B, G, T]`` log pi_theta_old, the policy that sampled them (a constant).
         logp_ref: ``[B, G, T]`` log pi_ref of the frozen reference policy (a constant),
             or ``None`` for no KL penalty.
-        rewards: ``[B, G]`` one reward per response (a constant).
+        rewards: ``[B, G]`` one reward per response (a constant), or ``None`` when ``adv`` is given.
         mask: ``[B, G, T]`` 1 (True) for response tokens, 0 for padding.
         clip_eps: PPO's clip range, positive.
         kl_coef: weight of the KL penalty (DeepSeekMath's beta = 0.04), non-negative.
@@ -168,13 +169,17 @@ def grpo_loss(
         max_len: Dr. GRPO's constant (default ``T``).
         clip_eps_high: the upper clip range (default ``clip_eps``); larger is DAPO's
             clip-higher, which lets low-probability tokens with a positive advantage grow.
+        adv: ``[B, G]`` advantages computed elsewhere (a constant), used in place of the group
+            advantages of ``rewards``. Chapter 08's loop computes them once over the whole batch, before
+            its minibatches split the groups, and chapter 11's RLOO and REINFORCE++ compute them their
+            own way. Pass exactly one of ``rewards`` and ``adv``.
 
     Returns:
         ``(loss, info)``: the scalar loss and floats ``clip_fraction`` (valid tokens
         with the ratio outside ``[1 - clip_eps, 1 + clip_eps_high]``, as ``ppo.clipped_surrogate_loss``),
         ``clip_active_fraction`` (where the clip zeroes the gradient), ``kl`` (the
         mean estimate over valid tokens, 0 without ``logp_ref``), ``adv_abs_mean``
-        (mean |advantage| over responses) and ``reward_mean``.
+        (mean |advantage| over responses) and, when ``rewards`` are given, ``reward_mean``.
     """
     _validate.require_tensor("logp", logp)
     if logp.dim() != 3:
@@ -182,8 +187,11 @@ def grpo_loss(
     _validate.require_same_shape("logp_old", logp_old, "logp", logp)
     if logp_ref is not None:
         _validate.require_same_shape("logp_ref", logp_ref, "logp", logp)
-    _validate.require_tensor("rewards", rewards)
-    _validate.require_shape("rewards", rewards, logp.shape[:2], like="logp's (B, G)")
+    if (rewards is None) == (adv is None):
+        raise ValueError("rewards, adv: pass exactly one (rewards for the group advantages, or adv computed elsewhere)")
+    given_name, given = ("rewards", rewards) if adv is None else ("adv", adv)
+    _validate.require_tensor(given_name, given)
+    _validate.require_shape(given_name, given, logp.shape[:2], like="logp's (B, G)")
     valid = _validate.require_mask("mask", mask, "logp", logp) > 0  # (B, G, T)
     clip_eps, clip_eps_high = _validate.require_clip_range(clip_eps, clip_eps_high)
     kl_coef = _validate.require_non_negative("kl_coef", kl_coef)
@@ -193,7 +201,9 @@ def grpo_loss(
     max_len = None if max_len is None else _validate.require_positive("max_len", max_len)
 
     # GRPO's change to PPO: the critic-free baseline, each response compared with its own group.
-    adv = _group_advantages(rewards.detach(), normalize_std)  # (B, G)
+    if adv is None:
+        adv = _group_advantages(rewards.detach(), normalize_std)  # (B, G)
+    adv = adv.detach()
     adv_tokens = adv.unsqueeze(-1).expand_as(logp)  # (B, G, T): every token shares its response's adv
 
     # PPO's clipped surrogate, token by token (logp_old and the advantages are constants).
@@ -208,7 +218,8 @@ def grpo_loss(
     with torch.no_grad():  # diagnostics, not part of the graph
         info["kl"] = _masked_mean(kl, valid).item() if logp_ref is not None else 0.0
         info["adv_abs_mean"] = adv.abs().mean().item()
-        info["reward_mean"] = rewards.mean().item()
+        if rewards is not None:
+            info["reward_mean"] = rewards.mean().item()
     return loss, info
 
 

@@ -253,6 +253,7 @@ def check_grpo_loss(fn) -> bool:
     logp = logp_old + 0.3 * torch.randn(B, G, T, generator=g, dtype=torch.float64)  # ratios inside and outside the clip
     logp_ref = logp_old + 0.2 * torch.randn(B, G, T, generator=g, dtype=torch.float64)
     base = {"logp": logp, "logp_old": logp_old, "logp_ref": logp_ref, "rewards": rewards, "mask": mask}
+    given_adv = torch.tensor([[0.9, -0.2, 0.4], [-1.1, 0.3, 0.5]], dtype=torch.float64)  # not centred per group
     grad = ("logp", "logp_old", "logp_ref", "rewards")
     cases = [
         Case("B=2 prompts, G=3 responses of lengths 4, 2, 3 / 1, 4, 2, the defaults", base, grad),
@@ -274,12 +275,17 @@ def check_grpo_loss(fn) -> bool:
             {**base, "clip_eps": 0.1, "clip_eps_high": 0.3},
             grad,
         ),
+        Case(
+            "advantages computed elsewhere: rewards=None, adv given (used as they are, not centred again)",
+            {**base, "rewards": None, "adv": given_adv},
+            ("logp", "logp_old", "logp_ref", "adv"),
+        ),
     ]
 
     def wrong_grpo(
         *,
         kl=None,
-        adv=None,
+        adv_fn=None,
         per_token=None,
         agg=None,
         ignore_high=False,
@@ -290,6 +296,7 @@ def check_grpo_loss(fn) -> bool:
         ignore_max_len=False,
         old_kl=False,
         ratio_ref=False,
+        renormalise_adv=False,
     ):
         def loss_fn(
             logp,
@@ -304,8 +311,12 @@ def check_grpo_loss(fn) -> bool:
             loss_agg="seq-mean-token-mean",
             max_len=None,
             clip_eps_high=None,
+            adv=None,
         ):
-            a = adv(rewards, normalize_std) if adv else group_advantages(rewards.detach(), normalize_std)
+            if adv is not None:
+                a = group_advantages(adv.detach(), normalize_std) if renormalise_adv else adv.detach()
+            else:
+                a = adv_fn(rewards, normalize_std) if adv_fn else group_advantages(rewards.detach(), normalize_std)
             a = a[..., None].expand_as(logp)
             high = None if ignore_high else clip_eps_high
             eps = clip_eps if clip is None else clip
@@ -335,7 +346,7 @@ def check_grpo_loss(fn) -> bool:
                 logp.detach(),
                 logp_old.detach(),
                 None if logp_ref is None else logp_ref.detach(),
-                rewards.detach(),
+                None if rewards is None else rewards.detach(),
                 mask,
                 clip_eps,
                 kl_coef,
@@ -344,8 +355,9 @@ def check_grpo_loss(fn) -> bool:
                 loss_agg,
                 max_len,
                 high,
+                None if adv is None else adv.detach(),
             )  # the info, right unless the mistake is in it (or in clip_eps_high)
-            if info is not None:
+            if info is not None and rewards is not None:
                 right = {
                     **right,
                     **info(
@@ -417,7 +429,7 @@ def check_grpo_loss(fn) -> bool:
         ),
         Mistake(
             "a gradient flows into the rewards (or advantages): they are constants; detach them",
-            wrong_grpo(adv=lambda r, n: group_advantages(r, n), per_token=surrogate_attached(adv=True)),
+            wrong_grpo(adv_fn=lambda r, n: group_advantages(r, n), per_token=surrogate_attached(adv=True)),
         ),
         Mistake(
             "a gradient flows into logp_ref: the reference model is frozen; detach logp_ref",
@@ -425,12 +437,12 @@ def check_grpo_loss(fn) -> bool:
         ),
         Mistake(
             "the advantages are normalised over the whole batch; GRPO normalises within each prompt's group (dim=-1)",
-            wrong_grpo(adv=lambda r, n: (r - r.mean()) / (r.std() + 1e-6) if n else r - r.mean()),
+            wrong_grpo(adv_fn=lambda r, n: (r - r.mean()) / (r.std() + 1e-6) if n else r - r.mean()),
         ),
         Mistake(
             "the advantage std divides by G; use Bessel's correction (torch.std's default)",
             wrong_grpo(
-                adv=lambda r, n: (
+                adv_fn=lambda r, n: (
                     (r - r.mean(-1, keepdim=True)) / (r.std(-1, keepdim=True, correction=0) + 1e-6)
                     if n
                     else r - r.mean(-1, keepdim=True)
@@ -503,17 +515,22 @@ def check_grpo_loss(fn) -> bool:
         Mistake(
             "normalize_std is ignored: the advantages are always divided by the group std; normalize_std=False "
             "(Dr. GRPO) only centres them",
-            wrong_grpo(adv=lambda r, n: group_advantages(r.detach(), True)),
+            wrong_grpo(adv_fn=lambda r, n: group_advantages(r.detach(), True)),
         ),
         Mistake(
             "normalize_std is ignored: the advantages are never divided by the group std; normalize_std=True "
             "(GRPO) divides them by std + eps",
-            wrong_grpo(adv=lambda r, n: group_advantages(r.detach(), False)),
+            wrong_grpo(adv_fn=lambda r, n: group_advantages(r.detach(), False)),
         ),
         Mistake(
             "the advantages are the raw rewards: GRPO's advantage is the reward minus its group's mean "
             "(divided by the group's std with normalize_std)",
-            wrong_grpo(adv=lambda r, n: r.detach().clone()),
+            wrong_grpo(adv_fn=lambda r, n: r.detach().clone()),
+        ),
+        Mistake(
+            "adv is centred (or normalised) again: advantages passed in are used as they are; only rewards go "
+            "through group_advantages",
+            wrong_grpo(renormalise_adv=True),
         ),
         Mistake(
             "the KL penalty is computed from logp_old; it is the current policy's: kl_estimate(logp, logp_ref)",
