@@ -25,7 +25,8 @@ The tree is the course's map. Chapter by chapter (``lectures/`` holds each chapt
                       ``python -m course_lib.hf``; ``hf.export``, ``hf.learning``; TRL: ``hf.trl_grpo``,
                       ``hf.distributed``, ``hf.trl_contract``, ``hf.agreement``, ``hf.mapping``)
 - 10 longer answers . ``tasks_reasoning`` (addition with a scratchpad or filler, its verifier and styles),
-                      ``lectures.reasoning`` (pass@k, per-token weights, style share, the warm-up measured),
+                      ``lectures.reasoning`` (pass@k, per-token weights, style share, the warm-up),
+                      ``lectures.reasoning_stats`` (samples measured: styles, work and answer, pass@k),
                       ``lectures.reasoning_rl`` (GRPO on it)
 - 11 GRPO family .... ``family`` (RLOO, REINFORCE++, DAPO's parts, GSPO, CISPO, SAPO as small functions; TRL
                       agreement in ``hf.agreement``), ``lectures.family`` (the variants measured)
