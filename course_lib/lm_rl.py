@@ -42,12 +42,13 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from course_lib import _validate, family
+from course_lib.family_diagnostics import policy_loss_diagnostics
 from course_lib.gae import compute_gae
 from course_lib.grpo import LOSS_AGG_MODES, aggregate_loss, group_advantages, grpo_loss
 from course_lib.kl import kl_estimate
 from course_lib.lm_sampling import completion_mask, model_logits, sample_completions, token_logps, token_values
 from course_lib.masked import masked_mean
-from course_lib.ppo import PPOLoss, clip_diagnostics, explained_variance
+from course_lib.ppo import PPOLoss, explained_variance
 
 __all__ = [
     "LMRLConfig",
@@ -486,10 +487,14 @@ def _family_per_token_loss(cfg, logp, logp_old, adv, mask) -> torch.Tensor:
 def _grpo_branch_loss(cfg, logp, part: dict) -> tuple[torch.Tensor, dict]:
     """GRPO and its family: the loss of the minibatch ``part`` (advantages ``(n,)``, one per completion)."""
     kl_in_loss = cfg.kl_placement == "loss" and cfg.kl_coef > 0
+    # What the loss does to drifted tokens, measured on the variant's own quantity (GSPO: the sequence ratio).
+    drift = policy_loss_diagnostics(
+        cfg.policy_loss, logp, part["logp_old"], part["adv"], part["mask"], cfg.clip_eps, cfg.clip_eps_high
+    )
     if cfg.policy_loss == "clip":
         # Chapter 06's grpo_loss, the function students write. The n completions go in as n groups of one,
         # (n, 1, L): their advantages were computed from whole groups before the minibatches split them.
-        return grpo_loss(
+        loss, info = grpo_loss(
             rearrange(logp, "n L -> n 1 L"),
             rearrange(part["logp_old"], "n L -> n 1 L"),
             rearrange(part["logp_ref"], "n L -> n 1 L") if kl_in_loss else None,
@@ -503,13 +508,12 @@ def _grpo_branch_loss(cfg, logp, part: dict) -> tuple[torch.Tensor, dict]:
             clip_eps_high=cfg.clip_eps_high,
             adv=rearrange(part["adv"], "n -> n 1"),
         )
+        return loss, {**info, **drift}
     per_token = _family_per_token_loss(cfg, logp, part["logp_old"], part["adv"], part["mask"])  # (n, L)
     if kl_in_loss:
         per_token = per_token + cfg.kl_coef * kl_estimate(logp, part["logp_ref"], "k3")
     loss = aggregate_loss(per_token, part["mask"], cfg.loss_agg, max_len=cfg.max_new_tokens)
-    ratio = torch.exp(logp - part["logp_old"]).detach()
-    adv_tokens = repeat(part["adv"], "n -> n L", L=logp.shape[1])
-    return loss, clip_diagnostics(ratio, adv_tokens, part["mask"] > 0, cfg.clip_eps, cfg.clip_eps_high)
+    return loss, drift
 
 
 def _ppo_branch_loss(cfg, value_model, logp, entropy, part: dict) -> tuple[torch.Tensor, dict]:
@@ -581,7 +585,15 @@ def update(cfg, policy, value_model, optimizer, batch: dict, generator, pad_id: 
 # 7. The loop
 # ---------------------------------------------------------------------------
 
-_LOGGED_AFTER_UPDATE = ("loss", "loss_on_policy", "clip_fraction", "grad_norm", "entropy")
+_LOGGED_AFTER_UPDATE = (
+    "loss",
+    "loss_on_policy",
+    "clip_fraction",
+    "silenced",
+    "silenced_low_prob",
+    "grad_norm",
+    "entropy",
+)
 
 
 def _log_round(history: dict, cfg, stats: dict, info: dict, lr: float, seconds: float, completions: int) -> None:
