@@ -37,7 +37,7 @@ def trailing_mean(rows: np.ndarray, k: int) -> np.ndarray:
     return (c[..., i] - c[..., np.maximum(i - k, 0)]) / np.minimum(i, k)
 
 
-def _spread(ax, rows: np.ndarray, color: str, label: str, x=None, marker: str | None = None) -> None:
+def _spread(ax, rows: np.ndarray, color: str, label: str, x=None, marker: str | None = None, ls: str = "-") -> None:
     """The mean over seeds (thick), every seed (thin) and the band between the lowest and highest seed."""
     x = np.arange(rows.shape[1]) if x is None else np.asarray(x)
     with warnings.catch_warnings():  # a column that is nan for every seed: a gap, not a warning
@@ -46,7 +46,7 @@ def _spread(ax, rows: np.ndarray, color: str, label: str, x=None, marker: str | 
     ax.fill_between(x, low, high, color=color, alpha=0.15, lw=0)
     for row in rows:
         ax.plot(x, row, color=color, lw=0.6, alpha=0.5)
-    ax.plot(x, mean, color=color, lw=2, label=label, marker=marker, ms=4)
+    ax.plot(x, mean, color=color, lw=2, label=label, marker=marker, ms=4, ls=ls)
 
 
 MIN_SAMPLES = 20
@@ -59,7 +59,8 @@ def plot_style_curves(histories: list[dict], smooth: int = 3, samples_per_round:
     over ``smooth`` rounds, said in the titles), and greedy test accuracy at the evaluations (points; worst seed
     dashed; the 0.9 bar). A style's accuracy is left out of rounds with fewer than :data:`MIN_SAMPLES` of its
     samples per seed on average (``samples_per_round`` times its share): a handful of samples is noise."""
-    fig, axes = plt.subplots(1, 4, figsize=(14, 3.4), layout="constrained")
+    fig, grid = plt.subplots(2, 2, figsize=(11, 6.4), layout="constrained")
+    axes = grid.flat
     for style, color in (("scratchpad", "C0"), ("direct", "C1")):
         share = _rows(histories, lambda h, style=style: h["style_share"][style], "histories")
         _spread(axes[0], trailing_mean(share, smooth), color, style)
@@ -67,20 +68,20 @@ def plot_style_curves(histories: list[dict], smooth: int = 3, samples_per_round:
         enough = share.mean(0) * samples_per_round >= MIN_SAMPLES  # (R,)
         smoothed = np.where(enough, acc, np.nan)
         _spread(axes[2], smoothed, color, style)
-    axes[0].set(title=f"share of the samples (T = 1, {smooth}-round mean)", xlabel="round", ylim=(0, 1))
+    axes[0].set(title=f"share of the samples ({smooth}-round mean)", xlabel="round", ylim=(0, 1))
     axes[0].legend(fontsize=8, loc="center right")
     length = _rows(histories, lambda h: h["mean_length"], "histories")
     _spread(axes[1], trailing_mean(length, smooth), "C2", "mean over seeds")
-    axes[1].set(title=f"mean sampled length (tokens, {smooth}-round mean)", xlabel="round")
+    axes[1].set(title=f"mean length, tokens ({smooth}-round mean)", xlabel="round")
     axes[2].set(title=f"accuracy of each style (>= {MIN_SAMPLES} samples)", xlabel="round", ylim=(0, 1))
     axes[2].legend(fontsize=8, loc="lower right")
     rounds = histories[0]["eval"]["iteration"]
     scores = _rows(histories, lambda h: h["eval"]["score"], "histories")
-    _spread(axes[3], scores, "C3", "mean over seeds", x=rounds, marker="o")
+    _spread(axes[3], scores, "C3", "mean over seeds", x=rounds, marker="o", ls=":")  # evaluations: points
     worst = scores[np.argmin(scores[:, -1])]
-    axes[3].plot(rounds, worst, color="k", ls="--", lw=1, marker="o", ms=3, label="worst seed")
+    axes[3].plot(rounds, worst, color="k", ls=":", lw=1, marker="s", ms=3, label="worst seed")
     axes[3].axhline(0.9, color="grey", lw=0.8, ls=":", label="0.9 (the bar)")
-    axes[3].set(title="greedy accuracy, test prompts (at evaluations)", xlabel="round", ylim=(0, 1))
+    axes[3].set(title="greedy test accuracy (at the evaluations)", xlabel="round", ylim=(0, 1))
     axes[3].legend(fontsize=8, loc="lower right")
     return fig
 
