@@ -10,7 +10,7 @@ fonts and scripts from its own `_static/`, and no ipywidgets scripts (their pict
 
 project = "From Policy Gradients to GRPO"
 author = "the course's authors"
-copyright = "the course's authors, MIT licence"
+html_show_copyright = False  # the theme already says "By the course's authors"
 
 extensions = [
     "myst_nb",  # notebooks and Markdown (MyST) pages
@@ -27,6 +27,7 @@ myst_dmath_double_inline = True  # $$...$$ inside a paragraph or a list item, as
 myst_heading_anchors = 3  # README-style links to headings (#the-two-commands) resolve
 
 exclude_patterns = ["**.ipynb_checkpoints"]
+highlight_language = "none"  # a fence without a language (the README's tree) is text; notebook cells stay Python
 suppress_warnings = ["myst.header"]  # a notebook may skip a heading level; the page still reads well
 
 html_theme = "sphinx_book_theme"
