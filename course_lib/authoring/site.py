@@ -199,6 +199,8 @@ def notebook_page(path: Path, page: Path, download: str, children: list[str]) ->
 def section(markdown: str, heading: str) -> str:
     """The section of ``markdown`` that starts at the line ``heading``, up to the next heading as high as it."""
     lines = markdown.splitlines()
+    if heading not in lines:
+        raise ValueError(f"heading: no line {heading!r} in the page the site takes it from")
     start = lines.index(heading)
     level = len(heading) - len(heading.lstrip("#"))
     end = next(
