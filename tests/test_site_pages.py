@@ -127,9 +127,12 @@ def test_exercise_pages_are_the_stubs(stem, staged):
 
 def test_landing_page_links_every_chapter_in_order(staged):
     index = (staged / "index.md").read_text()
-    assert index.startswith((ROOT / "README.md").read_text().split("\n", 1)[0]), "the README's title first"
+    readme = (ROOT / "README.md").read_text()
+    assert index.startswith(readme.split("\n", 1)[0]), "the README's title first"
     for chapter in site.chapters():
         assert f"](lectures/{chapter.lecture.name})" in index and f"](exercises/{chapter.exercises.name})" in index
+    around_table = [line for line in site.section(readme, "## Chapters").splitlines()[1:] if not line.startswith("|")]
+    assert "\n".join(around_table).strip() in index, "the README's words around its chapter table"
     listed = re.findall(r"<(lectures/[^>]+)>", index)
     assert listed == [name for name in site.reading_order(site.chapters()) if name.startswith("lectures/")]
 

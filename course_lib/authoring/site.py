@@ -203,14 +203,11 @@ def section(markdown: str, heading: str) -> str:
         raise ValueError(f"heading: no line {heading!r} in the page the site takes it from")
     start = lines.index(heading)
     level = len(heading) - len(heading.lstrip("#"))
-    end = next(
-        (
-            i
-            for i in range(start + 1, len(lines))
-            if re.match(rf"#{{1,{level}}} ", lines[i]) and _outside_code(lines, i)
-        ),
-        len(lines),
-    )
+    end = len(lines)
+    for i in range(start + 1, len(lines)):
+        if re.match(rf"#{{1,{level}}} ", lines[i]) and _outside_code(lines, i):
+            end = i
+            break
     return "\n".join(lines[start:end]).strip() + "\n"
 
 
@@ -257,8 +254,8 @@ def landing_page(readme: str, pages: list[tuple[Chapter, str, str | None]]) -> s
         if chapter.exercises is not None:
             exercises = f"[{exercises_text or exercises_title}](exercises/{chapter.exercises.name})"
         table.append(f"| {chapter.number} | {lecture} | {exercises} |")
-    chapters_text = section(readme, "## Chapters").split("\n\n", 1)[1].split("\n\n", 1)
-    after_table = chapters_text[1] if len(chapters_text) > 1 else ""
+    # What the README says around its table (the table itself is the one above, with links).
+    around_table = [line for line in section(readme, "## Chapters").splitlines()[1:] if not line.startswith("|")]
     entries = []
     for chapter, lecture_title, _ in pages:
         short = lecture_title.split(": ")[0]  # the sidebar's label: "08 · Capstone", the page keeps its whole title
@@ -272,7 +269,7 @@ def landing_page(readme: str, pages: list[tuple[Chapter, str, str | None]]) -> s
             "notebook from its page, or get the course and run `make lab`.",
             "## Chapters",
             "\n".join(table),
-            after_table.strip(),
+            "\n".join(around_table).strip(),
             section(readme, "## The two commands").strip(),
             section(readme, "## For students").strip(),
             "## For instructors and contributors",
