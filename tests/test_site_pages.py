@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib.authoring import site
+from course_lib.authoring import site, site_widgets
 
 ROOT = site.ROOT
 
@@ -61,7 +61,7 @@ def test_chapters_refuse_a_listed_chapter_without_a_lecture(tmp_path):
 
 
 def _widget_outputs(nb) -> list[dict]:
-    return [o for cell in nb.cells for o in cell.get("outputs", []) if site.WIDGET_VIEW in o.get("data", {})]
+    return [o for cell in nb.cells for o in cell.get("outputs", []) if site_widgets.WIDGET_VIEW in o.get("data", {})]
 
 
 # Parameters without ".ipynb": conftest.py times every test whose id names a notebook as a notebook run.
@@ -71,18 +71,18 @@ def test_widgets_become_their_stored_pictures(stem, staged):
     original = nbformat.read(ROOT / "notebooks" / name, as_version=4)
     page = nbformat.read(staged / "lectures" / name, as_version=4)
     assert _widget_outputs(page) == [] and "widgets" not in page.metadata, "a widget left for the browser to load"
-    state = original.metadata.get("widgets", {}).get(site.WIDGET_STATE, {}).get("state", {})
+    state = original.metadata.get("widgets", {}).get(site_widgets.WIDGET_STATE, {}).get("state", {})
     outputs = [o for cell in page.cells for o in cell.get("outputs", [])]
     for widget in _widget_outputs(original):
-        models = site._widget_models(widget["data"][site.WIDGET_VIEW]["model_id"], state)
-        picture = site._stored_png(models)
+        models = site_widgets._widget_models(widget["data"][site_widgets.WIDGET_VIEW]["model_id"], state)
+        picture = site_widgets._stored_png(models)
         if picture is not None:
             shown = [i for i, o in enumerate(outputs) if o.get("data", {}).get("image/png") == picture]
             assert shown, f"{name}: a slider's stored picture is not on the page"
             note = outputs[shown[0] - 1]["data"]["text/html"]
             assert 'class="widget-note"' in note and "In JupyterLab, move " in note
         else:
-            line = site.progress_line(models)
+            line = site_widgets.progress_line(models)
             assert any(o.get("text", "") == line + "\n" for o in outputs), f"{name}: progress bar missing: {line}"
 
 
@@ -93,7 +93,7 @@ def test_slider_note_names_the_controls_and_the_settings():
         {"model_name": "FloatSliderModel", "state": {"description": "lam"}},
         {"model_name": "ImageModel", "state": {"description": ""}},
     ]
-    note = site.slider_note(models, "SliderPlot(plot_gae_on_chain: gamma=0.95, lam=0.5)")
+    note = site_widgets.slider_note(models, "SliderPlot(plot_gae_on_chain: gamma=0.95, lam=0.5)")
     assert note == (
         "In JupyterLab, move gamma and lam and the plot redraws; "
         "here, the picture the notebook stored, drawn at gamma=0.95, lam=0.5."
@@ -107,7 +107,7 @@ def test_progress_bar_reads_as_tqdm_prints_it():
         {"model_name": "FloatProgressModel", "state": {"value": 7.0, "max": 8.0}},
         {"model_name": "HTMLModel", "state": {"value": "\u20077/8\u2007[00:04&lt;00:00,\u2007\u20072.03it/s]"}},
     ]
-    assert site.progress_line(models) == "GRPO:  88%|█████████ | 7/8 [00:04<00:00,  2.03it/s]"
+    assert site_widgets.progress_line(models) == "GRPO:  88%|█████████ | 7/8 [00:04<00:00,  2.03it/s]"
 
 
 @pytest.mark.parametrize("stem", sorted(path.stem for path in (ROOT / "exercises").glob("*.ipynb")))
@@ -127,7 +127,7 @@ def test_exercise_pages_are_the_stubs(stem, staged):
 
 def test_landing_page_links_every_chapter_in_order(staged):
     index = (staged / "index.md").read_text()
-    readme = (ROOT / "README.md").read_text()
+    readme = site.site_links((ROOT / "README.md").read_text(), ROOT / "README.md", ROOT, staged)
     assert index.startswith(readme.split("\n", 1)[0]), "the README's title first"
     for chapter in site.chapters():
         assert f"](lectures/{chapter.lecture.name})" in index and f"](exercises/{chapter.exercises.name})" in index
@@ -139,10 +139,25 @@ def test_landing_page_links_every_chapter_in_order(staged):
 
 def test_instructors_and_contributors_pages(staged):
     instructors = (staged / "instructors.md").read_text()
-    assert instructors.startswith("# For instructors\n") and "\n## Grading a class\n" in instructors
+    assert instructors.startswith("# For instructors\n") and "](grading.md)" in instructors
     assert (staged / "grading.md").read_text().startswith("# ")
     contributing = (ROOT / "CONTRIBUTING.md").read_text().split("\n", 1)[0]
     assert (staged / "contributors.md").read_text().startswith(contributing)
+
+
+def test_links_lead_to_pages_images_to_files_and_the_rest_to_text(tmp_path):
+    root, staged = tmp_path / "course", tmp_path / "_build" / "site-src"
+    (root / "docs" / "img").mkdir(parents=True)
+    (root / "docs" / "img" / "lecture.png").write_bytes(b"png")
+    text = (
+        "See [the reference](grading.md#time), [CONTRIBUTING.md](../CONTRIBUTING.md), [a script](../benchmarks/x.py), "
+        "[the web](https://example.org/) and [a heading](#names).\n![A picture](img/lecture.png)\n"
+    )
+    linked = site.site_links(text, root / "docs" / "grading.md", root, staged)
+    assert linked == (
+        "See [the reference](grading.md#time), [CONTRIBUTING.md](contributors.md), a script, "
+        "[the web](https://example.org/) and [a heading](#names).\n![A picture](../../course/docs/img/lecture.png)\n"
+    )
 
 
 def test_section_and_headings():

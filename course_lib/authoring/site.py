@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import html
 import os
 import re
 import sys
@@ -35,12 +34,13 @@ from pathlib import Path
 
 import nbformat
 
+from course_lib.authoring.site_widgets import WIDGET_STATE, static_outputs
+
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "docs" / "site"  # conf.py and the site's stylesheet
 OUT = ROOT / "_build" / "site"
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
-PROGRESS_MODELS = ("FloatProgressModel", "IntProgressModel")
+# The repository's Markdown files that are pages of the site: a link to one of them leads to its page.
+PAGE_OF = {"README.md": "index.md", "docs/grading.md": "grading.md", "CONTRIBUTING.md": "contributors.md"}
 # What each page's download link says after "Download NN_name.ipynb".
 LECTURE_DOWNLOAD = "to run it in JupyterLab, where its sliders move."
 EXERCISES_DOWNLOAD = (
@@ -88,74 +88,6 @@ def chapters(root: Path = ROOT) -> list[Chapter]:
     if missing:
         raise ValueError(f"chapters {missing} of course_lib/__init__.py's list have no notebooks/NN_*.ipynb")
     return [Chapter(number, lectures[number], exercises.get(number)) for number in numbers]
-
-
-# ---- widgets: what a page shows in their place -----------------------------------------------------------------
-
-
-def _widget_models(model_id: str, state: dict) -> list[dict]:
-    """The widget's model and all its descendants' (a slider plot is a VBox of controls, an Image and an Output)."""
-    models, queue = [], [model_id]
-    while queue:
-        model = state.get(queue.pop(0))
-        if model is not None:
-            models.append(model)
-            queue += [child.removeprefix("IPY_MODEL_") for child in model["state"].get("children", [])]
-    return models
-
-
-def _stored_png(models: list[dict]) -> str | None:
-    """The base64 PNG of the first ``ipywidgets.Image`` that stored its picture, if any."""
-    for model in models:
-        if model["model_name"] == "ImageModel" and model["state"].get("format", "png") == "png":
-            for buffer in model.get("buffers", []):
-                if buffer.get("path") == ["value"] and buffer.get("encoding") == "base64":
-                    return buffer["data"]
-    return None
-
-
-def _words(names: list[str]) -> str:
-    """``["a", "b", "c"]`` -> ``"a, b and c"``."""
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-
-
-def slider_note(models: list[dict], text: str) -> str:
-    """One line under a slider's picture: what moves in JupyterLab, and the settings the picture was drawn at.
-
-    ``text`` is the widget's plain-text repr, ``SliderPlot(plot_gae_on_chain: gamma=0.95, lam=0.5)``."""
-    controls = [m["state"]["description"] for m in models if m["state"].get("description")]
-    what = f"move {_words(controls)}" if controls else "move the sliders"
-    settings = re.fullmatch(r"\w+\((?:[\w.]+: )?(.+)\)", text.strip())
-    shown = f", drawn at {settings.group(1)}" if settings else ""
-    return f"In JupyterLab, {what} and the plot redraws; here, the picture the notebook stored{shown}."
-
-
-def progress_line(models: list[dict]) -> str:
-    """A tqdm progress bar as tqdm prints it in a terminal: ``label: 100%|██████████| 100/100 [00:01<00:00]``."""
-    labels = [html.unescape(m["state"]["value"]) for m in models if m["model_name"] == "HTMLModel"]
-    bar = next(m["state"] for m in models if m["model_name"] in PROGRESS_MODELS)
-    filled = round(10 * bar["value"] / bar["max"]) if bar["max"] else 10
-    line = (labels[0] if labels else "") + "|" + "█" * filled + " " * (10 - filled) + "|" + "".join(labels[1:])
-    return line.replace("\u2007", " ")
-
-
-def static_outputs(output: dict, state: dict) -> list[nbformat.NotebookNode]:
-    """What the site shows for one output: itself, or for a widget its stored picture and a line, or its text."""
-    if WIDGET_VIEW not in output.get("data", {}):
-        return [output]
-    models = _widget_models(output["data"][WIDGET_VIEW]["model_id"], state)
-    text = "".join(output["data"].get("text/plain", ""))
-    png = _stored_png(models)
-    if png is not None:
-        note = f'<p class="widget-note">{html.escape(slider_note(models, text))}</p>'
-        return [
-            nbformat.v4.new_output("display_data", data={"text/html": note}),
-            nbformat.v4.new_output("display_data", data={"image/png": png}),
-        ]
-    if any(m["model_name"] in PROGRESS_MODELS for m in models):
-        return [nbformat.v4.new_output("stream", name="stdout", text=progress_line(models) + "\n")]
-    note = "An interactive widget that stored no picture: open the notebook in JupyterLab to use it."
-    return [nbformat.v4.new_output("display_data", data={"text/html": f'<p class="widget-note">{note}</p>'})]
 
 
 # ---- the pages --------------------------------------------------------------------------------------------------
@@ -227,6 +159,28 @@ def shift_headings(markdown: str, top: int = 1) -> str:
         level = len(lines[i]) - len(lines[i].lstrip("#"))
         lines[i] = "#" * (level + shift) + lines[i][level:]
     return "\n".join(lines) + "\n"
+
+
+def site_links(markdown: str, source: Path, root: Path, staged: Path) -> str:
+    """The links and images of ``markdown`` (the text of the file ``source``) made to work from the staged pages in
+    ``staged``: a link to a file that has a page on the site (``PAGE_OF``) leads to that page, an image points at the
+    repository's file, and a link to any other file of the repository, which the site does not hold, keeps only its
+    text. Web addresses and anchors are left as they are."""
+
+    def rewrite(match: re.Match) -> str:
+        bang, text, target = match.groups()
+        if re.match(r"[a-z]+:|#", target):
+            return match.group(0)
+        path, _, anchor = target.partition("#")
+        file = (source.parent / path).resolve()
+        if bang and file.is_file():
+            return f"![{text}]({os.path.relpath(file, staged)})"
+        key = file.relative_to(root.resolve()).as_posix() if file.is_relative_to(root.resolve()) else None
+        if not bang and key in PAGE_OF:
+            return f"[{text}]({PAGE_OF[key]}{'#' + anchor if anchor else ''})"
+        return text
+
+    return re.sub(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)", rewrite, markdown)
 
 
 def _readme_rows(readme: str) -> dict[str, list[str]]:
@@ -316,7 +270,8 @@ def reading_order(chapters: list[Chapter]) -> list[str]:
 def stage(source: Path, root: Path = ROOT) -> None:
     """Writes every page into ``source``. A file whose text is unchanged is left alone, so Sphinx rebuilds only the
     pages that changed; a file that no page needs any more is deleted."""
-    readme = (root / "README.md").read_text()
+    linked = {name: site_links((root / name).read_text(), root / name, root, source) for name in PAGE_OF}
+    readme = linked["README.md"]
     pages: dict[str, str] = {}
     titles = []
     for chapter in chapters(root):
@@ -335,8 +290,8 @@ def stage(source: Path, root: Path = ROOT) -> None:
         titles.append((chapter, title(nb), exercises_title))
     pages["index.md"] = landing_page(readme, titles)
     pages["instructors.md"] = instructors_page(readme)
-    pages["grading.md"] = shift_headings((root / "docs" / "grading.md").read_text())
-    pages["contributors.md"] = contributors_page((root / "CONTRIBUTING.md").read_text(), readme)
+    pages["grading.md"] = shift_headings(linked["docs/grading.md"])
+    pages["contributors.md"] = contributors_page(linked["CONTRIBUTING.md"], readme)
     for relative, text in pages.items():
         path = source / relative
         if not path.exists() or path.read_text() != text:
