@@ -173,7 +173,7 @@ def grpo_loss(
     _check_grpo_tensors(logp, logp_old, logp_ref, rewards, adv, mask)
     _check_grpo_options(clip_eps, clip_eps_high, kl_coef, kl_kind, normalize_std, loss_agg, max_len)
     clip_eps_high = clip_eps if clip_eps_high is None else clip_eps_high
-    valid = mask > 0  # (B, G, T) bool
+    valid = mask.bool()  # (B, G, T)
 
     # GRPO's change to PPO: the critic-free baseline, each response compared with its own group.
     if adv is None:

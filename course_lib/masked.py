@@ -31,7 +31,7 @@ def masked_sum(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> t
         ``(total, count)``: the sums and the numbers of valid entries, both of ``x``'s shape without ``dim``.
     """
     _check_masked_sum(x, mask, dim)
-    valid = mask > 0  # (...) bool
+    valid = mask.bool()  # (...): the mask holds only 0 and 1 (checked); a bool one is used as it is
     x = torch.where(valid, x, torch.zeros_like(x))  # not x * valid: a NaN in the padding would survive
     if dim is None:
         return x.sum(), valid.sum()

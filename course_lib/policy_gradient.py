@@ -75,7 +75,7 @@ def reinforce_loss(
         A scalar. A batch with no valid token gives 0 (not NaN).
     """
     _check_reinforce_loss(logp, deltas, mask)
-    valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask > 0  # (..., T) bool
+    valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()  # (..., T)
 
     # Padding may hold anything (a -inf or NaN log-prob): zero it before it reaches the loss or its gradient.
     logp = torch.where(valid, logp, torch.zeros_like(logp))
