@@ -53,7 +53,7 @@ def main(argv=None) -> dict:
     cartpole_seeds, max_steps = (range(1), 2_000) if args.quick else (range(2), 25_000)
     start = time.perf_counter()
     sorting = {
-        "GRPO": [stored(compare.run_sorting_grpo(seed, epochs=iterations)) for seed in seeds],
+        "GRPO": [stored(compare.run_sorting_grpo(seed, rounds=iterations)) for seed in seeds],
         "PPO": [stored(compare.run_sorting_ppo(seed, updates=iterations)) for seed in seeds],
     }
     print(f"sorting: {2 * len(seeds)} runs in {time.perf_counter() - start:.0f} s", flush=True)

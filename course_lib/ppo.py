@@ -14,7 +14,7 @@ The course minimises ``-L^CLIP``. ``logp_old`` and the advantages ``adv`` are
 constants: they were computed before the update, so no gradient flows into
 them. The full objective (eq. 9) adds a value loss and an entropy bonus:
 
-    loss = -L^CLIP + value_coef * L^VF - ent_coef * entropy.
+    loss = -L^CLIP + value_loss_coef * L^VF - ent_coef * entropy.
 
 Yu et al. 2025 ("DAPO") clip asymmetrically ("clip-higher"): a larger upper
 range ``clip_eps_high`` lets unlikely tokens grow faster; ``clipped_surrogate``
@@ -42,7 +42,7 @@ class PPOConfig:
     """Discount factor."""
     lam: float = 0.95
     """GAE lambda: 0 is one-step TD, 1 is Monte-Carlo."""
-    value_coef: float = 0.5
+    value_loss_coef: float = 0.5
     """Weight of the value loss in the total loss."""
     ent_coef: float = 0.01
     """Weight of the entropy bonus (subtracted from the loss)."""
@@ -118,13 +118,17 @@ def clipped_surrogate_loss(
         mask: ``[...]`` optional, 1 for valid entries, 0 for padding (which never changes anything).
 
     Returns:
-        ``(loss, info)``: the scalar loss (0 when no entry is valid) and the floats of :func:`clip_diagnostics`:
-        ``clip_fraction`` (the ratio outside the range; CleanRL's and SB3's), ``clip_active_fraction`` (the
-        clip binds and zeroes the gradient; TRL's, verl's) and ``approx_kl`` (mean of ``(ratio - 1) - log(ratio)``).
+        ``(loss, info)``: the scalar loss (0 when no entry is valid) and floats (see
+        :func:`clip_diagnostics`):
+
+        - ``clip_fraction``: fraction of valid entries with the ratio outside
+          [1 - clip_eps, 1 + clip_eps_high], whatever the advantage's sign (CleanRL's and SB3's);
+        - ``clip_active_fraction``: fraction where the clip binds and zeroes the gradient (TRL's, verl's);
+        - ``approx_kl``: mean of ``(ratio - 1) - log(ratio)``.
     """
     _check_clipped_surrogate(logp, logp_old, adv, clip_eps, clip_eps_high, mask)
     clip_eps_high = clip_eps if clip_eps_high is None else clip_eps_high
-    valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask > 0  # (...) bool
+    valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()  # (...)
 
     # Padding may hold anything (a -inf or NaN log-prob): zero it before it reaches the loss or its gradient.
     logp = torch.where(valid, logp, torch.zeros_like(logp))
@@ -203,7 +207,7 @@ def value_loss(
         the scalar loss (0 when no entry is valid).
     """
     _check_value_loss(values, returns, values_old, clip_eps, mask)
-    valid = torch.ones_like(values, dtype=torch.bool) if mask is None else mask > 0  # (...) bool
+    valid = torch.ones_like(values, dtype=torch.bool) if mask is None else mask.bool()  # (...)
 
     # Padding may hold anything: zero it before it can reach the loss or its gradient.
     values = torch.where(valid, values, torch.zeros_like(values))
@@ -314,7 +318,7 @@ class PPOLoss(nn.Module):
         self._check_forward(
             policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask, values_old
         )
-        valid = torch.ones_like(policy_logprobs, dtype=torch.bool) if mask is None else mask > 0  # (...) bool
+        valid = torch.ones_like(policy_logprobs, dtype=torch.bool) if mask is None else mask.bool()  # (...)
         eps = self.clip_epsilon
         if self.policy_loss_fn is None:
             policy_loss, info = clipped_surrogate_loss(policy_logprobs, old_policy_logprobs, advantages, eps, valid)
@@ -337,13 +341,9 @@ class PPOLoss(nn.Module):
         self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask, values_old
     ):
         _validate.require_tensor("policy_logprobs", policy_logprobs)
-        for name, x in (
-            ("old_policy_logprobs", old_policy_logprobs),
-            ("values", values),
-            ("returns", returns),
-            ("advantages", advantages),
-            ("entropy", entropy),
-        ):
+        names = ["old_policy_logprobs", "values", "returns", "advantages", "entropy"]
+        tensors = [old_policy_logprobs, values, returns, advantages, entropy]
+        for name, x in zip(names, tensors):
             _validate.require_same_shape(name, x, "policy_logprobs", policy_logprobs)
         if mask is not None:
             _validate.require_mask("mask", mask, "policy_logprobs", policy_logprobs)

@@ -265,7 +265,7 @@ def test_ppo_trainer_shares_the_pattern_and_writes_the_loss_once():
     changed, _ = _diff_size(flattened(GRPOTrainer), flattened(PPOTrainer))
     assert changed < 264, changed
     source = inspect.getsource(PPOTrainer)
-    assert "PPOLoss(" in source and "value_coef * " not in source and "ent_coef * " not in source
+    assert "PPOLoss(" in source and "value_loss_coef * " not in source and "ent_coef * " not in source
     for cls in (GRPOTrainer, PPOTrainer):
         assert hasattr(cls, "Config") and hasattr(cls, "History") and "ent_coef" in cls.Config.__dataclass_fields__
     # Chapter 05 comes before chapter 06: its trainer takes the KL estimators from course_lib.kl, not from grpo.

@@ -378,8 +378,8 @@ def _wrong_ppo_loss(
     sign=-1.0,
     half=True,
     policy=None,
-    value_coef=None,
-    ent_coef=None,
+    value_loss_coef_used=None,
+    entropy_coef_used=None,
     clip=None,
     detach_entropy=False,
     entropy_sum=False,
@@ -396,8 +396,8 @@ def _wrong_ppo_loss(
         value_loss_coef=0.5,
         entropy_coef=0.01,
     ):
-        c_v = value_loss_coef if value_coef is None else value_coef
-        c_e = entropy_coef if ent_coef is None else ent_coef
+        c_v = value_loss_coef if value_loss_coef_used is None else value_loss_coef_used
+        c_e = entropy_coef if entropy_coef_used is None else entropy_coef_used
         eps = clip_epsilon if clip is None else clip
         per = (policy or clipped_surrogate)(policy_logprobs, old_policy_logprobs, advantages, eps)
         target = returns if returns_attached else returns.detach()
@@ -476,19 +476,22 @@ def check_ppo_loss(fn) -> bool:
         Mistake(
             "value_loss_coef is ignored (0.5 is used whatever is passed): the loss adds "
             "self.value_loss_coef * value_loss",
-            _wrong_ppo_loss(value_coef=0.5),
+            _wrong_ppo_loss(value_loss_coef_used=0.5),
         ),
         Mistake(
             "value_loss_coef is ignored (the value loss is added with weight 1): the loss adds "
             "self.value_loss_coef * value_loss",
-            _wrong_ppo_loss(value_coef=1.0),
+            _wrong_ppo_loss(value_loss_coef_used=1.0),
         ),
         Mistake(
             "entropy_coef is ignored (0.01 is used whatever is passed): the loss subtracts "
             "self.entropy_coef * mean(entropy)",
-            _wrong_ppo_loss(ent_coef=0.01),
+            _wrong_ppo_loss(entropy_coef_used=0.01),
         ),
-        Mistake("the entropy bonus is missing: subtract entropy_coef * mean(entropy)", _wrong_ppo_loss(ent_coef=0.0)),
+        Mistake(
+            "the entropy bonus is missing: subtract entropy_coef * mean(entropy)",
+            _wrong_ppo_loss(entropy_coef_used=0.0),
+        ),
         Mistake(
             "clip_epsilon is ignored (0.2 is used whatever is passed): pass self.clip_epsilon to the surrogate",
             _wrong_ppo_loss(clip=0.2),

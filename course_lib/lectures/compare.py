@@ -65,13 +65,13 @@ def _one_thread(fn):
 
 
 def run_sorting_grpo(
-    seed: int = 0, epochs: int = 100, group_size: int = 10, clip_eps: float = 0.2, prompts: torch.Tensor | None = None
+    seed: int = 0, rounds: int = 100, group_size: int = 10, clip_eps: float = 0.2, prompts: torch.Tensor | None = None
 ) -> dict:
-    """``GRPOTrainer`` with the course's defaults on the sorting task, one epoch at a time, timed.
+    """``GRPOTrainer`` with the course's defaults on the sorting task, one round at a time, timed.
 
     Args:
         seed: seeds the initial policy and the sampling.
-        epochs: iterations; each samples ``G`` responses per prompt and takes 10 Adam steps on them.
+        rounds: each samples ``G`` responses per prompt and takes 10 Adam steps on them.
         group_size: ``G``.
         clip_eps: the clip range of the ratio.
         prompts: ``(B, T)`` the prompts (the lecture's three when None).
@@ -87,9 +87,9 @@ def run_sorting_grpo(
 
     def train():
         start = time.perf_counter()
-        for epoch in range(_validate.require_int("epochs", epochs, 1)):
-            history = trainer.train(prompts, epochs=1, progress=False)  # one epoch; the trainer keeps its state
-            curve["samples"].append((epoch + 1) * prompts.shape[0] * group_size)
+        for i in range(_validate.require_int("rounds", rounds, 1)):
+            history = trainer.train(prompts, rounds=1, progress=False)  # one round; the trainer keeps its state
+            curve["samples"].append((i + 1) * prompts.shape[0] * group_size)
             curve["seconds"].append(time.perf_counter() - start)
             curve["reward"].append(history.mean_reward[-1])
             curve["greedy"].append(sum(history.greedy_reward[-1]) / prompts.shape[0])

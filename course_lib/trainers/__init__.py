@@ -8,7 +8,7 @@
 - ``GRPOTrainer`` (``grpo_trainer.py``, chapter 06): ``PGTrainer`` with group-relative advantages, the
   sampling policy's and the reference's log-probs held for the batch, and ``grpo_loss``.
 
-Each returns a history (per epoch or update: mean reward, loss, KL, clip fraction, and for PPO the
+Each returns a history (per round or update: mean reward, loss, KL, clip fraction, and for PPO the
 value loss) that ``course_lib.plotting`` draws.
 """
 

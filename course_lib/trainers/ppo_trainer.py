@@ -83,7 +83,7 @@ class PPOTrainerConfig(PPOConfig):
             _validate.require_positive(name, getattr(self, name))
         for name in ("gamma", "lam"):
             _validate.require_unit_interval(name, getattr(self, name))
-        for name in ("value_coef", "ent_coef", "kl_coef"):
+        for name in ("value_loss_coef", "ent_coef", "kl_coef"):
             _validate.require_non_negative(name, getattr(self, name))
         for name in ("update_epochs", "num_minibatches", "num_steps"):
             _validate.require_int(name, getattr(self, name), minimum=1)
@@ -371,7 +371,7 @@ class PPOTrainer:
         ppo_loss = (
             self.ppo_loss
             if self.ppo_loss is not None
-            else PPOLoss(self.clip_epsilon, cfg.value_coef, cfg.ent_coef, cfg.clip_value_loss, self.policy_loss_fn)
+            else PPOLoss(self.clip_epsilon, cfg.value_loss_coef, cfg.ent_coef, cfg.clip_value_loss, self.policy_loss_fn)
         )
         records = []
         for _ in range(cfg.update_epochs):
