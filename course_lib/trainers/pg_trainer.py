@@ -91,8 +91,10 @@ class PGTrainerConfig:
         for name in ("group_size", "rounds", "steps_per_round", "embedding_dim"):
             _validate.require_int(name, getattr(self, name), minimum=1)
         _validate.require_int("seed", self.seed, minimum=0)
-        for name in ("lr", "temperature", "init_scale") + ("embedding_std",) * (self.embedding_std is not None):
+        for name in ("lr", "temperature", "init_scale"):
             _validate.require_positive(name, getattr(self, name))
+        if self.embedding_std is not None:
+            _validate.require_positive("embedding_std", self.embedding_std)
         _validate.require_non_negative("ent_coef", self.ent_coef)
         _validate.require_choice("deltas_mode", self.deltas_mode, MODES)
         _validate.require_choice("reward", self.reward, tuple(REWARDS))
