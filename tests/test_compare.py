@@ -292,7 +292,9 @@ def test_sorting_ppo_starts_from_grpos_initial_policy():
 def test_episode_groups_share_their_start_state():
     import gymnasium as gym
 
-    actor, _ = compare.cartpole_models(hidden=8, seed=0)
+    from course_lib.trainers.envs import cartpole_models
+
+    actor, _ = cartpole_models(hidden=8, seed=0)
     envs = [gym.make("CartPole-v1") for _ in range(2 * 3)]
     groups = compare.collect_episode_groups(actor, envs, [11, 12], torch.Generator().manual_seed(0))
     B, G, T = groups.actions.shape
