@@ -10,9 +10,10 @@ from __future__ import annotations
 import torch
 
 from course_lib.checks import Case, Mistake, check_against_reference
-from course_lib.checks.baselines import _std
+from course_lib.checks.baselines import _std, batch_std, group_std, population_std, wrong_deltas
 from course_lib.checks.grpo_loss_mistakes import GRPO_LOSS_MISTAKES
 from course_lib.checks.kl import check_kl_estimate  # noqa: F401 (chapter 06's notebook imports it from here)
+from course_lib.checks.ppo import loss_and_info
 from course_lib.grpo import (
     LOSS_AGG_MODES,
     aggregate_loss,
@@ -49,62 +50,45 @@ def check_group_advantages(fn) -> bool:
         )
     )
 
-    def advantages_with(
-        *,
-        std=lambda r: _std(r, dim=-1),
-        mean_dim=-1,
-        centre=True,
-        eps_used=True,
-        always_normalize=False,
-        g1_zero=True,
-        ignore_eps=False,
-        never_normalize=False,
-    ):
-        def wrong(rewards, normalize_std=True, eps=1e-6):
-            eps = 1e-6 if ignore_eps else eps
-            mean = rewards.mean() if mean_dim is None else rewards.mean(dim=mean_dim, keepdim=True)
-            adv = rewards - mean if centre else rewards.clone()
-            if never_normalize or not (normalize_std or always_normalize):
-                return adv
-            if rewards.shape[-1] == 1 and g1_zero:
-                return torch.zeros_like(rewards)
-            return adv / (std(rewards) + (eps if eps_used else 0.0))
+    def advantages_with(**mistake):
+        # group_advantages is compute_deltas in two of its modes, so its mistakes are chapter 03's.
+        wrong = wrong_deltas(**mistake)
 
-        return wrong
+        def advantages(rewards, normalize_std=True, eps=1e-6):
+            return wrong(rewards, "normalized_rewards" if normalize_std else "centered_rewards", eps)
 
-    def batch_std(r):
-        return _std(r.flatten(), dim=0).expand_as(r)
+        return advantages
 
     mistakes = [
         Mistake(
             "you used the statistics of the whole batch; GRPO's baseline and std are each prompt's group's: "
             "rewards.mean(dim=-1, keepdim=True) and rewards.std(dim=-1, keepdim=True)",
-            advantages_with(mean_dim=None, std=batch_std, g1_zero=False),
+            advantages_with(mean_dim=None, std_fn=batch_std, g1_zero=False),
         ),
         Mistake(
             "you used the statistics of the whole batch; GRPO's baseline and std are each prompt's group's: "
             "rewards.mean(dim=-1, keepdim=True) and rewards.std(dim=-1, keepdim=True)",
-            advantages_with(mean_dim=None, std=batch_std),
+            advantages_with(mean_dim=None, std_fn=batch_std),
         ),
         Mistake(
             "the mean and the std are over the batch (dim=0); take both within each group (dim=-1)",
-            advantages_with(mean_dim=0, std=lambda r: _std(r, dim=0).expand_as(r), g1_zero=False),
+            advantages_with(mean_dim=0, std_fn=lambda r: _std(r, dim=0).expand_as(r), g1_zero=False),
         ),
         Mistake(
             "normalize_std is ignored: normalize_std=True (GRPO) divides the centred rewards by std + eps",
-            advantages_with(never_normalize=True),
+            advantages_with(modes={"normalized_rewards": "centered_rewards"}),
         ),
         Mistake(
             "the eps argument is ignored (1e-6 is used whatever is passed): divide by std + eps",
-            advantages_with(ignore_eps=True),
+            advantages_with(eps_used=1e-6),
         ),
         Mistake(
             "the std divides by G, not G - 1: GRPO (like TRL and verl) uses Bessel's correction, rewards.std(dim=-1)",
-            advantages_with(std=lambda r: _std(r, dim=-1, correction=0)),
+            advantages_with(std_fn=population_std),
         ),
         Mistake(
             "equal rewards give 0 / 0 = NaN: add eps to the std, (r - mean) / (std + eps)",
-            advantages_with(eps_used=False),
+            advantages_with(eps_where="none"),
         ),
         Mistake(
             "a group of one (G=1) gives NaN: torch.std divides by G - 1 = 0; return zeros there",
@@ -117,16 +101,16 @@ def check_group_advantages(fn) -> bool:
         ),
         Mistake(
             "the std is over the batch (dim=0); take it within each group, rewards.std(dim=-1)",
-            advantages_with(std=lambda r: _std(r, dim=0).expand_as(r)),
+            advantages_with(std_fn=lambda r: _std(r, dim=0).expand_as(r)),
         ),
         Mistake("you divided the raw rewards by the std: subtract the group mean first", advantages_with(centre=False)),
         Mistake(
             "you divided by the variance; divide by the standard deviation",
-            advantages_with(std=lambda r: _std(r, dim=-1) ** 2),
+            advantages_with(std_fn=lambda r: group_std(r) ** 2),
         ),
         Mistake(
             "normalize_std=False (Dr. GRPO) must only centre the rewards, not divide by the std",
-            advantages_with(always_normalize=True),
+            advantages_with(modes={"centered_rewards": "normalized_rewards"}),
         ),
     ]
     return check_against_reference(fn, group_advantages, cases, name="group_advantages", mistakes=mistakes)
@@ -290,15 +274,4 @@ _GRPO_INFO = ("clip_fraction", "kl", "adv_abs_mean")
 
 def _grpo_outputs(result):
     """The loss and the three diagnostics of API.md: clip_fraction, kl and the mean advantage magnitude."""
-    if not (isinstance(result, tuple) and len(result) == 2):
-        raise TypeError("it should return a tuple (loss, info)")
-    loss, info = result
-    if not isinstance(info, dict):
-        raise TypeError(f"the second returned value should be the info dict, got {type(info).__name__}")
-    missing = [key for key in _GRPO_INFO if key not in info]
-    if missing:
-        raise TypeError(
-            f"its info dict has no {', '.join(map(repr, missing))}: the exercise asks for "
-            f"{', '.join(_GRPO_INFO)} (the mean |advantage| over responses)"
-        )
-    return {"loss": loss, **{key: info[key] for key in _GRPO_INFO}}
+    return loss_and_info(result, _GRPO_INFO, " (the mean |advantage| over responses)")

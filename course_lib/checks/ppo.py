@@ -52,19 +52,28 @@ def check_clipped_surrogate(fn) -> bool:
 _INFO = ("clip_fraction", "clip_active_fraction", "approx_kl")
 
 
-def _loss_outputs(result):
-    """The loss and PPO's three diagnostics, each compared with the reference's."""
+def loss_and_info(result, keys: tuple[str, ...], note: str = "") -> dict:
+    """The loss and the diagnostics ``keys`` of a ``(loss, info)`` result, each compared with the reference's.
+
+    A result of another form raises ``TypeError`` that says what was expected (``note`` is added to the list of
+    keys asked for). Chapter 06's ``grpo_loss`` check reads its results with it too.
+    """
     if not (isinstance(result, tuple) and len(result) == 2):
         raise TypeError("it should return a tuple (loss, info)")
     loss, info = result
     if not isinstance(info, dict):
         raise TypeError(f"the second returned value should be the info dict, got {type(info).__name__}")
-    missing = [key for key in _INFO if key not in info]
+    missing = [key for key in keys if key not in info]
     if missing:
         raise TypeError(
-            f"its info dict has no {', '.join(map(repr, missing))}: the exercise asks for {', '.join(_INFO)}"
+            f"its info dict has no {', '.join(map(repr, missing))}: the exercise asks for {', '.join(keys)}{note}"
         )
-    return {"loss": loss, **{key: info[key] for key in _INFO}}
+    return {"loss": loss, **{key: info[key] for key in keys}}
+
+
+def _loss_outputs(result):
+    """The loss and PPO's three diagnostics."""
+    return loss_and_info(result, _INFO)
 
 
 def check_clipped_surrogate_loss(fn) -> bool:
@@ -203,20 +212,9 @@ def check_value_loss(fn) -> bool:
     return check_against_reference(fn, value_loss, cases, name="value_loss", mistakes=mistakes)
 
 
-def _ppo_loss_reference(
-    policy_logprobs,
-    old_policy_logprobs,
-    values,
-    returns,
-    advantages,
-    entropy,
-    clip_epsilon=0.2,
-    value_loss_coef=0.5,
-    entropy_coef=0.01,
-):
-    return PPOLoss(clip_epsilon, value_loss_coef, entropy_coef)(
-        policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy
-    )
+def _ppo_loss_reference(clip_epsilon=0.2, value_loss_coef=0.5, entropy_coef=0.01, **tensors):
+    """:class:`PPOLoss` as a function of a case's arguments: its three coefficients and its six tensors by name."""
+    return PPOLoss(clip_epsilon, value_loss_coef, entropy_coef)(**tensors)
 
 
 def check_ppo_loss(fn) -> bool:

@@ -7,7 +7,7 @@ import torch
 from matplotlib.figure import Figure
 
 from course_lib import _validate
-from course_lib.plotting.base import FIGSIZE
+from course_lib.plotting.base import FIGSIZE, _max_reward_line
 
 
 def plot_baseline_variances(
@@ -148,13 +148,7 @@ def plot_reward_curves_by_mode(
         )
         ax.fill_between(x, low.numpy(), high.numpy(), color=color, alpha=0.2, linewidth=0)
     if max_reward is not None:
-        ax.axhline(
-            _validate._as_float("max_reward", max_reward),
-            color="black",
-            linestyle=":",
-            linewidth=1,
-            label="highest possible reward",
-        )
+        _max_reward_line(ax, max_reward)
     what = "min to max over seeds" if band == "minmax" else "mean ± 1 std over seeds"
     ax.set_xlabel("round")
     ax.set_ylabel(ylabel)

@@ -7,7 +7,7 @@ import torch
 from matplotlib.figure import Figure
 
 from course_lib import _validate
-from course_lib.plotting.base import FIGSIZE, _curve
+from course_lib.plotting.base import FIGSIZE, _curve, _max_reward_line
 
 _MC_LOGITS = (0.5, -1.0, 1.5, 0.0, -0.5)
 _MC_REWARDS = (1.0, 0.0, 3.0, -2.0, 0.5)
@@ -190,13 +190,7 @@ def plot_pg_reward_curves(
             label=f"{label}: mean of {seeds} seeds (thin: each seed)" if seeds > 1 else f"{label} (one seed)",
         )
     if max_reward is not None:
-        ax.axhline(
-            _validate._as_float("max_reward", max_reward),
-            color="black",
-            linestyle=":",
-            linewidth=1,
-            label="highest possible reward",
-        )
+        _max_reward_line(ax, max_reward)
     ax.set_xlabel("round")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize="medium")
