@@ -17,7 +17,7 @@ _PANELS = [  # (history key, title)
 
 def _smooth(xs: list[float], k: int) -> list[float]:
     out, acc = [], 0.0
-    for i, x in enumerate(xs):  # a trailing mean over k epochs: the raw curves are noisy
+    for i, x in enumerate(xs):  # a trailing mean over k rounds: the raw curves are noisy
         acc += x - (xs[i - k] if i >= k else 0.0)
         out.append(acc / min(i + 1, k))
     return out
