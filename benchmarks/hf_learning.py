@@ -3,10 +3,12 @@ model exported to ``transformers``, and TRL's ``GRPOTrainer`` on the exported fo
 
 For each seed: chapter 08's warm-up (``capstone.warm_up``, stopped at 0.25 validation accuracy), then the export
 (``course_lib.hf.export``: a ``GPT2LMHeadModel`` with the same logits), then three GRPO runs from that one start
-with chapter 08's recipe (``CapstoneConfig().rl``: 64 prompts x G = 8 per round, four clipped passes per round,
+with chapter 09's recipe (``learning.chapter_09_config()``: 64 prompts x G = 8 per round, four clipped passes per round,
 Adam 2e-3 decayed linearly to 0, k3 at 0.02, digit-wise credit plus 1 when exact) on a smaller sample budget, the
 same for all three: 150 rounds instead of the 250 chapter 08 then ran (it now runs 300): nine runs had to fit 45
-core-minutes of a shared 2-core machine, where TRL's round took about 1 s and TinyLM's 0.6 s under load). TRL's config is
+core-minutes of a shared 2-core machine, where TRL's round took about 1 s and TinyLM's 0.6 s under load). This is
+chapter 09's own recipe, pinned by name (``course_lib.hf.learning.CHAPTER_09_RECIPE``): one minibatch per pass
+and a symmetric clip, as chapter 08's recipe stood then (it later took two minibatches and clip-higher). TRL's config is
 ``course_lib.hf.learning.trl_config`` of the loop's: 512 completions per optimiser step, ``num_iterations=4``,
 ``max_steps=600``. Accuracy is greedy exact match on chapter 08's 500 held-out test
 prompts, measured every 25 rounds (in TRL by a ``TrainerCallback``). Seeds 100 to 102 are chapter 08's report
@@ -32,7 +34,7 @@ The last line is ``hf: sft=X course_tiny=Y course_hf=Z trl=W seconds=S`` (means 
 Usage::
 
     python benchmarks/hf_learning.py                        # seeds 100-102, 2 processes; writes hf_09.json
-    python benchmarks/hf_learning.py --quick --out /tmp/hf_09.json   # 6 rounds, 2 seeds: a smoke test
+    python benchmarks/hf_learning.py --quick --out /tmp/hf_09.json   # one seed, 2 small rounds: a smoke test
 """
 
 from __future__ import annotations
@@ -47,15 +49,15 @@ import warnings
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
+from _results import DATA, refuse_overwrite, results_parser, write_results  # benchmarks/ is the script's folder
 
-from benchmarks._results import DATA, refuse_overwrite, results_parser, write_results
 from course_lib.hf import export, learning
 from course_lib.lectures import capstone
 from course_lib.tiny_lm import load_checkpoint, save_checkpoint
 
 SEEDS = [100, 101, 102]
-ITERATIONS = 150
-"""Rounds per run (chapter 08: 250)."""
+ITERATIONS = learning.CHAPTER_09_RECIPE["iterations"]
+"""Rounds per run (chapter 08: 300)."""
 RUNS = ("trl", "course_hf", "course_tiny")  # longest first
 TRL_KEYS = (
     "reward",
@@ -152,17 +154,18 @@ def rl_job(run: str, seed: int, cfg: capstone.CapstoneConfig, folder: str) -> by
 
 def main() -> None:
     default_out = DATA / "hf_09.json"
-    parser = results_parser(__doc__, default_out, quick="6 rounds, seeds 100-101, 100 held-out prompts")
+    parser = results_parser(
+        __doc__, default_out, quick="one seed, 2 small rounds, 20 held-out prompts: checks the script"
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=SEEDS)
     parser.add_argument("--jobs", type=int, default=2, help="processes at a time, one torch thread each")
     parser.add_argument("--iterations", type=int, default=None, help=f"rounds per run (default {ITERATIONS})")
     args = parser.parse_args()
-    cfg = capstone.CapstoneConfig()
-    # chapter 08's recipe as these runs measured it: it later took DAPO's clip-higher too
-    cfg = dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, iterations=ITERATIONS, clip_eps_high=None))
-    if args.quick:
-        args.seeds = args.seeds[:2]
-        cfg = dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, iterations=6), eval_every=3, n_heldout=100)
+    cfg = learning.chapter_09_config()
+    if args.quick:  # the pipeline, end to end, in seconds: one seed, two small rounds, 20 test prompts
+        args.seeds = args.seeds[:1]
+        rl = dataclasses.replace(cfg.rl, iterations=2, prompts_per_step=8, group_size=4)
+        cfg = dataclasses.replace(cfg, rl=rl, eval_every=2, n_heldout=20, sft_steps=20, sft_target=None)
     if args.iterations:
         cfg = dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, iterations=args.iterations))
     refuse_overwrite(

@@ -1,23 +1,28 @@
-"""Benchmark: chapter 10, why completions get longer: GRPO selects the scratchpad; the filler control.
+"""Benchmark: chapter 10, why completions get longer: GRPO selects the scratchpad; the filler control beside it.
 
-**The scratchpad runs.** 3-digit addition; the warm-up (``warm_up_reasoning``) teaches both styles, half the
-demonstrations each; then GRPO through the one LM RL loop (``course_lib.lectures.reasoning_rl.run``). Before and
-after RL: 64 samples at T = 1 of each of the first ``--pass-prompts`` test prompts (the style shares, the mean
-length, pass@k for k = 1..64), and greedy exact match on all 500 test prompts.
+**The scratchpad runs.** 3-digit addition; the warm-up (``warm_up_reasoning``) teaches two styles, half the
+demonstrations each: direct answers and answers after a scratchpad of column totals. Then GRPO through the one LM RL
+loop (``course_lib.lectures.reasoning_rl.run``). Before and after RL: 64 samples at T = 1 of each of the first
+``--pass-prompts`` test prompts (each style's share, accuracy and length; each long style's accuracy against direct
+answers on the same prompts; whether a scratchpad's totals were right and whether the answer followed them; pass@k
+for k = 1..64), and greedy exact match on all 500 test prompts.
 
-**The filler control.** 2-digit addition (``ReasoningConfig.filler_control()``): the warm-up's second style is a
-fixed run of dots, as long as a scratchpad but carrying nothing. From the same warmed-up model, three runs that
-differ only in the loss aggregation: GRPO's per-sequence mean (``seq-mean-token-mean``), the token mean
-(``token-mean``) and Dr. GRPO's constant normaliser (``seq-mean-token-sum-norm``; the std normalisation of the
-advantages is kept, so only the aggregation changes). ``filler_*`` is the filler share of each round's samples
-(a trailing mean over 5 rounds, 2,560 samples), its max minus its min over the run, a mean over seeds.
+**The filler control**, on the same task from the same warm-up recipe and seed (``ReasoningConfig.filler_control()``):
+the second style is a fixed run of dots, as long as a scratchpad but carrying nothing. From that warmed-up model,
+three runs that differ only in the loss aggregation: GRPO's per-sequence mean (``seq-mean-token-mean``), the token
+mean (``token-mean``) and Dr. GRPO's constant normaliser (``seq-mean-token-sum-norm``; the std normalisation of the
+advantages is kept, so only the aggregation changes), each measured before and after like the scratchpad run.
+``filler_*`` on the last line is the mean over seeds of the filler share's change (after minus before, 64 samples
+of each test prompt).
 
 Every job (a seed's scratchpad run, or a seed's three filler runs) is a process with one torch thread, ``--jobs``
-at a time, returning ``torch.save`` bytes (never tensors) through the pool. ``seconds`` per run count training only.
+at a time. ``seconds`` per run count training only.
 
-**Protocol.** Tuned with ``--tune``: the same statistics on the validation split (500 prompts cut from the
-training prompts, never trained on, distinct from the test prompts), on tuning seeds 0 to 3 only. Reported on
-seeds 100 to 104, which tuning never saw. Tuning runs (validation, after RL):
+**Protocol** (``benchmarks/PROTOCOL.md``). The recipe (``ReasoningConfig``'s defaults, recipe B below) was tuned with
+``--tune`` on the validation split (500 prompts cut from the training prompts), on tuning seeds 0 to 3 only, and is
+frozen: its hash is printed. Nothing is tuned for the filler control or per aggregation: every run uses recipe B.
+The report runs on seed set ``reasoning-1`` (``benchmarks/seed_sets.json``), which no earlier run used. Tuning runs
+(validation, after RL):
 
     0  a probe before the protocol (seed 0, training prompts, 10 rounds, 4 passes, Adam 2e-3 constant): the
        sampled reward fell from 0.39 to 0.02 after the first update and was back to 0.46 only by round 10, so the
@@ -28,51 +33,63 @@ seeds 100 to 104, which tuning never saw. Tuning runs (validation, after RL):
     B  A with 25 rounds and pass@k on 50 prompts, seeds 0 and 1 (seeds 2 and 3 not run: time):
          seed 0: share 0.480 -> 0.983, length 8.87 -> 13.14, greedy 0.640 -> 0.978 (RL 39 CPU s, 190 s wall)
          seed 1: share 0.441 -> 0.989, length 8.48 -> 13.10, greedy 0.394 -> 0.938 (RL 38 CPU s, 545 s wall)
-       the filler control, seed 0, 25 rounds per aggregation: filler share range grpo 0.217, token_mean 0.102,
-       drgrpo 0.068 (the share fell under all three: 0.42 -> 0.17, 0.26, 0.36)
-    The recipe (ReasoningConfig's defaults): B. Nothing was tuned for the filler control: it runs B's loop.
+    The recipe: B.
 
-The report run (``python benchmarks/reasoning_length.py --save course_lib/lectures/data``, 2 jobs on 2 cores that
-other work loaded to an average of 15 to 18; test prompts, seeds 100 to 104; ``s`` wall, ``CPU s`` one thread):
+Earlier report runs, before the protocol, on seeds 100 to 104 (the filler control then on 2-digit addition with a
+300-step warm-up, another task): scratchpad share 0.455 -> 0.987, greedy accuracy 0.423 -> at least 0.918. They are
+superseded by the run on ``reasoning-1``, whose output the chapter loads (``course_lib/lectures/data/reasoning_10.json``).
 
-    seed 100: share 0.507 -> 0.986  length 8.59 -> 12.46  greedy acc 0.546 -> 0.932  pass@1 0.360 -> 0.832  pass@64 0.940 -> 0.980  RL 209 s (38 CPU s)
-    seed 101: share 0.397 -> 0.988  length 7.67 -> 12.47  greedy acc 0.436 -> 0.970  pass@1 0.372 -> 0.832  pass@64 1.000 -> 1.000  RL 362 s (39 CPU s)
-    seed 102: share 0.432 -> 0.983  length 7.93 -> 12.47  greedy acc 0.272 -> 0.952  pass@1 0.248 -> 0.785  pass@64 0.920 -> 1.000  RL 387 s (40 CPU s)
-    seed 103: share 0.512 -> 0.991  length 8.59 -> 12.52  greedy acc 0.474 -> 0.960  pass@1 0.279 -> 0.840  pass@64 1.000 -> 1.000  RL 301 s (41 CPU s)
-    seed 104: share 0.427 -> 0.985  length 7.93 -> 12.45  greedy acc 0.386 -> 0.918  pass@1 0.309 -> 0.798  pass@64 1.000 -> 0.980  RL 285 s (40 CPU s)
-    seed 100 filler range: grpo=0.198 (126 s, 20 CPU s)  token_mean=0.213 (151 s, 21 CPU s)  drgrpo=0.232 (162 s, 22 CPU s)
-    seed 101 filler range: grpo=0.232 (127 s, 20 CPU s)  token_mean=0.127 (140 s, 20 CPU s)  drgrpo=0.156 (166 s, 22 CPU s)
-    seed 102 filler range: grpo=0.154 (154 s, 22 CPU s)  token_mean=0.099 (119 s, 21 CPU s)  drgrpo=0.077 (319 s, 22 CPU s)
-    seed 103 filler range: grpo=0.257 (152 s, 21 CPU s)  token_mean=0.091 (114 s, 21 CPU s)  drgrpo=0.149 (330 s, 21 CPU s)
-    seed 104 filler range: grpo=0.478 (285 s, 21 CPU s)  token_mean=0.186 (158 s, 20 CPU s)  drgrpo=0.193 (76 s, 19 CPU s)
-    reasoning: share_before=0.455 share_after=0.987 len_before=8.14 len_after=12.47 acc_before=0.423 acc_after_min=0.918 filler_grpo=0.264 filler_token_mean=0.143 filler_drgrpo=0.162 seconds=3332
+The report run on ``reasoning-1`` (``python benchmarks/reasoning_length.py --jobs 1 --save course_lib/lectures/data``,
+one job at a time beside other work on the 2 cores; 29 minutes of wall time)::
 
-Every bar on the scratchpad runs holds on every report seed: share after 0.983 to 0.991, greedy test accuracy 0.918
-to 0.970, length after / before 1.45 to 1.63, RL 38 to 41 CPU seconds per seed. The wall-clock bars do not hold on
-this machine as loaded: RL took 209 to 387 s per seed and the whole benchmark 56 minutes (about 13 CPU minutes in
-all); on two free cores it would take about as many wall minutes as CPU minutes per job.
+    recipes: scratchpad [283c5978], filler control [d89536f4]; seeds [1100, 1101, 1102, 1103, 1104]
+    test prompts, changes none
+    seed 1100: share 0.307 -> 0.985  length 6.94 -> 12.43  greedy acc 0.228 -> 0.958  pass@1 0.200 -> 0.819  pass@64 0.980 -> 0.980  RL 28 s (16 CPU s)
+        work -> answer: a wrong total still led to the right answer 0.168 -> 0.265; all totals right 0.667 -> 0.882, then right 0.725 -> 0.906; scratchpad minus direct on the same prompts +0.527±0.087 (50 prompts) -> +0.751±0.129 (19 prompts)
+    seed 1101: share 0.409 -> 0.987  length 7.88 -> 12.47  greedy acc 0.390 -> 0.964  pass@1 0.229 -> 0.832  pass@64 0.960 -> 1.000  RL 44 s (17 CPU s)
+        work -> answer: a wrong total still led to the right answer 0.074 -> 0.116; all totals right 0.690 -> 0.902, then right 0.763 -> 0.922; scratchpad minus direct on the same prompts +0.515±0.074 (50 prompts) -> +0.824±0.052 (19 prompts)
+    seed 1102: share 0.428 -> 0.986  length 7.94 -> 12.50  greedy acc 0.362 -> 0.960  pass@1 0.356 -> 0.884  pass@64 0.980 -> 0.980  RL 47 s (17 CPU s)
+        work -> answer: a wrong total still led to the right answer 0.036 -> 0.288; all totals right 0.695 -> 0.933, then right 0.855 -> 0.941; scratchpad minus direct on the same prompts +0.428±0.103 (50 prompts) -> +0.909±0.061 (10 prompts)
+    seed 1103: share 0.558 -> 0.988  length 9.21 -> 12.49  greedy acc 0.516 -> 0.934  pass@1 0.253 -> 0.775  pass@64 0.940 -> 1.000  RL 38 s (17 CPU s)
+        work -> answer: a wrong total still led to the right answer 0.130 -> 0.348; all totals right 0.647 -> 0.862, then right 0.617 -> 0.855; scratchpad minus direct on the same prompts +0.457±0.090 (49 prompts) -> +0.790±0.100 (18 prompts)
+    seed 1104: share 0.573 -> 0.992  length 9.07 -> 12.49  greedy acc 0.556 -> 0.978  pass@1 0.328 -> 0.885  pass@64 0.980 -> 1.000  RL 41 s (18 CPU s)
+        work -> answer: a wrong total still led to the right answer 0.117 -> 0.518; all totals right 0.601 -> 0.922, then right 0.757 -> 0.923; scratchpad minus direct on the same prompts +0.401±0.070 (50 prompts) -> +0.765±0.248 (10 prompts)
+    seed 1100 filler share 0.347 -> grpo 0.052 (acc 0.396, 40 s), token_mean 0.264 (acc 0.418, 40 s), drgrpo 0.229 (acc 0.416, 50 s)
+        filler minus direct on the same prompts: before +0.033±0.042 (50 prompts); after grpo -0.047±0.071 (35 prompts), token_mean +0.031±0.066 (45 prompts), drgrpo -0.027±0.076 (47 prompts)
+    seed 1101 filler share 0.476 -> grpo 0.348 (acc 0.014, 65 s), token_mean 0.453 (acc 0.010, 23 s), drgrpo 0.468 (acc 0.006, 37 s)
+        filler minus direct on the same prompts: before -0.000±0.007 (50 prompts); after grpo -0.001±0.005 (50 prompts), token_mean +0.000±0.005 (50 prompts), drgrpo +0.003±0.005 (50 prompts)
+    seed 1102 filler share 0.425 -> grpo 0.545 (acc 0.056, 156 s), token_mean 0.388 (acc 0.060, 169 s), drgrpo 0.421 (acc 0.050, 37 s)
+        filler minus direct on the same prompts: before +0.004±0.014 (50 prompts); after grpo -0.003±0.015 (50 prompts), token_mean +0.002±0.020 (50 prompts), drgrpo -0.001±0.014 (50 prompts)
+    seed 1103 filler share 0.577 -> grpo 0.545 (acc 0.322, 17 s), token_mean 0.685 (acc 0.382, 15 s), drgrpo 0.572 (acc 0.354, 23 s)
+        filler minus direct on the same prompts: before +0.007±0.030 (50 prompts); after grpo +0.055±0.051 (49 prompts), token_mean +0.033±0.056 (50 prompts), drgrpo +0.018±0.046 (50 prompts)
+    seed 1104 filler share 0.554 -> grpo 0.483 (acc 0.006, 33 s), token_mean 0.471 (acc 0.006, 21 s), drgrpo 0.444 (acc 0.016, 20 s)
+        filler minus direct on the same prompts: before -0.001±0.004 (50 prompts); after grpo +0.004±0.005 (50 prompts), token_mean +0.002±0.005 (50 prompts), drgrpo +0.003±0.004 (50 prompts)
+    reasoning: share_before=0.455 share_after=0.988 len_before=8.21 len_after=12.48 acc_before=0.410 acc_after_min=0.934 link_before=0.105 link_after=0.307 filler_grpo=-0.081 filler_token_mean=-0.024 filler_drgrpo=-0.049 seconds=1760
+
+Every bar holds on every report seed: scratchpad share after 0.985 to 0.992, greedy test accuracy 0.934 to 0.978,
+length after / before 1.36 to 1.79. A wrong total led to the right answer more often after RL on every seed (0.04 to
+0.17 before, 0.12 to 0.52 after). The filler's share moved both ways and fell on average under all three
+aggregations, every mean change's 95% t-interval over the five seeds containing 0.
 
 Bars (chapter 10's issue), on every report seed: scratchpad share (T = 1) >= 0.90 and greedy test accuracy
->= 0.90 after RL; mean sampled length after / before >= 1.3; the scratchpad run <= 3 minutes on one core;
-the whole benchmark <= 30 minutes on 2 cores.
+>= 0.90 after RL; mean sampled length after / before >= 1.3.
 The last line is ``reasoning: share_before=.. share_after=.. len_before=.. len_after=.. acc_before=..
-acc_after_min=.. filler_grpo=.. filler_token_mean=.. filler_drgrpo=.. seconds=..``.
+acc_after_min=.. link_before=.. link_after=.. filler_grpo=.. filler_token_mean=.. filler_drgrpo=.. seconds=..``,
+where ``link_*`` is the accuracy of scratchpads with a wrong total (how often the answer was right although the work
+was wrong), a mean over seeds.
 
 Usage::
 
-    python benchmarks/reasoning_length.py                                # seeds 100-104
-    python benchmarks/reasoning_length.py --tune --seeds 0 1 --set lr=2e-3
+    python benchmarks/reasoning_length.py                                # seed set reasoning-1
+    python benchmarks/reasoning_length.py --tune --seeds 0 1             # the validation split, tuning seeds
     python benchmarks/reasoning_length.py --save course_lib/lectures/data  # also writes reasoning_10.json and
-                                                                           # reasoning_10_sft.pt (seed 100's warm-up)
-
-Run again on quiet cores (2 jobs, nothing else running): the same last line to the last digit, `seconds=347`
-(5 min 50 s in all; each seed's scratchpad RL 30 to 33 s, 37 to 41 s of CPU).
+                                                                           # reasoning_10_sft.pt (the first seed's warm-up)
+    python benchmarks/reasoning_length.py --quick                        # the pipeline in seconds, nothing saved
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import dataclasses
 import io
 import json
@@ -80,15 +97,28 @@ import os
 import time
 from pathlib import Path
 
+import _protocol  # benchmarks/ is the script's folder: its sibling modules import directly
 import numpy as np
 import torch
 
 from course_lib import lm_rl
 from course_lib.lectures import reasoning, reasoning_rl
+from course_lib.lectures.protocol import recipe_hash
+from course_lib.lectures.reasoning_stats import sample_stats
 
-REPORT_SEEDS = list(range(100, 105))
+REPORT_SET = "reasoning-1"
+TUNE_SEEDS = [0, 1, 2, 3]
 AGGREGATIONS = {"grpo": "seq-mean-token-mean", "token_mean": "token-mean", "drgrpo": "seq-mean-token-sum-norm"}
 SMOOTH = 5
+
+
+def configs(quick: bool) -> tuple[reasoning.ReasoningConfig, reasoning.ReasoningConfig]:
+    """The scratchpad run's config and the filler control's; ``quick``: two small rounds, to check the pipeline."""
+    scratch = reasoning.ReasoningConfig()
+    if quick:
+        rl = dataclasses.replace(scratch.rl, iterations=2, prompts_per_step=8, group_size=4, warmup_iterations=1)
+        scratch = dataclasses.replace(scratch, rl=rl, sft_steps=10, n_heldout=20, n_val=20, eval_every=2)
+    return scratch, dataclasses.replace(scratch, filler=True)  # ReasoningConfig.filler_control(), at this size
 
 
 def parse_changes(pairs: list[str]) -> dict:
@@ -118,6 +148,7 @@ def _compact(stats: dict) -> dict:
         "accuracy_given_totals",
         "pass_at_k",
         "greedy",
+        "paired_accuracy",
     )
     return {k: stats[k] for k in keep}
 
@@ -146,24 +177,28 @@ def _bytes(out: dict) -> bytes:
     return buffer.getvalue()
 
 
-def scratchpad_job(seed: int, changes: dict, tune: bool, pass_prompts: int) -> bytes:
+def _stats(lm, task, pairs, seed: int) -> dict:
+    return _compact(sample_stats(lm, task, pairs, n_samples=64, ks=range(1, 65), seed=seed))
+
+
+def scratchpad_job(seed: int, changes: dict, tune: bool, pass_prompts: int, quick: bool) -> bytes:
     """Warm-up, statistics, GRPO, statistics, for one seed (``torch.save``d bytes)."""
     torch.set_num_threads(1)
-    cfg = reasoning.ReasoningConfig()
+    cfg, _ = configs(quick)
     start = time.perf_counter()
     lm, task, split, _ = reasoning.warm_up_reasoning(cfg, seed)
     sft_state = {k: v.clone() for k, v in lm.state_dict().items()}
     eval_on = "val" if tune else "heldout"
     pairs = split[eval_on][:pass_prompts]
-    before = reasoning.sample_stats(lm, task, pairs, n_samples=64, ks=range(1, 65), seed=seed)
+    before = _stats(lm, task, pairs, seed)
     cpu = time.process_time()  # one thread: the CPU seconds are what one free core would take
     history = reasoning_rl.run(lm, task, split, cfg, seed=seed, eval_on=eval_on, **changes)
     cpu = time.process_time() - cpu
-    after = reasoning.sample_stats(lm, task, pairs, n_samples=64, ks=range(1, 65), seed=seed)
+    after = _stats(lm, task, pairs, seed)
     out = {
         "seed": seed,
-        "before": _compact(before),
-        "after": _compact(after),
+        "before": before,
+        "after": after,
         "history": _history(history),
         "acc_before": history["eval"]["score"][0],
         "acc_after": history["eval"]["score"][-1],
@@ -181,131 +216,180 @@ def scratchpad_job(seed: int, changes: dict, tune: bool, pass_prompts: int) -> b
     return _bytes(out)
 
 
-def filler_job(seed: int, changes: dict, tune: bool, iterations: int) -> bytes:
-    """The filler control's warm-up, then one GRPO run per aggregation from the same start."""
+def filler_job(seed: int, changes: dict, tune: bool, pass_prompts: int, quick: bool) -> bytes:
+    """The filler control's warm-up, measured, then one GRPO run per aggregation from it, each measured."""
     torch.set_num_threads(1)
-    cfg = reasoning.ReasoningConfig.filler_control()
+    _, cfg = configs(quick)
     lm, task, split, _ = reasoning.warm_up_reasoning(cfg, seed)
-    state = copy.deepcopy(lm.state_dict())
-    out = {"seed": seed, "runs": {}}
+    state = {k: v.clone() for k, v in lm.state_dict().items()}
+    eval_on = "val" if tune else "heldout"
+    pairs = split[eval_on][:pass_prompts]
+    out = {"seed": seed, "before": _stats(lm, task, pairs, seed), "runs": {}}
     for name, agg in AGGREGATIONS.items():
         lm.load_state_dict(state)
         cpu = time.process_time()
-        h = reasoning_rl.run(
-            lm,
-            task,
-            split,
-            cfg,
-            seed=seed,
-            eval_on="val" if tune else "heldout",
-            **{**changes, "iterations": iterations, "loss_agg": agg},
-        )
+        h = reasoning_rl.run(lm, task, split, cfg, seed=seed, eval_on=eval_on, **{**changes, "loss_agg": agg})
         cpu = time.process_time() - cpu
+        after = _stats(lm, task, pairs, seed)
         share = h["style_share"]["filler"]
-        spread = reasoning_rl.share_range(share, SMOOTH)
         out["runs"][name] = {
             "history": _history(h),
-            "filler_range": spread,
+            "after": after,
+            "filler_range": reasoning_rl.share_range(share, SMOOTH),
+            "filler_change": after["share"]["filler"] - out["before"]["share"]["filler"],
+            "acc_after": h["eval"]["score"][-1],
             "seconds": h["seconds"][-1],
             "cpu_seconds": cpu,
         }
         print(
-            f"  done: filler seed {seed} {name}: filler share {share[0]:.3f} -> {share[-1]:.3f} "
-            f"(range {spread:.3f}), greedy acc {h['eval']['score'][-1]:.3f} "
+            f"  done: filler seed {seed} {name}: filler share {out['before']['share']['filler']:.3f} -> "
+            f"{after['share']['filler']:.3f}, greedy acc {h['eval']['score'][-1]:.3f} "
             f"({h['seconds'][-1]:.0f} s, {cpu:.0f} CPU s)",
             flush=True,
         )
     return _bytes(out)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=REPORT_SEEDS, help="seeds (default: 100 to 104)")
-    parser.add_argument("--tune", action="store_true", help="measure on the validation split, not the test prompts")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override an LMRLConfig field")
-    parser.add_argument("--filler-iterations", type=int, default=25, help="rounds of each filler run")
-    parser.add_argument("--pass-prompts", type=int, default=50, help="prompts sampled 64 times for pass@k")
-    parser.add_argument(
-        "--filler-seeds", type=int, nargs="*", default=None, help="the filler control's (default: --seeds)"
-    )
-    parser.add_argument("--no-filler", action="store_true", help="skip the filler control")
-    parser.add_argument("--no-scratchpad", action="store_true", help="skip the scratchpad runs")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes at a time, one thread each")
-    parser.add_argument("--save", type=Path, default=None, help="folder for reasoning_10.json (the notebook's data)")
-    args = parser.parse_args()
-    changes = parse_changes(args.set)
-    start = time.perf_counter()
-    filler_seeds = args.seeds if args.filler_seeds is None else args.filler_seeds
-    jobs = (
-        [] if args.no_filler else [(filler_job, (s, changes, args.tune, args.filler_iterations)) for s in filler_seeds]
-    )
-    jobs += (
-        [] if args.no_scratchpad else [(scratchpad_job, (s, changes, args.tune, args.pass_prompts)) for s in args.seeds]
-    )
-    if args.jobs > 1:
+def _run_jobs(jobs: list, n_jobs: int) -> list[dict]:
+    if n_jobs > 1:
         import multiprocessing as mp
 
-        with mp.get_context("fork").Pool(args.jobs, maxtasksperchild=1) as pool:
+        with mp.get_context("fork").Pool(n_jobs, maxtasksperchild=1) as pool:
             pending = [pool.apply_async(fn, job) for fn, job in jobs]
             outputs = [p.get() for p in pending]
     else:
         outputs = [fn(*job) for fn, job in jobs]
-    outputs = [torch.load(io.BytesIO(o), weights_only=False) for o in outputs]
+    return [torch.load(io.BytesIO(o), weights_only=False) for o in outputs]
+
+
+def _diff(d: dict) -> str:
+    return f"{d['diff']:+.3f}±{d['half_width']:.3f} ({d['prompts']} prompts)" if d["prompts"] >= 2 else "n/a"
+
+
+def print_scratchpad(o: dict) -> None:
+    b, a = o["before"], o["after"]
+    print(
+        f"seed {o['seed']}: share {b['share']['scratchpad']:.3f} -> {a['share']['scratchpad']:.3f}  "
+        f"length {b['length']:.2f} -> {a['length']:.2f}  greedy acc {o['acc_before']:.3f} -> {o['acc_after']:.3f}  "
+        f"pass@1 {b['pass_at_k'][1]:.3f} -> {a['pass_at_k'][1]:.3f}  pass@64 {b['pass_at_k'][64]:.3f} -> "
+        f"{a['pass_at_k'][64]:.3f}  RL {o['seconds']:.0f} s ({o['cpu_seconds']:.0f} CPU s)"
+    )
+    given = b["accuracy_given_totals"], a["accuracy_given_totals"]
+    print(
+        f"    work -> answer: a wrong total still led to the right answer {given[0]['wrong']:.3f} -> "
+        f"{given[1]['wrong']:.3f}; all totals right {b['totals_right']:.3f} -> {a['totals_right']:.3f}, then right "
+        f"{given[0]['right']:.3f} -> {given[1]['right']:.3f}; scratchpad minus direct on the same prompts "
+        f"{_diff(b['paired_accuracy']['scratchpad'])} -> {_diff(a['paired_accuracy']['scratchpad'])}"
+    )
+
+
+def print_filler(o: dict) -> None:
+    b = o["before"]
+    parts = []
+    for name, run in o["runs"].items():
+        parts.append(
+            f"{name} {run['after']['share']['filler']:.3f} (acc {run['acc_after']:.3f}, {run['seconds']:.0f} s)"
+        )
+    print(f"seed {o['seed']} filler share {b['share']['filler']:.3f} -> " + ", ".join(parts))
+    runs = ", ".join(f"{name} {_diff(run['after']['paired_accuracy']['filler'])}" for name, run in o["runs"].items())
+    print(f"    filler minus direct on the same prompts: before {_diff(b['paired_accuracy']['filler'])}; after {runs}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help=f"seeds (default: set {REPORT_SET})")
+    parser.add_argument("--tune", action="store_true", help="measure on the validation split, not the test prompts")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="with --tune: a change")
+    parser.add_argument("--pass-prompts", type=int, default=50, help="prompts sampled 64 times for the statistics")
+    parser.add_argument("--no-filler", action="store_true", help="skip the filler control")
+    parser.add_argument("--no-scratchpad", action="store_true", help="skip the scratchpad runs")
+    parser.add_argument("--quick", action="store_true", help="two small rounds, two seeds, nothing saved")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes at a time, one thread each")
+    parser.add_argument("--save", type=Path, default=None, help="folder for reasoning_10.json (the notebook's data)")
+    args = parser.parse_args()
+    if args.set and not args.tune:
+        parser.error("--set changes the recipe: a report run uses the frozen one (PROTOCOL.md); tune with --tune")
+    if args.quick and args.save:
+        parser.error("--quick must not overwrite the notebook's data")
+    changes = parse_changes(args.set)
+    scratch_cfg, filler_cfg = configs(args.quick)
+    hashes = {
+        "scratchpad": recipe_hash(dataclasses.asdict(scratch_cfg)),
+        "filler": recipe_hash(dataclasses.asdict(filler_cfg)),
+    }
+    if args.quick:
+        seeds, pass_prompts = args.seeds or [0, 1], 4
+    elif args.tune:
+        seeds, pass_prompts = args.seeds or TUNE_SEEDS, args.pass_prompts
+    else:
+        seeds, pass_prompts = args.seeds or _protocol.seed_set(REPORT_SET), args.pass_prompts
+        if args.seeds is None:
+            _protocol.spend(REPORT_SET, "benchmarks/reasoning_length.py", hashes)
+    print(f"recipes: scratchpad [{hashes['scratchpad']}], filler control [{hashes['filler']}]; seeds {seeds}")
+    start = time.perf_counter()
+    job_args = (changes, args.tune, pass_prompts, args.quick)
+    jobs = [] if args.no_filler else [(filler_job, (s, *job_args)) for s in seeds]
+    jobs += [] if args.no_scratchpad else [(scratchpad_job, (s, *job_args)) for s in seeds]
+    outputs = _run_jobs(jobs, 1 if args.quick else args.jobs)
     filler = [o for o in outputs if "runs" in o]
     scratch = [o for o in outputs if "runs" not in o]
     total = time.perf_counter() - start
     print(f"{'val' if args.tune else 'test'} prompts, changes {args.set or 'none'}")
     for o in scratch:
-        b, a = o["before"], o["after"]
-        print(
-            f"seed {o['seed']}: share {b['share']['scratchpad']:.3f} -> {a['share']['scratchpad']:.3f}  "
-            f"length {b['length']:.2f} -> {a['length']:.2f}  greedy acc {o['acc_before']:.3f} -> "
-            f"{o['acc_after']:.3f}  pass@1 {b['pass_at_k'][1]:.3f} -> {a['pass_at_k'][1]:.3f}  "
-            f"pass@64 {b['pass_at_k'][64]:.3f} -> {a['pass_at_k'][64]:.3f}  RL {o['seconds']:.0f} s "
-            f"({o['cpu_seconds']:.0f} CPU s)"
-        )
+        print_scratchpad(o)
     for o in filler:
-        print(
-            f"seed {o['seed']} filler range: "
-            + "  ".join(
-                f"{name}={run['filler_range']:.3f} ({run['seconds']:.0f} s, {run['cpu_seconds']:.0f} CPU s)"
-                for name, run in o["runs"].items()
-            )
-        )
-
-    mean = lambda v: float(np.mean(v)) if len(v) else float("nan")  # noqa: E731
-    sp = lambda when, key: mean([o[when][key]["scratchpad"] if key == "share" else o[when][key] for o in scratch])  # noqa: E731
+        print_filler(o)
     if args.save is not None:
-        data = {
-            "config": {
-                "scratchpad": json.loads(json.dumps(dataclasses.asdict(reasoning.ReasoningConfig()))),
-                "filler": json.loads(json.dumps(dataclasses.asdict(reasoning.ReasoningConfig.filler_control()))),
-                "changes": args.set,
-                "filler_iterations": args.filler_iterations,
-                "pass_prompts": args.pass_prompts,
-                "smooth": SMOOTH,
-                "tune": args.tune,
-            },
-            "scratchpad": [{k: v for k, v in o.items() if k != "sft_state"} for o in scratch],
-            "filler": filler,
-            "seconds": total,
-        }
-        args.save.mkdir(parents=True, exist_ok=True)
-        path = args.save / "reasoning_10.json"
-        path.write_text(json.dumps(data, separators=(",", ":"), allow_nan=True))
-        print(f"saved {path} ({path.stat().st_size / 1e3:.0f} kB)")
-        if scratch:  # the first seed's warmed-up model, for the notebook's live run
-            weights = args.save / "reasoning_10_sft.pt"
-            torch.save({"seed": scratch[0]["seed"], "state_dict": scratch[0]["sft_state"]}, weights)
-            print(f"saved {weights} ({weights.stat().st_size / 1e3:.0f} kB)")
-    fr = {name: mean([o["runs"][name]["filler_range"] for o in filler]) for name in AGGREGATIONS}
+        save(args.save, scratch, filler, hashes, seeds, total)
+    print_last_line(scratch, filler, total)
+
+
+def save(folder: Path, scratch: list[dict], filler: list[dict], hashes: dict, seeds, total: float) -> None:
+    scratch_cfg, filler_cfg = configs(False)
+    data = {
+        "config": {
+            "scratchpad": json.loads(json.dumps(dataclasses.asdict(scratch_cfg))),
+            "filler": json.loads(json.dumps(dataclasses.asdict(filler_cfg))),
+            "recipes": hashes,
+            "seed_set": REPORT_SET,
+            "seeds": list(seeds),
+            "smooth": SMOOTH,
+        },
+        "scratchpad": [{k: v for k, v in o.items() if k != "sft_state"} for o in scratch],
+        "filler": filler,
+        "seconds": total,
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "reasoning_10.json"
+    path.write_text(json.dumps(data, separators=(",", ":"), allow_nan=True))
+    print(f"saved {path} ({path.stat().st_size / 1e3:.0f} kB)")
+    if scratch:  # the first seed's warmed-up model, for the notebook's live run
+        weights = folder / "reasoning_10_sft.pt"
+        torch.save({"seed": scratch[0]["seed"], "state_dict": scratch[0]["sft_state"]}, weights)
+        print(f"saved {weights} ({weights.stat().st_size / 1e3:.0f} kB)")
+
+
+def print_last_line(scratch: list[dict], filler: list[dict], total: float) -> None:
+    def mean(values) -> float:
+        values = [v for v in values if v == v]
+        return float(np.mean(values)) if values else float("nan")
+
+    def share(when: str) -> float:
+        return mean([o[when]["share"]["scratchpad"] for o in scratch])
+
+    def link(when: str) -> float:
+        return mean([o[when]["accuracy_given_totals"]["wrong"] for o in scratch])
+
+    moved = {name: mean([o["runs"][name]["filler_change"] for o in filler]) for name in AGGREGATIONS}
     print(
-        f"reasoning: share_before={sp('before', 'share'):.3f} share_after={sp('after', 'share'):.3f} "
-        f"len_before={sp('before', 'length'):.2f} len_after={sp('after', 'length'):.2f} "
+        f"reasoning: share_before={share('before'):.3f} share_after={share('after'):.3f} "
+        f"len_before={mean([o['before']['length'] for o in scratch]):.2f} "
+        f"len_after={mean([o['after']['length'] for o in scratch]):.2f} "
         f"acc_before={mean([o['acc_before'] for o in scratch]):.3f} "
         f"acc_after_min={min([o['acc_after'] for o in scratch], default=float('nan')):.3f} "
-        f"filler_grpo={fr['grpo']:.3f} filler_token_mean={fr['token_mean']:.3f} filler_drgrpo={fr['drgrpo']:.3f} "
-        f"seconds={total:.0f}"
+        f"link_before={link('before'):.3f} link_after={link('after'):.3f} "
+        f"filler_grpo={moved['grpo']:+.3f} filler_token_mean={moved['token_mean']:+.3f} "
+        f"filler_drgrpo={moved['drgrpo']:+.3f} seconds={total:.0f}"
     )
 
 

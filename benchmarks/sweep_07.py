@@ -4,7 +4,7 @@ Three sets of runs, each on one torch thread:
 
 1. the sweep: GRPO on the sorting task for every group size in
    ``sweep.SWEEP_GROUP_SIZES`` and clip range in ``sweep.SWEEP_CLIP_EPS``, 6 seeds each,
-   the lecture's 100 epochs (``course_lib.lectures.sweep.run_sweep``);
+   the lecture's 100 rounds (``course_lib.lectures.sweep.run_sweep``);
 2. GRPO against PPO on the sorting task, 8 seeds, 100 iterations of 10 responses per prompt;
 3. GRPO against PPO on CartPole-v1, 5 seeds, 150,000 environment steps each.
 
@@ -13,7 +13,7 @@ Every curve is stored thinned to at most 60 points; the file stays under 100 kB.
 Usage::
 
     python benchmarks/sweep_07.py                # about 6 minutes on one core
-    python benchmarks/sweep_07.py --quick        # 2 seeds, short runs: a smoke test (writes to --out)
+    python benchmarks/sweep_07.py --quick --out /tmp/s07.json   # one seed, very short runs: a smoke test
     python benchmarks/sweep_07.py --out /tmp/sweep.json
 
 The last line printed is ``total_seconds=...``.
@@ -47,14 +47,14 @@ def thin(curve: dict, max_points: int = 60) -> dict:
 
 
 def main(argv=None) -> dict:
-    parser = results_parser(__doc__, OUT, quick="2 seeds and short runs, to check the script works")
+    parser = results_parser(__doc__, OUT, quick="one seed and very short runs, to check the script works")
     args = parser.parse_args(argv)
     refuse_overwrite(parser, args, OUT, args.quick)
     torch.set_num_threads(1)
     start = time.perf_counter()
 
-    sweep_seeds, epochs = (range(2), 10) if args.quick else (range(6), 100)
-    sweep = run_sweep(seeds=sweep_seeds, epochs=epochs, progress=False)
+    sweep_seeds, rounds = (range(1), 3) if args.quick else (range(6), 100)
+    sweep = run_sweep(seeds=sweep_seeds, rounds=rounds, progress=False)
     print(
         f"sweep: {len(sweep['configs'])} configurations x {len(sweep_seeds)} seeds "
         f"in {time.perf_counter() - start:.0f} s",
@@ -67,7 +67,7 @@ def main(argv=None) -> dict:
             f"{config['wall_time_s']:.2f} s per run"
         )
 
-    seeds, iterations = (range(2), 10) if args.quick else (range(8), 100)
+    seeds, iterations = (range(1), 3) if args.quick else (range(8), 100)
     sorting = {
         "GRPO": [thin(compare.run_sorting_grpo(seed, iterations)) for seed in seeds],
         "PPO": [thin(compare.run_sorting_ppo(seed, iterations)) for seed in seeds],
@@ -79,7 +79,7 @@ def main(argv=None) -> dict:
             flush=True,
         )
 
-    seeds, max_steps = (range(2), 5_000) if args.quick else (range(5), 150_000)
+    seeds, max_steps = (range(1), 1_000) if args.quick else (range(5), 150_000)
     cartpole = {
         "GRPO": [thin(compare.run_cartpole_grpo(seed, max_steps)) for seed in seeds],
         "PPO": [thin(compare.run_cartpole_ppo(seed, max_steps)) for seed in seeds],

@@ -99,18 +99,40 @@ def test_sample_completions_groups_are_adjacent_and_pad_after_eos(lm):
 # --- advantages --------------------------------------------------------------------------
 
 
-def test_grpo_advantages_are_the_groups_for_every_valid_token():
-    cfg = lm_rl.LMRLConfig(group_size=2)
+def test_grpo_advantages_are_the_groups_one_per_completion():
+    cfg = lm_rl.LMRLConfig(group_size=2).validate()
     scores = torch.tensor([[1.0, 0.0]])
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
     adv, returns = lm_rl.advantages(cfg, scores, mask, torch.zeros(2, 3), torch.zeros(2, 3))
     assert returns is None
-    torch.testing.assert_close(adv, torch.tensor([[0.5, 0.5, 0.0], [-0.5, 0.0, 0.0]]) / (0.5**0.5 + 1e-6))
+    torch.testing.assert_close(adv, torch.tensor([0.5, -0.5]) / (0.5**0.5 + 1e-6))
+
+
+def test_grpo_with_the_kl_in_the_reward_by_hand():
+    """kl_placement="reward": each completion's k1 summed over its valid tokens comes off its reward, then the group."""
+    cfg = lm_rl.LMRLConfig(group_size=2, kl_coef=0.5, kl_placement="reward", normalize_std=False).validate()
+    scores = torch.tensor([[1.0, 1.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    logp_old = torch.tensor([[-1.0, -1.0, -9.0], [-1.0, -3.0, -9.0]])
+    logp_ref = torch.tensor([[-2.0, -2.0, -1.0], [-1.0, -1.0, -1.0]])
+    adv, _ = lm_rl.advantages(cfg, scores, mask, logp_old, logp_ref)
+    # k1 sums: 1 + 1 = 2 and 0 (the padding is left out); rewards 1 - 0.5 * 2 = 0 and 1; centred: -0.5, 0.5.
+    torch.testing.assert_close(adv, torch.tensor([-0.5, 0.5]))
+
+
+def test_grpo_whitened_over_the_valid_tokens():
+    """whiten_advantages: a completion's advantage counts once per valid token in the batch's mean and std."""
+    cfg = lm_rl.LMRLConfig(group_size=2, normalize_std=False, whiten_advantages=True).validate()
+    scores = torch.tensor([[1.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    adv, _ = lm_rl.advantages(cfg, scores, mask, torch.zeros(2, 3), torch.zeros(2, 3))
+    tokens = torch.tensor([0.5, 0.5, 0.5, -0.5])
+    torch.testing.assert_close(adv, (torch.tensor([0.5, -0.5]) - tokens.mean()) / tokens.std())
 
 
 def test_ppo_advantages_by_hand():
     """gamma = lam = 1: A_t = (sum of rewards from t) - V(s_t); the KL penalty is per token, the score at the end."""
-    cfg = lm_rl.LMRLConfig(algo="ppo", kl_coef=0.5, gamma=1.0, lam=1.0)
+    cfg = lm_rl.LMRLConfig(algo="ppo", kl_coef=0.5, gamma=1.0, lam=1.0).validate()
     scores = torch.tensor([[2.0]])
     mask = torch.tensor([[1.0, 1.0, 0.0]])
     logp_old, logp_ref = torch.tensor([[-1.0, -1.0, -5.0]]), torch.tensor([[-2.0, -1.0, -1.0]])
@@ -128,6 +150,7 @@ def test_ppo_advantages_by_hand():
 
 
 def _rollout(lm, cfg, seed=0):
+    cfg = cfg.validate()
     prompts = torch.randint(0, 10, (16, 6), generator=torch.Generator().manual_seed(seed))
     prompts[:, 2], prompts[:, 5] = 10, 11
     scores_of = lambda pick, comp: (comp[..., 0] % 3).float()  # noqa: E731 - any verifier will do
@@ -139,27 +162,34 @@ def _rollout(lm, cfg, seed=0):
     return batch, stats, value_model
 
 
-def test_grpo_loss_of_the_loop_is_grpo_loss(lm):
+def test_grpo_loss_of_the_loop_is_chapter_06s_grpo_loss(lm, monkeypatch):
+    """The GRPO branch calls grpo.grpo_loss, the function of chapter 06's exercise, with the batch's advantages."""
     cfg = lm_rl.LMRLConfig(prompts_per_step=3, group_size=4, max_new_tokens=4, kl_coef=0.1, temperature=1.5)
     batch, _, _ = _rollout(lm, cfg)
     N, L = batch["mask"].shape
-    loss, _ = lm_rl._loss(cfg, lm, None, batch, torch.arange(N), N, batch["mask"].sum(), PAD)
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return grpo_loss(*args, **kwargs)
+
+    monkeypatch.setattr(lm_rl, "grpo_loss", spy)
+    loss, _ = lm_rl.minibatch_loss(cfg.validate(), lm, None, batch, torch.arange(N), N, batch["mask"].sum(), PAD)
+    assert len(calls) == 1 and calls[0]["adv"].shape == (N, 1)
     logp = lm_rl.token_logps(lm, batch["prompt_ids"], None, batch["completion_ids"], 1.5, PAD)
-    scores = batch["scores"] if "scores" in batch else None
-    assert scores is None  # the advantages are in the batch, not the scores
     B, G = 3, 4
-    rewards = batch["adv"][:, 0].view(B, G)  # every valid first token carries its completion's advantage
     expected, _ = grpo_loss(
         logp.view(B, G, L),
         batch["logp_old"].view(B, G, L),
         batch["logp_ref"].view(B, G, L),
-        rewards,
+        None,
         batch["mask"].view(B, G, L),
         kl_coef=0.1,
-        normalize_std=False,
+        adv=batch["adv"].view(B, G),
     )
-    # group_advantages of the (already centred) advantages with normalize_std=False leaves them as they are.
     torch.testing.assert_close(loss, expected)
+    # The batch's advantages are the groups' (whole groups, before any minibatch split them).
+    torch.testing.assert_close(batch["adv"].view(B, G).mean(-1), torch.zeros(B), atol=1e-6, rtol=0)
 
 
 @pytest.mark.parametrize("loss_agg", ["seq-mean-token-mean", "token-mean", "seq-mean-token-sum-norm"])
@@ -170,7 +200,7 @@ def test_micro_batches_give_the_gradient_of_one_batch(lm, loss_agg, algo):
         prompts_per_step=3,
         group_size=4,
         max_new_tokens=4,
-        loss_agg=loss_agg,
+        loss_agg=loss_agg if algo == "grpo" else None,  # PPO averages over tokens (PPOLoss)
         update_epochs=1,
         max_grad_norm=1e9,
     )
@@ -181,7 +211,7 @@ def test_micro_batches_give_the_gradient_of_one_batch(lm, loss_agg, algo):
         params = list(policy.parameters()) + (list(critic.parameters()) if critic is not None else [])
         opt = torch.optim.SGD(params, lr=0.0)
         lm_rl.update(
-            dataclasses.replace(cfg, micro_batch_size=micro),
+            dataclasses.replace(cfg, micro_batch_size=micro).validate(),
             policy,
             critic,
             opt,
@@ -196,6 +226,7 @@ def test_micro_batches_give_the_gradient_of_one_batch(lm, loss_agg, algo):
 def test_grpo_step_is_one_update_of_the_loop(lm):
     """The exercise's step and the loop's update(K=1, one minibatch) take the same step."""
     cfg = lm_rl.LMRLConfig(prompts_per_step=3, group_size=4, max_new_tokens=4, kl_coef=0.04, update_epochs=1)
+    cfg = cfg.validate()
     g = torch.Generator().manual_seed(0)
     prompts = torch.randint(0, 10, (3, 6), generator=g)
     comp = lm_rl.sample_completions(lm, prompts, None, 4, 4, E, PAD, temperature=2.0, generator=g)
@@ -238,9 +269,6 @@ def test_lr_schedule_warms_up_then_decays():
     assert {lm_rl.lr_at(i, const) for i in range(10)} == {1.0}
     cos = dataclasses.replace(cfg, lr_schedule="cosine", warmup_iterations=0)
     assert lm_rl.lr_at(0, cos) == 1.0 and lm_rl.lr_at(5, cos) == pytest.approx(0.5)
-    floor = dataclasses.replace(cfg, warmup_iterations=0, min_lr_ratio=0.2)  # decays to 0.2, not to 0
-    assert [lm_rl.lr_at(i, floor) for i in (0, 5)] == pytest.approx([1.0, 0.6])
-    assert lm_rl.lr_at(5, dataclasses.replace(floor, lr_schedule="cosine")) == pytest.approx(0.6)
 
 
 @pytest.mark.parametrize(
@@ -263,7 +291,16 @@ def test_config_errors_name_the_argument(field, value):
 
 @pytest.mark.parametrize(
     "field, value",
-    [("clip_eps_high", 0.28), ("policy_loss", "gspo"), ("adv_estimator", "rloo"), ("normalize_std", False)],
+    [
+        ("clip_eps_high", 0.28),
+        ("policy_loss", "gspo"),
+        ("adv_estimator", "rloo"),
+        ("normalize_std", False),
+        ("loss_agg", "seq-mean-token-mean"),
+        ("kl_placement", "loss"),
+        ("whiten_advantages", False),
+        ("dynamic_sampling", True),
+    ],
 )
 def test_ppo_refuses_grpo_switches_rather_than_ignoring_them(field, value):
     with pytest.raises(ValueError, match=f"{field}: a switch of GRPO's branch"):
@@ -293,80 +330,24 @@ def test_train_runs_is_seeded_and_logs(lm, algo):
         assert len(h["value_loss"]) == 3 and len(h["explained_variance"]) == 3
 
 
-def test_critic_warmup_holds_the_policy_still_while_the_value_model_learns(lm):
-    prompts = torch.randint(0, 10, (16, 6), generator=torch.Generator().manual_seed(0))
-    prompts[:, 2], prompts[:, 5] = 10, 11
-    reward_fn = lambda pick, comp: (comp[..., 0] == 3).float()  # noqa: E731
-    cfg = lm_rl.LMRLConfig(
-        algo="ppo",
-        iterations=3,
-        prompts_per_step=4,
-        group_size=4,
-        max_new_tokens=4,
-        lr=1e-2,
-        critic_warmup_iterations=2,
-    )
-    policy = copy.deepcopy(lm)
-    critic = ValueModel(policy)
-    before, critic_before = copy.deepcopy(policy.state_dict()), copy.deepcopy(critic.state_dict())
-    lm_rl.train(policy, reward_fn, prompts, dataclasses.replace(cfg, iterations=2), E, PAD, value_model=critic)
-    assert all(torch.equal(before[k], v) for k, v in policy.state_dict().items()), "the policy moved"
-    assert any(not torch.equal(critic_before[k], v) for k, v in critic.state_dict().items()), "the critic is still"
-    lm_rl.train(
-        policy, reward_fn, prompts, dataclasses.replace(cfg, critic_warmup_iterations=0), E, PAD, value_model=critic
-    )
-    assert any(not torch.equal(before[k], v) for k, v in policy.state_dict().items()), "after it, the policy learns"
-    with pytest.raises(ValueError, match="critic_warmup_iterations"):
-        dataclasses.replace(cfg, critic_warmup_iterations=-1).validate()
-
-
-def test_critic_lr_and_per_model_clipping_reach_the_right_model(lm, monkeypatch):
-    prompts = torch.randint(0, 10, (16, 6), generator=torch.Generator().manual_seed(0))
-    prompts[:, 2], prompts[:, 5] = 10, 11
-    reward_fn = lambda pick, comp: (comp[..., 0] == 3).float()  # noqa: E731
-    cfg = lm_rl.LMRLConfig(algo="ppo", iterations=1, prompts_per_step=4, group_size=4, max_new_tokens=4)
-
-    def moved(lr, critic_lr):  # (the policy moved, the critic moved) after one round
-        policy = copy.deepcopy(lm)
-        critic = ValueModel(policy)
-        before, critic_before = copy.deepcopy(policy.state_dict()), copy.deepcopy(critic.state_dict())
-        lm_rl.train(
-            policy, reward_fn, prompts, dataclasses.replace(cfg, lr=lr, critic_lr=critic_lr), E, PAD, value_model=critic
-        )
-        far = lambda a, b: any((a[k] - v).abs().max() > 1e-6 for k, v in b.items())  # noqa: E731
-        return far(before, policy.state_dict()), far(critic_before, critic.state_dict())
-
-    assert moved(1e-12, 1e-2) == (False, True) and moved(1e-2, 1e-12) == (True, False)
-    with pytest.raises(ValueError, match="critic_lr"):
-        dataclasses.replace(cfg, critic_lr=-1.0).validate()
-    clipped = []
-    real_clip = torch.nn.utils.clip_grad_norm_
-    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda p, n: clipped.append(len(p)) or real_clip(p, n))
-    policy = copy.deepcopy(lm)
-    critic = ValueModel(policy)
-    for per_model in (False, True):
-        clipped.clear()
-        lm_rl.train(
-            policy,
-            reward_fn,
-            prompts,
-            dataclasses.replace(cfg, update_epochs=1, clip_grad_per_model=per_model),
-            E,
-            PAD,
-            value_model=critic,
-        )
-        n_policy, n_critic = len(list(policy.parameters())), len(list(critic.parameters()))
-        assert clipped == ([n_policy, n_critic] if per_model else [n_policy + n_critic]), per_model
-
-
 def test_dynamic_sampling_keeps_only_groups_that_teach(lm):
     cfg = lm_rl.LMRLConfig(prompts_per_step=4, group_size=4, max_new_tokens=4, dynamic_sampling=True, temperature=2.0)
     prompts = torch.randint(0, 10, (16, 6), generator=torch.Generator().manual_seed(0))
     reward_fn = lambda pick, comp: (comp[..., 0] == 3).float()  # noqa: E731
     batch, stats = lm_rl.rollout(
-        cfg, lm, copy.deepcopy(lm), None, reward_fn, prompts, None, E, PAD, torch.Generator().manual_seed(0), PAD
+        cfg.validate(),
+        lm,
+        copy.deepcopy(lm),
+        None,
+        reward_fn,
+        prompts,
+        None,
+        E,
+        PAD,
+        torch.Generator().manual_seed(0),
+        PAD,
     )
-    adv = batch["adv"][:, 0].view(-1, 4)
+    adv = batch["adv"].view(-1, 4)
     assert stats["groups_kept"] >= 1 and bool((adv.abs().sum(-1) > 0).all()), "no all-equal group is kept"
     assert stats["completions"] >= 16
 
@@ -435,7 +416,13 @@ def test_each_family_switch_trains(lm, changes):
     batch, stats, _ = _rollout(lm, cfg)
     before = [p.detach().clone() for p in lm.parameters()]
     info = lm_rl.update(
-        cfg, lm, None, torch.optim.Adam(lm.parameters(), lr=1e-2), batch, torch.Generator().manual_seed(0), PAD
+        cfg.validate(),
+        lm,
+        None,
+        torch.optim.Adam(lm.parameters(), lr=1e-2),
+        batch,
+        torch.Generator().manual_seed(0),
+        PAD,
     )
     assert all(torch.isfinite(torch.tensor(v)) for k, v in info.items() if isinstance(v, float))
     assert any(not torch.equal(a, b) for a, b in zip(before, lm.parameters()))
@@ -447,5 +434,50 @@ def test_rloo_switch_is_the_familys_advantage():
     cfg = lm_rl.LMRLConfig(group_size=3, adv_estimator="rloo")
     scores = torch.tensor([[1.0, 0.0, 0.5]])
     mask = torch.ones(3, 2)
-    adv, _ = lm_rl.advantages(cfg, scores, mask, torch.zeros(3, 2), torch.zeros(3, 2))
-    torch.testing.assert_close(adv[:, 0], rloo_advantages(scores)[0])
+    adv, _ = lm_rl.advantages(cfg.validate(), scores, mask, torch.zeros(3, 2), torch.zeros(3, 2))
+    torch.testing.assert_close(adv, rloo_advantages(scores)[0])
+
+
+def test_dynamic_sampling_draws_again_only_the_missing_groups(lm):
+    """DAPO's refill: after a draw that keeps k of B groups, the next draw samples B - k prompts, no more."""
+    B, G = 4, 4
+    cfg = lm_rl.LMRLConfig(prompts_per_step=B, group_size=G, max_new_tokens=4, dynamic_sampling=True)
+    prompts = torch.randint(0, 10, (16, 6), generator=torch.Generator().manual_seed(0))
+    drawn = []
+    verdicts = iter([[1, 0, 1, 0], [1, 0]])  # the first draw keeps groups 0 and 2; the second keeps one of two
+
+    def reward_fn(pick, comp):
+        drawn.append(len(pick))
+        teaches = torch.tensor(next(verdicts, [0] * len(pick)), dtype=torch.bool)
+        rewards = torch.zeros(len(pick), G)
+        rewards[teaches, 0] = 1.0  # a group that teaches has one right completion
+        return rewards
+
+    groups, sampled = lm_rl.collect_groups(
+        cfg.validate(), lm, reward_fn, prompts, None, E, PAD, torch.Generator().manual_seed(0)
+    )
+    assert drawn[:3] == [4, 2, 1], "each draw asks only for the groups still missing"
+    assert len(groups.scores) == 3 and sampled.shape[0] == sum(drawn)
+    assert len(drawn) == cfg.max_sampling_draws, "it stops after max_sampling_draws draws and trains on what it has"
+
+
+def test_ppo_is_grpo_once_the_ladder_has_climbed(lm):
+    """With every switch of the ladder at PPO's setting, the GRPO branch's policy loss is PPO's: token mean, k1 in
+    the reward, a symmetric clip, whitened advantages (only the advantage's source differs)."""
+    cfg = lm_rl.LMRLConfig(
+        prompts_per_step=3,
+        group_size=4,
+        max_new_tokens=4,
+        loss_agg="token-mean",
+        kl_placement="reward",
+        whiten_advantages=True,
+    ).validate()
+    batch, _, _ = _rollout(lm, cfg)
+    N = batch["mask"].shape[0]
+    loss, _ = lm_rl.minibatch_loss(cfg, lm, None, batch, torch.arange(N), N, batch["mask"].sum(), PAD)
+    from course_lib.ppo import clipped_surrogate_loss
+
+    logp = lm_rl.token_logps(lm, batch["prompt_ids"], None, batch["completion_ids"], 1.0, PAD)
+    adv_tokens = batch["adv"][:, None].expand_as(logp)
+    expected, _ = clipped_surrogate_loss(logp, batch["logp_old"], adv_tokens, 0.2, mask=batch["mask"])
+    torch.testing.assert_close(loss, expected)

@@ -161,7 +161,8 @@ def test_style_share():
 
 
 def test_warm_up_and_sample_stats_bookkeeping():
-    from course_lib.lectures.reasoning import ReasoningConfig, sample_stats, warm_up_reasoning
+    from course_lib.lectures.reasoning import ReasoningConfig, warm_up_reasoning
+    from course_lib.lectures.reasoning_stats import sample_stats
 
     cfg = ReasoningConfig(n_digits=2, n_demos=16, n_heldout=6, sft_steps=3, filler=True)
     lm, task, split, losses = warm_up_reasoning(cfg, seed=1)

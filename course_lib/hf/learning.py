@@ -15,6 +15,7 @@ Shapes: ``B`` prompts per round, ``G`` completions per prompt, ``L`` completion 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 
 import torch
@@ -25,6 +26,19 @@ from course_lib.tasks import AdditionTask, score_completions
 
 TRL_LOSS_TYPES = {"seq-mean-token-mean": "grpo", "token-mean": "dapo", "seq-mean-token-sum-norm": "dr_grpo"}
 """The loop's ``loss_agg`` -> TRL's ``loss_type`` (the three aggregations of chapter 06)."""
+
+CHAPTER_09_RECIPE = {"iterations": 150, "num_minibatches": 1, "clip_eps_high": None}
+"""Chapter 09's own recipe: chapter 08's loop config as it stood when chapter 09's runs were made (one minibatch
+per pass, the ratio clipped symmetrically), on 150 rounds instead of chapter 08's 300, so that nine runs (three ways
+x three seeds) fit a shared 2-core machine. Chapter 08 later took two minibatches per pass and DAPO's clip-higher;
+chapter 09's results are this recipe's, and ``benchmarks/hf_learning.py`` regenerates them with it."""
+
+
+def chapter_09_config() -> capstone.CapstoneConfig:
+    """Chapter 08's task and warm-up with :data:`CHAPTER_09_RECIPE` for the loop."""
+    cfg = capstone.CapstoneConfig()
+    return dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, **CHAPTER_09_RECIPE))
+
 
 REWARD_PARTS = ("digits", "exact")
 """The capstone's reward ``"digits+exact"`` as two TRL reward functions of weight 1: TRL sums them, as the

@@ -143,7 +143,8 @@ def _check_translatable(cfg: LMRLConfig) -> None:
         ("policy_loss", "clip"),
         ("dynamic_sampling", False),
         ("overlong_cache", 0),
-        ("min_lr_ratio", 0.0),
+        ("kl_placement", "loss"),
+        ("whiten_advantages", False),
     ):
         if getattr(cfg, name) != supported:
             raise ValueError(

@@ -157,22 +157,28 @@ class CapstoneConfig:
         )
     )
     """The loop's hyperparameters (GRPO's; PPO changes :data:`PPO_CHANGES`): 64 prompts x G = 8 completions
-    per round, four clipped passes over each batch in two minibatches of 32 prompts' groups (8 Adam steps a
-    round), the ratio clipped to [0.8, 1.28] (DAPO's clip-higher), Adam at 2e-3 decayed linearly;
-    ``benchmarks/capstone.py``'s docstring lists every tuning run."""
+    per round, four clipped passes over each batch, each pass in two minibatches of 256 completions drawn at random
+    (a prompt's group may be split between them: the advantages were computed over whole groups first), 8 Adam steps
+    a round, the ratio clipped to [0.8, 1.28] (DAPO's clip-higher), Adam at 2e-3 decayed linearly. The ladder's
+    tuning (``benchmarks/capstone.py --tune``, under ``benchmarks/PROTOCOL.md``) tries each rung at three learning
+    rates; how this recipe was found is in ``benchmarks/results/capstone_before_protocol.md``."""
     eval_every: int = 25
     """Rounds between two held-out evaluations."""
 
 
-PPO_CHANGES: dict = {"clip_eps_high": None, "warmup_iterations": 20}
-"""PPO's differences from GRPO's recipe: its ratio is clipped symmetrically, to [0.8, 1.2] (the loop's PPO branch is
-chapter 05's ``PPOLoss``, which has no clip-higher), and its learning rate rises over the first twenty rounds, while
-the value model, which starts knowing nothing of the reward, gives noisy advantages. Otherwise GRPO's recipe, tuned
-like it (``benchmarks/capstone.py``'s docstring): a ten-round lr warm-up raised PPO's worst tuning seed on both halves
-of sixteen (0.818 to 0.904, 0.864 to 0.892), and twenty rounds raised the worst seed and the mean on both halves again
-(0.906 and 0.949, 0.914 and 0.954), by less than one seed's noise: on the report seeds it did not carry over (mean
-0.887 against the ten rounds' 0.911). vf_coef = 1, lambda = 1 or 0.9, a critic warm-up, the critic's own learning
-rate, per-model gradient clipping and four minibatches did not help."""
+PPO_CHANGES: dict = {
+    "loss_agg": "token-mean",
+    "kl_placement": "reward",
+    "clip_eps_high": None,
+    "warmup_iterations": 20,
+    "whiten_advantages": True,
+}
+"""PPO's differences from GRPO's recipe besides the advantage's source (a value model's GAE, ``algo="ppo"``): the
+loss averaged over the batch's tokens (chapter 05's ``PPOLoss``), the KL as k1 in the reward (InstructGPT's) rather
+than k3 in the loss, the ratio clipped symmetrically to [0.8, 1.2] (``PPOLoss`` has no clip-higher), a twenty-round
+lr warm-up while the value model, which starts knowing nothing of the reward, gives noisy advantages, and advantages
+whitened over the batch (TRL's PPO and OpenRLHF do). Chapter 08's ladder changes them one at a time
+(``benchmarks/capstone.py --ladder``)."""
 
 
 def warm_up(cfg: CapstoneConfig, seed: int = 0) -> tuple[TinyLM, AdditionTask, dict, list[float]]:

@@ -10,9 +10,10 @@ Three things are tangled when a model's answers grow under RL, and this chapter 
   sample, which pass@k for large k tells (Yue et al. 2025, "Does reinforcement learning really
   incentivize reasoning capacity in LLMs beyond the base model?"): :func:`pass_at_k`.
 
-The pure functions come first (the exercises of ``solutions/10_reasoning_length.ipynb``), then the
-warm-up, measured before any RL (:func:`warm_up_reasoning` and :func:`sample_stats`), and :class:`ReasoningConfig`,
-whose ``rl`` field is the recipe of :mod:`course_lib.lectures.reasoning_rl` (RL itself).
+The pure functions come first (the exercises of ``solutions/10_reasoning_length.ipynb``), then
+:class:`ReasoningConfig`, whose ``rl`` field is the recipe of :mod:`course_lib.lectures.reasoning_rl` (RL itself),
+and the warm-up (:func:`warm_up_reasoning`). What the samples look like before and after RL is measured in
+:mod:`course_lib.lectures.reasoning_stats`.
 
 Shapes: ``N`` prompts (or responses), ``G`` samples per prompt, ``P`` prompt tokens, ``L`` completion tokens.
 """
@@ -25,7 +26,6 @@ import numpy as np
 import torch
 
 from course_lib import _validate, lm_rl
-from course_lib._threads import one_thread
 from course_lib.grpo import LOSS_AGG_MODES
 from course_lib.lectures.capstone import sft
 from course_lib.tasks_reasoning import STYLES, ScratchpadAdditionTask
@@ -225,8 +225,11 @@ class ReasoningConfig:
 
     @classmethod
     def filler_control(cls, **changes) -> "ReasoningConfig":
-        """The control: 2-digit addition, half the demonstrations with filler dots, a shorter warm-up."""
-        return dataclasses.replace(cls(n_digits=2, filler=True, sft_steps=300), **changes)
+        """The control: the scratchpad run's task and warm-up, with filler dots in place of the column totals.
+
+        Everything else is the scratchpad run's (3-digit addition, 1,000 demonstrations half in the second style,
+        500 steps, the same seed and RL recipe), so the two runs differ in what the long style carries alone."""
+        return dataclasses.replace(cls(filler=True), **changes)
 
 
 def warm_up_reasoning(
@@ -263,116 +266,3 @@ def warm_up_reasoning(
         else []
     )  # 0 steps: the untrained model (to load a saved warm-up into)
     return lm.eval(), task, split, losses
-
-
-@torch.no_grad()
-def sample_completions(
-    lm: TinyLM,
-    task: ScratchpadAdditionTask,
-    pairs,
-    n_samples: int = 64,
-    temperature: float = 1.0,
-    seed: int = 0,
-    chunk: int = 4096,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``n_samples`` sampled completions of every prompt of ``pairs``.
-
-    Returns:
-        ``(prompts, completions)``: ``(N, P)`` ids and ``(N, G, L)`` ids, ``G = n_samples``.
-    """
-    _validate.require_int("n_samples", n_samples, minimum=1)
-    prompts = task.prompts(pairs)  # (N, P)
-    flat = prompts.repeat_interleave(n_samples, dim=0)  # (N*G, P)
-    g = torch.Generator().manual_seed(seed)
-    tok = task.tokenizer
-    outs = [
-        lm_rl.sample_completions(
-            lm,
-            flat[s : s + chunk],
-            None,
-            1,
-            task.max_new_tokens,
-            tok.eos_id,
-            tok.pad_id,
-            temperature=temperature,
-            generator=g,
-        )
-        for s in range(0, flat.shape[0], chunk)
-    ]
-    return prompts, torch.cat(outs).reshape(len(pairs), n_samples, -1)  # (N, P), (N, G, L)
-
-
-def sample_stats(
-    lm: TinyLM,
-    task: ScratchpadAdditionTask,
-    pairs,
-    n_samples: int = 64,
-    temperature: float = 1.0,
-    ks=(1, 2, 4, 8, 16, 32, 64),
-    seed: int = 0,
-) -> dict:
-    """What sampled completions of held-out prompts look like: styles, accuracy by style, length, pass@k.
-
-    Returns:
-        A dict of floats: ``share``, ``accuracy_by_style`` and ``length_by_style`` per style (among the
-        completions of that style, ``nan`` where there are none), ``accuracy`` (all samples), ``length``
-        (mean tokens, EOS included), ``totals_right`` (the share of scratchpads whose column totals are
-        all right) and ``accuracy_given_totals`` (``{"right": .., "wrong": ..}``: accuracy of scratchpads
-        with right and with wrong totals), ``pass_at_k`` ``{k: mean over prompts of pass@k}``, and
-        ``greedy`` (``{"accuracy": .., "share": {style: ..}}`` of the greedy completions).
-    """
-    with one_thread():
-        prompts, completions = sample_completions(lm, task, pairs, n_samples, temperature, seed)
-        rewards = task.score(prompts[:, None, :], completions)  # (N, G)
-        labels = task.styles(completions)  # (N, G)
-        lengths = lm_rl.completion_mask(completions, task.tokenizer.eos_id).sum(-1)  # (N, G)
-        totals = task.totals_right(prompts[:, None, :], completions).numpy()  # (N, G)
-        tok = task.tokenizer
-        greedy = lm_rl.sample_completions(
-            lm, prompts, None, 1, task.max_new_tokens, tok.eos_id, tok.pad_id, greedy=True
-        )
-    out = {"share": {}, "accuracy_by_style": {}, "length_by_style": {}}
-    r, n_tok = rewards.numpy(), lengths.numpy()
-    for style in STYLES:
-        pick = labels == style
-        out["share"][style] = style_share(labels, style)
-        out["accuracy_by_style"][style] = float(r[pick].mean()) if pick.any() else float("nan")
-        out["length_by_style"][style] = float(n_tok[pick].mean()) if pick.any() else float("nan")
-    out["accuracy"] = float(r.mean())
-    out["length"] = float(n_tok.mean())
-    worked = labels == "scratchpad"
-    out["totals_right"] = float(totals[worked].mean()) if worked.any() else float("nan")
-    out["accuracy_given_totals"] = {
-        key: float(r[worked & (totals == flag)].mean()) if (worked & (totals == flag)).any() else float("nan")
-        for key, flag in (("right", True), ("wrong", False))
-    }
-    greedy_labels = task.styles(greedy)
-    out["greedy"] = {
-        "accuracy": float(task.score(prompts, greedy).mean()),
-        "share": {style: style_share(greedy_labels, style) for style in STYLES},
-    }
-    c = rewards.sum(-1).long()  # (N,) right samples per prompt
-    out["pass_at_k"] = {int(k): float(pass_at_k(n_samples, c, k).mean()) for k in ks}
-    return out
-
-
-def measure_warm_up(
-    cfg: ReasoningConfig | None = None, seed: int = 0, n_prompts: int = 200, n_samples: int = 64
-) -> dict:
-    """:func:`warm_up_reasoning` then :func:`sample_stats` on the first ``n_prompts`` held-out prompts, one thread.
-
-    Returns:
-        ``sample_stats``'s dict with ``seed``, ``sft_loss`` (mean of the last 20 steps) and ``seconds`` added.
-    """
-    import time
-
-    start = time.perf_counter()
-    with one_thread():
-        lm, task, split, losses = warm_up_reasoning(cfg, seed)
-    stats = sample_stats(lm, task, split["heldout"][:n_prompts], n_samples=n_samples, seed=seed)
-    return {
-        "seed": seed,
-        "sft_loss": sum(losses[-20:]) / max(1, len(losses[-20:])),
-        **stats,
-        "seconds": time.perf_counter() - start,
-    }

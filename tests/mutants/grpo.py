@@ -300,17 +300,20 @@ def _grpo(
     loss_agg="seq-mean-token-mean",
     max_len=None,
     clip_eps_high=None,
+    adv=None,
     *,
     kl=None,
-    adv=None,
+    adv_fn=None,
     surrogate=None,
     agg=None,
     info=None,
     kl_coef_used=None,
     kl_kind_used=None,
 ):
-    rewards_c = rewards.detach()
-    a = adv(rewards, normalize_std) if adv else advantages_trl_style(rewards_c, normalize_std)
+    if adv is not None:
+        a = adv.detach()
+    else:
+        a = adv_fn(rewards, normalize_std) if adv_fn else advantages_trl_style(rewards.detach(), normalize_std)
     a = a[..., None].expand_as(logp)  # (B, G, T)
     per_token = (
         surrogate(logp, logp_old, a, clip_eps)
@@ -323,7 +326,17 @@ def _grpo(
         per_token = per_token + coef * (kl(logp, logp_ref, kind) if kl else _kl(logp, logp_ref.detach(), kind))
     loss = agg(per_token, mask) if agg else _aggregate(per_token, mask, loss_agg, max_len)
     return loss, _grpo_info(
-        logp, logp_old, logp_ref, rewards, mask, clip_eps, kl_kind, normalize_std, clip_eps_high, **(info or {})
+        logp,
+        logp_old,
+        logp_ref,
+        rewards,
+        mask,
+        clip_eps,
+        kl_kind,
+        normalize_std,
+        clip_eps_high,
+        **(info or {}),
+        adv=adv,
     )
 
 
@@ -341,12 +354,13 @@ def _grpo_info(
     binding=False,
     kl_over_all=False,
     adv_mean=False,
+    adv=None,
 ):
     with torch.no_grad():
         valid = mask.bool()
         high = clip_eps if clip_eps_high is None else clip_eps_high
         ratio = torch.exp(logp - logp_old)
-        a = advantages_trl_style(rewards, normalize_std)
+        a = advantages_trl_style(rewards, normalize_std) if adv is None else adv.detach()
         a_tok = a[..., None].expand_as(logp)
         if binding:
             out = ((ratio > 1 + high) & (a_tok > 0)) | ((ratio < 1 - clip_eps) & (a_tok < 0))
@@ -386,7 +400,7 @@ def grpo_rewards_attached(logp, logp_old, logp_ref, rewards, mask, **kw):
         ratio = torch.exp(p - p_old.detach())
         return -torch.minimum(ratio * a, ratio.clamp(1 - eps, 1 + eps) * a)
 
-    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw, adv=advantages_trl_style, surrogate=surrogate)
+    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw, adv_fn=advantages_trl_style, surrogate=surrogate)
 
 
 def grpo_ref_attached(logp, logp_old, logp_ref, rewards, mask, **kw):
@@ -398,7 +412,7 @@ def grpo_batch_normalised(logp, logp_old, logp_ref, rewards, mask, **kw):
         r = r.detach()
         return (r - r.mean()) / (r.std() + 1e-6) if normalize_std else r - r.mean()
 
-    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw, adv=adv)
+    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw, adv_fn=adv)
 
 
 def grpo_always_token_mean(logp, logp_old, logp_ref, rewards, mask, **kw):
@@ -480,6 +494,13 @@ def grpo_ratio_against_reference(logp, logp_old, logp_ref, rewards, mask, **kw):
     return loss, _grpo(logp.detach(), logp_old, logp_ref, rewards, mask, **kw)[1]
 
 
+def grpo_adv_centred_again(logp, logp_old, logp_ref, rewards, mask, adv=None, **kw):
+    """Advantages passed in go through group_advantages again."""
+    if adv is not None:
+        adv = advantages_trl_style(adv.detach(), kw.get("normalize_std", True))
+    return _grpo(logp, logp_old, logp_ref, rewards, mask, adv=adv, **kw)
+
+
 def grpo_adv_info_per_token(logp, logp_old, logp_ref, rewards, mask, normalize_std=True, **kw):
     loss, info = _grpo(logp, logp_old, logp_ref, rewards, mask, normalize_std=normalize_std, **kw)
     a = advantages_trl_style(rewards, normalize_std)[..., None].expand_as(logp)
@@ -505,12 +526,16 @@ def grpo_trl_layout(
     loss_agg="seq-mean-token-mean",
     max_len=None,
     clip_eps_high=None,
+    adv=None,
 ):
     """Flattened to (B * G, T) as TRL holds completions, the clipped term written out."""
     B, G, T = logp.shape
     logp, logp_old, mask = logp.reshape(B * G, T), logp_old.reshape(B * G, T).detach(), mask.reshape(B * G, T)
     mask = mask.to(logp.dtype)
-    adv = advantages_trl_style(rewards.detach(), normalize_std).reshape(B * G, 1)  # (B * G, 1)
+    given = adv
+    if given is None:
+        given = advantages_trl_style(rewards.detach(), normalize_std)
+    adv = given.detach().reshape(B * G, 1)  # (B * G, 1)
     coef_1 = torch.exp(logp - logp_old)
     coef_2 = torch.clamp(coef_1, 1 - clip_eps, 1 + (clip_eps if clip_eps_high is None else clip_eps_high))
     per_token = -torch.min(coef_1 * adv, coef_2 * adv)  # (B * G, T)
@@ -520,12 +545,13 @@ def grpo_trl_layout(
         logp.detach().reshape(B, G, T),
         logp_old.reshape(B, G, T),
         logp_ref,
-        rewards.detach(),
+        None if rewards is None else rewards.detach(),
         mask.reshape(B, G, T),
         clip_eps,
         kl_kind,
         normalize_std,
         clip_eps_high,
+        adv=given,
     )
     return aggregate_loop(per_token, mask, loss_agg, max_len), info
 
@@ -584,6 +610,7 @@ MUTANTS = [
     ("grpo_loss", grpo_kl_from_old_policy, "computed from logp_old"),
     ("grpo_loss", grpo_ratio_against_reference, "denominator is the reference policy"),
     ("grpo_loss", grpo_adv_info_per_token, "averaged over tokens"),
+    ("grpo_loss", grpo_adv_centred_again, "used as they are"),
 ]
 
 VARIANTS = [

@@ -1,0 +1,110 @@
+"""The bookkeeping of the protocol (``benchmarks/PROTOCOL.md``): runs kept one a line, recipes frozen, seed sets spent.
+
+The statistics (paired t-intervals, summaries, recipe hashes) are in ``course_lib.lectures.protocol``, where the
+notebooks use them too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from course_lib.lectures.protocol import recipe_hash
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+SEED_SETS = HERE / "seed_sets.json"
+
+
+# ---------------------------------------------------------------------------
+# Runs: one JSON line each, appended as they finish (a run that was cut off resumes)
+# ---------------------------------------------------------------------------
+
+
+def load_runs(path: Path) -> list[dict]:
+    """Every run recorded in ``path`` (a JSON-lines file), oldest first; ``[]`` if there is none."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def append_run(path: Path, record: dict) -> None:
+    """Append one run to ``path`` and flush it to disk, so that nothing finished is lost."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        f.write(json.dumps(record, separators=(",", ":")) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def run_key(record: dict, fields: tuple[str, ...]) -> tuple:
+    """The fields that identify a run (its method, setting and seed), to skip runs already done."""
+    return tuple(record[field] for field in fields)
+
+
+# ---------------------------------------------------------------------------
+# Recipes, frozen before the report
+# ---------------------------------------------------------------------------
+
+
+def pick_setting(scores: dict[float, list[float]]) -> float:
+    """The protocol's rule: the setting with the highest mean score, then the higher worst seed, then the lower."""
+    return max(
+        scores, key=lambda setting: (sum(scores[setting]) / len(scores[setting]), min(scores[setting]), -setting)
+    )
+
+
+def freeze(path: Path, recipes: dict[str, dict]) -> dict[str, str]:
+    """Write ``recipes`` (name -> recipe) with their hashes to ``path``; return name -> hash."""
+    hashes = {name: recipe_hash(recipe) for name, recipe in recipes.items()}
+    payload = {name: {"recipe": recipe, "hash": hashes[name]} for name, recipe in recipes.items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=1) + "\n")
+    return hashes
+
+
+def load_frozen(path: Path) -> dict[str, dict]:
+    """name -> ``{"recipe", "hash"}``; the hash is checked against the recipe (a hand-edited file is refused)."""
+    if not path.exists():
+        raise SystemExit(f"{path} does not exist: tune, then --freeze, before any report run")
+    frozen = json.loads(path.read_text())
+    for name, entry in frozen.items():
+        if recipe_hash(entry["recipe"]) != entry["hash"]:
+            raise SystemExit(f"{path}: the recipe of {name!r} no longer matches its hash: freeze it again")
+    return frozen
+
+
+# ---------------------------------------------------------------------------
+# Report seed sets: each spent once
+# ---------------------------------------------------------------------------
+
+
+def seed_set(name: str) -> list[int]:
+    """The seeds of report set ``name`` (``benchmarks/seed_sets.json``)."""
+    sets = json.loads(SEED_SETS.read_text())["sets"]
+    if name not in sets:
+        raise SystemExit(f"seed set {name!r} is not in {SEED_SETS}: add it there, with seeds no run has used")
+    return sets[name]["seeds"]
+
+
+def spend(name: str, benchmark: str, hashes: dict[str, str]) -> None:
+    """Mark set ``name`` as spent on these recipes; refuse if it was spent on other ones."""
+    ledger = json.loads(SEED_SETS.read_text())
+    entry = ledger["sets"][name]
+    spent = entry.get("spent_on")
+    if spent is not None and (spent["benchmark"] != benchmark or spent["recipes"] != hashes):
+        changed = sorted(k for k in set(spent["recipes"]) | set(hashes) if spent["recipes"].get(k) != hashes.get(k))
+        raise SystemExit(
+            f"seed set {name!r} was spent on {spent['benchmark']} with other recipes (changed: {', '.join(changed)}): "
+            "a recipe changed after its report run needs a new set of seeds no run has used (PROTOCOL.md, rule 4)"
+        )
+    entry["spent_on"] = {"benchmark": benchmark, "recipes": hashes}
+    _write_ledger(ledger)
+
+
+def _write_ledger(ledger: dict) -> None:
+    """The ledger with one line per seed set, so that a diff shows which set was spent."""
+    rows = [f'  "{name}": {json.dumps(entry)}' for name, entry in ledger["sets"].items()]
+    text = '{\n "note": ' + json.dumps(ledger.get("note", "")) + ',\n "sets": {\n' + ",\n".join(rows) + "\n }\n}\n"
+    SEED_SETS.write_text(text)

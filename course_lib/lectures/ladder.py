@@ -1,0 +1,74 @@
+"""Chapter 08's ladder from GRPO to PPO: one difference between the two recipes at a time.
+
+Chapter 08's GRPO and PPO differ in seven places, not two. Comparing the two recipes says which recipe won, not
+why. The ladder starts at GRPO and changes one thing per rung until it is PPO; every rung is a config of the one
+loop (:mod:`course_lib.lm_rl`), tuned under the same protocol (``benchmarks/PROTOCOL.md``: the same learning-rate
+grid on the same tuning seeds, scored on the validation split) and run on the same fresh report seeds. The paired
+difference between neighbouring rungs says what each change did.
+
+==== ======================== ================================================================================
+rung name                     what changes from the rung before
+==== ======================== ================================================================================
+0    GRPO                     chapter 08's recipe: group advantages, per-completion token mean, k3 KL in the
+                              loss, clip-higher [0.8, 1.28], no lr warm-up
+1    + token mean             the loss averaged over the batch's tokens (``loss_agg="token-mean"``, DAPO's)
+2    + KL in the reward       k1 subtracted from each completion's reward, not k3 added to the loss
+3    + symmetric clip         the ratio clipped to [0.8, 1.2]
+4    + lr warm-up             the learning rate rises over the first 20 rounds
+5    + whitened advantages    advantages shifted and scaled over the batch's valid tokens
+6    PPO                      a value model's GAE in place of the group's advantage, plus its value loss
+==== ======================== ================================================================================
+
+Rung 6 is chapter 08's PPO (``capstone.PPO_CHANGES`` with ``algo="ppo"``); rung 5 differs from it in the
+advantage's source alone.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+from course_lib.lectures import capstone
+
+RUNGS: list[tuple[str, dict]] = [
+    ("GRPO", {}),
+    ("+ token mean", {"loss_agg": "token-mean"}),
+    ("+ KL in the reward", {"kl_placement": "reward"}),
+    ("+ symmetric clip", {"clip_eps_high": None}),
+    ("+ lr warm-up", {"warmup_iterations": 20}),
+    ("+ whitened advantages", {"whiten_advantages": True}),
+    ("PPO", {"algo": "ppo"}),
+]
+"""``(name, the change from the rung before)``, from GRPO to PPO."""
+
+LR_GRID = (1e-3, 2e-3, 3e-3)
+"""The learning rates every rung is tuned over (the same grid and tuning seeds for all)."""
+
+
+def rung_changes(rung: int) -> dict:
+    """The changes to chapter 08's GRPO recipe (``CapstoneConfig().rl``) that make rung ``rung``: cumulative."""
+    if not 0 <= rung < len(RUNGS):
+        raise ValueError(f"rung: expected 0 to {len(RUNGS) - 1}, got {rung}")
+    changes: dict = {}
+    for _, change in RUNGS[: rung + 1]:
+        changes.update(change)
+    return changes
+
+
+def rung_algo_and_changes(rung: int) -> tuple[str, dict]:
+    """``(algo, changes)`` as :func:`capstone.run` takes them (``algo`` is the advantage's source)."""
+    changes = rung_changes(rung)
+    return changes.pop("algo", "grpo"), changes
+
+
+def check_the_top_is_ppo() -> None:
+    """The ladder's last rung must be chapter 08's PPO, setting for setting (a test calls this)."""
+    algo, changes = rung_algo_and_changes(len(RUNGS) - 1)
+    if algo != "ppo" or changes != capstone.PPO_CHANGES:
+        raise AssertionError(f"the ladder's top is not capstone.PPO_CHANGES: {algo}, {changes}")
+
+
+def load_ladder() -> dict:
+    """The shipped results of ``benchmarks/ladder.py`` (``course_lib/lectures/data/ladder_08.json``)."""
+    text = resources.files("course_lib.lectures").joinpath("data", "ladder_08.json").read_text()
+    return json.loads(text)
