@@ -208,7 +208,8 @@ _SWITCHES = {
     "policy_loss": "clip",
     "dynamic_sampling": False,
     "overlong_cache": 0,
-    "min_lr_ratio": 0.0,
+    "kl_placement": "loss",
+    "whiten_advantages": False,
 }
 
 

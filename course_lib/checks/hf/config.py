@@ -115,7 +115,8 @@ UNTRANSLATABLE = {  # LMRLConfig switches with no GRPOConfig field in this trans
     "policy_loss": "gspo",
     "dynamic_sampling": True,
     "overlong_cache": 4,
-    "min_lr_ratio": 0.1,
+    "kl_placement": "reward",
+    "whiten_advantages": True,
 }
 
 
@@ -237,7 +238,7 @@ def check_grpo_config_kwargs(fn) -> bool:
         ),
         Mistake(
             "a switch this translation cannot express (adv_estimator, policy_loss, algo, dynamic sampling, the "
-            "overlong cache, min_lr_ratio) was dropped: raise ValueError naming it, or TRL trains something else",
+            "overlong cache, kl_placement, whiten_advantages) was dropped: raise ValueError naming it, or TRL trains something else",
             lambda cfg, num_processes=1: grpo_config_kwargs(_translatable(cfg), num_processes),
         ),
         Mistake(
