@@ -14,18 +14,15 @@ Shapes: ``B`` prompts per round, ``G`` completions per prompt, ``L`` completion 
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import time
 
 import torch
 
 from course_lib import lm_rl
+from course_lib.hf.trl_contract import LOSS_TYPES  # the one map from loss_agg to TRL's loss_type
 from course_lib.lectures import capstone
 from course_lib.tasks import AdditionTask, score_completions
-
-TRL_LOSS_TYPES = {"seq-mean-token-mean": "grpo", "token-mean": "dapo", "seq-mean-token-sum-norm": "dr_grpo"}
-"""The loop's ``loss_agg`` -> TRL's ``loss_type`` (the three aggregations of chapter 06)."""
 
 CHAPTER_09_RECIPE = {"iterations": 150, "num_minibatches": 1, "clip_eps_high": None}
 """Chapter 09's own recipe: chapter 08's loop config as it stood when chapter 09's runs were made (one minibatch
@@ -61,7 +58,7 @@ def trl_config(rl: lm_rl.LMRLConfig, output_dir: str, pad_id: int, **overrides):
     rl = rl.validate()
     if rl.algo != "grpo" or rl.num_minibatches != 1 or rl.adv_estimator != "grpo" or rl.policy_loss != "clip":
         raise ValueError("rl: only the plain GRPO recipe (one minibatch, grpo advantages, clipped loss) is mapped")
-    if rl.loss_agg not in TRL_LOSS_TYPES:
+    if rl.loss_agg not in LOSS_TYPES:
         raise ValueError(f"rl: loss_agg {rl.loss_agg!r} has no TRL loss_type")
     B, G, K = rl.prompts_per_step, rl.group_size, rl.update_epochs
     kwargs = dict(
@@ -84,7 +81,7 @@ def trl_config(rl: lm_rl.LMRLConfig, output_dir: str, pad_id: int, **overrides):
         use_bias_correction_kl=False,  # the loop's k3, as DeepSeekMath writes it (no ratio in front)
         epsilon=rl.clip_eps,
         epsilon_high=rl.clip_eps_high or rl.clip_eps,
-        loss_type=TRL_LOSS_TYPES[rl.loss_agg],
+        loss_type=LOSS_TYPES[rl.loss_agg],
         scale_rewards="group" if rl.normalize_std else "none",
         reward_weights=[1.0] * len(REWARD_PARTS),
         temperature=rl.temperature,
@@ -232,7 +229,3 @@ def same_start(lm, hf_model) -> bool:
     ids = torch.randint(0, lm.cfg.vocab_size - 2, (4, lm.cfg.block_size))
     with torch.no_grad():
         return bool(torch.allclose(lm(ids), hf_model(input_ids=ids).logits, atol=1e-5))
-
-
-def copy_model(model):
-    return copy.deepcopy(model)

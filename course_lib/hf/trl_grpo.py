@@ -21,9 +21,7 @@ from dataclasses import fields
 
 from course_lib.hf import data
 from course_lib.hf.loop import HFGRPOConfig
-
-# course loss_agg -> TRL loss_type (the three aggregations chapter 06 compares)
-LOSS_TYPES = {"seq-mean-token-mean": "grpo", "token-mean": "dapo", "seq-mean-token-sum-norm": "dr_grpo"}
+from course_lib.hf.trl_contract import LOSS_TYPES  # the one map from loss_agg to TRL's loss_type
 
 
 def trl_config(
