@@ -238,7 +238,8 @@ def check_grpo_config_kwargs(fn) -> bool:
         ),
         Mistake(
             "a switch this translation cannot express (adv_estimator, policy_loss, algo, dynamic sampling, the "
-            "overlong cache, kl_placement, whiten_advantages) was dropped: raise ValueError naming it, or TRL trains something else",
+            "overlong cache, kl_placement, whiten_advantages) was dropped: raise ValueError naming it, or TRL "
+            "trains something else",
             lambda cfg, num_processes=1: grpo_config_kwargs(_translatable(cfg), num_processes),
         ),
         Mistake(
