@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import multiprocessing as mp
 import os
 import resource
@@ -61,9 +60,9 @@ import _protocol  # benchmarks/ is the script's folder, so its sibling modules i
 import _results
 import torch
 
-from course_lib.lectures import estimators, family_claims, family_testbeds
+from course_lib.lectures import estimators, family_claims, family_results, family_testbeds
 from course_lib.lectures.family import TESTBEDS, TRAINED, VARIANTS
-from course_lib.lectures.protocol import paired_difference, recipe_hash, summary
+from course_lib.lectures.protocol import recipe_hash
 
 TUNE_SEEDS = (0, 1)
 REPORT_SET = "family-1"
@@ -259,14 +258,17 @@ def report(args, files) -> None:
     ]
     print()
     print(estimators.format_estimator_table(table))
+    recipes = {key: {"hash": entry["hash"], "lr": entry["recipe"]["rl"]["lr"]} for key, entry in frozen.items()}
     for bed in TRAINED:
         if bed in args.testbeds:
             print()
-            print(format_testbed(bed, runs, frozen, seeds))
+            print(family_results.format_testbed(bed, runs, recipes))
+            if bed == "accuracy":
+                print("  " + family_results.resolved(family_results.testbed_rows(bed, runs)))
     judged = family_claims.judge(table, runs)
     print()
     print(family_claims.format_claims(judged))
-    print_totals(runs, table, seeds)
+    print_totals(runs, table)
     if args.save is not None:
         save(args, files, frozen, table, runs, judged, seeds, time.perf_counter() - start)
     counts = {v: sum(row["verdict"] == v for row in judged) for v in ("held", "not seen", "contradicted")}
@@ -279,71 +281,20 @@ def report(args, files) -> None:
 
 
 # ---------------------------------------------------------------------------
-# What the report prints
+# What the report prints and saves
 # ---------------------------------------------------------------------------
 
-COLUMNS = {
-    "length": [("accuracy", "score"), ("wrong len", "final.length_wrong"), ("right len", "final.length_right"),
-               ("cut off", "final.truncated"), ("scratchpad", "final.scratchpad_share")],
-    "sparse": [("accuracy", "score"), ("entropy", "final.entropy"), ("zero-std", "final.frac_zero_std"),
-               ("pass@16", "pass_at_k.16"), ("rounds", "rounds")],
-    "drift": [("accuracy", "score"), ("clip frac", "final.clip_fraction"), ("silenced", "final.silenced"),
-              ("silenced low-p", "final.silenced_low_prob"), ("below start", "below_start")],
-    "accuracy": [("accuracy", "score"), ("KL", "final.kl"), ("rounds", "rounds")],
-}  # fmt: skip
-"""Each testbed's columns: a label and where the number is in a record."""
 
-
-def _value(record: dict, key: str) -> float:
-    if key == "below_start":  # the seed ended below where its warm-up started
-        return float(record["score"] < record["start"])
-    return family_claims.read(record, key)
-
-
-def format_testbed(bed: str, runs: list[dict], frozen: dict, seeds) -> str:
-    """One testbed: per variant, each column's mean (std; worst seed for accuracy), the accuracy's paired
-    difference to the baseline with its 95% t-interval, and the recipe's hash."""
-    spec = TESTBEDS[bed]
-    mine = [r for r in runs if r["testbed"] == bed]
-    lines = [f"{bed}: {spec.task}; {len(seeds)} seeds; mean (std), accuracy's worst seed in brackets"]
-    header = f"  {'variant':<21} {'lr':<7} {'recipe':<9}" + "".join(f" {label:>19}" for label, _ in COLUMNS[bed])
-    lines.append(header + f" {'accuracy - ' + spec.baseline:>24}")
-    base = {r["seed"]: r["score"] for r in mine if r["variant"] == spec.baseline}
-    for name in spec.variants:
-        rs = sorted((r for r in mine if r["variant"] == name), key=lambda r: r["seed"])
-        if not rs:
-            continue
-        entry = frozen[f"{bed}/{name}"]
-        cells = []
-        for _, key in COLUMNS[bed]:
-            values = [v for v in (_value(r, key) for r in rs) if math.isfinite(v)]
-            s = summary(values) if values else None
-            text = "-" if s is None else f"{s.mean:.3f} ({s.std:.3f})"
-            if key == "score" and s is not None:
-                text = f"{s.mean:.3f} ({s.std:.3f}) [{s.worst:.2f}]"
-            cells.append(f" {text:>19}")
-        mine_scores = {r["seed"]: r["score"] for r in rs}
-        diff = ""
-        if name != spec.baseline and len(set(base) & set(mine_scores)) >= 2:
-            d = paired_difference(base, mine_scores)
-            diff = f"{d.mean:+.3f} [{d.low:+.3f}, {d.high:+.3f}]"
-        lines.append(
-            f"  {name:<21} {entry['recipe']['rl']['lr']:<7g} {entry['hash']:<9}" + "".join(cells) + f" {diff:>24}"
-        )
-    return "\n".join(lines)
-
-
-def print_totals(runs: list[dict], table: dict, seeds) -> None:
-    """CPU seconds per testbed and in all (each run's own process, warm-ups counted where they ran)."""
+def print_totals(runs: list[dict], table: dict) -> None:
+    """CPU seconds per testbed and in all (each run's own process; the warm-ups are printed as they run)."""
+    totals = family_results.cpu_seconds(runs, table.get("cpu_seconds", 0.0))
     print()
-    total = table.get("cpu_seconds", 0.0)
-    print(f"CPU seconds: estimators {total:.0f}")
+    print(f"CPU seconds (user + system of each run's process): estimators {totals['estimators']['cpu']:.0f}")
     for bed in TRAINED:
-        cpu = [r["cpu_seconds"] for r in runs if r["testbed"] == bed]
-        if cpu:
-            print(f"  {bed:<9} {len(cpu)} runs, {sum(cpu):.0f} CPU s ({sum(cpu) / len(cpu):.1f} a run)")
-            total += sum(cpu)
-    print(f"  in all {total:.0f} CPU s = {total / 60:.1f} core-minutes (warm-ups not included: printed as they ran)")
+        if bed in totals:
+            t = totals[bed]
+            print(f"  {bed:<9} {t['runs']} runs, {t['cpu']:.0f} CPU s ({t['per_run']:.1f} a run)")
+    print(f"  in all {totals['all']['cpu']:.0f} CPU s = {totals['all']['cpu'] / 60:.1f} core-minutes")
 
 
 def save(args, files, frozen, table, runs, judged, seeds, seconds) -> None:
@@ -366,6 +317,7 @@ def save(args, files, frozen, table, runs, judged, seeds, seconds) -> None:
         "seeds": list(seeds),
         "tune_seeds": list(args.tune_seeds),
         "recipes": {key: {"hash": entry["hash"], "lr": entry["recipe"]["rl"]["lr"]} for key, entry in frozen.items()},
+        "cpu_seconds": family_results.cpu_seconds(runs, table.get("cpu_seconds", 0.0)),
         "estimators": table,
         "runs": runs,
         "claims": claims,

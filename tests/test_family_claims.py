@@ -100,4 +100,4 @@ def test_judge_leaves_out_claims_without_runs_and_formats_the_rest():
     rows = family_claims.judge(_table(), runs=[])
     assert [r["claim"].testbed for r in rows] == ["estimators"] * 3
     text = family_claims.format_claims(rows)
-    assert "held" in text and "(exact)" in text and "target 1 +- 0.02" in text
+    assert "held here" in text and "(exact)" in text and "target 1 +- 0.02" in text and "at G = 8" in text

@@ -54,7 +54,7 @@ CLAIMS: list[Claim] = [
         "RLOO",
         "estimators",
         "the leave-one-out baseline leaves the policy gradient unbiased",
-        "E[g] along grad J, over |grad J|^2 (1: unbiased; the group mean gives (G-1)/G)",
+        "E[g] along grad J over |grad J|^2 (1: unbiased; the group mean's is (G-1)/G)",
         "magnitude",
         target=1.0,
         tolerance=0.02,
@@ -63,7 +63,7 @@ CLAIMS: list[Claim] = [
         "Dr.GRPO",
         "estimators",
         "dividing by the group's std weighs prompts by difficulty; without it, every prompt weighs the same",
-        "difficulty tilt: mean weight of prompts with p < 0.1 or p > 0.9 over those with 0.3 <= p <= 0.7",
+        "difficulty tilt: weight of prompts with p < 0.1 or > 0.9 over those with 0.3 <= p <= 0.7",
         "tilt",
         sign=-1,
     ),
@@ -244,17 +244,20 @@ def judge(table: dict, runs: list[dict]) -> list[dict]:
 
 
 def format_claims(rows: list[dict]) -> str:
-    """The claims table as text: variant, claim, testbed, the measured effect with its interval, the verdict."""
-    lines = [f"{'variant':<21} {'testbed':<10} {'effect [95% interval]':<30} {'verdict':<13} claim; what is measured"]
+    """The claims table as text: per claim, the variant, its testbed, the measured effect with its 95% interval and
+    the verdict; then the paper's claim and what was measured (a difference is variant minus baseline)."""
+    lines = [f"{'variant':<21} {'testbed':<11} {'effect [95% interval]':<27} verdict"]
     for row in rows:
         c, e = row["claim"], row["effect"]
         if c.target is not None:
             effect = f"{e.mean:.3f} [{e.low:.3f}, {e.high:.3f}]"
-        elif e.n == 0 and e.half_width == 0:
-            effect = f"{e.mean:+.3f} (exact)"
+            against = f"; target {c.target:g} +- {c.tolerance:g}"
         else:
-            effect = f"{e.mean:+.3f} [{e.low:+.3f}, {e.high:+.3f}]"
-        against = f"target {c.target:g} +- {c.tolerance:g}" if c.target is not None else f"vs {c.baseline}"
-        lines.append(f"{c.variant:<21} {c.testbed:<10} {effect:<30} {row['verdict']:<13} {c.claim}")
-        lines.append(f"{'':<21} {'':<10} {against:<30} {'':<13} {c.metric}")
+            exact = e.n == 0 and e.half_width == 0
+            effect = f"{e.mean:+.3f} (exact)" if exact else f"{e.mean:+.3f} [{e.low:+.3f}, {e.high:+.3f}]"
+            against = f"; {c.variant} - {c.baseline}"
+        where = f" at G = {ESTIMATOR_G}" if c.testbed == "estimators" else f" over {e.n} seeds"
+        lines.append(f"{c.variant:<21} {c.testbed:<11} {effect:<27} {row['verdict']} here")
+        lines.append(f"    claim: {c.claim}")
+        lines.append(f"    measured: {c.metric}{where}{against}")
     return "\n".join(lines)
