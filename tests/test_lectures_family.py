@@ -113,3 +113,12 @@ def test_record_by_hand():
     long = family_testbeds.record(_history(60), "accuracy")
     assert len(long["curves"]["kl"]) == 24 and long["curves"]["kl"][0] == pytest.approx(np.mean([0, 1, 2]))
     assert math.isnan(family_testbeds._final([float("nan")] * 3))
+
+
+def test_lecture_11_sends_students_to_the_exercises_not_the_answers():
+    import json
+    from pathlib import Path
+
+    notebook = Path(__file__).resolve().parent.parent / "notebooks" / "11_grpo_family.ipynb"
+    first = "".join(json.loads(notebook.read_text())["cells"][0]["source"])
+    assert "exercises/11_grpo_family.ipynb" in first and "solutions/" not in first

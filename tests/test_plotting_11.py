@@ -56,6 +56,8 @@ def test_testbed_curves_and_scores():
     )
     assert gspo.get_xdata()[0] == pytest.approx(0.1) and gspo.get_ydata()[-1] == pytest.approx(0.03)
     assert fig.axes[1].lines[0].get_ydata()[0] == pytest.approx(0.5), "a round without the quantity is skipped"
+    assert all(ax.get_ylim()[0] == 0 for ax in fig.axes), "from 0: a small wobble is not blown up"
+    assert len(fig.legends) == 1, "one legend, outside the panels"
     fig = plots.plot_testbed_scores(RUNS, "drift")
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["GSPO", "GRPO"], "the baseline on top"
     assert fig.axes[0].lines[0].get_xdata()[0] == pytest.approx(0.8), "GSPO's mean"

@@ -81,7 +81,8 @@ def plot_testbed_curves(
     runs: list[dict], testbed: str, keys: list[tuple[str, str]], variants: list[str] | None = None
 ) -> Figure:
     """One panel per ``(key, title)``: the per-round quantity against completions sampled (chunk means of rounds,
-    as the record keeps them), each variant's mean over seeds as a line and its range over seeds as a band."""
+    as the record keeps them), each variant's mean over seeds as a line and its range over seeds as a band; the
+    y-axis starts at 0 (every quantity drawn is non-negative) and the legend sits outside the panels."""
     by_variant = _by_variant(runs, testbed, variants)
     fig, axes = plt.subplots(1, len(keys), figsize=(3.4 * len(keys) + 1.6, 3.0), layout="constrained", squeeze=False)
     for ax, (key, title) in zip(axes[0], keys):
@@ -95,6 +96,7 @@ def plot_testbed_curves(
             ax.fill_between(grid / 1e3, np.nanmin(on_grid, 0), np.nanmax(on_grid, 0), color=colour, alpha=0.12, lw=0)
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("completions sampled (thousands)")
+        ax.set_ylim(0, None)  # every quantity here is >= 0: from 0, so that noise is not magnified
     axes[0][0].set_ylabel("mean over seeds (band: range)")
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right center", fontsize=8)
