@@ -4,7 +4,7 @@ Every paper of the GRPO family claims a fix for one problem (``course_lib.lectur
 claim is tested where its problem occurs under plain GRPO (``course_lib.lectures.family.TESTBEDS``):
 
 - **estimators** (RLOO, Dr. GRPO's std, REINFORCE++, against GRPO and REINFORCE without a baseline): a contextual
-  bandit whose exact policy gradient is known (``course_lib.lectures.estimators``); prompts with success
+  bandit whose exact policy gradient is known (``course_lib.lectures.group_estimators``); prompts with success
   probabilities 0.02 to 0.98 and a binary reward, G = 2, 4, 8, 16, 20,000 batches of 16 prompts per row. Exact
   where it can be, Monte Carlo with standard errors beside it. Nothing is tuned and no seed set is spent;
 - **length** (Dr. GRPO, DAPO's token mean, overlong filter and soft overlong punishment): chapter 10's 3-digit
@@ -60,7 +60,7 @@ import _protocol  # benchmarks/ is the script's folder, so its sibling modules i
 import _results
 import torch
 
-from course_lib.lectures import estimators, family_claims, family_results, family_testbeds
+from course_lib.lectures import family_claims, family_results, family_testbeds, group_estimators
 from course_lib.lectures.family import TESTBEDS, TRAINED, VARIANTS
 from course_lib.lectures.protocol import recipe_hash
 
@@ -228,7 +228,7 @@ def estimator_table(args, files) -> dict:
         return json.loads(path.read_text())
     start = _cpu()
     sizes, batches = ((2, 8), 400) if args.quick else ((2, 4, 8, 16), 20000)
-    table = estimators.estimator_testbed(group_sizes=sizes, num_batches=batches)
+    table = group_estimators.estimator_testbed(group_sizes=sizes, num_batches=batches)
     table["cpu_seconds"] = round(_cpu() - start, 1)
     path.write_text(json.dumps(table) + "\n")
     return table
@@ -257,7 +257,7 @@ def report(args, files) -> None:
         if r["seed"] in seeds and r["recipe_hash"] == frozen.get(f"{r['testbed']}/{r['variant']}", {}).get("hash")
     ]
     print()
-    print(estimators.format_estimator_table(table))
+    print(group_estimators.format_estimator_table(table))
     recipes = {key: {"hash": entry["hash"], "lr": entry["recipe"]["rl"]["lr"]} for key, entry in frozen.items()}
     for bed in TRAINED:
         if bed in args.testbeds:

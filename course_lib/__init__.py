@@ -30,7 +30,7 @@ The tree is the course's map. Chapter by chapter (``lectures/`` holds each chapt
                       ``lectures.reasoning_rl`` (GRPO on it)
 - 11 GRPO family .... ``family`` (RLOO, REINFORCE++, DAPO's parts, GSPO, CISPO, GMPO, SAPO as small functions;
                       TRL agreement in ``hf.agreement``), ``family_diagnostics`` (what each loss silences),
-                      ``lectures.family`` (the variants and testbeds), ``lectures.estimators`` (each advantage
+                      ``lectures.family`` (the variants and testbeds), ``lectures.group_estimators`` (each advantage
                       against the exact gradient), ``lectures.family_testbeds`` (length, sparse reward, drift),
                       ``lectures.family_claims`` (each claim and its verdict), ``lectures.family_results``
 

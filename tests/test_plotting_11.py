@@ -7,7 +7,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from course_lib.lectures import estimators  # noqa: E402
+from course_lib.lectures import group_estimators  # noqa: E402
 from course_lib.plotting import family as plots  # noqa: E402
 
 
@@ -32,7 +32,7 @@ RUNS = [_rec("GRPO", 1, 0.6), _rec("GRPO", 2, 0.8), _rec("GSPO", 1, 0.7), _rec("
 
 @pytest.fixture(scope="module")
 def table():
-    return estimators.estimator_testbed(group_sizes=(2, 8), num_batches=100)
+    return group_estimators.estimator_testbed(group_sizes=(2, 8), num_batches=100)
 
 
 def test_prompt_weights(table):
@@ -41,7 +41,7 @@ def test_prompt_weights(table):
     assert left.get_xscale() == "logit" and right.get_xscale() == "log"
     exact_lines = [line for line in left.lines if len(line.get_xdata()) == 16 and line.get_linestyle() == "-"]
     assert len(exact_lines) >= 4, "an exact line for each per-group estimator"
-    assert len(fig.legends) == 1 and len(fig.legends[0].get_texts()) == len(estimators.ESTIMATORS)
+    assert len(fig.legends) == 1 and len(fig.legends[0].get_texts()) == len(group_estimators.ESTIMATORS)
     with pytest.raises(ValueError, match="group_size"):
         plots.plot_prompt_weights(table, group_size=3)
     plt.close("all")

@@ -209,7 +209,7 @@ def trained_effect(claim: Claim, runs: list[dict]) -> Effect:
 
 
 def estimator_effect(claim: Claim, table: dict) -> Effect:
-    """The claim's number on the estimator testbed (:func:`course_lib.lectures.estimators.estimator_testbed`) at
+    """The claim's number on the estimator testbed (:func:`course_lib.lectures.group_estimators.estimator_testbed`) at
     :data:`ESTIMATOR_G`: the exact value where there is one (the per-group estimators), else the Monte Carlo mean
     +- 1.96 standard errors; a difference claim subtracts the baseline's."""
     rows = {row["estimator"]: row for row in table["rows"] if row["G"] == ESTIMATOR_G}

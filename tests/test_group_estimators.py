@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_lib import family, grpo
-from course_lib.lectures import estimators as E
+from course_lib.lectures import group_estimators as E
 from course_lib.lectures.bandits import bandit_exact_gradient
 
 pytestmark = pytest.mark.usefixtures("one_thread")
