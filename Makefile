@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.course-installed
 KERNEL := course-grpo
 
-.PHONY: lab test setup browser-deps exercises clean-venv
+.PHONY: lab test setup browser-deps exercises site clean-venv
 
 # pip compiles each module it installs to bytecode, one file at a time (about 45 s for 15,000 files here); the setup
 # installs with --no-compile, then compiles site-packages on every core, but for what no kernel imports: test folders
@@ -80,6 +80,12 @@ test:
 
 exercises: $(STAMP)
 	$(BIN)/python -m course_lib.build
+
+# The course as a static website in _build/site/ (then open _build/site/index.html): a page per lecture and per
+# exercise notebook from their stored outputs (never executed), built offline by Sphinx with myst-nb
+# (docs/site/conf.py); MathJax is copied in, so no page loads anything from another host. Rebuilds only what changed.
+site: $(STAMP)
+	$(BIN)/python -m course_lib.authoring.site
 
 clean-venv:
 	rm -rf $(VENV)

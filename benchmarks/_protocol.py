@@ -100,4 +100,11 @@ def spend(name: str, benchmark: str, hashes: dict[str, str]) -> None:
             "a recipe changed after its report run needs a new set of seeds no run has used (PROTOCOL.md, rule 4)"
         )
     entry["spent_on"] = {"benchmark": benchmark, "recipes": hashes}
-    SEED_SETS.write_text(json.dumps(ledger, indent=1) + "\n")
+    _write_ledger(ledger)
+
+
+def _write_ledger(ledger: dict) -> None:
+    """The ledger with one line per seed set, so that a diff shows which set was spent."""
+    rows = [f'  "{name}": {json.dumps(entry)}' for name, entry in ledger["sets"].items()]
+    text = '{\n "note": ' + json.dumps(ledger.get("note", "")) + ',\n "sets": {\n' + ",\n".join(rows) + "\n }\n}\n"
+    SEED_SETS.write_text(text)

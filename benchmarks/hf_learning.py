@@ -154,7 +154,9 @@ def rl_job(run: str, seed: int, cfg: capstone.CapstoneConfig, folder: str) -> by
 
 def main() -> None:
     default_out = DATA / "hf_09.json"
-    parser = results_parser(__doc__, default_out, quick="one seed, 2 small rounds, 20 held-out prompts: checks the script")
+    parser = results_parser(
+        __doc__, default_out, quick="one seed, 2 small rounds, 20 held-out prompts: checks the script"
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=SEEDS)
     parser.add_argument("--jobs", type=int, default=2, help="processes at a time, one torch thread each")
     parser.add_argument("--iterations", type=int, default=None, help=f"rounds per run (default {ITERATIONS})")

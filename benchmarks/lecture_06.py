@@ -2,7 +2,7 @@
 
 The notebook's own settings (the lecture's three prompts, seeds 0, 1, 2, one torch thread):
 
-1. REINFORCE with each of the three kinds of deltas, ``train_sorting_pg(PGConfig(deltas_mode=mode,
+1. REINFORCE with each of the three kinds of deltas, ``train_sorting_pg(PGTrainerConfig(deltas_mode=mode,
    seed=seed))`` (cell ``grpo06-stall-train``);
 2. GRPO with the course's defaults and five ablations, ``GRPOTrainer.for_sorting(GRPOTrainerConfig(seed=seed,
    **overrides)).train(prompts)`` (cell ``grpo06-train``; ``ABLATIONS`` below is the notebook's).
@@ -14,7 +14,7 @@ per position) and the greedy answers. The file is about 80 kB.
 Usage::
 
     python benchmarks/lecture_06.py              # 54 s of CPU (5 min with the 2 cores shared, load 15)
-    python benchmarks/lecture_06.py --quick --out /tmp/l06.json   # 5 epochs, 1 seed: checks the script
+    python benchmarks/lecture_06.py --quick --out /tmp/l06.json   # 5 rounds, 1 seed: checks the script
 
 The last line printed is ``total_seconds=...``.
 """
@@ -32,7 +32,7 @@ from course_lib.models import greedy_responses
 from course_lib.rewards import sort_inclusion_ordering_reward
 from course_lib.tasks import sorting_prompts
 from course_lib.trainers import GRPOTrainer, GRPOTrainerConfig
-from course_lib.trainers.pg_trainer import PGConfig, train_sorting_pg
+from course_lib.trainers.pg_trainer import PGTrainerConfig, train_sorting_pg
 
 OUT = DATA / "lecture_06.json"
 PG_MODES = ("rewards", "centered_rewards", "normalized_rewards")
@@ -46,7 +46,7 @@ ABLATIONS = {
     "no KL, no clip": {"kl_coef": 0.0, "clip_eps": 1e6},
     "k1 instead of k3": {"kl_kind": "k1"},
     "lecture's init (N(0, 1) table)": {"init_scale": 1.0, "embedding_std": 1.0},
-    "1 step per batch": {"steps_per_epoch": 1},
+    "1 step per batch": {"steps_per_round": 1},
 }
 
 
@@ -65,23 +65,23 @@ def finals(histories: list, prompts: torch.Tensor) -> dict:
 
 
 def main(argv=None) -> dict:
-    parser = results_parser(__doc__, OUT, quick="5 epochs and one seed, to check the script works")
+    parser = results_parser(__doc__, OUT, quick="5 rounds and one seed, to check the script works")
     args = parser.parse_args(argv)
     refuse_overwrite(parser, args, OUT, args.quick)
     torch.manual_seed(0)
     torch.set_num_threads(1)
     load = os.getloadavg()[0]
-    seeds, epochs = (range(1), 5) if args.quick else (range(3), 100)
+    seeds, rounds = (range(1), 5) if args.quick else (range(3), 100)
     prompts = sorting_prompts()  # (B=3, T=3)
     start = time.perf_counter()
     pg_runs = {
-        mode: [train_sorting_pg(PGConfig(deltas_mode=mode, seed=seed, epochs=epochs)) for seed in seeds]
+        mode: [train_sorting_pg(PGTrainerConfig(deltas_mode=mode, seed=seed, rounds=rounds)) for seed in seeds]
         for mode in PG_MODES
     }
     print(f"{len(PG_MODES) * len(seeds)} REINFORCE runs in {time.perf_counter() - start:.0f} s", flush=True)
     grpo_runs = {
         label: [
-            GRPOTrainer.for_sorting(GRPOTrainerConfig(seed=seed, epochs=epochs, **overrides)).train(
+            GRPOTrainer.for_sorting(GRPOTrainerConfig(seed=seed, rounds=rounds, **overrides)).train(
                 prompts, progress=False
             )
             for seed in seeds
@@ -109,7 +109,7 @@ def main(argv=None) -> dict:
             "grpo_finals": grpo_finals,
         },
         seeds=list(seeds),
-        epochs=epochs,
+        rounds=rounds,
         load_average=round(load, 1),
     )
 

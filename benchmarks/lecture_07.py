@@ -30,6 +30,7 @@ import types
 import torch
 from _results import DATA, refuse_overwrite, results_parser, write_results  # benchmarks/_results.py
 
+from course_lib.lectures import cartpole as cartpole_lecture
 from course_lib.lectures import compare
 from course_lib.lectures.lecture_runs import rounded
 
@@ -46,14 +47,15 @@ def main(argv=None) -> dict:
     refuse_overwrite(parser, args, OUT, args.quick)
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    # compare times its iterations with time.perf_counter; give it the thread's CPU clock instead (see above).
-    compare.time = types.SimpleNamespace(perf_counter=time.thread_time)
+    # compare and cartpole time their iterations with time.perf_counter; give them the thread's CPU clock instead
+    # (see above).
+    compare.time = cartpole_lecture.time = types.SimpleNamespace(perf_counter=time.thread_time)
     load = os.getloadavg()[0]
     seeds, iterations = (range(1), 5) if args.quick else (range(3), 60)
     cartpole_seeds, max_steps = (range(1), 2_000) if args.quick else (range(2), 25_000)
     start = time.perf_counter()
     sorting = {
-        "GRPO": [stored(compare.run_sorting_grpo(seed, epochs=iterations)) for seed in seeds],
+        "GRPO": [stored(compare.run_sorting_grpo(seed, rounds=iterations)) for seed in seeds],
         "PPO": [stored(compare.run_sorting_ppo(seed, updates=iterations)) for seed in seeds],
     }
     print(f"sorting: {2 * len(seeds)} runs in {time.perf_counter() - start:.0f} s", flush=True)

@@ -1,11 +1,11 @@
 """Benchmark: the sorting task of Stanford CS336 (2025) lecture 17, the lecture's exact setup beside the course's.
 
 Every run keeps the lecture's budget: the three prompts of ``course_lib.tasks.sorting_prompts()``,
-100 epochs, each sampling 10 responses per prompt and taking 10 Adam steps on them. Four setups:
+100 rounds, each sampling 10 responses per prompt and taking 10 Adam steps on them. Four setups:
 
-- **the lecture's exact setup** (``PGConfig.lecture()``): REINFORCE with its Adam learning rate 1e-3 and
+- **the lecture's exact setup** (``PGTrainerConfig.lecture()``): REINFORCE with its Adam learning rate 1e-3 and
   its ``nn.Embedding`` table drawn from N(0, 1), with each of its three kinds of deltas;
-- **the course's REINFORCE** (``PGConfig()``): learning rate 1e-2 and the scaled N(0, 1/D) table;
+- **the course's REINFORCE** (``PGTrainerConfig()``): learning rate 1e-2 and the scaled N(0, 1/D) table;
 - **the course's GRPO** (``GRPOTrainerConfig()``, the configuration this benchmark is named for).
 
 Every trained policy is scored by its greedy (argmax) answer, on the three training prompts and on 24
@@ -31,16 +31,16 @@ import torch
 from course_lib.lectures.sorting_variants import greedy_scores, held_out_prompts
 from course_lib.tasks import sorting_prompts
 from course_lib.trainers.grpo_trainer import GRPOTrainer, GRPOTrainerConfig
-from course_lib.trainers.pg_trainer import PGConfig, train_sorting_pg
+from course_lib.trainers.pg_trainer import PGTrainerConfig, train_sorting_pg
 
 CONFIG = GRPOTrainerConfig()
 """The configuration every GRPO seed runs: the course's defaults (a test checks they stay equal)."""
 SEEDS = tuple(range(8))
 BASELINES = {
-    "lecture: REINFORCE, rewards": PGConfig.lecture(deltas_mode="rewards"),
-    "lecture: REINFORCE, centered": PGConfig.lecture(deltas_mode="centered_rewards"),
-    "lecture: REINFORCE, normalized": PGConfig.lecture(deltas_mode="normalized_rewards"),
-    "course: REINFORCE, rewards": PGConfig(),
+    "lecture: REINFORCE, rewards": PGTrainerConfig.lecture(deltas_mode="rewards"),
+    "lecture: REINFORCE, centered": PGTrainerConfig.lecture(deltas_mode="centered_rewards"),
+    "lecture: REINFORCE, normalized": PGTrainerConfig.lecture(deltas_mode="normalized_rewards"),
+    "course: REINFORCE, rewards": PGTrainerConfig(),
 }
 """The REINFORCE setups printed beside GRPO: the lecture's exact optimiser and init, then the course's."""
 
@@ -60,7 +60,7 @@ def run_all(seeds=SEEDS) -> dict[str, dict[str, float]]:
     """Every setup, every seed: mean greedy reward and sorted fraction on the training and held-out prompts."""
     prompts, held_out = sorting_prompts(), held_out_prompts()
     models = {
-        label: [train_sorting_pg(PGConfig(**{**vars(cfg), "seed": seed})).model for seed in seeds]
+        label: [train_sorting_pg(PGTrainerConfig(**{**vars(cfg), "seed": seed})).model for seed in seeds]
         for label, cfg in BASELINES.items()
     }
     models["course: GRPO (default)"] = [
@@ -88,7 +88,7 @@ def main(argv=None) -> float:
     torch.set_num_threads(1)
     start = time.perf_counter()
     print(
-        f"budget: 100 epochs x 10 responses per prompt x 10 Adam steps, {args.seeds} seeds; "
+        f"budget: 100 rounds x 10 responses per prompt x 10 Adam steps, {args.seeds} seeds; "
         f"held-out: {len(held_out_prompts())} prompts the policies never saw"
     )
     for label, cfg in BASELINES.items():

@@ -1,14 +1,14 @@
 """Regenerate ``course_lib/lectures/data/sorting_variants.json``: chapter 06's section 9, which the notebook only reads.
 
-On the sorting task, the lecture's budget (100 epochs of 10 responses per prompt, 10 Adam steps each),
+On the sorting task, the lecture's budget (100 rounds of 10 responses per prompt, 10 Adam steps each),
 8 seeds, every trained policy scored on the training prompts and on 24 held-out prompts:
 
 - GRPO with the course's defaults (the reference frozen at the initial policy);
-- the reference refreshed from the policy every 10 epochs, and every epoch (then it *is* pi_old: a KL
+- the reference refreshed from the policy every 10 rounds, and every round (then it *is* pi_old: a KL
   penalty toward the sampling policy), also with a strong penalty (``kl_coef = 0.5``);
 - no reference (``kl_coef = 0``), and no reference with an entropy bonus (maximum-entropy RL);
 - expert iteration: the best response of each group, fine-tuned on, same samples and steps;
-- REINFORCE with the lecture's exact setup (``PGConfig.lecture()``), for the three kinds of deltas.
+- REINFORCE with the lecture's exact setup (``PGTrainerConfig.lecture()``), for the three kinds of deltas.
 
 Usage::
 
@@ -37,13 +37,13 @@ from course_lib.lectures.sorting_variants import (
 from course_lib.models import SortingPolicy
 from course_lib.tasks import sorting_prompts
 from course_lib.trainers.grpo_trainer import GRPOTrainer, GRPOTrainerConfig
-from course_lib.trainers.pg_trainer import PGConfig, train_sorting_pg
+from course_lib.trainers.pg_trainer import PGTrainerConfig, train_sorting_pg
 
 OUT = DATA / "sorting_variants.json"
 GRPO_VARIANTS = {
     "GRPO, reference frozen (default)": {},
-    "reference refreshed every 10 epochs": {"ref_refresh_every": 10},
-    "reference refreshed every epoch (KL to pi_old)": {"ref_refresh_every": 1},
+    "reference refreshed every 10 rounds": {"ref_refresh_every": 10},
+    "reference refreshed every round (KL to pi_old)": {"ref_refresh_every": 1},
     "kl_coef=0.5, reference frozen": {"kl_coef": 0.5},
     "kl_coef=0.5, KL to pi_old": {"kl_coef": 0.5, "ref_refresh_every": 1},
     "no reference (kl_coef=0)": {"kl_coef": 0.0},
@@ -76,7 +76,7 @@ def main(argv=None) -> dict:
     for mode in LECTURE_MODES:
         rows = []
         for seed in range(args.seeds):
-            config = PGConfig.lecture(deltas_mode=mode, seed=seed)
+            config = PGTrainerConfig.lecture(deltas_mode=mode, seed=seed)
             history = train_sorting_pg(config, prompts)
             init = SortingPolicy(5, 10, 3, 3, generator=torch.Generator().manual_seed(seed), embedding_std=1.0)
             train, test = greedy_scores(history.model, prompts), greedy_scores(history.model, held_out)

@@ -4,7 +4,7 @@ Three sets of runs, each on one torch thread:
 
 1. the sweep: GRPO on the sorting task for every group size in
    ``sweep.SWEEP_GROUP_SIZES`` and clip range in ``sweep.SWEEP_CLIP_EPS``, 6 seeds each,
-   the lecture's 100 epochs (``course_lib.lectures.sweep.run_sweep``);
+   the lecture's 100 rounds (``course_lib.lectures.sweep.run_sweep``);
 2. GRPO against PPO on the sorting task, 8 seeds, 100 iterations of 10 responses per prompt;
 3. GRPO against PPO on CartPole-v1, 5 seeds, 150,000 environment steps each.
 
@@ -53,8 +53,8 @@ def main(argv=None) -> dict:
     torch.set_num_threads(1)
     start = time.perf_counter()
 
-    sweep_seeds, epochs = (range(1), 3) if args.quick else (range(6), 100)
-    sweep = run_sweep(seeds=sweep_seeds, epochs=epochs, progress=False)
+    sweep_seeds, rounds = (range(1), 3) if args.quick else (range(6), 100)
+    sweep = run_sweep(seeds=sweep_seeds, rounds=rounds, progress=False)
     print(
         f"sweep: {len(sweep['configs'])} configurations x {len(sweep_seeds)} seeds "
         f"in {time.perf_counter() - start:.0f} s",

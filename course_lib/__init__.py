@@ -1,7 +1,8 @@
 """course_lib: the library behind the course "From Policy Gradients to GRPO".
 
 The tree is the course's map. Chapter by chapter (``lectures/`` holds each chapter's experiments,
-``checks/`` mirrors the maths modules with the exercises' autograder checks):
+``checks/`` mirrors the maths modules with the exercises' autograder checks, and ``checks.<module>_mistakes``
+holds the classic wrong implementations that a long check names):
 
 - 00 welcome ........ ``lectures.warmup`` (discounted return, reward-to-go); ``checks`` (the shared machinery;
   ``checks.recording``: record in the grading kernel, judge in the grader)
@@ -9,14 +10,16 @@ The tree is the course's map. Chapter by chapter (``lectures/`` holds each chapt
 - 02 policy gradient  ``policy_gradient`` (log-probs, REINFORCE), ``models`` (the sorting policy),
                       ``lectures.mc_gradient``, ``lectures.trajectory`` (reward-to-go), ``trainers.pg_trainer``
                       (REINFORCE on the sorting task)
-- 03 baselines ...... ``baselines`` (deltas in three modes), ``lectures.bandits``, ``lectures.variance``
+- 03 baselines ...... ``baselines`` (deltas in three modes), ``lectures.bandits``, ``lectures.estimators``
+                      (per-sample gradients, the optimal baseline), ``lectures.variance``
 - 04 GAE ............ ``gae`` (TD residuals, GAE, truncation), ``lectures.chain`` (a chain with known values)
 - 05 PPO ............ ``ppo`` (ratio, clip, value loss, ``PPOLoss``), ``kl`` (KL estimators k1, k2, k3),
-                      ``trainers.ppo_trainer``, ``trainers.envs``, ``lectures.pitfalls`` (wrong versions beside the
-                      right ones)
+                      ``trainers.ppo_trainer``, ``trainers.rollout``, ``trainers.envs``, ``lectures.pitfalls``
+                      (wrong versions beside the right ones)
 - 06 GRPO ........... ``grpo`` (group advantages, aggregation, ``grpo_loss``), ``trainers.grpo_trainer``,
                       ``lectures.sorting_variants`` (held-out prompts, moving reference, expert iteration)
-- 07 GRPO vs PPO .... ``lectures.compare``, ``lectures.memory``, ``lectures.sweep``, ``lectures.budget_sweep``
+- 07 GRPO vs PPO .... ``lectures.compare``, ``lectures.cartpole``, ``lectures.memory``, ``lectures.sweep``,
+                      ``lectures.budget_sweep``
 - 08 capstone ....... ``tiny_lm`` (tokenizer, tiny transformer, ``generate``, ``ValueModel``, checkpoints),
                       ``lm_sampling`` (completions, the completion mask, per-token log-probs and values),
                       ``lm_rl`` (the one LM RL loop: GRPO or PPO with a value model, for any causal LM; chapters 08-11),

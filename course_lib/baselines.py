@@ -54,13 +54,7 @@ def compute_deltas(rewards: torch.Tensor, mode: str, eps: float = 1e-6) -> torch
         ``[B, G]`` deltas, never NaN. Groups whose rewards are all equal, and groups
         of one (``G == 1``), get zeros in the centred and normalised modes.
     """
-    _validate.require_rewards_table("rewards", rewards)
-    _validate.require_choice("mode", mode, MODES)
-    eps = _validate.require_positive("eps", eps)
-    return _compute_deltas(rewards, mode, eps)
-
-
-def _compute_deltas(rewards: torch.Tensor, mode: str, eps: float) -> torch.Tensor:
+    _check_compute_deltas(rewards, mode, eps)
     if mode == "rewards":
         return rewards.clone()
 
@@ -99,10 +93,25 @@ def gradient_variance(grad_samples: torch.Tensor) -> float:
     Returns:
         A Python float.
     """
-    _validate.require_tensor("grad_samples", grad_samples)
-    if grad_samples.dim() != 2 or grad_samples.shape[0] < 2:
-        raise ValueError(f"grad_samples: expected shape (N, P) with N >= 2 samples, got {tuple(grad_samples.shape)}")
+    _check_gradient_variance(grad_samples)
     centred = grad_samples - grad_samples.mean(dim=0, keepdim=True)  # (N, P)
     N = grad_samples.shape[0]
     per_coordinate = (centred**2).sum(dim=0) / (N - 1)  # (P,)
     return float(per_coordinate.sum())
+
+
+# ---------------------------------------------------------------------------
+# Argument checks: a public function's first line calls its own
+# ---------------------------------------------------------------------------
+
+
+def _check_compute_deltas(rewards, mode, eps) -> None:
+    _validate.require_rewards_table("rewards", rewards)
+    _validate.require_choice("mode", mode, MODES)
+    _validate.require_positive("eps", eps)
+
+
+def _check_gradient_variance(grad_samples) -> None:
+    _validate.require_tensor("grad_samples", grad_samples)
+    if grad_samples.dim() != 2 or grad_samples.shape[0] < 2:
+        raise ValueError(f"grad_samples: expected shape (N, P) with N >= 2 samples, got {tuple(grad_samples.shape)}")

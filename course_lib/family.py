@@ -30,8 +30,8 @@ from __future__ import annotations
 import torch
 
 from course_lib import _validate
-from course_lib.grpo import _group_advantages
-from course_lib.masked import _masked_mean
+from course_lib.grpo import group_advantages
+from course_lib.masked import masked_mean
 from course_lib.ppo import _clipped_objective
 
 # ---------------------------------------------------------------------------
@@ -93,10 +93,8 @@ def reinforce_pp_advantages(rewards: torch.Tensor, group_baseline: bool = True, 
     Returns:
         ``[B, G]`` advantages.
     """
-    _validate.require_rewards_table("rewards", rewards)
-    _validate.require_bool("group_baseline", group_baseline)
-    eps = _validate.require_positive("eps", eps)
-    a = _group_advantages(rewards, normalize_std=False) if group_baseline else rewards  # (B, G)
+    _check_reinforce_pp_advantages(rewards, group_baseline, eps)
+    a = group_advantages(rewards, normalize_std=False) if group_baseline else rewards  # (B, G)
     if a.numel() == 1 or bool((a == a.flatten()[0]).all()):
         return torch.zeros_like(rewards)  # no spread in the batch: no signal (and no 0 / 0)
     # The change from GRPO: the statistics of the whole batch, not of each group.
@@ -144,11 +142,7 @@ def soft_overlong_penalty(lengths: torch.Tensor, max_len: int, cache_len: int) -
     Returns:
         ``[...]`` penalties in ``[-1, 0]`` (float, the default dtype for integer ``lengths``).
     """
-    _validate.require_tensor("lengths", lengths, floating=False)
-    max_len = _validate.require_int("max_len", max_len, minimum=1)
-    cache_len = _validate.require_int("cache_len", cache_len, minimum=0)
-    if cache_len > max_len:
-        raise ValueError(f"cache_len: expected at most max_len={max_len}, got {cache_len}")
+    _check_soft_overlong_penalty(lengths, max_len, cache_len)
     y = lengths if lengths.is_floating_point() else lengths.to(torch.get_default_dtype())
     start = max_len - cache_len  # where the penalty begins
     ramp = (start - y) / max(cache_len, 1)  # only used where start < |y| <= max_len, so cache_len > 0
@@ -171,11 +165,7 @@ def filter_truncated(mask: torch.Tensor, truncated: torch.Tensor) -> torch.Tenso
     Returns:
         ``[..., T]`` the mask, of ``mask``'s dtype, with every truncated completion's row zeroed.
     """
-    _validate.require_mask("mask", _validate.require_tensor("mask", mask, floating=False, min_dim=1), "mask", mask)
-    _validate.require_tensor("truncated", truncated, floating=False)
-    if truncated.dtype != torch.bool:
-        raise ValueError(f"truncated: expected a bool tensor, got dtype {truncated.dtype}")
-    _validate.require_shape("truncated", truncated, mask.shape[:-1], like="mask without its last axis")
+    _check_filter_truncated(mask, truncated)
     return torch.where(truncated.unsqueeze(-1), torch.zeros_like(mask), mask)  # (..., T)
 
 
@@ -205,10 +195,8 @@ def gspo_sequence_log_ratio(logp: torch.Tensor, logp_old: torch.Tensor, mask: to
     Returns:
         ``[...]`` ``log s_i``, one per response.
     """
-    _validate.require_tensor("logp", logp, min_dim=1)
-    _validate.require_same_shape("logp_old", logp_old, "logp", logp)
-    valid = _validate.require_mask("mask", mask, "logp", logp) > 0  # (..., T) bool
-    return _masked_mean(logp - logp_old.detach(), valid, dim=-1)  # (...)
+    _check_gspo_sequence_log_ratio(logp, logp_old, mask)
+    return masked_mean(logp - logp_old.detach(), mask, dim=-1)  # (...)
 
 
 def gspo_loss(
@@ -235,9 +223,9 @@ def gspo_loss(
     Returns:
         ``[..., T]`` the per-token loss (padding positions hold the same value; the mask drops them).
     """
+    _check_gspo_loss(logp, logp_old, adv, mask, clip_eps, clip_eps_high)
+    clip_eps_high = clip_eps if clip_eps_high is None else clip_eps_high
     log_s = gspo_sequence_log_ratio(logp, logp_old, mask)  # (...)
-    _validate.require_shape("adv", _validate.require_tensor("adv", adv), log_s.shape, like="logp without T")
-    clip_eps, clip_eps_high = _validate.require_clip_range(clip_eps, clip_eps_high)
     # GSPO's change to GRPO: one ratio and one clip per response, not per token.
     per_response = _clipped_objective(torch.exp(log_s), adv.detach(), clip_eps, clip_eps_high)  # (...)
     return per_response.unsqueeze(-1).expand_as(logp)  # (..., T)
@@ -272,11 +260,8 @@ def cispo_loss(
     Returns:
         ``[..., T]`` the per-token loss.
     """
-    _validate.require_tensor("logp", logp)
-    _validate.require_same_shape("logp_old", logp_old, "logp", logp)
-    _validate.require_same_shape("adv", adv, "logp", logp)
-    clip_eps_high = _validate.require_positive("clip_eps_high", clip_eps_high)
-    low = None if clip_eps is None else 1.0 - _validate.require_positive("clip_eps", clip_eps)
+    _check_cispo_loss(logp, logp_old, adv, clip_eps_high, clip_eps)
+    low = None if clip_eps is None else 1.0 - clip_eps
     ratio = torch.exp(logp - logp_old.detach())  # (..., T)
     # CISPO's change to PPO: clip the weight and stop its gradient; logp itself carries the gradient.
     weight = torch.clamp(ratio, min=low, max=1.0 + clip_eps_high).detach()  # (..., T)
@@ -311,18 +296,15 @@ def gmpo_loss(
     Returns:
         ``[..., T]`` the per-token loss (the same value at every position; the mask drops the padding).
     """
-    _validate.require_tensor("logp", logp, min_dim=1)
-    _validate.require_same_shape("logp_old", logp_old, "logp", logp)
-    valid = _validate.require_mask("mask", mask, "logp", logp) > 0  # (..., T) bool
-    _validate.require_shape("adv", _validate.require_tensor("adv", adv), logp.shape[:-1], like="logp without T")
-    clip_eps, clip_eps_high = _validate.require_clip_range(clip_eps, clip_eps_high)
+    _check_gspo_loss(logp, logp_old, adv, mask, clip_eps, clip_eps_high)  # GSPO's arguments, the same checks
+    clip_eps_high = clip_eps if clip_eps_high is None else clip_eps_high
     adv = adv.detach()
     log_ratio = logp - logp_old.detach()  # (..., T)
     sign = torch.sign(adv).unsqueeze(-1)  # (..., 1)
     # PPO's pessimistic clip, token by token in log space: the smaller log ratio for A > 0, the larger for A < 0.
     clipped = sign * torch.minimum(sign * log_ratio, sign * log_ratio.clamp(-clip_eps, clip_eps_high))
     # GMPO's change to GRPO: a geometric mean over the tokens, exp of the mean log ratio.
-    per_response = -adv * torch.exp(_masked_mean(clipped, valid, dim=-1))  # (...)
+    per_response = -adv * torch.exp(masked_mean(clipped, mask, dim=-1))  # (...)
     return per_response.unsqueeze(-1).expand_as(logp)  # (..., T)
 
 
@@ -347,12 +329,66 @@ def sapo_loss(
     Returns:
         ``[..., T]`` the per-token loss.
     """
-    _validate.require_tensor("logp", logp)
-    _validate.require_same_shape("logp_old", logp_old, "logp", logp)
-    _validate.require_same_shape("adv", adv, "logp", logp)
-    tau_pos = _validate.require_positive("tau_pos", tau_pos)
-    tau_neg = _validate.require_positive("tau_neg", tau_neg)
+    _check_sapo_loss(logp, logp_old, adv, tau_pos, tau_neg)
     adv = adv.detach()
     ratio = torch.exp(logp - logp_old.detach())  # (..., T)
     tau = torch.where(adv > 0, torch.full_like(adv, tau_pos), torch.full_like(adv, tau_neg))  # (..., T)
     return -(4.0 / tau) * torch.sigmoid(tau * (ratio - 1.0)) * adv
+
+
+# ---------------------------------------------------------------------------
+# Argument checks: a public function's first line calls its own
+# ---------------------------------------------------------------------------
+
+
+def _check_reinforce_pp_advantages(rewards, group_baseline, eps) -> None:
+    _validate.require_rewards_table("rewards", rewards)
+    _validate.require_bool("group_baseline", group_baseline)
+    _validate.require_positive("eps", eps)
+
+
+def _check_soft_overlong_penalty(lengths, max_len, cache_len) -> None:
+    _validate.require_tensor("lengths", lengths, floating=False)
+    _validate.require_int("max_len", max_len, minimum=1)
+    _validate.require_int("cache_len", cache_len, minimum=0)
+    if cache_len > max_len:
+        raise ValueError(f"cache_len: expected at most max_len={max_len}, got {cache_len}")
+
+
+def _check_filter_truncated(mask, truncated) -> None:
+    _validate.require_tensor("mask", mask, floating=False, min_dim=1)
+    _validate.require_mask("mask", mask, "mask", mask)
+    _validate.require_tensor("truncated", truncated, floating=False)
+    if truncated.dtype != torch.bool:
+        raise ValueError(f"truncated: expected a bool tensor, got dtype {truncated.dtype}")
+    _validate.require_shape("truncated", truncated, mask.shape[:-1], like="mask without its last axis")
+
+
+def _check_gspo_sequence_log_ratio(logp, logp_old, mask) -> None:
+    _validate.require_tensor("logp", logp, min_dim=1)
+    _validate.require_same_shape("logp_old", logp_old, "logp", logp)
+    _validate.require_mask("mask", mask, "logp", logp)
+
+
+def _check_gspo_loss(logp, logp_old, adv, mask, clip_eps, clip_eps_high) -> None:
+    _check_gspo_sequence_log_ratio(logp, logp_old, mask)
+    _validate.require_tensor("adv", adv)
+    _validate.require_shape("adv", adv, logp.shape[:-1], like="logp without T")
+    _validate.require_clip_range(clip_eps, clip_eps_high)
+
+
+def _check_cispo_loss(logp, logp_old, adv, clip_eps_high, clip_eps) -> None:
+    _validate.require_tensor("logp", logp)
+    _validate.require_same_shape("logp_old", logp_old, "logp", logp)
+    _validate.require_same_shape("adv", adv, "logp", logp)
+    _validate.require_positive("clip_eps_high", clip_eps_high)
+    if clip_eps is not None:
+        _validate.require_positive("clip_eps", clip_eps)
+
+
+def _check_sapo_loss(logp, logp_old, adv, tau_pos, tau_neg) -> None:
+    _validate.require_tensor("logp", logp)
+    _validate.require_same_shape("logp_old", logp_old, "logp", logp)
+    _validate.require_same_shape("adv", adv, "logp", logp)
+    _validate.require_positive("tau_pos", tau_pos)
+    _validate.require_positive("tau_neg", tau_neg)

@@ -51,18 +51,6 @@ import torch
 
 from course_lib import _validate
 
-
-def _validate_trajectory(rewards, values, dones, last_values) -> torch.Tensor:
-    """Check the shared arguments; return ``dones`` as a 0./1. tensor of rewards' dtype."""
-    _validate.require_tensor("rewards", rewards, min_dim=1)
-    if values is not None:
-        _validate.require_same_shape("values", values, "rewards", rewards)
-    dones = _validate.require_mask("dones", dones, "rewards", rewards)
-    _validate.require_tensor("last_values", last_values)
-    _validate.require_shape("last_values", last_values, rewards.shape[:-1], like="rewards without its last (time) axis")
-    return dones
-
-
 # ---------------------------------------------------------------------------
 # Truncation: fold the bootstrap value into the reward
 # ---------------------------------------------------------------------------
@@ -85,10 +73,7 @@ def bootstrap_truncated(
     Returns:
         ``[..., T]`` a new tensor; ``rewards`` is left unchanged.
     """
-    _validate.require_tensor("rewards", rewards, min_dim=1)
-    truncated = _validate.require_mask("truncated", truncated, "rewards", rewards)
-    _validate.require_same_shape("final_values", final_values, "rewards", rewards)
-    gamma = _validate.require_unit_interval("gamma", gamma)
+    _check_bootstrap_truncated(rewards, truncated, final_values, gamma)
     # torch.where, not a product: a NaN in an unused entry of final_values must not leak.
     bonus = torch.where(truncated.bool(), gamma * final_values, torch.zeros_like(rewards))
     return rewards + bonus
@@ -114,8 +99,8 @@ def td_residuals(
     Returns:
         ``[..., T]`` the residuals.
     """
-    dones = _validate_trajectory(rewards, values, dones, last_values)
-    gamma = _validate.require_unit_interval("gamma", gamma)
+    _check_trajectory(rewards, values, dones, last_values, gamma)
+    dones = dones.to(rewards.dtype)  # bool, int or float: 0./1.
     next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)  # (..., T): V(s_{t+1})
     return rewards + gamma * (1.0 - dones) * next_values - values
 
@@ -137,8 +122,8 @@ def discounted_returns(
     Returns:
         ``[..., T]`` the returns.
     """
-    dones = _validate_trajectory(rewards, None, dones, last_values)
-    gamma = _validate.require_unit_interval("gamma", gamma)
+    _check_trajectory(rewards, None, dones, last_values, gamma)
+    dones = dones.to(rewards.dtype)  # bool, int or float: 0./1.
     returns = torch.empty_like(rewards)
     running = last_values.to(rewards.dtype)  # (...): G_{t+1}, starting from the bootstrap
     for t in reversed(range(rewards.shape[-1])):
@@ -176,9 +161,8 @@ def compute_gae(
         ``(advantages, returns)``, both ``[..., T]``, with ``returns = advantages + values``
         (the lambda-return; CleanRL, SB3 and TRL use the same target).
     """
-    dones = _validate_trajectory(rewards, values, dones, last_values)
-    gamma = _validate.require_unit_interval("gamma", gamma)
-    lam = _validate.require_unit_interval("lam", lam)
+    _check_compute_gae(rewards, values, dones, last_values, gamma, lam)
+    dones = dones.to(rewards.dtype)  # bool, int or float: 0./1.
     deltas = td_residuals(rewards, values, dones, last_values, gamma)  # (..., T)
     # The next lines implement GAE-lambda: A_t = delta_t + gamma * lam * (1 - done_t) * A_{t+1}, backwards.
     advantages = torch.empty_like(deltas)
@@ -209,3 +193,31 @@ def gae_table_episode() -> dict:
         "gamma": 0.9,
         "lam": 0.8,
     }
+
+
+# ---------------------------------------------------------------------------
+# Argument checks: a public function's first line calls its own
+# ---------------------------------------------------------------------------
+
+
+def _check_bootstrap_truncated(rewards, truncated, final_values, gamma) -> None:
+    _validate.require_tensor("rewards", rewards, min_dim=1)
+    _validate.require_mask("truncated", truncated, "rewards", rewards)
+    _validate.require_same_shape("final_values", final_values, "rewards", rewards)
+    _validate.require_unit_interval("gamma", gamma)
+
+
+def _check_trajectory(rewards, values, dones, last_values, gamma) -> None:
+    """The arguments the TD residuals, the returns and GAE share (``values`` where they take it)."""
+    _validate.require_tensor("rewards", rewards, min_dim=1)
+    if values is not None:
+        _validate.require_same_shape("values", values, "rewards", rewards)
+    _validate.require_mask("dones", dones, "rewards", rewards)
+    _validate.require_tensor("last_values", last_values)
+    _validate.require_shape("last_values", last_values, rewards.shape[:-1], like="rewards without its last (time) axis")
+    _validate.require_unit_interval("gamma", gamma)
+
+
+def _check_compute_gae(rewards, values, dones, last_values, gamma, lam) -> None:
+    _check_trajectory(rewards, values, dones, last_values, gamma)
+    _validate.require_unit_interval("lam", lam)

@@ -31,10 +31,10 @@ import torch
 from torch import nn
 
 from course_lib import _validate
-from course_lib.baselines import _compute_deltas
-from course_lib.kl import KL_KINDS, _kl_estimate, kl_estimate  # noqa: F401 (chapter 05's, API.md names)
-from course_lib.masked import _masked_mean, _masked_sum, masked_mean, masked_normalize  # noqa: F401 (API.md names)
-from course_lib.ppo import _clipped_objective, clip_diagnostics
+from course_lib.baselines import compute_deltas
+from course_lib.kl import KL_KINDS, kl_estimate
+from course_lib.masked import masked_mean, masked_normalize
+from course_lib.ppo import clip_diagnostics, clipped_surrogate
 
 LOSS_AGG_MODES = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum-norm")
 
@@ -62,14 +62,9 @@ def group_advantages(rewards: torch.Tensor, normalize_std: bool = True, eps: flo
     Returns:
         ``[B, G]`` advantages, one per response.
     """
-    _validate.require_rewards_table("rewards", rewards)
-    _validate.require_bool("normalize_std", normalize_std)
-    eps = _validate.require_positive("eps", eps)
-    return _group_advantages(rewards, normalize_std, eps)
-
-
-def _group_advantages(rewards: torch.Tensor, normalize_std: bool, eps: float = 1e-6) -> torch.Tensor:
-    return _compute_deltas(rewards, "normalized_rewards" if normalize_std else "centered_rewards", eps)  # (B, G)
+    _check_group_advantages(rewards, normalize_std, eps)
+    mode = "normalized_rewards" if normalize_std else "centered_rewards"
+    return compute_deltas(rewards, mode, eps)  # (B, G)
 
 
 # ---------------------------------------------------------------------------
@@ -113,22 +108,16 @@ def aggregate_loss(
     Returns:
         A scalar.
     """
-    _validate.require_tensor("per_token", per_token, min_dim=1)
-    valid = _validate.require_mask("mask", mask, "per_token", per_token) > 0  # (..., T) bool
-    _validate.require_choice("mode", mode, LOSS_AGG_MODES)
-    max_len = None if max_len is None else _validate.require_positive("max_len", max_len)
-    return _aggregate_loss(per_token, valid, mode, max_len)
-
-
-def _aggregate_loss(per_token: torch.Tensor, valid: torch.Tensor, mode: str, max_len: float | None) -> torch.Tensor:
+    _check_aggregate_loss(per_token, mask, mode, max_len)
     if mode == "token-mean":
         # Every valid token of the batch weighs the same, whatever its response's length.
-        return _masked_mean(per_token, valid)
+        return masked_mean(per_token, mask)
     if mode == "seq-mean-token-mean":
-        per_response = _masked_mean(per_token, valid, dim=-1)  # (...)
+        per_response = masked_mean(per_token, mask, dim=-1)  # (...)
     else:
         # A constant divisor: a token's weight no longer depends on its response's length.
-        per_response = _masked_sum(per_token, valid, dim=-1)[0] / (per_token.shape[-1] if max_len is None else max_len)
+        max_len = per_token.shape[-1] if max_len is None else max_len
+        per_response = masked_normalize(per_token, mask, dim=-1, normalize_constant=max_len)  # (...)
     return per_response.mean()
 
 
@@ -181,42 +170,28 @@ def grpo_loss(
         mean estimate over valid tokens, 0 without ``logp_ref``), ``adv_abs_mean``
         (mean |advantage| over responses) and, when ``rewards`` are given, ``reward_mean``.
     """
-    _validate.require_tensor("logp", logp)
-    if logp.dim() != 3:
-        raise ValueError(f"logp: expected shape (B, G, T), got {tuple(logp.shape)}")
-    _validate.require_same_shape("logp_old", logp_old, "logp", logp)
-    if logp_ref is not None:
-        _validate.require_same_shape("logp_ref", logp_ref, "logp", logp)
-    if (rewards is None) == (adv is None):
-        raise ValueError("rewards, adv: pass exactly one (rewards for the group advantages, or adv computed elsewhere)")
-    given_name, given = ("rewards", rewards) if adv is None else ("adv", adv)
-    _validate.require_tensor(given_name, given)
-    _validate.require_shape(given_name, given, logp.shape[:2], like="logp's (B, G)")
-    valid = _validate.require_mask("mask", mask, "logp", logp) > 0  # (B, G, T)
-    clip_eps, clip_eps_high = _validate.require_clip_range(clip_eps, clip_eps_high)
-    kl_coef = _validate.require_non_negative("kl_coef", kl_coef)
-    _validate.require_choice("kl_kind", kl_kind, KL_KINDS)
-    _validate.require_bool("normalize_std", normalize_std)
-    _validate.require_choice("loss_agg", loss_agg, LOSS_AGG_MODES)
-    max_len = None if max_len is None else _validate.require_positive("max_len", max_len)
+    _check_grpo_tensors(logp, logp_old, logp_ref, rewards, adv, mask)
+    _check_grpo_options(clip_eps, clip_eps_high, kl_coef, kl_kind, normalize_std, loss_agg, max_len)
+    clip_eps_high = clip_eps if clip_eps_high is None else clip_eps_high
+    valid = mask.bool()  # (B, G, T)
 
     # GRPO's change to PPO: the critic-free baseline, each response compared with its own group.
     if adv is None:
-        adv = _group_advantages(rewards.detach(), normalize_std)  # (B, G)
+        adv = group_advantages(rewards.detach(), normalize_std)  # (B, G)
     adv = adv.detach()
     adv_tokens = adv.unsqueeze(-1).expand_as(logp)  # (B, G, T): every token shares its response's adv
 
     # PPO's clipped surrogate, token by token (logp_old and the advantages are constants).
-    ratio = torch.exp(logp - logp_old.detach())  # (B, G, T)
-    per_token = _clipped_objective(ratio, adv_tokens, clip_eps, clip_eps_high)  # (B, G, T)
+    per_token = clipped_surrogate(logp, logp_old, adv_tokens, clip_eps, clip_eps_high)  # (B, G, T)
     if logp_ref is not None:
-        kl = _kl_estimate(logp, logp_ref.detach(), kl_kind)  # (B, G, T)
+        kl = kl_estimate(logp, logp_ref.detach(), kl_kind)  # (B, G, T)
         per_token = per_token + kl_coef * kl
-    loss = _aggregate_loss(per_token, valid, loss_agg, max_len)
+    loss = aggregate_loss(per_token, valid, loss_agg, max_len)
 
-    info = clip_diagnostics(ratio, adv_tokens, valid, clip_eps, clip_eps_high)
     with torch.no_grad():  # diagnostics, not part of the graph
-        info["kl"] = _masked_mean(kl, valid).item() if logp_ref is not None else 0.0
+        ratio = torch.exp(logp - logp_old)  # (B, G, T)
+        info = clip_diagnostics(ratio, adv_tokens, valid, clip_eps, clip_eps_high)
+        info["kl"] = masked_mean(kl, valid).item() if logp_ref is not None else 0.0
         info["adv_abs_mean"] = adv.abs().mean().item()
         if rewards is not None:
             info["reward_mean"] = rewards.mean().item()
@@ -241,13 +216,8 @@ class GRPOLoss(nn.Module):
         self.kl_beta = _validate.require_non_negative("kl_beta", kl_beta)
 
     def forward(self, policy_logprobs, old_policy_logprobs, rewards, reference_logprobs=None):
-        _validate.require_tensor("policy_logprobs", policy_logprobs)
-        if policy_logprobs.dim() != 2:
-            raise ValueError(f"policy_logprobs: expected shape (B, G), got {tuple(policy_logprobs.shape)}")
-        _validate.require_same_shape("old_policy_logprobs", old_policy_logprobs, "policy_logprobs", policy_logprobs)
-        _validate.require_same_shape("rewards", rewards, "policy_logprobs", policy_logprobs)
+        _check_grpo_loss_forward(policy_logprobs, old_policy_logprobs, rewards, reference_logprobs)
         if reference_logprobs is not None:
-            _validate.require_same_shape("reference_logprobs", reference_logprobs, "policy_logprobs", policy_logprobs)
             reference_logprobs = reference_logprobs.unsqueeze(-1)  # (B, G, 1)
         loss, _ = grpo_loss(
             policy_logprobs.unsqueeze(-1),  # (B, G, 1)
@@ -259,3 +229,59 @@ class GRPOLoss(nn.Module):
             kl_coef=self.kl_beta,
         )
         return loss
+
+
+# ---------------------------------------------------------------------------
+# Argument checks: a public function's first line calls its own
+# ---------------------------------------------------------------------------
+
+
+def _check_group_advantages(rewards, normalize_std, eps) -> None:
+    _validate.require_rewards_table("rewards", rewards)
+    _validate.require_bool("normalize_std", normalize_std)
+    _validate.require_positive("eps", eps)
+
+
+def _check_aggregate_loss(per_token, mask, mode, max_len) -> None:
+    _validate.require_tensor("per_token", per_token, min_dim=1)
+    _validate.require_mask("mask", mask, "per_token", per_token)
+    _validate.require_choice("mode", mode, LOSS_AGG_MODES)
+    if max_len is not None:
+        _validate.require_positive("max_len", max_len)
+
+
+def _check_grpo_tensors(logp, logp_old, logp_ref, rewards, adv, mask) -> None:
+    """The tensors of :func:`grpo_loss`: shapes ``[B, G, T]``, exactly one of ``rewards`` and ``adv``."""
+    _validate.require_tensor("logp", logp)
+    if logp.dim() != 3:
+        raise ValueError(f"logp: expected shape (B, G, T), got {tuple(logp.shape)}")
+    _validate.require_same_shape("logp_old", logp_old, "logp", logp)
+    if logp_ref is not None:
+        _validate.require_same_shape("logp_ref", logp_ref, "logp", logp)
+    if (rewards is None) == (adv is None):
+        raise ValueError("rewards, adv: pass exactly one (rewards for the group advantages, or adv computed elsewhere)")
+    given_name, given = ("rewards", rewards) if adv is None else ("adv", adv)
+    _validate.require_tensor(given_name, given)
+    _validate.require_shape(given_name, given, logp.shape[:2], like="logp's (B, G)")
+    _validate.require_mask("mask", mask, "logp", logp)
+
+
+def _check_grpo_options(clip_eps, clip_eps_high, kl_coef, kl_kind, normalize_std, loss_agg, max_len) -> None:
+    """The hyperparameters of :func:`grpo_loss`."""
+    _validate.require_clip_range(clip_eps, clip_eps_high)
+    _validate.require_non_negative("kl_coef", kl_coef)
+    _validate.require_choice("kl_kind", kl_kind, KL_KINDS)
+    _validate.require_bool("normalize_std", normalize_std)
+    _validate.require_choice("loss_agg", loss_agg, LOSS_AGG_MODES)
+    if max_len is not None:
+        _validate.require_positive("max_len", max_len)
+
+
+def _check_grpo_loss_forward(policy_logprobs, old_policy_logprobs, rewards, reference_logprobs) -> None:
+    _validate.require_tensor("policy_logprobs", policy_logprobs)
+    if policy_logprobs.dim() != 2:
+        raise ValueError(f"policy_logprobs: expected shape (B, G), got {tuple(policy_logprobs.shape)}")
+    _validate.require_same_shape("old_policy_logprobs", old_policy_logprobs, "policy_logprobs", policy_logprobs)
+    _validate.require_same_shape("rewards", rewards, "policy_logprobs", policy_logprobs)
+    if reference_logprobs is not None:
+        _validate.require_same_shape("reference_logprobs", reference_logprobs, "policy_logprobs", policy_logprobs)

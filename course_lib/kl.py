@@ -36,13 +36,7 @@ def kl_estimate(logp: torch.Tensor, logp_ref: torch.Tensor, kind: str) -> torch.
     Returns:
         ``[...]`` one estimate per token; their mean over samples estimates the KL.
     """
-    _validate.require_tensor("logp", logp)
-    _validate.require_same_shape("logp_ref", logp_ref, "logp", logp)
-    _validate.require_choice("kind", kind, KL_KINDS)
-    return _kl_estimate(logp, logp_ref, kind)
-
-
-def _kl_estimate(logp: torch.Tensor, logp_ref: torch.Tensor, kind: str) -> torch.Tensor:
+    _check_kl_estimate(logp, logp_ref, kind)
     log_r = logp_ref - logp  # (...), log pi_ref / pi_theta
     if kind == "k1":
         return -log_r
@@ -51,3 +45,9 @@ def _kl_estimate(logp: torch.Tensor, logp_ref: torch.Tensor, kind: str) -> torch
     # k3 = (exp(log_r) - 1) - log_r. expm1 is exact near log_r = 0, where
     # exp(log_r) - 1 would lose every digit to cancellation (and could dip below 0).
     return torch.expm1(log_r) - log_r
+
+
+def _check_kl_estimate(logp, logp_ref, kind) -> None:
+    _validate.require_tensor("logp", logp)
+    _validate.require_same_shape("logp_ref", logp_ref, "logp", logp)
+    _validate.require_choice("kind", kind, KL_KINDS)

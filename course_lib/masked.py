@@ -30,11 +30,12 @@ def masked_sum(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> t
     Returns:
         ``(total, count)``: the sums and the numbers of valid entries, both of ``x``'s shape without ``dim``.
     """
-    _validate.require_tensor("x", x)
-    valid = _validate.require_mask("mask", mask, "x", x) > 0
-    if dim is not None and not -x.dim() <= dim < max(x.dim(), 1):
-        raise ValueError(f"dim: expected an axis of x (shape {tuple(x.shape)}), got {dim}")
-    return _masked_sum(x, valid, dim)
+    _check_masked_sum(x, mask, dim)
+    valid = mask.bool()  # (...): the mask holds only 0 and 1 (checked); a bool one is used as it is
+    x = torch.where(valid, x, torch.zeros_like(x))  # not x * valid: a NaN in the padding would survive
+    if dim is None:
+        return x.sum(), valid.sum()
+    return x.sum(dim=dim), valid.sum(dim=dim)
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
@@ -48,7 +49,7 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> 
     Returns:
         The mean; where no entry is valid it is 0, not NaN (nothing to contribute).
     """
-    total, count = masked_sum(x, mask, dim)
+    total, count = masked_sum(x, mask, dim)  # checks the arguments
     return total / count.clamp(min=1)
 
 
@@ -63,21 +64,18 @@ def masked_normalize(
         dim: the axis to reduce, or ``None`` for all of them.
         normalize_constant: the divisor, positive (Dr. GRPO's ``max_len``).
     """
-    normalize_constant = _validate.require_positive("normalize_constant", normalize_constant)
+    _validate.require_positive("normalize_constant", normalize_constant)
     total, _ = masked_sum(x, mask, dim)
     return total / normalize_constant
 
 
-# The kernels the losses call once their arguments are validated: ``valid`` is a bool tensor of x's shape.
+# ---------------------------------------------------------------------------
+# Argument checks: a public function's first line calls its own
+# ---------------------------------------------------------------------------
 
 
-def _masked_sum(x: torch.Tensor, valid: torch.Tensor, dim: int | None = None):
-    x = torch.where(valid, x, torch.zeros_like(x))  # not x * valid: a NaN in the padding would survive
-    if dim is None:
-        return x.sum(), valid.sum()
-    return x.sum(dim=dim), valid.sum(dim=dim)
-
-
-def _masked_mean(x: torch.Tensor, valid: torch.Tensor, dim: int | None = None) -> torch.Tensor:
-    total, count = _masked_sum(x, valid, dim)
-    return total / count.clamp(min=1)
+def _check_masked_sum(x, mask, dim) -> None:
+    _validate.require_tensor("x", x)
+    _validate.require_mask("mask", mask, "x", x)
+    if dim is not None and not -x.dim() <= dim < max(x.dim(), 1):
+        raise ValueError(f"dim: expected an axis of x (shape {tuple(x.shape)}), got {dim}")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 
 from course_lib import _validate
-from course_lib.masked import _masked_mean
+from course_lib.masked import masked_mean
 
 _INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
@@ -43,17 +43,7 @@ def gather_log_probs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor
     Returns:
         ``[..., T]`` log pi of every token taken (differentiable in ``logits``).
     """
-    _validate.require_tensor("logits", logits, min_dim=2)
-    _validate.require_tensor("tokens", tokens, floating=False)
-    if tokens.dtype not in _INTEGER_DTYPES:
-        raise ValueError(f"tokens: expected an integer tensor of token ids, got dtype {tokens.dtype}")
-    _validate.require_shape("tokens", tokens, logits.shape[:-1], like="logits without its last (V) axis")
-    V = logits.shape[-1]
-    if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= V):
-        raise ValueError(
-            f"tokens: expected ids in [0, {V}) for a vocabulary of V={V}, "
-            f"got ids from {int(tokens.min())} to {int(tokens.max())}"
-        )
+    _check_gather_log_probs(logits, tokens)
 
     # log_softmax, not log(softmax): it subtracts the log-sum-exp in one step, so a
     # token far below the best one gets a large negative number, never log(0) = -inf.
@@ -84,18 +74,15 @@ def reinforce_loss(
     Returns:
         A scalar. A batch with no valid token gives 0 (not NaN).
     """
-    _validate.require_tensor("logp", logp, min_dim=1)
-    _validate.require_same_shape("deltas", deltas, "logp without its last (T) axis", logp[..., 0])
-    valid = _validate.valid_entries("mask", mask, "logp", logp)  # (..., T) bool
-    return _reinforce_loss(logp, deltas, valid)
+    _check_reinforce_loss(logp, deltas, mask)
+    valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()  # (..., T)
 
-
-def _reinforce_loss(logp, deltas, valid):
     # Padding may hold anything (a -inf or NaN log-prob): zero it before it reaches the loss or its gradient.
+    logp = torch.where(valid, logp, torch.zeros_like(logp))
     # The weights are constants (the reward does not depend on theta), one per response: adv is (..., 1).
-    logp, adv = torch.where(valid, logp, torch.zeros_like(logp)), deltas.detach()[..., None]
+    adv = deltas.detach()[..., None]
     per_token = -(adv * logp)  # (..., T)
-    return _masked_mean(per_token, valid)
+    return masked_mean(per_token, valid)
 
 
 def expected_reward_gradient(logits: torch.Tensor, rewards: torch.Tensor) -> torch.Tensor:
@@ -118,3 +105,29 @@ def expected_reward_gradient(logits: torch.Tensor, rewards: torch.Tensor) -> tor
     pi = torch.softmax(logits, dim=-1)  # (..., V)
     expected_reward = (pi * rewards).sum(-1, keepdim=True)  # (..., 1)
     return pi * (rewards - expected_reward)  # (..., V)
+
+
+# ---------------------------------------------------------------------------
+# Argument checks: a public function's first line calls its own
+# ---------------------------------------------------------------------------
+
+
+def _check_gather_log_probs(logits, tokens) -> None:
+    _validate.require_tensor("logits", logits, min_dim=2)
+    _validate.require_tensor("tokens", tokens, floating=False)
+    if tokens.dtype not in _INTEGER_DTYPES:
+        raise ValueError(f"tokens: expected an integer tensor of token ids, got dtype {tokens.dtype}")
+    _validate.require_shape("tokens", tokens, logits.shape[:-1], like="logits without its last (V) axis")
+    V = logits.shape[-1]
+    if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= V):
+        raise ValueError(
+            f"tokens: expected ids in [0, {V}) for a vocabulary of V={V}, "
+            f"got ids from {int(tokens.min())} to {int(tokens.max())}"
+        )
+
+
+def _check_reinforce_loss(logp, deltas, mask) -> None:
+    _validate.require_tensor("logp", logp, min_dim=1)
+    _validate.require_same_shape("deltas", deltas, "logp without its last (T) axis", logp[..., 0])
+    if mask is not None:
+        _validate.require_mask("mask", mask, "logp", logp)

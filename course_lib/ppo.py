@@ -14,7 +14,7 @@ The course minimises ``-L^CLIP``. ``logp_old`` and the advantages ``adv`` are
 constants: they were computed before the update, so no gradient flows into
 them. The full objective (eq. 9) adds a value loss and an entropy bonus:
 
-    loss = -L^CLIP + value_coef * L^VF - ent_coef * entropy.
+    loss = -L^CLIP + value_loss_coef * L^VF - ent_coef * entropy.
 
 Yu et al. 2025 ("DAPO") clip asymmetrically ("clip-higher"): a larger upper
 range ``clip_eps_high`` lets unlikely tokens grow faster; ``clipped_surrogate``
@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from course_lib import _validate, gae
-from course_lib.masked import _masked_mean
+from course_lib.masked import masked_mean
 
 
 @dataclass
@@ -42,7 +42,7 @@ class PPOConfig:
     """Discount factor."""
     lam: float = 0.95
     """GAE lambda: 0 is one-step TD, 1 is Monte-Carlo."""
-    value_coef: float = 0.5
+    value_loss_coef: float = 0.5
     """Weight of the value loss in the total loss."""
     ent_coef: float = 0.01
     """Weight of the entropy bonus (subtracted from the loss)."""
@@ -87,10 +87,8 @@ def clipped_surrogate(
     Returns:
         ``[...]`` the loss of every element, not reduced.
     """
-    _validate.require_tensor("logp", logp)
-    _validate.require_same_shape("logp_old", logp_old, "logp", logp)
-    _validate.require_same_shape("adv", adv, "logp", logp)
-    clip_eps, clip_eps_high = _validate.require_clip_range(clip_eps, clip_eps_high)
+    _check_clipped_surrogate(logp, logp_old, adv, clip_eps, clip_eps_high)
+    clip_eps_high = clip_eps if clip_eps_high is None else clip_eps_high
     ratio = torch.exp(logp - logp_old.detach())  # (...); exp of a difference, never a quotient of log-probs
     return _clipped_objective(ratio, adv.detach(), clip_eps, clip_eps_high)
 
@@ -128,21 +126,18 @@ def clipped_surrogate_loss(
         - ``clip_active_fraction``: fraction where the clip binds and zeroes the gradient (TRL's, verl's);
         - ``approx_kl``: mean of ``(ratio - 1) - log(ratio)``.
     """
-    _validate.require_tensor("logp", logp)
-    _validate.require_same_shape("logp_old", logp_old, "logp", logp)
-    _validate.require_same_shape("adv", adv, "logp", logp)
-    valid = _validate.valid_entries("mask", mask, "logp", logp)  # (...) bool
-    clip_eps, clip_eps_high = _validate.require_clip_range(clip_eps, clip_eps_high)
-    return _clipped_surrogate_loss(logp, logp_old, adv, valid, clip_eps, clip_eps_high)
+    _check_clipped_surrogate(logp, logp_old, adv, clip_eps, clip_eps_high, mask)
+    clip_eps_high = clip_eps if clip_eps_high is None else clip_eps_high
+    valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()  # (...)
 
-
-def _clipped_surrogate_loss(logp, logp_old, adv, valid, clip_eps, clip_eps_high):
     # Padding may hold anything (a -inf or NaN log-prob): zero it before it reaches the loss or its gradient.
-    logp, logp_old, adv = (torch.where(valid, x, torch.zeros_like(x)) for x in (logp, logp_old.detach(), adv.detach()))
+    logp = torch.where(valid, logp, torch.zeros_like(logp))
+    logp_old = torch.where(valid, logp_old.detach(), torch.zeros_like(logp_old))
+    adv = torch.where(valid, adv.detach(), torch.zeros_like(adv))
     # PPO's two changes to REINFORCE: the importance ratio in place of logp, and its clip.
     ratio = torch.exp(logp - logp_old)  # (...); exp of a difference, never a quotient of log-probs
     per_token = _clipped_objective(ratio, adv, clip_eps, clip_eps_high)  # (...)
-    return _masked_mean(per_token, valid), clip_diagnostics(ratio, adv, valid, clip_eps, clip_eps_high)
+    return masked_mean(per_token, valid), clip_diagnostics(ratio, adv, valid, clip_eps, clip_eps_high)
 
 
 def clip_diagnostics(
@@ -211,28 +206,19 @@ def value_loss(
     Returns:
         the scalar loss (0 when no entry is valid).
     """
-    _validate.require_tensor("values", values)
-    _validate.require_same_shape("returns", returns, "values", values)
-    if values_old is not None:
-        _validate.require_same_shape("values_old", values_old, "values", values)
-    if clip_eps is not None:
-        clip_eps = _validate.require_positive("clip_eps", clip_eps)
-        if values_old is None:
-            raise ValueError("values_old: required when clip_eps is given (the clip is around the old values)")
-    valid = _validate.valid_entries("mask", mask, "values", values)  # (...) bool
-    return _value_loss(values, returns, values_old, clip_eps, valid)
+    _check_value_loss(values, returns, values_old, clip_eps, mask)
+    valid = torch.ones_like(values, dtype=torch.bool) if mask is None else mask.bool()  # (...)
 
-
-def _value_loss(values, returns, values_old, clip_eps, valid):
     # Padding may hold anything: zero it before it can reach the loss or its gradient.
     values = torch.where(valid, values, torch.zeros_like(values))
     returns = torch.where(valid, returns.detach(), torch.zeros_like(returns))
     squared_error = (values - returns) ** 2  # (...)
     if clip_eps is not None:
+        # PPO2's value clipping: the new value moves at most clip_eps from the old one, pessimistically.
         values_old = torch.where(valid, values_old.detach(), torch.zeros_like(values_old))
         values_clipped = values_old + torch.clamp(values - values_old, -clip_eps, clip_eps)
         squared_error = torch.maximum(squared_error, (values_clipped - returns) ** 2)
-    return 0.5 * _masked_mean(squared_error, valid)
+    return 0.5 * masked_mean(squared_error, valid)
 
 
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
@@ -329,29 +315,20 @@ class PPOLoss(nn.Module):
             mask: ``[...]`` optional, 1 for valid entries.
             values_old: ``[...]`` the critic's values at collection (constant); required with ``clip_value_loss``.
         """
-        _validate.require_tensor("policy_logprobs", policy_logprobs)
-        for name, x in (
-            ("old_policy_logprobs", old_policy_logprobs),
-            ("values", values),
-            ("returns", returns),
-            ("advantages", advantages),
-            ("entropy", entropy),
-        ):
-            _validate.require_same_shape(name, x, "policy_logprobs", policy_logprobs)
-        valid = _validate.valid_entries("mask", mask, "policy_logprobs", policy_logprobs)  # (...) bool
-        if self.clip_value_loss:
-            _validate.require_same_shape("values_old", values_old, "values", values)
-        if self.policy_loss_fn is not None and mask is not None:
-            raise ValueError("mask: a policy_loss_fn sees every entry, so PPOLoss takes no mask with one")
+        self._check_forward(
+            policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask, values_old
+        )
+        valid = torch.ones_like(policy_logprobs, dtype=torch.bool) if mask is None else mask.bool()  # (...)
         eps = self.clip_epsilon
         if self.policy_loss_fn is None:
-            policy_loss, info = _clipped_surrogate_loss(
-                policy_logprobs, old_policy_logprobs, advantages, valid, eps, eps
-            )
+            policy_loss, info = clipped_surrogate_loss(policy_logprobs, old_policy_logprobs, advantages, eps, valid)
         else:
             policy_loss, info = self.policy_loss_fn(policy_logprobs, old_policy_logprobs, advantages, eps)
-        v_loss = _value_loss(values, returns, values_old, eps if self.clip_value_loss else None, valid)
-        mean_entropy = _masked_mean(entropy, valid)
+        if self.clip_value_loss:
+            v_loss = value_loss(values, returns, values_old, eps, valid)
+        else:
+            v_loss = value_loss(values, returns, mask=valid)
+        mean_entropy = masked_mean(entropy, valid)
         self.info = {
             "policy_loss": policy_loss.item(),
             "value_loss": v_loss.item(),
@@ -359,6 +336,21 @@ class PPOLoss(nn.Module):
             **info,
         }
         return policy_loss + self.value_loss_coef * v_loss - self.entropy_coef * mean_entropy
+
+    def _check_forward(
+        self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask, values_old
+    ):
+        _validate.require_tensor("policy_logprobs", policy_logprobs)
+        names = ["old_policy_logprobs", "values", "returns", "advantages", "entropy"]
+        tensors = [old_policy_logprobs, values, returns, advantages, entropy]
+        for name, x in zip(names, tensors):
+            _validate.require_same_shape(name, x, "policy_logprobs", policy_logprobs)
+        if mask is not None:
+            _validate.require_mask("mask", mask, "policy_logprobs", policy_logprobs)
+        if self.clip_value_loss:
+            _validate.require_same_shape("values_old", values_old, "values", values)
+        if self.policy_loss_fn is not None and mask is not None:
+            raise ValueError("mask: a policy_loss_fn sees every entry, so PPOLoss takes no mask with one")
 
     def compute_gae(self, rewards: torch.Tensor, values: torch.Tensor, gamma: float = 0.99, lam: float = 0.95):
         """GAE for complete episodes: each row of ``rewards`` is one episode that terminates at its last step.
@@ -375,3 +367,31 @@ class PPOLoss(nn.Module):
         dones[..., -1] = True  # the episode ends here: nothing to bootstrap
         last_values = torch.zeros(rewards.shape[:-1], dtype=rewards.dtype)
         return gae.compute_gae(rewards, values, dones, last_values, gamma, lam)
+
+
+# ---------------------------------------------------------------------------
+# Argument checks: a public function's first line calls its own
+# ---------------------------------------------------------------------------
+
+
+def _check_clipped_surrogate(logp, logp_old, adv, clip_eps, clip_eps_high, mask=None) -> None:
+    """The arguments of :func:`clipped_surrogate`, and the mask of :func:`clipped_surrogate_loss`."""
+    _validate.require_tensor("logp", logp)
+    _validate.require_same_shape("logp_old", logp_old, "logp", logp)
+    _validate.require_same_shape("adv", adv, "logp", logp)
+    if mask is not None:
+        _validate.require_mask("mask", mask, "logp", logp)
+    _validate.require_clip_range(clip_eps, clip_eps_high)
+
+
+def _check_value_loss(values, returns, values_old, clip_eps, mask) -> None:
+    _validate.require_tensor("values", values)
+    _validate.require_same_shape("returns", returns, "values", values)
+    if values_old is not None:
+        _validate.require_same_shape("values_old", values_old, "values", values)
+    if clip_eps is not None:
+        _validate.require_positive("clip_eps", clip_eps)
+        if values_old is None:
+            raise ValueError("values_old: required when clip_eps is given (the clip is around the old values)")
+    if mask is not None:
+        _validate.require_mask("mask", mask, "values", values)

@@ -273,7 +273,7 @@ def test_measuring_bad_input(call, name):
 
 
 def test_sorting_runs_see_the_same_samples():
-    grpo = compare.run_sorting_grpo(seed=0, epochs=3, group_size=4)
+    grpo = compare.run_sorting_grpo(seed=0, rounds=3, group_size=4)
     ppo = compare.run_sorting_ppo(seed=0, updates=3, group_size=4)
     assert grpo["samples"] == ppo["samples"] == [12, 24, 36]  # 3 prompts x 4 responses per iteration
     for curve in (grpo, ppo):
@@ -292,7 +292,9 @@ def test_sorting_ppo_starts_from_grpos_initial_policy():
 def test_episode_groups_share_their_start_state():
     import gymnasium as gym
 
-    actor, _ = compare.cartpole_models(hidden=8, seed=0)
+    from course_lib.trainers.envs import cartpole_models
+
+    actor, _ = cartpole_models(hidden=8, seed=0)
     envs = [gym.make("CartPole-v1") for _ in range(2 * 3)]
     groups = compare.collect_episode_groups(actor, envs, [11, 12], torch.Generator().manual_seed(0))
     B, G, T = groups.actions.shape
@@ -321,8 +323,8 @@ def test_cartpole_runners_return_curves():
 @pytest.mark.parametrize(
     "call, name",
     [
-        (lambda: compare.run_sorting_grpo(epochs=0), "epochs"),
-        (lambda: compare.run_sorting_grpo(epochs=1, group_size=0), "group_size"),
+        (lambda: compare.run_sorting_grpo(rounds=0), "rounds"),
+        (lambda: compare.run_sorting_grpo(rounds=1, group_size=0), "group_size"),
         (lambda: compare.run_sorting_ppo(updates=-1), "updates"),
         (lambda: compare.run_sorting_ppo(updates=1, clip_eps=0.0), "clip_epsilon"),
         (lambda: compare.run_cartpole_ppo(max_steps=0), "max_steps"),
@@ -380,8 +382,8 @@ def test_committed_sweep_is_complete_and_small():
     assert table.shape == (len(group_sizes), len(clip_eps)) and not torch.isnan(table).any()
     assert bool(((table >= 0) & (table <= 5)).all())
     config = sweeps.sweep_config(sweep, 8, 0.2)
-    assert len(config["greedy_curve"]) == sweep["epochs"] // sweep["curve_every"]
-    assert config["samples"] == sweep["epochs"] * 3 * 8
+    assert len(config["greedy_curve"]) == sweep["rounds"] // sweep["curve_every"]
+    assert config["samples"] == sweep["rounds"] * 3 * 8
     for task in ("sorting", "cartpole"):
         assert set(results[task]["runs"]) == {"GRPO", "PPO"}
 
@@ -397,16 +399,16 @@ def test_sweep_lookups_bad_input():
 
 
 def test_run_sweep_shape():
-    sweep = sweeps.run_sweep(group_sizes=(2, 4), clip_eps=(0.2,), seeds=range(1), epochs=4, progress=False)
+    sweep = sweeps.run_sweep(group_sizes=(2, 4), clip_eps=(0.2,), seeds=range(1), rounds=4, progress=False)
     assert [(c["group_size"], c["clip_eps"]) for c in sweep["configs"]] == [(2, 0.2), (4, 0.2)]
-    assert len(sweep["configs"][0]["greedy_curve"]) == 2  # every 2nd of 4 epochs
+    assert len(sweep["configs"][0]["greedy_curve"]) == 2  # every 2nd of 4 rounds
     assert sweep["configs"][1]["samples"] == 4 * 3 * 4
 
 
 def test_load_sweep_from_a_path(tmp_path):
     import json
 
-    small = sweeps.run_sweep(group_sizes=(2,), clip_eps=(0.1, 0.2), seeds=range(1), epochs=2, progress=False)
+    small = sweeps.run_sweep(group_sizes=(2,), clip_eps=(0.1, 0.2), seeds=range(1), rounds=2, progress=False)
     path = tmp_path / "sweep.json"
     path.write_text(json.dumps({"sweep": small}))
     group_sizes, clip_eps, table = sweeps.sweep_grid(sweeps.load_sweep(path)["sweep"])

@@ -18,7 +18,7 @@ from course_lib.policy_gradient import reinforce_loss
 from course_lib.tasks import sorting_prompts
 from course_lib.trainers import GRPOTrainer, GRPOTrainerConfig
 from course_lib.trainers.grpo_trainer import GRPOHistory
-from course_lib.trainers.pg_trainer import PGConfig
+from course_lib.trainers.pg_trainer import PGTrainerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = sorting_prompts()  # (B=3, T=3), V = 5
@@ -128,7 +128,7 @@ def test_later_steps_move_the_ratio_and_the_clip_binds():
 
 
 def test_reference_model_is_frozen():
-    trainer = small_trainer(epochs=3)
+    trainer = small_trainer(rounds=3)
     before = [p.clone() for p in trainer.ref_model.parameters()]
     trainer.train(PROMPTS, progress=False)
     assert all(not p.requires_grad for p in trainer.ref_model.parameters())
@@ -143,7 +143,7 @@ def test_reference_model_is_frozen():
 
 
 def test_history_has_one_entry_per_epoch():
-    history = small_trainer().train(PROMPTS, epochs=4, progress=False)
+    history = small_trainer().train(PROMPTS, rounds=4, progress=False)
     assert isinstance(history, GRPOHistory)
     for name in ("mean_reward", "greedy_reward", "loss", "kl", "clip_fraction", "entropy", "all_equal_fraction"):
         assert len(getattr(history, name)) == 4, name
@@ -155,7 +155,7 @@ def test_history_has_one_entry_per_epoch():
 
 def test_train_is_deterministic_and_seeded():
     def run(seed):
-        return small_trainer(seed=seed).train(PROMPTS, epochs=5, progress=False)
+        return small_trainer(seed=seed).train(PROMPTS, rounds=5, progress=False)
 
     a, b, c = run(0), run(0), run(1)
     assert a.mean_reward == b.mean_reward and a.loss == b.loss and a.greedy_reward == b.greedy_reward
@@ -168,12 +168,12 @@ def test_train_is_deterministic_and_seeded():
 
 def test_train_restores_the_thread_count():
     threads = torch.get_num_threads()
-    small_trainer().train(PROMPTS, epochs=1, progress=False)
+    small_trainer().train(PROMPTS, rounds=1, progress=False)
     assert torch.get_num_threads() == threads
 
 
 def test_a_short_run_improves_the_mean_reward():
-    history = small_trainer(seed=0).train(PROMPTS, epochs=25, progress=False)
+    history = small_trainer(seed=0).train(PROMPTS, rounds=25, progress=False)
     first, last = history.mean_reward[0], sum(history.mean_reward[-5:]) / 5
     assert last > first + 1.0, (first, last)
 
@@ -196,7 +196,7 @@ def test_every_config_field_has_a_one_line_docstring():
 
 def test_defaults_keep_the_lecture_budget():
     config = GRPOTrainerConfig()
-    assert (config.epochs, config.group_size, config.steps_per_epoch, config.embedding_dim) == (100, 10, 10, 10)
+    assert (config.rounds, config.group_size, config.steps_per_round, config.embedding_dim) == (100, 10, 10, 10)
 
 
 def _benchmark():
@@ -210,7 +210,7 @@ def test_benchmark_runs_the_lectures_exact_setup_beside_the_course_default():
     bench = _benchmark()
     lecture = bench.BASELINES["lecture: REINFORCE, rewards"]
     assert (lecture.lr, lecture.embedding_std) == (1e-3, 1.0)
-    assert bench.BASELINES["course: REINFORCE, rewards"] == PGConfig()
+    assert bench.BASELINES["course: REINFORCE, rewards"] == PGTrainerConfig()
 
 
 def test_benchmark_uses_the_config_defaults():
@@ -238,8 +238,8 @@ def test_benchmark_prints_the_mean_last(capsys, monkeypatch):
     "field, value",
     [
         ("group_size", 0),
-        ("epochs", 0),
-        ("steps_per_epoch", 1.5),
+        ("rounds", 0),
+        ("steps_per_round", 1.5),
         ("lr", 0.0),
         ("clip_eps", -0.1),
         ("kl_coef", -1.0),
@@ -276,7 +276,7 @@ def test_trainer_rejects_bad_arguments():
     trainer = GRPOTrainer(model, None)
     with pytest.raises(ValueError, match="responses"):
         trainer.compute_rewards(PROMPTS, torch.zeros(3, 3, dtype=torch.long))
-    with pytest.raises(ValueError, match="epochs"):
-        trainer.train(PROMPTS, epochs=0, progress=False)
+    with pytest.raises(ValueError, match="rounds"):
+        trainer.train(PROMPTS, rounds=0, progress=False)
     with pytest.raises(ValueError, match="prompts"):
         trainer.train(PROMPTS.float(), progress=False)

@@ -101,14 +101,14 @@ def test_reward_curves_default_three_modes_with_bands():
 
 
 def test_reward_curves_mean_line_and_band_values():
-    rows = torch.tensor([[1.0, 2.0, 3.0], [3.0, 2.0, 5.0]])  # 2 seeds, 3 epochs
+    rows = torch.tensor([[1.0, 2.0, 3.0], [3.0, 2.0, 5.0]])  # 2 seeds, 3 rounds
     fig = plot_reward_curves_by_mode({"rewards": rows}, band="std", max_reward=5.0)
     (ax,) = fig.axes
     mean_line, max_line = ax.get_lines()
     assert list(mean_line.get_ydata()) == [2.0, 2.0, 4.0]
     assert list(max_line.get_ydata()) == [5.0, 5.0]
     assert "1 std" in ax.get_legend().get_title().get_text()
-    # Bessel std of (1, 3) is sqrt(2): the band spans 2 - 1.414 .. 2 + 1.414 at epoch 0.
+    # Bessel std of (1, 3) is sqrt(2): the band spans 2 - 1.414 .. 2 + 1.414 at round 0.
     (band,) = ax.collections
     ys = band.get_paths()[0].vertices[:, 1]
     assert ys.min() == pytest.approx(2.0 - 2**0.5)

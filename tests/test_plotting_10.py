@@ -47,11 +47,16 @@ def test_plots_draw():
         plots.plot_filler_control({"grpo": hs, "token_mean": hs, "drgrpo": hs}),
         plots.plot_pass_at_k([{"1": 0.4, "64": 0.99}] * 2, [{1: 0.9, 64: 0.99}] * 2),
     ]
-    assert [len(f.axes) for f in figs] == [4, 3, 1]
+    assert [len(f.axes) for f in figs] == [4, 6, 1], "the filler control: 2 rows x one column per aggregation"
     mean_line = figs[0].axes[0].lines[2].get_ydata()  # after the two seeds' thin lines: the mean, trailing over 3
     assert mean_line[1] == pytest.approx(((0.5 + 0.6) / 2 + (0.3 + 0.4) / 2) / 2)
     worst = figs[0].axes[3].lines[-2].get_ydata()  # the last is the 0.9 line
     assert list(worst) == pytest.approx([0.4, 0.8, 0.7]), "the worst seed by its last evaluation"
+    assert figs[0].axes[3].get_legend_handles_labels()[1][-1] == "0.9 (the bar)", "the bar's line is labelled"
+    assert "3-round mean" in figs[0].axes[0].get_title(), "the smoothing is said"
+    # direct answers fall to 0.5 - 0.2 = 0.3 of 512 and below: still drawn; a style under 20 samples a round is not
+    direct_mean = figs[0].axes[2].lines[5].get_ydata()  # scratchpad: 2 thin + mean; direct: 2 thin + mean
+    assert np.isfinite(direct_mean[:4]).all()
     plt.close("all")
 
 

@@ -341,7 +341,7 @@ def test_ppo_loss_compute_gae_treats_rows_as_whole_episodes():
 def test_ppo_config_defaults_and_docstrings():
     config = PPOConfig()
     module = PPOLoss()
-    assert (config.clip_eps, config.value_coef, config.ent_coef) == (
+    assert (config.clip_eps, config.value_loss_coef, config.ent_coef) == (
         module.clip_epsilon,
         module.value_loss_coef,
         module.entropy_coef,

@@ -165,7 +165,7 @@ def test_collect_experiences_shapes_and_stored_quantities():
         want_logp = torch.log_softmax(logits, -1).gather(-1, rollout.actions[..., None])[..., 0]
         torch.testing.assert_close(rollout.logp, want_logp)
         torch.testing.assert_close(rollout.values, trainer.critic_model(rollout.obs)[..., 0])
-        torch.testing.assert_close(rollout.last_values, trainer.critic_model(trainer.obs)[..., 0])
+        torch.testing.assert_close(rollout.last_values, trainer.critic_model(trainer.episodes.obs)[..., 0])
     assert not rollout.logp.requires_grad and not rollout.values.requires_grad
     assert trainer.total_steps == N * T
 

@@ -5,11 +5,11 @@ import dataclasses
 import pytest
 import torch
 
-from course_lib.trainers.pg_trainer import PGConfig, PGHistory, train_sorting_pg
+from course_lib.trainers.pg_trainer import PGHistory, PGTrainerConfig, train_sorting_pg
 
 
 def test_history_shapes_and_ranges():
-    cfg = PGConfig(epochs=4, steps_per_epoch=2, group_size=5)
+    cfg = PGTrainerConfig(rounds=4, steps_per_round=2, group_size=5)
     h = train_sorting_pg(cfg)
     assert isinstance(h, PGHistory)
     assert len(h.mean_reward) == len(h.loss) == len(h.greedy_reward) == len(h.nonzero_fraction) == 4
@@ -20,7 +20,7 @@ def test_history_shapes_and_ranges():
 
 
 def test_same_seed_same_history_and_other_seed_differs():
-    cfg = PGConfig(epochs=5, steps_per_epoch=2)
+    cfg = PGTrainerConfig(rounds=5, steps_per_round=2)
     a, b = train_sorting_pg(cfg), train_sorting_pg(cfg)
     assert a.mean_reward == b.mean_reward and a.loss == b.loss and a.greedy_reward == b.greedy_reward
     c = train_sorting_pg(dataclasses.replace(cfg, seed=1))
@@ -32,22 +32,22 @@ def test_global_rng_and_thread_count_are_left_alone():
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
-    train_sorting_pg(PGConfig(epochs=2, steps_per_epoch=1))
+    train_sorting_pg(PGTrainerConfig(rounds=2, steps_per_round=1))
     torch.testing.assert_close(torch.rand(3), expected)
     assert torch.get_num_threads() == threads
 
 
 def test_reward_rises_on_an_easy_setting():
-    # The lecture's prompts, 30 epochs: the sampled reward ends well above where it
+    # The lecture's prompts, 30 rounds: the sampled reward ends well above where it
     # starts, and the loss on fresh samples shrinks as the policy becomes confident.
-    h = train_sorting_pg(PGConfig(epochs=30, seed=0))
+    h = train_sorting_pg(PGTrainerConfig(rounds=30, seed=0))
     start, end = sum(h.mean_reward[:3]) / 3, sum(h.mean_reward[-3:]) / 3
     assert end > start + 0.5
     assert abs(h.loss[-1]) < abs(h.loss[0])
 
 
 def test_exact_match_reward_is_zero_or_one_and_mostly_zero_at_start():
-    h = train_sorting_pg(PGConfig(reward="exact_match", epochs=3, steps_per_epoch=1))
+    h = train_sorting_pg(PGTrainerConfig(reward="exact_match", rounds=3, steps_per_round=1))
     assert h.max_reward == 1.0
     assert all(0.0 <= r <= 1.0 for r in h.mean_reward)
     # With rewards as deltas, a response carries a gradient only when it is exactly right.
@@ -56,7 +56,7 @@ def test_exact_match_reward_is_zero_or_one_and_mostly_zero_at_start():
 
 def test_centered_deltas_have_zero_signal_when_a_group_agrees():
     # G = 1: every group agrees with itself, so centred deltas are all zero and nothing moves.
-    h = train_sorting_pg(PGConfig(deltas_mode="centered_rewards", group_size=1, epochs=3))
+    h = train_sorting_pg(PGTrainerConfig(deltas_mode="centered_rewards", group_size=1, rounds=3))
     assert h.nonzero_fraction == [0.0, 0.0, 0.0]
     assert h.loss == [0.0, 0.0, 0.0]
 
@@ -67,38 +67,37 @@ def test_centered_deltas_have_zero_signal_when_a_group_agrees():
         ("deltas_mode", "advantages"),
         ("reward", "sorted"),
         ("group_size", 0),
-        ("epochs", -1),
-        ("steps_per_epoch", 1.5),
+        ("rounds", -1),
+        ("steps_per_round", 1.5),
         ("lr", 0.0),
         ("embedding_dim", 0),
-        ("vocab_size", 0),
         ("seed", -1),
     ],
 )
 def test_bad_config_raises_naming_the_field(field, value):
     with pytest.raises(ValueError, match=field):
-        PGConfig(**{field: value})
+        PGTrainerConfig(**{field: value})
     # A config changed after construction is caught when training starts.
-    cfg = PGConfig()
+    cfg = PGTrainerConfig()
     setattr(cfg, field, value)
     with pytest.raises(ValueError, match=field):
         train_sorting_pg(cfg)
 
 
-def test_bad_prompts_and_config_type():
+def test_bad_prompts_vocab_size_and_config_type():
     with pytest.raises(ValueError, match="config"):
-        train_sorting_pg({"epochs": 1})
+        train_sorting_pg({"rounds": 1})
     with pytest.raises(ValueError, match="prompts"):
-        train_sorting_pg(PGConfig(epochs=1), prompts=torch.tensor([1, 0, 2]))
+        train_sorting_pg(PGTrainerConfig(rounds=1), prompts=torch.tensor([1, 0, 2]))
     with pytest.raises(ValueError, match="prompts"):
-        train_sorting_pg(PGConfig(epochs=1, vocab_size=3), prompts=torch.tensor([[1, 0, 4]]))
+        train_sorting_pg(PGTrainerConfig(rounds=1), prompts=torch.tensor([[1, 0, 4]]), vocab_size=3)
+    with pytest.raises(ValueError, match="vocab_size"):
+        train_sorting_pg(PGTrainerConfig(rounds=1), vocab_size=0)
 
 
 def test_lecture_config_is_the_lectures_optimiser_and_init():
-    from course_lib.trainers.pg_trainer import PGConfig
-
-    cfg = PGConfig.lecture(seed=3)
-    assert (cfg.lr, cfg.embedding_std, cfg.group_size, cfg.epochs, cfg.steps_per_epoch, cfg.seed) == (
+    cfg = PGTrainerConfig.lecture(seed=3)
+    assert (cfg.lr, cfg.embedding_std, cfg.group_size, cfg.rounds, cfg.steps_per_round, cfg.seed) == (
         1e-3,
         1.0,
         10,
@@ -107,4 +106,4 @@ def test_lecture_config_is_the_lectures_optimiser_and_init():
         3,
     )
     with pytest.raises(ValueError, match="embedding_std"):
-        PGConfig(embedding_std=-1.0)
+        PGTrainerConfig(embedding_std=-1.0)

@@ -33,7 +33,7 @@ def test_greedy_scores_of_a_policy_that_sorts():
 
 
 def test_refreshing_every_epoch_makes_the_reference_the_sampling_policy():
-    config = GRPOTrainerConfig(epochs=3, ref_refresh_every=1)
+    config = GRPOTrainerConfig(rounds=3, ref_refresh_every=1)
     trainer = GRPOTrainer.for_sorting(config)
     seen = []
     original = trainer.training_step
@@ -45,14 +45,14 @@ def test_refreshing_every_epoch_makes_the_reference_the_sampling_policy():
     trainer.training_step = spy
     trainer.train(progress=False)
     assert seen and all(seen)  # logp_ref == logp_old at every step: a KL toward pi_old
-    frozen = GRPOTrainer.for_sorting(GRPOTrainerConfig(epochs=3))
+    frozen = GRPOTrainer.for_sorting(GRPOTrainerConfig(rounds=3))
     frozen.train(progress=False)
     init = sorting_variants.initial_sorting_policy(GRPOTrainerConfig(), sorting_prompts())
     assert all(torch.equal(a, b) for a, b in zip(frozen.ref_model.parameters(), init.parameters()))
 
 
 def test_expert_iteration_trains_on_the_best_of_each_group():
-    history = sorting_variants.train_expert_iteration(GRPOTrainerConfig(epochs=15))
+    history = sorting_variants.train_expert_iteration(GRPOTrainerConfig(rounds=15))
     assert len(history.mean_reward) == 15 and history.mean_reward[-1] > history.mean_reward[0]
     assert history.entropy[-1] < history.entropy[0]
 
@@ -62,8 +62,8 @@ def test_budget_sweep_keeps_the_responses_per_epoch():
         assert budget_sweep.grouped_prompts(48, G).shape[0] * G == 48
     with pytest.raises(ValueError, match="budget"):
         budget_sweep.grouped_prompts(50, 4)
-    out = budget_sweep.run_budget_sweep(group_sizes=(2, 16), clip_eps=(0.2,), seeds=range(1), epochs=2)
-    assert [c["groups_per_epoch"] * c["group_size"] for c in out["configs"]] == [48, 48]
+    out = budget_sweep.run_budget_sweep(group_sizes=(2, 16), clip_eps=(0.2,), seeds=range(1), rounds=2)
+    assert [c["groups_per_round"] * c["group_size"] for c in out["configs"]] == [48, 48]
 
 
 @pytest.mark.parametrize("name", ["sweep_07_budget.json", "sorting_variants.json"])

@@ -11,6 +11,55 @@ import torch
 from course_lib.baselines import MODES, compute_deltas, gradient_variance
 from course_lib.checks import Case, Mistake, check_against_reference
 
+# The classic wrong ways to turn a group's rewards into deltas, which check_compute_deltas names (chapter 06's
+# check_group_advantages names them too: group_advantages is compute_deltas in two of its modes).
+
+
+def group_std(r):
+    """Each group's std, Bessel-corrected: the right one."""
+    return _std(r, dim=-1)
+
+
+def population_std(r):
+    """Each group's std divided by G, not G - 1."""
+    return _std(r, dim=-1, correction=0)
+
+
+def batch_std(r):
+    """The std of the whole batch, for every entry."""
+    return _std(r.flatten(), dim=0).expand_as(r)
+
+
+def wrong_deltas(
+    centre=True, mean_dim=-1, std_fn=group_std, eps_where="outside", g1_zero=True, eps_used=None, modes=None
+):
+    """A wrong ``compute_deltas(rewards, mode, eps)``: each option is one mistake (the defaults are right).
+
+    ``centre=False`` skips the mean; ``mean_dim`` is the mean's axis (``None``: the whole batch); ``std_fn`` the
+    spread divided by; ``eps_where`` ``"inside"`` a square root or ``"none"``; ``g1_zero=False`` divides a group of
+    one by its NaN std; ``eps_used`` replaces the ``eps`` passed; ``modes`` maps a mode to the one computed.
+    """
+
+    def wrong(rewards, mode, eps=1e-6):
+        mode = (modes or {}).get(mode, mode)
+        eps = eps if eps_used is None else eps_used
+        if mode == "rewards":
+            return rewards.clone()
+        mean = rewards.mean() if mean_dim is None else rewards.mean(dim=mean_dim, keepdim=True)
+        x = rewards - mean if centre else rewards.clone()
+        if mode == "centered_rewards":
+            return x
+        if rewards.shape[-1] == 1 and g1_zero:
+            return torch.zeros_like(rewards)
+        spread = std_fn(rewards)
+        if eps_where == "outside":
+            return x / (spread + eps)
+        if eps_where == "inside":
+            return x / torch.sqrt(spread + eps)  # spread is a variance here
+        return x / spread
+
+    return wrong
+
 
 def check_compute_deltas(fn) -> bool:
     """Check a student's ``compute_deltas(rewards, mode)`` in all three modes."""
@@ -49,120 +98,89 @@ def check_compute_deltas(fn) -> bool:
         )
     )
 
-    def deltas_with(
-        centre=True, mean_dim=-1, std_fn=None, eps_where="outside", g1_zero=True, eps_used=None, modes=None
-    ):
-        def wrong(rewards, mode, eps=1e-6):
-            mode = (modes or {}).get(mode, mode)
-            eps = eps if eps_used is None else eps_used
-            if mode == "rewards":
-                return rewards.clone()
-            mean = rewards.mean() if mean_dim is None else rewards.mean(dim=mean_dim, keepdim=True)
-            x = rewards - mean if centre else rewards.clone()
-            if mode == "centered_rewards":
-                return x
-            if rewards.shape[-1] == 1 and g1_zero:
-                return torch.zeros_like(rewards)
-            spread = std_fn(rewards)
-            if eps_where == "outside":
-                return x / (spread + eps)
-            if eps_where == "inside":
-                return x / torch.sqrt(spread + eps)  # spread is a variance here
-            return x / spread
-
-        return wrong
-
-    def std(r):
-        return _std(r, dim=-1)
-
-    def population_std(r):
-        return _std(r, dim=-1, correction=0)
-
-    def batch_std(r):
-        return _std(r.flatten(), dim=0).expand_as(r)
-
     mistakes = [
         Mistake(
             "you used the statistics of the whole batch; the baseline and the std are each prompt's group's: "
             "rewards.mean(dim=-1, keepdim=True) and rewards.std(dim=-1, keepdim=True)",
-            deltas_with(mean_dim=None, std_fn=batch_std, g1_zero=False),
+            wrong_deltas(mean_dim=None, std_fn=batch_std, g1_zero=False),
         ),
         Mistake(
             "you used the statistics of the whole batch; the baseline and the std are each prompt's group's: "
             "rewards.mean(dim=-1, keepdim=True) and rewards.std(dim=-1, keepdim=True)",
-            deltas_with(mean_dim=None, std_fn=batch_std),
+            wrong_deltas(mean_dim=None, std_fn=batch_std),
         ),
         Mistake(
             "the mean and the std are over the batch axis (dim=0); take both over each group, the last axis: "
             "rewards.mean(dim=-1, keepdim=True) and rewards.std(dim=-1, keepdim=True)",
-            deltas_with(mean_dim=0, std_fn=lambda r: _std(r, dim=0).expand_as(r), g1_zero=False),
+            wrong_deltas(mean_dim=0, std_fn=lambda r: _std(r, dim=0).expand_as(r), g1_zero=False),
         ),
         Mistake(
             "the baseline is the mean of the whole batch; it is each prompt's group mean, "
             "rewards.mean(dim=-1, keepdim=True)",
-            deltas_with(mean_dim=None, std_fn=std),
+            wrong_deltas(mean_dim=None, std_fn=group_std),
         ),
         Mistake(
             "the std is the whole batch's; take it within each group, rewards.std(dim=-1, keepdim=True)",
-            deltas_with(std_fn=batch_std),
+            wrong_deltas(std_fn=batch_std),
         ),
         Mistake(
             "mode 'centered_rewards' only subtracts the group mean; dividing by std + eps is 'normalized_rewards'",
-            deltas_with(std_fn=std, modes={"centered_rewards": "normalized_rewards"}),
+            wrong_deltas(std_fn=group_std, modes={"centered_rewards": "normalized_rewards"}),
         ),
         Mistake(
             "mode 'normalized_rewards' divides the centred rewards by std + eps too; subtracting the mean "
             "alone is 'centered_rewards'",
-            deltas_with(std_fn=std, modes={"normalized_rewards": "centered_rewards"}),
+            wrong_deltas(std_fn=group_std, modes={"normalized_rewards": "centered_rewards"}),
         ),
         Mistake(
             "the modes 'centered_rewards' and 'normalized_rewards' are swapped: centred subtracts the group "
             "mean, normalised also divides by std + eps",
-            deltas_with(
-                std_fn=std, modes={"normalized_rewards": "centered_rewards", "centered_rewards": "normalized_rewards"}
+            wrong_deltas(
+                std_fn=group_std,
+                modes={"normalized_rewards": "centered_rewards", "centered_rewards": "normalized_rewards"},
             ),
         ),
         Mistake(
             "the eps argument is ignored (1e-6 is used whatever is passed): divide by std + eps",
-            deltas_with(std_fn=std, eps_used=1e-6),
+            wrong_deltas(std_fn=group_std, eps_used=1e-6),
         ),
         Mistake(
             "eps is 1e-6 by default (the eps argument), not 1e-8: divide by std + eps",
-            deltas_with(std_fn=std, eps_used=1e-8),
+            wrong_deltas(std_fn=group_std, eps_used=1e-8),
         ),
         Mistake(
             "the std divides by G, not G - 1: use Bessel's correction, rewards.std(dim=-1) (torch's default)",
-            deltas_with(std_fn=population_std),
+            wrong_deltas(std_fn=population_std),
         ),
         Mistake(
             "a group whose rewards are all equal gives 0 / 0 = NaN: add eps to the std, centred / (std + eps)",
-            deltas_with(std_fn=std, eps_where="none"),
+            wrong_deltas(std_fn=group_std, eps_where="none"),
         ),
         Mistake(
             "a group of one (G=1) gives NaN: torch.std with Bessel's correction divides by G - 1 = 0; "
             "return zeros for such groups",
-            deltas_with(std_fn=std, g1_zero=False),
+            wrong_deltas(std_fn=group_std, g1_zero=False),
         ),
         Mistake(
             "the mean is over the batch axis (dim=0); the baseline is each prompt's group mean, "
             "rewards.mean(dim=-1, keepdim=True)",
-            deltas_with(mean_dim=0, std_fn=std),
+            wrong_deltas(mean_dim=0, std_fn=group_std),
         ),
         Mistake(
             "the std is over the batch axis; take it over each group, rewards.std(dim=-1, keepdim=True)",
-            deltas_with(std_fn=lambda r: _std(r, dim=0).expand_as(r)),
+            wrong_deltas(std_fn=lambda r: _std(r, dim=0).expand_as(r)),
         ),
         Mistake(
             "you divided the raw rewards by the std: centre them first (subtract the group mean)",
-            deltas_with(centre=False, std_fn=std),
+            wrong_deltas(centre=False, std_fn=group_std),
         ),
         Mistake(
             "you divided by the variance; divide by the standard deviation (its square root)",
-            deltas_with(std_fn=lambda r: _std(r, dim=-1) ** 2),
+            wrong_deltas(std_fn=lambda r: _std(r, dim=-1) ** 2),
         ),
         Mistake(
             "eps is inside the square root (sqrt(var + eps)); add it to the std: centred / (std + eps)",
-            deltas_with(std_fn=lambda r: _std(r, dim=-1) ** 2, eps_where="inside"),
+            wrong_deltas(std_fn=lambda r: _std(r, dim=-1) ** 2, eps_where="inside"),
         ),
         Mistake(
             "you subtracted the mean in mode 'rewards', which must return the rewards unchanged",

@@ -1,8 +1,8 @@
-"""The exercise checks of chapter 05 (PPO): edge cases and classic mistakes.
+"""The exercise checks of chapter 05 (PPO): edge cases, and the classic mistakes each one names.
 
-They sit in their own file so that ``course_lib/ppo.py`` reads as the algorithm
-alone; ``course_lib.ppo`` re-exports every ``check_*`` so students call
-``course_lib.checks.ppo.check_clipped_surrogate_loss(fn)`` as everywhere else.
+They sit in their own file so that ``course_lib/ppo.py`` reads as the algorithm alone; students call
+``course_lib.checks.ppo.check_clipped_surrogate_loss(fn)`` as everywhere else. The wrong implementations a
+student's output is matched against are built in :mod:`course_lib.checks.ppo_mistakes`; the messages are here.
 """
 
 from __future__ import annotations
@@ -10,6 +10,14 @@ from __future__ import annotations
 import torch
 
 from course_lib.checks import Case, Mistake, check_against_reference, forget_pass, record_pass
+from course_lib.checks.ppo_mistakes import (
+    N_HIGH,
+    SURROGATE_MISTAKES,
+    surrogate,
+    wrong_loss,
+    wrong_ppo_loss,
+    wrong_value_loss,
+)
 from course_lib.ppo import PPOLoss, clipped_surrogate, clipped_surrogate_loss, value_loss
 
 
@@ -27,93 +35,6 @@ def _policy_case(description, seed, shape, *, spread=1.0, clip_eps=0.2, same=Fal
     return Case(description, kwargs, grad=("logp", "logp_old", "adv"))
 
 
-def _surrogate(ratio_fn=None, objective=None, clip_eps_high_used=True, attached=None):
-    """Build a wrong clipped surrogate: a different ratio or objective, or a constant left attached."""
-
-    def per_element(logp, logp_old, adv, clip_eps, clip_eps_high=None):
-        high = clip_eps if (clip_eps_high is None or not clip_eps_high_used) else clip_eps_high
-        logp_old = logp_old if attached == "logp_old" else logp_old.detach()
-        adv = adv if attached == "adv" else adv.detach()
-        ratio = (ratio_fn or (lambda a, b: torch.exp(a - b)))(logp, logp_old)
-        if objective is not None:
-            return objective(ratio, adv, clip_eps, high, logp - logp_old)
-        return -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - clip_eps, 1 + high) * adv)
-
-    return per_element
-
-
-_SURROGATE_MISTAKES = [
-    ("your ratio looks like logp / logp_old; use exp(logp - logp_old)", dict(ratio_fn=lambda a, b: a / b)),
-    (
-        "your ratio is the log-ratio logp - logp_old; the ratio is its exponential, exp(logp - logp_old)",
-        dict(ratio_fn=lambda a, b: a - b),
-    ),
-    ("your ratio is inverted: it is exp(logp - logp_old), new over old", dict(ratio_fn=lambda a, b: torch.exp(b - a))),
-    (
-        "you take the max of the two objectives; PPO takes the min (the pessimistic bound) before the minus sign",
-        dict(objective=lambda r, a, lo, hi, lr: -torch.maximum(r * a, torch.clamp(r, 1 - lo, 1 + hi) * a)),
-    ),
-    (
-        "there is no clip: that is the plain surrogate -ratio * adv; take the min with the clipped one",
-        dict(objective=lambda r, a, lo, hi, lr: -r * a),
-    ),
-    (
-        "only the clipped term is there (no min): -clip(ratio) * adv lets a ratio outside the range push "
-        "further out; take -min(ratio * adv, clip(ratio) * adv)",
-        dict(objective=lambda r, a, lo, hi, lr: -torch.clamp(r, 1 - lo, 1 + hi) * a),
-    ),
-    (
-        "only the upper side is clipped: clip the ratio to [1 - clip_eps, 1 + clip_eps_high], both sides "
-        "(torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps_high))",
-        dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, torch.clamp(r, max=1 + hi) * a)),
-    ),
-    (
-        "only the lower side is clipped: clip the ratio to [1 - clip_eps, 1 + clip_eps_high], both sides "
-        "(torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps_high))",
-        dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, torch.clamp(r, min=1 - lo) * a)),
-    ),
-    (
-        "you take the min of the two ratios, then multiply by adv; take the min of the two products "
-        "ratio * adv and clip(ratio) * adv (for adv < 0 the order flips)",
-        dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r, torch.clamp(r, 1 - lo, 1 + hi)) * a),
-    ),
-    (
-        "you clipped the advantage instead of the ratio; clip the ratio to [1 - clip_eps, 1 + clip_eps] and "
-        "multiply by adv",
-        dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, r * torch.clamp(a, 1 - lo, 1 + hi))),
-    ),
-    (
-        "you clipped the advantage instead of the ratio (to [-clip_eps, clip_eps]); clip the ratio to "
-        "[1 - clip_eps, 1 + clip_eps] and multiply by adv",
-        dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, r * torch.clamp(a, -lo, hi))),
-    ),
-    (
-        "you clipped the log-ratio; clip the ratio exp(logp - logp_old) to [1 - clip_eps, 1 + clip_eps]",
-        dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, torch.exp(torch.clamp(lr, 1 - lo, 1 + hi)) * a)),
-    ),
-    (
-        "you clipped the log-ratio to [-clip_eps, clip_eps]; clip the ratio exp(logp - logp_old) to "
-        "[1 - clip_eps, 1 + clip_eps]",
-        dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, torch.exp(torch.clamp(lr, -lo, hi)) * a)),
-    ),
-    (
-        "clip_eps is ignored (0.2 is used whatever is passed): clip the ratio to [1 - clip_eps, 1 + clip_eps]",
-        dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, torch.clamp(r, 0.8, 1.2) * a)),
-    ),
-    (
-        "the minus sign is missing: the loss is -min(...), since the optimiser minimises",
-        dict(objective=lambda r, a, lo, hi, lr: torch.minimum(r * a, torch.clamp(r, 1 - lo, 1 + hi) * a)),
-    ),
-    ("gradient flows into logp_old: the old log-probs are constants, use logp_old.detach()", dict(attached="logp_old")),
-    ("gradient flows into adv: the advantages are constants, use adv.detach()", dict(attached="adv")),
-    (
-        "clip_eps_high is ignored: the upper clip is 1 + clip_eps_high (it defaults to clip_eps)",
-        dict(clip_eps_high_used=False),
-    ),
-]
-_N_HIGH = 1  # the last entries concern clip_eps_high, which only clipped_surrogate takes
-
-
 def check_clipped_surrogate(fn) -> bool:
     """Check a student's ``clipped_surrogate(logp, logp_old, adv, clip_eps, clip_eps_high=None)``."""
     cases = [
@@ -124,71 +45,35 @@ def check_clipped_surrogate(fn) -> bool:
         _policy_case("clip-higher: clip_eps = 0.2, clip_eps_high = 0.28", 4, (5, 6), spread=0.4, clip_eps_high=0.28),
         _policy_case("a scalar (0-d) entry", 5, (), spread=1.0),
     ]
-    mistakes = [Mistake(message, _surrogate(**options)) for message, options in _SURROGATE_MISTAKES]
+    mistakes = [Mistake(message, surrogate(**options)) for message, options in SURROGATE_MISTAKES]
     return check_against_reference(fn, clipped_surrogate, cases, name="clipped_surrogate", mistakes=mistakes)
-
-
-def _wrong_loss(per_element=None, *, ignore_mask=False, reduce="mean", **info_mistakes):
-    """A wrong clipped_surrogate_loss built from a wrong per-element loss, reduction or diagnostic."""
-
-    def loss_fn(logp, logp_old, adv, clip_eps, mask=None):
-        per = (per_element or clipped_surrogate)(logp, logp_old, adv, clip_eps)
-        valid = torch.ones_like(logp) if (mask is None or ignore_mask) else mask.to(logp.dtype)
-        if reduce == "sum":
-            loss = (per * valid).sum()
-        elif reduce == "numel":
-            loss = (per * valid).sum() / valid.numel()
-        else:
-            loss = (per * valid).sum() / valid.sum().clamp(min=1)
-        return loss, _wrong_info(logp, logp_old, adv, clip_eps, mask, **info_mistakes)
-
-    return loss_fn
-
-
-def _wrong_info(
-    logp, logp_old, adv, clip_eps, mask, *, clip_fraction="outside", active="binding", kl="k3", count="valid"
-):
-    """PPO's three diagnostics, each possibly computed a wrong way."""
-    with torch.no_grad():
-        valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()
-        log_ratio = logp.detach() - logp_old.detach()
-        ratio = log_ratio.exp()
-        low, high = ratio < 1 - clip_eps, ratio > 1 + clip_eps
-        binding = (high & (adv > 0)) | (low & (adv < 0))
-        outside = low | high
-        n = float(valid.sum().clamp(min=1)) if count == "valid" else float(valid.numel())
-        where = valid if count == "valid" else torch.ones_like(valid)
-        frac = {"outside": outside, "binding": binding, "high": high}
-        estimate = {
-            "k3": (ratio - 1) - log_ratio,
-            "k1": -log_ratio,
-            "k1_reversed": log_ratio,
-            "k2": 0.5 * log_ratio**2,
-            "k3_reversed": (1 / ratio - 1) + log_ratio,
-        }[kl]
-        return {
-            "clip_fraction": float((frac[clip_fraction] & where).sum()) / n,
-            "clip_active_fraction": float((frac[active] & where).sum()) / n,
-            "approx_kl": float(torch.where(where, estimate, torch.zeros_like(estimate)).sum()) / n,
-        }
 
 
 _INFO = ("clip_fraction", "clip_active_fraction", "approx_kl")
 
 
-def _loss_outputs(result):
-    """The loss and PPO's three diagnostics, each compared with the reference's."""
+def loss_and_info(result, keys: tuple[str, ...], note: str = "") -> dict:
+    """The loss and the diagnostics ``keys`` of a ``(loss, info)`` result, each compared with the reference's.
+
+    A result of another form raises ``TypeError`` that says what was expected (``note`` is added to the list of
+    keys asked for). Chapter 06's ``grpo_loss`` check reads its results with it too.
+    """
     if not (isinstance(result, tuple) and len(result) == 2):
         raise TypeError("it should return a tuple (loss, info)")
     loss, info = result
     if not isinstance(info, dict):
         raise TypeError(f"the second returned value should be the info dict, got {type(info).__name__}")
-    missing = [key for key in _INFO if key not in info]
+    missing = [key for key in keys if key not in info]
     if missing:
         raise TypeError(
-            f"its info dict has no {', '.join(map(repr, missing))}: the exercise asks for {', '.join(_INFO)}"
+            f"its info dict has no {', '.join(map(repr, missing))}: the exercise asks for {', '.join(keys)}{note}"
         )
-    return {"loss": loss, **{key: info[key] for key in _INFO}}
+    return {"loss": loss, **{key: info[key] for key in keys}}
+
+
+def _loss_outputs(result):
+    """The loss and PPO's three diagnostics."""
+    return loss_and_info(result, _INFO)
 
 
 def check_clipped_surrogate_loss(fn) -> bool:
@@ -202,63 +87,61 @@ def check_clipped_surrogate_loss(fn) -> bool:
         _policy_case("a (2, 3, 4) batch, clip_eps = 0.1, mask", 4, (2, 3, 4), spread=0.5, clip_eps=0.1, mask_p=0.7),
         _policy_case("one entry", 5, (1,), spread=1.0),
     ]
-    mistakes = [
-        Mistake(message, _wrong_loss(_surrogate(**options))) for message, options in _SURROGATE_MISTAKES[:-_N_HIGH]
-    ]
+    mistakes = [Mistake(message, wrong_loss(surrogate(**options))) for message, options in SURROGATE_MISTAKES[:-N_HIGH]]
     mistakes += [
         Mistake(
             "the mask is ignored: average only over valid entries (sum of masked losses / number valid)",
-            _wrong_loss(ignore_mask=True, count="all"),
+            wrong_loss(ignore_mask=True, count="all"),
         ),
         Mistake(
             "the diagnostics count padding: clip_fraction, clip_active_fraction and approx_kl are averages "
             "over the valid entries only",
-            _wrong_loss(count="all"),
+            wrong_loss(count="all"),
         ),
         Mistake(
             "padding is counted in the denominator: divide by the number of valid entries, mask.sum(), "
             "not by mask.numel()",
-            _wrong_loss(reduce="numel"),
+            wrong_loss(reduce="numel"),
         ),
-        Mistake("you summed the per-entry losses; average them over the valid entries", _wrong_loss(reduce="sum")),
+        Mistake("you summed the per-entry losses; average them over the valid entries", wrong_loss(reduce="sum")),
         Mistake(
             "clip_fraction counts only where the clip binds (TRL's definition); the course counts every valid "
             "entry with |ratio - 1| > clip_eps, whatever the sign of adv",
-            _wrong_loss(clip_fraction="binding"),
+            wrong_loss(clip_fraction="binding"),
         ),
         Mistake(
             "clip_active_fraction counts every ratio outside the range (that is clip_fraction); it counts only "
             "where the clip binds: ratio > 1 + eps with adv > 0, or ratio < 1 - eps with adv < 0",
-            _wrong_loss(active="outside"),
+            wrong_loss(active="outside"),
         ),
         Mistake(
             "clip_fraction counts only ratios above 1 + clip_eps; count both sides, ratio < 1 - clip_eps too",
-            _wrong_loss(clip_fraction="high"),
+            wrong_loss(clip_fraction="high"),
         ),
         Mistake(
             "clip_active_fraction counts only ratios above 1 + clip_eps; the clip also binds below "
             "1 - clip_eps where adv < 0",
-            _wrong_loss(active="high"),
+            wrong_loss(active="high"),
         ),
         Mistake(
             "approx_kl is the mean of logp_old - logp (k1); the course reports the mean of "
             "(ratio - 1) - log(ratio) (k3, as CleanRL), never negative",
-            _wrong_loss(kl="k1"),
+            wrong_loss(kl="k1"),
         ),
         Mistake(
             "approx_kl is the mean of logp - logp_old; the course reports the mean of (ratio - 1) - log(ratio) "
             "(k3, as CleanRL)",
-            _wrong_loss(kl="k1_reversed"),
+            wrong_loss(kl="k1_reversed"),
         ),
         Mistake(
             "approx_kl is the mean of 0.5 * log(ratio)**2 (k2); the course reports the mean of "
             "(ratio - 1) - log(ratio) (k3, as CleanRL)",
-            _wrong_loss(kl="k2"),
+            wrong_loss(kl="k2"),
         ),
         Mistake(
             "approx_kl's ratio is inverted: it is the mean of (ratio - 1) - log(ratio) with "
             "ratio = exp(logp - logp_old)",
-            _wrong_loss(kl="k3_reversed"),
+            wrong_loss(kl="k3_reversed"),
         ),
     ]
     return check_against_reference(
@@ -283,34 +166,6 @@ def _value_case(description, seed, shape, *, clip_eps=None, mask_p=None):
     return Case(description, kwargs, grad=grad)
 
 
-def _wrong_value_loss(
-    *,
-    half=True,
-    reduce=torch.maximum,
-    detach_returns=True,
-    detach_old=True,
-    clip_values=False,
-    ignore_mask=False,
-    never_clip=False,
-):
-    def wrong(values, returns, values_old=None, clip_eps=None, mask=None):
-        if detach_returns:
-            returns = returns.detach()
-        error = (values - returns) ** 2
-        if clip_eps is not None and not never_clip:
-            old = values_old.detach() if detach_old else values_old
-            clipped = (
-                torch.clamp(values, -clip_eps, clip_eps)
-                if clip_values
-                else old + torch.clamp(values - old, -clip_eps, clip_eps)
-            )
-            error = reduce(error, (clipped - returns) ** 2)
-        valid = torch.ones_like(values) if (mask is None or ignore_mask) else mask.to(values.dtype)
-        return (0.5 if half else 1.0) * (error * valid).sum() / valid.sum()
-
-    return wrong
-
-
 def check_value_loss(fn) -> bool:
     """Check a student's ``value_loss(values, returns, values_old=None, clip_eps=None, mask=None)``."""
     cases = [
@@ -323,89 +178,43 @@ def check_value_loss(fn) -> bool:
         Mistake(
             "the factor 0.5 is missing: the course's value loss is 0.5 * (values - returns)^2 "
             "(as CleanRL; SB3 leaves it out)",
-            _wrong_value_loss(half=False),
+            wrong_value_loss(half=False),
         ),
         Mistake(
             "gradient flows into returns: the targets are constants, use returns.detach()",
-            _wrong_value_loss(detach_returns=False),
+            wrong_value_loss(detach_returns=False),
         ),
         Mistake(
             "value clipping takes the min of the two errors; PPO takes the max (the pessimistic one)",
-            _wrong_value_loss(reduce=torch.minimum),
+            wrong_value_loss(reduce=torch.minimum),
         ),
         Mistake(
             "gradient flows into values_old: it is a constant, use values_old.detach()",
-            _wrong_value_loss(detach_old=False),
+            wrong_value_loss(detach_old=False),
         ),
         Mistake(
             "clip the change values - values_old to [-clip_eps, clip_eps] and add it to values_old; "
             "do not clip the values themselves",
-            _wrong_value_loss(clip_values=True),
+            wrong_value_loss(clip_values=True),
         ),
-        Mistake("the mask is ignored: average only over valid entries", _wrong_value_loss(ignore_mask=True)),
+        Mistake("the mask is ignored: average only over valid entries", wrong_value_loss(ignore_mask=True)),
         Mistake(
             "clip_eps is ignored: with clip_eps given, the loss is the max of the unclipped error and the error "
             "of values_old + clip(values - values_old, -clip_eps, clip_eps)",
-            _wrong_value_loss(never_clip=True),
+            wrong_value_loss(never_clip=True),
         ),
         Mistake(
             "only the clipped error is used; the loss is the max (the pessimistic one) of the clipped and "
             "unclipped errors",
-            _wrong_value_loss(reduce=lambda unclipped, clipped: clipped),
+            wrong_value_loss(reduce=lambda unclipped, clipped: clipped),
         ),
     ]
     return check_against_reference(fn, value_loss, cases, name="value_loss", mistakes=mistakes)
 
 
-def _ppo_loss_reference(
-    policy_logprobs,
-    old_policy_logprobs,
-    values,
-    returns,
-    advantages,
-    entropy,
-    clip_epsilon=0.2,
-    value_loss_coef=0.5,
-    entropy_coef=0.01,
-):
-    return PPOLoss(clip_epsilon, value_loss_coef, entropy_coef)(
-        policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy
-    )
-
-
-def _wrong_ppo_loss(
-    *,
-    sign=-1.0,
-    half=True,
-    policy=None,
-    value_coef=None,
-    ent_coef=None,
-    clip=None,
-    detach_entropy=False,
-    entropy_sum=False,
-    returns_attached=False,
-):
-    def wrong(
-        policy_logprobs,
-        old_policy_logprobs,
-        values,
-        returns,
-        advantages,
-        entropy,
-        clip_epsilon=0.2,
-        value_loss_coef=0.5,
-        entropy_coef=0.01,
-    ):
-        c_v = value_loss_coef if value_coef is None else value_coef
-        c_e = entropy_coef if ent_coef is None else ent_coef
-        eps = clip_epsilon if clip is None else clip
-        per = (policy or clipped_surrogate)(policy_logprobs, old_policy_logprobs, advantages, eps)
-        target = returns if returns_attached else returns.detach()
-        v_loss = (0.5 if half else 1.0) * ((values - target) ** 2).mean()
-        h = entropy.detach() if detach_entropy else entropy
-        return per.mean() + c_v * v_loss + sign * c_e * (h.sum() if entropy_sum else h.mean())
-
-    return wrong
+def _ppo_loss_reference(clip_epsilon=0.2, value_loss_coef=0.5, entropy_coef=0.01, **tensors):
+    """:class:`PPOLoss` as a function of a case's arguments: its three coefficients and its six tensors by name."""
+    return PPOLoss(clip_epsilon, value_loss_coef, entropy_coef)(**tensors)
 
 
 def check_ppo_loss(fn) -> bool:
@@ -470,42 +279,45 @@ def check_ppo_loss(fn) -> bool:
         Mistake(
             "the entropy term has the wrong sign: subtract entropy_coef * mean(entropy), "
             "so that more entropy lowers the loss",
-            _wrong_ppo_loss(sign=1.0),
+            wrong_ppo_loss(sign=1.0),
         ),
-        Mistake("the value loss lacks its factor 0.5 (0.5 * (values - returns)^2)", _wrong_ppo_loss(half=False)),
+        Mistake("the value loss lacks its factor 0.5 (0.5 * (values - returns)^2)", wrong_ppo_loss(half=False)),
         Mistake(
             "value_loss_coef is ignored (0.5 is used whatever is passed): the loss adds "
             "self.value_loss_coef * value_loss",
-            _wrong_ppo_loss(value_coef=0.5),
+            wrong_ppo_loss(value_loss_coef_used=0.5),
         ),
         Mistake(
             "value_loss_coef is ignored (the value loss is added with weight 1): the loss adds "
             "self.value_loss_coef * value_loss",
-            _wrong_ppo_loss(value_coef=1.0),
+            wrong_ppo_loss(value_loss_coef_used=1.0),
         ),
         Mistake(
             "entropy_coef is ignored (0.01 is used whatever is passed): the loss subtracts "
             "self.entropy_coef * mean(entropy)",
-            _wrong_ppo_loss(ent_coef=0.01),
+            wrong_ppo_loss(entropy_coef_used=0.01),
         ),
-        Mistake("the entropy bonus is missing: subtract entropy_coef * mean(entropy)", _wrong_ppo_loss(ent_coef=0.0)),
+        Mistake(
+            "the entropy bonus is missing: subtract entropy_coef * mean(entropy)",
+            wrong_ppo_loss(entropy_coef_used=0.0),
+        ),
         Mistake(
             "clip_epsilon is ignored (0.2 is used whatever is passed): pass self.clip_epsilon to the surrogate",
-            _wrong_ppo_loss(clip=0.2),
+            wrong_ppo_loss(clip=0.2),
         ),
         Mistake(
             "the entropy is detached: it carries the gradient that keeps the policy exploring; "
             "subtract entropy_coef * entropy.mean() as it comes",
-            _wrong_ppo_loss(detach_entropy=True),
+            wrong_ppo_loss(detach_entropy=True),
         ),
-        Mistake("the entropy is summed; subtract entropy_coef times its mean", _wrong_ppo_loss(entropy_sum=True)),
+        Mistake("the entropy is summed; subtract entropy_coef times its mean", wrong_ppo_loss(entropy_sum=True)),
         Mistake(
             "gradient flows into returns: the value targets are constants, use returns.detach()",
-            _wrong_ppo_loss(returns_attached=True),
+            wrong_ppo_loss(returns_attached=True),
         ),
     ] + [
-        Mistake(message, _wrong_ppo_loss(policy=_surrogate(**options)))
-        for message, options in _SURROGATE_MISTAKES[:-_N_HIGH]
+        Mistake(message, wrong_ppo_loss(policy=surrogate(**options)))
+        for message, options in SURROGATE_MISTAKES[:-N_HIGH]
     ]
     passed = check_against_reference(fn, _ppo_loss_reference, cases, name="PPOLoss", mistakes=mistakes)
     record_pass("PPOLoss", student)  # the class itself, which the demo cells hand to the trainer

@@ -1,9 +1,9 @@
-"""Chapter 07's group-size sweep at a fixed sample budget: ``B * G`` responses per epoch, whatever ``G``.
+"""Chapter 07's group-size sweep at a fixed sample budget: ``B * G`` responses per round, whatever ``G``.
 
-The sweep of ``course_lib.lectures.sweep`` keeps the three prompts and the 100 epochs, so its samples grow with
-the group: ``3 * G * 100``, and ``G = 16`` sees eight times the data of ``G = 2``. Here every epoch
+The sweep of ``course_lib.lectures.sweep`` keeps the three prompts and the 100 rounds, so its samples grow with
+the group: ``3 * G * 100``, and ``G = 16`` sees eight times the data of ``G = 2``. Here every round
 draws the same number of responses, ``budget`` (48 by default): ``B = budget / G`` groups, the lecture's
-three prompts each repeated ``B / 3`` times (every group is sampled independently). Same epochs, same
+three prompts each repeated ``B / 3`` times (every group is sampled independently). Same rounds, same
 Adam steps, same samples; only how they are grouped changes. Each trained policy is scored on the
 training prompts and on held-out ones (:func:`course_lib.lectures.sorting_variants.held_out_prompts`).
 """
@@ -33,15 +33,15 @@ def grouped_prompts(budget: int, group_size: int):
 
 
 def run_budget_sweep(
-    group_sizes=BUDGET_GROUP_SIZES, clip_eps=BUDGET_CLIP_EPS, seeds=range(8), budget: int = 48, epochs: int = 100
+    group_sizes=BUDGET_GROUP_SIZES, clip_eps=BUDGET_CLIP_EPS, seeds=range(8), budget: int = 48, rounds: int = 100
 ) -> dict:
-    """GRPO on the sorting task with ``budget`` responses per epoch for every ``(G, clip_eps)``.
+    """GRPO on the sorting task with ``budget`` responses per round for every ``(G, clip_eps)``.
 
     Returns:
-        A JSON-ready dict: ``budget``, ``epochs``, ``seeds``, ``group_sizes``, ``clip_eps`` and ``configs``, one
+        A JSON-ready dict: ``budget``, ``rounds``, ``seeds``, ``group_sizes``, ``clip_eps`` and ``configs``, one
         dict per configuration with means over seeds of ``train_greedy`` (final greedy reward on the training
-        prompts), ``held_out_greedy``, ``final_mean_reward`` (mean sampled reward of the last 10 epochs),
-        ``all_equal`` (fraction of groups with all rewards equal, last 10 epochs), ``wall_time_s``, and
+        prompts), ``held_out_greedy``, ``final_mean_reward`` (mean sampled reward of the last 10 rounds),
+        ``all_equal`` (fraction of groups with all rewards equal, last 10 rounds), ``wall_time_s``, and
         ``train_greedy_per_seed``.
     """
     held_out = held_out_prompts()
@@ -52,7 +52,7 @@ def run_budget_sweep(
             rows = []
             for seed in seeds:
                 start = time.perf_counter()
-                config = GRPOTrainerConfig(group_size=G, clip_eps=eps, epochs=epochs, seed=seed)
+                config = GRPOTrainerConfig(group_size=G, clip_eps=eps, rounds=rounds, seed=seed)
                 history = GRPOTrainer.for_sorting(config, prompts).train(prompts, progress=False)
                 rows.append(
                     {
@@ -68,7 +68,7 @@ def run_budget_sweep(
                 {
                     "group_size": G,
                     "clip_eps": eps,
-                    "groups_per_epoch": len(prompts),
+                    "groups_per_round": len(prompts),
                     "train_greedy": mean["train"],
                     "held_out_greedy": mean["held_out"],
                     "final_mean_reward": mean["reward"],
@@ -79,7 +79,7 @@ def run_budget_sweep(
             )
     return {
         "budget": budget,
-        "epochs": epochs,
+        "rounds": rounds,
         "seeds": list(seeds),
         "group_sizes": list(group_sizes),
         "clip_eps": list(clip_eps),

@@ -157,9 +157,11 @@ class CapstoneConfig:
         )
     )
     """The loop's hyperparameters (GRPO's; PPO changes :data:`PPO_CHANGES`): 64 prompts x G = 8 completions
-    per round, four clipped passes over each batch in two minibatches of 32 prompts' groups (8 Adam steps a
-    round), the ratio clipped to [0.8, 1.28] (DAPO's clip-higher), Adam at 2e-3 decayed linearly;
-    ``benchmarks/capstone.py``'s docstring lists every tuning run."""
+    per round, four clipped passes over each batch, each pass in two minibatches of 256 completions drawn at random
+    (a prompt's group may be split between them: the advantages were computed over whole groups first), 8 Adam steps
+    a round, the ratio clipped to [0.8, 1.28] (DAPO's clip-higher), Adam at 2e-3 decayed linearly. The ladder's
+    tuning (``benchmarks/capstone.py --tune``, under ``benchmarks/PROTOCOL.md``) tries each rung at three learning
+    rates; how this recipe was found is in ``benchmarks/results/capstone_before_protocol.md``."""
     eval_every: int = 25
     """Rounds between two held-out evaluations."""
 

@@ -7,8 +7,8 @@ Three questions the sorting results of chapters 02 to 07 leave open, each answer
    (distinct integers, as in :func:`course_lib.tasks.random_sorting_prompts`) to score the trained
    policies on, and :func:`greedy_scores` scores a policy on any prompts.
 2. **Which reference?** GRPO's KL penalty pulls toward ``pi_ref``. Frozen at the initial policy it is an
-   anchor; copied from the policy every ``k`` epochs (``GRPOTrainerConfig.ref_refresh_every``) the anchor moves
-   with it; copied every epoch it *is* the sampling policy ``pi_old``, and nothing anchors the policy at all.
+   anchor; copied from the policy every ``k`` rounds (``GRPOTrainerConfig.ref_refresh_every``) the anchor moves
+   with it; copied every round it *is* the sampling policy ``pi_old``, and nothing anchors the policy at all.
    :func:`kl_to_reference` measures how far a trained policy went.
 3. **Is RL needed?** Expert iteration (rejection-sampling fine-tuning: sample, keep the best of each group,
    fine-tune on it; STaR, Zelikman et al. 2022; RAFT, Dong et al. 2023) uses the same samples and steps as
@@ -18,8 +18,6 @@ Shapes: ``B`` prompts, ``G`` group, ``T`` tokens, ``V`` vocabulary.
 """
 
 from __future__ import annotations
-
-import copy
 
 import torch
 from einops import repeat
@@ -99,9 +97,9 @@ def initial_sorting_policy(config: GRPOTrainerConfig, prompts: torch.Tensor) -> 
 def train_expert_iteration(config: GRPOTrainerConfig | None = None, prompts: torch.Tensor | None = None) -> GRPOHistory:
     """Expert iteration on the sorting task, with GRPO's budget: the same samples, steps and optimiser.
 
-    Each epoch samples ``G`` responses per prompt (as :class:`~course_lib.trainers.GRPOTrainer` does), keeps
+    Each round samples ``G`` responses per prompt (as :class:`~course_lib.trainers.GRPOTrainer` does), keeps
     the **best of each group** (every response whose reward equals its group's maximum), and takes
-    ``steps_per_epoch`` Adam steps of supervised fine-tuning on them: the cross-entropy ``-mean log pi`` over
+    ``steps_per_round`` Adam steps of supervised fine-tuning on them: the cross-entropy ``-mean log pi`` over
     their tokens. No advantage, no ratio, no clip, no reference. ``clip_eps``, ``kl_*`` and
     ``normalize_std`` of the config are unused.
 
@@ -116,7 +114,7 @@ def train_expert_iteration(config: GRPOTrainerConfig | None = None, prompts: tor
     generator = torch.Generator().manual_seed(cfg.seed + 1)
     history = GRPOHistory(max_reward=float(sort_inclusion_ordering_reward(prompts[:1], prompts[:1].sort(-1).values)))
     with one_thread():  # a model of a few hundred parameters: one thread is faster
-        for _ in range(cfg.epochs):
+        for _ in range(cfg.rounds):
             responses = sample_responses(model, prompts, cfg.group_size, generator=generator)  # (B, G, T)
             rewards = sort_inclusion_ordering_reward(prompts[:, None, :], responses)  # (B, G)
             keep = (rewards == rewards.max(-1, keepdim=True).values).to(torch.float32)  # (B, G): best of each group
@@ -124,7 +122,7 @@ def train_expert_iteration(config: GRPOTrainerConfig | None = None, prompts: tor
             history.entropy.append(policy_entropy(model, prompts))
             history.all_equal_fraction.append(float((rewards == rewards[:, :1]).all(-1).double().mean()))
             losses = []
-            for _ in range(cfg.steps_per_epoch):
+            for _ in range(cfg.steps_per_round):
                 logits = repeat(model(prompts), "B T V -> B G T V", G=cfg.group_size)
                 logp = gather_log_probs(logits, responses)  # (B, G, T)
                 loss = -(logp.mean(-1) * keep).sum() / keep.sum()  # SFT on the kept responses
@@ -155,8 +153,3 @@ def summarize_run(
         "kl_to_initial": round(kl_to_reference(history.model, init, prompts), 4),
         "final_mean_reward": round(sum(history.mean_reward[-10:]) / len(history.mean_reward[-10:]), 4),
     }
-
-
-def copy_config(config: GRPOTrainerConfig, **overrides) -> GRPOTrainerConfig:
-    """``config`` with some fields changed (validated again)."""
-    return GRPOTrainerConfig(**{**vars(copy.copy(config)), **overrides})

@@ -37,30 +37,30 @@ def run_sweep(
     group_sizes=SWEEP_GROUP_SIZES,
     clip_eps=SWEEP_CLIP_EPS,
     seeds=range(6),
-    epochs: int = 100,
+    rounds: int = 100,
     curve_every: int = 2,
     progress: bool = True,
 ) -> dict:
     """GRPO on the sorting task for every ``(group_size, clip_eps)``, averaged over seeds.
 
-    Every other hyperparameter is the course's default (``GRPOTrainerConfig()``): the epochs
+    Every other hyperparameter is the course's default (``GRPOTrainerConfig()``): the rounds
     are fixed, so a larger group also means more samples (``samples``).
 
     Returns:
-        a JSON-ready dict: ``group_sizes``, ``clip_eps``, ``seeds``, ``epochs`` and ``configs``, a
+        a JSON-ready dict: ``group_sizes``, ``clip_eps``, ``seeds``, ``rounds`` and ``configs``, a
         list of one dict per configuration with ``final_greedy_reward`` (mean over seeds and
         prompts), ``final_greedy_per_seed``, ``final_mean_reward`` (mean sampled reward of the
-        last 10 epochs), ``greedy_curve`` and ``reward_curve`` (mean over seeds, every
-        ``curve_every`` epochs), ``wall_time_s`` (mean per seed) and ``samples``.
+        last 10 rounds), ``greedy_curve`` and ``reward_curve`` (mean over seeds, every
+        ``curve_every`` rounds), ``wall_time_s`` (mean per seed) and ``samples``.
     """
     from tqdm.auto import tqdm
 
     grid = [(G, eps) for G in group_sizes for eps in clip_eps]
     configs = []
     for G, eps in tqdm(grid, desc="sweep", disable=not progress):
-        runs = [run_sorting_grpo(seed, epochs, G, eps) for seed in seeds]
-        greedy = np.mean([run["greedy"] for run in runs], axis=0)  # (epochs,)
-        reward = np.mean([run["reward"] for run in runs], axis=0)  # (epochs,)
+        runs = [run_sorting_grpo(seed, rounds, G, eps) for seed in seeds]
+        greedy = np.mean([run["greedy"] for run in runs], axis=0)  # (rounds,)
+        reward = np.mean([run["reward"] for run in runs], axis=0)  # (rounds,)
         configs.append(
             {
                 "group_size": G,
@@ -78,7 +78,7 @@ def run_sweep(
         "group_sizes": list(group_sizes),
         "clip_eps": list(clip_eps),
         "seeds": list(seeds),
-        "epochs": epochs,
+        "rounds": rounds,
         "curve_every": curve_every,
         "configs": configs,
     }

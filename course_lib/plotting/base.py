@@ -94,6 +94,17 @@ def update_discount_weights(fig: Figure, gamma: float = 0.9, horizon: int = 30) 
     return [*bars, marker, legend, ax.title, ax.spines["bottom"]]
 
 
+def _max_reward_line(ax, max_reward) -> None:
+    """A dotted horizontal line at the largest reward possible (the reward curves of chapters 02 and 03)."""
+    ax.axhline(
+        _validate._as_float("max_reward", max_reward),
+        color="black",
+        linestyle=":",
+        linewidth=1,
+        label="highest possible reward",
+    )
+
+
 def _curve(name: str, y, like_name: str | None = None, like: torch.Tensor | None = None) -> torch.Tensor:
     """A 1-D curve (tensor or list of numbers) as float64; with ``like``, as many points as it has."""
     if isinstance(y, torch.Tensor):

@@ -7,7 +7,7 @@ import torch
 from matplotlib.figure import Figure
 
 from course_lib import _validate
-from course_lib.plotting.base import FIGSIZE
+from course_lib.plotting.base import FIGSIZE, _max_reward_line
 
 
 def plot_baseline_variances(
@@ -97,12 +97,12 @@ def plot_reward_curves_by_mode(
     max_reward: float | None = None,
     ylabel: str = "mean reward of the sampled responses",
 ) -> Figure:
-    """Mean reward against epoch for each deltas mode, averaged over seeds, with a band across seeds.
+    """Mean reward against round for each deltas mode, averaged over seeds, with a band across seeds.
 
     Args:
-        curves: ``{mode: [seeds, epochs] tensor}`` of mean rewards (one row per seed).
+        curves: ``{mode: [seeds, rounds] tensor}`` of mean rewards (one row per seed).
             ``None`` draws a made-up example with the three modes' names.
-        band: ``"minmax"`` shades from the worst to the best seed at each epoch;
+        band: ``"minmax"`` shades from the worst to the best seed at each round;
             ``"std"`` shades the mean plus or minus one standard deviation across seeds
             (Bessel-corrected, as ``torch.std``).
         max_reward: draws the highest reward possible as a dotted line.
@@ -112,23 +112,23 @@ def plot_reward_curves_by_mode(
         The figure: one line (the mean over seeds) and one band per mode.
     """
     if curves is None:
-        epochs = torch.arange(50, dtype=torch.float64)
+        rounds = torch.arange(50, dtype=torch.float64)
         g = torch.Generator().manual_seed(0)
         curves = {
             mode: 2.0
-            + rise * (1 - torch.exp(-epochs / 15))
+            + rise * (1 - torch.exp(-rounds / 15))
             + 0.1 * torch.randn(3, 50, generator=g, dtype=torch.float64)
             for mode, rise in (("rewards", 1.0), ("centered_rewards", 1.8), ("normalized_rewards", 1.7))
         }
     if not isinstance(curves, dict) or not curves:
-        raise ValueError(f"curves: expected a non-empty dict of mode -> (seeds, epochs) tensor, got {curves!r}")
+        raise ValueError(f"curves: expected a non-empty dict of mode -> (seeds, rounds) tensor, got {curves!r}")
     _validate.require_choice("band", band, ("minmax", "std"))
     fig, ax = plt.subplots(figsize=FIGSIZE)
     colors = ["tab:gray", "tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]
     for i, (mode, rows) in enumerate(curves.items()):
         rows = torch.as_tensor(rows, dtype=torch.float64)
         if rows.dim() != 2 or rows.shape[1] < 1:
-            raise ValueError(f"curves[{mode!r}]: expected shape (seeds, epochs), got {tuple(rows.shape)}")
+            raise ValueError(f"curves[{mode!r}]: expected shape (seeds, rounds), got {tuple(rows.shape)}")
         x = torch.arange(rows.shape[1]).numpy()
         mean = rows.mean(0)
         if band == "minmax":
@@ -148,15 +148,9 @@ def plot_reward_curves_by_mode(
         )
         ax.fill_between(x, low.numpy(), high.numpy(), color=color, alpha=0.2, linewidth=0)
     if max_reward is not None:
-        ax.axhline(
-            _validate._as_float("max_reward", max_reward),
-            color="black",
-            linestyle=":",
-            linewidth=1,
-            label="highest possible reward",
-        )
+        _max_reward_line(ax, max_reward)
     what = "min to max over seeds" if band == "minmax" else "mean ± 1 std over seeds"
-    ax.set_xlabel("epoch")
+    ax.set_xlabel("round")
     ax.set_ylabel(ylabel)
     ax.set_title("REINFORCE on the sorting task with each kind of deltas", fontsize="medium")
     ax.legend(

@@ -1,14 +1,15 @@
-"""Chapter 08's plots: a GRPO run on the tiny LM, the FAQ plots, and GRPO beside PPO."""
+"""Chapter 08's plots: a GRPO run on the tiny LM, the FAQ plots, GRPO beside PPO on every seed, and the ladder."""
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib.figure import Figure
 
 _PANELS = [  # (history key, title)
     ("mean_reward", "mean reward of the samples"),
     ("mean_length", "completion length (tokens, EOS included)"),
-    ("kl", "KL to the reference (k3, log scale)"),
+    ("kl", "KL to the reference (k3)"),
     ("clip_fraction", "clip fraction"),
     ("frac_zero_std", "groups with all rewards equal"),
 ]
@@ -16,26 +17,30 @@ _PANELS = [  # (history key, title)
 
 def _smooth(xs: list[float], k: int) -> list[float]:
     out, acc = [], 0.0
-    for i, x in enumerate(xs):  # a trailing mean over k epochs: the raw curves are noisy
+    for i, x in enumerate(xs):  # a trailing mean over k rounds: the raw curves are noisy
         acc += x - (xs[i - k] if i >= k else 0.0)
         out.append(acc / min(i + 1, k))
     return out
 
 
 def plot_grpo_run(history: dict, smooth: int = 10) -> Figure:
-    """Six panels against the round: held-out accuracy (``history["eval"]``), then the loop's diagnostics
-    (trailing means; the KL raw and on a log scale, so a spike shows without flattening the rest)."""
+    """Six panels against the round: held-out accuracy at the evaluations (points), then the loop's diagnostics,
+    each raw (thin) with its trailing mean over ``smooth`` rounds (thick); the KL on a log scale from round 1 (round
+    0's policy is the reference: its KL is exactly 0, which a log axis cannot show)."""
     fig, axes = plt.subplots(2, 3, figsize=(11, 5.4), layout="constrained")
     ax = axes.flat[0]
-    ax.plot(history["eval"]["iteration"], history["eval"]["score"], marker="o", ms=3)
-    ax.set(title="held-out accuracy (greedy)", xlabel="round", ylim=(0, 1))
+    ax.plot(history["eval"]["iteration"], history["eval"]["score"], marker="o", ms=3, ls=":")
+    ax.set(title="test accuracy (greedy), at evaluations", xlabel="round", ylim=(0, 1))
     for ax, (key, title) in zip(axes.flat[1:], _PANELS):
+        values = history[key]
+        rounds = np.arange(len(values))
         if key == "kl":
-            ax.plot([max(k, 1e-4) for k in history[key]], lw=0.8)
+            rounds, values = rounds[1:], values[1:]
             ax.set_yscale("log")
-        else:
-            ax.plot(_smooth(history[key], smooth))
+        ax.plot(rounds, values, lw=0.5, alpha=0.5, color="C0", label="each round")
+        ax.plot(rounds, _smooth(list(values), smooth), lw=1.6, color="C0", label=f"{smooth}-round mean")
         ax.set(title=title, xlabel="round")
+    axes.flat[1].legend(fontsize=8)
     return fig
 
 
@@ -75,7 +80,71 @@ def plot_temperature_spread(temperatures: list[float], zero_std: list[float], re
     a.plot(temperatures, zero_std, marker="o")
     a.set(title="groups with all rewards equal", xlabel="temperature", ylim=(0, 1))
     b.plot(temperatures, reward_std, marker="o", color="C1")
-    b.set(title="mean reward std within a group", xlabel="temperature")
+    b.set(title="mean reward std within a group", xlabel="temperature", ylim=(0, None))
+    return fig
+
+
+def plot_seed_curves(curves: dict[str, list[dict]]) -> Figure:
+    """Test accuracy against the round on every seed, one panel per method (``name -> one eval dict per seed``):
+    each seed thin, the median thick, the worst seed (by its last score) dashed and named."""
+    fig, axes = plt.subplots(1, len(curves), figsize=(4.6 * len(curves), 3.3), layout="constrained", squeeze=False)
+    for ax, (name, evals) in zip(axes[0], curves.items()):
+        rounds = evals[0]["iteration"]
+        scores = np.array([e["score"] for e in evals], dtype=np.float64)  # (seeds, evaluations)
+        for row in scores:
+            ax.plot(rounds, row, color="C0", lw=0.7, alpha=0.45)
+        ax.plot(rounds, np.median(scores, 0), color="C0", lw=2.2, label="median of the seeds")
+        worst = int(np.argmin(scores[:, -1]))
+        label = f"worst seed ({evals[worst].get('seed', worst)}: {scores[worst, -1]:.3f})"
+        ax.plot(rounds, scores[worst], color="k", ls="--", lw=1.2, label=label)
+        ax.axhline(0.9, color="grey", ls=":", lw=0.8, label="0.9")
+        ax.set(title=f"{name}: {len(evals)} seeds", xlabel="round", ylim=(0, 1))
+        ax.legend(fontsize=8, loc="lower right")
+    axes[0][0].set_ylabel("test accuracy (greedy)")
+    return fig
+
+
+def plot_ladder(names: list[str], scores: list[list[float]], steps: list[tuple[float, float] | None]) -> Figure:
+    """The ladder: each rung's test accuracy on every seed (dots) with its mean (bar), and each step's paired
+    difference to the rung before with its 95% t-interval (an interval that crosses 0 is unresolved).
+
+    Args:
+        names: one per rung; scores: each rung's per-seed scores; steps: ``(mean, half_width)`` per rung, None
+            for the first.
+    """
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 3.8), layout="constrained", width_ratios=(1, 1))
+    x = np.arange(len(names))
+    jitter = np.linspace(-0.15, 0.15, max(len(s) for s in scores))
+    for i, values in enumerate(scores):
+        a.scatter(i + jitter[: len(values)], values, s=12, color="C0", alpha=0.7, zorder=3)
+        a.hlines(np.mean(values), i - 0.3, i + 0.3, color="k", lw=2, zorder=4)
+    a.set_xticks(x, names, rotation=30, ha="right", fontsize=8)
+    a.set(title="test accuracy per rung: seeds (dots), mean (bar)", ylabel="test accuracy (greedy)")
+    shown = [(i, step) for i, step in enumerate(steps) if step is not None]
+    for i, (mean, half) in shown:
+        color = "C3" if mean - half > 0 or mean + half < 0 else "C7"
+        b.errorbar(i, mean, yerr=half, fmt="o", color=color, capsize=4)
+    b.axhline(0, color="grey", lw=0.8)
+    b.set_xticks(x[1:], names[1:], rotation=30, ha="right", fontsize=8)
+    b.set_xlim(a.get_xlim())
+    b.set(title="each step: paired difference, 95% t-interval (grey: crosses 0)", ylabel="accuracy change")
+    return fig
+
+
+def plot_explained_variance(per_seed: dict, last: int = 50) -> Figure:
+    """The value model's explained variance over the last ``last`` rounds of each seed (``seed -> per-round list``):
+    a box per seed, so one round is never quoted for a run."""
+    seeds = list(per_seed)
+    data = [np.asarray(per_seed[s][-last:], dtype=np.float64) for s in seeds]
+    fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
+    ax.boxplot(data, showfliers=True, flierprops={"markersize": 3})
+    ax.set_xticks(np.arange(1, len(seeds) + 1), [str(s) for s in seeds])
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set(
+        title=f"PPO's value model: explained variance over the last {last} rounds",
+        xlabel="seed",
+        ylabel="explained variance",
+    )
     return fig
 
 

@@ -133,7 +133,7 @@ def plot_sweep(group_size: int = 8, clip_eps: float = 0.2, sweep: dict | None = 
     """GRPO's sweep over group size and clip range: the table of final rewards, and one configuration's curves.
 
     Left: the final greedy reward (mean over seeds and prompts) of every configuration, the
-    selected one outlined. Right: its greedy and sampled reward per epoch, mean over seeds.
+    selected one outlined. Right: its greedy and sampled reward per round, mean over seeds.
 
     Args:
         group_size, clip_eps: the configuration to show; must be in the sweep.
@@ -171,10 +171,10 @@ def plot_sweep(group_size: int = 8, clip_eps: float = 0.2, sweep: dict | None = 
     axes[0].set_ylabel("group size G")
     axes[0].set_title(f"final greedy reward, mean of {len(sweep['seeds'])} seeds", fontsize="medium")
     fig.colorbar(image, ax=axes[0], fraction=0.05)
-    epochs = _sweep_epochs(sweep, config)
-    axes[1].plot(epochs, config["greedy_curve"], color="tab:blue", linewidth=1.8, label="greedy response", gid="greedy")
+    rounds = _sweep_rounds(sweep, config)
+    axes[1].plot(rounds, config["greedy_curve"], color="tab:blue", linewidth=1.8, label="greedy response", gid="greedy")
     axes[1].plot(
-        epochs,
+        rounds,
         config["reward_curve"],
         color="tab:orange",
         linewidth=1.8,
@@ -184,7 +184,7 @@ def plot_sweep(group_size: int = 8, clip_eps: float = 0.2, sweep: dict | None = 
     axes[1].axhline(5.0, color="black", linestyle="--", linewidth=0.8)
     # One y range for the whole sweep, so that what moves with the sliders is the curves, not the axis.
     axes[1].set_ylim(min(1.5, min(min(c["reward_curve"]) for c in sweep["configs"]) - 0.2), 5.3)
-    axes[1].set_xlabel("epoch")
+    axes[1].set_xlabel("round")
     axes[1].set_ylabel("reward (mean over seeds and prompts)")
     axes[1].set_title(_sweep_title(config), fontsize="medium")
     axes[1].legend(fontsize="small", frameon=False, loc="lower right")
@@ -195,7 +195,7 @@ def plot_sweep(group_size: int = 8, clip_eps: float = 0.2, sweep: dict | None = 
     return fig
 
 
-def _sweep_epochs(sweep: dict, config: dict) -> list[int]:
+def _sweep_rounds(sweep: dict, config: dict) -> list[int]:
     every = sweep.get("curve_every", 1)
     return [every * (k + 1) for k in range(len(config["greedy_curve"]))]
 
@@ -221,9 +221,9 @@ def update_sweep(fig: Figure, group_size: int = 8, clip_eps: float = 0.2, sweep:
     (selected,) = [p for p in table.patches if p.get_gid() == "selected"]
     i, j = sweep["group_sizes"].index(config["group_size"]), sweep["clip_eps"].index(config["clip_eps"])
     selected.set_xy((j - 0.5, i - 0.5))
-    epochs = _sweep_epochs(sweep, config)
+    rounds = _sweep_rounds(sweep, config)
     for line in curves.lines:
         if line.get_gid() in ("greedy", "sampled"):
-            line.set_data(epochs, config["greedy_curve" if line.get_gid() == "greedy" else "reward_curve"])
+            line.set_data(rounds, config["greedy_curve" if line.get_gid() == "greedy" else "reward_curve"])
     curves.title.set_text(_sweep_title(config))
     return [selected, *table.spines.values(), *curves.lines, curves.get_legend(), curves.title]

@@ -239,22 +239,12 @@ def plot_truncation_errors(error_bootstrap, error_terminal, gamma_lam: float | N
         gamma_lam = _validate.require_unit_interval("gamma_lam", gamma_lam)
     k = torch.arange(error_terminal.numel(), dtype=torch.float64)
     fig, ax = plt.subplots(figsize=FIGSIZE)
-    ax.plot(
-        k.numpy(),
-        error_terminal.numpy(),
-        color="tab:red",
-        marker="o",
-        markersize=4,
-        label="cut treated as terminal (wrong)",
-    )
-    ax.plot(
-        k.numpy(),
-        error_bootstrap.numpy(),
-        color="tab:green",
-        marker="o",
-        markersize=4,
-        label=r"bootstrap from $V$(last state) (right)",
-    )
+    curves = [
+        (error_terminal, "tab:red", "cut treated as terminal (wrong)"),
+        (error_bootstrap, "tab:green", r"bootstrap from $V$(last state) (right)"),
+    ]
+    for error, color, label in curves:
+        ax.plot(k.numpy(), error.numpy(), color=color, marker="o", markersize=4, label=label)
     if gamma_lam is not None:
         ax.plot(
             k.numpy(),

@@ -11,7 +11,7 @@ from course_lib.plotting.base import _curve
 
 
 def _seed_curves(name: str, runs, field: str) -> torch.Tensor:
-    """``(n_seeds, epochs)`` curves of one field of a history (or a list of histories, one per seed)."""
+    """``(n_seeds, rounds)`` curves of one field of a history (or a list of histories, one per seed)."""
     runs = runs if isinstance(runs, (list, tuple)) else [runs]
     if not runs:
         raise ValueError(f"{name}: expected a history or a non-empty list of histories")
@@ -43,11 +43,11 @@ def plot_sorting_curves(
     max_reward: float | None = 5.0,
     title: str = "Sorting task: REINFORCE vs GRPO",
 ) -> Figure:
-    """Per-epoch curves of a few history fields, one line per label, averaged over seeds.
+    """Per-round curves of a few history fields, one line per label, averaged over seeds.
 
     Args:
         histories: ``{label: history or list of histories}``; a history has one value per
-            epoch in each field (``greedy_reward`` has ``B``, averaged over prompts), as
+            round in each field (``greedy_reward`` has ``B``, averaged over prompts), as
             ``trainers.pg_trainer.PGHistory`` and ``trainers.grpo_trainer.GRPOHistory`` do.
         fields: one panel per field, among ``"mean_reward"``, ``"greedy_reward"``,
             ``"entropy"``, ``"all_equal_fraction"``, ``"kl"``, ``"clip_fraction"``.
@@ -69,7 +69,7 @@ def plot_sorting_curves(
     colors = ["tab:gray", "tab:orange", "tab:purple", "tab:blue", "tab:green", "tab:red", "tab:brown", "tab:pink"]
     for i, (label, runs) in enumerate(histories.items()):
         for ax, name in zip(axes, fields):
-            curves = _seed_curves(f"histories[{label!r}]", runs, name)  # (seeds, epochs)
+            curves = _seed_curves(f"histories[{label!r}]", runs, name)  # (seeds, rounds)
             ax.plot(
                 torch.arange(curves.shape[1]).numpy(),
                 curves.mean(0).numpy(),
@@ -80,7 +80,7 @@ def plot_sorting_curves(
     for ax, name in zip(axes, fields):
         if max_reward is not None and name in ("mean_reward", "greedy_reward"):
             ax.axhline(max_reward, color="black", linestyle="--", linewidth=0.8)
-        ax.set_xlabel("epoch (one batch of samples each)")
+        ax.set_xlabel("round (one batch of samples each)")
         ax.set_title(_SORTING_FIELDS[name], fontsize="medium")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("mean over prompts and seeds")

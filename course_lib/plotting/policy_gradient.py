@@ -7,7 +7,7 @@ import torch
 from matplotlib.figure import Figure
 
 from course_lib import _validate
-from course_lib.plotting.base import FIGSIZE, _curve
+from course_lib.plotting.base import FIGSIZE, _curve, _max_reward_line
 
 _MC_LOGITS = (0.5, -1.0, 1.5, 0.0, -0.5)
 _MC_REWARDS = (1.0, 0.0, 3.0, -2.0, 0.5)
@@ -148,13 +148,13 @@ def plot_pg_reward_curves(
     ylabel: str = "mean sampled reward",
     title: str = "REINFORCE on the sorting task",
 ) -> Figure:
-    """Reward against epoch: one thin line per seed and a thick line for their mean, per run label.
+    """Reward against round: one thin line per seed and a thick line for their mean, per run label.
 
     Thin lines, not a band, because the point is often where single runs *stop*: a
     run stuck in a local optimum is a flat line below the maximum.
 
     Args:
-        curves: ``{label: (seeds, epochs)}`` rewards, one row per seed (a tensor or
+        curves: ``{label: (seeds, rounds)}`` rewards, one row per seed (a tensor or
             nested lists). ``None`` draws a made-up example.
         max_reward: the highest reward possible, drawn as a dotted line (``None`` for none).
         ylabel: the y-axis label.
@@ -164,11 +164,11 @@ def plot_pg_reward_curves(
         The figure: for each label, one line per seed and one for the mean (plus the dotted line).
     """
     if curves is None:
-        epochs = torch.arange(60, dtype=torch.float64)
-        curves = {"example": torch.stack([2.5 + top * (1 - torch.exp(-epochs / 10)) for top in (0.8, 1.2, 1.5)])}
+        rounds = torch.arange(60, dtype=torch.float64)
+        curves = {"example": torch.stack([2.5 + top * (1 - torch.exp(-rounds / 10)) for top in (0.8, 1.2, 1.5)])}
         max_reward = 5.0 if max_reward is None else max_reward
     if not isinstance(curves, dict) or not curves:
-        raise ValueError(f"curves: expected a non-empty dict of label -> (seeds, epochs) rewards, got {curves!r}")
+        raise ValueError(f"curves: expected a non-empty dict of label -> (seeds, rounds) rewards, got {curves!r}")
     fig, ax = plt.subplots(figsize=FIGSIZE)
     colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:gray"]
     for i, (label, rows) in enumerate(curves.items()):
@@ -176,7 +176,7 @@ def plot_pg_reward_curves(
         if rows.dim() == 1:
             rows = rows[None]
         if rows.dim() != 2 or rows.shape[1] < 1:
-            raise ValueError(f"curves[{label!r}]: expected shape (seeds, epochs), got {tuple(rows.shape)}")
+            raise ValueError(f"curves[{label!r}]: expected shape (seeds, rounds), got {tuple(rows.shape)}")
         color = colors[i % len(colors)]
         x = torch.arange(rows.shape[1]).numpy()
         seeds = rows.shape[0]
@@ -190,14 +190,8 @@ def plot_pg_reward_curves(
             label=f"{label}: mean of {seeds} seeds (thin: each seed)" if seeds > 1 else f"{label} (one seed)",
         )
     if max_reward is not None:
-        ax.axhline(
-            _validate._as_float("max_reward", max_reward),
-            color="black",
-            linestyle=":",
-            linewidth=1,
-            label="highest possible reward",
-        )
-    ax.set_xlabel("epoch")
+        _max_reward_line(ax, max_reward)
+    ax.set_xlabel("round")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize="medium")
     # Below the axes: flat curves can sit anywhere, and a legend inside would hide one.

@@ -37,65 +37,75 @@ def trailing_mean(rows: np.ndarray, k: int) -> np.ndarray:
     return (c[..., i] - c[..., np.maximum(i - k, 0)]) / np.minimum(i, k)
 
 
-def _spread(ax, rows: np.ndarray, color: str, label: str, x=None) -> None:
+def _spread(ax, rows: np.ndarray, color: str, label: str, x=None, marker: str | None = None, ls: str = "-") -> None:
     """The mean over seeds (thick), every seed (thin) and the band between the lowest and highest seed."""
     x = np.arange(rows.shape[1]) if x is None else np.asarray(x)
-    ax.fill_between(x, np.nanmin(rows, 0), np.nanmax(rows, 0), color=color, alpha=0.15, lw=0)
+    with warnings.catch_warnings():  # a column that is nan for every seed: a gap, not a warning
+        warnings.simplefilter("ignore", RuntimeWarning)
+        low, high, mean = np.nanmin(rows, 0), np.nanmax(rows, 0), np.nanmean(rows, 0)
+    ax.fill_between(x, low, high, color=color, alpha=0.15, lw=0)
     for row in rows:
         ax.plot(x, row, color=color, lw=0.6, alpha=0.5)
-    ax.plot(x, np.nanmean(rows, 0), color=color, lw=2, label=label)
+    ax.plot(x, mean, color=color, lw=2, label=label, marker=marker, ms=4, ls=ls)
 
 
-def plot_style_curves(histories: list[dict], smooth: int = 3) -> Figure:
-    """Four panels over the RL rounds, across seeds: the scratchpad's share of the samples, their mean length,
-    the accuracy of each style (trailing means over ``smooth`` rounds), and greedy test accuracy (worst seed dashed)."""
-    share = _rows(histories, lambda h: h["style_share"]["scratchpad"], "histories")
-    length = _rows(histories, lambda h: h["mean_length"], "histories")
-    fig, axes = plt.subplots(1, 4, figsize=(14, 3.2), layout="constrained")
-    _spread(axes[0], trailing_mean(share, smooth), "C0", "scratchpad")
-    _spread(
-        axes[0],
-        trailing_mean(_rows(histories, lambda h: h["style_share"]["direct"], "histories"), smooth),
-        "C1",
-        "direct",
-    )
-    axes[0].set(title="share of the samples (T = 1)", xlabel="round", ylim=(0, 1))
-    axes[0].legend(fontsize=8)
-    _spread(axes[1], trailing_mean(length, smooth), "C2", "mean")
-    axes[1].set(title="mean sampled length (tokens)", xlabel="round")
+MIN_SAMPLES = 20
+"""A style's accuracy in a round is drawn only where the seeds averaged at least this many samples of it."""
+
+
+def plot_style_curves(histories: list[dict], smooth: int = 3, samples_per_round: int = 512) -> Figure:
+    """Four panels over the RL rounds, across seeds (mean thick, each seed thin, the band from the lowest to the
+    highest seed): each style's share of the samples, their mean length and each style's accuracy (trailing means
+    over ``smooth`` rounds, said in the titles), and greedy test accuracy at the evaluations (points; worst seed
+    dashed; the 0.9 bar). A style's accuracy is left out of rounds with fewer than :data:`MIN_SAMPLES` of its
+    samples per seed on average (``samples_per_round`` times its share): a handful of samples is noise."""
+    fig, grid = plt.subplots(2, 2, figsize=(11, 6.4), layout="constrained")
+    axes = grid.flat
     for style, color in (("scratchpad", "C0"), ("direct", "C1")):
-        acc = _rows(histories, lambda h, style=style: h["style_accuracy"][style], "histories")  # nan where not sampled
-        with warnings.catch_warnings():  # a round where no seed sampled the style: nan, a gap in the line
-            warnings.simplefilter("ignore", RuntimeWarning)
-            axes[2].plot(np.nanmean(acc, 0), color=color, lw=1.5, label=style)
-    axes[2].set(title="accuracy of each style's samples", xlabel="round", ylim=(0, 1))
-    axes[2].legend(fontsize=8)
-    its = histories[0]["eval"]["iteration"]
+        share = _rows(histories, lambda h, style=style: h["style_share"][style], "histories")
+        _spread(axes[0], trailing_mean(share, smooth), color, style)
+        acc = _rows(histories, lambda h, style=style: h["style_accuracy"][style], "histories")  # nan: not sampled
+        enough = share.mean(0) * samples_per_round >= MIN_SAMPLES  # (R,)
+        smoothed = np.where(enough, acc, np.nan)
+        _spread(axes[2], smoothed, color, style)
+    axes[0].set(title=f"share of the samples ({smooth}-round mean)", xlabel="round", ylim=(0, 1))
+    axes[0].legend(fontsize=8, loc="center right")
+    length = _rows(histories, lambda h: h["mean_length"], "histories")
+    _spread(axes[1], trailing_mean(length, smooth), "C2", "mean over seeds")
+    axes[1].set(title=f"mean length, tokens ({smooth}-round mean)", xlabel="round")
+    axes[2].set(title=f"accuracy of each style (>= {MIN_SAMPLES} samples)", xlabel="round", ylim=(0, 1))
+    axes[2].legend(fontsize=8, loc="lower right")
+    rounds = histories[0]["eval"]["iteration"]
     scores = _rows(histories, lambda h: h["eval"]["score"], "histories")
-    _spread(axes[3], scores, "C3", "mean", x=its)
-    axes[3].plot(its, scores[np.argmin(scores[:, -1])], color="k", ls="--", lw=1, label="worst seed")
-    axes[3].axhline(0.9, color="grey", lw=0.5)
-    axes[3].set(title="greedy accuracy (test prompts)", xlabel="round", ylim=(0, 1))
-    axes[3].legend(fontsize=8)
+    _spread(axes[3], scores, "C3", "mean over seeds", x=rounds, marker="o", ls=":")  # evaluations: points
+    worst = scores[np.argmin(scores[:, -1])]
+    axes[3].plot(rounds, worst, color="k", ls=":", lw=1, marker="s", ms=3, label="worst seed")
+    axes[3].axhline(0.9, color="grey", lw=0.8, ls=":", label="0.9 (the bar)")
+    axes[3].set(title="greedy test accuracy (at the evaluations)", xlabel="round", ylim=(0, 1))
+    axes[3].legend(fontsize=8, loc="lower right")
     return fig
 
 
 def plot_filler_control(runs: dict[str, list[dict]], smooth: int = 5) -> Figure:
-    """The filler control: the filler share (trailing mean over ``smooth`` rounds) and the mean length over the
-    rounds, one colour per aggregation (``name -> one history per seed``), mean and spread over seeds."""
+    """The filler control, one column per aggregation (``name -> one history per seed``): the filler share of the
+    samples (top) and their mean length (bottom), trailing means over ``smooth`` rounds; each seed thin, the mean
+    over seeds thick. Small multiples, so that the three aggregations' seeds do not merge into one mass."""
     if not isinstance(runs, dict) or not runs:
         raise ValueError("runs: expected a dict aggregation name -> list of histories")
-    fig, (a, b, c) = plt.subplots(1, 3, figsize=(13, 3.2), layout="constrained")
+    fig, axes = plt.subplots(2, len(runs), figsize=(4.2 * len(runs), 5.4), layout="constrained", squeeze=False)
     for i, (name, histories) in enumerate(runs.items()):
         color = f"C{i}"
-        _spread(a, trailing_mean(_rows(histories, lambda h: h["style_share"]["filler"], "runs"), smooth), color, name)
-        _spread(b, trailing_mean(_rows(histories, lambda h: h["mean_length"], "runs"), smooth), color, name)
-        scores = _rows(histories, lambda h: h["eval"]["score"], "runs")
-        _spread(c, scores, color, name, x=histories[0]["eval"]["iteration"])
-    a.set(title="filler share of the samples", xlabel="round", ylim=(0, 1))
-    b.set(title="mean sampled length (tokens)", xlabel="round")
-    c.set(title="greedy accuracy (test prompts)", xlabel="round", ylim=(0, 1))
-    a.legend(fontsize=8)
+        share = trailing_mean(_rows(histories, lambda h: h["style_share"]["filler"], "runs"), smooth)
+        length = trailing_mean(_rows(histories, lambda h: h["mean_length"], "runs"), smooth)
+        _spread(axes[0][i], share, color, "mean over seeds")
+        _spread(axes[1][i], length, color, "mean over seeds")
+        axes[0][i].set(title=name, ylim=(0, 1))
+        axes[1][i].set(xlabel="round")
+    axes[0][0].set_ylabel(f"filler share ({smooth}-round mean)")
+    axes[1][0].set_ylabel(f"mean length, tokens ({smooth}-round mean)")
+    fig.suptitle(
+        f"the filler control: each thin line one seed ({len(next(iter(runs.values())))} seeds), thick the mean"
+    )
     return fig
 
 

@@ -3,12 +3,12 @@
 - ``PGTrainer`` (``pg_trainer.py``, chapter 02): sample a group per prompt, reward it, REINFORCE steps. The
   skeleton: a config dataclass, a history dataclass, ``generate_group_outputs``, ``compute_rewards``,
   ``training_step`` and ``train``. ``train_sorting_pg`` is the lecture's entry point, a thin wrapper.
-- ``PPOTrainer`` (``ppo_trainer.py``, chapter 05): collect experience, GAE, clipped updates with a critic
-  (``PPOLoss``), with the same config and history pattern.
+- ``PPOTrainer`` (``ppo_trainer.py``, chapter 05): collect experience (``rollout.py``), GAE, clipped updates with
+  a critic (``PPOLoss``), with the same config and history pattern, in the environments of ``envs.py``.
 - ``GRPOTrainer`` (``grpo_trainer.py``, chapter 06): ``PGTrainer`` with group-relative advantages, the
   sampling policy's and the reference's log-probs held for the batch, and ``grpo_loss``.
 
-Each returns a history (per epoch or update: mean reward, loss, KL, clip fraction, and for PPO the
+Each returns a history (per round or update: mean reward, loss, KL, clip fraction, and for PPO the
 value loss) that ``course_lib.plotting`` draws.
 """
 

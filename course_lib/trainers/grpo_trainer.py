@@ -9,7 +9,7 @@ iteration). :class:`GRPOTrainer` is chapter 02's :class:`~course_lib.trainers.pg
    (:func:`course_lib.grpo.group_advantages`, which the loss computes) in place of chapter 03's deltas;
 3. (*) hold fixed ``logp_old``, the log-probs of the policy that sampled them, and
    ``logp_ref``, those of the frozen reference policy;
-4. take ``steps_per_epoch`` Adam steps (:meth:`training_step`) on
+4. take ``steps_per_round`` Adam steps (:meth:`training_step`) on
    :func:`course_lib.grpo.grpo_loss` of that batch: (*) the importance ratio
    ``exp(logp - logp_old)`` in place of ``logp``, clipped to ``[1 - clip_eps, 1 + clip_eps]``,
    which is what makes reusing one batch for several steps principled (PPO, Schulman et al.
@@ -52,10 +52,10 @@ class GRPOTrainerConfig:
     """Hyperparameters of :class:`GRPOTrainer`; the defaults are the course's GRPO configuration."""
 
     group_size: int = 10
-    """G, responses sampled per prompt in every epoch (the lecture's 10)."""
-    epochs: int = 100
-    """Number of epochs; each samples a fresh batch of responses (the lecture's 100)."""
-    steps_per_epoch: int = 10
+    """G, responses sampled per prompt in every round (the lecture's 10)."""
+    rounds: int = 100
+    """Number of rounds; each samples a fresh batch of responses (the lecture's 100)."""
+    steps_per_round: int = 10
     """Adam steps on each batch; the ratio and the clip keep the reuse in check (the lecture's 10)."""
     lr: float = 1e-2
     """Adam's learning rate."""
@@ -80,7 +80,7 @@ class GRPOTrainerConfig:
     embedding_std: float | None = None
     """Std of the embedding table at init: None is SortingPolicy's 1/sqrt(D), 1.0 the lecture's nn.Embedding."""
     ref_refresh_every: int = 0
-    """Copy the policy into the reference every this many epochs (0: never, the frozen initial policy)."""
+    """Copy the policy into the reference every this many rounds (0: never, the frozen initial policy)."""
     reward: str = "inclusion_ordering"
     """The reward: "inclusion_ordering" (dense, at most 2T - 1) or "exact_match" (0 or 1)."""
     seed: int = 0
@@ -91,7 +91,7 @@ class GRPOTrainerConfig:
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first field that is out of range."""
-        for name in ("group_size", "epochs", "steps_per_epoch", "embedding_dim"):
+        for name in ("group_size", "rounds", "steps_per_round", "embedding_dim"):
             _validate.require_int(name, getattr(self, name), minimum=1)
         _validate.require_int("seed", self.seed, minimum=0)
         _validate.require_int("ref_refresh_every", self.ref_refresh_every, minimum=0)
@@ -112,9 +112,9 @@ class GRPOHistory(PGTrainerHistory):
     """What :meth:`GRPOTrainer.train` records: chapter 02's history plus the KL and the clip fraction."""
 
     kl: list[float] = field(default_factory=list)
-    """Mean per-token KL estimate to the reference policy, averaged over the epoch's steps."""
+    """Mean per-token KL estimate to the reference policy, averaged over the round's steps."""
     clip_fraction: list[float] = field(default_factory=list)
-    """Fraction of tokens whose ratio left [1 - clip_eps, 1 + clip_eps], averaged over the epoch's steps."""
+    """Fraction of tokens whose ratio left [1 - clip_eps, 1 + clip_eps], averaged over the round's steps."""
 
 
 class GRPOTrainer(PGTrainer):

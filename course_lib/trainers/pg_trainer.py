@@ -6,15 +6,18 @@ Williams 1992 (REINFORCE): with ``G`` responses ``y_1 .. y_G`` sampled per promp
 
 the gradient of the surrogate loss ``-mean(delta * logp)`` (:func:`course_lib.policy_gradient.reinforce_loss`),
 where ``delta`` is the reward or the reward minus a baseline (:func:`course_lib.baselines.compute_deltas`).
-One epoch of :meth:`PGTrainer.train`, in the lecture's order:
+One round of :meth:`PGTrainer.train`, in the lecture's order:
 
 1. sample ``G`` responses per prompt from the current policy (:meth:`PGTrainer.generate_group_outputs`);
 2. reward them (:meth:`PGTrainer.compute_rewards`), and turn the rewards into deltas (:meth:`PGTrainer.advantages`);
-3. take ``steps_per_epoch`` Adam steps (:meth:`PGTrainer.training_step`) on the REINFORCE loss of *that* batch.
+3. take ``steps_per_round`` Adam steps (:meth:`PGTrainer.training_step`) on the REINFORCE loss of *that* batch.
 
 Only the first of those steps is exactly on-policy: after it the policy has moved while the
 samples have not. The lecture reuses each batch because sampling is the expensive part of RL for
-LMs; chapter 05's ratio and clip make the reuse principled. ``steps_per_epoch=1`` is REINFORCE.
+LMs; chapter 05's ratio and clip make the reuse principled. ``steps_per_round=1`` is REINFORCE.
+
+The course's vocabulary, from this chapter to the last: a *round* samples a fresh batch and trains on it; an
+*epoch* is one pass over a round's batch (PPO's ``update_epochs``, the LM loop's ``update_epochs``).
 
 :class:`PGTrainer` is the skeleton of the course's trainers: :class:`~course_lib.trainers.grpo_trainer.GRPOTrainer`
 (chapter 06) is this class with another advantage and another loss. :func:`train_sorting_pg` is chapter 02's
@@ -48,14 +51,14 @@ REWARDS = {"inclusion_ordering": sort_inclusion_ordering_reward, "exact_match": 
 
 @dataclass
 class PGTrainerConfig:
-    """Hyperparameters of :class:`PGTrainer`: the lecture's budget and model (its lr is 1e-3, its table N(0, 1))."""
+    """Hyperparameters of :class:`PGTrainer`: the lecture's budget and model (``lecture()``: its lr and init)."""
 
     group_size: int = 10
-    """G, responses sampled per prompt in every epoch."""
-    epochs: int = 100
-    """Number of epochs; each samples a fresh batch of responses."""
-    steps_per_epoch: int = 10
-    """Adam steps taken on each batch of samples (1 is strictly on-policy REINFORCE)."""
+    """G, responses sampled per prompt in every round."""
+    rounds: int = 100
+    """Number of rounds; each samples a fresh batch of responses."""
+    steps_per_round: int = 10
+    """Adam steps taken on each round's batch of samples (1 is strictly on-policy REINFORCE)."""
     lr: float = 1e-2
     """Adam's learning rate."""
     deltas_mode: str = "rewards"
@@ -78,13 +81,20 @@ class PGTrainerConfig:
     def __post_init__(self) -> None:
         self.validate()
 
+    @classmethod
+    def lecture(cls, **overrides) -> PGTrainerConfig:
+        """The lecture's exact setup: Adam at lr 1e-3 and nn.Embedding's N(0, 1) table (``overrides`` on top)."""
+        return cls(**{"lr": 1e-3, "embedding_std": 1.0, **overrides})
+
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first field that is out of range."""
-        for name in ("group_size", "epochs", "steps_per_epoch", "embedding_dim"):
+        for name in ("group_size", "rounds", "steps_per_round", "embedding_dim"):
             _validate.require_int(name, getattr(self, name), minimum=1)
         _validate.require_int("seed", self.seed, minimum=0)
-        for name in ("lr", "temperature", "init_scale") + ("embedding_std",) * (self.embedding_std is not None):
+        for name in ("lr", "temperature", "init_scale"):
             _validate.require_positive(name, getattr(self, name))
+        if self.embedding_std is not None:
+            _validate.require_positive("embedding_std", self.embedding_std)
         _validate.require_non_negative("ent_coef", self.ent_coef)
         _validate.require_choice("deltas_mode", self.deltas_mode, MODES)
         _validate.require_choice("reward", self.reward, tuple(REWARDS))
@@ -92,18 +102,18 @@ class PGTrainerConfig:
 
 @dataclass
 class PGTrainerHistory:
-    """What :meth:`PGTrainer.train` records, one entry per epoch (plus the trained model)."""
+    """What :meth:`PGTrainer.train` records, one entry per round (plus the trained model)."""
 
     mean_reward: list[float] = field(default_factory=list)
-    """Mean reward of the B * G responses sampled at the start of the epoch."""
+    """Mean reward of the B * G responses sampled at the start of the round."""
     greedy_reward: list[list[float]] = field(default_factory=list)
-    """Reward of the greedy (argmax) response to each prompt, ``B`` numbers, at the end of the epoch."""
+    """Reward of the greedy (argmax) response to each prompt, ``B`` numbers, at the end of the round."""
     loss: list[float] = field(default_factory=list)
-    """The loss, averaged over the epoch's steps."""
+    """The loss, averaged over the round's steps."""
     on_policy_loss: list[float] = field(default_factory=list)
-    """The loss at the epoch's first step, on fresh samples: the on-policy one."""
+    """The loss at the round's first step, on fresh samples: the on-policy one."""
     entropy: list[float] = field(default_factory=list)
-    """Mean entropy (nats) of the policy's distribution at each response position, at the start of the epoch."""
+    """Mean entropy (nats) of the policy's distribution at each response position, at the start of the round."""
     all_equal_fraction: list[float] = field(default_factory=list)
     """Fraction of the B groups whose G rewards are all equal."""
     nonzero_fraction: list[float] = field(default_factory=list)
@@ -116,7 +126,7 @@ class PGTrainerHistory:
     """The policy after training."""
 
     def append(self, record: dict) -> None:
-        """Append one epoch's record (a dict with a key for every list field; other keys are ignored)."""
+        """Append one round's record (a dict with a key for every list field; other keys are ignored)."""
         for f in dataclasses.fields(self):
             if isinstance(getattr(self, f.name), list):
                 getattr(self, f.name).append(record[f.name])
@@ -260,28 +270,28 @@ class PGTrainer:
     # -- the loop --------------------------------------------------------------------------
 
     def train(
-        self, prompts: torch.Tensor | None = None, epochs: int | None = None, progress: bool = True
+        self, prompts: torch.Tensor | None = None, rounds: int | None = None, progress: bool = True
     ) -> PGTrainerHistory:
-        """Train for ``epochs`` epochs (``config.epochs`` when ``None``) on ``prompts``.
+        """Train for ``rounds`` rounds (``config.rounds`` when ``None``) on ``prompts``.
 
         Seeded and deterministic. A model this small runs several times faster on one thread than on
         two (splitting its tiny matrix products costs more than they do), so the loop runs on one.
 
         Args:
             prompts: ``(B, T)`` integer prompts; the lecture's three when ``None``.
-            epochs: number of epochs, a positive int.
-            progress: show a tqdm progress bar over epochs.
+            rounds: number of rounds, a positive int.
+            progress: show a tqdm progress bar over rounds.
 
         Returns:
-            A history (:attr:`History`): one entry per epoch.
+            A history (:attr:`History`): one entry per round.
         """
         cfg = self.config
         prompts = _require_prompts(sorting_prompts() if prompts is None else prompts)
-        epochs = cfg.epochs if epochs is None else _validate.require_int("epochs", epochs, minimum=1)
+        rounds = cfg.rounds if rounds is None else _validate.require_int("rounds", rounds, minimum=1)
         history = self.History(max_reward=float(self.reward_fn(prompts[:1], prompts[:1].sort(-1).values)))
 
         with one_thread():
-            for _ in tqdm(range(epochs), desc=f"{type(self).__name__} epochs", disable=not progress):
+            for _ in tqdm(range(rounds), desc=f"{type(self).__name__} rounds", disable=not progress):
                 # 1-2. Sample a group per prompt and reward it.
                 responses = self.generate_group_outputs(prompts)  # (B, G, T)
                 rewards = self.compute_rewards(prompts, responses)  # (B, G)
@@ -291,7 +301,7 @@ class PGTrainer:
                     constants = self.batch_constants(prompts, responses)
                 # 4. Several steps on the same batch.
                 infos = [
-                    self.training_step(prompts, responses, rewards, **constants) for _ in range(cfg.steps_per_epoch)
+                    self.training_step(prompts, responses, rewards, **constants) for _ in range(cfg.steps_per_round)
                 ]
                 record = {key: sum(i[key] for i in infos) / len(infos) for key in infos[0]}  # the steps' mean
                 history.append(
@@ -321,53 +331,15 @@ def _require_prompts(prompts) -> torch.Tensor:
 
 
 @dataclass
-class PGConfig:
-    """Hyperparameters of :func:`train_sorting_pg`: the lecture's budget and model; ``lecture()``: its exact setup."""
-
-    deltas_mode: str = "rewards"
-    """How rewards become the loss weights: "rewards", "centered_rewards" or "normalized_rewards"."""
-    reward: str = "inclusion_ordering"
-    """The reward: "inclusion_ordering" (dense, at most 2T - 1) or "exact_match" (sparse, 0 or 1)."""
-    group_size: int = 10
-    """G, responses sampled per prompt in every epoch."""
-    epochs: int = 100
-    """Number of epochs; each samples a fresh batch of responses."""
-    steps_per_epoch: int = 10
-    """Adam steps taken on each batch of samples (1 is strictly on-policy REINFORCE)."""
-    lr: float = 1e-2
-    """Adam's learning rate (the lecture's is 1e-3)."""
-    embedding_dim: int = 10
-    """D, the width of the model's embeddings and hidden vector."""
-    embedding_std: float | None = None
-    """Std of the embedding table at init: None is 1/sqrt(D) (the course's), 1.0 the lecture's nn.Embedding."""
-    vocab_size: int | None = None
-    """V; None takes the largest prompt token + 1."""
-    seed: int = 0
-    """Seeds the initialisation and the sampling (two private generators)."""
-
-    def __post_init__(self) -> None:
-        self.validate()
-
-    # PGConfig.lecture(**overrides): the lecture's exact setup, Adam at lr 1e-3 and nn.Embedding's N(0, 1) table.
-    lecture = classmethod(lambda cls, **overrides: cls(**{"lr": 1e-3, "embedding_std": 1.0, **overrides}))
-
-    def validate(self) -> None:
-        """Raise ``ValueError`` naming the first field that is out of range."""
-        if self.vocab_size is not None:
-            _validate.require_int("vocab_size", self.vocab_size, minimum=1)
-        PGTrainerConfig(**_shared_fields(self))  # validates the others
-
-
-@dataclass
 class PGHistory:
-    """What :func:`train_sorting_pg` records, one entry per epoch (plus the trained model)."""
+    """What :func:`train_sorting_pg` records, one entry per round (plus the trained model)."""
 
     mean_reward: list[float] = field(default_factory=list)
-    """Mean reward of the B * G responses sampled at the start of the epoch."""
+    """Mean reward of the B * G responses sampled at the start of the round."""
     greedy_reward: list[list[float]] = field(default_factory=list)
-    """Reward of the greedy (argmax) response to each prompt, ``B`` numbers, at the start of the epoch."""
+    """Reward of the greedy (argmax) response to each prompt, ``B`` numbers, at the start of the round."""
     loss: list[float] = field(default_factory=list)
-    """REINFORCE loss at the first step of the epoch (on fresh samples: the on-policy one)."""
+    """REINFORCE loss at the first step of the round (on fresh samples: the on-policy one)."""
     nonzero_fraction: list[float] = field(default_factory=list)
     """Fraction of the sampled responses whose delta is nonzero: those that carry a gradient."""
     exact_match: list[float] = field(default_factory=list)
@@ -383,30 +355,37 @@ class PGHistory:
 
 
 def train_sorting_pg(
-    config: PGConfig | None = None, prompts: torch.Tensor | None = None, progress: bool = False
+    config: PGTrainerConfig | None = None,
+    prompts: torch.Tensor | None = None,
+    progress: bool = False,
+    vocab_size: int | None = None,
 ) -> PGHistory:
     """Train a :class:`~course_lib.models.SortingPolicy` on the sorting task with REINFORCE (:class:`PGTrainer`).
 
     Args:
-        config: hyperparameters (``PGConfig()`` when ``None``).
+        config: hyperparameters (``PGTrainerConfig()`` when ``None``; ``PGTrainerConfig.lecture()`` is the
+            lecture's exact setup).
         prompts: ``(B, T)`` integer prompts; the lecture's three
             (:func:`course_lib.tasks.sorting_prompts`) when ``None``.
-        progress: show a tqdm progress bar over epochs.
+        progress: show a tqdm progress bar over rounds.
+        vocab_size: ``V``; ``None`` takes the largest prompt token + 1.
 
     Returns:
         A :class:`PGHistory`; the last entries describe the model before the last
-        epoch's updates, ``history.model`` the model after them.
+        round's updates, ``history.model`` the model after them.
     """
-    config = PGConfig() if config is None else config
-    if not isinstance(config, PGConfig):
-        raise ValueError(f"config: expected a PGConfig, got {type(config).__name__}")
+    config = PGTrainerConfig() if config is None else config
+    if not isinstance(config, PGTrainerConfig):
+        raise ValueError(f"config: expected a PGTrainerConfig, got {type(config).__name__}")
     config.validate()
-    trainer = PGTrainer.for_sorting(PGTrainerConfig(**_shared_fields(config)), prompts, vocab_size=config.vocab_size)
+    if vocab_size is not None:
+        _validate.require_int("vocab_size", vocab_size, minimum=1)
+    trainer = PGTrainer.for_sorting(config, prompts, vocab_size=vocab_size)
     prompts = sorting_prompts() if prompts is None else prompts.long()
     with one_thread():
         greedy_before = trainer.greedy_rewards(prompts)  # (B,) of the initial policy
     h = trainer.train(prompts, progress=progress)
-    # The lecture records the greedy reward at the start of each epoch: the end of the epoch before.
+    # The lecture records the greedy reward at the start of each round: the end of the round before.
     return PGHistory(
         mean_reward=h.mean_reward,
         greedy_reward=[greedy_before, *h.greedy_reward[:-1]],
@@ -416,7 +395,3 @@ def train_sorting_pg(
         max_reward=h.max_reward,
         model=h.model,
     )
-
-
-def _shared_fields(config: PGConfig) -> dict:
-    return {f.name: getattr(config, f.name) for f in dataclasses.fields(PGTrainerConfig) if hasattr(config, f.name)}

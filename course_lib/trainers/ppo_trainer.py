@@ -3,7 +3,7 @@
 Schulman et al. 2017, "Proximal Policy Optimization Algorithms", Algorithm 1 (actor-critic), a method per line:
 
     for iteration = 1, 2, ...:
-        run pi_theta_old in N environments for T steps              -> collect_experiences
+        run pi_theta_old in N environments for T steps              -> collect_experiences (rollout.py)
         compute the advantages A_1 .. A_T with GAE                   -> compute_advantages
         optimise L^CLIP - c1 L^VF + c2 S for K epochs, minibatch M   -> update_policy
 
@@ -53,6 +53,7 @@ from course_lib.trainers.envs import (  # noqa: F401 (re-exported: chapter 05 im
     mlp,
     sorting_ppo_models,
 )
+from course_lib.trainers.rollout import Rollout, RunningEpisodes, collect_rollout
 
 DIAGNOSTICS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 
@@ -83,7 +84,7 @@ class PPOTrainerConfig(PPOConfig):
             _validate.require_positive(name, getattr(self, name))
         for name in ("gamma", "lam"):
             _validate.require_unit_interval(name, getattr(self, name))
-        for name in ("value_coef", "ent_coef", "kl_coef"):
+        for name in ("value_loss_coef", "ent_coef", "kl_coef"):
             _validate.require_non_negative(name, getattr(self, name))
         for name in ("update_epochs", "num_minibatches", "num_steps"):
             _validate.require_int(name, getattr(self, name), minimum=1)
@@ -95,36 +96,6 @@ class PPOTrainerConfig(PPOConfig):
         _validate.require_choice("kl_kind", self.kl_kind, KL_KINDS)
         for name in ("clip_value_loss", "norm_adv"):
             _validate.require_bool(name, getattr(self, name))
-
-
-@dataclass
-class Rollout:
-    """The experience of one iteration: ``N`` environments, ``T`` steps each, time last."""
-
-    obs: torch.Tensor
-    """``(N, T, ...)`` s_t, the observation each action was chosen from."""
-    actions: torch.Tensor
-    """``(N, T)`` a_t, the actions taken (long)."""
-    logp: torch.Tensor
-    """``(N, T)`` log pi_old(a_t | s_t) when the action was sampled: the logp_old of the update."""
-    values: torch.Tensor
-    """``(N, T)`` V_old(s_t), the critic's values when the action was sampled."""
-    rewards: torch.Tensor
-    """``(N, T)`` r_t as the environment gave it (no bootstrap, no KL penalty)."""
-    terminated: torch.Tensor
-    """``(N, T)`` bool: the episode reached a terminal state at step t."""
-    truncated: torch.Tensor
-    """``(N, T)`` bool: the episode was cut by a time limit at step t."""
-    final_values: torch.Tensor
-    """``(N, T)`` V(final observation) where truncated, 0 elsewhere: the bootstrap of a cut episode."""
-    last_values: torch.Tensor
-    """``(N,)`` V(s_T), the value of the state after the last step (bootstraps the rollout's end)."""
-    logp_ref: torch.Tensor | None = None
-    """``(N, T)`` log pi_ref(a_t | s_t) under the frozen reference, or None without one."""
-    episode_returns: list[float] = field(default_factory=list)
-    """Undiscounted returns of the episodes that ended during the rollout."""
-    episode_lengths: list[int] = field(default_factory=list)
-    """Their lengths in steps."""
 
 
 @dataclass
@@ -216,7 +187,8 @@ class PPOTrainer:
         # eps=1e-5, as CleanRL and OpenAI Baselines (PPO2) use, in place of the default 1e-8.
         self.optimizer = torch.optim.Adam(self.params, lr=self.config.lr, eps=1e-5)
         self.generator = torch.Generator().manual_seed(self.config.seed)
-        self.history, self.env = self.History(), None  # env: the one collected from, with its episodes' running totals
+        self.history = self.History()
+        self.episodes = None  # the episodes under way in the env collected from (RunningEpisodes)
         self.total_steps = 0
 
     @property
@@ -257,62 +229,11 @@ class PPOTrainer:
             A :class:`Rollout` of ``(N, T)`` tensors.
         """
         T = self.config.num_steps if num_steps is None else _validate.require_int("num_steps", num_steps, minimum=1)
-        if env is not self.env:
-            self.env, self.obs = env, env.reset(seed=self.config.seed)  # (N, ...)
-            self.running_return = torch.zeros(self.obs.shape[0], dtype=torch.float64)  # (N,)
-            self.running_length = torch.zeros(self.obs.shape[0], dtype=torch.long)  # (N,)
-        obs, N = self.obs, self.obs.shape[0]
-        step = {
-            name: []
-            for name in (
-                "obs",
-                "actions",
-                "logp",
-                "values",
-                "rewards",
-                "terminated",
-                "truncated",
-                "final_values",
-                "logp_ref",
-            )
-        }  # one entry per step, stacked at the end
-        episode_returns, episode_lengths = [], []
-        with torch.no_grad():  # logp_old and V_old are constants of the update: no graph is built
-            for _ in range(T):
-                logits = self.actor_model(obs)  # (N, A)
-                actions = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=self.generator)[:, 0]  # (N,)
-                step["obs"].append(obs)
-                step["actions"].append(actions)
-                step["logp"].append(gather_log_probs(logits, actions))  # (N,)
-                step["values"].append(self._values(obs).float())  # (N,)
-                if self.ref_model is not None:
-                    step["logp_ref"].append(gather_log_probs(self.ref_model(obs), actions))  # (N,)
-
-                obs, rewards, terminated, truncated, final_obs = env.step(actions)  # obs: already the next episode's
-                step["rewards"].append(rewards.float())
-                step["terminated"].append(terminated.bool())
-                step["truncated"].append(truncated.bool())
-                # A time limit cut the episode: keep V(the state it stopped in) for the bootstrap.
-                final_values = torch.zeros(N)
-                if truncated.any():
-                    final_values[truncated] = self._values(final_obs[truncated]).float()
-                step["final_values"].append(final_values)
-
-                # Bookkeeping of the undiscounted return of each episode, for the learning curve.
-                self.running_return += rewards.double()
-                self.running_length += 1
-                for n in (terminated | truncated).nonzero()[:, 0].tolist():
-                    episode_returns.append(float(self.running_return[n]))
-                    episode_lengths.append(int(self.running_length[n]))
-                    self.running_return[n], self.running_length[n] = 0.0, 0
-            last_values = self._values(obs).float()  # (N,): V(s_T) bootstraps the rollout's end
-        self.obs = obs
-        self.total_steps += N * T
-        # Stack the steps along axis 1: (N, T, ...), time last as in course_lib.gae (logp_ref: None without a ref).
-        stacked = {name: torch.stack(xs, dim=1) if xs else None for name, xs in step.items()}
-        return Rollout(
-            **stacked, last_values=last_values, episode_returns=episode_returns, episode_lengths=episode_lengths
-        )
+        if self.episodes is None or env is not self.episodes.env:
+            self.episodes = RunningEpisodes(env, seed=self.config.seed)  # a new env: reset it
+        rollout = collect_rollout(self.actor_model, self._values, self.ref_model, self.episodes, T, self.generator)
+        self.total_steps += rollout.actions.numel()  # N * T
+        return rollout
 
     # -- 2. Advantages: GAE on the rewards the critic must learn -------------------------
 
@@ -371,7 +292,7 @@ class PPOTrainer:
         ppo_loss = (
             self.ppo_loss
             if self.ppo_loss is not None
-            else PPOLoss(self.clip_epsilon, cfg.value_coef, cfg.ent_coef, cfg.clip_value_loss, self.policy_loss_fn)
+            else PPOLoss(self.clip_epsilon, cfg.value_loss_coef, cfg.ent_coef, cfg.clip_value_loss, self.policy_loss_fn)
         )
         records = []
         for _ in range(cfg.update_epochs):

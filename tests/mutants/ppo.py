@@ -279,7 +279,7 @@ def ppo_loss_old_attached(
     return policy_loss + value_loss_coef * v_loss - entropy_coef * entropy.mean()
 
 
-def ppo_loss_ignores_value_coef(
+def ppo_loss_ignores_value_loss_coef(
     policy_logprobs,
     old_policy_logprobs,
     values,
@@ -424,7 +424,7 @@ MUTANTS = [
     ("value_loss", value_loss_never_clips, "clip_eps is ignored"),
     ("ppo_loss", PPOLossEntropyAdded, "entropy term has the wrong sign"),
     ("ppo_loss", ppo_loss_old_attached, "logp_old.detach()"),
-    ("ppo_loss", ppo_loss_ignores_value_coef, "value_loss_coef is ignored"),
+    ("ppo_loss", ppo_loss_ignores_value_loss_coef, "value_loss_coef is ignored"),
     ("ppo_loss", ppo_loss_entropy_detached, "entropy is detached"),
     ("ppo_loss", ppo_loss_no_entropy, "entropy bonus is missing"),
     ("ppo_loss", ppo_loss_fixed_clip, "clip_epsilon is ignored"),

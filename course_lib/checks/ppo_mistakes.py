@@ -1,0 +1,208 @@
+"""Classic wrong implementations of chapter 05's functions, which the checks of ``checks/ppo.py`` recognise.
+
+Each builder takes the mistake as options and returns a function with the exercise's signature (a wrong ratio, a
+missing clip, a constant left attached, a wrong reduction or diagnostic); :mod:`course_lib.checks.ppo` pairs each
+with the message that names the mistake and its fix. ``SURROGATE_MISTAKES`` serves the three checks that contain
+the clipped surrogate.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from course_lib.ppo import clipped_surrogate
+
+
+def surrogate(ratio_fn=None, objective=None, clip_eps_high_used=True, attached=None):
+    """Build a wrong clipped surrogate: a different ratio or objective, or a constant left attached."""
+
+    def per_element(logp, logp_old, adv, clip_eps, clip_eps_high=None):
+        high = clip_eps if (clip_eps_high is None or not clip_eps_high_used) else clip_eps_high
+        logp_old = logp_old if attached == "logp_old" else logp_old.detach()
+        adv = adv if attached == "adv" else adv.detach()
+        ratio = (ratio_fn or (lambda a, b: torch.exp(a - b)))(logp, logp_old)
+        if objective is not None:
+            return objective(ratio, adv, clip_eps, high, logp - logp_old)
+        return -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - clip_eps, 1 + high) * adv)
+
+    return per_element
+
+
+SURROGATE_MISTAKES = [
+    ("your ratio looks like logp / logp_old; use exp(logp - logp_old)", dict(ratio_fn=lambda a, b: a / b)),
+    (
+        "your ratio is the log-ratio logp - logp_old; the ratio is its exponential, exp(logp - logp_old)",
+        dict(ratio_fn=lambda a, b: a - b),
+    ),
+    ("your ratio is inverted: it is exp(logp - logp_old), new over old", dict(ratio_fn=lambda a, b: torch.exp(b - a))),
+    (
+        "you take the max of the two objectives; PPO takes the min (the pessimistic bound) before the minus sign",
+        dict(objective=lambda r, a, lo, hi, lr: -torch.maximum(r * a, torch.clamp(r, 1 - lo, 1 + hi) * a)),
+    ),
+    (
+        "there is no clip: that is the plain surrogate -ratio * adv; take the min with the clipped one",
+        dict(objective=lambda r, a, lo, hi, lr: -r * a),
+    ),
+    (
+        "only the clipped term is there (no min): -clip(ratio) * adv lets a ratio outside the range push "
+        "further out; take -min(ratio * adv, clip(ratio) * adv)",
+        dict(objective=lambda r, a, lo, hi, lr: -torch.clamp(r, 1 - lo, 1 + hi) * a),
+    ),
+    (
+        "only the upper side is clipped: clip the ratio to [1 - clip_eps, 1 + clip_eps_high], both sides "
+        "(torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps_high))",
+        dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, torch.clamp(r, max=1 + hi) * a)),
+    ),
+    (
+        "only the lower side is clipped: clip the ratio to [1 - clip_eps, 1 + clip_eps_high], both sides "
+        "(torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps_high))",
+        dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, torch.clamp(r, min=1 - lo) * a)),
+    ),
+    (
+        "you take the min of the two ratios, then multiply by adv; take the min of the two products "
+        "ratio * adv and clip(ratio) * adv (for adv < 0 the order flips)",
+        dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r, torch.clamp(r, 1 - lo, 1 + hi)) * a),
+    ),
+    (
+        "you clipped the advantage instead of the ratio; clip the ratio to [1 - clip_eps, 1 + clip_eps] and "
+        "multiply by adv",
+        dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, r * torch.clamp(a, 1 - lo, 1 + hi))),
+    ),
+    (
+        "you clipped the advantage instead of the ratio (to [-clip_eps, clip_eps]); clip the ratio to "
+        "[1 - clip_eps, 1 + clip_eps] and multiply by adv",
+        dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, r * torch.clamp(a, -lo, hi))),
+    ),
+    (
+        "you clipped the log-ratio; clip the ratio exp(logp - logp_old) to [1 - clip_eps, 1 + clip_eps]",
+        dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, torch.exp(torch.clamp(lr, 1 - lo, 1 + hi)) * a)),
+    ),
+    (
+        "you clipped the log-ratio to [-clip_eps, clip_eps]; clip the ratio exp(logp - logp_old) to "
+        "[1 - clip_eps, 1 + clip_eps]",
+        dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, torch.exp(torch.clamp(lr, -lo, hi)) * a)),
+    ),
+    (
+        "clip_eps is ignored (0.2 is used whatever is passed): clip the ratio to [1 - clip_eps, 1 + clip_eps]",
+        dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, torch.clamp(r, 0.8, 1.2) * a)),
+    ),
+    (
+        "the minus sign is missing: the loss is -min(...), since the optimiser minimises",
+        dict(objective=lambda r, a, lo, hi, lr: torch.minimum(r * a, torch.clamp(r, 1 - lo, 1 + hi) * a)),
+    ),
+    ("gradient flows into logp_old: the old log-probs are constants, use logp_old.detach()", dict(attached="logp_old")),
+    ("gradient flows into adv: the advantages are constants, use adv.detach()", dict(attached="adv")),
+    (
+        "clip_eps_high is ignored: the upper clip is 1 + clip_eps_high (it defaults to clip_eps)",
+        dict(clip_eps_high_used=False),
+    ),
+]
+N_HIGH = 1  # the last entries concern clip_eps_high, which only clipped_surrogate takes
+
+
+def wrong_loss(per_element=None, *, ignore_mask=False, reduce="mean", **info_mistakes):
+    """A wrong clipped_surrogate_loss built from a wrong per-element loss, reduction or diagnostic."""
+
+    def loss_fn(logp, logp_old, adv, clip_eps, mask=None):
+        per = (per_element or clipped_surrogate)(logp, logp_old, adv, clip_eps)
+        valid = torch.ones_like(logp) if (mask is None or ignore_mask) else mask.to(logp.dtype)
+        if reduce == "sum":
+            loss = (per * valid).sum()
+        elif reduce == "numel":
+            loss = (per * valid).sum() / valid.numel()
+        else:
+            loss = (per * valid).sum() / valid.sum().clamp(min=1)
+        return loss, wrong_info(logp, logp_old, adv, clip_eps, mask, **info_mistakes)
+
+    return loss_fn
+
+
+def wrong_info(
+    logp, logp_old, adv, clip_eps, mask, *, clip_fraction="outside", active="binding", kl="k3", count="valid"
+):
+    """PPO's three diagnostics, each possibly computed a wrong way."""
+    with torch.no_grad():
+        valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()
+        log_ratio = logp.detach() - logp_old.detach()
+        ratio = log_ratio.exp()
+        low, high = ratio < 1 - clip_eps, ratio > 1 + clip_eps
+        binding = (high & (adv > 0)) | (low & (adv < 0))
+        outside = low | high
+        n = float(valid.sum().clamp(min=1)) if count == "valid" else float(valid.numel())
+        where = valid if count == "valid" else torch.ones_like(valid)
+        frac = {"outside": outside, "binding": binding, "high": high}
+        estimate = {
+            "k3": (ratio - 1) - log_ratio,
+            "k1": -log_ratio,
+            "k1_reversed": log_ratio,
+            "k2": 0.5 * log_ratio**2,
+            "k3_reversed": (1 / ratio - 1) + log_ratio,
+        }[kl]
+        return {
+            "clip_fraction": float((frac[clip_fraction] & where).sum()) / n,
+            "clip_active_fraction": float((frac[active] & where).sum()) / n,
+            "approx_kl": float(torch.where(where, estimate, torch.zeros_like(estimate)).sum()) / n,
+        }
+
+
+def wrong_value_loss(
+    *,
+    half=True,
+    reduce=torch.maximum,
+    detach_returns=True,
+    detach_old=True,
+    clip_values=False,
+    ignore_mask=False,
+    never_clip=False,
+):
+    def wrong(values, returns, values_old=None, clip_eps=None, mask=None):
+        if detach_returns:
+            returns = returns.detach()
+        error = (values - returns) ** 2
+        if clip_eps is not None and not never_clip:
+            old = values_old.detach() if detach_old else values_old
+            clipped = (
+                torch.clamp(values, -clip_eps, clip_eps)
+                if clip_values
+                else old + torch.clamp(values - old, -clip_eps, clip_eps)
+            )
+            error = reduce(error, (clipped - returns) ** 2)
+        valid = torch.ones_like(values) if (mask is None or ignore_mask) else mask.to(values.dtype)
+        return (0.5 if half else 1.0) * (error * valid).sum() / valid.sum()
+
+    return wrong
+
+
+def wrong_ppo_loss(
+    *,
+    sign=-1.0,
+    half=True,
+    policy=None,
+    value_loss_coef_used=None,
+    entropy_coef_used=None,
+    clip=None,
+    detach_entropy=False,
+    entropy_sum=False,
+    returns_attached=False,
+):
+    def wrong(
+        policy_logprobs,
+        old_policy_logprobs,
+        values,
+        returns,
+        advantages,
+        entropy,
+        clip_epsilon=0.2,
+        value_loss_coef=0.5,
+        entropy_coef=0.01,
+    ):
+        c_v = value_loss_coef if value_loss_coef_used is None else value_loss_coef_used
+        c_e = entropy_coef if entropy_coef_used is None else entropy_coef_used
+        eps = clip_epsilon if clip is None else clip
+        per = (policy or clipped_surrogate)(policy_logprobs, old_policy_logprobs, advantages, eps)
+        target = returns if returns_attached else returns.detach()
+        v_loss = (0.5 if half else 1.0) * ((values - target) ** 2).mean()
+        h = entropy.detach() if detach_entropy else entropy
+        return per.mean() + c_v * v_loss + sign * c_e * (h.sum() if entropy_sum else h.mean())
+
+    return wrong
