@@ -6,7 +6,10 @@ claim is tested where its problem occurs under plain GRPO (``course_lib.lectures
 - **estimators** (RLOO, Dr. GRPO's std, REINFORCE++, against GRPO and REINFORCE without a baseline): a contextual
   bandit whose exact policy gradient is known (``course_lib.lectures.group_estimators``); prompts with success
   probabilities 0.02 to 0.98 and a binary reward, G = 2, 4, 8, 16, 20,000 batches of 16 prompts per row. Exact
-  where it can be, Monte Carlo with standard errors beside it. Nothing is tuned and no seed set is spent;
+  where it can be, Monte Carlo with standard errors beside it. Nothing is tuned and no seed set is spent.
+  ``--testbeds estimators`` runs it alone (10 CPU seconds): its table, each prompt's weight at G = 8, the three
+  claims it settles, and the trained testbeds' claims listed as not yet measured; its output is kept in
+  ``results/family_estimators.txt`` and, with ``--save``, in ``data/grpo_family_estimators_11.json``;
 - **length** (Dr. GRPO, DAPO's token mean, overlong filter and soft overlong punishment): chapter 10's 3-digit
   addition with a scratchpad, at most 14 tokens where the longest scratchpads need 15;
 - **sparse** (DAPO's clip-higher and dynamic sampling): chapter 08's task with an exact-match reward, where many
@@ -43,6 +46,17 @@ Usage::
     python benchmarks/grpo_family.py --freeze               # pick and freeze each learning rate
     python benchmarks/grpo_family.py --save course_lib/lectures/data   # the report, and the notebook's data
     python benchmarks/grpo_family.py --quick                # the whole pipeline in seconds, into a temp dir
+    python benchmarks/grpo_family.py --testbeds estimators --save course_lib/lectures/data   # that testbed alone
+
+The estimator testbed at G = 8 (``results/family_estimators.txt`` has every group size)::
+
+     G  estimator    cosine with grad J         magnitude along grad J   tr Cov / |grad J|^2  SNR |Eg|^2/tr Cov  difficulty tilt
+     8  REINFORCE    1.0000+-0.0000 [1.0000]    0.999+-0.002 [1.000]     1.17+-0.01           0.852+-0.004       1.003+-0.006 [1.000]
+     8  GRPO         0.9971+-0.0002 [0.9969]    1.871+-0.003 [1.867]     4.79+-0.01           0.735+-0.002       1.302+-0.007 [1.301]
+     8  Dr.GRPO      0.9999+-0.0000 [1.0000]    0.875+-0.002 [0.875]     1.03+-0.00           0.745+-0.002       0.995+-0.005 [1.000]
+     8  RLOO         1.0000+-0.0000 [1.0000]    1.003+-0.002 [1.000]     1.34+-0.01           0.750+-0.003       0.998+-0.007 [1.000]
+     8  REINFORCE++  0.9999+-0.0000             2.692+-0.004             9.52+-0.03           0.761+-0.003       1.030+-0.007
+    family estimators: claims=3 held=3 not_seen=0 contradicted=0 estimators=5 batches=20000 not_measured=10
 """
 
 from __future__ import annotations
@@ -221,17 +235,48 @@ def freeze(args, files) -> None:
     print(f"froze {len(hashes)} recipes in {files['recipes']}")
 
 
-def estimator_table(args, files) -> dict:
-    """The estimator testbed: computed once and kept (it is deterministic), quick or full."""
+ESTIMATOR_SIZES = (2, 4, 8, 16)
+ESTIMATOR_BATCHES = 20000
+
+
+def estimator_table(args, files, fresh: bool = False) -> dict:
+    """The estimator testbed: computed once and kept (it is deterministic and seeded), unless ``fresh``."""
     path = files["estimators"]
-    if path.exists():
+    if path.exists() and not fresh:
         return json.loads(path.read_text())
     start = _cpu()
-    sizes, batches = ((2, 8), 400) if args.quick else ((2, 4, 8, 16), 20000)
+    sizes, batches = ((2, 8), 400) if args.quick else (ESTIMATOR_SIZES, ESTIMATOR_BATCHES)
     table = group_estimators.estimator_testbed(group_sizes=sizes, num_batches=batches)
     table["cpu_seconds"] = round(_cpu() - start, 1)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(table) + "\n")
     return table
+
+
+def estimators_report(args, files) -> None:
+    """``--testbeds estimators``: the estimator testbed alone (exact and Monte Carlo, nothing trained, no seed set
+    spent), its tables, the claims it settles, and the trained testbeds' claims listed as not yet measured."""
+    torch.set_num_threads(1)  # [N, 64] tensors: a second thread only waits
+    start = time.perf_counter()
+    table = estimator_table(args, files, fresh=True)
+    judged = family_claims.judge(table, [])  # no trained run: only the estimator testbed's claims are judged
+    print(group_estimators.format_estimator_table(table))
+    print()
+    print(group_estimators.format_prompt_weights(table, family_claims.ESTIMATOR_G))
+    print()
+    print(family_claims.format_claims(judged))
+    print(family_claims.format_pending(judged))
+    seconds = time.perf_counter() - start
+    print(f"\nCPU seconds: {table['cpu_seconds']:.0f} ({seconds:.0f} s of wall time)")
+    if args.save is not None:
+        results = {"estimators": table, "claims": claims_data(judged)}
+        _results.write_results(args.save / ESTIMATORS_FILE, "grpo_family.py", seconds, results)
+    counts = {v: sum(row["verdict"] == v for row in judged) for v in ("held", "not seen", "contradicted")}
+    print(
+        f"family estimators: claims={len(judged)} held={counts['held']} not_seen={counts['not seen']} "
+        f"contradicted={counts['contradicted']} estimators={len(group_estimators.ESTIMATORS)} "
+        f"batches={table['num_batches']} not_measured={len(family_claims.CLAIMS) - len(judged)}"
+    )
 
 
 def report(args, files) -> None:
@@ -297,9 +342,13 @@ def print_totals(runs: list[dict], table: dict) -> None:
     print(f"  in all {totals['all']['cpu']:.0f} CPU s = {totals['all']['cpu'] / 60:.1f} core-minutes")
 
 
-def save(args, files, frozen, table, runs, judged, seeds, seconds) -> None:
-    """``grpo_family_11.json``: the estimator testbed, every report run, the claims and verdicts, the tuning runs."""
-    claims = [
+ESTIMATORS_FILE = "grpo_family_estimators_11.json"
+"""What ``--testbeds estimators --save DIR`` writes: the estimator testbed and the claims it settles."""
+
+
+def claims_data(judged: list[dict]) -> list[dict]:
+    """The judged claims as plain data (``family_claims.judge``'s rows)."""
+    return [
         {
             **{k: getattr(row["claim"], k) for k in ("variant", "testbed", "claim", "metric", "key", "sign")},
             **{k: getattr(row["claim"], k) for k in ("baseline", "target", "tolerance")},
@@ -310,6 +359,11 @@ def save(args, files, frozen, table, runs, judged, seeds, seconds) -> None:
         }
         for row in judged
     ]
+
+
+def save(args, files, frozen, table, runs, judged, seeds, seconds) -> None:
+    """``grpo_family_11.json``: the estimator testbed, every report run, the claims and verdicts, the tuning runs."""
+    claims = claims_data(judged)
     tuning = [{k: r[k] for k in ("testbed", "variant", "lr", "seed", "score", "cpu_seconds")}
               for r in _protocol.load_runs(files["tune"])]  # fmt: skip
     results = {
@@ -332,7 +386,14 @@ def main() -> None:
     stage.add_argument("--tune", action="store_true", help="the tuning grid on the validation split")
     stage.add_argument("--freeze", action="store_true", help="pick each learning rate from the tuning runs, freeze")
     parser.add_argument("--quick", action="store_true", help="every stage, tiny runs, one process, into a temp dir")
-    parser.add_argument("--testbeds", nargs="+", choices=TRAINED, default=list(TRAINED), help="default: all")
+    parser.add_argument(
+        "--testbeds",
+        nargs="+",
+        choices=("estimators", *TRAINED),
+        default=list(TRAINED),
+        help="default: every trained testbed (the report adds the estimator one); 'estimators' alone: that testbed "
+        "only, exact and Monte Carlo, in about a minute of CPU, nothing trained",
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes at a time, one thread each")
     parser.add_argument("--save", type=Path, default=None, help="folder for grpo_family_11.json (the notebook's)")
     args = parser.parse_args()
@@ -345,6 +406,12 @@ def main() -> None:
         "estimators": results / "family_estimators.json",
         "cache": results / "cache" if args.quick else Path("_build") / "family-warm",
     }
+    if args.testbeds == ["estimators"]:  # the estimator testbed alone: no tuning, no seed set
+        if args.tune or args.freeze:
+            parser.error("--testbeds estimators: nothing to tune or freeze (nothing is trained)")
+        estimators_report(args, files)
+        return
+    args.testbeds = [bed for bed in args.testbeds if bed in TRAINED]
     if args.quick:  # the whole pipeline, end to end, in a temporary folder, in this process
         args.jobs = 1
         args.tune_seeds = (0,)

@@ -101,3 +101,7 @@ def test_judge_leaves_out_claims_without_runs_and_formats_the_rest():
     assert [r["claim"].testbed for r in rows] == ["estimators"] * 3
     text = family_claims.format_claims(rows)
     assert "held here" in text and "(exact)" in text and "target 1 +- 0.02" in text and "at G = 8" in text
+    pending = family_claims.pending(rows)
+    assert len(pending) == len(family_claims.CLAIMS) - 3 and all(c.testbed != "estimators" for c in pending)
+    text = family_claims.format_pending(rows)
+    assert text.count(family_claims.NOT_MEASURED) == len(pending)

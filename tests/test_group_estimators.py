@@ -119,3 +119,8 @@ def test_estimator_testbed_and_its_table():
     assert rows["Dr.GRPO"]["exact"]["magnitude"] == pytest.approx(0.5) and len(rows["GRPO"]["weights"]) == 16
     text = E.format_estimator_table(table)
     assert "bias and variance against the exact gradient" in text and "[0.500]" in text
+    weights = E.format_prompt_weights(table, group_size=2).splitlines()
+    assert len(weights) == 2 + 16 and "+-" in weights[-1], "a line a prompt; REINFORCE++'s weight is measured"
+    assert weights[2].split()[1:5] == ["1.000", "0.707", "0.500", "1.000"], "the exact weights at G = 2"
+    with pytest.raises(ValueError, match="group_size"):
+        E.format_prompt_weights(table, group_size=8)

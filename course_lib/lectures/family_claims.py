@@ -261,3 +261,23 @@ def format_claims(rows: list[dict]) -> str:
         lines.append(f"    claim: {c.claim}")
         lines.append(f"    measured: {c.metric}{where}{against}")
     return "\n".join(lines)
+
+
+NOT_MEASURED = "not yet measured: needs `python benchmarks/grpo_family.py` (trained testbeds)"
+"""The verdict column of a claim whose testbed has no report runs yet."""
+
+
+def pending(rows: list[dict]) -> list[Claim]:
+    """The claims of :data:`CLAIMS` that :func:`judge` left out (their testbed's report runs are missing)."""
+    judged = {id(row["claim"]) for row in rows}
+    return [claim for claim in CLAIMS if id(claim) not in judged]
+
+
+def format_pending(rows: list[dict]) -> str:
+    """The claims :func:`judge` left out, each with :data:`NOT_MEASURED` where the verdict would be."""
+    lines = []
+    for c in pending(rows):
+        lines.append(f"{c.variant:<21} {c.testbed:<11} {NOT_MEASURED}")
+        lines.append(f"    claim: {c.claim}")
+        lines.append(f"    to measure: {c.metric}; {c.variant} - {c.baseline} over the report seeds")
+    return "\n".join(lines)

@@ -224,6 +224,9 @@ class Measurement:
     magnitude_se: float
     variance: float
     """Total variance of one batch's estimate (the trace of its covariance), in the estimator's own units."""
+    rel_variance: float
+    """``tr Cov(g) / |grad J|^2``: the variance in units of the exact gradient's squared length."""
+    rel_variance_se: float
     snr: float
     """Signal-to-noise ratio ``|E g|^2 / tr Cov(g)`` of one batch: scale-free, so GRPO's std does not move it."""
     snr_se: float
@@ -251,7 +254,8 @@ def difficulty_tilt(weights: torch.Tensor, success_probs: torch.Tensor) -> torch
 
 
 def _statistics(mean: torch.Tensor, second: torch.Tensor, exact: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
-    """``[4 + S]``: cosine, magnitude, SNR, tilt and the prompt weights, from the mean ``[P]`` and ``E|g|^2``."""
+    """``[5 + S]``: cosine, magnitude, SNR, tilt, relative variance and the prompt weights, from the mean ``[P]``
+    and ``E|g|^2``."""
     S = probs.shape[0]
     variance = second - mean.square().sum()
     cosine = mean @ exact / (mean.norm() * exact.norm())
@@ -259,7 +263,8 @@ def _statistics(mean: torch.Tensor, second: torch.Tensor, exact: torch.Tensor, p
     rows, exact_rows = mean.view(S, -1), exact.view(S, -1)  # (S, K)
     weights = (rows * exact_rows).sum(-1) / exact_rows.square().sum(-1)  # (S,)
     tilt = difficulty_tilt(weights, probs)
-    return torch.cat([torch.stack([cosine, magnitude, mean.square().sum() / variance, tilt]), weights])
+    snr = mean.square().sum() / variance
+    return torch.cat([torch.stack([cosine, magnitude, snr, tilt, variance / exact.square().sum()]), weights])
 
 
 def measure(estimates: torch.Tensor, exact: torch.Tensor, success_probs: torch.Tensor, blocks: int = 20) -> Measurement:
@@ -290,7 +295,7 @@ def measure(estimates: torch.Tensor, exact: torch.Tensor, success_probs: torch.T
             )
             for i in range(blocks)
         ]
-    )  # (blocks, 4 + S)
+    )  # (blocks, 5 + S)
     se = ((blocks - 1) / blocks * (left_out - left_out.mean(0)).square().sum(0)).sqrt()
     variance = float(squares.sum() / N - (sums.sum(0) / N).square().sum())
     return Measurement(
@@ -303,8 +308,10 @@ def measure(estimates: torch.Tensor, exact: torch.Tensor, success_probs: torch.T
         snr_se=float(se[2]),
         tilt=float(full[3]),
         tilt_se=float(se[3]),
-        weights=full[4:],
-        weights_se=se[4:],
+        rel_variance=float(full[4]),
+        rel_variance_se=float(se[4]),
+        weights=full[5:],
+        weights_se=se[5:],
     )
 
 
@@ -368,18 +375,42 @@ def _cell(row: dict, key: str, digits: int) -> str:
 
 
 def format_estimator_table(result: dict) -> str:
-    """The testbed as text: bias (cosine, magnitude along the exact gradient), SNR and the difficulty tilt."""
+    """The testbed as text: bias (cosine, magnitude along the exact gradient), variance (relative to the exact
+    gradient's squared length, and as a scale-free SNR) and the difficulty tilt."""
     probs = result["success_probs"]
     lines = [
         f"bias and variance against the exact gradient: {len(probs)} prompts (p = {probs[0]:.2f} to "
         f"{probs[-1]:.2f}), {result['batch_prompts']} a batch, {result['num_batches']:,} batches a row; "
         "measured +- one standard error [exact]",
         f"  {'G':>2}  {'estimator':<12} {'cosine with grad J':<26} {'magnitude along grad J':<24} "
-        f"{'SNR |Eg|^2/tr Cov':<18} {'difficulty tilt':<22}",
+        f"{'tr Cov / |grad J|^2':<20} {'SNR |Eg|^2/tr Cov':<18} {'difficulty tilt':<22}",
     ]
     for row in result["rows"]:
         lines.append(
             f"  {row['G']:>2}  {row['estimator']:<12} {_cell(row, 'cosine', 4):<26} "
-            f"{_cell(row, 'magnitude', 3):<24} {_cell(row, 'snr', 3):<18} {_cell(row, 'tilt', 3):<22}"
+            f"{_cell(row, 'magnitude', 3):<24} {_cell(row, 'rel_variance', 2):<20} {_cell(row, 'snr', 3):<18} "
+            f"{_cell(row, 'tilt', 3):<22}"
         )
+    return "\n".join(lines)
+
+
+def format_prompt_weights(result: dict, group_size: int = 8) -> str:
+    """Each estimator's weight per prompt at ``group_size``: the exact value where there is one, else the measured
+    one +- one standard error; one line per prompt, from the hardest to the easiest."""
+    rows = [row for row in result["rows"] if row["G"] == group_size]
+    if not rows:
+        raise ValueError(f"group_size: the table has no row at G={group_size}")
+    lines = [
+        f"weight per prompt at G = {group_size}: E[estimate] along the prompt's exact gradient over its squared "
+        "length (exact; REINFORCE++ measured +- one standard error)",
+        f"  {'p':>5}  " + "".join(f"{row['estimator']:>16}" for row in rows),
+    ]
+    for s, p in enumerate(result["success_probs"]):
+        cells = []
+        for row in rows:
+            if row["exact"] is not None:
+                cells.append(f"{row['exact']['weights'][s]:>16.3f}")
+            else:
+                cells.append(f"{row['weights'][s]:>9.3f}+-{row['weights_se'][s]:.3f}")
+        lines.append(f"  {p:>5.3f}  " + "".join(cells))
     return "\n".join(lines)
