@@ -260,9 +260,9 @@ def estimators_report(args, files) -> None:
     start = time.perf_counter()
     table = estimator_table(args, files, fresh=True)
     judged = family_claims.judge(table, [])  # no trained run: only the estimator testbed's claims are judged
-    print(group_estimators.format_estimator_table(table))
+    print(family_results.format_estimator_table(table))
     print()
-    print(group_estimators.format_prompt_weights(table, family_claims.ESTIMATOR_G))
+    print(family_results.format_prompt_weights(table, family_claims.ESTIMATOR_G))
     print()
     print(family_claims.format_claims(judged))
     print(family_claims.format_pending(judged))
@@ -302,7 +302,7 @@ def report(args, files) -> None:
         if r["seed"] in seeds and r["recipe_hash"] == frozen.get(f"{r['testbed']}/{r['variant']}", {}).get("hash")
     ]
     print()
-    print(group_estimators.format_estimator_table(table))
+    print(family_results.format_estimator_table(table))
     recipes = {key: {"hash": entry["hash"], "lr": entry["recipe"]["rl"]["lr"]} for key, entry in frozen.items()}
     for bed in TRAINED:
         if bed in args.testbeds:

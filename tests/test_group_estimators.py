@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_lib import family, grpo
+from course_lib.lectures import family_results
 from course_lib.lectures import group_estimators as E
 from course_lib.lectures.bandits import bandit_exact_gradient
 
@@ -117,10 +118,19 @@ def test_estimator_testbed_and_its_table():
     rows = {row["estimator"]: row for row in table["rows"]}
     assert rows["REINFORCE++"]["exact"] is None and rows["RLOO"]["exact"]["magnitude"] == pytest.approx(1.0)
     assert rows["Dr.GRPO"]["exact"]["magnitude"] == pytest.approx(0.5) and len(rows["GRPO"]["weights"]) == 16
-    text = E.format_estimator_table(table)
+    text = family_results.format_estimator_table(table)
     assert "bias and variance against the exact gradient" in text and "[0.500]" in text
-    weights = E.format_prompt_weights(table, group_size=2).splitlines()
+    weights = family_results.format_prompt_weights(table, group_size=2).splitlines()
     assert len(weights) == 2 + 16 and "+-" in weights[-1], "a line a prompt; REINFORCE++'s weight is measured"
     assert weights[2].split()[1:5] == ["1.000", "0.707", "0.500", "1.000"], "the exact weights at G = 2"
     with pytest.raises(ValueError, match="group_size"):
-        E.format_prompt_weights(table, group_size=8)
+        family_results.format_prompt_weights(table, group_size=8)
+
+
+def test_optimal_baselines_by_hand():
+    """b* = E[R |psi|^2] / E[|psi|^2]. With K = 2, |psi|^2 is 2 (1 - p)^2 for the right action and 2 p^2 for the
+    wrong one, so b* = p (1 - p)^2 / (p (1 - p)^2 + (1 - p) p^2) = 1 - p: the mean reward p only at p = 1/2."""
+    bandit, logits = E.difficulty_bandit(torch.tensor([0.2, 0.5, 0.9], dtype=torch.float64), num_actions=2)
+    assert torch.allclose(E.optimal_baselines(bandit, logits), torch.tensor([0.8, 0.5, 0.1], dtype=torch.float64))
+    bandit, logits = E.difficulty_bandit(torch.tensor([0.98], dtype=torch.float64), num_actions=4)
+    assert E.optimal_baselines(bandit, logits)[0] < 0.1, "an easy prompt's right answer has a short score"

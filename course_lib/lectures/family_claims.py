@@ -243,19 +243,26 @@ def judge(table: dict, runs: list[dict]) -> list[dict]:
     return rows
 
 
+def effect_text(claim: Claim, effect: Effect) -> str:
+    """``"value [low, high]"`` for an equivalence claim; ``"+difference [low, high]"`` or ``"+difference (exact)"``."""
+    e = effect
+    if claim.target is not None:
+        return f"{e.mean:.3f} [{e.low:.3f}, {e.high:.3f}]"
+    if e.n == 0 and e.half_width == 0:
+        return f"{e.mean:+.3f} (exact)"
+    return f"{e.mean:+.3f} [{e.low:+.3f}, {e.high:+.3f}]"
+
+
 def format_claims(rows: list[dict]) -> str:
     """The claims table as text: per claim, the variant, its testbed, the measured effect with its 95% interval and
     the verdict; then the paper's claim and what was measured (a difference is variant minus baseline)."""
     lines = [f"{'variant':<21} {'testbed':<11} {'effect [95% interval]':<27} verdict"]
     for row in rows:
         c, e = row["claim"], row["effect"]
-        if c.target is not None:
-            effect = f"{e.mean:.3f} [{e.low:.3f}, {e.high:.3f}]"
-            against = f"; target {c.target:g} +- {c.tolerance:g}"
-        else:
-            exact = e.n == 0 and e.half_width == 0
-            effect = f"{e.mean:+.3f} (exact)" if exact else f"{e.mean:+.3f} [{e.low:+.3f}, {e.high:+.3f}]"
-            against = f"; {c.variant} - {c.baseline}"
+        effect = effect_text(c, e)
+        against = (
+            f"; target {c.target:g} +- {c.tolerance:g}" if c.target is not None else f"; {c.variant} - {c.baseline}"
+        )
         where = f" at G = {ESTIMATOR_G}" if c.testbed == "estimators" else f" over {e.n} seeds"
         lines.append(f"{c.variant:<21} {c.testbed:<11} {effect:<27} {row['verdict']} here")
         lines.append(f"    claim: {c.claim}")

@@ -1,7 +1,10 @@
-"""Chapter 11's results as tables: each trained testbed's, with paired t-intervals, and where the CPU time went.
+"""Chapter 11's results as tables: each trained testbed's, with paired t-intervals, and where the CPU time went;
+the estimator testbed's (:func:`format_estimator_table`, :func:`format_prompt_weights`); and the claims table a
+learner keeps (:func:`format_claims_kept`).
 
-``benchmarks/grpo_family.py`` prints these tables and saves what they read (``data/grpo_family_11.json``);
-``notebooks/11_grpo_family.ipynb`` loads the file (:func:`load_results`) and prints the same tables.
+``benchmarks/grpo_family.py`` prints these tables and saves what they read (``data/grpo_family_11.json``, and
+``data/grpo_family_estimators_11.json`` for the estimator testbed alone); ``notebooks/11_grpo_family.ipynb`` loads
+the files (:func:`load_results`, :func:`load_estimator_results`) and prints the same tables.
 
 A record is one report run (:func:`course_lib.lectures.family_testbeds.record` plus ``testbed``, ``variant``,
 ``seed``, ``lr``, ``recipe_hash`` and ``cpu_seconds``).
@@ -13,11 +16,13 @@ import json
 import math
 from pathlib import Path
 
-from course_lib.lectures.family import TESTBEDS, TRAINED
-from course_lib.lectures.family_claims import read
+from course_lib.lectures.family import TESTBEDS, TRAINED, VARIANTS
+from course_lib.lectures.family_claims import CLAIMS, NOT_MEASURED, effect_text, read
 from course_lib.lectures.protocol import paired_difference, summary
 
 DATA = Path(__file__).resolve().parent / "data" / "grpo_family_11.json"
+ESTIMATOR_DATA = Path(__file__).resolve().parent / "data" / "grpo_family_estimators_11.json"
+"""``benchmarks/grpo_family.py --testbeds estimators --save``: the estimator testbed and the claims it settles."""
 
 COLUMNS = {
     "length": [("accuracy", "score"), ("wrong len", "final.length_wrong"), ("right len", "final.length_right"),
@@ -37,6 +42,11 @@ THRESHOLD = 0.8
 def load_results(path: Path | str | None = None) -> dict:
     """The shipped results of ``benchmarks/grpo_family.py --save`` (``data/grpo_family_11.json`` by default)."""
     return json.loads(Path(path or DATA).read_text())
+
+
+def load_estimator_results(path: Path | str | None = None) -> dict:
+    """The shipped estimator testbed (``data/grpo_family_estimators_11.json`` by default)."""
+    return json.loads(Path(path or ESTIMATOR_DATA).read_text())
 
 
 def completions_to(record: dict, threshold: float = THRESHOLD) -> float:
@@ -127,3 +137,72 @@ def cpu_seconds(runs: list[dict], estimator_cpu: float = 0.0) -> dict[str, dict]
             out[bed] = {"runs": len(cpu), "cpu": sum(cpu), "per_run": sum(cpu) / len(cpu)}
     out["all"] = {"runs": sum(v["runs"] for v in out.values()), "cpu": sum(v["cpu"] for v in out.values())}
     return out
+
+
+def format_claims_kept(judged: list[dict]) -> str:
+    """The table a learner keeps: every claim of ``family_claims.CLAIMS`` in order, with its paper, its testbed and
+    its verdict, the measured effect beside it (``family_claims.judge``'s rows), or ``NOT_MEASURED`` where its
+    testbed has no report runs yet."""
+    by_claim = {id(row["claim"]): row for row in judged}
+    lines = [f"{'variant':<21} {'testbed':<11} verdict (effect [95% interval]; see the claims' table for the measure)"]
+    for claim in CLAIMS:
+        row = by_claim.get(id(claim))
+        verdict = NOT_MEASURED if row is None else f"{row['verdict']} here: {effect_text(claim, row['effect'])}"
+        lines.append(f"{claim.variant:<21} {claim.testbed:<11} {verdict}")
+        lines.append(f"    {VARIANTS[claim.variant]['paper']}: {claim.claim}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# The estimator testbed's tables (course_lib.lectures.group_estimators.estimator_testbed's result)
+# ---------------------------------------------------------------------------
+
+
+def _estimator_cell(row: dict, key: str, digits: int) -> str:
+    """``"value+-se [exact]"`` for one statistic of one row (the exact value only where there is one)."""
+    text = f"{row[key]:.{digits}f}+-{row[key + '_se']:.{digits}f}"
+    if row["exact"] is not None and key in row["exact"]:
+        text += f" [{row['exact'][key]:.{digits}f}]"
+    return text
+
+
+def format_estimator_table(result: dict) -> str:
+    """The testbed as text: bias (cosine, magnitude along the exact gradient), variance (relative to the exact
+    gradient's squared length, and as a scale-free SNR) and the difficulty tilt."""
+    probs = result["success_probs"]
+    lines = [
+        f"bias and variance against the exact gradient: {len(probs)} prompts (p = {probs[0]:.2f} to "
+        f"{probs[-1]:.2f}), {result['batch_prompts']} a batch, {result['num_batches']:,} batches a row; "
+        "measured +- one standard error [exact]",
+        f"  {'G':>2}  {'estimator':<12} {'cosine with grad J':<26} {'magnitude along grad J':<24} "
+        f"{'tr Cov / |grad J|^2':<20} {'SNR |Eg|^2/tr Cov':<18} {'difficulty tilt':<22}",
+    ]
+    for row in result["rows"]:
+        lines.append(
+            f"  {row['G']:>2}  {row['estimator']:<12} {_estimator_cell(row, 'cosine', 4):<26} "
+            f"{_estimator_cell(row, 'magnitude', 3):<24} {_estimator_cell(row, 'rel_variance', 2):<20} "
+            f"{_estimator_cell(row, 'snr', 3):<18} {_estimator_cell(row, 'tilt', 3):<22}"
+        )
+    return "\n".join(lines)
+
+
+def format_prompt_weights(result: dict, group_size: int = 8) -> str:
+    """Each estimator's weight per prompt at ``group_size``: the exact value where there is one, else the measured
+    one +- one standard error; one line per prompt, from the hardest to the easiest."""
+    rows = [row for row in result["rows"] if row["G"] == group_size]
+    if not rows:
+        raise ValueError(f"group_size: the table has no row at G={group_size}")
+    lines = [
+        f"weight per prompt at G = {group_size}: E[estimate] along the prompt's exact gradient over its squared "
+        "length (exact; REINFORCE++ measured +- one standard error)",
+        f"  {'p':>5}  " + "".join(f"{row['estimator']:>16}" for row in rows),
+    ]
+    for s, p in enumerate(result["success_probs"]):
+        cells = []
+        for row in rows:
+            if row["exact"] is not None:
+                cells.append(f"{row['exact']['weights'][s]:>16.3f}")
+            else:
+                cells.append(f"{row['weights'][s]:>9.3f}+-{row['weights_se'][s]:.3f}")
+        lines.append(f"  {p:>5.3f}  " + "".join(cells))
+    return "\n".join(lines)

@@ -18,6 +18,9 @@ enough that its policy gradient is known in closed form.
    signal-to-noise ratio: GRPO's std rescales the gradient, so raw variances do not compare), each prompt's
    measured weight, and a standard error for every number (a jackknife over blocks of batches).
 
+:func:`optimal_baselines` gives each prompt's variance-minimising baseline (chapter 03's), which a group mean does
+not estimate. ``course_lib.lectures.family_results`` formats the testbed's tables.
+
 Shapes: ``S`` prompts (states), ``K`` actions, ``P = S * K`` parameters, ``N`` batches, ``B`` prompts per batch,
 ``G`` responses per prompt.
 """
@@ -32,6 +35,7 @@ from einops import rearrange
 
 from course_lib import _validate, family, grpo
 from course_lib.lectures.bandits import ContextualBandit, bandit_exact_gradient, sample_groups
+from course_lib.lectures.estimators import optimal_baseline
 
 ESTIMATORS = ("REINFORCE", "GRPO", "Dr.GRPO", "RLOO", "REINFORCE++")
 """REINFORCE without a baseline, then the group estimators of the GRPO family."""
@@ -166,6 +170,16 @@ def exact_mean_gradient(
     p = torch.softmax(logits.detach(), -1)[:, 0]  # (S,): action 0 is the right one
     weights = torch.tensor([exact_prompt_weight(float(q), group_size, estimator) for q in p], dtype=exact.dtype)
     return (weights[:, None] * exact).flatten()  # (P,)
+
+
+def optimal_baselines(bandit: ContextualBandit, logits: torch.Tensor) -> torch.Tensor:
+    """``[S]`` each prompt's variance-minimising baseline ``b* = E[R |psi|^2] / E[|psi|^2]`` (chapter 03's
+    :func:`course_lib.lectures.estimators.optimal_baseline`), exact over the ``K`` actions. A group baseline
+    estimates ``E[R] = p`` instead; a constant baseline lowers the variance only between 0 and ``2 b*``."""
+    pi = torch.softmax(logits.detach(), -1)  # (S, K)
+    K = pi.shape[-1]
+    scores = torch.eye(K, dtype=pi.dtype)[None] - pi[:, None, :]  # (S, K, K): row a is grad log pi(a) in its state
+    return optimal_baseline(bandit.rewards, scores, probs=pi)  # (S,)
 
 
 # ---------------------------------------------------------------------------
@@ -364,53 +378,3 @@ def estimator_testbed(
         "num_batches": num_batches,
         "rows": rows,
     }
-
-
-def _cell(row: dict, key: str, digits: int) -> str:
-    """``"value+-se [exact]"`` for one statistic of one row (the exact value only where there is one)."""
-    text = f"{row[key]:.{digits}f}+-{row[key + '_se']:.{digits}f}"
-    if row["exact"] is not None and key in row["exact"]:
-        text += f" [{row['exact'][key]:.{digits}f}]"
-    return text
-
-
-def format_estimator_table(result: dict) -> str:
-    """The testbed as text: bias (cosine, magnitude along the exact gradient), variance (relative to the exact
-    gradient's squared length, and as a scale-free SNR) and the difficulty tilt."""
-    probs = result["success_probs"]
-    lines = [
-        f"bias and variance against the exact gradient: {len(probs)} prompts (p = {probs[0]:.2f} to "
-        f"{probs[-1]:.2f}), {result['batch_prompts']} a batch, {result['num_batches']:,} batches a row; "
-        "measured +- one standard error [exact]",
-        f"  {'G':>2}  {'estimator':<12} {'cosine with grad J':<26} {'magnitude along grad J':<24} "
-        f"{'tr Cov / |grad J|^2':<20} {'SNR |Eg|^2/tr Cov':<18} {'difficulty tilt':<22}",
-    ]
-    for row in result["rows"]:
-        lines.append(
-            f"  {row['G']:>2}  {row['estimator']:<12} {_cell(row, 'cosine', 4):<26} "
-            f"{_cell(row, 'magnitude', 3):<24} {_cell(row, 'rel_variance', 2):<20} {_cell(row, 'snr', 3):<18} "
-            f"{_cell(row, 'tilt', 3):<22}"
-        )
-    return "\n".join(lines)
-
-
-def format_prompt_weights(result: dict, group_size: int = 8) -> str:
-    """Each estimator's weight per prompt at ``group_size``: the exact value where there is one, else the measured
-    one +- one standard error; one line per prompt, from the hardest to the easiest."""
-    rows = [row for row in result["rows"] if row["G"] == group_size]
-    if not rows:
-        raise ValueError(f"group_size: the table has no row at G={group_size}")
-    lines = [
-        f"weight per prompt at G = {group_size}: E[estimate] along the prompt's exact gradient over its squared "
-        "length (exact; REINFORCE++ measured +- one standard error)",
-        f"  {'p':>5}  " + "".join(f"{row['estimator']:>16}" for row in rows),
-    ]
-    for s, p in enumerate(result["success_probs"]):
-        cells = []
-        for row in rows:
-            if row["exact"] is not None:
-                cells.append(f"{row['exact']['weights'][s]:>16.3f}")
-            else:
-                cells.append(f"{row['weights'][s]:>9.3f}+-{row['weights_se'][s]:.3f}")
-        lines.append(f"  {p:>5.3f}  " + "".join(cells))
-    return "\n".join(lines)
