@@ -47,7 +47,9 @@ def plot_prompt_weights(table: dict, group_size: int = 8) -> Figure:
     for i, row in enumerate(rows):
         colour = _colour(row["estimator"], i)
         w, se = np.asarray(row["weights"]), np.asarray(row["weights_se"])
-        left.errorbar(p, w, yerr=2 * se, fmt="o", ms=3, color=colour, lw=0.8, label=f"{row['estimator']} (measured)")
+        hollow = row["estimator"] == "REINFORCE"  # a ring: RLOO's points (also 1) show inside it
+        left.errorbar(p, w, yerr=2 * se, fmt="o", ms=7 if hollow else 3, mfc="none" if hollow else colour,
+                      color=colour, lw=0.8, label=f"{row['estimator']} (measured)")  # fmt: skip
         if row["exact"] is not None:
             left.plot(p, row["exact"]["weights"], color=colour, lw=1, alpha=0.7)
     left.set_xscale("logit")
