@@ -93,6 +93,14 @@ def test_a_saved_warm_up_loads_into_the_same_model():
     assert all((again.state_dict()[k] == v).all() for k, v in state.items())
 
 
+def test_length_problem_samples_the_same_draws_at_both_limits():
+    lm, task, split = family_testbeds.warm_up("length", 0, quick=True)
+    out = family_testbeds.length_problem(lm, task, split["val"][:6], seed=0, group_size=4)
+    assert out["room"]["limit"] == task.max_new_tokens and out["testbed"]["limit"] == task.max_new_tokens - 1
+    assert out["room"]["truncated"] <= out["testbed"]["truncated"], "one token less cuts off at least as many"
+    assert sum(out["testbed"]["share"].values()) == pytest.approx(1.0)
+
+
 def _history(rounds=8):
     h = {k: [float(i) for i in range(rounds)] for k in family_testbeds.PER_ROUND + ("silenced_low_prob",)}
     h["silenced_low_prob"][-1] = float("nan")  # a round with no low-probability token

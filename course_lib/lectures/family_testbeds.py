@@ -147,6 +147,27 @@ def pass_at_k_of(lm, task, pairs, seed: int, n: int = 16, ks=PASS_K) -> dict[str
     return {str(k): float(pass_at_k(n, c, k).mean()) for k in ks}
 
 
+@torch.no_grad()
+def length_problem(lm, task, pairs, seed: int, group_size: int = 8) -> dict[str, dict]:
+    """The length testbed's problem before any RL: ``group_size`` samples (T = 1) of each prompt of ``pairs``, with
+    room for the longest scratchpad (``"room"``) and at the testbed's limit, one token less (``"testbed"``).
+
+    Returns:
+        Per limit: ``limit`` and :func:`course_lib.lectures.reasoning_rl.round_style_stats` of the samples (the
+        style shares, the lengths of right and wrong completions, the share cut off without EOS).
+    """
+    prompts, tok = task.prompts(pairs), task.tokenizer  # (B, P)
+    out = {}
+    for name, limit in (("room", task.max_new_tokens), ("testbed", task.max_new_tokens - LENGTH_CUT)):
+        g = torch.Generator().manual_seed(seed)  # the same draws at both limits, up to the cut
+        with one_thread():
+            flat = lm_rl.sample_completions(lm, prompts, None, group_size, limit, tok.eos_id, tok.pad_id, generator=g)
+        completions = flat.view(len(pairs), group_size, -1)  # (B, G, L)
+        rewards = task.score(prompts[:, None, :], completions)  # (B, G)
+        out[name] = {"limit": limit, **reasoning_rl.round_style_stats(task, prompts, completions, rewards)}
+    return out
+
+
 # ---------------------------------------------------------------------------
 # 3. A run's record: the numbers the claims and the notebook need
 # ---------------------------------------------------------------------------
