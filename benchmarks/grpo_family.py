@@ -1,303 +1,430 @@
-"""Benchmark: chapter 11's GRPO family on chapter 08's task, each variant from the same warm-up and budget.
+"""Benchmark: chapter 11, each GRPO variant on a testbed where the problem it was made for occurs, under the protocol.
 
-Every variant of ``course_lib.lectures.family.MEASURED`` is a few switches of the one LM RL loop
-(``family.VARIANTS``) and trains the same tiny LM on 2-digit addition from the same per-seed warm-up
-(chapter 08's, stopped at 0.25 validation accuracy; computed once per seed and cached, so variants do
-not redo it) with the same sample budget: 12,288 completions (48 rounds x 32 prompts x G = 8; dynamic
-sampling draws more per round, so it stops after fewer rounds: ``LMRLConfig.max_completions``). That is
-a tenth of chapter 08's 128,000: ten variants x (8 report + 4 tuning) runs at chapter 08's budget would be
-some 6 core-hours, and this benchmark had 80 core-minutes on two cores shared with four other agents. Accuracy is greedy exact match on the 500 held-out test prompts.
-Every job (a variant, a seed, a learning rate) is a process of a fork pool with one torch thread; it
-writes its result to its own file as it ends (``--work``), so a cut-off run loses only the jobs in
-flight and a rerun skips what is done. Seconds count training only (evaluations excluded).
+Every paper of the GRPO family claims a fix for one problem (``course_lib.lectures.family_claims.CLAIMS``). Each
+claim is tested where its problem occurs under plain GRPO (``course_lib.lectures.family.TESTBEDS``):
 
-**Protocol.** Every variant gets the same tuning budget: its learning rate from {base, 2 x base} (base:
-chapter 08's 2e-3, PPO's chapter 05 1e-3), each on tuning seeds 0 and 1, scored by greedy accuracy on the
-validation split (500 prompts cut from the training prompts, never trained on); the rate with the higher
-mean is kept (the base on a tie). Nothing else was tuned: every other switch is the paper's or GRPO's
-recipe (``family.VARIANTS``). The report runs use seeds 100 to 107, which tuning never saw.
+- **estimators** (RLOO, Dr. GRPO's std, REINFORCE++, against GRPO and REINFORCE without a baseline): a contextual
+  bandit whose exact policy gradient is known (``course_lib.lectures.group_estimators``); prompts with success
+  probabilities 0.02 to 0.98 and a binary reward, G = 2, 4, 8, 16, 20,000 batches of 16 prompts per row. Exact
+  where it can be, Monte Carlo with standard errors beside it. Nothing is tuned and no seed set is spent.
+  ``--testbeds estimators`` runs it alone (10 CPU seconds): its table, each prompt's weight at G = 8, the three
+  claims it settles, and the trained testbeds' claims listed as not yet measured; its output is kept in
+  ``results/family_estimators.txt`` and, with ``--save``, in ``data/grpo_family_estimators_11.json``;
+- **length** (Dr. GRPO, DAPO's token mean, overlong filter and soft overlong punishment): chapter 10's 3-digit
+  addition with a scratchpad, at most 14 tokens where the longest scratchpads need 15;
+- **sparse** (DAPO's clip-higher and dynamic sampling): chapter 08's task with an exact-match reward, where many
+  groups are all wrong or all right;
+- **drift** (GSPO, GMPO, CISPO, SAPO against PPO's clip): chapter 08's task with 8 passes x 4 minibatches a round;
+- **accuracy** (the ten variants of the old chapter): chapter 08's task and recipe for 48 of its 300 rounds, where
+  the problems barely occur: what separates the variants there, with intervals.
 
-**Tuning runs** (``--tune``: validation accuracy at the end of the budget, tuning seeds 0 and 1; 40 runs, 2 jobs,
-48 minutes on a machine at load 10 to 17, where the jobs got 5 to 30% of a core each):
+``course_lib.lectures.family_testbeds`` holds each testbed's task, loop and budget. The protocol
+(``benchmarks/PROTOCOL.md``), stage by stage, every run appended as one JSON line so that a stage resumes:
 
-    variant              lr = base            lr = 2 x base        chosen
-    GRPO                 0.674  0.512 (0.593)  0.294  0.066 (0.180)  2e-3
-    PPO (base 1e-3)      0.472  0.488 (0.480)  0.226  0.256 (0.241)  1e-3
-    RLOO                 0.626  0.526 (0.576)  0.358  0.180 (0.269)  2e-3
-    REINFORCE++          0.614  0.448 (0.531)  0.190  0.058 (0.124)  2e-3   (reported last, below)
-    Dr.GRPO              0.612  0.472 (0.542)  0.482  0.234 (0.358)  2e-3   (reported last, below)
-    DAPO                 0.114  0.302 (0.208)  0.012  0.058 (0.035)  2e-3
-    DAPO-clip-higher     0.710  0.538 (0.624)  0.330  0.082 (0.206)  2e-3
-    DAPO-dyn-sampling    0.600  0.476 (0.538)  0.206  0.054 (0.130)  2e-3
-    GSPO                 0.648  0.488 (0.568)  0.400  0.076 (0.238)  2e-3
-    CISPO                0.334  0.208 (0.271)  0.074  0.016 (0.045)  2e-3
-    (warm-up accuracy on the validation split: seed 0 0.348, seed 1 0.284)
+1. ``--tune``: each variant of each trained testbed at each learning rate of its grid (three, one below the
+   default), on tuning seeds 0 and 1, scored on the validation split (``results/family_tune.jsonl``);
+2. ``--freeze``: each (testbed, variant)'s learning rate by the protocol's rule, written with its recipe's hash to
+   ``results/family_recipes.json``;
+3. the report (no flag): the frozen recipes on seed set ``family-1`` (``seed_sets.json``), scored on the 500 test
+   prompts (``results/family_report.jsonl``); then the estimator testbed, each testbed's table with paired
+   t-intervals against its baseline, the claims table with a verdict by the rule written in
+   ``family_claims`` before the report ran, and the accuracy table; ``--save DIR`` writes the notebook's
+   ``grpo_family_11.json``.
 
-Twice the base rate was worse for every variant on both seeds, so every variant runs at its base rate; a lower
-rate was not tried (the sweep went one way only), which may matter most for the variants that lost accuracy at
-the base rate (DAPO, CISPO).
+Every run is a process with one torch thread, ``--jobs`` at a time; a testbed's warm-up is done once per seed and
+cached (``_build/family-warm``), and every variant of the seed starts from it (the runs pair by seed).
+``cpu_seconds`` is each process's user + system time (``resource.getrusage``), which a loaded machine inflates far
+less than wall time.
 
-**The report run** (three processes of 2 jobs each, ``--variants`` split between them, then ``--collect``; the
-machine at load 10 to 17; test prompts; per-seed scores, then the table):
+The last line is ``family: claims=C held=H not_seen=N contradicted=X variants=V seeds=S``.
 
-    test accuracy, seeds [100, 101, 102, 103, 104, 105, 106, 107], 12288 completions per run
-      GRPO                 lr 0.002: 0.744 0.588 0.460 0.346 0.526 0.198 0.406 0.654
-      PPO                  lr 0.001: 0.584 0.516 0.416 0.326 0.470 0.210 0.366 0.516
-      DAPO                 lr 0.002: 0.166 0.506 0.198 0.104 0.228 0.056 0.288 0.280
-      DAPO-clip-higher     lr 0.002: 0.688 0.688 0.524 0.322 0.472 0.228 0.416 0.628
-      DAPO-dyn-sampling    lr 0.002: 0.674 0.512 0.306 0.326 0.438 0.126 0.310 0.336
-      RLOO                 lr 0.002: 0.682 0.598 0.456 0.346 0.528 0.260 0.428 0.560
-      GSPO                 lr 0.002: 0.696 0.640 0.420 0.366 0.494 0.262 0.438 0.542
-      CISPO                lr 0.002: 0.206 0.306 0.190 0.242 0.360 0.070 0.216 0.332
-    variant                  mean    min    std   to 0.8  s/run length      KL   clip  <0.8
-    DAPO-clip-higher        0.496  0.228  0.169    never    138   3.51  0.3505  0.193   8/8
-    GRPO                    0.490  0.198  0.176    never    142   3.50  0.3332  0.206   8/8
-    RLOO                    0.482  0.260  0.138    never    147   3.50  0.3113  0.216   8/8
-    GSPO                    0.482  0.262  0.142    never    147   3.50  0.2457  0.684   8/8
-    PPO                     0.425  0.210  0.122    never    108   3.52  0.3207  0.119   8/8
-    DAPO-dyn-sampling       0.379  0.126  0.163    never     89   3.48  0.3448  0.214   8/8
-    CISPO                   0.240  0.070  0.093    never    135   3.51  0.5315  0.181   8/8
-    DAPO                    0.228  0.056  0.138    never     96   3.51  0.7750  0.197   8/8
-    seconds=1
-    family: variants=8 seeds=8 best=DAPO-clip-higher worst=DAPO
-
-Wall time: the three report processes ran 28, 32 and 22 minutes (2 jobs each: 163 wall-core-minutes at load
-10 to 17), and the jobs' own CPU time was 14.7 core-minutes for the 64 runs (about 14 s each, evaluations
-included); the tuning ran 48 minutes x 2 jobs. ``s/run`` is each run's wall-clock training time on that loaded
-machine, not its CPU time.
-
-Dr. GRPO's and REINFORCE++'s 16 report runs came last (``--variants Dr.GRPO REINFORCE++ --jobs 1`` on quiet cores,
-178 s in all, about 10 s a run), then ``--collect`` over all ten:
-
-      Dr.GRPO              lr 0.002: 0.746 0.666 0.374 0.332 0.476 0.286 0.414 0.634
-      REINFORCE++          lr 0.002: 0.634 0.690 0.444 0.336 0.454 0.262 0.386 0.468
-    variant                  mean    min    std   to 0.8  s/run length      KL   clip  <0.8
-    DAPO-clip-higher        0.496  0.228  0.169    never    138   3.51  0.3505  0.193   8/8
-    Dr.GRPO                 0.491  0.286  0.170    never     10   3.50  0.2874  0.215   8/8
-    GRPO                    0.490  0.198  0.176    never    142   3.50  0.3332  0.206   8/8
-    RLOO                    0.482  0.260  0.138    never    147   3.50  0.3113  0.216   8/8
-    GSPO                    0.482  0.262  0.142    never    147   3.50  0.2457  0.684   8/8
-    REINFORCE++             0.459  0.262  0.143    never     10   3.51  0.3649  0.207   8/8
-    PPO                     0.425  0.210  0.122    never    108   3.52  0.3207  0.119   8/8
-    DAPO-dyn-sampling       0.379  0.126  0.163    never     89   3.48  0.3448  0.214   8/8
-    CISPO                   0.240  0.070  0.093    never    135   3.51  0.5315  0.181   8/8
-    DAPO                    0.228  0.056  0.138    never     96   3.51  0.7750  0.197   8/8
-    family: variants=10 seeds=8 best=DAPO-clip-higher worst=DAPO
-
-On quiet cores a run takes about 10 s, so the whole report (80 runs) is about 7 minutes on 2 cores and the tuning
-(40 runs) about 4; chapter 08's full budget (10x the completions) would take about 70 minutes for the report.
+Tuning runs: see the table ``--freeze`` prints (kept in ``results/family_tune.jsonl``).
 
 Usage::
 
-    python benchmarks/grpo_family.py --tune --seeds 0 1          # the tuning runs (validation split)
-    python benchmarks/grpo_family.py --save course_lib/lectures/data   # seeds 100-107, writes grpo_family_11.pt
+    python benchmarks/grpo_family.py --tune --jobs 2        # every trained testbed's tuning grid
+    python benchmarks/grpo_family.py --freeze               # pick and freeze each learning rate
+    python benchmarks/grpo_family.py --save course_lib/lectures/data   # the report, and the notebook's data
+    python benchmarks/grpo_family.py --quick                # the whole pipeline in seconds, into a temp dir
+    python benchmarks/grpo_family.py --testbeds estimators --save course_lib/lectures/data   # that testbed alone
+
+The estimator testbed at G = 8 (``results/family_estimators.txt`` has every group size)::
+
+     G  estimator    cosine with grad J         magnitude along grad J   tr Cov / |grad J|^2  SNR |Eg|^2/tr Cov  difficulty tilt
+     8  REINFORCE    1.0000+-0.0000 [1.0000]    0.999+-0.002 [1.000]     1.17+-0.01           0.852+-0.004       1.003+-0.006 [1.000]
+     8  GRPO         0.9971+-0.0002 [0.9969]    1.871+-0.003 [1.867]     4.79+-0.01           0.735+-0.002       1.302+-0.007 [1.301]
+     8  Dr.GRPO      0.9999+-0.0000 [1.0000]    0.875+-0.002 [0.875]     1.03+-0.00           0.745+-0.002       0.995+-0.005 [1.000]
+     8  RLOO         1.0000+-0.0000 [1.0000]    1.003+-0.002 [1.000]     1.34+-0.01           0.750+-0.003       0.998+-0.007 [1.000]
+     8  REINFORCE++  0.9999+-0.0000             2.692+-0.004             9.52+-0.03           0.761+-0.003       1.030+-0.007
+    family estimators: claims=3 held=3 not_seen=0 contradicted=0 estimators=5 batches=20000 not_measured=10
 """
 
 from __future__ import annotations
 
 import argparse
-import io
+import json
+import multiprocessing as mp
 import os
 import resource
+import tempfile
 import time
 from pathlib import Path
 
+import _protocol  # benchmarks/ is the script's folder, so its sibling modules import directly
+import _results
 import torch
 
-from course_lib.lectures import family
+from course_lib.lectures import family_claims, family_results, family_testbeds, group_estimators
+from course_lib.lectures.family import TESTBEDS, TRAINED, VARIANTS
+from course_lib.lectures.protocol import recipe_hash
 
-REPORT_SEEDS = list(range(100, 108))
-TUNE_SEEDS = [0, 1]
-
-
-def _save(obj, path: Path) -> None:
-    """torch.save through a temporary file, so a cut-off never leaves half a result."""
-    tmp = path.with_suffix(".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+TUNE_SEEDS = (0, 1)
+REPORT_SET = "family-1"
+KEY = ("phase", "testbed", "variant", "lr", "seed")
 
 
-def warm_job(seed: int, work: Path) -> bytes:
-    """Warm up ``seed`` once and cache its state_dict (every variant of the seed starts from it)."""
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+# ---------------------------------------------------------------------------
+# One run: a variant of a testbed at a learning rate on a seed
+# ---------------------------------------------------------------------------
+
+
+def warm(testbed: str, seed: int, quick: bool, cache: Path):
+    """The seed's warmed-up model, task and split for ``testbed``, from the cache when it is there."""
+    key = family_testbeds.warm_up_key(testbed, quick)
+    path = cache / f"warm_{recipe_hash(key)}_{seed}.pt"
+    if path.exists():
+        return family_testbeds.warm_up(testbed, seed, quick, state=torch.load(path, weights_only=True))
+    lm, task, split = family_testbeds.warm_up(testbed, seed, quick)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.tmp")
+    torch.save(lm.state_dict(), partial)
+    partial.replace(path)  # atomic: a job never reads half a file
+    return lm, task, split
+
+
+def warm_job(job: tuple) -> dict:
+    """Warm up one (testbed, seed) into the cache; its CPU seconds."""
+    testbed, seed, quick, cache = job
     torch.set_num_threads(1)
-    path = work / f"warm_{seed}.pt"
-    if not path.exists():
-        start = time.perf_counter()
-        _save({"state": family.warm_state(family.family_config(), seed), "seconds": time.perf_counter() - start}, path)
-    buffer = io.BytesIO()
-    torch.save(torch.load(path)["seconds"], buffer)
-    return buffer.getvalue()
+    start = _cpu()
+    warm(testbed, seed, quick, Path(cache))
+    return {"testbed": testbed, "seed": seed, "cpu_seconds": round(_cpu() - start, 1)}
 
 
-def job_path(work: Path, mode: str, name: str, seed: int, lr: float) -> Path:
-    return work / mode / f"{name}__{seed}__{lr:g}.pt"
-
-
-def run_job(name: str, seed: int, lr: float, mode: str, work: Path) -> bytes:
-    """One variant, one seed, one learning rate: its :func:`family.record`, written to its own file and returned
-    as ``torch.save`` bytes (a pool would otherwise pass tensors through shared memory, which can stall)."""
+def run_job(job: tuple) -> dict:
+    """One run; its record (plain data: the pool pickles it)."""
+    phase, testbed, variant, lr, seed, quick, cache = job
     torch.set_num_threads(1)  # a 100k-parameter model runs fastest on one thread
-    path = job_path(work, mode, name, seed, lr)
-    if not path.exists():
-        state = torch.load(work / f"warm_{seed}.pt")["state"]
-        cpu = resource.getrusage(resource.RUSAGE_SELF)
-        history = family.run_variant(name, seed, lr=lr, state=state, eval_on="val" if mode == "tune" else "heldout")
-        used = resource.getrusage(resource.RUSAGE_SELF)
-        rec = {
-            "name": name,
-            "seed": seed,
-            "lr": lr,
-            **family.record(history),
-            "cpu_seconds": used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime,
-        }
-        _save(rec, path)
-        print(
-            f"  done: {name} seed {seed} lr {lr:g}: {rec['score']:.3f} (from {rec['start']:.3f}; "
-            f"{rec['seconds']:.0f} s, {rec['rounds']} rounds)",
-            flush=True,
-        )
-    return path.read_bytes()
+    start = _cpu()
+    lm, task, split = warm(testbed, seed, quick, Path(cache))
+    eval_on = "val" if phase == "tune" else "heldout"
+    record = family_testbeds.run(testbed, variant, lr, seed, lm, task, split, eval_on, quick)
+    record = {
+        "phase": phase,
+        "testbed": testbed,
+        "variant": variant,
+        "lr": lr,
+        "seed": seed,
+        "recipe_hash": recipe_hash(family_testbeds.recipe(testbed, variant, lr, quick)),
+        **record,
+        "cpu_seconds": round(_cpu() - start, 1),
+    }
+    print(
+        f"  done: {phase} {testbed} {variant} lr={lr:g} seed {seed}: {record['score']:.3f} "
+        f"(from {record['start']:.3f}; {record['cpu_seconds']:.0f} CPU s)",
+        flush=True,
+    )
+    return record
 
 
-def choose_lr(records: list[dict]) -> tuple[dict, dict]:
-    """Per variant, the learning rate whose tuning runs have the higher mean score (the smaller on a tie);
-    and every score, ``{name: {lr: [scores by seed]}}``."""
+def _pool(fn, jobs: list[tuple], n_jobs: int):
+    """``fn`` over ``jobs``, ``n_jobs`` processes at a time (a fresh process per job), results as they finish."""
+    if n_jobs == 1 or len(jobs) <= 1:
+        yield from map(fn, jobs)
+        return
+    with mp.get_context("fork").Pool(n_jobs, maxtasksperchild=1) as pool:
+        yield from pool.imap_unordered(fn, jobs, chunksize=1)
+
+
+def run_all(jobs: list[tuple], n_jobs: int, out: Path, cache: Path, quick: bool) -> None:
+    """Warm up what the jobs need, then run them, appending each record to ``out`` as it finishes."""
+    warm_ups = sorted({(family_testbeds.warm_up_key(job[1], quick)["chapter"], job[1], job[4]) for job in jobs})
+    needed = {}
+    for chapter, testbed, seed in warm_ups:
+        needed.setdefault((chapter, seed), testbed)  # one testbed per shared warm-up
+    todo = [(testbed, seed, quick, str(cache)) for (_, seed), testbed in sorted(needed.items())]
+    for done in _pool(warm_job, todo, n_jobs):
+        print(f"  warm-up: {done['testbed']} seed {done['seed']}: {done['cpu_seconds']:.0f} CPU s", flush=True)
+    slow_first = sorted(jobs, key=lambda job: (job[1] not in ("drift", "length"), job[2] != "PPO"))
+    for record in _pool(run_job, slow_first, n_jobs):
+        _protocol.append_run(out, record)
+
+
+def pending(jobs: list[tuple], out: Path) -> list[tuple]:
+    """The jobs not yet in ``out``."""
+    done = {_protocol.run_key(r, KEY) for r in _protocol.load_runs(out)}
+    return [job for job in jobs if tuple(job[:5]) not in done]
+
+
+# ---------------------------------------------------------------------------
+# The stages
+# ---------------------------------------------------------------------------
+
+
+def lr_grid(testbed: str, quick: bool) -> tuple[float, ...]:
+    return TESTBEDS[testbed].lr_grid[:2] if quick else TESTBEDS[testbed].lr_grid
+
+
+def tune(args, files) -> None:
+    jobs = [
+        ("tune", bed, name, lr, seed, args.quick, str(files["cache"]))
+        for bed in args.testbeds
+        for name in TESTBEDS[bed].variants
+        for lr in lr_grid(bed, args.quick)
+        for seed in args.tune_seeds
+    ]
+    todo = pending(jobs, files["tune"])
+    print(f"tuning: {len(jobs)} runs, {len(todo)} to do, {args.jobs} at a time", flush=True)
+    run_all(todo, args.jobs, files["tune"], files["cache"], args.quick)
+    print_tuning(files["tune"], args)
+
+
+def tuning_scores(path: Path, args) -> dict:
+    """(testbed, variant) -> lr -> the validation scores of the tuning seeds."""
     scores: dict = {}
-    for r in sorted(records, key=lambda r: r["seed"]):
-        scores.setdefault(r["name"], {}).setdefault(r["lr"], []).append(r["score"])
-    mean = lambda v: sum(v) / len(v)  # noqa: E731
-    return {n: max(sorted(by_lr), key=lambda lr: (mean(by_lr[lr]), -lr)) for n, by_lr in scores.items()}, scores
+    for r in _protocol.load_runs(path):
+        if r["testbed"] in args.testbeds and r["seed"] in args.tune_seeds:
+            scores.setdefault((r["testbed"], r["variant"]), {}).setdefault(r["lr"], []).append(r["score"])
+    return scores
 
 
-def tuned_lr(work: Path, names: list[str]) -> dict:
-    """The learning rates tuning chose, from its files in ``work / "tune"`` when every variant has its four runs,
-    else ``family.TUNED_LR`` (the base where it has none)."""
-    records = [torch.load(p, weights_only=False) for p in sorted((work / "tune").glob("*.pt"))]
-    chosen, scores = choose_lr(records)
-    if all(n in scores and sum(len(v) for v in scores[n].values()) == 2 * len(TUNE_SEEDS) for n in names):
-        return chosen
-    return {n: family.TUNED_LR.get(n, family.base_lr(n)) for n in names}
+def print_tuning(path: Path, args) -> None:
+    scores = tuning_scores(path, args)
+    print(f"validation accuracy at the end, tuning seeds {list(args.tune_seeds)}: mean (worst seed); * the pick")
+    for bed in args.testbeds:
+        grid = lr_grid(bed, args.quick)
+        for name in TESTBEDS[bed].variants:
+            by_lr = scores.get((bed, name), {})
+            complete = len(by_lr) == len(grid) and all(len(v) == len(args.tune_seeds) for v in by_lr.values())
+            pick = _protocol.pick_setting(by_lr) if complete else None
+            cells = []
+            for lr in grid:
+                v = by_lr.get(lr, [])
+                mark = "*" if lr == pick else " "
+                cells.append(f"lr {lr:g}: {sum(v) / len(v):.3f} ({min(v):.3f}){mark}" if v else f"lr {lr:g}: -")
+            print(f"  {bed:<9} {name:<21} " + "   ".join(cells))
 
 
-def _pool_map(fn, jobs, n):
-    if n > 1 and len(jobs) > 1:
-        import multiprocessing as mp
+def freeze(args, files) -> None:
+    scores = tuning_scores(files["tune"], args)
+    recipes = {}
+    for bed in args.testbeds:
+        for name in TESTBEDS[bed].variants:
+            by_lr = scores.get((bed, name), {})
+            grid = lr_grid(bed, args.quick)
+            if len(by_lr) != len(grid) or any(len(v) != len(args.tune_seeds) for v in by_lr.values()):
+                raise SystemExit(f"{bed} / {name} has not finished its tuning runs: --tune first")
+            recipes[f"{bed}/{name}"] = family_testbeds.recipe(bed, name, _protocol.pick_setting(by_lr), args.quick)
+    hashes = _protocol.freeze(files["recipes"], recipes)
+    print_tuning(files["tune"], args)
+    print(f"froze {len(hashes)} recipes in {files['recipes']}")
 
-        with mp.get_context("fork").Pool(n, maxtasksperchild=1) as pool:
-            return pool.starmap(fn, jobs, chunksize=1)
-    return [fn(*job) for job in jobs]
+
+ESTIMATOR_SIZES = (2, 4, 8, 16)
+ESTIMATOR_BATCHES = 20000
 
 
-def _load(data: bytes):
-    return torch.load(io.BytesIO(data), weights_only=False)
+def estimator_table(args, files, fresh: bool = False) -> dict:
+    """The estimator testbed: computed once and kept (it is deterministic and seeded), unless ``fresh``."""
+    path = files["estimators"]
+    if path.exists() and not fresh:
+        return json.loads(path.read_text())
+    start = _cpu()
+    sizes, batches = ((2, 8), 400) if args.quick else (ESTIMATOR_SIZES, ESTIMATOR_BATCHES)
+    table = group_estimators.estimator_testbed(group_sizes=sizes, num_batches=batches)
+    table["cpu_seconds"] = round(_cpu() - start, 1)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(table) + "\n")
+    return table
+
+
+def estimators_report(args, files) -> None:
+    """``--testbeds estimators``: the estimator testbed alone (exact and Monte Carlo, nothing trained, no seed set
+    spent), its tables, the claims it settles, and the trained testbeds' claims listed as not yet measured."""
+    torch.set_num_threads(1)  # [N, 64] tensors: a second thread only waits
+    start = time.perf_counter()
+    table = estimator_table(args, files, fresh=True)
+    judged = family_claims.judge(table, [])  # no trained run: only the estimator testbed's claims are judged
+    print(family_results.format_estimator_table(table))
+    print()
+    print(family_results.format_prompt_weights(table, family_claims.ESTIMATOR_G))
+    print()
+    print(family_claims.format_claims(judged))
+    print(family_claims.format_pending(judged))
+    seconds = time.perf_counter() - start
+    print(f"\nCPU seconds: {table['cpu_seconds']:.0f} ({seconds:.0f} s of wall time)")
+    if args.save is not None:
+        results = {"estimators": table, "claims": claims_data(judged)}
+        _results.write_results(args.save / ESTIMATORS_FILE, "grpo_family.py", seconds, results)
+    counts = {v: sum(row["verdict"] == v for row in judged) for v in ("held", "not seen", "contradicted")}
+    print(
+        f"family estimators: claims={len(judged)} held={counts['held']} not_seen={counts['not seen']} "
+        f"contradicted={counts['contradicted']} estimators={len(group_estimators.ESTIMATORS)} "
+        f"batches={table['num_batches']} not_measured={len(family_claims.CLAIMS) - len(judged)}"
+    )
+
+
+def report(args, files) -> None:
+    frozen = _protocol.load_frozen(files["recipes"])
+    seeds = (0, 1) if args.quick else tuple(_protocol.seed_set(REPORT_SET))
+    if not args.quick:
+        _protocol.spend(REPORT_SET, "benchmarks/grpo_family.py", {k: v["hash"] for k, v in frozen.items()})
+    jobs = [
+        ("report", entry["recipe"]["testbed"], entry["recipe"]["variant"], entry["recipe"]["rl"]["lr"], seed)
+        + (args.quick, str(files["cache"]))
+        for entry in frozen.values()
+        for seed in seeds
+        if entry["recipe"]["testbed"] in args.testbeds
+    ]
+    todo = pending(jobs, files["report"])
+    print(f"report on {'quick seeds' if args.quick else REPORT_SET} {list(seeds)}: {len(jobs)} runs, {len(todo)} to do")
+    start = time.perf_counter()
+    run_all(todo, args.jobs, files["report"], files["cache"], args.quick)
+    table = estimator_table(args, files)
+    runs = [
+        r
+        for r in _protocol.load_runs(files["report"])
+        if r["seed"] in seeds and r["recipe_hash"] == frozen.get(f"{r['testbed']}/{r['variant']}", {}).get("hash")
+    ]
+    print()
+    print(family_results.format_estimator_table(table))
+    recipes = {key: {"hash": entry["hash"], "lr": entry["recipe"]["rl"]["lr"]} for key, entry in frozen.items()}
+    for bed in TRAINED:
+        if bed in args.testbeds:
+            print()
+            print(family_results.format_testbed(bed, runs, recipes))
+            if bed == "accuracy":
+                print("  " + family_results.resolved(family_results.testbed_rows(bed, runs)))
+    judged = family_claims.judge(table, runs)
+    print()
+    print(family_claims.format_claims(judged))
+    print_totals(runs, table)
+    if args.save is not None:
+        save(args, files, frozen, table, runs, judged, seeds, time.perf_counter() - start)
+    counts = {v: sum(row["verdict"] == v for row in judged) for v in ("held", "not seen", "contradicted")}
+    variants = {name for bed in TESTBEDS.values() for name in bed.variants if name in VARIANTS}
+    trained_seeds = min((len({r["seed"] for r in runs if r["testbed"] == bed}) for bed in args.testbeds), default=0)
+    print(
+        f"family: claims={len(judged)} held={counts['held']} not_seen={counts['not seen']} "
+        f"contradicted={counts['contradicted']} variants={len(variants)} seeds={trained_seeds}"
+    )
+
+
+# ---------------------------------------------------------------------------
+# What the report prints and saves
+# ---------------------------------------------------------------------------
+
+
+def print_totals(runs: list[dict], table: dict) -> None:
+    """CPU seconds per testbed and in all (each run's own process; the warm-ups are printed as they run)."""
+    totals = family_results.cpu_seconds(runs, table.get("cpu_seconds", 0.0))
+    print()
+    print(f"CPU seconds (user + system of each run's process): estimators {totals['estimators']['cpu']:.0f}")
+    for bed in TRAINED:
+        if bed in totals:
+            t = totals[bed]
+            print(f"  {bed:<9} {t['runs']} runs, {t['cpu']:.0f} CPU s ({t['per_run']:.1f} a run)")
+    print(f"  in all {totals['all']['cpu']:.0f} CPU s = {totals['all']['cpu'] / 60:.1f} core-minutes")
+
+
+ESTIMATORS_FILE = "grpo_family_estimators_11.json"
+"""What ``--testbeds estimators --save DIR`` writes: the estimator testbed and the claims it settles."""
+
+
+def claims_data(judged: list[dict]) -> list[dict]:
+    """The judged claims as plain data (``family_claims.judge``'s rows)."""
+    return [
+        {
+            **{k: getattr(row["claim"], k) for k in ("variant", "testbed", "claim", "metric", "key", "sign")},
+            **{k: getattr(row["claim"], k) for k in ("baseline", "target", "tolerance")},
+            "mean": row["effect"].mean,
+            "half_width": row["effect"].half_width,
+            "n": row["effect"].n,
+            "verdict": row["verdict"],
+        }
+        for row in judged
+    ]
+
+
+def save(args, files, frozen, table, runs, judged, seeds, seconds) -> None:
+    """``grpo_family_11.json``: the estimator testbed, every report run, the claims and verdicts, the tuning runs."""
+    claims = claims_data(judged)
+    tuning = [{k: r[k] for k in ("testbed", "variant", "lr", "seed", "score", "cpu_seconds")}
+              for r in _protocol.load_runs(files["tune"])]  # fmt: skip
+    results = {
+        "seed_set": REPORT_SET,
+        "seeds": list(seeds),
+        "tune_seeds": list(args.tune_seeds),
+        "recipes": {key: {"hash": entry["hash"], "lr": entry["recipe"]["rl"]["lr"]} for key, entry in frozen.items()},
+        "cpu_seconds": family_results.cpu_seconds(runs, table.get("cpu_seconds", 0.0)),
+        "estimators": table,
+        "runs": runs,
+        "claims": claims,
+        "tuning": tuning,
+    }
+    _results.write_results(args.save / "grpo_family_11.json", "grpo_family.py", seconds, results, seeds=len(seeds))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tune", action="store_true", help="each variant at {base, 2 x base} lr on the val split")
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="default: 100-107 (0 1 with --tune)")
+    stage = parser.add_mutually_exclusive_group()
+    stage.add_argument("--tune", action="store_true", help="the tuning grid on the validation split")
+    stage.add_argument("--freeze", action="store_true", help="pick each learning rate from the tuning runs, freeze")
+    parser.add_argument("--quick", action="store_true", help="every stage, tiny runs, one process, into a temp dir")
     parser.add_argument(
-        "--variants",
+        "--testbeds",
         nargs="+",
-        default=None,
-        choices=sorted(family.VARIANTS),
-        help="default: family.MEASURED (with --tune, also family.TUNED_ONLY)",
+        choices=("estimators", *TRAINED),
+        default=list(TRAINED),
+        help="default: every trained testbed (the report adds the estimator one); 'estimators' alone: that testbed "
+        "only, exact and Monte Carlo, in about a minute of CPU, nothing trained",
     )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes at a time, one thread each")
-    parser.add_argument("--work", type=Path, default=Path("/work/runs/ch11-work"), help="cache and per-job results")
-    parser.add_argument(
-        "--collect",
-        action="store_true",
-        help="run nothing: the table and the file from the jobs already done (a cut-off run's)",
-    )
-    parser.add_argument("--save", type=Path, default=None, help="folder for grpo_family_11.pt (the notebook's data)")
+    parser.add_argument("--save", type=Path, default=None, help="folder for grpo_family_11.json (the notebook's)")
     args = parser.parse_args()
-    mode = "tune" if args.tune else "report"
-    args.variants = args.variants or (family.MEASURED + family.TUNED_ONLY if args.tune else family.MEASURED)
-    seeds = args.seeds or (TUNE_SEEDS if args.tune else REPORT_SEEDS)
-    (args.work / mode).mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-    warm_seconds = (
-        [] if args.collect else [_load(b) for b in _pool_map(warm_job, [(s, args.work) for s in seeds], args.jobs)]
-    )
-    slow_first = {"PPO": 0, "GSPO": 1, "DAPO": 2, "DAPO-dyn-sampling": 3}  # the longest jobs first
-    order = sorted(args.variants, key=lambda n: slow_first.get(n, 9)) if args.tune else args.variants  # as given
-    if args.tune:
-        jobs = [
-            (n, s, lr, mode, args.work)
-            for n in order
-            for lr in (family.base_lr(n), 2 * family.base_lr(n))
-            for s in seeds
-        ]
-    else:
-        lrs = tuned_lr(args.work, args.variants)
-        print(f"learning rates: {lrs}", flush=True)
-        # seed-major: a run cut off early leaves whole seeds of every variant, not whole variants
-        jobs = [(n, s, lrs[n], mode, args.work) for s in seeds for n in order]
-    if args.collect:  # what finished; the seeds that every variant finished
-        records = [
-            torch.load(p, weights_only=False) for p in (job_path(args.work, j[3], *j[:3]) for j in jobs) if p.exists()
-        ]
-        done = {(r["name"], r["seed"]) for r in records}
-        seeds = [s for s in seeds if all((n, s) in done for n in args.variants)]
-        records = [r for r in records if r["seed"] in seeds]
-    else:
-        records = [_load(b) for b in _pool_map(run_job, jobs, args.jobs)]
-    total = time.perf_counter() - start
-    cpu = sum(r.get("cpu_seconds", float("nan")) for r in records)
-    print(
-        f"jobs: {len(jobs)}, CPU {cpu / 60:.1f} core-minutes in the runs (evaluations included), "
-        f"wall {total / 60:.1f} min x {args.jobs} processes"
-    )
-    print(f"warm-ups: {sum(warm_seconds):.0f} s for {len(seeds)} seeds (once per seed, then cached)")
-    if args.tune:
-        print(f"tuning: validation accuracy at the end, seeds {seeds}")
-        chosen, scores = choose_lr(records)
-        for name in args.variants:
-            cells = "  ".join(
-                f"lr {lr:g}: " + " ".join(f"{v:.3f}" for v in vs) + f" (mean {sum(vs) / len(vs):.3f})"
-                for lr, vs in sorted(scores[name].items())
-            )
-            print(f"  {name:<20} {cells}  -> {chosen[name]:g}")
-        print(f"TUNED_LR = {chosen!r}")
-        print(f"family-tune: variants={len(args.variants)} seeds={len(seeds)} jobs={len(jobs)} seconds={total:.0f}")
+    args.tune_seeds = TUNE_SEEDS
+    results = Path(tempfile.mkdtemp(prefix="family-quick-")) if args.quick else _protocol.RESULTS
+    files = {
+        "tune": results / "family_tune.jsonl",
+        "recipes": results / "family_recipes.json",
+        "report": results / "family_report.jsonl",
+        "estimators": results / "family_estimators.json",
+        "cache": results / "cache" if args.quick else Path("_build") / "family-warm",
+    }
+    if args.testbeds == ["estimators"]:  # the estimator testbed alone: no tuning, no seed set
+        if args.tune or args.freeze:
+            parser.error("--testbeds estimators: nothing to tune or freeze (nothing is trained)")
+        estimators_report(args, files)
         return
-    rows = {}
-    for name in args.variants:
-        runs = [r for r in records if r["name"] == name]
-        rows[name] = family.summarize(runs)
-    print(f"test accuracy, seeds {seeds}, {family.family_config().rl.max_completions} completions per run")
-    for name in args.variants:
-        runs = sorted((r for r in records if r["name"] == name), key=lambda r: r["seed"])
-        print(f"  {name:<20} lr {runs[0]['lr']:g}: " + " ".join(f"{r['score']:.3f}" for r in runs))
-    print(family.format_table(rows))
-    if args.save is not None:
-        args.save.mkdir(parents=True, exist_ok=True)
-        cfg = family.family_config()
-        data = {
-            "config": {
-                "rounds": cfg.rl.iterations,
-                "prompts": cfg.rl.prompts_per_step,
-                "group": cfg.rl.group_size,
-                "max_completions": cfg.rl.max_completions,
-                "eval_every": cfg.eval_every,
-            },
-            "seeds": seeds,
-            "threshold": 0.8,
-            "variants": {n: {**family.VARIANTS[n], "lr": lrs[n]} for n in args.variants},
-            "runs": {n: sorted((r for r in records if r["name"] == n), key=lambda r: r["seed"]) for n in args.variants},
-            "warm_state": {"seed": seeds[0], "state": torch.load(args.work / f"warm_{seeds[0]}.pt")["state"]},
-            "tuning": [
-                {k: r[k] for k in ("name", "seed", "lr", "score")}
-                for r in (torch.load(p, weights_only=False) for p in sorted((args.work / "tune").glob("*.pt")))
-            ],
-        }
-        path = args.save / "grpo_family_11.pt"
-        _save(data, path)
-        print(f"saved {path} ({path.stat().st_size / 1e3:.0f} kB)")
-    ranked = sorted(rows, key=lambda n: rows[n]["mean"])
-    print(f"seconds={total:.0f}")
-    print(f"family: variants={len(rows)} seeds={len(seeds)} best={ranked[-1]} worst={ranked[0]}")
+    args.testbeds = [bed for bed in args.testbeds if bed in TRAINED]
+    if args.quick:  # the whole pipeline, end to end, in a temporary folder, in this process
+        args.jobs = 1
+        args.tune_seeds = (0,)
+        tune(args, files)
+        freeze(args, files)
+        args.save = args.save or results
+        report(args, files)
+    elif args.tune:
+        tune(args, files)
+    elif args.freeze:
+        freeze(args, files)
+    else:
+        report(args, files)
 
 
 if __name__ == "__main__":

@@ -31,8 +31,12 @@ holds the classic wrong implementations that a long check names):
                       ``lectures.reasoning`` (pass@k, per-token weights, style share, the warm-up),
                       ``lectures.reasoning_stats`` (samples measured: styles, work and answer, pass@k),
                       ``lectures.reasoning_rl`` (GRPO on it)
-- 11 GRPO family .... ``family`` (RLOO, REINFORCE++, DAPO's parts, GSPO, CISPO, SAPO as small functions; TRL
-                      agreement in ``hf.agreement``), ``lectures.family`` (the variants measured)
+- 11 GRPO family .... ``family`` (RLOO, REINFORCE++, DAPO's parts, GSPO, CISPO, GMPO, SAPO as small functions;
+                      TRL agreement in ``hf.agreement``), ``family_diagnostics`` (what each loss silences),
+                      ``lectures.family`` (the variants and testbeds), ``lectures.group_estimators`` (each advantage
+                      against the exact gradient), ``lectures.family_testbeds`` (length, sparse reward, drift),
+                      ``lectures.family_claims`` (each claim and its verdict), ``lectures.family_results``
+                      (the tables), ``lectures.family_before`` (the runs from before the protocol)
 
 Shared helpers: ``_validate`` (argument checks that raise ``ValueError`` naming the argument), ``masked``
 (masked means and sums) and ``_threads`` (the ``one_thread()`` context). ``plotting`` draws every figure

@@ -112,3 +112,19 @@ def test_rloo_advantages_inside_a_real_trl_step(tiny_qwen, tmp_path, normalize_a
     else:
         expected = family.rloo_advantages(table)
     torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("settings", [{}, {"epsilon": 0.2, "epsilon_high": 0.3}])
+def test_gmpo_loss_equals_trl_experimental_gmpotrainer(tiny_qwen, tmp_path, batch, settings):
+    """TRL 1.16 ships GMPO as an experimental trainer (trl/experimental/gmpo): its loss, value and gradient, is the
+    course's gmpo_loss with k3 at every token and the mean over each completion's tokens, then over completions;
+    GMPOConfig's epsilon (0.4 by default, the paper's) is in log space, as the course's clip_eps."""
+    config = loop.HFGRPOConfig(
+        prompts_per_step=B, group_size=G, max_new_tokens=MAX_LEN, kl_coef=0.1, clip_eps=0.4, epochs_per_batch=2
+    )
+    trainer = agreement.make_gmpo_trainer(str(tiny_qwen), data.load_problems(n=B), config, str(tmp_path), **settings)
+    assert type(trainer).__name__ == "GMPOTrainer"
+    result = agreement.gmpo_trl_and_course(trainer, batch)
+    print(f"\nGMPO {settings}: |loss diff| {result['loss_diff']:.1e}, max |grad diff| {result['grad_diff']:.1e}")
+    assert result["grad_max"] > 1e-3 and result["outside_clip"] > 0, "the batch must reach the clip"
+    assert result["loss_diff"] < 1e-6 and result["grad_diff"] < 1e-6 * max(1.0, result["grad_max"])

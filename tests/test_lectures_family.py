@@ -1,100 +1,132 @@
-"""Tests of course_lib.lectures.family: the variants as switches, run_variant, and the table's reduction."""
+"""Tests of chapter 11's variants (lectures.family) and trained testbeds (lectures.family_testbeds)."""
 
-import dataclasses
 import math
 
+import numpy as np
 import pytest
-import torch
 
 from course_lib import lm_rl
-from course_lib.lectures import family
+from course_lib.lectures import family, family_testbeds
+from course_lib.lectures.protocol import recipe_hash
 
-
-def _tiny(rounds=2):
-    cfg = family.family_config(rounds=rounds, prompts=4, group=4, eval_every=1)
-    return dataclasses.replace(cfg, sft_steps=0, n_heldout=20, n_val=20)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_every_variant_is_valid_switches_with_its_paper():
     for name, v in family.VARIANTS.items():
         assert set(v) == {"switches", "paper", "changes"} and v["paper"] and v["changes"], name
-        assert " " not in name, "names go on the benchmark's last line"
-        switches = {k: val for k, val in v["switches"].items()}
-        lm_rl.LMRLConfig(**switches).validate()
-    assert set(family.MEASURED + family.TUNED_ONLY) <= set(family.VARIANTS) and len(family.MEASURED) >= 7
+        assert " " not in name, "names go on the benchmark's lines"
+        lm_rl.LMRLConfig(**family.variant_switches(name)).validate()
     dapo = family.VARIANTS["DAPO"]["switches"]
-    for part in ("DAPO-clip-higher", "DAPO-dyn-sampling", "DAPO-token-mean"):  # each part is DAPO's own value
+    for part in ("DAPO-clip-higher", "DAPO-dyn-sampling", "DAPO-token-mean", "DAPO-overlong-filter"):
         assert all(dapo[k] == v for k, v in family.VARIANTS[part]["switches"].items()), part
-
-
-def test_family_config_is_one_sample_budget():
-    cfg = family.family_config()
-    assert cfg.rl.max_completions == family.ROUNDS * family.PROMPTS * family.GROUP == 12288
-    assert cfg.rl.prompts_per_step == 32 and cfg.rl.group_size == 8 and cfg.rl.lr == 2e-3  # the rest: chapter 08's
-    assert family.base_lr("PPO") == 1e-3 and family.base_lr("GRPO") == 2e-3
-
-
-@pytest.fixture(scope="module")
-def state():
-    return family.warm_state(_tiny(), seed=0)
-
-
-@pytest.mark.parametrize("name", ["GRPO", "PPO", "DAPO", "GSPO", "CISPO"])
-def test_run_variant_trains_from_a_given_state_within_the_budget(name, state):
-    cfg = _tiny()
-    h = family.run_variant(name, 0, cfg, state=state, eval_on="val")
-    assert h["completions"][-1] >= cfg.rl.max_completions > (h["completions"][-2] if len(h["completions"]) > 1 else 0)
-    assert h["eval"]["completions"][-1] == h["completions"][-1]
-    rec = family.record(h, points=1)
-    assert rec["eval_score"].dtype == torch.float32 and rec["curves"]["kl"].shape == (1,)
-    if name == "PPO":
-        assert "value_loss" in h and h["lr"][0] == pytest.approx(1e-3), "PPO's own recipe and base lr"
-    if name == "GRPO":
-        again = family.run_variant(name, 0, cfg, state=state, eval_on="val")
-        assert again["mean_reward"] == h["mean_reward"], "seeded"
-
-
-def test_run_variant_rejects_an_unknown_name():
+    assert "overlong_cache" not in dapo, "the bundle leaves out the soft punishment (right answers reach the limit)"
     with pytest.raises(ValueError, match="name"):
-        family.run_variant("TRPO", 0, _tiny())
+        family.variant_switches("TRPO")
 
 
-def _rec(score, curve, seconds=10.0):
-    return {
-        "score": score,
-        "eval_completions": torch.tensor([0.0, 100.0, 200.0]),
-        "eval_score": torch.tensor(curve),
-        "seconds": seconds,
-        "final_length": 3.0,
-        "final_kl": 0.01,
-        "clip_fraction": 0.1,
-        "completions": 200,
+def test_ppo_is_chapter_08s_ppo():
+    switches = family.variant_switches("PPO")
+    assert switches.pop("algo") == "ppo" and switches == family.capstone.PPO_CHANGES
+
+
+def test_testbeds_name_their_variants_baseline_first_and_a_lower_lr():
+    for name, bed in family.TESTBEDS.items():
+        assert bed.name == name and set(bed.variants) <= set(family.VARIANTS) | {"REINFORCE"}
+        assert bed.baseline == "GRPO"
+        if name in family.TRAINED:
+            assert len(bed.lr_grid) >= 3 and min(bed.lr_grid) < family_testbeds.config(name).rl.lr in bed.lr_grid
+    assert len(family.TESTBEDS["accuracy"].variants) == 10
+    assert len(family.measured_variants()) >= 14
+
+
+def test_each_testbed_has_its_problem_and_a_sample_budget():
+    length, sparse = family_testbeds.config("length"), family_testbeds.config("sparse")
+    drift, accuracy = family_testbeds.config("drift"), family_testbeds.config("accuracy")
+    assert length.rl.max_new_tokens == 14 and length.n_digits == 3, "the longest scratchpads need 15"
+    assert sparse.reward == "exact" and accuracy.reward == "digits+exact"
+    assert (drift.rl.update_epochs, drift.rl.num_minibatches) == (8, 4)
+    assert (accuracy.rl.update_epochs, accuracy.rl.num_minibatches, accuracy.rl.clip_eps_high) == (4, 2, None)
+    for cfg in (length, sparse, drift, accuracy):
+        assert cfg.rl.max_completions == cfg.rl.iterations * cfg.rl.prompts_per_step * cfg.rl.group_size
+    assert accuracy.rl.max_completions == 48 * 64 * 8
+    assert family_testbeds.warm_up_key("sparse") == family_testbeds.warm_up_key("drift"), "one warm-up, shared"
+    assert family_testbeds.warm_up_key("length") != family_testbeds.warm_up_key("accuracy")
+
+
+def test_recipes_differ_by_variant_and_lr():
+    hashes = {
+        recipe_hash(family_testbeds.recipe(bed, name, lr))
+        for bed in family.TRAINED
+        for name in family.TESTBEDS[bed].variants
+        for lr in family.TESTBEDS[bed].lr_grid
     }
+    assert len(hashes) == sum(
+        len(family.TESTBEDS[b].variants) * len(family.TESTBEDS[b].lr_grid) for b in family.TRAINED
+    )
+    with pytest.raises(ValueError, match="variant"):
+        family_testbeds.recipe("drift", "PPO", 1e-3)
 
 
-def test_completions_to_and_summarize_by_hand():
-    assert family.completions_to([0, 100, 200], [0.2, 0.8, 0.9]) == 100.0
-    assert math.isinf(family.completions_to([0, 100], [0.2, 0.79]))
-    runs = [_rec(0.9, [0.2, 0.85, 0.9]), _rec(0.7, [0.2, 0.5, 0.7]), _rec(0.85, [0.2, 0.6, 0.85], seconds=20.0)]
-    row = family.summarize(runs)
-    assert row["mean"] == pytest.approx(2.45 / 3) and row["min"] == pytest.approx(0.7) and row["failing"] == 1
-    assert row["to_threshold"] == 200.0, "the lower median of 100, 200, inf"
-    assert row["seconds"] == pytest.approx(40 / 3)
-    assert math.isinf(family.summarize(runs[1:2])["to_threshold"])
-    text = family.format_table({"A": row, "B": family.summarize(runs[1:2])})
-    assert text.splitlines()[1].startswith("A ") and "never" in text.splitlines()[2]
-    with pytest.raises(ValueError, match="runs"):
-        family.summarize([])
+@pytest.mark.parametrize(
+    "testbed, variant",
+    [("length", "DAPO-soft-overlong"), ("sparse", "DAPO-dyn-sampling"), ("drift", "GSPO"), ("accuracy", "PPO")],
+)
+def test_a_quick_run_of_each_testbed_gives_its_record(testbed, variant):
+    lm, task, split = family_testbeds.warm_up(testbed, 0, quick=True)
+    rec = family_testbeds.run(testbed, variant, 1e-3, 0, lm, task, split, "val", quick=True)
+    cfg = family_testbeds.config(testbed, quick=True)
+    assert rec["completions"] >= cfg.rl.max_completions and 1 <= rec["rounds"] <= cfg.rl.iterations
+    assert 0 <= rec["score"] <= 1 and rec["eval"]["completions"][-1] == rec["completions"]
+    assert set(family_testbeds.PER_ROUND) <= set(rec["final"]) and "silenced_low_prob" in rec["curves"]
+    if testbed == "length":
+        assert {"length_wrong", "truncated", "scratchpad_share"} <= set(rec["final"])
+    if testbed == "sparse":
+        assert set(rec["pass_at_k"]) == {"1", "4", "16"}
+        assert rec["pass_at_k"]["1"] <= rec["pass_at_k"]["4"] <= rec["pass_at_k"]["16"]
 
 
-def test_record_downsamples_to_chunk_means():
-    h = {
-        "eval": {"completions": [0, 10], "score": [0.1, 0.5]},
-        "seconds": [1.0, 2.0, 3.0, 4.0],
-        "completions": [10, 20, 30, 40],
-        **{k: [1.0, 2.0, 3.0, 4.0] for k in family.CURVE_KEYS},
-    }
-    h["clip_fraction"] = [0.1, float("nan"), 0.3, 0.2]
-    rec = family.record(h, points=2)
-    assert rec["curves"]["mean_reward"].tolist() == [1.5, 3.5] and rec["curves"]["completions"].tolist() == [15, 35]
-    assert rec["clip_fraction"] == pytest.approx(0.2) and rec["final_kl"] == 4.0 and rec["score"] == 0.5
+def test_a_saved_warm_up_loads_into_the_same_model():
+    lm, _, _ = family_testbeds.warm_up("drift", 3, quick=True)
+    state = {k: v.clone() for k, v in lm.state_dict().items()}
+    again, _, _ = family_testbeds.warm_up("sparse", 3, quick=True, state=state)
+    assert all((again.state_dict()[k] == v).all() for k, v in state.items())
+
+
+def test_length_problem_samples_the_same_draws_at_both_limits():
+    lm, task, split = family_testbeds.warm_up("length", 0, quick=True)
+    out = family_testbeds.length_problem(lm, task, split["val"][:6], seed=0, group_size=4)
+    assert out["room"]["limit"] == task.max_new_tokens and out["testbed"]["limit"] == task.max_new_tokens - 1
+    assert out["room"]["truncated"] <= out["testbed"]["truncated"], "one token less cuts off at least as many"
+    assert sum(out["testbed"]["share"].values()) == pytest.approx(1.0)
+
+
+def _history(rounds=8):
+    h = {k: [float(i) for i in range(rounds)] for k in family_testbeds.PER_ROUND + ("silenced_low_prob",)}
+    h["silenced_low_prob"][-1] = float("nan")  # a round with no low-probability token
+    h.update(
+        completions=[100 * (i + 1) for i in range(rounds)],
+        seconds=[1.0 * (i + 1) for i in range(rounds)],
+        eval={"completions": [0, 400, 800], "score": [0.2, 0.4, 0.5]},
+    )
+    return h
+
+
+def test_record_by_hand():
+    rec = family_testbeds.record(_history(), "drift")
+    assert rec["score"] == 0.5 and rec["start"] == 0.2 and rec["rounds"] == 8 and rec["completions"] == 800
+    assert rec["final"]["kl"] == pytest.approx(np.mean([3, 4, 5, 6, 7])), "the mean of the last 5 rounds"
+    assert rec["final"]["silenced_low_prob"] == pytest.approx(np.mean([3, 4, 5, 6])), "nan rounds left out"
+    assert len(rec["curves"]["kl"]) == 8 and rec["curves"]["silenced_low_prob"][-1] is None
+    long = family_testbeds.record(_history(60), "accuracy")
+    assert len(long["curves"]["kl"]) == 24 and long["curves"]["kl"][0] == pytest.approx(np.mean([0, 1, 2]))
+    assert math.isnan(family_testbeds._final([float("nan")] * 3))
+
+
+def test_lecture_11_sends_students_to_the_exercises_not_the_answers():
+    import json
+    from pathlib import Path
+
+    notebook = Path(__file__).resolve().parent.parent / "notebooks" / "11_grpo_family.ipynb"
+    first = "".join(json.loads(notebook.read_text())["cells"][0]["source"])
+    assert "exercises/11_grpo_family.ipynb" in first and "solutions/" not in first

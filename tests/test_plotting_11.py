@@ -1,4 +1,4 @@
-"""Chapter 11's plots draw from records shaped like the benchmark's (no training needed)."""
+"""Chapter 11's plots draw from data shaped like the benchmark's (no training needed)."""
 
 import matplotlib
 
@@ -6,44 +6,63 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
-import torch  # noqa: E402
 
+from course_lib.lectures import group_estimators  # noqa: E402
 from course_lib.plotting import family as plots  # noqa: E402
 
-KEYS = ("completions", "mean_reward", "mean_length", "kl", "clip_fraction", "frac_zero_std")
 
-
-def _rec(score, n=3):
-    curves = {k: torch.linspace(0.0, 1.0, n + 2) for k in KEYS}
-    curves["completions"] = torch.tensor([100.0, 200.0, 300.0, 400.0, 500.0])[: n + 2]
+def _rec(variant, seed, score, rounds=6):
     return {
+        "testbed": "drift",
+        "variant": variant,
+        "seed": seed,
         "score": score,
-        "eval_completions": torch.tensor([0.0, 250.0, 500.0]),
-        "eval_score": torch.tensor([0.2, 0.5, score]),
-        "curves": curves,
+        "start": 0.3,
+        "final": {"truncated": score / 2},
+        "curves": {
+            "completions": [100.0 * (i + 1) for i in range(rounds)],
+            "kl": [0.01 * i for i in range(rounds)],
+            "silenced_low_prob": [None] + [0.5] * (rounds - 1),
+        },
     }
 
 
-RUNS = {"GRPO": [_rec(0.6), _rec(0.8)], "RLOO": [_rec(0.7), _rec(0.9, n=2)], "DAPO": [_rec(0.5)]}
+RUNS = [_rec("GRPO", 1, 0.6), _rec("GRPO", 2, 0.8), _rec("GSPO", 1, 0.7), _rec("GSPO", 2, 0.9, rounds=4)]
 
 
-def test_plots_draw():
-    figs = [plots.plot_family_curves(RUNS, cols=2), plots.plot_family_scores(RUNS), plots.plot_family_diagnostics(RUNS)]
-    assert [len(f.axes) for f in figs] == [4, 1, 4]
-    grpo = figs[0].axes[0]
-    assert grpo.lines[2].get_ydata()[[0, 12, 24]].tolist() == pytest.approx([0.2, 0.5, 0.7]), "the seeds' mean"
-    rloo = figs[0].axes[1]
-    assert rloo.lines[3].get_ydata()[[0, 12, 24]].tolist() == pytest.approx([0.2, 0.5, 0.7]), "GRPO's mean dashed"
-    assert [t.get_text() for t in figs[1].axes[0].get_yticklabels()] == ["DAPO", "GRPO", "RLOO"], "by mean"
-    assert figs[2].axes[0].lines[1].get_xdata()[-1] == pytest.approx(0.4), "up to the shortest seed's last x (k)"
-    assert figs[2].axes[1].get_yscale() == "log", "the KL on a log scale"
+@pytest.fixture(scope="module")
+def table():
+    return group_estimators.estimator_testbed(group_sizes=(2, 8), num_batches=100)
+
+
+def test_prompt_weights(table):
+    fig = plots.plot_prompt_weights(table, group_size=8)
+    left, right = fig.axes
+    assert left.get_xscale() == "logit" and right.get_xscale() == "log"
+    exact_lines = [line for line in left.lines if len(line.get_xdata()) == 16 and line.get_linestyle() == "-"]
+    assert len(exact_lines) >= 4, "an exact line for each per-group estimator"
+    assert len(fig.legends) == 1 and len(fig.legends[0].get_texts()) == len(group_estimators.ESTIMATORS)
+    with pytest.raises(ValueError, match="group_size"):
+        plots.plot_prompt_weights(table, group_size=3)
     plt.close("all")
 
 
-def test_plots_reject_empty_runs():
+def test_testbed_curves_and_scores():
+    fig = plots.plot_testbed_curves(RUNS, "drift", [("kl", "KL"), ("silenced_low_prob", "silenced")])
+    kl = fig.axes[0]
+    grpo, gspo = kl.lines[:2]
+    assert grpo.get_xdata()[-1] == pytest.approx(0.6) and gspo.get_xdata()[-1] == pytest.approx(0.4), (
+        "each variant on one grid, from its seeds' first to their shortest last x (thousands)"
+    )
+    assert gspo.get_xdata()[0] == pytest.approx(0.1) and gspo.get_ydata()[-1] == pytest.approx(0.03)
+    assert fig.axes[1].lines[0].get_ydata()[0] == pytest.approx(0.5), "a round without the quantity is skipped"
+    assert all(ax.get_ylim()[0] == 0 for ax in fig.axes), "from 0: a small wobble is not blown up"
+    assert len(fig.legends) == 1, "one legend, outside the panels"
+    fig = plots.plot_testbed_scores(RUNS, "drift")
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["GSPO", "GRPO"], "the baseline on top"
+    assert fig.axes[0].lines[0].get_xdata()[0] == pytest.approx(0.8), "GSPO's mean"
+    fig = plots.plot_testbed_scores(RUNS, "drift", key="final.truncated", label="cut off")
+    assert fig.axes[0].get_legend() is None, "the warm-up's line only for the accuracy"
     with pytest.raises(ValueError, match="runs"):
-        plots.plot_family_scores({})
-    with pytest.raises(ValueError, match="runs"):
-        plots.plot_family_curves({"GRPO": []})
-    with pytest.raises(ValueError, match="cols"):
-        plots.plot_family_curves(RUNS, cols=0)
+        plots.plot_testbed_scores(RUNS, "length")
+    plt.close("all")

@@ -219,6 +219,12 @@ def test_round_style_stats_hand_computed():
     assert out["accuracy"]["direct"] == 0.5 and out["accuracy"]["scratchpad"] == 1.0
     assert np.isnan(out["accuracy"]["malformed"])
     assert out["length"] == pytest.approx((8 + 3 + 3 + 10) / 4)  # tokens, EOS included
+    assert out["length_right"] == pytest.approx((8 + 3 + 10) / 3) and out["length_wrong"] == 3.0
+    assert out["truncated"] == 0.0
+    cut = comp.clone()
+    cut[0, 0] = torch.tensor(tok.encode("[5,9]955555"))  # all 11 tokens and no EOS: cut off by the limit
+    out = round_style_stats(task, prompts, cut, torch.tensor([[0.0, 0.0], [0.0, 0.0]]))
+    assert out["truncated"] == 0.25 and np.isnan(out["length_right"])
     with pytest.raises(ValueError, match="rewards"):
         round_style_stats(task, prompts, comp, rewards[:1])
 
@@ -246,5 +252,10 @@ def test_run_records_styles_every_round():
     assert set(h["style_share"]) == set(reasoning.STYLES) and all(len(v) == 3 for v in h["style_share"].values())
     for i in range(3):
         assert sum(h["style_share"][s][i] for s in reasoning.STYLES) == pytest.approx(1.0)
+    assert all(len(h[key]) == 3 for key in ("length_right", "length_wrong", "truncated"))
+    cut = reasoning_rl.run(lm, task, split, cfg, seed=0, eval_on="val", max_new_tokens=4)
+    assert max(cut["mean_length"]) <= 4 and all(0 <= t <= 1 for t in cut["truncated"])
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        reasoning_rl.run(lm, task, split, cfg, max_new_tokens=0)
     with pytest.raises(ValueError, match="eval_on"):
         reasoning_rl.run(lm, task, split, cfg, eval_on="test")

@@ -6,8 +6,9 @@ side is :func:`course_lib.lm_rl.token_logps` and :func:`course_lib.grpo.grpo_los
 Both run on the same model object, so any difference is a difference of maths or of bookkeeping.
 
 Chapter 11 does the same for the GRPO family (:data:`TRL_FAMILY`): each TRL ``loss_type``, GSPO's
-``importance_sampling_level="sequence"`` and ``RLOOTrainer``'s loss, against the course's
-``course_lib.family`` pieces (:func:`family_loss`, :func:`rloo_trl_and_course`).
+``importance_sampling_level="sequence"``, ``RLOOTrainer``'s loss and the experimental ``GMPOTrainer``'s, against
+the course's ``course_lib.family`` pieces (:func:`family_loss`, :func:`rloo_trl_and_course`,
+:func:`gmpo_trl_and_course`).
 
 Shapes: ``B`` prompts, ``G`` completions each, ``N = B * G``, ``P`` prompt tokens, ``T`` completion tokens.
 """
@@ -196,10 +197,12 @@ TRL_LACKS = {
     "DAPO's dynamic sampling": "it logs frac_reward_zero_std but keeps those groups; no refill",
     "PPO with a value model": "not in GRPOTrainer",
 }
-TRL_ELSEWHERE = {  # in TRL 1.16, but not as a GRPOTrainer loss_type: not compared here
-    "GMPO": "trl.experimental.gmpo.GMPOTrainer, a trainer of its own (verl: loss_mode='geo_mean')",
-}
 COURSE_LACKS = {"vespo": "VESPO's Gamma-shaped sequence weights (arXiv 2602.10693)"}
+
+# Variants TRL ships outside GRPOTrainer's loss types, each compared by its own function here.
+TRL_EXPERIMENTAL = {
+    "GMPO": "trl.experimental.gmpo.GMPOTrainer (GMPOConfig: epsilon 0.4 in log space; verl: loss_mode='geo_mean')",
+}
 
 
 def family_loss(trainer, logp, logp_old, logp_ref, adv, mask):
@@ -344,3 +347,44 @@ def rloo_trl_and_course(trainer, batch: dict) -> dict:
         "grad_diff": max((a - b).abs().max().item() for a, b in zip(trl_grads, course_grads)),
         "grad_max": max(a.abs().max().item() for a in trl_grads),
     }
+
+
+def make_gmpo_trainer(model: str, problems, config, output_dir: str, **overrides):
+    """TRL's experimental ``GMPOTrainer`` (``trl.experimental.gmpo``) on the course's prompts and rewards."""
+    from trl.experimental.gmpo import GMPOConfig, GMPOTrainer
+
+    from course_lib.hf.trl_grpo import make_trainer
+
+    return make_trainer(
+        model,
+        problems,
+        config,
+        output_dir,
+        progress=False,
+        trainer_class=GMPOTrainer,
+        config_class=GMPOConfig,
+        **overrides,
+    )
+
+
+def gmpo_trl_and_course(trainer, batch: dict, with_old: bool = True) -> dict:
+    """TRL's GMPO loss (``GMPOTrainer._compute_loss``) and the course's, value and gradient, on :func:`fixed_batch`.
+
+    The course's side is :func:`course_lib.family.gmpo_loss` (its clip range in log space, as TRL's
+    ``epsilon``/``epsilon_high``) plus ``beta`` times k3 at every token, averaged over each completion's tokens and
+    then over completions (``seq-mean-token-mean``): TRL's sequence-averaged KL added to each sequence's loss. The
+    result also holds ``outside_clip``, the share of valid tokens whose log-ratio is outside the range.
+    """
+    adv = group_advantages(batch["rewards"]).flatten()  # (N,)
+    mask, seen = batch["completion_mask"], {}
+    low, high = trainer.epsilon_low, trainer.epsilon_high
+
+    def course_loss(logp, logp_old):
+        with torch.no_grad():
+            log_ratio = (logp - logp_old)[mask > 0]
+            seen["outside_clip"] = ((log_ratio < -low) | (log_ratio > high)).float().mean().item()
+        per_token = family.gmpo_loss(logp, logp_old, adv, mask, low, high)  # (N, T)
+        per_token = per_token + trainer.beta * kl_estimate(logp, batch["logp_ref"].detach(), "k3")
+        return aggregate_loss(per_token, mask, "seq-mean-token-mean")
+
+    return {**_compare(trainer, batch, adv, course_loss, with_old), **seen}

@@ -30,6 +30,7 @@ def trl_config(
     device: str = "cpu",
     num_processes: int = 1,
     progress: bool = True,
+    config_class=None,
     **overrides,
 ):
     """TRL's ``GRPOConfig`` for the course's hyperparameters; ``overrides`` set any other TRL field.
@@ -40,6 +41,7 @@ def trl_config(
         device: ``"cpu"`` (``use_cpu``) or ``"cuda"`` (``bf16``).
         num_processes: data-parallel processes; each takes ``B / num_processes`` prompts' groups.
         progress: TRL's tqdm bar.
+        config_class: a subclass of ``GRPOConfig`` to build instead (TRL's experimental ``GMPOConfig``, say).
     """
     from trl import GRPOConfig
 
@@ -84,11 +86,19 @@ def trl_config(
         dataloader_num_workers=0,
     )
     kwargs.update(overrides)
-    return GRPOConfig(**kwargs)
+    return (config_class or GRPOConfig)(**kwargs)
 
 
 def make_trainer(
-    model: str, problems, config: HFGRPOConfig, output_dir: str, device: str = "cpu", progress: bool = True, **overrides
+    model: str,
+    problems,
+    config: HFGRPOConfig,
+    output_dir: str,
+    device: str = "cpu",
+    progress: bool = True,
+    trainer_class=None,
+    config_class=None,
+    **overrides,
 ):
     """TRL's ``GRPOTrainer`` on the course's prompts and rewards, the model loaded by path or hub id.
 
@@ -98,6 +108,8 @@ def make_trainer(
         config: the course's hyperparameters, translated by :func:`trl_config`.
         output_dir: TRL's output folder.
         device: ``"cpu"`` or ``"cuda"``.
+        trainer_class, config_class: subclasses of ``GRPOTrainer`` and ``GRPOConfig`` to build instead (TRL's
+            ``trl.experimental.gmpo.GMPOTrainer`` and ``GMPOConfig``: chapter 11's agreement).
         overrides: more ``GRPOConfig`` fields.
     """
     from datasets import Dataset
@@ -110,7 +122,15 @@ def make_trainer(
     check_tokenizer(tokenizer)
     tokenizer.padding_side = "left"
     num_processes = int(os.environ.get("WORLD_SIZE", "1"))  # set by accelerate launch
-    args = trl_config(config, output_dir, device=device, num_processes=num_processes, progress=progress, **overrides)
+    args = trl_config(
+        config,
+        output_dir,
+        device=device,
+        num_processes=num_processes,
+        progress=progress,
+        config_class=config_class,
+        **overrides,
+    )
     # The prompts are already chat-templated text, the same strings the course loop sends to generate.
     dataset = Dataset.from_dict(
         {
@@ -119,7 +139,7 @@ def make_trainer(
         }
     )
     functions, _ = data.trl_reward_functions(config.reward_weights)
-    trainer = GRPOTrainer(
+    trainer = (trainer_class or GRPOTrainer)(
         model=model, reward_funcs=functions, args=args, train_dataset=dataset, processing_class=tokenizer
     )
     if not progress:  # without a bar, transformers prints every log row instead: keep quiet

@@ -12,7 +12,10 @@
 - ``capstone`` (08): the tiny LM on addition: warm-up, validation and test split, GRPO and PPO with a value
   model through the one LM RL loop (``course_lib.lm_rl``), accuracy by carry, the exercise's ``grpo_step``.
 - ``reasoning``, ``reasoning_rl`` (10): the scratchpad warm-up, pass@k and style shares; GRPO that selects a style.
-- ``family`` (11): the GRPO family as switches of the loop, one run per variant from a cached warm-up, the table.
+- ``family``, ``group_estimators``, ``family_testbeds``, ``family_claims``, ``family_results``, ``family_before``
+  (11): the GRPO family as switches of the loop; each variant on a testbed where its problem occurs (advantage
+  estimators against the exact gradient; length; sparse reward; off-policy drift) and on chapter 08's task; each
+  paper's claim and its verdict; the accuracy runs from before the protocol, with their caveats.
 - ``lecture_runs`` (05, 06, 07): the long training runs of those notebooks, stored by ``benchmarks/lecture_0N.py``
   and loaded by :func:`~course_lib.lectures.lecture_runs.load_lecture_runs`.
 

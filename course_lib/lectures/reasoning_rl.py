@@ -47,10 +47,16 @@ def share_range(shares, smooth: int = 5) -> float:
     return float(trailing.max() - trailing.min())
 
 
-def greedy_accuracy(lm: TinyLM, task: ScratchpadAdditionTask, pairs) -> tuple[float, dict]:
-    """Greedy exact match on ``pairs`` and the share of each style among the greedy completions."""
+def greedy_accuracy(
+    lm: TinyLM, task: ScratchpadAdditionTask, pairs, max_new_tokens: int | None = None
+) -> tuple[float, dict]:
+    """Greedy exact match on ``pairs`` and the share of each style among the greedy completions.
+
+    ``max_new_tokens``: the most tokens a completion may have (default the task's, room for the longest
+    scratchpad); a completion cut off before its EOS is malformed, and wrong."""
     prompts, tok = task.prompts(pairs), task.tokenizer
-    greedy = lm_rl.sample_completions(lm, prompts, None, 1, task.max_new_tokens, tok.eos_id, tok.pad_id, greedy=True)
+    limit = task.max_new_tokens if max_new_tokens is None else max_new_tokens
+    greedy = lm_rl.sample_completions(lm, prompts, None, 1, limit, tok.eos_id, tok.pad_id, greedy=True)
     labels = task.styles(greedy)  # (N,)
     return float(task.score(prompts, greedy).mean()), {style: style_share(labels, style) for style in STYLES}
 
@@ -64,8 +70,10 @@ def round_style_stats(
         prompts: ``(B, P)`` ids; completions: ``(B, G, L)`` ids; rewards: ``(B, G)`` the verifier's.
 
     Returns:
-        ``{"share": {style: float}, "accuracy": {style: float}, "length": float}``: every style of
-        :data:`STYLES`; ``length`` is the mean number of tokens, EOS included.
+        ``{"share": {style: float}, "accuracy": {style: float}, "length": float, "length_right": float,
+        "length_wrong": float, "truncated": float}``: every style of :data:`STYLES`; ``length`` is the mean number
+        of tokens, EOS included, over all completions, over those with reward 1 and over the others (``nan`` where
+        there are none); ``truncated`` the share cut off by the length limit (no EOS: malformed).
     """
     _validate.require_tensor("completions", completions, floating=False, min_dim=3)
     if tuple(rewards.shape) != tuple(completions.shape[:2]) or prompts.shape[0] != completions.shape[0]:
@@ -80,7 +88,13 @@ def round_style_stats(
         pick = labels == style
         out["share"][style] = style_share(labels, style)
         out["accuracy"][style] = float(r[pick].mean()) if pick.any() else float("nan")
-    out["length"] = float(lm_rl.completion_mask(completions, task.tokenizer.eos_id).sum(-1).float().mean())
+    eos_id = task.tokenizer.eos_id
+    lengths = lm_rl.completion_mask(completions, eos_id).sum(-1).float().numpy()  # (B, G)
+    right = r == 1.0
+    out["length"] = float(lengths.mean())
+    out["length_right"] = float(lengths[right].mean()) if right.any() else float("nan")
+    out["length_wrong"] = float(lengths[~right].mean()) if (~right).any() else float("nan")
+    out["truncated"] = float((~(completions == eos_id).any(-1)).float().mean())
     return out
 
 
@@ -92,6 +106,7 @@ def run(
     seed: int = 0,
     eval_on: str = "heldout",
     progress: bool = False,
+    max_new_tokens: int | None = None,
     **changes,
 ) -> dict:
     """GRPO from the warmed-up ``lm`` (trained in place) through :func:`course_lib.lm_rl.train`.
@@ -100,16 +115,23 @@ def run(
     the scratchpad itself). Every round's samples are sorted by style on the way to the loop, so the
     history shows what RL selects at no extra sampling. ``changes`` override fields of ``cfg.rl``
     (``loss_agg="token-mean"``, say); ``eval_on`` is ``"heldout"`` (the test prompts) or ``"val"`` (tuning).
+    ``max_new_tokens`` caps the completions, in training and in evaluation (default the task's: room for the
+    longest scratchpad; chapter 11 cuts it to 14, so that the longest scratchpads are truncated).
 
     Returns:
         The loop's history with ``history["eval"]["score"]`` the greedy exact match on ``split[eval_on]``
         (every ``cfg.eval_every`` rounds), ``history["eval"]["greedy_share"]`` the greedy completions'
         style shares there (one dict per evaluation), and ``history["style_share"]``,
-        ``history["style_accuracy"]``: ``{style: one value per round}`` of the round's samples (T = 1).
+        ``history["style_accuracy"]``: ``{style: one value per round}`` of the round's samples (T = 1), and
+        ``history["length_right"]``, ``history["length_wrong"]``, ``history["truncated"]``: one value per round
+        (per draw of prompts, with dynamic sampling) of :func:`round_style_stats`.
     """
     cfg = cfg or ReasoningConfig()
     _validate.require_choice("eval_on", eval_on, ("heldout", "val"))
-    rl = dataclasses.replace(cfg.rl, seed=seed, max_new_tokens=task.max_new_tokens, **changes)
+    limit = (
+        task.max_new_tokens if max_new_tokens is None else _validate.require_int("max_new_tokens", max_new_tokens, 1)
+    )
+    rl = dataclasses.replace(cfg.rl, seed=seed, max_new_tokens=limit, **changes)
     prompts, tok = task.prompts(split["train"]), task.tokenizer  # (M, P)
     rounds, greedy_shares = [], []
 
@@ -119,7 +141,7 @@ def run(
         return rewards
 
     def eval_fn(model):
-        acc, share = greedy_accuracy(model, task, split[eval_on])
+        acc, share = greedy_accuracy(model, task, split[eval_on], limit)
         greedy_shares.append(share)
         return acc
 
@@ -138,4 +160,6 @@ def run(
     history["eval"]["greedy_share"] = greedy_shares
     for key, part in (("style_share", "share"), ("style_accuracy", "accuracy")):
         history[key] = {style: [r[part][style] for r in rounds] for style in STYLES}
+    for key in ("length_right", "length_wrong", "truncated"):
+        history[key] = [r[key] for r in rounds]
     return history

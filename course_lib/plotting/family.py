@@ -1,108 +1,127 @@
-"""Chapter 11's plots: the GRPO family's runs from the shipped results (``lectures/data/grpo_family_11.pt``).
+"""Chapter 11's plots: each testbed's results as ``benchmarks/grpo_family.py`` saves them (``grpo_family_11.json``).
 
-Every function takes ``runs``: variant name -> a list of per-seed records (:func:`course_lib.lectures.family.record`:
-``score``, ``eval_completions``, ``eval_score``, ``curves``), the shape the benchmark saves.
+- :func:`plot_prompt_weights`: the estimator testbed: each estimator's weight per prompt against its difficulty,
+  and its signal-to-noise ratio against the group size;
+- :func:`plot_testbed_curves`: a trained testbed's per-round quantities against the completions sampled, the mean
+  over seeds of each variant with the range over seeds as a band;
+- :func:`plot_testbed_scores`: one number per seed and variant (dots), its mean (a bar), the warm-up's start.
+
+``runs`` is a list of report records (:func:`course_lib.lectures.family_testbeds.record` plus ``testbed``,
+``variant`` and ``seed``), the shape the benchmark saves.
 """
 
 from __future__ import annotations
-
-import math
 
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from course_lib import _validate
+from course_lib.lectures.family_claims import read
+
+COLOURS = {"REINFORCE": "grey", "GRPO": "black"}
+"""Fixed colours for the references; other variants take the default cycle in the order given."""
 
 
-def _check(runs: dict) -> dict:
-    if not isinstance(runs, dict) or not runs or not all(runs.values()):
-        raise ValueError("runs: a dict of variant name -> a non-empty list of per-seed records")
-    return runs
+def _colour(name: str, i: int) -> str:
+    return COLOURS.get(name, f"C{i % 10}")
 
 
-def _mean_curve(records: list[dict], x_key: str, y_key: str, curves: bool = False, points: int = 25):
-    """Every seed's y interpolated onto one grid of x (from the seeds' first x to the smallest last x: dynamic
-    sampling spends the budget in a different number of rounds on each seed); the grid and the mean, min and max
-    over the seeds."""
-    get = (lambda r, k: r["curves"][k]) if curves else (lambda r, k: r[k])
-    xs = [np.asarray(get(r, x_key), dtype=float) for r in records]
-    grid = np.linspace(max(x[0] for x in xs), min(x[-1] for x in xs), points)
-    ys = np.stack([np.interp(grid, x, np.asarray(get(r, y_key), dtype=float)) for x, r in zip(xs, records)])
-    return grid, ys.mean(0), ys.min(0), ys.max(0)
+def _by_variant(runs: list[dict], testbed: str, variants=None) -> dict[str, list[dict]]:
+    mine = [r for r in runs if r["testbed"] == testbed]
+    names = variants or list(dict.fromkeys(r["variant"] for r in mine))
+    out = {name: sorted((r for r in mine if r["variant"] == name), key=lambda r: r["seed"]) for name in names}
+    out = {name: records for name, records in out.items() if records}
+    if not out:
+        raise ValueError(f"runs: no run of testbed {testbed!r}")
+    return out
 
 
-def plot_family_curves(
-    runs: dict[str, list[dict]], reference: str | None = "GRPO", threshold: float = 0.8, cols: int = 5
+def plot_prompt_weights(table: dict, group_size: int = 8) -> Figure:
+    """Left: each estimator's weight per prompt against its success probability at ``group_size`` (exact lines where
+    there is an exact value, measured points +- 2 standard errors); right: the SNR of one batch against ``G``."""
+    rows = [r for r in table["rows"] if r["G"] == group_size]
+    if not rows:
+        raise ValueError(f"group_size: the table has no row at G={group_size}")
+    p = np.asarray(table["success_probs"])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6), layout="constrained")
+    for i, row in enumerate(rows):
+        colour = _colour(row["estimator"], i)
+        w, se = np.asarray(row["weights"]), np.asarray(row["weights_se"])
+        hollow = row["estimator"] == "REINFORCE"  # a ring: RLOO's points (also 1) show inside it
+        left.errorbar(p, w, yerr=2 * se, fmt="o", ms=7 if hollow else 3, mfc="none" if hollow else colour,
+                      color=colour, lw=0.8, label=f"{row['estimator']} (measured)")  # fmt: skip
+        if row["exact"] is not None:
+            left.plot(p, row["exact"]["weights"], color=colour, lw=1, alpha=0.7)
+    left.set_xscale("logit")
+    ticks = [0.02, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98]
+    left.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    left.xaxis.set_minor_locator(plt.NullLocator())
+    left.set(xlabel="success probability p of the prompt (logit scale)", ylabel="weight: E[estimate] / true gradient")
+    left.set_title(f"G = {group_size}: lines exact, points measured (+- 2 SE)", fontsize=9)
+    left.set_ylim(0, max(max(r["weights"]) for r in rows) * 1.15)
+    sizes = table["group_sizes"]
+    for i, name in enumerate(dict.fromkeys(r["estimator"] for r in table["rows"])):
+        snr = [next(r for r in table["rows"] if r["estimator"] == name and r["G"] == G) for G in sizes]
+        right.errorbar(sizes, [r["snr"] for r in snr], yerr=[2 * r["snr_se"] for r in snr], marker="o", ms=3,
+                       color=_colour(name, i), lw=1, label=name)  # fmt: skip
+    right.set_xscale("log", base=2)
+    right.set_xticks(sizes, [str(G) for G in sizes])
+    right.set(xlabel="group size G", ylabel="SNR of one batch: |E g|^2 / tr Cov g", ylim=(0, None))
+    right.set_title("signal to noise (scale-free; +- 2 SE)", fontsize=9)
+    handles, labels = left.get_legend_handles_labels()
+    fig.legend(handles, [label.replace(" (measured)", "") for label in labels], loc="outside right center", fontsize=8)
+    return fig
+
+
+def _interp(grid: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``y(x)`` on ``grid``, linear between the points where ``y`` is known (a round may have had no such token)."""
+    known = np.isfinite(y)
+    return np.interp(grid, x[known], y[known]) if known.any() else np.full_like(grid, np.nan)
+
+
+def plot_testbed_curves(
+    runs: list[dict], testbed: str, keys: list[tuple[str, str]], variants: list[str] | None = None
 ) -> Figure:
-    """One small panel per variant: held-out accuracy against completions sampled, each seed a thin line, the
-    mean over seeds bold; ``reference``'s mean dashed in every panel, and the ``threshold`` dotted."""
-    _check(runs)
-    cols = _validate.require_int("cols", cols, minimum=1)
-    rows = math.ceil(len(runs) / cols)
-    fig, axes = plt.subplots(
-        rows, cols, figsize=(2.4 * cols, 2.2 * rows), layout="constrained", sharex=True, sharey=True, squeeze=False
-    )
-    ref = _mean_curve(runs[reference], "eval_completions", "eval_score") if reference in runs else None
-    for ax, (name, records) in zip(axes.flat, runs.items()):
-        for r in records:
-            ax.plot(np.asarray(r["eval_completions"]) / 1e3, r["eval_score"], color="C0", lw=0.6, alpha=0.4)
-        x, mean, _, _ = _mean_curve(records, "eval_completions", "eval_score")
-        ax.plot(x / 1e3, mean, color="C0", lw=2, label="mean")
-        if ref is not None and name != reference:
-            ax.plot(ref[0] / 1e3, ref[1], color="grey", lw=1, ls="--", label=f"{reference} mean")
-        ax.axhline(threshold, color="grey", lw=0.5, ls=":")
-        ax.set_title(name, fontsize=9)
-        ax.set_ylim(0, 1)
-    for ax in axes.flat[len(runs) :]:
-        ax.axis("off")
-    for ax in axes[-1]:
-        ax.set_xlabel("completions (k)")
-    for ax in axes[:, 0]:
-        ax.set_ylabel("held-out accuracy")
-    handles = [h for ax in axes.flat for h in ax.get_legend_handles_labels()[0]][:1]
-    if ref is not None and len(runs) > 1:
-        handles = axes.flat[1].get_legend_handles_labels()[0]
-    axes.flat[0].legend(handles=handles, fontsize=7, loc="lower right")
-    return fig
-
-
-def plot_family_scores(runs: dict[str, list[dict]], threshold: float = 0.8) -> Figure:
-    """Every seed's final held-out accuracy per variant (dots) and the mean (a bar), variants by mean: the
-    seed-to-seed spread beside the differences between variants."""
-    _check(runs)
-    names = sorted(runs, key=lambda n: sum(r["score"] for r in runs[n]) / len(runs[n]))
-    fig, ax = plt.subplots(figsize=(8, 0.35 * len(names) + 1.2), layout="constrained")
-    for i, name in enumerate(names):
-        scores = [r["score"] for r in runs[name]]
-        ax.scatter(scores, [i] * len(scores), s=14, color="C0", alpha=0.6, zorder=3)
-        ax.plot([sum(scores) / len(scores)] * 2, [i - 0.3, i + 0.3], color="C3", lw=2.5, zorder=4)
-    ax.axvline(threshold, color="grey", lw=0.5, ls=":")
-    ax.set_yticks(range(len(names)), names)
-    ax.set(xlabel="held-out accuracy at the end (dots: seeds; bar: mean)", xlim=(0, 1))
-    ax.grid(axis="x", lw=0.3)
-    return fig
-
-
-_DIAGNOSTICS = [
-    ("mean_length", "completion length (tokens)"),
-    ("kl", "KL to the reference (k3)"),
-    ("clip_fraction", "clip fraction"),
-    ("frac_zero_std", "groups with all rewards equal"),
-]
-
-
-def plot_family_diagnostics(runs: dict[str, list[dict]], keys: list[tuple[str, str]] | None = None) -> Figure:
-    """The loop's diagnostics against completions sampled, the mean over seeds of each variant, one panel each."""
-    _check(runs)
-    keys = keys or _DIAGNOSTICS
-    fig, axes = plt.subplots(1, len(keys), figsize=(3.3 * len(keys), 3), layout="constrained", squeeze=False)
+    """One panel per ``(key, title)``: the per-round quantity against completions sampled (chunk means of rounds,
+    as the record keeps them), each variant's mean over seeds as a line and its range over seeds as a band; the
+    y-axis starts at 0 (every quantity drawn is non-negative) and the legend sits outside the panels."""
+    by_variant = _by_variant(runs, testbed, variants)
+    fig, axes = plt.subplots(1, len(keys), figsize=(3.4 * len(keys) + 1.6, 3.0), layout="constrained", squeeze=False)
     for ax, (key, title) in zip(axes[0], keys):
-        for i, (name, records) in enumerate(runs.items()):
-            x, mean, _, _ = _mean_curve(records, "completions", key, curves=True)
-            ax.plot(x / 1e3, mean, label=name, color=f"C{i % 10}", ls="-" if i < 10 else "--")
-        if key == "kl":  # k3's exponential tail: one token's spike would flatten every other curve
-            ax.set_yscale("log")
-        ax.set(title=title + (" (log scale)" if key == "kl" else ""), xlabel="completions (k)")
-    axes[0][0].legend(fontsize=7)
+        for i, (name, records) in enumerate(by_variant.items()):
+            xs = [np.asarray(r["curves"]["completions"], dtype=float) for r in records]
+            ys = [np.asarray([np.nan if v is None else v for v in r["curves"][key]], dtype=float) for r in records]
+            grid = np.linspace(max(x[0] for x in xs), min(x[-1] for x in xs), 20)
+            on_grid = np.stack([_interp(grid, x, y) for x, y in zip(xs, ys)])  # (seeds, 20)
+            colour = _colour(name, i)
+            ax.plot(grid / 1e3, np.nanmean(on_grid, 0), color=colour, lw=1.5, label=name)
+            ax.fill_between(grid / 1e3, np.nanmin(on_grid, 0), np.nanmax(on_grid, 0), color=colour, alpha=0.12, lw=0)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("completions sampled (thousands)")
+        ax.set_ylim(0, None)  # every quantity here is >= 0: from 0, so that noise is not magnified
+    axes[0][0].set_ylabel("mean over seeds (band: range)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right center", fontsize=8)
+    return fig
+
+
+def plot_testbed_scores(
+    runs: list[dict], testbed: str, key: str = "score", label: str = "test accuracy at the end", variants=None
+) -> Figure:
+    """Every seed's ``key`` per variant (dots), the mean over seeds (a bar); for the accuracy, the seeds' warm-up
+    accuracy as a dashed line: the spread between seeds beside the differences between variants."""
+    by_variant = _by_variant(runs, testbed, variants)
+    names = list(by_variant)[::-1]  # the baseline on top
+    fig, ax = plt.subplots(figsize=(7, 0.38 * len(names) + 1.3), layout="constrained")
+    for i, name in enumerate(names):
+        values = [read(r, key) for r in by_variant[name]]
+        ax.scatter(values, [i] * len(values), s=14, color="C0", alpha=0.6, zorder=3)
+        ax.plot([np.mean(values)] * 2, [i - 0.3, i + 0.3], color="C3", lw=2.5, zorder=4)
+    if key == "score":
+        start = np.mean([r["start"] for records in by_variant.values() for r in records])
+        ax.axvline(start, color="grey", lw=0.8, ls="--", label=f"warm-up, mean over seeds ({start:.2f})")
+        ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0), frameon=False)
+    ax.set_yticks(range(len(names)), names)
+    ax.set_xlabel(f"{label} (dots: seeds; bar: mean)")
+    ax.grid(axis="x", lw=0.3)
     return fig
