@@ -49,6 +49,8 @@ def test_ladder_plots_draw():
     )
     colors = [line.get_color() for line in fig.axes[1].lines if line.get_marker() == "o"]
     assert colors == ["C7", "C3"], "an interval across 0 is grey (unresolved), one that excludes 0 red"
-    fig = plots.plot_explained_variance({1000: [0.1] * 60, 1001: [-0.5, 0.5] * 30})
+    fig = plots.plot_explained_variance({1000: [0.1] * 60, 1001: [-0.5, 0.5] * 29 + [-27.9, -3.0]})
     assert len(fig.axes) == 1
+    assert fig.axes[0].get_ylim()[0] > -1.5, "one round at -28 must not squash every box into a line"
+    assert [t.get_text() for t in fig.axes[0].texts] == ["2 below -1"], "the rounds under the axis are counted"
     plt.close("all")

@@ -137,3 +137,17 @@ def test_the_ladder_climbs_from_grpo_to_chapter_08s_ppo():
     with pytest.raises(ValueError, match="rung"):
         ladder.rung_changes(len(ladder.RUNGS))
     assert len(ladder.LR_GRID) >= 3 and min(ladder.LR_GRID) < capstone.CapstoneConfig().rl.lr
+
+
+def test_the_shipped_ladder_is_the_frozen_one():
+    """ladder_08.json (what notebook 08 loads) holds the recipes frozen in benchmarks/results, and every report
+    run in it was made with its rung's frozen recipe, on the report seeds, for every rung."""
+    results = ladder.load_ladder()
+    frozen = json.loads((_protocol.RESULTS / "ladder_recipes.json").read_text())
+    assert {k: v["hash"] for k, v in results["recipes"].items()} == {k: v["hash"] for k, v in frozen.items()}
+    for rung in range(len(ladder.RUNGS)):
+        assert ladder.frozen_lr(rung, results) == frozen[str(rung)]["recipe"]["rl"]["lr"]
+        hashes = {r["recipe_hash"] for r in results["runs"] if r["rung"] == rung}
+        assert hashes == {frozen[str(rung)]["hash"]}, f"rung {rung} has runs of another recipe"
+        seeds = sorted(r["seed"] for r in results["runs"] if r["rung"] == rung)
+        assert seeds == results["seeds"], f"rung {rung} is missing report seeds"

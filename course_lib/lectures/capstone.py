@@ -159,9 +159,11 @@ class CapstoneConfig:
     """The loop's hyperparameters (GRPO's; PPO changes :data:`PPO_CHANGES`): 64 prompts x G = 8 completions
     per round, four clipped passes over each batch, each pass in two minibatches of 256 completions drawn at random
     (a prompt's group may be split between them: the advantages were computed over whole groups first), 8 Adam steps
-    a round, the ratio clipped to [0.8, 1.28] (DAPO's clip-higher), Adam at 2e-3 decayed linearly. The ladder's
-    tuning (``benchmarks/capstone.py --tune``, under ``benchmarks/PROTOCOL.md``) tries each rung at three learning
-    rates; how this recipe was found is in ``benchmarks/results/capstone_before_protocol.md``."""
+    a round, the ratio clipped to [0.8, 1.28] (DAPO's clip-higher), Adam decayed linearly from 2e-3. The learning
+    rate is where tuning starts, not the chapter's pick: the ladder's tuning (``benchmarks/capstone.py --tune``,
+    under ``benchmarks/PROTOCOL.md``) tried every rung at 1e-3, 2e-3 and 3e-3 and froze 3e-3 for GRPO and 2e-3 for
+    PPO (``ladder.frozen_lr``); chapter 08's runs use the frozen rates. How the rest of this recipe was found, before
+    the protocol, is in ``benchmarks/results/capstone_before_protocol.md``."""
     eval_every: int = 25
     """Rounds between two held-out evaluations."""
 

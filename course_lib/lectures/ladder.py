@@ -72,3 +72,9 @@ def load_ladder() -> dict:
     """The shipped results of ``benchmarks/ladder.py`` (``course_lib/lectures/data/ladder_08.json``)."""
     text = resources.files("course_lib.lectures").joinpath("data", "ladder_08.json").read_text()
     return json.loads(text)
+
+
+def frozen_lr(rung: int, results: dict | None = None) -> float:
+    """The learning rate the protocol froze for rung ``rung`` (``ladder_08.json``'s recipes, or ``results``')."""
+    results = load_ladder() if results is None else results
+    return results["recipes"][str(rung)]["recipe"]["rl"]["lr"]

@@ -40,6 +40,8 @@ def plot_grpo_run(history: dict, smooth: int = 10) -> Figure:
         ax.plot(rounds, values, lw=0.5, alpha=0.5, color="C0", label="each round")
         ax.plot(rounds, _smooth(list(values), smooth), lw=1.6, color="C0", label=f"{smooth}-round mean")
         ax.set(title=title, xlabel="round")
+        if key == "mean_length":  # from 0: a narrow axis would magnify a few hundredths of a token into a trend
+            ax.set_ylim(0, max(values) * 1.15)
     axes.flat[1].legend(fontsize=8)
     return fig
 
@@ -131,15 +133,22 @@ def plot_ladder(names: list[str], scores: list[list[float]], steps: list[tuple[f
     return fig
 
 
-def plot_explained_variance(per_seed: dict, last: int = 50) -> Figure:
+def plot_explained_variance(per_seed: dict, last: int = 50, floor: float = -1.0) -> Figure:
     """The value model's explained variance over the last ``last`` rounds of each seed (``seed -> per-round list``):
-    a box per seed, so one round is never quoted for a run."""
+    a box per seed, so one round is never quoted for a run. The axis stops at ``floor``: explained variance is
+    unbounded below (a round whose returns barely vary can give -30), so the rounds under it are counted in text
+    instead of squashing every box into a line."""
     seeds = list(per_seed)
     data = [np.asarray(per_seed[s][-last:], dtype=np.float64) for s in seeds]
     fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
     ax.boxplot(data, showfliers=True, flierprops={"markersize": 3})
     ax.set_xticks(np.arange(1, len(seeds) + 1), [str(s) for s in seeds])
     ax.axhline(0, color="grey", lw=0.8)
+    ax.set_ylim(floor - 0.15, 1.05)
+    for position, values in enumerate(data, start=1):
+        below = int((values < floor).sum())
+        if below:
+            ax.annotate(f"{below} below {floor:g}", (position, floor - 0.1), ha="center", fontsize=7)
     ax.set(
         title=f"PPO's value model: explained variance over the last {last} rounds",
         xlabel="seed",
