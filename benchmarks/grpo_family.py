@@ -42,9 +42,10 @@ Tuning runs: see the table ``--freeze`` prints (kept in ``results/family_tune.js
 
 Usage::
 
-    python benchmarks/grpo_family.py --tune --jobs 2        # every trained testbed's tuning grid
+    python benchmarks/grpo_family.py --tune --jobs 2        # length, sparse and drift: the tuning grid
     python benchmarks/grpo_family.py --freeze               # pick and freeze each learning rate
-    python benchmarks/grpo_family.py --save course_lib/lectures/data   # the report, and the notebook's data
+    python benchmarks/grpo_family.py --save course_lib/lectures/data   # the report on family-1, the notebook's data
+    python benchmarks/grpo_family.py --testbeds accuracy --tune   # the accuracy testbed, apart (seed set family-2)
     python benchmarks/grpo_family.py --quick                # the whole pipeline in seconds, into a temp dir
     python benchmarks/grpo_family.py --testbeds estimators --save course_lib/lectures/data   # that testbed alone
 
@@ -75,11 +76,24 @@ import _results
 import torch
 
 from course_lib.lectures import family_claims, family_results, family_testbeds, group_estimators
-from course_lib.lectures.family import TESTBEDS, TRAINED, VARIANTS
+from course_lib.lectures.family import TESTBEDS, TRAINED
 from course_lib.lectures.protocol import recipe_hash
 
 TUNE_SEEDS = (0, 1)
-REPORT_SET = "family-1"
+REPORT_SETS = {"family-1": ("length", "sparse", "drift"), "family-2": ("accuracy",)}
+"""The testbeds each report seed set is for. A set is spent once, on one set of recipes: family-1 was spent on the
+length, sparse and drift testbeds; the accuracy testbed, not run yet, reports on a set of its own, with its own
+recipes and results files."""
+
+
+def report_set(testbeds: list[str]) -> str:
+    """The seed set that ``testbeds`` report on (all of them must share one)."""
+    for name, beds in REPORT_SETS.items():
+        if set(testbeds) <= set(beds):
+            return name
+    raise SystemExit("--testbeds: length, sparse and drift report on family-1, accuracy on family-2: run them apart")
+
+
 KEY = ("phase", "testbed", "variant", "lr", "seed")
 
 
@@ -281,9 +295,9 @@ def estimators_report(args, files) -> None:
 
 def report(args, files) -> None:
     frozen = _protocol.load_frozen(files["recipes"])
-    seeds = (0, 1) if args.quick else tuple(_protocol.seed_set(REPORT_SET))
+    seeds = (0, 1) if args.quick else tuple(_protocol.seed_set(args.report_set))
     if not args.quick:
-        _protocol.spend(REPORT_SET, "benchmarks/grpo_family.py", {k: v["hash"] for k, v in frozen.items()})
+        _protocol.spend(args.report_set, "benchmarks/grpo_family.py", {k: v["hash"] for k, v in frozen.items()})
     jobs = [
         ("report", entry["recipe"]["testbed"], entry["recipe"]["variant"], entry["recipe"]["rl"]["lr"], seed)
         + (args.quick, str(files["cache"]))
@@ -292,7 +306,9 @@ def report(args, files) -> None:
         if entry["recipe"]["testbed"] in args.testbeds
     ]
     todo = pending(jobs, files["report"])
-    print(f"report on {'quick seeds' if args.quick else REPORT_SET} {list(seeds)}: {len(jobs)} runs, {len(todo)} to do")
+    print(
+        f"report on {'quick seeds' if args.quick else args.report_set} {list(seeds)}: {len(jobs)} runs, {len(todo)} to do"
+    )
     start = time.perf_counter()
     run_all(todo, args.jobs, files["report"], files["cache"], args.quick)
     table = estimator_table(args, files)
@@ -317,7 +333,7 @@ def report(args, files) -> None:
     if args.save is not None:
         save(args, files, frozen, table, runs, judged, seeds, time.perf_counter() - start)
     counts = {v: sum(row["verdict"] == v for row in judged) for v in ("held", "not seen", "contradicted")}
-    variants = {name for bed in TESTBEDS.values() for name in bed.variants if name in VARIANTS}
+    variants = {r["variant"] for r in runs} | set(TESTBEDS["estimators"].variants)  # the variants measured
     trained_seeds = min((len({r["seed"] for r in runs if r["testbed"] == bed}) for bed in args.testbeds), default=0)
     print(
         f"family: claims={len(judged)} held={counts['held']} not_seen={counts['not seen']} "
@@ -367,7 +383,7 @@ def save(args, files, frozen, table, runs, judged, seeds, seconds) -> None:
     tuning = [{k: r[k] for k in ("testbed", "variant", "lr", "seed", "score", "cpu_seconds")}
               for r in _protocol.load_runs(files["tune"])]  # fmt: skip
     results = {
-        "seed_set": REPORT_SET,
+        "seed_set": args.report_set,
         "seeds": list(seeds),
         "tune_seeds": list(args.tune_seeds),
         "recipes": {key: {"hash": entry["hash"], "lr": entry["recipe"]["rl"]["lr"]} for key, entry in frozen.items()},
@@ -377,7 +393,8 @@ def save(args, files, frozen, table, runs, judged, seeds, seconds) -> None:
         "claims": claims,
         "tuning": tuning,
     }
-    _results.write_results(args.save / "grpo_family_11.json", "grpo_family.py", seconds, results, seeds=len(seeds))
+    name = "grpo_family_11.json" if args.report_set == "family-1" else "grpo_family_accuracy_11.json"
+    _results.write_results(args.save / name, "grpo_family.py", seconds, results, seeds=len(seeds))
 
 
 def main() -> None:
@@ -390,19 +407,25 @@ def main() -> None:
         "--testbeds",
         nargs="+",
         choices=("estimators", *TRAINED),
-        default=list(TRAINED),
-        help="default: every trained testbed (the report adds the estimator one); 'estimators' alone: that testbed "
-        "only, exact and Monte Carlo, in about a minute of CPU, nothing trained",
+        default=None,
+        help="default: length, sparse and drift (seed set family-1; the report adds the estimator testbed); "
+        "'accuracy' alone: that testbed, on family-2; 'estimators' alone: that testbed only, exact and Monte "
+        "Carlo, in about a minute of CPU, nothing trained; --quick: every testbed",
     )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes at a time, one thread each")
     parser.add_argument("--save", type=Path, default=None, help="folder for grpo_family_11.json (the notebook's)")
     args = parser.parse_args()
     args.tune_seeds = TUNE_SEEDS
+    if args.testbeds is None:
+        args.testbeds = list(TRAINED) if args.quick else list(REPORT_SETS["family-1"])
     results = Path(tempfile.mkdtemp(prefix="family-quick-")) if args.quick else _protocol.RESULTS
+    trained = [bed for bed in args.testbeds if bed in TRAINED]
+    args.report_set = "family-1" if args.quick or not trained else report_set(trained)
+    apart = "" if args.report_set == "family-1" else "_accuracy"  # each seed set's recipes and results apart
     files = {
         "tune": results / "family_tune.jsonl",
-        "recipes": results / "family_recipes.json",
-        "report": results / "family_report.jsonl",
+        "recipes": results / f"family{apart}_recipes.json",
+        "report": results / f"family{apart}_report.jsonl",
         "estimators": results / "family_estimators.json",
         "cache": results / "cache" if args.quick else Path("_build") / "family-warm",
     }
