@@ -6,7 +6,8 @@ import pytest
 
 from course_lib.hf import mapping
 from course_lib.hf.loop import HFGRPOConfig
-from course_lib.hf.trl_grpo import LOSS_TYPES, trl_config
+from course_lib.hf.trl_contract import LOSS_TYPES
+from course_lib.hf.trl_grpo import trl_config
 
 
 def test_table_agrees_with_installed_trl():

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from course_lib.hf import agreement, data, loop
-from course_lib.hf.trl_grpo import LOSS_TYPES, history_from_trl, make_trainer
+from course_lib.hf.trl_contract import LOSS_TYPES
+from course_lib.hf.trl_grpo import history_from_trl, make_trainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
