@@ -36,7 +36,7 @@ def _hf_cases():
             _hf(
                 group_size=4,
                 prompts_per_step=3,
-                epochs_per_batch=2,
+                update_epochs=2,
                 clip_eps=0.3,
                 kl_coef=0.05,
                 max_new_tokens=12,
@@ -45,7 +45,7 @@ def _hf_cases():
                 top_p=0.95,
                 lr=2e-5,
                 max_grad_norm=0.5,
-                steps=7,
+                iterations=7,
                 save_every=3,
                 normalize_std=False,
                 loss_agg=agg,
@@ -61,7 +61,7 @@ def _hf_cases():
                     kl_coef=0.1,
                     clip_eps=0.2,
                     loss_agg=agg,
-                    epochs_per_batch=epochs,
+                    update_epochs=epochs,
                 ),
                 quiet,
             )
@@ -70,18 +70,16 @@ def _hf_cases():
             quiet,
         )
     cases["test_hf_trl overrides"] = (
-        _hf(
-            prompts_per_step=2, group_size=4, max_new_tokens=10, kl_coef=0.1, loss_agg="token-mean", epochs_per_batch=2
-        ),
+        _hf(prompts_per_step=2, group_size=4, max_new_tokens=10, kl_coef=0.1, loss_agg="token-mean", update_epochs=2),
         {**quiet, "epsilon_high": 0.28, "use_bias_correction_kl": True},
     )
     cases["test_hf_trl two steps"] = (
         _hf(
-            steps=2,
+            iterations=2,
             prompts_per_step=2,
             group_size=4,
             max_new_tokens=6,
-            epochs_per_batch=1,
+            update_epochs=1,
             reward_weights={"length": 1.0, "answer": 1.0},
             save_every=2,
         ),
@@ -90,28 +88,30 @@ def _hf_cases():
     for epochs in (1, 2):
         cases[f"test_hf_trl pipeline {epochs}"] = (
             _hf(
-                steps=1,
+                iterations=1,
                 prompts_per_step=2,
                 group_size=4,
                 max_new_tokens=6,
-                epochs_per_batch=epochs,
+                update_epochs=epochs,
                 reward_weights={"length": 1.0, "answer_format": 0.5},
             ),
             quiet,
         )
-    family = dict(prompts_per_step=2, group_size=4, max_new_tokens=10, kl_coef=0.1, epochs_per_batch=2)
+    family = dict(prompts_per_step=2, group_size=4, max_new_tokens=10, kl_coef=0.1, update_epochs=2)
     cases["test_family_trl grpo"] = (_hf(**family, clip_eps=0.2), quiet)
     cases["test_family_trl gmpo"] = (_hf(**family, clip_eps=0.4), {**quiet, "epsilon": 0.2})
     cases["hf_loops benchmark"] = (
-        _hf(steps=10, prompts_per_step=4, group_size=8, epochs_per_batch=2, lr=3e-3, max_new_tokens=12, save_every=10),
+        _hf(
+            iterations=10, prompts_per_step=4, group_size=8, update_epochs=2, lr=3e-3, max_new_tokens=12, save_every=10
+        ),
         quiet,
     )
     cases["notebook 09 run"] = (
         _hf(
-            steps=8,
+            iterations=8,
             prompts_per_step=4,
             group_size=8,
-            epochs_per_batch=2,
+            update_epochs=2,
             lr=3e-3,
             max_new_tokens=12,
             kl_coef=0.04,
@@ -121,7 +121,7 @@ def _hf_cases():
         quiet,
     )
     cases["notebook 09 one pass"] = (
-        _hf(prompts_per_step=2, group_size=4, max_new_tokens=10, kl_coef=0.1, epochs_per_batch=1),
+        _hf(prompts_per_step=2, group_size=4, max_new_tokens=10, kl_coef=0.1, update_epochs=1),
         quiet,
     )
     cases["defaults on two GPUs"] = (_hf(), {"device": "cuda", "num_processes": 2})

@@ -1,6 +1,6 @@
 """The same run in TRL: the course's task and rewards, trained by TRL's ``GRPOTrainer``.
 
-    python -m course_lib.hf.trl_grpo --model /tmp/tiny-qwen --steps 20 --group-size 8 --device cpu
+    python -m course_lib.hf.trl_grpo --model /tmp/tiny-qwen --iterations 20 --group-size 8 --device cpu
     accelerate launch --config_file course_lib/hf/configs/ddp.yaml -m course_lib.hf.trl_grpo --model ... --device cuda
 
 It takes the command-line flags of ``python -m course_lib.hf`` and translates the course's
@@ -9,9 +9,9 @@ hyperparameters (:class:`course_lib.hf.loop.HFGRPOConfig`) into TRL's ``GRPOConf
 differences of bookkeeping, not of maths:
 
 - TRL counts ``per_device_train_batch_size`` in completions, not prompts: ``B * G``;
-- one TRL "step" is one optimiser step, so the course's ``steps`` rounds of
-  ``epochs_per_batch`` optimiser steps each are ``max_steps = steps * epochs_per_batch``
-  with ``num_iterations = epochs_per_batch`` (TRL re-uses each generated batch that many times).
+- one TRL "step" is one optimiser step, so the course's ``iterations`` rounds of
+  ``update_epochs`` optimiser steps each are ``max_steps = iterations * update_epochs``
+  with ``num_iterations = update_epochs`` (TRL re-uses each generated batch that many times).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def trl_config(
         top_k=0,
         weight_decay=0.0,
         reward_weights=weights,
-        save_steps=config.save_every * config.epochs_per_batch,  # TRL counts optimiser steps, not rounds
+        save_steps=config.save_every * config.update_epochs,  # TRL counts optimiser steps, not rounds
         save_total_limit=1,
         logging_steps=1,
         report_to="none",
