@@ -8,8 +8,8 @@ a round's updates). The last line is ``ratio_trl_over_course=X``, the median ove
 
 Usage::
 
-    python benchmarks/hf_loops.py              # 3 repeats of 10 steps each, about a minute on 2 cores
-    python benchmarks/hf_loops.py --repeats 5 --steps 20
+    python benchmarks/hf_loops.py              # 3 repeats of 10 rounds each, about a minute on 2 cores
+    python benchmarks/hf_loops.py --repeats 5 --iterations 20
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from course_lib.hf.tiny import save_tiny_model
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--iterations", type=int, default=10)
     args = parser.parse_args()
     torch.set_num_threads(1)
     from transformers.utils import logging
@@ -40,13 +40,13 @@ def main() -> None:
     model_dir = str(save_tiny_model(tempfile.mkdtemp(prefix="tiny_qwen_")))
     problems = data.load_problems(n=64)
     config = loop.HFGRPOConfig(
-        steps=args.steps,
+        iterations=args.iterations,
         prompts_per_step=4,
         group_size=8,
-        epochs_per_batch=2,
+        update_epochs=2,
         lr=3e-3,
         max_new_tokens=12,
-        save_every=args.steps,
+        save_every=args.iterations,
     )
     ratios = []
     for repeat in range(args.repeats):

@@ -140,8 +140,8 @@ class LMRLConfig:
     """PPO: discount over the completion's tokens (1: the score at the end is what counts)."""
     lam: float = 0.95
     """PPO: GAE's lambda."""
-    vf_coef: float = 0.5
-    """PPO: weight of the value loss (``PPOLoss``'s ``value_loss_coef``)."""
+    value_loss_coef: float = 0.5
+    """PPO: weight of the value loss (``PPOLoss``'s, and the trainers', ``value_loss_coef``)."""
 
     # --- the GRPO family (chapter 11) ---
     adv_estimator: str = "grpo"
@@ -201,7 +201,7 @@ def _validate_rates(cfg: LMRLConfig) -> None:
     v = _validate
     for name in ("lr", "temperature", "max_grad_norm", "top_p"):
         v.require_positive(name, getattr(cfg, name))
-    for name in ("kl_coef", "vf_coef"):
+    for name in ("kl_coef", "value_loss_coef"):
         v.require_non_negative(name, getattr(cfg, name))
     for name in ("gamma", "lam", "top_p"):
         v.require_unit_interval(name, getattr(cfg, name))
@@ -519,7 +519,7 @@ def _grpo_branch_loss(cfg, logp, part: dict) -> tuple[torch.Tensor, dict]:
 def _ppo_branch_loss(cfg, value_model, logp, entropy, part: dict) -> tuple[torch.Tensor, dict]:
     """PPO: chapter 05's ``PPOLoss`` (clipped surrogate averaged over valid tokens, plus the value loss)."""
     values = token_values(value_model, part["prompt_ids"], part["completion_ids"])  # (n, L)
-    ppo_loss = PPOLoss(cfg.clip_eps, cfg.vf_coef, entropy_coef=0.0)
+    ppo_loss = PPOLoss(cfg.clip_eps, cfg.value_loss_coef, entropy_coef=0.0)
     loss = ppo_loss(logp, part["logp_old"], values, part["returns"], part["adv"], entropy, mask=part["mask"])
     return loss, dict(ppo_loss.info)
 

@@ -91,7 +91,7 @@ def test_sample_completions_shapes_and_adjacent_groups(loaded):
 
 
 def _config(**overrides):
-    base = dict(steps=2, prompts_per_step=2, group_size=4, max_new_tokens=6, epochs_per_batch=2, save_every=1)
+    base = dict(iterations=2, prompts_per_step=2, group_size=4, max_new_tokens=6, update_epochs=2, save_every=1)
     return loop.HFGRPOConfig(**{**base, **overrides})
 
 
@@ -125,7 +125,7 @@ def test_one_epoch_per_batch_never_clips(tiny_qwen):
         model,
         tokenizer,
         data.load_problems(n=4),
-        _config(epochs_per_batch=1, kl_coef=0.0, reward_weights={"length": 1.0}),
+        _config(update_epochs=1, kl_coef=0.0, reward_weights={"length": 1.0}),
         progress=False,
     )
     assert history.clip_fraction == [0.0, 0.0]
@@ -143,7 +143,7 @@ def test_ctrl_c_keeps_the_last_checkpoint(tiny_qwen, tmp_path, monkeypatch):
 
     monkeypatch.setattr(lm_rl, "sample_completions", interrupted_on_third_call)
     history = loop.train(
-        model, tokenizer, data.load_problems(n=4), _config(steps=5), output_dir=tmp_path, progress=False
+        model, tokenizer, data.load_problems(n=4), _config(iterations=5), output_dir=tmp_path, progress=False
     )
     assert history.interrupted and len(history.mean_reward) == 2
     assert history.checkpoint == str(tmp_path / "checkpoint-2")
@@ -159,7 +159,7 @@ def test_command_runs_on_a_jsonl_dataset(tiny_qwen, tmp_path):
             str(tiny_qwen),
             "--task",
             "arithmetic",
-            "--steps",
+            "--iterations",
             "1",
             "--group-size",
             "2",
@@ -189,7 +189,7 @@ def test_nonexistent_model_path_names_model(tmp_path):
     with pytest.raises(ValueError, match="^model: no such folder"):
         loop.load_model_and_tokenizer(str(tmp_path / "nowhere"))
     with pytest.raises(ValueError, match="^model:"):
-        main(["--model", "./no/such/model", "--steps", "1"])
+        main(["--model", "./no/such/model", "--iterations", "1"])
 
 
 def test_tokenizer_without_eos_or_pad_names_tokenizer(loaded):
@@ -219,7 +219,7 @@ def test_prompt_longer_than_context_names_the_argument(loaded, tiny_qwen, tmp_pa
     dataset = tmp_path / "long.jsonl"
     dataset.write_text(json.dumps({"question": too_long[0][0], "answer": "3"}))
     with pytest.raises(ValueError, match="^dataset: prompt 0"):
-        main(["--model", str(tiny_qwen), "--dataset", str(dataset), "--steps", "1"])
+        main(["--model", str(tiny_qwen), "--dataset", str(dataset), "--iterations", "1"])
 
 
 def test_bad_dataset_lines_name_dataset(tmp_path):

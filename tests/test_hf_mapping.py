@@ -6,7 +6,8 @@ import pytest
 
 from course_lib.hf import mapping
 from course_lib.hf.loop import HFGRPOConfig
-from course_lib.hf.trl_grpo import LOSS_TYPES, trl_config
+from course_lib.hf.trl_contract import LOSS_TYPES
+from course_lib.hf.trl_grpo import trl_config
 
 
 def test_table_agrees_with_installed_trl():
@@ -30,7 +31,7 @@ def test_trl_script_sets_every_mapped_field_from_the_course_value(tmp_path, loss
     course = HFGRPOConfig(
         group_size=4,
         prompts_per_step=3,
-        epochs_per_batch=2,
+        update_epochs=2,
         clip_eps=0.3,
         kl_coef=0.05,
         max_new_tokens=12,
@@ -39,7 +40,7 @@ def test_trl_script_sets_every_mapped_field_from_the_course_value(tmp_path, loss
         top_p=0.95,
         lr=2e-5,
         max_grad_norm=0.5,
-        steps=7,
+        iterations=7,
         save_every=3,
         normalize_std=False,
         loss_agg=loss_agg,

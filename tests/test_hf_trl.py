@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from course_lib.hf import agreement, data, loop
-from course_lib.hf.trl_grpo import LOSS_TYPES, history_from_trl, make_trainer
+from course_lib.hf.trl_contract import LOSS_TYPES
+from course_lib.hf.trl_grpo import history_from_trl, make_trainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -36,7 +37,7 @@ def _compare(tiny_qwen, tmp_path, batch, loss_agg, with_old=True, **overrides):
         kl_coef=0.1,
         clip_eps=0.2,
         loss_agg=loss_agg,
-        epochs_per_batch=2 if with_old else 1,
+        update_epochs=2 if with_old else 1,
     )
     trainer = make_trainer(str(tiny_qwen), data.load_problems(n=B), config, str(tmp_path), progress=False, **overrides)
     assert trainer.loss_type == LOSS_TYPES[loss_agg] and trainer.beta == 0.1
@@ -86,11 +87,11 @@ def test_two_trl_steps_on_cpu_change_the_weights(tiny_qwen, tmp_path):
 
     # The length reward varies within every group, so the first step already has a gradient.
     config = loop.HFGRPOConfig(
-        steps=2,
+        iterations=2,
         prompts_per_step=2,
         group_size=4,
         max_new_tokens=6,
-        epochs_per_batch=1,
+        update_epochs=1,
         reward_weights={"length": 1.0, "answer": 1.0},
         save_every=2,
     )
@@ -115,11 +116,11 @@ def test_trl_pipeline_old_logps_and_advantages_are_the_course_ones(tiny_qwen, tm
     from course_lib.grpo import group_advantages
 
     config = loop.HFGRPOConfig(
-        steps=1,
+        iterations=1,
         prompts_per_step=2,
         group_size=4,
         max_new_tokens=6,
-        epochs_per_batch=num_iterations,
+        update_epochs=num_iterations,
         reward_weights={"length": 1.0, "answer_format": 0.5},
     )
     trainer = make_trainer(str(tiny_qwen), data.load_problems(n=4), config, str(tmp_path), progress=False)

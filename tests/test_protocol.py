@@ -3,6 +3,7 @@ chapter 08's ladder (course_lib.lectures.ladder)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -75,6 +76,52 @@ def test_recipe_hash_is_stable_and_order_free():
     assert recipe_hash({"lr": 2e-3, "rung": "GRPO"}) == recipe_hash({"rung": "GRPO", "lr": 2e-3})
     assert recipe_hash({"lr": 2e-3}) != recipe_hash({"lr": 3e-3})
     assert len(recipe_hash({})) == 8
+
+
+def test_a_renamed_field_is_hashed_under_its_old_name():
+    """protocol.HASHED_AS: LMRLConfig.value_loss_coef was vf_coef when the shipped recipes were frozen."""
+    assert recipe_hash({"rl": {"value_loss_coef": 0.5, "lr": 1e-3}}) == recipe_hash(
+        {"rl": {"vf_coef": 0.5, "lr": 1e-3}}
+    )
+    assert recipe_hash({"runs": [{"value_loss_coef": 0.5}]}) == recipe_hash({"runs": [{"vf_coef": 0.5}]})
+    assert recipe_hash({"rl": {"value_loss_coef": 0.5}}) != recipe_hash({"rl": {"value_loss_coef": 1.0}})
+    with pytest.raises(ValueError, match="both the new and the old name"):
+        recipe_hash({"value_loss_coef": 0.5, "vf_coef": 0.5})
+
+
+def test_every_shipped_frozen_recipe_keeps_its_hash_under_todays_names():
+    """Recipes rebuilt by today's code, with today's field names (value_loss_coef, not vf_coef), hash as they were
+    frozen: chapter 08's ladder (results/ladder_recipes.json and its spent seed set), chapter 10's spent seed set
+    (seed_sets.json) and chapter 11's tuning runs (results/family_tune.jsonl)."""
+    import capstone as capstone_benchmark  # benchmarks/capstone.py, not course_lib's
+    import reasoning_length
+
+    from course_lib.lectures import family_testbeds
+
+    ledger = json.loads(_protocol.SEED_SETS.read_text())["sets"]
+    frozen = json.loads((_protocol.RESULTS / "ladder_recipes.json").read_text())
+    cfg = capstone_benchmark.base_config(False)
+    rebuilt = {
+        rung: capstone_benchmark.recipe(cfg, int(rung), entry["recipe"]["rl"]["lr"]) for rung, entry in frozen.items()
+    }
+    assert all("value_loss_coef" in r["rl"] and "vf_coef" not in r["rl"] for r in rebuilt.values())
+    hashes = {rung: recipe_hash(recipe) for rung, recipe in rebuilt.items()}
+    assert hashes == {rung: entry["hash"] for rung, entry in frozen.items()}
+    assert hashes == ledger["ladder-1"]["spent_on"]["recipes"]
+    assert all(recipe_hash(entry["recipe"]) == entry["hash"] for entry in frozen.values())  # as stored, old names
+
+    scratchpad, filler = reasoning_length.configs(False)
+    assert hasattr(scratchpad.rl, "value_loss_coef")
+    reasoning = {
+        "scratchpad": recipe_hash(dataclasses.asdict(scratchpad)),
+        "filler": recipe_hash(dataclasses.asdict(filler)),
+    }
+    assert reasoning == ledger["reasoning-1"]["spent_on"]["recipes"]
+
+    tuned = [json.loads(line) for line in (_protocol.RESULTS / "family_tune.jsonl").read_text().splitlines() if line]
+    for run in tuned:
+        recipe = family_testbeds.recipe(run["testbed"], run["variant"], run["lr"])
+        assert recipe_hash(recipe) == run["recipe_hash"], (run["testbed"], run["variant"], run["lr"])
 
 
 # --- the bookkeeping: the rule, frozen recipes, spent seed sets -----------------------------------------------------

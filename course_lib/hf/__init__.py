@@ -9,7 +9,7 @@ Read in this order:
 - ``data``: the task's prompts and answers (generated arithmetic problems or a JSONL file) and the rewards;
 - ``loop``: the course's GRPO loop on any ``transformers`` causal LM (``model.generate`` groups, EOS masks,
   shifted log-probs, ``course_lib.grpo.grpo_loss``, a frozen reference, checkpoints);
-- ``__main__``: ``python -m course_lib.hf --model PATH_OR_HUB_ID --task arithmetic --steps N ...``;
+- ``__main__``: ``python -m course_lib.hf --model PATH_OR_HUB_ID --task arithmetic --iterations N ...``;
 - ``trl_grpo``: the same task and rewards in TRL's ``GRPOTrainer``;
 - ``distributed``: ``trl_grpo`` under ``accelerate launch``, every rank torn down cleanly;
 - ``trl_contract``: the exercises' references (a TRL reward function, log-probs of ``generate``'s output, a

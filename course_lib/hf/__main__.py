@@ -1,10 +1,10 @@
 """``python -m course_lib.hf``: the course's GRPO loop on a Hugging Face model, from the command line.
 
-    python -m course_lib.hf --model Qwen/Qwen2.5-0.5B-Instruct --task arithmetic --steps 200 \\
+    python -m course_lib.hf --model Qwen/Qwen2.5-0.5B-Instruct --task arithmetic --iterations 200 \\
         --group-size 8 --device cuda --lr 1e-6 --max-new-tokens 256 --output-dir runs/qwen
 
     python -m course_lib.hf.tiny /tmp/tiny-qwen          # an offline tiny model to try it on a CPU
-    python -m course_lib.hf --model /tmp/tiny-qwen --steps 20 --group-size 8 --device cpu
+    python -m course_lib.hf --model /tmp/tiny-qwen --iterations 20 --group-size 8 --device cpu
 
 Every bad argument is a ``ValueError`` naming it, raised before training starts.
 """

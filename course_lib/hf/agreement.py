@@ -90,7 +90,7 @@ def trl_and_course(trainer, batch: dict, with_old: bool = True) -> dict:
         absolute difference over all parameters), ``grad_max`` (largest gradient entry),
         ``ratio_is_one`` (every course ratio exactly 1), ``info`` (the course's diagnostics).
     """
-    from course_lib.hf.trl_grpo import LOSS_TYPES
+    from course_lib.hf.trl_contract import LOSS_TYPES
 
     loss_agg = {trl: course for course, trl in LOSS_TYPES.items()}[trainer.loss_type]
     rewards, mask = batch["rewards"], batch["completion_mask"]

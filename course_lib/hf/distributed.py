@@ -1,7 +1,7 @@
 """The TRL run under ``accelerate launch``, every process ending cleanly.
 
     accelerate launch --config_file course_lib/hf/configs/cpu_2proc.yaml -m course_lib.hf.distributed \\
-        --model /tmp/tiny-qwen --steps 2 --group-size 4 --prompts-per-step 2 --device cpu
+        --model /tmp/tiny-qwen --iterations 2 --group-size 4 --prompts-per-step 2 --device cpu
 
 It runs ``course_lib.hf.trl_grpo`` (same flags), then :func:`finish`, then leaves at once.
 

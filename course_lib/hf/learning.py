@@ -20,7 +20,7 @@ import time
 import torch
 
 from course_lib import lm_rl
-from course_lib.hf.trl_contract import LOSS_TYPES  # the one map from loss_agg to TRL's loss_type
+from course_lib.hf.trl_contract import grpo_config_kwargs
 from course_lib.lectures import capstone
 from course_lib.tasks import AdditionTask, score_completions
 
@@ -45,51 +45,30 @@ loop's verifier does, and logs each one (``rewards/digits/mean``, ``rewards/exac
 def trl_config(rl: lm_rl.LMRLConfig, output_dir: str, pad_id: int, **overrides):
     """TRL's ``GRPOConfig`` for the loop's config ``rl`` (GRPO, one minibatch per pass).
 
-    TRL counts completions, not prompts, and optimiser steps, not rounds:
-
-    - ``per_device_train_batch_size = B * G`` completions per optimiser step, ``num_generations = G``,
-      ``steps_per_generation = 1``: one optimiser step sees the whole round, as ``num_minibatches=1`` does;
-    - ``num_iterations = update_epochs``: each generated batch is used for that many optimiser steps;
-    - ``max_steps = iterations * update_epochs`` (and a linear schedule over those steps: the loop's
-      decays once per round, TRL's once per optimiser step, a difference of at most one round's decay).
+    The batch, the steps, the schedule and the loss are :func:`course_lib.hf.trl_contract.grpo_config_kwargs`'s
+    (chapter 09's exercise): with one minibatch, ``per_device_train_batch_size = B * G`` completions,
+    ``steps_per_generation = 1``, ``num_iterations = update_epochs`` and ``max_steps = iterations * update_epochs``
+    (a linear schedule over those steps: the loop's decays once per round, TRL's once per optimiser step, a
+    difference of at most one round's decay). What this adds is the run's own: the loop's AdamW, the sampler's
+    ``top_k`` and PAD, the reward weights, a quiet CPU run.
     """
     from trl import GRPOConfig
 
     rl = rl.validate()
+    # run_trl counts a round as update_epochs optimiser steps (its held-out clock, its iteration axis), so this run
+    # keeps one minibatch per pass; grpo_config_kwargs itself maps any number.
     if rl.algo != "grpo" or rl.num_minibatches != 1 or rl.adv_estimator != "grpo" or rl.policy_loss != "clip":
         raise ValueError("rl: only the plain GRPO recipe (one minibatch, grpo advantages, clipped loss) is mapped")
-    if rl.loss_agg not in LOSS_TYPES:
-        raise ValueError(f"rl: loss_agg {rl.loss_agg!r} has no TRL loss_type")
-    B, G, K = rl.prompts_per_step, rl.group_size, rl.update_epochs
     kwargs = dict(
         output_dir=output_dir,
-        per_device_train_batch_size=B * G,  # TRL counts completions: B prompts x G
-        num_generations=G,
-        steps_per_generation=1,  # the whole round in one optimiser step (the loop's num_minibatches=1)
-        gradient_accumulation_steps=1,
-        num_iterations=K,  # the loop's update_epochs
-        max_steps=rl.iterations * K,  # TRL's steps are optimiser steps
-        learning_rate=rl.lr,
-        lr_scheduler_type={"linear": "linear", "cosine": "cosine", "constant": "constant"}[rl.lr_schedule],
-        warmup_steps=rl.warmup_iterations * K,
+        **grpo_config_kwargs(rl),
         weight_decay=0.0,  # the loop's Adam: AdamW without decay
         adam_beta1=0.9,
         adam_beta2=0.999,
         adam_epsilon=1e-8,
-        max_grad_norm=rl.max_grad_norm,
-        beta=rl.kl_coef,
-        use_bias_correction_kl=False,  # the loop's k3, as DeepSeekMath writes it (no ratio in front)
-        epsilon=rl.clip_eps,
-        epsilon_high=rl.clip_eps_high or rl.clip_eps,
-        loss_type=LOSS_TYPES[rl.loss_agg],
-        scale_rewards="group" if rl.normalize_std else "none",
         reward_weights=[1.0] * len(REWARD_PARTS),
-        temperature=rl.temperature,
-        top_p=rl.top_p,
         top_k=0,
-        max_completion_length=rl.max_new_tokens,
         generation_kwargs={"suppress_tokens": [pad_id]},  # TinyLM never writes PAD; neither does the export
-        mask_truncated_completions=False,
         disable_dropout=True,
         gradient_checkpointing=False,
         bf16=False,
@@ -99,7 +78,6 @@ def trl_config(rl: lm_rl.LMRLConfig, output_dir: str, pad_id: int, **overrides):
         report_to="none",
         disable_tqdm=True,
         dataloader_num_workers=0,
-        seed=rl.seed,
     )
     kwargs.update(overrides)
     return GRPOConfig(**kwargs)

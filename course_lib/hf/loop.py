@@ -10,10 +10,10 @@ epochs); what this module adds is what text needs:
 2. a reward function that decodes each completion and scores it with the course's text rewards
    (``course_lib.hf.data``) against the problem's answer;
 3. the checks that must fail before any training (model path, EOS and PAD, context length);
-4. ``save_pretrained`` checkpoints every ``save_every`` steps, written atomically, and a history
+4. ``save_pretrained`` checkpoints every ``save_every`` rounds, written atomically, and a history
    the course's plots draw.
 
-Shapes: ``B`` prompts per step, ``G`` completions per prompt, ``N = B * G`` rows,
+Shapes: ``B`` prompts per round, ``G`` completions per prompt, ``N = B * G`` rows,
 ``P`` padded prompt tokens, ``T`` completion tokens (at most ``max_new_tokens``), ``V`` vocabulary.
 """
 
@@ -34,14 +34,14 @@ from course_lib.hf import data
 class HFGRPOConfig:
     """Hyperparameters of :func:`train`; the notebook's table maps each to TRL and verl."""
 
-    steps: int = 20
-    """Generation rounds; each samples a fresh batch and takes ``epochs_per_batch`` optimiser steps on it."""
+    iterations: int = 20
+    """Rounds; each samples a fresh batch and takes ``update_epochs`` optimiser steps on it (as LMRLConfig)."""
     prompts_per_step: int = 4
     """B, prompts per batch."""
     group_size: int = 8
     """G, completions sampled per prompt."""
-    epochs_per_batch: int = 2
-    """Optimiser steps on each batch (PPO's epochs; the ratio moves away from 1 after the first)."""
+    update_epochs: int = 2
+    """Passes over each batch, one optimiser step each (PPO's epochs; the ratio moves away from 1 after the first)."""
     lr: float = 1e-3
     """AdamW's learning rate (1e-3 for the tiny model; about 1e-6 for a 0.5B model)."""
     clip_eps: float = 0.2
@@ -65,12 +65,12 @@ class HFGRPOConfig:
     reward_weights: dict = field(default_factory=lambda: dict(data.DEFAULT_REWARD_WEIGHTS))
     """{reward name: weight} over course_lib.hf.data.REWARDS."""
     save_every: int = 10
-    """Save a checkpoint every this many steps (and after the last)."""
+    """Save a checkpoint every this many rounds (and after the last)."""
     seed: int = 0
     """Seeds prompt order, sampling and dropout."""
 
     def validate(self) -> "HFGRPOConfig":
-        for name in ("steps", "prompts_per_step", "epochs_per_batch", "max_new_tokens", "save_every"):
+        for name in ("iterations", "prompts_per_step", "update_epochs", "max_new_tokens", "save_every"):
             _validate.require_int(name, getattr(self, name), minimum=1)
         _validate.require_int("group_size", self.group_size, minimum=1)
         if self.group_size < 2:
@@ -92,7 +92,7 @@ class HFGRPOConfig:
 
 @dataclass
 class HFGRPOHistory:
-    """One entry per step; ``course_lib.plotting.plot_sorting_curves`` draws ``mean_reward``, ``kl`` and
+    """One entry per round; ``course_lib.plotting.plot_sorting_curves`` draws ``mean_reward``, ``kl`` and
     ``clip_fraction``."""
 
     mean_reward: list = field(default_factory=list)
@@ -195,13 +195,13 @@ def lm_rl_config(config: HFGRPOConfig) -> lm_rl.LMRLConfig:
     """The one LM RL loop's config for these hyperparameters (a constant learning rate, as TRL's ``--lr``)."""
     return lm_rl.LMRLConfig(
         algo="grpo",
-        iterations=config.steps,
+        iterations=config.iterations,
         prompts_per_step=config.prompts_per_step,
         group_size=config.group_size,
         max_new_tokens=config.max_new_tokens,
         temperature=config.temperature,
         top_p=config.top_p,
-        update_epochs=config.epochs_per_batch,
+        update_epochs=config.update_epochs,
         lr=config.lr,
         lr_schedule="constant",
         clip_eps=config.clip_eps,
@@ -228,7 +228,7 @@ def train(
         progress: show a tqdm bar.
 
     Returns:
-        The history. Ctrl-C stops the run between steps and returns the history so far, with
+        The history. Ctrl-C stops the run between rounds and returns the history so far, with
         ``interrupted=True`` and ``checkpoint`` the last complete checkpoint (which is kept).
     """
     config = (config or HFGRPOConfig()).validate()
@@ -273,7 +273,7 @@ def train(
     history.mean_reward, history.loss, history.kl = out.get("mean_reward", []), out.get("loss", []), out.get("kl", [])
     history.clip_fraction, history.grad_norm = out.get("clip_fraction", []), out.get("grad_norm", [])
     history.completion_length = out.get("mean_length", [])
-    history.seconds = [b - a for a, b in zip([0.0] + seconds, seconds)]  # per step
+    history.seconds = [b - a for a, b in zip([0.0] + seconds, seconds)]  # per round
     if out.get("interrupted"):
         history.interrupted = True
         print(f"interrupted after step {len(seconds)}; last complete checkpoint: {history.checkpoint}")

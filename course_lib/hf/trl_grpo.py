@@ -1,6 +1,6 @@
 """The same run in TRL: the course's task and rewards, trained by TRL's ``GRPOTrainer``.
 
-    python -m course_lib.hf.trl_grpo --model /tmp/tiny-qwen --steps 20 --group-size 8 --device cpu
+    python -m course_lib.hf.trl_grpo --model /tmp/tiny-qwen --iterations 20 --group-size 8 --device cpu
     accelerate launch --config_file course_lib/hf/configs/ddp.yaml -m course_lib.hf.trl_grpo --model ... --device cuda
 
 It takes the command-line flags of ``python -m course_lib.hf`` and translates the course's
@@ -9,9 +9,9 @@ hyperparameters (:class:`course_lib.hf.loop.HFGRPOConfig`) into TRL's ``GRPOConf
 differences of bookkeeping, not of maths:
 
 - TRL counts ``per_device_train_batch_size`` in completions, not prompts: ``B * G``;
-- one TRL "step" is one optimiser step, so the course's ``steps`` rounds of
-  ``epochs_per_batch`` optimiser steps each are ``max_steps = steps * epochs_per_batch``
-  with ``num_iterations = epochs_per_batch`` (TRL re-uses each generated batch that many times).
+- one TRL "step" is one optimiser step, so the course's ``iterations`` rounds of
+  ``update_epochs`` optimiser steps each are ``max_steps = iterations * update_epochs``
+  with ``num_iterations = update_epochs`` (TRL re-uses each generated batch that many times).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import os
 from dataclasses import fields
 
 from course_lib.hf import data
-from course_lib.hf.loop import HFGRPOConfig
-from course_lib.hf.trl_contract import LOSS_TYPES  # the one map from loss_agg to TRL's loss_type
+from course_lib.hf.loop import HFGRPOConfig, lm_rl_config
+from course_lib.hf.trl_contract import grpo_config_kwargs
 
 
 def trl_config(
@@ -35,6 +35,10 @@ def trl_config(
 ):
     """TRL's ``GRPOConfig`` for the course's hyperparameters; ``overrides`` set any other TRL field.
 
+    The batch, the steps, the schedule and the loss are :func:`course_lib.hf.trl_contract.grpo_config_kwargs`'s
+    (chapter 09's exercise) on the loop's own config (:func:`course_lib.hf.loop.lm_rl_config`); what this adds is the
+    run's own: where it saves and how often, the reward weights, the device, the logging.
+
     Args:
         config: the course's hyperparameters.
         output_dir: TRL's checkpoints (``checkpoint-<step>``) go here.
@@ -46,40 +50,24 @@ def trl_config(
     from trl import GRPOConfig
 
     config = config.validate()
-    B, G, k = config.prompts_per_step, config.group_size, config.epochs_per_batch
+    B = config.prompts_per_step
     if B % num_processes:
         raise ValueError(f"prompts_per_step: expected a multiple of num_processes={num_processes}, got {B}")
     _, weights = data.trl_reward_functions(config.reward_weights)
-    kwargs = dict(
+    # The batch, the steps, the constant schedule and the loss: chapter 09's exercise, on the loop's own config.
+    kwargs = grpo_config_kwargs(lm_rl_config(config), num_processes)
+    # None, not clip_eps: TRL then clips the upper side at its own epsilon, so an override of epsilon alone (GMPO's
+    # log-space range, chapter 11) moves both sides, as clip_eps does in the course when clip_eps_high is None.
+    kwargs["epsilon_high"] = config.clip_eps_high
+    kwargs.update(
         output_dir=output_dir,
-        per_device_train_batch_size=B * G // num_processes,  # completions per process per optimiser step
-        steps_per_generation=1,  # one optimiser step per generated batch and pass (one minibatch)
-        gradient_accumulation_steps=1,  # no micro-batches: the whole batch in one forward pass
-        num_generations=G,
-        max_completion_length=config.max_new_tokens,
-        temperature=config.temperature,
-        top_p=config.top_p,
         top_k=0,
-        learning_rate=config.lr,
-        lr_scheduler_type="constant",  # the course loop keeps its learning rate fixed
         weight_decay=0.0,
-        max_grad_norm=config.max_grad_norm,
-        beta=config.kl_coef,
-        # TRL multiplies the k3 term by the ratio pi_theta / pi_old by default (an importance-sampling
-        # correction of the KL estimate); the course's grpo_loss, like DeepSeekMath, does not.
-        use_bias_correction_kl=False,
-        epsilon=config.clip_eps,
-        epsilon_high=config.clip_eps_high,
-        num_iterations=k,
-        loss_type=LOSS_TYPES[config.loss_agg],
-        scale_rewards="group" if config.normalize_std else "none",
         reward_weights=weights,
-        max_steps=config.steps * k,
-        save_steps=config.save_every * k,
+        save_steps=config.save_every * config.update_epochs,  # TRL counts optimiser steps, not rounds
         save_total_limit=1,
         logging_steps=1,
         report_to="none",
-        seed=config.seed,
         use_cpu=device == "cpu",
         bf16=device == "cuda",
         disable_tqdm=not progress,

@@ -133,7 +133,30 @@ def paired_difference(a: dict, b: dict, level: float = 0.95) -> PairedDifference
 # ---------------------------------------------------------------------------
 
 
+# Fields renamed after recipes were frozen, hashed under the names they had then, so that a frozen recipe
+# (benchmarks/results/*_recipes.json, benchmarks/seed_sets.json) keeps its hash: new name -> name when frozen.
+HASHED_AS = {
+    "value_loss_coef": "vf_coef",  # LMRLConfig's value-loss weight, renamed to PPOLoss's and the trainers' name
+}
+
+
 def recipe_hash(recipe: dict) -> str:
-    """Eight hex digits of the SHA-256 of ``recipe`` as sorted JSON: the same settings give the same hash."""
-    text = json.dumps(recipe, sort_keys=True, separators=(",", ":"), default=str)
+    """Eight hex digits of the SHA-256 of ``recipe`` as sorted JSON: the same settings give the same hash.
+
+    A key in :data:`HASHED_AS`, at any depth, is hashed under its old name.
+    """
+    text = json.dumps(_as_frozen(recipe), sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def _as_frozen(value):
+    """``value`` with every dict key renamed by :data:`HASHED_AS`, at any depth (lists and tuples as lists)."""
+    if isinstance(value, dict):
+        renamed = {HASHED_AS.get(key, key): _as_frozen(item) for key, item in value.items()}
+        if len(renamed) < len(value):
+            both = sorted(key for key in value if key in HASHED_AS and HASHED_AS[key] in value)
+            raise ValueError(f"recipe: holds {both} under both the new and the old name ({HASHED_AS})")
+        return renamed
+    if isinstance(value, (list, tuple)):
+        return [_as_frozen(item) for item in value]
+    return value
