@@ -38,7 +38,43 @@ less than wall time.
 
 The last line is ``family: claims=C held=H not_seen=N contradicted=X variants=V seeds=S``.
 
-Tuning runs: see the table ``--freeze`` prints (kept in ``results/family_tune.jsonl``).
+Tuning runs (78, in ``results/family_tune.jsonl``), as ``--freeze`` printed them::
+
+    validation accuracy at the end, tuning seeds [0, 1]: mean (worst seed); * the pick
+      length    GRPO                  lr 0.0005: 0.826 (0.818)*   lr 0.001: 0.824 (0.820)    lr 0.002: 0.820 (0.808)
+      length    Dr.GRPO               lr 0.0005: 0.825 (0.818)    lr 0.001: 0.825 (0.822)*   lr 0.002: 0.824 (0.814)
+      length    DAPO-token-mean       lr 0.0005: 0.826 (0.820)    lr 0.001: 0.830 (0.828)*   lr 0.002: 0.825 (0.816)
+      length    DAPO-overlong-filter  lr 0.0005: 0.822 (0.818)    lr 0.001: 0.822 (0.816)    lr 0.002: 0.826 (0.820)*
+      length    DAPO-soft-overlong    lr 0.0005: 0.546 (0.386)    lr 0.001: 0.567 (0.426)*   lr 0.002: 0.499 (0.264)
+      sparse    GRPO                  lr 0.001: 0.787 (0.762)    lr 0.002: 0.796 (0.792)*   lr 0.004: 0.493 (0.374)
+      sparse    DAPO-clip-higher      lr 0.001: 0.819 (0.814)*   lr 0.002: 0.755 (0.752)    lr 0.004: 0.571 (0.516)
+      sparse    DAPO-dyn-sampling     lr 0.001: 0.755 (0.722)    lr 0.002: 0.763 (0.688)*   lr 0.004: 0.533 (0.486)
+      drift     GRPO                  lr 0.001: 0.602 (0.530)*   lr 0.002: 0.424 (0.328)    lr 0.004: 0.076 (0.032)
+      drift     GSPO                  lr 0.001: 0.581 (0.536)*   lr 0.002: 0.531 (0.412)    lr 0.004: 0.297 (0.134)
+      drift     GMPO                  lr 0.001: 0.490 (0.416)*   lr 0.002: 0.319 (0.268)    lr 0.004: 0.129 (0.046)
+      drift     CISPO                 lr 0.001: 0.353 (0.342)*   lr 0.002: 0.223 (0.106)    lr 0.004: 0.020 (0.014)
+      drift     SAPO                  lr 0.001: 0.472 (0.430)*   lr 0.002: 0.311 (0.264)    lr 0.004: 0.060 (0.026)
+
+The report on ``family-1`` (104 runs, 2,420 CPU-s; each testbed's table is in notebook 11), the claims::
+
+    variant               testbed     effect [95% interval]       verdict
+    RLOO                  estimators  1.003 [0.999, 1.007]        held here
+    Dr.GRPO               estimators  -0.301 (exact)              held here
+    REINFORCE++           estimators  -0.270 [-0.284, -0.257]     held here
+    Dr.GRPO               length      -0.188 [-0.270, -0.106]     held here
+    DAPO-token-mean       length      +0.108 [+0.025, +0.191]     contradicted here
+    DAPO-overlong-filter  length      -0.007 [-0.013, -0.001]     contradicted here
+    DAPO-soft-overlong    length      -0.130 [-0.145, -0.116]     held here
+    DAPO-clip-higher      sparse      +0.001 [-0.024, +0.026]     not seen here
+    DAPO-dyn-sampling     sparse      -0.018 [-0.046, +0.011]     not seen here
+    GSPO                  drift       +0.055 [+0.020, +0.090]     held here
+    GMPO                  drift       -0.003 [-0.043, +0.038]     not seen here
+    CISPO                 drift       -0.076 [-0.150, -0.003]     contradicted here
+    SAPO                  drift       -0.047 [-0.090, -0.004]     contradicted here
+    family: claims=13 held=6 not_seen=3 contradicted=4 variants=14 seeds=8
+
+(The report run printed ``variants=15``: it counted the accuracy testbed's variants too, which have not run; the
+line now counts the variants measured, and rerunning the report from the stored runs prints 14.)
 
 Usage::
 
