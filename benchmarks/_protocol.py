@@ -55,6 +55,19 @@ def pick_setting(scores: dict[float, list[float]]) -> float:
     )
 
 
+def tuning_cells(scores: dict[float, list[float]], grid, n_seeds: int) -> str:
+    """One method's row of a tuning table: each setting's mean (worst seed), ``*`` on the rule's pick once the
+    grid is complete (every setting run on all ``n_seeds`` tuning seeds)."""
+    complete = len(scores) == len(grid) and all(len(v) == n_seeds for v in scores.values())
+    pick = pick_setting(scores) if complete else None
+    cells = []
+    for setting in grid:
+        v = scores.get(setting, [])
+        mark = "*" if setting == pick else " "
+        cells.append(f"lr {setting:g}: {sum(v) / len(v):.3f} ({min(v):.3f}){mark}" if v else f"lr {setting:g}: -")
+    return "   ".join(cells)
+
+
 def freeze(path: Path, recipes: dict[str, dict]) -> dict[str, str]:
     """Write ``recipes`` (name -> recipe) with their hashes to ``path``; return name -> hash."""
     hashes = {name: recipe_hash(recipe) for name, recipe in recipes.items()}

@@ -220,15 +220,7 @@ def print_tuning(path: Path, lrs, seeds) -> None:
     scores = tuning_scores(path, lrs, seeds)
     print(f"validation accuracy, tuning seeds {list(seeds)}: mean (worst seed); * the protocol's pick")
     for rung, (name, _) in enumerate(ladder.RUNGS):
-        by_lr = scores.get(rung, {})
-        complete = len(by_lr) == len(lrs) and all(len(v) == len(seeds) for v in by_lr.values())
-        pick = _protocol.pick_setting(by_lr) if complete else None
-        cells = []
-        for lr in lrs:
-            v = by_lr.get(lr, [])
-            mark = "*" if lr == pick else " "
-            cells.append(f"lr {lr:g}: {sum(v) / len(v):.3f} ({min(v):.3f}){mark}" if v else f"lr {lr:g}: -")
-        print(f"  {rung} {name:<22} " + "   ".join(cells))
+        print(f"  {rung} {name:<22} {_protocol.tuning_cells(scores.get(rung, {}), lrs, len(seeds))}")
 
 
 def freeze(args, files) -> None:

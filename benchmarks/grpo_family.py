@@ -259,15 +259,8 @@ def print_tuning(path: Path, args) -> None:
     for bed in args.testbeds:
         grid = lr_grid(bed, args.quick)
         for name in TESTBEDS[bed].variants:
-            by_lr = scores.get((bed, name), {})
-            complete = len(by_lr) == len(grid) and all(len(v) == len(args.tune_seeds) for v in by_lr.values())
-            pick = _protocol.pick_setting(by_lr) if complete else None
-            cells = []
-            for lr in grid:
-                v = by_lr.get(lr, [])
-                mark = "*" if lr == pick else " "
-                cells.append(f"lr {lr:g}: {sum(v) / len(v):.3f} ({min(v):.3f}){mark}" if v else f"lr {lr:g}: -")
-            print(f"  {bed:<9} {name:<21} " + "   ".join(cells))
+            cells = _protocol.tuning_cells(scores.get((bed, name), {}), grid, len(args.tune_seeds))
+            print(f"  {bed:<9} {name:<21} {cells}")
 
 
 def freeze(args, files) -> None:
