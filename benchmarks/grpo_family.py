@@ -76,6 +76,22 @@ The report on ``family-1`` (104 runs, 2,420 CPU-s; each testbed's table is in no
 (The report run printed ``variants=15``: it counted the accuracy testbed's variants too, which have not run; the
 line now counts the variants measured, and rerunning the report from the stored runs prints 14.)
 
+The control, ``--testbeds accuracy`` on ``family-2`` (60 tuning runs, 80 report runs, 1,868 CPU-s)::
+
+    accuracy: chapter 08's task and recipe (4 passes x 2 minibatches), 48 of its rounds; seeds 1210-1217; mean (std), accuracy's worst seed in brackets
+      variant               lr      recipe               accuracy                  KL              rounds              to 0.8           accuracy - GRPO
+      GRPO                  0.001   737c59a7  0.668 (0.167) [0.40]       0.378 (0.069)      48.000 (0.000)               never
+      PPO                   0.002   35badfa6  0.646 (0.163) [0.37]       0.372 (0.028)      48.000 (0.000)               never   -0.022 [-0.053, +0.010]
+      RLOO                  0.001   b1d368f1  0.675 (0.163) [0.41]       0.366 (0.086)      48.000 (0.000)               never   +0.008 [-0.013, +0.028]
+      REINFORCE++           0.002   c125623e  0.639 (0.178) [0.32]       0.394 (0.047)      48.000 (0.000)               never   -0.029 [-0.075, +0.017]
+      Dr.GRPO               0.002   451a6fba  0.669 (0.170) [0.39]       0.331 (0.044)      48.000 (0.000)               never   +0.001 [-0.038, +0.040]
+      DAPO                  0.001   7cbc432f  0.650 (0.164) [0.37]       0.564 (0.302)      42.375 (2.774)               never   -0.018 [-0.051, +0.016]
+      DAPO-clip-higher      0.001   5c59e693  0.654 (0.167) [0.36]       0.361 (0.083)      48.000 (0.000)               never   -0.014 [-0.031, +0.003]
+      DAPO-dyn-sampling     0.001   41f362aa  0.667 (0.167) [0.37]       0.377 (0.124)      43.500 (2.563)               never   -0.001 [-0.029, +0.027]
+      GSPO                  0.002   b214115d  0.647 (0.158) [0.37]       0.404 (0.343)      48.000 (0.000)               never   -0.021 [-0.062, +0.020]
+      CISPO                 0.001   30e8957e  0.632 (0.183) [0.30]       0.333 (0.040)      48.000 (0.000)               never   -0.036 [-0.068, -0.004]
+      above: none; below: CISPO; unresolved: PPO, RLOO, REINFORCE++, Dr.GRPO, DAPO, DAPO-clip-higher, DAPO-dyn-sampling, GSPO
+
 Usage::
 
     python benchmarks/grpo_family.py --tune --jobs 2        # length, sparse and drift: the tuning grid

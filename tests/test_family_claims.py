@@ -1,8 +1,11 @@
 """Chapter 11's claims and the rule that gives each its verdict (lectures.family_claims)."""
 
+import json
+from pathlib import Path
+
 import pytest
 
-from course_lib.lectures import family, family_claims
+from course_lib.lectures import family, family_claims, family_results
 from course_lib.lectures.family_claims import Claim, Effect, verdict
 
 
@@ -105,3 +108,26 @@ def test_judge_leaves_out_claims_without_runs_and_formats_the_rest():
     assert len(pending) == len(family_claims.CLAIMS) - 3 and all(c.testbed != "estimators" for c in pending)
     text = family_claims.format_pending(rows)
     assert text.count(family_claims.NOT_MEASURED) == len(pending)
+
+
+def test_the_shipped_reports_are_the_frozen_recipes_on_their_seed_sets():
+    """grpo_family_11.json (family-1: length, sparse, drift) and grpo_family_accuracy_11.json (family-2): every
+    run was made with its variant's frozen recipe, on every report seed of its set, and each set is spent on
+    exactly those recipes (benchmarks/seed_sets.json)."""
+    benchmarks = Path(__file__).resolve().parent.parent / "benchmarks"
+    ledger = json.loads((benchmarks / "seed_sets.json").read_text())["sets"]
+    shipped = [
+        (family_results.load_results(), "family_recipes.json"),
+        (family_results.load_accuracy_results(), "family_accuracy_recipes.json"),
+    ]
+    for results, recipes_file in shipped:
+        frozen = json.loads((benchmarks / "results" / recipes_file).read_text())
+        hashes = {key: entry["hash"] for key, entry in frozen.items()}
+        assert {key: entry["hash"] for key, entry in results["recipes"].items()} == hashes
+        assert ledger[results["seed_set"]]["spent_on"]["recipes"] == hashes
+        assert results["seeds"] == ledger[results["seed_set"]]["seeds"]
+        for key, h in hashes.items():
+            testbed, variant = key.split("/")
+            runs = [r for r in results["runs"] if r["testbed"] == testbed and r["variant"] == variant]
+            assert {r["recipe_hash"] for r in runs} == {h}, key
+            assert sorted(r["seed"] for r in runs) == results["seeds"], key

@@ -22,6 +22,7 @@ from course_lib.lectures.protocol import paired_difference, summary
 
 DATA = Path(__file__).resolve().parent / "data" / "grpo_family_11.json"
 ESTIMATOR_DATA = Path(__file__).resolve().parent / "data" / "grpo_family_estimators_11.json"
+ACCURACY_DATA = Path(__file__).resolve().parent / "data" / "grpo_family_accuracy_11.json"
 """``benchmarks/grpo_family.py --testbeds estimators --save``: the estimator testbed and the claims it settles."""
 
 COLUMNS = {
@@ -42,6 +43,11 @@ THRESHOLD = 0.8
 def load_results(path: Path | str | None = None) -> dict:
     """The shipped results of ``benchmarks/grpo_family.py --save`` (``data/grpo_family_11.json`` by default)."""
     return json.loads(Path(path or DATA).read_text())
+
+
+def load_accuracy_results(path: Path | str | None = None) -> dict:
+    """The shipped accuracy testbed, reported apart on seed set family-2 (``data/grpo_family_accuracy_11.json``)."""
+    return json.loads(Path(path or ACCURACY_DATA).read_text())
 
 
 def load_estimator_results(path: Path | str | None = None) -> dict:
