@@ -134,7 +134,7 @@ from course_lib.lectures.protocol import recipe_hash
 TUNE_SEEDS = (0, 1)
 REPORT_SETS = {"family-1": ("length", "sparse", "drift"), "family-2": ("accuracy",)}
 """The testbeds each report seed set is for. A set is spent once, on one set of recipes: family-1 was spent on the
-length, sparse and drift testbeds; the accuracy testbed, not run yet, reports on a set of its own, with its own
+length, sparse and drift testbeds; the accuracy testbed (the control) reports on a set of its own, with its own
 recipes and results files."""
 
 
