@@ -68,6 +68,21 @@ def tuning_cells(scores: dict[float, list[float]], grid, n_seeds: int) -> str:
     return "   ".join(cells)
 
 
+def run_stage(args, files: dict, tune, freeze, report) -> None:
+    """The stage the command line asked for (``--tune``, ``--freeze``, or the report); ``--quick`` runs all three
+    in order, the whole pipeline in one go. Each stage is the benchmark's own ``stage(args, files)``."""
+    if args.quick:
+        tune(args, files)
+        freeze(args, files)
+        report(args, files)
+    elif args.tune:
+        tune(args, files)
+    elif args.freeze:
+        freeze(args, files)
+    else:
+        report(args, files)
+
+
 def freeze(path: Path, recipes: dict[str, dict]) -> dict[str, str]:
     """Write ``recipes`` (name -> recipe) with their hashes to ``path``; return name -> hash."""
     hashes = {name: recipe_hash(recipe) for name, recipe in recipes.items()}

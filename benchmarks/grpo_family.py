@@ -483,16 +483,8 @@ def main() -> None:
     if args.quick:  # the whole pipeline, end to end, in a temporary folder, in this process
         args.jobs = 1
         args.tune_seeds = (0,)
-        tune(args, files)
-        freeze(args, files)
         args.save = args.save or results
-        report(args, files)
-    elif args.tune:
-        tune(args, files)
-    elif args.freeze:
-        freeze(args, files)
-    else:
-        report(args, files)
+    _protocol.run_stage(args, files, tune, freeze, report)
 
 
 if __name__ == "__main__":
