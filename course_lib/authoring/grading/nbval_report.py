@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import stat
 import sys
 import time
@@ -124,30 +123,109 @@ def pytest_runtest_call(item):
 
 
 MAX_RECORD = 64 << 20  # bytes of one record file (as course_lib.checks.recording reads them)
+CELL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,200}$")  # rebuild.record_folder's names: nothing else is a cell's folder
+FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+MAX_DEPTH = 8  # folders deeper than this inside a cell's folder are left to the scratch folder's removal
+
+
+# Everything below runs in pytest, as the grader (root, when it grades as root), on a folder the student's code
+# owns and can change at any moment: any part of ``scratch/records/<cell>/<file>`` may have been replaced by a link
+# to a host folder. So no path under the scratch folder is ever resolved by name. Each folder is opened relative
+# to the one above it (``dir_fd``) with O_NOFOLLOW, which refuses a link instead of following it, and every read
+# and every removal goes through those descriptors: what the grader touches is what it opened, inside the scratch.
+
+
+def _open_folder(name, parent: int | None = None) -> int | None:
+    """A descriptor of the folder ``name`` (relative to the open folder ``parent``), or None if it is not a real
+    folder: a link, a file, gone."""
+    try:
+        return os.open(name, FOLDER, dir_fd=parent)
+    except OSError:
+        return None
+
+
+def _entries(folder: int) -> list[tuple[str, bool]]:
+    """(name, is a real folder) for what the open folder holds, read once."""
+    with os.scandir(folder) as entries:
+        return [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries]
+
+
+def _copy_record(name: str, cell: int, target: Path) -> None:
+    """The regular file ``name`` of the open cell folder, copied into ``target`` (links, devices, pipes and files
+    over MAX_RECORD are skipped: the judge then finds no record)."""
+    try:
+        fd = os.open(name, FILE, dir_fd=cell)
+    except OSError:
+        return
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_RECORD:
+            (target / name).write_bytes(f.read(MAX_RECORD + 1)[:MAX_RECORD])
+
+
+def _remove(name: str, parent: int, depth: int = 0) -> None:
+    """Remove ``name`` from the open folder ``parent``: a link or a file is unlinked (never followed), a real folder
+    is emptied through its own descriptor first."""
+    try:
+        os.unlink(name, dir_fd=parent)
+        return
+    except IsADirectoryError:
+        pass  # a real folder (unlink refuses folders, and removes a link to one as a link)
+    except OSError:
+        return
+    folder = _open_folder(name, parent)
+    if folder is None or depth >= MAX_DEPTH:
+        if folder is not None:
+            os.close(folder)
+        return
+    try:
+        for child, _ in _entries(folder):
+            _remove(child, folder, depth + 1)
+    finally:
+        os.close(folder)
+    try:
+        os.rmdir(name, dir_fd=parent)
+    except OSError:
+        pass
 
 
 def take_records(scratch: Path, private: Path) -> None:
     """Move what the check cells recorded out of the kernel's reach: each file copied (a new file, not the kernel's
     inode, which a process of its might still hold open) into the grader's private folder, then removed from the
-    kernel's. Links, devices and oversized files are left behind (the judge then finds no record)."""
-    source = scratch / "records"
-    try:
-        cells = [e for e in os.scandir(source) if e.is_dir(follow_symlinks=False)]
-    except OSError:
+    kernel's. Nothing is followed through a link (see above): a ``records`` folder, a cell folder or a file that is
+    a link is left where it is, unread, and only the link itself is removed."""
+    top = _open_folder(scratch)
+    if top is None:
         return
-    for cell in cells:
-        target = private / "records" / cell.name
+    try:
+        records = _open_folder("records", top)
+        if records is None:  # none, or not a real folder: a link is removed as a link, its target never seen
+            _remove("records", top)
+            return
+    finally:
+        os.close(top)
+    try:
+        for name, is_folder in _entries(records):
+            if is_folder and CELL_NAME.match(name):
+                _take_cell(name, records, private / "records" / name)
+            _remove(name, records)
+    finally:
+        os.close(records)
+
+
+def _take_cell(name: str, records: int, target: Path) -> None:
+    """The files of one check cell's folder, copied into ``target``."""
+    cell = _open_folder(name, records)
+    if cell is None:
+        return
+    try:
         target.mkdir(parents=True, exist_ok=True)
-        for entry in os.scandir(cell.path):
-            try:
-                fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-            except OSError:
-                continue
-            with os.fdopen(fd, "rb") as f:
-                info = os.fstat(f.fileno())
-                if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_RECORD:
-                    (target / entry.name).write_bytes(f.read(MAX_RECORD + 1)[:MAX_RECORD])
-        shutil.rmtree(cell.path, ignore_errors=True)
+        for file_name, is_folder in _entries(cell):
+            if not is_folder:
+                _copy_record(file_name, cell, target)
+    finally:
+        os.close(cell)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -263,11 +263,11 @@ def _give_key(scratch: Path, sandbox: Sandbox | None, key: bytes, pipe: int) -> 
     """The run's key and the guard's pipe, in a file of the kernel's that its first cell reads and deletes."""
     path = scratch / guard.KEY_FILE
     path.unlink(missing_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(f"{key.hex()} {pipe}")
-    if sandbox is not None and sandbox.uid is not None:
-        os.chown(path, sandbox.uid, sandbox.gid)
+        if sandbox is not None and sandbox.uid is not None:
+            os.fchown(f.fileno(), sandbox.uid, sandbox.gid)  # the file opened, not a name that could be a link now
 
 
 def _drain(fd: int) -> bytes:
