@@ -63,8 +63,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from course_lib.authoring.grading.canonical import load_solutions
-from course_lib.authoring.grading.feedback_pages import write_feedback
-from course_lib.authoring.grading.gradebook import LAYOUTS, check_roster, read_roster, write_gradebook
+from course_lib.authoring.grading.gradebook import LAYOUTS, read_roster
+from course_lib.authoring.grading.hand_back import hand_back
 from course_lib.authoring.grading.report import COLUMNS, append_rows, read_rows, summary_markdown, write_log
 from course_lib.authoring.grading.runner import child_env
 from course_lib.authoring.grading.sandbox import NAMESPACES, Sandbox, address_space, source_free_course
@@ -131,15 +131,8 @@ def _parser() -> argparse.ArgumentParser:
         default=True,
         help="write DIR/feedback/<student>.md and .html, one page per student (default: on)",
     )
-    parser.add_argument(
-        "--lms", choices=LAYOUTS, default="generic", help="layout of DIR/gradebook.csv (default: generic)"
-    )
-    parser.add_argument(
-        "--roster",
-        type=Path,
-        metavar="FILE",
-        help="CSV mapping each student's folder or file name (column 'submitted as') to the LMS's ids",
-    )
+    parser.add_argument("--lms", choices=LAYOUTS, default="generic", help="gradebook.csv's layout (default: generic)")
+    parser.add_argument("--roster", type=Path, metavar="FILE", help="CSV: students' names ('submitted as') to LMS ids")
     return parser
 
 
@@ -166,8 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.solutions.is_dir():
         return _fail(f"no solutions folder at {args.solutions} (use --solutions DIR)")
     try:
-        roster = read_roster(args.roster) if args.roster else None
-        check_roster(roster, args.lms)
+        roster = read_roster(args.roster, args.lms) if args.roster else None
     except ValueError as error:
         return _fail(str(error))
     canonical, problems = load_solutions(args.solutions, args.hidden if args.hidden.is_dir() else None)
@@ -244,25 +236,13 @@ def main(argv: list[str] | None = None) -> int:
         summary_markdown(results, header), encoding="utf-8", errors="backslashreplace"
     )  # a file name need not be UTF-8
     print(f"{header}\nwrote {csv_path}, {args.out / 'summary.md'} and {len(fresh)} log(s)")
-    _hand_back(args, canonical, roster, csv_path)
+    done, warnings = hand_back(args.out, canonical, args.lms, roster, args.feedback, ROOT / "notebooks")
+    print("\n".join(done))
+    for warning in warnings:
+        print(f"course_lib.grade: warning: {warning}", file=sys.stderr)
     if fresh and all(_grader_failed(r) for r in fresh):
         return _fail("no submission could be graded (see the logs: did the kernel start?)")
     return 0
-
-
-def _hand_back(args, canonical, roster, csv_path: Path) -> None:
-    """gradebook.csv and the feedback pages, from every row of grades.csv (this run's and a resumed run's)."""
-    rows = read_rows(csv_path)
-    unmapped, absent = write_gradebook(rows, args.out / "gradebook.csv", args.lms, roster)
-    print(f"wrote {args.out / 'gradebook.csv'} ({args.lms})")
-    if unmapped:
-        left = " (left out of the gradebook)" if args.lms != "generic" else ""
-        print(f"course_lib.grade: warning: not in the roster{left}: {', '.join(unmapped)}", file=sys.stderr)
-    if absent:
-        print(f"course_lib.grade: warning: in the roster, no submission: {', '.join(absent)}", file=sys.stderr)
-    if args.feedback:
-        pages = write_feedback(rows, canonical, args.out / "feedback", ROOT / "notebooks")
-        print(f"wrote {len(pages)} feedback page(s) to {args.out / 'feedback'} (.md and .html)")
 
 
 def _resumed(previous, jobs) -> list[Graded]:

@@ -47,8 +47,8 @@ class Roster:
     by_student: dict[str, dict[str, str]]  # grader's name -> {column: value}
 
 
-def read_roster(path: Path) -> Roster:
-    """Read ``roster.csv``; ``ValueError`` naming the problem when it cannot be used."""
+def read_roster(path: Path, layout: str = "generic") -> Roster:
+    """Read ``roster.csv`` for ``layout``; ``ValueError`` naming the problem when it cannot be used."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:  # -sig: a spreadsheet's byte-order mark
             reader = csv.DictReader(f)
@@ -68,7 +68,9 @@ def read_roster(path: Path) -> Roster:
         if name in by_student:
             raise ValueError(f"--roster {path}: {name!r} is in the {KEY!r} column twice")
         by_student[name] = record
-    return Roster([c for c in fields if c != KEY], by_student)
+    roster = Roster([c for c in fields if c != KEY], by_student)
+    check_roster(roster, layout)
+    return roster
 
 
 def check_roster(roster: Roster | None, layout: str) -> None:
