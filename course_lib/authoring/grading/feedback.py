@@ -26,8 +26,8 @@ from pathlib import Path
 from course_lib.authoring.grading.canonical import Canonical
 from course_lib.authoring.grading.verdict import Row
 
-# A path with at least two parts (`/tmp/x`, `/home/bob/00_warmup.ipynb`); a lone `/` in maths (`a / b`) is not one.
-ABSOLUTE_PATH = re.compile(r"(?<![\w.)\]])/(?:[\w.@+~-]+/)+[\w.@+~-]*")
+# A path with at least two parts (`/tmp/x`, `/home/bob/00_warmup.ipynb`); not a lone `/` in maths (`a / b`), not a URL.
+ABSOLUTE_PATH = re.compile(r"(?<![\w.)\]:/])/(?:[\w.@+~-]+/)+[\w.@+~-]*")
 # Statuses whose message is for the instructor only: the student gets this sentence instead.
 INSTEAD = {
     "symlink": "the file you sent is a symbolic link, not a notebook: send the notebook file itself",
