@@ -72,7 +72,7 @@ def md_exercises(page: str) -> dict[str, tuple[str, str]]:
     found = {}
     for block in page.split("\n### ")[1:]:
         heading, _, rest = block.partition("\n")
-        exercise = re.search(r"\(`(\w*)`\)$", heading)
+        exercise = re.search(r"`(\w+)`\)?$", heading)
         score = re.search(r"^\*\*(.+)\*\*$", rest, re.M).group(1)
         message = re.search(r"^> (.*)$", rest, re.M).group(1)
         found[exercise.group(1) if exercise else ""] = (score, message)
@@ -83,7 +83,7 @@ def html_exercises(page: str) -> dict[str, str]:
     """exercise id -> its score line, as the HTML page shows it."""
     found = {}
     for section in re.findall(r'<section class="\w+">(.*?)</section>', page, re.S):
-        exercise = re.search(r"\(<code>(\w*)</code>\)</h3>", section)
+        exercise = re.search(r"<code>(\w+)</code>\)?</h3>", section)
         score = re.search(r"<p><strong>(.+?)</strong></p>", section).group(1)
         found[exercise.group(1) if exercise else ""] = html.unescape(score)
     return found

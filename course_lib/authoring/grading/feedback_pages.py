@@ -39,8 +39,9 @@ def heading(ex: ExerciseResult) -> str:
     mark = PASSED_MARK if ex.status == "passed" else OTHER_MARK
     if not ex.exercise:
         return f"{mark} The whole notebook"
-    label = f"Exercise {ex.number}: {ex.title}" if ex.number else ex.title or ex.exercise
-    return f"{mark} {label} (`{ex.exercise}`)"
+    if not ex.number:  # a notebook with no solution to grade against: its exercise's id is all there is
+        return f"{mark} `{ex.exercise}`"
+    return f"{mark} Exercise {ex.number}: {ex.title} (`{ex.exercise}`)"
 
 
 def next_steps(ex: ExerciseResult) -> str:
