@@ -50,6 +50,8 @@ NEXT_STEP = {
     "symlink": "send the notebook file itself",
     "grader error": "nothing: your instructor will grade this file again",
 }
+# Statuses about the student's code, where rereading the lecture helps (not a file sent under the wrong name).
+REREAD = {"failed", "not attempted", "error", "timeout", "over the memory limit"}
 
 
 @dataclass
@@ -64,7 +66,7 @@ class ExerciseResult:
     max_points: float
     message: str
     next_step: str  # "" when passed
-    reread: str  # "" when passed or when the exercise names no section
+    reread: str  # "" when passed, when the file itself was the problem, or when the exercise names no section
 
 
 @dataclass
@@ -81,6 +83,8 @@ class NotebookResult:
 
 @dataclass
 class Page:
+    """One student's page: every notebook they sent, in name order."""
+
     student: str
     notebooks: list[NotebookResult]
 
@@ -144,7 +148,10 @@ def best_submissions(rows: list[Row]) -> dict[tuple[str, str], list[list[Row]]]:
     return grouped
 
 
-def notebook_result(submissions: list[list[Row]], canonical: Canonical | None, lectures) -> NotebookResult:
+def notebook_result(
+    submissions: list[list[Row]], canonical: Canonical | None, lectures: dict[str, str]
+) -> NotebookResult:
+    """What the page says of one notebook: the submission that counts, exercise by exercise."""
     counted = submissions[0]
     first = counted[0]
     order = list(canonical.exercises) if canonical is not None else []
@@ -168,7 +175,7 @@ def notebook_result(submissions: list[list[Row]], canonical: Canonical | None, l
                 max_points=row.max_points,
                 message=student_message(row),
                 next_step="" if passed else NEXT_STEP.get(row.status, "look at the message above"),
-                reread="" if passed else reread_of(canonical, row.exercise, lectures),
+                reread=reread_of(canonical, row.exercise, lectures) if row.status in REREAD else "",
             )
         )
     return result
