@@ -219,3 +219,24 @@ def test_the_edge_step_lies_past_the_edge_at_the_edges_ratio(grid, index):
         assert step > grid[-1] and step / grid[-1] == pytest.approx(grid[-1] / grid[-2])
     else:
         assert step is None
+
+
+# --- version 1's ladder, read by version 2's rules (benchmarks/capstone.py --plan) --------------------------------
+
+
+def test_the_shipped_ladder_read_by_version_2():
+    """ladder_08.json (protocol v1, ladder-1): GRPO - PPO's paired sd asks for 23 seeds at ±0.03; read together
+    with Holm's correction, none of the six steps is resolved, and rung 4 is level with GRPO."""
+    from course_lib.lectures import ladder
+
+    results = ladder.load_ladder()
+    assert protocol.protocol_version(results) == 1
+    plan = ladder.ladder_plan(results)
+    assert "from protocol v1's ladder-1 (8 seeds)" in plan and "GRPO - PPO                     paired sd 0.069" in plan
+    assert "needs 23 seeds" in plan and "needs 18 seeds" in plan
+    steps = ladder.ladder_steps(results)
+    assert len(steps) == 6 and sum(d.excludes_zero() for d in steps.values()) == 1  # the warm-up's, alone
+    assert max(holm([d.p_value() for d in steps.values()])) == 1.0
+    assert all(q >= 0.05 for q in holm([d.p_value() for d in steps.values()]))
+    warm_up = paired_difference(ladder.rung_scores(results, 0), ladder.rung_scores(results, 4))
+    assert str(warm_up) == "+0.001±0.058" and not warm_up.excludes_zero()
