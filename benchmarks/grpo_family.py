@@ -127,7 +127,7 @@ import _protocol  # benchmarks/ is the script's folder, so its sibling modules i
 import _results
 import torch
 
-from course_lib.lectures import family_claims, family_results, family_testbeds, group_estimators
+from course_lib.lectures import family_caveats, family_claims, family_results, family_testbeds, group_estimators
 from course_lib.lectures.family import TESTBEDS, TRAINED
 from course_lib.lectures.protocol import recipe_hash
 
@@ -374,6 +374,7 @@ def report(args, files) -> None:
     judged = family_claims.judge(table, runs)
     print()
     print(family_claims.format_claims(judged))
+    print_matched(judged, recipes, _protocol.load_runs(files["tune"]))
     print_totals(runs, table)
     if args.save is not None:
         save(args, files, frozen, table, runs, judged, seeds, time.perf_counter() - start)
@@ -389,6 +390,22 @@ def report(args, files) -> None:
 # ---------------------------------------------------------------------------
 # What the report prints and saves
 # ---------------------------------------------------------------------------
+
+
+def print_matched(judged: list[dict], recipes: dict, tuning: list[dict]) -> None:
+    """PROTOCOL.md, rule 7: each claim whose variant and baseline were frozen at different rates, read again at
+    every rate both were tuned at (the tuning runs, paired by tuning seed)."""
+    testbeds = family_caveats.recipes_testbeds(recipes)
+    mixed = [
+        row["claim"]
+        for row in judged
+        if row["claim"].testbed in testbeds
+        and recipes[f"{row['claim'].testbed}/{row['claim'].variant}"]["lr"]
+        != recipes[f"{row['claim'].testbed}/{row['claim'].baseline}"]["lr"]
+    ]
+    if mixed:
+        print()
+        print(family_caveats.format_matched(mixed, judged, recipes, tuning))
 
 
 def print_totals(runs: list[dict], table: dict) -> None:
@@ -422,10 +439,16 @@ def claims_data(judged: list[dict]) -> list[dict]:
     ]
 
 
+TUNING_FINAL = ("length_wrong", "truncated", "entropy")
+"""The claims' ``final.*`` numbers each tuning record keeps, for the same differences at matched learning rates
+(``family_caveats``; PROTOCOL.md, rule 7)."""
+
+
 def save(args, files, frozen, table, runs, judged, seeds, seconds) -> None:
     """``grpo_family_11.json``: the estimator testbed, every report run, the claims and verdicts, the tuning runs."""
     claims = claims_data(judged)
-    tuning = [{k: r[k] for k in ("testbed", "variant", "lr", "seed", "score", "cpu_seconds")}
+    tuning = [{**{k: r[k] for k in ("testbed", "variant", "lr", "seed", "score", "cpu_seconds")},
+               "final": {k: v for k, v in r["final"].items() if k in TUNING_FINAL}}
               for r in _protocol.load_runs(files["tune"])]  # fmt: skip
     results = {
         "seed_set": args.report_set,

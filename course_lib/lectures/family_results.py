@@ -17,6 +17,7 @@ import math
 from pathlib import Path
 
 from course_lib.lectures.family import TESTBEDS, TRAINED, VARIANTS
+from course_lib.lectures.family_caveats import claim_caveats
 from course_lib.lectures.family_claims import CLAIMS, NOT_MEASURED, effect_text, read
 from course_lib.lectures.protocol import paired_difference, summary
 
@@ -145,10 +146,11 @@ def cpu_seconds(runs: list[dict], estimator_cpu: float = 0.0) -> dict[str, dict]
     return out
 
 
-def format_claims_kept(judged: list[dict]) -> str:
+def format_claims_kept(judged: list[dict], results: dict | None = None) -> str:
     """The table a learner keeps: every claim of ``family_claims.CLAIMS`` in order, with its paper, its testbed and
     its verdict, the measured effect beside it (``family_claims.judge``'s rows), or ``NOT_MEASURED`` where its
-    testbed has no report runs yet."""
+    testbed has no report runs yet. With ``results`` (the shipped report: its recipes and tuning runs), each
+    verdict's caveats under it (``family_caveats.claim_caveats``: different tuned rates, a rate at the grid's edge)."""
     by_claim = {id(row["claim"]): row for row in judged}
     lines = [f"{'variant':<21} {'testbed':<11} verdict (effect [95% interval]; see the claims' table for the measure)"]
     for claim in CLAIMS:
@@ -156,6 +158,9 @@ def format_claims_kept(judged: list[dict]) -> str:
         verdict = NOT_MEASURED if row is None else f"{row['verdict']} here: {effect_text(claim, row['effect'])}"
         lines.append(f"{claim.variant:<21} {claim.testbed:<11} {verdict}")
         lines.append(f"    {VARIANTS[claim.variant]['paper']}: {claim.claim}")
+        if row is not None and results is not None:
+            for caveat in claim_caveats(claim, row["effect"], results["recipes"], results["tuning"]):
+                lines.append(f"    caveat: {caveat}")
     return "\n".join(lines)
 
 
