@@ -48,3 +48,6 @@ def test_the_shipped_verdicts_carry_their_caveats():
     assert text.count("caveat: picked at the grid's edge (0.001, 0.002, 0.004): ") == 5  # sparse 1 + drift 4
     assert text.count("SAPO 0.001 (lowest), GRPO 0.001 (lowest)") == 1
     assert "caveat" not in family_results.format_claims_kept(judged)  # without the results: the table as before
+    # Holm over the ten trained intervals: only Dr. GRPO's and the soft punishment's verdicts stay resolved
+    assert text.count("trained intervals (Holm's correction)") == 5  # GSPO held; four contradicted
+    assert "with the other 9 trained intervals (Holm's correction), p 0.127: unresolved" in text  # the token mean
