@@ -4,6 +4,7 @@ edge rule and the same difference at matched learning rates. Hand-computed cases
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -240,3 +241,17 @@ def test_the_shipped_ladder_read_by_version_2():
     assert all(q >= 0.05 for q in holm([d.p_value() for d in steps.values()]))
     warm_up = paired_difference(ladder.rung_scores(results, 0), ladder.rung_scores(results, 4))
     assert str(warm_up) == "+0.001±0.058" and not warm_up.excludes_zero()
+
+
+def test_version_2s_seed_sets_are_new_unspent_and_large_enough():
+    """PROTOCOL.md rule 4: version 2's reports use sets no run has used, with at least the seeds rule 6 asks;
+    ladder-3 holds GRPO - PPO's 23 (for ±0.03) with one to spare."""
+    from course_lib.lectures import ladder
+
+    sets = json.loads(_protocol.SEED_SETS.read_text())["sets"]
+    new = ("ladder-3", "critic-1", "family-3", "reasoning-2")
+    assert all("spent_on" not in sets[name] for name in new)
+    used = {seed for name, entry in sets.items() if name not in new for seed in entry["seeds"]}
+    assert not used & {seed for name in new for seed in sets[name]["seeds"]}
+    needed = seeds_for_half_width(ladder.paired_sd(ladder.load_ladder(), 6, 0), 0.03).n
+    assert len(sets["ladder-3"]["seeds"]) >= needed == 23
