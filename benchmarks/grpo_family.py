@@ -73,6 +73,9 @@ The report on ``family-1`` (104 runs, 2,420 CPU-s; each testbed's table is in no
     SAPO                  drift       -0.047 [-0.090, -0.004]     contradicted here
     family: claims=13 held=6 not_seen=3 contradicted=4 variants=14 seeds=8
 
+(The report run printed ``variants=15``: it counted the accuracy testbed's variants too, which have not run; the
+line now counts the variants measured, and rerunning the report from the stored runs prints 14.)
+
 Since protocol v2 (rule 7) the report also prints each claim whose variant and GRPO were frozen at different rates,
 read again at every rate both were tuned at; from the v1 tuning runs (two seeds, validation), for the length
 testbed::
@@ -87,12 +90,10 @@ testbed::
           at lr 0.001  -0.004  (seeds [0, 1]: -0.006, -0.002)
           at lr 0.002  -0.099  (seeds [0, 1]: -0.128, -0.070)
 
-(and the overlong filter, the soft punishment and clip-higher likewise: notebook 11 prints them). Read together with
+(and the overlong filter's, the soft punishment's and, on the sparse testbed, clip-higher's likewise; notebook 11
+prints the length testbed's, and its table to keep every verdict's caveat). Read together with
 Holm's correction (rule 8), only Dr. GRPO's length and the soft punishment's cut-off share stay resolved among the ten
 trained claims; the table to keep (``family_results.format_claims_kept(judged, results)``) carries each caveat.
-
-(The report run printed ``variants=15``: it counted the accuracy testbed's variants too, which have not run; the
-line now counts the variants measured, and rerunning the report from the stored runs prints 14.)
 
 The control, ``--testbeds accuracy`` on ``family-2`` (60 tuning runs, 80 report runs, 1,868 CPU-s)::
 
