@@ -38,6 +38,15 @@ def append_run(path: Path, record: dict) -> None:
         os.fsync(f.fileno())
 
 
+def runs_version(runs: list[dict]) -> int:
+    """The protocol the runs were made under: their ``"protocol"`` key, 1 where there is none (every run made
+    before version 2); runs of two versions in one file are refused, so that no table mixes them."""
+    versions = {run.get("protocol", 1) for run in runs}
+    if len(versions) > 1:
+        raise SystemExit(f"runs of protocol versions {sorted(versions)} in one file: keep each version's runs apart")
+    return versions.pop() if versions else 1
+
+
 def run_key(record: dict, fields: tuple[str, ...]) -> tuple:
     """The fields that identify a run (its method, setting and seed), to skip runs already done."""
     return tuple(record[field] for field in fields)

@@ -247,7 +247,8 @@ def tuning_scores(path: Path, lrs, seeds) -> dict[int, dict[float, list[float]]]
 
 def print_tuning(path: Path, lrs, seeds) -> None:
     scores = tuning_scores(path, lrs, seeds)
-    print(f"validation accuracy, tuning seeds {list(seeds)}: mean (worst seed); * the protocol's pick")
+    version = _protocol.runs_version(_protocol.load_runs(path))
+    print(f"validation accuracy, tuning seeds {list(seeds)} (protocol v{version}): mean (worst seed); * the pick")
     for rung, (name, _) in enumerate(ladder.RUNGS):
         print(f"  {rung} {name:<22} {_protocol.tuning_cells(scores.get(rung, {}), lrs, len(seeds))}")
 
@@ -289,10 +290,14 @@ def report(args, files) -> None:
 
 def print_report(path: Path, frozen: dict, seeds) -> list[dict]:
     by_rung: dict[int, dict[int, float]] = {}
+    version = _protocol.runs_version(_protocol.load_runs(path))
     for r in _protocol.load_runs(path):
         if r["seed"] in seeds and r["recipe_hash"] == frozen[str(r["rung"])]["hash"]:
             by_rung.setdefault(r["rung"], {})[r["seed"]] = r["score"]
-    print(f"test accuracy (greedy), seeds {list(seeds)}; step: paired difference to the rung before, 95% t-interval")
+    print(
+        f"test accuracy (greedy), seeds {list(seeds)} (protocol v{version}); step: paired difference to the rung "
+        "before, 95% t-interval"
+    )
     rows = []
     for rung, (name, _) in enumerate(ladder.RUNGS):
         scores = by_rung.get(rung, {})

@@ -290,7 +290,11 @@ def tuning_scores(path: Path, args) -> dict:
 
 def print_tuning(path: Path, args) -> None:
     scores = tuning_scores(path, args)
-    print(f"validation accuracy at the end, tuning seeds {list(args.tune_seeds)}: mean (worst seed); * the pick")
+    version = _protocol.runs_version(_protocol.load_runs(path))
+    print(
+        f"validation accuracy at the end, tuning seeds {list(args.tune_seeds)} (protocol v{version}): "
+        "mean (worst seed); * the pick"
+    )
     for bed in args.testbeds:
         grid = lr_grid(bed, args.quick)
         for name in TESTBEDS[bed].variants:

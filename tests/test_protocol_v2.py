@@ -255,3 +255,12 @@ def test_version_2s_seed_sets_are_new_unspent_and_large_enough():
     assert not used & {seed for name in new for seed in sets[name]["seeds"]}
     needed = seeds_for_half_width(ladder.paired_sd(ladder.load_ladder(), 6, 0), 0.03).n
     assert len(sets["ladder-3"]["seeds"]) >= needed == 23
+
+
+def test_runs_without_a_version_are_version_1_and_versions_never_mix():
+    assert _protocol.runs_version([]) == 1
+    assert _protocol.runs_version([{"seed": 1}, {"seed": 2, "protocol": 1}]) == 1
+    assert _protocol.runs_version([{"protocol": 2}]) == 2
+    with pytest.raises(SystemExit, match="versions \\[1, 2\\]"):
+        _protocol.runs_version([{"seed": 1}, {"protocol": 2}])
+    assert _protocol.runs_version(_protocol.load_runs(_protocol.RESULTS / "ladder_report.jsonl")) == 1
