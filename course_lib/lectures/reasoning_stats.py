@@ -163,3 +163,49 @@ def measure_warm_up(
         **stats,
         "seconds": time.perf_counter() - start,
     }
+
+
+# ---------------------------------------------------------------------------
+# How strongly the answer depends on the work: a dependence measure, per seed
+# ---------------------------------------------------------------------------
+
+
+def work_answer_counts(stats: dict, n_samples: int) -> dict[str, int]:
+    """The scratchpads of :func:`sample_stats` as a 2 x 2 table: work (every total right or not) by answer.
+
+    ``stats`` keeps shares, not counts; ``n_samples`` (prompts x samples per prompt: 50 x 64 = 3,200 in the shipped
+    report) turns them back into whole counts. Returns ``right_work_right``, ``right_work_wrong``,
+    ``wrong_work_right`` and ``wrong_work_wrong``.
+    """
+    _validate.require_int("n_samples", n_samples, minimum=1)
+    scratchpads = _whole(stats["share"]["scratchpad"] * n_samples, n_samples)
+    right_work = _whole(stats["totals_right"] * scratchpads, n_samples) if scratchpads else 0
+    wrong_work = scratchpads - right_work
+    right_after_right = _whole(stats["accuracy_given_totals"]["right"] * right_work, n_samples) if right_work else 0
+    right_after_wrong = _whole(stats["accuracy_given_totals"]["wrong"] * wrong_work, n_samples) if wrong_work else 0
+    return {
+        "right_work_right": right_after_right,
+        "right_work_wrong": right_work - right_after_right,
+        "wrong_work_right": right_after_wrong,
+        "wrong_work_wrong": wrong_work - right_after_wrong,
+    }
+
+
+def _whole(count: float, n_samples: int) -> int:
+    if abs(count - round(count)) > 1e-3:
+        raise ValueError(f"n_samples: {n_samples} does not turn the shares back into whole counts (got {count:.4f})")
+    return round(count)
+
+
+def work_answer_log_odds(stats: dict, n_samples: int) -> float:
+    """The log-odds ratio of a right answer given right work against given wrong work, among scratchpads:
+    ``log[(a / b) / (c / d)]`` over :func:`work_answer_counts`' cells, each plus 0.5 (Haldane and Anscombe's
+    correction, so that an empty cell gives a finite value).
+
+    0: the answer is as often right after wrong work as after right work (no dependence); the larger, the more the
+    answer follows the work. Unlike a difference of two accuracies, it does not move just because both rise.
+    """
+    cells = work_answer_counts(stats, n_samples)
+    a, b = cells["right_work_right"] + 0.5, cells["right_work_wrong"] + 0.5
+    c, d = cells["wrong_work_right"] + 0.5, cells["wrong_work_wrong"] + 0.5
+    return float(np.log(a / b) - np.log(c / d))
