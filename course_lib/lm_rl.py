@@ -359,22 +359,13 @@ def update(cfg: LMRLConfig, run: Run, optimizer, batch: dict) -> dict:
 
 
 # --- 7. The loop ---
-
-_LOGGED_AFTER_UPDATE = (
-    "loss",
-    "loss_on_policy",
-    "clip_fraction",
-    "silenced",
-    "silenced_low_prob",
-    "grad_norm",
-    "entropy",
-)
+_UPDATE_KEYS = ("loss", "loss_on_policy", "clip_fraction", "silenced", "silenced_low_prob", "grad_norm", "entropy")
 
 
 def _log_round(history: dict, cfg: LMRLConfig, stats: dict, info: dict, lr: float, seconds: float, completions: int):
     """Append one round's row to ``history``: its statistics, the update's diagnostics, the running totals."""
     row = {**stats, "lr": lr, "seconds": seconds, "completions": completions}
-    for key in _LOGGED_AFTER_UPDATE:
+    for key in _UPDATE_KEYS:  # what each round logs of its update
         row[key] = info.get(key, float("nan"))  # nan: a round with no group to train on
     if cfg.algo == "ppo":
         row["value_loss"] = info.get("value_loss", float("nan"))
