@@ -91,8 +91,12 @@ def test_sample_completions_shapes_and_adjacent_groups(loaded):
 
 
 def _config(**overrides):
-    base = dict(iterations=2, prompts_per_step=2, group_size=4, max_new_tokens=6, update_epochs=2, save_every=1)
-    return loop.HFGRPOConfig(**{**base, **overrides})
+    rl = dict(iterations=2, prompts_per_step=2, group_size=4, max_new_tokens=6, update_epochs=2)
+    own = {"save_every": 1}
+    for name in ("save_every", "reward_weights"):  # HFGRPOConfig's own fields; the rest are the loop's (rl)
+        if name in overrides:
+            own[name] = overrides.pop(name)
+    return loop.HFGRPOConfig(rl=loop.hf_rl_config(**{**rl, **overrides}), **own)
 
 
 def test_two_steps_train_save_and_reload(tiny_qwen, tmp_path):
@@ -203,7 +207,7 @@ def test_tokenizer_without_eos_or_pad_names_tokenizer(loaded):
 
 def test_group_of_one_names_group_size(loaded):
     model, tokenizer = loaded
-    with pytest.raises(ValueError, match="^group_size: expected at least 2"):
+    with pytest.raises(ValueError, match="^group_size: GRPO needs at least 2"):  # LMRLConfig.validate's
         loop.train(model, tokenizer, data.load_problems(n=2), _config(group_size=1), progress=False)
     with pytest.raises(ValueError, match="^group_size"):
         main(["--model", "/no/such/folder", "--group-size", "1"])  # checked before the model is even loaded
