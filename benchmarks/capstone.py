@@ -340,16 +340,23 @@ def update_memory(lm, task, split, cfg: capstone.CapstoneConfig, rung: int) -> d
     prompts = task.prompts(split["train"])
     tok = task.tokenizer
     reward_fn = capstone._reward_fn(task, prompts, cfg.reward)
-    g = torch.Generator().manual_seed(0)
-    batch, _ = lm_rl.rollout(
-        rl, policy, ref, value_model, reward_fn, prompts, None, tok.eos_id, tok.pad_id, g, tok.pad_id
+    run = lm_rl.Run(
+        policy=policy,
+        ref=ref,
+        value_model=value_model,
+        reward_fn=reward_fn,
+        prompt_ids=prompts,
+        prompt_mask=None,
+        eos_id=tok.eos_id,
+        pad_id=tok.pad_id,
+        scored_pad=tok.pad_id,
+        generator=torch.Generator().manual_seed(0),
     )
+    batch, _ = lm_rl.rollout(rl, run)
     idx = torch.arange(-(-batch["mask"].shape[0] // rl.num_minibatches))
 
     def step():
-        loss, _ = lm_rl.minibatch_loss(
-            rl, policy, value_model, batch, idx, len(idx), batch["mask"][idx].sum(), tok.pad_id
-        )
+        loss, _ = lm_rl.minibatch_loss(rl, run, batch, idx, len(idx), batch["mask"][idx].sum())
         loss.backward()
         optimizer.step()
 

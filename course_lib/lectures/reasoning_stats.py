@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from course_lib import _validate, lm_rl
+from course_lib import _validate, lm_sampling
 from course_lib._threads import one_thread
 from course_lib.lectures.protocol import paired_difference
 from course_lib.lectures.reasoning import ReasoningConfig, pass_at_k, style_share, warm_up_reasoning
@@ -43,7 +43,7 @@ def sample_completions(
     g = torch.Generator().manual_seed(seed)
     tok = task.tokenizer
     outs = [
-        lm_rl.sample_completions(
+        lm_sampling.sample_completions(
             lm,
             flat[s : s + chunk],
             None,
@@ -84,10 +84,10 @@ def sample_stats(
         prompts, completions = sample_completions(lm, task, pairs, n_samples, temperature, seed)
         rewards = task.score(prompts[:, None, :], completions)  # (N, G)
         labels = task.styles(completions)  # (N, G)
-        lengths = lm_rl.completion_mask(completions, task.tokenizer.eos_id).sum(-1)  # (N, G)
+        lengths = lm_sampling.completion_mask(completions, task.tokenizer.eos_id).sum(-1)  # (N, G)
         totals = task.totals_right(prompts[:, None, :], completions).numpy()  # (N, G)
         tok = task.tokenizer
-        greedy = lm_rl.sample_completions(
+        greedy = lm_sampling.sample_completions(
             lm, prompts, None, 1, task.max_new_tokens, tok.eos_id, tok.pad_id, greedy=True
         )
     out = {"share": {}, "accuracy_by_style": {}, "length_by_style": {}}
