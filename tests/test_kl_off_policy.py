@@ -106,3 +106,16 @@ def test_batch_drift_trainer_trains_as_the_plain_one_and_records_one_drift_per_r
     assert len(drifting.batch_drift) == 3
     assert all(d >= 0 for d in drifting.batch_drift)
     assert drifting.batch_drift[0] > 0  # ten steps on a batch move the policy
+
+
+def test_committed_runs_are_complete():
+    import json
+    from pathlib import Path
+
+    path = Path(ko.__file__).parent / "data" / "kl_in_loss_06.json"
+    runs = json.loads(path.read_text())
+    assert runs["meta"]["seeds"] == 8
+    assert len(runs["runs"]) == 4
+    for rows in runs["runs"].values():
+        assert len(rows) == 8
+        assert all(len(row["batch_drift"]) == 100 and min(row["batch_drift"]) >= 0 for row in rows)
