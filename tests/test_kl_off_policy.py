@@ -104,7 +104,7 @@ def test_batch_drift_trainer_trains_as_the_plain_one_and_records_one_drift_per_r
     drifting = ko.BatchDriftGRPOTrainer.for_sorting(config).train(progress=False)
     assert drifting.mean_reward == plain.mean_reward
     assert len(drifting.batch_drift) == 3
-    assert all(d >= 0 for d in drifting.batch_drift)
+    assert all(d > -1e-6 for d in drifting.batch_drift)  # a KL, up to float32 rounding
     assert drifting.batch_drift[0] > 0  # ten steps on a batch move the policy
 
 
@@ -118,4 +118,5 @@ def test_committed_runs_are_complete():
     assert len(runs["runs"]) == 4
     for rows in runs["runs"].values():
         assert len(rows) == 8
-        assert all(len(row["batch_drift"]) == 100 and min(row["batch_drift"]) >= 0 for row in rows)
+        # A KL is never negative; float32 rounding leaves a policy that did not move at about -1e-8.
+        assert all(len(row["batch_drift"]) == 100 and min(row["batch_drift"]) > -1e-6 for row in rows)
