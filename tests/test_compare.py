@@ -485,3 +485,19 @@ def test_read_sweep_on_the_committed_sweep():
 def test_check_read_sweep_accepts_the_reference(capsys):
     assert sweep_checks.check_read_sweep(sweeps.read_sweep)
     assert "\u2714" in capsys.readouterr().out
+
+
+def test_committed_cartpole_controls_match_the_runs_they_control():
+    import json
+    from pathlib import Path
+
+    data = Path(sweeps.__file__).parent / "data"
+    controls = json.loads((data / "cartpole_controls_07.json").read_text())
+    cartpole = sweeps.load_sweep()["cartpole"]
+    assert controls["meta"]["max_steps"] == cartpole["max_steps"]
+    assert set(controls["runs"]) == {"GRPO, token-mean", "GRPO, 16 Adam steps per batch"}
+    for curves in controls["runs"].values():
+        assert len(curves) == len(cartpole["runs"]["GRPO"])
+        assert all(
+            curve["samples"][-1] >= cartpole["max_steps"] and 0 <= curve["final_eval"] <= 500 for curve in curves
+        )

@@ -122,3 +122,11 @@ def test_sweep_widget_bad_input():
         sweep_widget(group_size=5)
     with pytest.raises(ValueError, match="clip_eps"):
         sweep_widget(clip_eps=0.25)
+
+
+def test_budget_curves_without_a_clock_draw_the_samples_panel_only():
+    fig = plotting.plot_budget_curves({"GRPO": [_curve(1.0)], "PPO": [_curve(2.0)]}, seconds_label=None)
+    (ax,) = fig.axes
+    assert ax.get_xlabel() == "samples"
+    assert len(ax.lines) == 2
+    plt.close(fig)

@@ -7,6 +7,8 @@
 - ``chain`` (04): a chain with a known value function, for GAE's bias and variance.
 - ``pitfalls`` (05, 06): known wrong versions of the formulas, each run beside the right one.
 - ``sorting_variants`` (06): held-out prompts, a moving reference, expert iteration.
+- ``kl_off_policy`` (06): the expected gradient of a KL penalty in the loss once the policy has left ``pi_old``,
+  and a trainer that records how far each batch's steps move it.
 - ``compare``, ``memory``, ``sweep`` (07): GRPO against PPO, memory accounting, the group-size x clip sweep;
   ``budget_sweep`` (07): the same group sizes at a fixed sample budget.
 - ``capstone`` (08): the tiny LM on addition: warm-up, validation and test split, GRPO and PPO with a value

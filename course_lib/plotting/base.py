@@ -18,7 +18,10 @@ def _horizon_marker(gamma: float, horizon: int) -> tuple[str, str]:
     effective = 1.0 / (1.0 - gamma)
     steps = "step" if effective == 1.0 else "steps"
     label = rf"effective horizon $1/(1-\gamma)$ = {effective:.3g} {steps}"
-    return ("line", label) if effective <= horizon else ("off", label + " (off the chart)")
+    if effective > horizon:
+        return "off", label + " (off the chart)"
+    # The line is drawn after that many bars (at x = 1/(1 - gamma) - 0.5): the steps it counts are left of it.
+    return "line", label + ": the bars left of the line"
 
 
 def plot_discount_weights(gamma: float = 0.9, horizon: int = 30) -> Figure:

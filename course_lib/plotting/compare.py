@@ -81,7 +81,7 @@ def plot_budget_curves(
     sample_label: str = "samples",
     ylabel: str = "mean reward of the samples",
     title: str = "GRPO against PPO",
-    seconds_label: str = "wall-clock seconds (one CPU thread)",
+    seconds_label: str | None = "wall-clock seconds (one CPU thread)",
 ) -> Figure:
     """Reward against samples (left) and against seconds (right), mean and min-max band over seeds.
 
@@ -94,21 +94,24 @@ def plot_budget_curves(
         sample_label: what a sample is, for the left axis ("responses sampled", "environment steps").
         ylabel: the vertical axis.
         title: the figure's title.
-        seconds_label: the right axis: what the curves' ``seconds`` measure (wall clock, or a thread's CPU time).
+        seconds_label: the right axis: what the curves' ``seconds`` measure (wall clock, or a thread's CPU time);
+            None draws the left panel only (for curves whose clock should not be read).
 
     Returns:
-        The figure: two panels with one mean line and one band per label.
+        The figure: two panels (one when ``seconds_label`` is None) with one mean line and one band per label.
     """
     from course_lib.lectures.compare import band
 
     if not isinstance(runs, dict) or not runs:
         raise ValueError(f"runs: expected a non-empty dict of label -> list of curves, got {type(runs).__name__}")
-    bands = {label: [band(curves, x=x, y=y) for x in ("samples", "seconds")] for label, curves in runs.items()}
-    fig, axes = plt.subplots(1, 2, figsize=(11.0, 3.6), sharey=True)
+    xs = ("samples",) if seconds_label is None else ("samples", "seconds")
+    bands = {label: [band(curves, x=x, y=y) for x in xs] for label, curves in runs.items()}
+    fig, axes = plt.subplots(1, len(xs), figsize=(11.0 if len(xs) == 2 else 7.5, 3.6), sharey=True, squeeze=False)
+    axes = axes[0]  # (len(xs),)
     colors = ["tab:blue", "tab:red", "tab:green", "tab:purple"]
-    for i, (label, (by_samples, by_seconds)) in enumerate(bands.items()):
+    for i, (label, label_bands) in enumerate(bands.items()):
         n = len(runs[label])
-        for ax, b in zip(axes, (by_samples, by_seconds)):
+        for ax, b in zip(axes, label_bands):
             ax.fill_between(b["x"], b["low"], b["high"], color=colors[i % len(colors)], alpha=0.2, linewidth=0)
             ax.plot(
                 b["x"],
