@@ -50,14 +50,29 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def config_from_args(args: argparse.Namespace) -> HFGRPOConfig:
+    """The validated :class:`HFGRPOConfig` that :func:`build_parser`'s flags describe (the course's and TRL's runs).
+
+    Validated here, so that bad hyperparameters fail before the model is loaded.
+    """
+    config = HFGRPOConfig(**{f.name: getattr(args, f.name) for f in fields(HFGRPOConfig) if f.name != "reward_weights"})
+    if args.rewards is not None:
+        config.reward_weights = json.loads(args.rewards)
+    return config.validate()
+
+
+def write_history(history, path: str | None) -> None:
+    """Write ``history`` (a dataclass) as JSON to ``path`` (the ``--history`` flag); nothing when ``path`` is None."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(asdict(history), f, indent=1)
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
     from course_lib.hf import data, loop
 
-    config = HFGRPOConfig(**{f.name: getattr(args, f.name) for f in fields(HFGRPOConfig) if f.name != "reward_weights"})
-    if args.rewards is not None:
-        config.reward_weights = json.loads(args.rewards)
-    config.validate()  # bad hyperparameters fail before the model is loaded
+    config = config_from_args(args)
     problems = data.load_problems(args.task, n=args.num_problems, seed=config.seed, dataset=args.dataset)
     model, tokenizer = loop.load_model_and_tokenizer(args.model, device=args.device)
     loop.check_prompt_lengths(
@@ -68,9 +83,7 @@ def main(argv=None):
         name="dataset" if args.dataset else "num_problems",
     )
     history = loop.train(model, tokenizer, problems, config, output_dir=args.output_dir, progress=not args.no_progress)
-    if args.history:
-        with open(args.history, "w") as f:
-            json.dump(asdict(history), f, indent=1)
+    write_history(history, args.history)
     print(
         f"mean reward: first step {history.mean_reward[0]:.3f}, last step {history.mean_reward[-1]:.3f}; "
         f"checkpoint: {history.checkpoint}"
