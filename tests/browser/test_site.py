@@ -251,15 +251,20 @@ def test_the_checks_see_a_broken_page(site_browser, site_url, built_site):
 
 def test_nothing_is_cut_at_1280_px_and_a_phone_scrolls_only_inside_boxes(chromium, site_url, capsys):
     """At 1280 px every code cell and every output is whole; at 390 px the page never scrolls sideways, and what
-    scrolls inside its own box (a code cell, an output, a display equation) is counted and reported."""
+    scrolls inside its own box (a code cell, an output, a display equation) is counted and reported, the lectures'
+    code cells and the exercises' apart."""
     counts = {}
     for width in (1280, 390):
         context = chromium.new_context(viewport={"width": width, "height": 860})
         page = context.new_page()
-        total = {}
+        total = {"exerciseCode": 0, "exerciseCodeCut": 0}
         for docname in PAGES:
             page.goto(_page_url(site_url, docname), wait_until="load")
-            for key, value in page.evaluate(MEASURE_CUT).items():
+            measured = page.evaluate(MEASURE_CUT)
+            if docname.startswith("exercises/"):
+                total["exerciseCode"] += measured.pop("code")
+                total["exerciseCodeCut"] += measured.pop("codeCut")
+            for key, value in measured.items():
                 total[key] = total.get(key, 0) + int(value)
         context.close()
         counts[width] = total
@@ -268,10 +273,12 @@ def test_nothing_is_cut_at_1280_px_and_a_phone_scrolls_only_inside_boxes(chromiu
     with capsys.disabled():
         for width, total in counts.items():
             print(
-                f"\nsite at {width} px: {total['codeCut']} of {total['code']} code cells, {total['outputsCut']} of "
-                f"{total['outputs']} outputs and {total['equationsCut']} of {total['equations']} display equations "
-                f"scroll sideways; {total['pageWider']} pages wider than the screen"
+                f"\nsite at {width} px: {total['codeCut']} of {total['code']} lecture code cells, "
+                f"{total['exerciseCodeCut']} of {total['exerciseCode']} exercise code cells, {total['outputsCut']} "
+                f"of {total['outputs']} outputs and {total['equationsCut']} of {total['equations']} display "
+                f"equations scroll sideways; {total['pageWider']} pages wider than the screen"
             )
+    assert counts[1280]["codeCut"] == 0 and counts[1280]["exerciseCodeCut"] == 0, counts[1280]
     assert counts[1280]["outputsCut"] == 0, counts[1280]
     assert counts[390]["pageWider"] == 0 and counts[1280]["pageWider"] == 0, counts
 
