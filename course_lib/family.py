@@ -34,6 +34,9 @@ from course_lib.grpo import group_advantages
 from course_lib.masked import masked_mean
 from course_lib.ppo import _clipped_objective
 
+SAPO_TAU_POS, SAPO_TAU_NEG = 1.0, 1.05
+"""SAPO's gate temperatures for positive and other advantages: the paper's, TRL's, and family_diagnostics'."""
+
 # ---------------------------------------------------------------------------
 # Advantages: [B, G] rewards -> [B, G]
 # ---------------------------------------------------------------------------
@@ -309,7 +312,11 @@ def gmpo_loss(
 
 
 def sapo_loss(
-    logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, tau_pos: float = 1.0, tau_neg: float = 1.05
+    logp: torch.Tensor,
+    logp_old: torch.Tensor,
+    adv: torch.Tensor,
+    tau_pos: float = SAPO_TAU_POS,
+    tau_neg: float = SAPO_TAU_NEG,
 ) -> torch.Tensor:
     """SAPO: a smooth, temperature-controlled gate on the ratio in place of PPO's hard clip.
 
@@ -317,10 +324,9 @@ def sapo_loss(
 
         loss_t = -f(ratio_t) * A_t,   f(r) = 4 / tau * sigmoid(tau * (r - 1)),
 
-    with ``tau = tau_pos`` where ``A_t > 0`` and ``tau_neg`` otherwise. At ``r = 1`` the gradient is
-    the policy gradient (``f'(1) = 1``); far from 1 it fades smoothly instead of dropping to 0 at an
-    edge. A larger ``tau_neg`` fades negative updates faster. TRL: ``loss_type="sapo"``
-    (``sapo_temperature_pos`` / ``sapo_temperature_neg``, the same defaults).
+    with ``tau = tau_pos`` where ``A_t > 0`` and ``tau_neg`` otherwise. At ``r = 1`` the gradient is the policy
+    gradient (``f'(1) = 1``); far from 1 it fades smoothly instead of dropping to 0 at an edge. A larger ``tau_neg``
+    fades negative updates faster. TRL: ``loss_type="sapo"`` (``sapo_temperature_pos`` / ``_neg``, same defaults).
 
     Args:
         logp, logp_old, adv: ``[..., T]`` as in :func:`cispo_loss`.

@@ -23,6 +23,8 @@ import math
 
 import torch
 
+from course_lib.family import SAPO_TAU_NEG, SAPO_TAU_POS
+
 LOW_PROB = 0.1
 """A token is low-probability when the sampling policy gave it less than this."""
 
@@ -48,7 +50,7 @@ def policy_loss_diagnostics(
     mask: torch.Tensor,
     clip_eps: float,
     clip_eps_high: float | None = None,
-    sapo_tau: tuple[float, float] = (1.0, 1.05),
+    sapo_tau: tuple[float, float] = (SAPO_TAU_POS, SAPO_TAU_NEG),
 ) -> dict[str, float]:
     """``clip_fraction``, ``silenced`` and ``silenced_low_prob`` of ``policy_loss`` on one minibatch.
 
@@ -57,7 +59,7 @@ def policy_loss_diagnostics(
         logp, logp_old: ``(n, L)`` the current and the sampling policy's log-probs; mask: ``(n, L)``.
         adv: ``(n,)`` one advantage per sequence.
         clip_eps, clip_eps_high: the variant's range (GMPO's in log space; CISPO's cap is ``1 + clip_eps_high``).
-        sapo_tau: SAPO's temperatures for positive and negative advantages.
+        sapo_tau: SAPO's temperatures for positive and negative advantages (:func:`course_lib.family.sapo_loss`'s).
     """
     high = clip_eps if clip_eps_high is None else clip_eps_high
     valid = mask > 0  # (n, L)

@@ -184,14 +184,22 @@ def test_a_short_run_improves_the_mean_reward():
 
 
 def test_every_config_field_has_a_one_line_docstring():
-    tree = ast.parse(inspect.getsource(GRPOTrainerConfig))
-    body = tree.body[0].body
+    # GRPOTrainerConfig is PGTrainerConfig plus its own fields: each class documents the fields it declares.
     documented = set()
-    for node, after in zip(body, body[1:]):
-        if isinstance(node, ast.AnnAssign) and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
-            assert "\n" not in after.value.value.strip(), node.target.id
-            documented.add(node.target.id)
+    for cls in (GRPOTrainerConfig, PGTrainerConfig):
+        body = ast.parse(inspect.getsource(cls)).body[0].body
+        for node, after in zip(body, body[1:]):
+            is_doc = isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+            if isinstance(node, ast.AnnAssign) and is_doc:
+                assert "\n" not in after.value.value.strip(), node.target.id
+                documented.add(node.target.id)
     assert documented == {f.name for f in dataclasses.fields(GRPOTrainerConfig)}
+
+
+def test_the_grpo_config_is_chapter_02s_plus_the_clip_and_the_kl():
+    assert issubclass(GRPOTrainerConfig, PGTrainerConfig)
+    with pytest.raises(ValueError, match="deltas_mode"):
+        GRPOTrainerConfig(deltas_mode="centered_rewards")  # GRPO's advantage is set by normalize_std
 
 
 def test_defaults_keep_the_lecture_budget():

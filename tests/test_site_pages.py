@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib.authoring import site, site_widgets
+from course_lib.authoring import site, site_cells, site_widgets
 
 ROOT = site.ROOT
 
@@ -116,11 +116,11 @@ def test_exercise_pages_are_the_stubs(stem, staged):
     stubs = nbformat.read(ROOT / "exercises" / name, as_version=4)
     page = nbformat.read(staged / "exercises" / name, as_version=4)
     assert [c.source for c in page.cells if c.cell_type == "code"] == [
-        c.source for c in stubs.cells if c.cell_type == "code"
-    ], "an exercise page's code differs from exercises/"
+        site_cells.strip_markers(c.source) for c in stubs.cells if c.cell_type == "code"
+    ], "an exercise page's code differs from exercises/ (less its test markers)"
     text = nbformat.writes(page)
     assert "NotImplementedError" in text and "### BEGIN SOLUTION" not in text
-    download = re.findall(r"\{download\}`[^`]*<([^>]+)>`", text)
+    download = [link for link in re.findall(r"\{download\}`[^`]*<([^>]+)>`", text) if link.endswith(".ipynb")]
     assert len(download) == 1 and download[0].endswith(f"exercises/{name}") and "solutions" not in download[0]
     assert (staged / "exercises" / download[0]).resolve() == (ROOT / "exercises" / name).resolve()
 
@@ -142,7 +142,82 @@ def test_instructors_and_contributors_pages(staged):
     assert instructors.startswith("# For instructors\n") and "](grading.md)" in instructors
     assert (staged / "grading.md").read_text().startswith("# ")
     contributing = (ROOT / "CONTRIBUTING.md").read_text().split("\n", 1)[0]
-    assert (staged / "contributors.md").read_text().startswith(contributing)
+    contributors = (staged / "contributors.md").read_text()
+    assert contributors.startswith(contributing) and "The design <design>" in contributors
+    assert "](design.md)" in contributors, "CONTRIBUTING.md's link to docs/design.md leads to its page"
+    assert (staged / "design.md").read_text().startswith("# Design")
+
+
+# ---- what a reader gets beyond the stored notebook (course_lib/authoring/site_cells.py) ---------------------------
+
+
+def _pages(staged: Path) -> list[Path]:
+    return sorted((staged / "lectures").glob("*.ipynb")) + sorted((staged / "exercises").glob("*.ipynb"))
+
+
+def test_test_markers_leave_the_code_and_nothing_else_does():
+    source = "# NBVAL_CHECK_OUTPUT\nx = 1  # NBVAL_IGNORE_OUTPUT\n\nprint(x)  # a comment stays"
+    assert site_cells.strip_markers(source) == "x = 1\n\nprint(x)  # a comment stays"
+    assert site_cells.strip_markers("y = 2\n") == "y = 2"
+
+
+def test_no_page_shows_a_test_marker(staged):
+    for path in _pages(staged):
+        nb = nbformat.read(path, as_version=4)
+        assert not [c for c in nb.cells if c.cell_type == "code" and "NBVAL_" in c.source], path.name
+
+
+def test_every_figure_has_alt_text_in_words(staged):
+    figures = 0
+    for path in _pages(staged):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "code" and site_cells._has_figure(cell):
+                figures += 1
+                alt = cell.metadata.get("mystnb", {}).get("image", {}).get("alt", "")
+                assert alt.startswith("Figure: ") and len(alt) > 20, f"{path.name}: {cell.source[-80:]!r}"
+    assert figures >= 40
+
+
+def test_alt_text_is_the_plot_title_or_the_plotting_docstring():
+    assert site_cells.alt_text('fig = plot_x(h, title=f"Final reward, {label}")') == "Figure: Final reward, …"
+    summary = site_cells._plotting_summaries()["plot_discount_weights"]
+    assert site_cells.alt_text("fig = plot_discount_weights(gamma=0.5)") == f"Figure: {summary.rstrip('.')}"
+    assert site_cells.alt_text("print(1)") is None
+
+
+def test_arxiv_ids_become_links_outside_code_and_maths():
+    text = "SAPO (arXiv 2511.20347), `arXiv 2511.20347` and $arXiv 1234.56789$; [arXiv 2402.03300](x)."
+    assert site_cells.arxiv_links(text) == (
+        "SAPO ([arXiv 2511.20347](https://arxiv.org/abs/2511.20347)), `arXiv 2511.20347` and $arXiv 1234.56789$; "
+        "[arXiv 2402.03300](x)."
+    )
+
+
+def test_every_page_has_the_get_the_course_box_under_its_download_line(staged):
+    for path in _pages(staged):
+        cells = nbformat.read(path, as_version=4).cells
+        marks = [cell.metadata.get("course", {}).get("site") for cell in cells]
+        assert marks.count("get-the-course") == 1, path.name
+        at = marks.index("get-the-course")
+        assert marks[at - 1] == "download", path.name
+        box = cells[at].source
+        assert "make lab" in box and "course_lib" in box
+        assert f"`{'notebooks' if path.parent.name == 'lectures' else 'exercises'}/{path.name}`" in box
+        assert f"<../{site.ARCHIVE}>" in box
+    index = (staged / "index.md").read_text()
+    assert "{admonition} Get the course" in index and f"<{site.ARCHIVE}>" in index
+
+
+def test_the_course_archive_is_the_repository(staged):
+    import zipfile
+
+    with zipfile.ZipFile(staged / site.ARCHIVE) as archive:
+        names = set(archive.namelist())
+    assert {
+        "grpo-course/Makefile",
+        "grpo-course/course_lib/__init__.py",
+        "grpo-course/notebooks/00_welcome.ipynb",
+    } <= names
 
 
 def test_links_lead_to_pages_images_to_files_and_the_rest_to_text(tmp_path):

@@ -43,7 +43,7 @@ def test_reward_rises_on_an_easy_setting():
     h = train_sorting_pg(PGTrainerConfig(rounds=30, seed=0))
     start, end = sum(h.mean_reward[:3]) / 3, sum(h.mean_reward[-3:]) / 3
     assert end > start + 0.5
-    assert abs(h.loss[-1]) < abs(h.loss[0])
+    assert abs(h.on_policy_loss[-1]) < abs(h.on_policy_loss[0])
 
 
 def test_exact_match_reward_is_zero_or_one_and_mostly_zero_at_start():

@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)### BEGIN SOLUTION\b.*$")
 END = re.compile(r"^[ \t]*### END SOLUTION\b.*$")
 NOTICE_ID = "generated-notice"
+STUB_WIDTH = 88  # the notebooks' width (notebooks/ruff.toml): a stub wider than it is written on four lines
 KERNELSPEC = {"name": "course-grpo", "display_name": "Python 3 (GRPO course)", "language": "python"}
 
 
@@ -35,7 +36,10 @@ def strip_solutions(source: str, exercise: str | None = None) -> str:
 
     >>> print(strip_solutions("def f(x):\\n    ### BEGIN SOLUTION\\n    return x\\n    ### END SOLUTION"))
     def f(x):
-        raise NotImplementedError("Exercise: write your solution here, then run the check cell below.")
+        raise NotImplementedError(
+            "Exercise: write your solution here, "
+            "then run the check cell below."
+        )
     """
     label = f"Exercise {exercise}" if exercise else "Exercise"
     out, inside = [], False
@@ -45,8 +49,7 @@ def strip_solutions(source: str, exercise: str | None = None) -> str:
             if inside:
                 raise ValueError(f"source: line {number} opens a solution region inside another one")
             inside = True
-            stub = f'raise NotImplementedError("{label}: write your solution here, then run the check cell below.")'
-            out.append(begin.group("indent") + stub)
+            out += _stub(begin.group("indent"), label)
         elif END.match(line):
             if not inside:
                 raise ValueError(f"source: line {number} closes a solution region that was never opened")
@@ -56,6 +59,19 @@ def strip_solutions(source: str, exercise: str | None = None) -> str:
     if inside:
         raise ValueError("source: a '### BEGIN SOLUTION' has no matching '### END SOLUTION'")
     return "\n".join(out)
+
+
+def _stub(indent: str, label: str) -> list[str]:
+    """The lines that stand for a solution region: one line if it fits in :data:`STUB_WIDTH`, else four."""
+    one_line = f'{indent}raise NotImplementedError("{label}: write your solution here, then run the check cell below.")'
+    if len(one_line) <= STUB_WIDTH:
+        return [one_line]
+    return [
+        f"{indent}raise NotImplementedError(",
+        f'{indent}    "{label}: write your solution here, "',
+        f'{indent}    "then run the check cell below."',
+        f"{indent})",
+    ]
 
 
 def exercise_notebook(solution: nbformat.NotebookNode, source_name: str) -> nbformat.NotebookNode:

@@ -6,7 +6,8 @@ checks. Two steps:
 1. **Stage** the pages in ``_build/site-src/``: the landing page (the README's opening, its chapter table with links,
    how to run the course), one page per lecture notebook (``notebooks/``) and per exercise notebook (``exercises/``:
    the stubs, never ``solutions/``), each with a link to download the notebook itself, then a page for instructors
-   (the README's "For instructors" and ``docs/grading.md``) and one for contributors (``CONTRIBUTING.md``). Chapters
+   (the README's "For instructors" and ``docs/grading.md``) and one for contributors (``CONTRIBUTING.md``, then
+   ``docs/design.md``). Chapters
    come in the order of the chapter list in ``course_lib/__init__.py``, each lecture followed by its exercises; a
    notebook whose chapter is not in the list, or a listed chapter without a lecture notebook, stops the build.
    A widget cannot move without a kernel, so each one is replaced by what it stored: a slider's picture (the
@@ -27,6 +28,7 @@ import argparse
 import ast
 import os
 import re
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -34,18 +36,25 @@ from pathlib import Path
 
 import nbformat
 
+from course_lib.authoring.site_cells import box_cell, for_the_site, get_the_course
 from course_lib.authoring.site_widgets import WIDGET_STATE, static_outputs
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "docs" / "site"  # conf.py and the site's stylesheet
 OUT = ROOT / "_build" / "site"
 # The repository's Markdown files that are pages of the site: a link to one of them leads to its page.
-PAGE_OF = {"README.md": "index.md", "docs/grading.md": "grading.md", "CONTRIBUTING.md": "contributors.md"}
+PAGE_OF = {
+    "README.md": "index.md",
+    "docs/grading.md": "grading.md",
+    "CONTRIBUTING.md": "contributors.md",
+    "docs/design.md": "design.md",
+}
 # What each page's download link says after "Download NN_name.ipynb".
 LECTURE_DOWNLOAD = "to run it in JupyterLab, where its sliders move."
 EXERCISES_DOWNLOAD = (
     "and fill in its stubs in JupyterLab: under each one, a check cell says whether your code is right."
 )
+ARCHIVE = "grpo-course.zip"  # the whole course, as committed, for the "Get the course" box
 
 
 # ---- the chapters, in the order of course_lib/__init__.py --------------------------------------------------------
@@ -109,8 +118,13 @@ def toctree(entries: list[str], caption: str | None = None) -> str:
     return "```{toctree}\n" + options + "\n" + "\n".join(entries) + "\n```\n"
 
 
-def notebook_page(path: Path, page: Path, download: str, children: list[str]) -> nbformat.NotebookNode:
-    """The notebook at ``path`` as the page ``page``: widgets replaced, a download line under its title."""
+def notebook_page(
+    path: Path, page: Path, download: str, children: list[str], archive: Path | None = None, root: Path = ROOT
+) -> nbformat.NotebookNode:
+    """The notebook at ``path`` as the page ``page``: widgets replaced, a download line and the box under its title.
+
+    ``archive`` is the staged zip of the course (None: there is none); ``site_cells`` says what else changes.
+    """
     nb = nbformat.read(path, as_version=4)
     # The "generated from solutions/, do not edit" notice speaks to authors; the download line speaks to students.
     nb.cells = [cell for cell in nb.cells if not cell.metadata.get("course", {}).get("generated")]
@@ -118,11 +132,15 @@ def notebook_page(path: Path, page: Path, download: str, children: list[str]) ->
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs = [new for output in cell.outputs for new in static_outputs(output, state)]
+    for_the_site(nb)
     link = os.path.relpath(path, page.parent).replace(os.sep, "/")
     line = nbformat.v4.new_markdown_cell(f"{{download}}`Download {path.name} <{link}>` {download}")
     line.metadata["course"] = {"site": "download"}
+    archive_link = None if archive is None else os.path.relpath(archive, page.parent).replace(os.sep, "/")
+    box = box_cell(archive_link, path.relative_to(root).as_posix())
     titled = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "markdown" and "\n# " in "\n" + cell.source]
-    nb.cells.insert(titled[0] + 1 if titled else 0, line)
+    at = titled[0] + 1 if titled else 0
+    nb.cells[at:at] = [line, box]
     if children:
         nb.cells.append(nbformat.v4.new_markdown_cell(toctree(children)))
     return nb
@@ -193,10 +211,11 @@ def _readme_rows(readme: str) -> dict[str, list[str]]:
     return rows
 
 
-def landing_page(readme: str, pages: list[tuple[Chapter, str, str | None]]) -> str:
+def landing_page(readme: str, pages: list[tuple[Chapter, str, str | None]], archive: str | None = None) -> str:
     """The landing page: the README's opening, the chapters with links, how to run the course and who it is for.
 
-    ``pages`` holds, for each chapter, its lecture's title and its exercises' title (None without exercises)."""
+    ``pages`` holds, for each chapter, its lecture's title and its exercises' title (None without exercises);
+    ``archive`` links the course's zip from the landing page (None: the site has none)."""
     opening = readme.split("\n## ", 1)[0].strip()
     rows = _readme_rows(readme)
     table = ["| # | lecture | exercises |", "|---|---|---|"]
@@ -221,6 +240,7 @@ def landing_page(readme: str, pages: list[tuple[Chapter, str, str | None]]) -> s
             "This site shows each lecture notebook with the outputs and figures it stores, and each exercise notebook "
             "as a student receives it. To run them, move the sliders and have your functions checked, download a "
             "notebook from its page, or get the course and run `make lab`.",
+            get_the_course(archive),
             "## Chapters",
             "\n".join(table),
             "\n".join(around_table).strip(),
@@ -229,7 +249,8 @@ def landing_page(readme: str, pages: list[tuple[Chapter, str, str | None]]) -> s
             "## For instructors and contributors",
             "- [For instructors](instructors.md): grading a class with one command, hidden checks, authoring "
             "exercises; [the grading reference](grading.md).\n"
-            "- [For contributors](contributors.md): the conventions every part of the course follows.",
+            "- [For contributors](contributors.md): the conventions every part of the course follows, and "
+            "[the design](design.md): the map of the library, the loop, the checks and the protocol.",
             toctree(entries, caption="Chapters"),
             toctree(
                 ["For instructors <instructors>", "For contributors <contributors>"],
@@ -251,8 +272,14 @@ def instructors_page(readme: str) -> str:
 
 
 def contributors_page(contributing: str, readme: str) -> str:
-    """``CONTRIBUTING.md``, then the README's repository layout."""
-    return shift_headings(contributing) + "\n" + section(readme, "## Repository layout")
+    """``CONTRIBUTING.md``, the README's repository layout, then ``docs/design.md`` (a page under this one)."""
+    return (
+        shift_headings(contributing)
+        + "\n"
+        + section(readme, "## Repository layout")
+        + "\n"
+        + toctree(["The design <design>"])
+    )
 
 
 # ---- staging and building ---------------------------------------------------------------------------------------
@@ -264,7 +291,30 @@ def reading_order(chapters: list[Chapter]) -> list[str]:
     for chapter in chapters:
         order += [f"lectures/{chapter.lecture.stem}"]
         order += [f"exercises/{chapter.exercises.stem}"] if chapter.exercises else []
-    return order + ["instructors", "grading", "contributors"]
+    return order + ["instructors", "grading", "contributors", "design"]
+
+
+def course_archive(path: Path, root: Path = ROOT) -> bool:
+    """Writes the course as last committed (``git archive`` of HEAD, in a folder ``grpo-course/``) to ``path``.
+
+    Returns False, writing nothing, where ``root`` is not a git checkout or git is missing: the box then asks for
+    the repository instead. An unchanged archive is left alone, so Sphinx copies it again only when it changed.
+    """
+    try:
+        done = subprocess.run(
+            ["git", "archive", "--format=zip", "--prefix=grpo-course/", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            check=False,
+        )
+    except OSError:
+        return False
+    if done.returncode != 0:
+        return False
+    if not path.exists() or path.read_bytes() != done.stdout:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(done.stdout)
+    return True
 
 
 def stage(source: Path, root: Path = ROOT) -> None:
@@ -272,6 +322,7 @@ def stage(source: Path, root: Path = ROOT) -> None:
     pages that changed; a file that no page needs any more is deleted."""
     linked = {name: site_links((root / name).read_text(), root / name, root, source) for name in PAGE_OF}
     readme = linked["README.md"]
+    archive = source / ARCHIVE if course_archive(source / ARCHIVE, root) else None
     pages: dict[str, str] = {}
     titles = []
     for chapter in chapters(root):
@@ -279,26 +330,27 @@ def stage(source: Path, root: Path = ROOT) -> None:
         exercises_title = None
         if chapter.exercises is not None:
             page = source / "exercises" / chapter.exercises.name
-            nb = notebook_page(chapter.exercises, page, EXERCISES_DOWNLOAD, [])
+            nb = notebook_page(chapter.exercises, page, EXERCISES_DOWNLOAD, [], archive, root)
             pages[f"exercises/{chapter.exercises.name}"] = nbformat.writes(nb)
             exercises_title = title(nb)
             label = exercises_title if exercises_title.startswith("Exercises") else f"Exercises: {exercises_title}"
             children.append(f"{label} </exercises/{chapter.exercises.stem}>")
         page = source / "lectures" / chapter.lecture.name
-        nb = notebook_page(chapter.lecture, page, LECTURE_DOWNLOAD, children)
+        nb = notebook_page(chapter.lecture, page, LECTURE_DOWNLOAD, children, archive, root)
         pages[f"lectures/{chapter.lecture.name}"] = nbformat.writes(nb)
         titles.append((chapter, title(nb), exercises_title))
-    pages["index.md"] = landing_page(readme, titles)
+    pages["index.md"] = landing_page(readme, titles, ARCHIVE if archive else None)
     pages["instructors.md"] = instructors_page(readme)
     pages["grading.md"] = shift_headings(linked["docs/grading.md"])
     pages["contributors.md"] = contributors_page(linked["CONTRIBUTING.md"], readme)
+    pages["design.md"] = shift_headings(linked["docs/design.md"])
     for relative, text in pages.items():
         path = source / relative
         if not path.exists() or path.read_text() != text:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
     for path in source.rglob("*"):
-        if path.is_file() and path.relative_to(source).as_posix() not in pages:
+        if path.is_file() and path.relative_to(source).as_posix() not in {*pages, ARCHIVE}:
             path.unlink()
 
 

@@ -61,6 +61,13 @@ def config_from_args(args: argparse.Namespace) -> HFGRPOConfig:
     return config.validate()
 
 
+def write_history(history, path: str | None) -> None:
+    """Write ``history`` (a dataclass) as JSON to ``path`` (the ``--history`` flag); nothing when ``path`` is None."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(asdict(history), f, indent=1)
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
     from course_lib.hf import data, loop
@@ -76,9 +83,7 @@ def main(argv=None):
         name="dataset" if args.dataset else "num_problems",
     )
     history = loop.train(model, tokenizer, problems, config, output_dir=args.output_dir, progress=not args.no_progress)
-    if args.history:
-        with open(args.history, "w") as f:
-            json.dump(asdict(history), f, indent=1)
+    write_history(history, args.history)
     print(
         f"mean reward: first step {history.mean_reward[0]:.3f}, last step {history.mean_reward[-1]:.3f}; "
         f"checkpoint: {history.checkpoint}"

@@ -114,16 +114,14 @@ def trl_and_course(trainer, batch: dict, with_old: bool = True) -> dict:
         )
         return loss
 
-    result = _compare(trainer, batch, group_advantages(rewards).flatten(), course_loss, with_old)
+    advantages = group_advantages(rewards).flatten()  # (N,)
+    result = _compare(trainer, batch, _grpo_inputs(batch, advantages, with_old), course_loss, with_old)
     return {**result, **extra}
 
 
-def _compare(trainer, batch: dict, advantages, course_loss, with_old: bool = True) -> dict:
-    """TRL's ``compute_loss`` on the prepared batch, then ``course_loss(logp, logp_old)`` on the same model."""
+def _grpo_inputs(batch: dict, advantages, with_old: bool = True) -> dict:
+    """The dict ``GRPOTrainer.compute_loss`` takes: ``batch`` with the ``(N,)`` ``advantages`` precomputed."""
     mask = batch["completion_mask"]
-    trainer.current_gradient_accumulation_steps = 1  # what Trainer.train sets before each step
-    model = trainer.model
-    model.train()
     inputs = {
         "prompt_ids": batch["prompt_ids"],
         "prompt_mask": batch["prompt_mask"],
@@ -135,10 +133,21 @@ def _compare(trainer, batch: dict, advantages, course_loss, with_old: bool = Tru
     }
     if with_old:
         inputs["old_per_token_logps"] = batch["logp_old"]
+    return inputs
+
+
+def _compare(trainer, batch: dict, trl_inputs: dict, course_loss, with_old: bool = True) -> dict:
+    """TRL's ``compute_loss(trl_inputs)``, then ``course_loss(logp, logp_old)`` on the same model: values and grads.
+
+    ``logp_old`` is ``batch["logp_old"]``, or without ``with_old`` the current log-probs detached (every ratio 1).
+    """
+    trainer.current_gradient_accumulation_steps = 1  # what Trainer.train sets before each step
+    model = trainer.model
+    model.train()
     params = [p for p in model.parameters() if p.requires_grad]
 
     model.zero_grad()
-    trl_loss = trainer.compute_loss(model, inputs)
+    trl_loss = trainer.compute_loss(model, trl_inputs)
     trl_loss.backward()
     trl_grads = [p.grad.clone() for p in params]
 
@@ -254,7 +263,7 @@ def trl_and_course_family(trainer, batch: dict, with_old: bool = True) -> dict:
             seen["outside_clip"] = ((ratio < low) | (ratio > high))[valid].float().mean().item()
         return family_loss(trainer, logp, logp_old, batch["logp_ref"], adv, mask)
 
-    return {**_compare(trainer, batch, adv, course_loss, with_old), **seen}
+    return {**_compare(trainer, batch, _grpo_inputs(batch, adv, with_old), course_loss, with_old), **seen}
 
 
 def trl_loss_types() -> list[str]:
@@ -322,31 +331,15 @@ def rloo_trl_and_course(trainer, batch: dict) -> dict:
     """
     mask = batch["completion_mask"]
     adv = family.rloo_advantages(batch["rewards"]).flatten()  # (N,)
-    inputs_extra = {"old_logps": torch.where(mask > 0, batch["logp_old"], 0.0).sum(-1), "advantages": adv}
-    trainer_inputs = {k: batch[k] for k in ("prompt_ids", "prompt_mask", "completion_ids")}
-    trainer_inputs.update(completion_mask=mask, **inputs_extra)
-    trainer.model.train()
-    params = [p for p in trainer.model.parameters() if p.requires_grad]
-    trainer.model.zero_grad()
-    trl_loss = trainer.compute_loss(trainer.model, trainer_inputs)
-    trl_loss.backward()
-    trl_grads = [p.grad.clone() for p in params]
-    trainer.model.zero_grad()
-    logp = lm_sampling.token_logps(trainer.model, batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"])
-    seq_logp = masked_sum(logp, mask, dim=-1)[0]  # (N,)
-    course = clipped_surrogate(
-        seq_logp, inputs_extra["old_logps"], adv, trainer.epsilon_low, trainer.epsilon_high
-    ).mean()
-    course.backward()
-    course_grads = [p.grad.clone() for p in params]
-    trainer.model.zero_grad()
-    return {
-        "trl_loss": trl_loss.item(),
-        "course_loss": course.item(),
-        "loss_diff": abs(trl_loss.item() - course.item()),
-        "grad_diff": max((a - b).abs().max().item() for a, b in zip(trl_grads, course_grads)),
-        "grad_max": max(a.abs().max().item() for a in trl_grads),
-    }
+    old_logps = torch.where(mask > 0, batch["logp_old"], 0.0).sum(-1)  # (N,): one log-prob per completion
+    trl_inputs = {k: batch[k] for k in ("prompt_ids", "prompt_mask", "completion_ids")}
+    trl_inputs.update(completion_mask=mask, old_logps=old_logps, advantages=adv)
+
+    def course_loss(logp, logp_old):
+        seq_logp = masked_sum(logp, mask, dim=-1)[0]  # (N,)
+        return clipped_surrogate(seq_logp, old_logps, adv, trainer.epsilon_low, trainer.epsilon_high).mean()
+
+    return _compare(trainer, batch, trl_inputs, course_loss)
 
 
 def make_gmpo_trainer(model: str, problems, config, output_dir: str, **overrides):
@@ -387,4 +380,4 @@ def gmpo_trl_and_course(trainer, batch: dict, with_old: bool = True) -> dict:
         per_token = per_token + trainer.beta * kl_estimate(logp, batch["logp_ref"].detach(), "k3")
         return aggregate_loss(per_token, mask, "seq-mean-token-mean")
 
-    return {**_compare(trainer, batch, adv, course_loss, with_old), **seen}
+    return {**_compare(trainer, batch, _grpo_inputs(batch, adv, with_old), course_loss, with_old), **seen}

@@ -20,7 +20,7 @@ import time
 import torch
 
 from course_lib import lm_rl
-from course_lib.hf.trl_contract import grpo_config_kwargs
+from course_lib.hf.trl_grpo import grpo_config
 from course_lib.lectures import capstone
 from course_lib.tasks import AdditionTask, score_completions
 
@@ -45,42 +45,33 @@ loop's verifier does, and logs each one (``rewards/digits/mean``, ``rewards/exac
 def trl_config(rl: lm_rl.LMRLConfig, output_dir: str, pad_id: int, **overrides):
     """TRL's ``GRPOConfig`` for the loop's config ``rl`` (GRPO, one minibatch per pass).
 
-    The batch, the steps, the schedule and the loss are :func:`course_lib.hf.trl_contract.grpo_config_kwargs`'s
-    (chapter 09's exercise): with one minibatch, ``per_device_train_batch_size = B * G`` completions,
-    ``steps_per_generation = 1``, ``num_iterations = update_epochs`` and ``max_steps = iterations * update_epochs``
+    :func:`course_lib.hf.trl_grpo.grpo_config`: the batch, the steps, the schedule and the loss are
+    :func:`course_lib.hf.trl_contract.grpo_config_kwargs`'s (chapter 09's exercise): with one minibatch,
+    ``per_device_train_batch_size = B * G`` completions, ``steps_per_generation = 1``,
+    ``num_iterations = update_epochs`` and ``max_steps = iterations * update_epochs``
     (a linear schedule over those steps: the loop's decays once per round, TRL's once per optimiser step, a
-    difference of at most one round's decay). What this adds is the run's own: the loop's AdamW, the sampler's
-    ``top_k`` and PAD, the reward weights, a quiet CPU run.
+    difference of at most one round's decay). What this adds is the run's own: the loop's Adam betas, the
+    sampler's PAD, the reward weights, a quiet CPU run without dropout and without saving.
     """
-    from trl import GRPOConfig
-
     rl = rl.validate()
     # run_trl counts a round as update_epochs optimiser steps (its held-out clock, its iteration axis), so this run
     # keeps one minibatch per pass; grpo_config_kwargs itself maps any number.
     if rl.algo != "grpo" or rl.num_minibatches != 1 or rl.adv_estimator != "grpo" or rl.policy_loss != "clip":
         raise ValueError("rl: only the plain GRPO recipe (one minibatch, grpo advantages, clipped loss) is mapped")
-    kwargs = dict(
-        output_dir=output_dir,
-        **grpo_config_kwargs(rl),
-        weight_decay=0.0,  # the loop's Adam: AdamW without decay
-        adam_beta1=0.9,
+    run = dict(
+        adam_beta1=0.9,  # the loop's Adam, spelled out
         adam_beta2=0.999,
         adam_epsilon=1e-8,
         reward_weights=[1.0] * len(REWARD_PARTS),
-        top_k=0,
         generation_kwargs={"suppress_tokens": [pad_id]},  # TinyLM never writes PAD; neither does the export
         disable_dropout=True,
         gradient_checkpointing=False,
         bf16=False,
         use_cpu=True,
-        logging_steps=1,
         save_strategy="no",
-        report_to="none",
         disable_tqdm=True,
-        dataloader_num_workers=0,
     )
-    kwargs.update(overrides)
-    return GRPOConfig(**kwargs)
+    return grpo_config(rl, output_dir, **{**run, **overrides})
 
 
 def trl_reward_functions(task: AdditionTask):

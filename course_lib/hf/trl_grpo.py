@@ -21,6 +21,38 @@ import os
 from course_lib.hf import data
 from course_lib.hf.loop import HFGRPOConfig
 from course_lib.hf.trl_contract import grpo_config_kwargs
+from course_lib.lm_rl_config import LMRLConfig
+
+
+def grpo_config(rl: LMRLConfig, output_dir: str, num_processes: int = 1, config_class=None, **run):
+    """TRL's ``GRPOConfig`` for the loop's config ``rl``: the translation, plus what every course run sets.
+
+    The batch, the steps, the schedule and the loss are :func:`course_lib.hf.trl_contract.grpo_config_kwargs`'s
+    (chapter 09's exercise). Every course run adds the loop's sampling and optimiser where TRL's defaults differ
+    (``top_k=0``: the whole distribution; no weight decay: the loop's Adam), a log row per optimiser step, no
+    report to a tracker and no DataLoader workers. ``run`` holds the rest, each run's own (device, saving, reward
+    weights), and may override any of these.
+
+    Args:
+        rl: the loop's hyperparameters (:class:`course_lib.lm_rl.LMRLConfig`).
+        output_dir: TRL's output folder.
+        num_processes: data-parallel processes; each takes ``B / num_processes`` prompts' groups.
+        config_class: a subclass of ``GRPOConfig`` to build instead (TRL's experimental ``GMPOConfig``, say).
+        run: more ``GRPOConfig`` fields.
+    """
+    from trl import GRPOConfig
+
+    kwargs = grpo_config_kwargs(rl, num_processes)
+    kwargs.update(
+        output_dir=output_dir,
+        top_k=0,
+        weight_decay=0.0,
+        logging_steps=1,
+        report_to="none",
+        dataloader_num_workers=0,
+    )
+    kwargs.update(run)
+    return (config_class or GRPOConfig)(**kwargs)
 
 
 def trl_config(
@@ -34,9 +66,8 @@ def trl_config(
 ):
     """TRL's ``GRPOConfig`` for the course's hyperparameters; ``overrides`` set any other TRL field.
 
-    The batch, the steps, the schedule and the loss are :func:`course_lib.hf.trl_contract.grpo_config_kwargs`'s
-    (chapter 09's exercise) on the loop's own config (``config.rl``); what this adds is the
-    run's own: where it saves and how often, the reward weights, the device, the logging.
+    :func:`grpo_config` on the loop's own config (``config.rl``), plus this run's own:
+    where it saves and how often, the reward weights, the device, the progress bar.
 
     Args:
         config: the course's hyperparameters.
@@ -46,34 +77,24 @@ def trl_config(
         progress: TRL's tqdm bar.
         config_class: a subclass of ``GRPOConfig`` to build instead (TRL's experimental ``GMPOConfig``, say).
     """
-    from trl import GRPOConfig
-
     config = config.validate()
     B = config.rl.prompts_per_step
     if B % num_processes:
         raise ValueError(f"prompts_per_step: expected a multiple of num_processes={num_processes}, got {B}")
     _, weights = data.trl_reward_functions(config.reward_weights)
-    # The batch, the steps, the constant schedule and the loss: chapter 09's exercise, on the loop's own config.
-    kwargs = grpo_config_kwargs(config.rl, num_processes)
-    # None, not clip_eps: TRL then clips the upper side at its own epsilon, so an override of epsilon alone (GMPO's
-    # log-space range, chapter 11) moves both sides, as clip_eps does in the course when clip_eps_high is None.
-    kwargs["epsilon_high"] = config.rl.clip_eps_high
-    kwargs.update(
-        output_dir=output_dir,
-        top_k=0,
-        weight_decay=0.0,
+    run = dict(
+        # Deliberately not grpo_config_kwargs's epsilon_high (clip_eps when clip_eps_high is None): None, so that TRL
+        # clips the upper side at its own epsilon, and an override of epsilon alone (GMPO's log-space range, chapter
+        # 11) moves both sides, as clip_eps does in the course when clip_eps_high is None.
+        epsilon_high=config.rl.clip_eps_high,
         reward_weights=weights,
         save_steps=config.save_every * config.rl.update_epochs,  # TRL counts optimiser steps, not rounds
         save_total_limit=1,
-        logging_steps=1,
-        report_to="none",
         use_cpu=device == "cpu",
         bf16=device == "cuda",
         disable_tqdm=not progress,
-        dataloader_num_workers=0,
     )
-    kwargs.update(overrides)
-    return (config_class or GRPOConfig)(**kwargs)
+    return grpo_config(config.rl, output_dir, num_processes, config_class, **{**run, **overrides})
 
 
 def make_trainer(
@@ -159,14 +180,12 @@ def history_from_trl(trainer):
 
 
 def main(argv=None):
-    from course_lib.hf.__main__ import build_parser, config_from_args
+    from course_lib.hf.__main__ import build_parser, config_from_args, write_history
 
     parser = build_parser()
     parser.prog = "python -m course_lib.hf.trl_grpo"
     args = parser.parse_args(argv)
     config = config_from_args(args)
-    import json
-
     from course_lib.hf.loop import load_model_and_tokenizer  # the same checks of the model path as the course loop
 
     load_model_and_tokenizer(args.model, device="cpu")
@@ -182,11 +201,7 @@ def main(argv=None):
     trainer.train()
     history = history_from_trl(trainer)
     if trainer.accelerator.is_main_process:
-        if args.history:
-            from dataclasses import asdict
-
-            with open(args.history, "w") as f:
-                json.dump(asdict(history), f, indent=1)
+        write_history(history, args.history)
         print(
             f"TRL: {trainer.state.global_step} optimiser steps on {trainer.accelerator.num_processes} process(es) "
             f"({trainer.accelerator.distributed_type}); mean reward by round: "

@@ -44,21 +44,19 @@ from torch import nn
 
 from course_lib import _validate
 from course_lib.grpo import KL_KINDS, LOSS_AGG_MODES, group_advantages, grpo_loss
-from course_lib.trainers.pg_trainer import REWARDS, PGTrainer, PGTrainerHistory
+from course_lib.trainers.pg_trainer import PGHistory, PGTrainer, PGTrainerConfig
 
 
 @dataclass
-class GRPOTrainerConfig:
-    """Hyperparameters of :class:`GRPOTrainer`; the defaults are the course's GRPO configuration."""
+class GRPOTrainerConfig(PGTrainerConfig):
+    """Hyperparameters of :class:`GRPOTrainer`: chapter 02's (:class:`PGTrainerConfig`) plus the clip and the KL.
 
-    group_size: int = 10
-    """G, responses sampled per prompt in every round (the lecture's 10)."""
-    rounds: int = 100
-    """Number of rounds; each samples a fresh batch of responses (the lecture's 100)."""
-    steps_per_round: int = 10
-    """Adam steps on each batch; the ratio and the clip keep the reuse in check (the lecture's 10)."""
-    lr: float = 1e-2
-    """Adam's learning rate."""
+    Every field of ``PGTrainerConfig`` means the same here except ``deltas_mode``, which GRPO does not read: its
+    advantage is always group-relative, with or without the std as ``normalize_std`` says.
+    """
+
+    init_scale: float = 0.1
+    """Multiplies the decoder matrices at init, so the initial logits scale by it (GRPO starts nearer uniform)."""
     clip_eps: float = 0.2
     """PPO's clip range: the ratio is kept in [1 - clip_eps, 1 + clip_eps]."""
     kl_coef: float = 0.04
@@ -69,46 +67,27 @@ class GRPOTrainerConfig:
     """Divide the group-centred rewards by the group std (GRPO) or not (Dr. GRPO)."""
     loss_agg: str = "seq-mean-token-mean"
     """How per-token losses become one number (see course_lib.grpo.aggregate_loss)."""
-    temperature: float = 1.0
-    """Sampling temperature; the losses use the log-probs of the tempered distribution."""
-    ent_coef: float = 0.0
-    """Weight of an entropy bonus (subtracted from the loss), 0 in GRPO."""
-    embedding_dim: int = 10
-    """D, the width of the model's embeddings (the lecture's 10)."""
-    init_scale: float = 0.1
-    """Multiplies the decoder matrices at init, so the initial logits scale by it (1 keeps SortingPolicy's init)."""
-    embedding_std: float | None = None
-    """Std of the embedding table at init: None is SortingPolicy's 1/sqrt(D), 1.0 the lecture's nn.Embedding."""
     ref_refresh_every: int = 0
     """Copy the policy into the reference every this many rounds (0: never, the frozen initial policy)."""
-    reward: str = "inclusion_ordering"
-    """The reward: "inclusion_ordering" (dense, at most 2T - 1) or "exact_match" (0 or 1)."""
-    seed: int = 0
-    """Seeds the initialisation and the sampling (two private generators)."""
-
-    def __post_init__(self) -> None:
-        self.validate()
 
     def validate(self) -> None:
-        """Raise ``ValueError`` naming the first field that is out of range."""
-        for name in ("group_size", "rounds", "steps_per_round", "embedding_dim"):
-            _validate.require_int(name, getattr(self, name), minimum=1)
-        _validate.require_int("seed", self.seed, minimum=0)
-        _validate.require_int("ref_refresh_every", self.ref_refresh_every, minimum=0)
-        for name in ("lr", "clip_eps", "temperature", "init_scale"):
-            _validate.require_positive(name, getattr(self, name))
-        if self.embedding_std is not None:
-            _validate.require_positive("embedding_std", self.embedding_std)
-        for name in ("kl_coef", "ent_coef"):
-            _validate.require_non_negative(name, getattr(self, name))
+        """Raise ``ValueError`` naming the first field that is out of range (chapter 02's fields first)."""
+        super().validate()
+        if self.deltas_mode != PGTrainerConfig.deltas_mode:
+            raise ValueError(
+                f"deltas_mode: GRPOTrainer does not read it (its advantage is group-relative; normalize_std "
+                f"chooses the std or not), so leave it at {PGTrainerConfig.deltas_mode!r}; got {self.deltas_mode!r}"
+            )
+        _validate.require_positive("clip_eps", self.clip_eps)
+        _validate.require_non_negative("kl_coef", self.kl_coef)
         _validate.require_choice("kl_kind", self.kl_kind, KL_KINDS)
-        _validate.require_choice("loss_agg", self.loss_agg, LOSS_AGG_MODES)
-        _validate.require_choice("reward", self.reward, tuple(REWARDS))
         _validate.require_bool("normalize_std", self.normalize_std)
+        _validate.require_choice("loss_agg", self.loss_agg, LOSS_AGG_MODES)
+        _validate.require_int("ref_refresh_every", self.ref_refresh_every, minimum=0)
 
 
 @dataclass
-class GRPOHistory(PGTrainerHistory):
+class GRPOHistory(PGHistory):
     """What :meth:`GRPOTrainer.train` records: chapter 02's history plus the KL and the clip fraction."""
 
     kl: list[float] = field(default_factory=list)

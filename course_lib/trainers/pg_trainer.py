@@ -21,7 +21,7 @@ The course's vocabulary, from this chapter to the last: a *round* samples a fres
 
 :class:`PGTrainer` is the skeleton of the course's trainers: :class:`~course_lib.trainers.grpo_trainer.GRPOTrainer`
 (chapter 06) is this class with another advantage and another loss. :func:`train_sorting_pg` is chapter 02's
-entry point, a thin wrapper that keeps the lecture's bookkeeping (:class:`PGHistory`).
+entry point, a thin wrapper; every trainer records a :class:`PGHistory` (GRPO's adds two fields).
 
 The model is :class:`course_lib.models.SortingPolicy`, the lecture's non-autoregressive model.
 Shapes: ``B`` prompts, ``G`` responses per prompt, ``T`` tokens, ``V`` vocabulary.
@@ -101,7 +101,7 @@ class PGTrainerConfig:
 
 
 @dataclass
-class PGTrainerHistory:
+class PGHistory:
     """What :meth:`PGTrainer.train` records, one entry per round (plus the trained model)."""
 
     mean_reward: list[float] = field(default_factory=list)
@@ -149,7 +149,7 @@ class PGTrainer:
         config: every other hyperparameter (``PGTrainerConfig()`` when ``None``).
     """
 
-    Config, History = PGTrainerConfig, PGTrainerHistory
+    Config, History = PGTrainerConfig, PGHistory
 
     def __init__(
         self, model: nn.Module, group_size: int | None = None, config: PGTrainerConfig | None = None, **overrides
@@ -269,9 +269,7 @@ class PGTrainer:
 
     # -- the loop --------------------------------------------------------------------------
 
-    def train(
-        self, prompts: torch.Tensor | None = None, rounds: int | None = None, progress: bool = True
-    ) -> PGTrainerHistory:
+    def train(self, prompts: torch.Tensor | None = None, rounds: int | None = None, progress: bool = True) -> PGHistory:
         """Train for ``rounds`` rounds (``config.rounds`` when ``None``) on ``prompts``.
 
         Seeded and deterministic. A model this small runs several times faster on one thread than on
@@ -330,30 +328,6 @@ def _require_prompts(prompts) -> torch.Tensor:
     return prompts.long()
 
 
-@dataclass
-class PGHistory:
-    """What :func:`train_sorting_pg` records, one entry per round (plus the trained model)."""
-
-    mean_reward: list[float] = field(default_factory=list)
-    """Mean reward of the B * G responses sampled at the start of the round."""
-    greedy_reward: list[list[float]] = field(default_factory=list)
-    """Reward of the greedy (argmax) response to each prompt, ``B`` numbers, at the start of the round."""
-    loss: list[float] = field(default_factory=list)
-    """REINFORCE loss at the first step of the round (on fresh samples: the on-policy one)."""
-    nonzero_fraction: list[float] = field(default_factory=list)
-    """Fraction of the sampled responses whose delta is nonzero: those that carry a gradient."""
-    exact_match: list[float] = field(default_factory=list)
-    """Fraction of the sampled responses that are exactly the sorted prompt, whatever the training reward."""
-    max_reward: float = 0.0
-    """The largest reward possible on every prompt (2T - 1, or 1 for exact match)."""
-    model: SortingPolicy | None = None
-    """The policy after training."""
-
-    def final_greedy_reward(self) -> list[float]:
-        """Greedy reward per prompt of the trained model."""
-        return self.greedy_reward[-1] if self.greedy_reward else []
-
-
 def train_sorting_pg(
     config: PGTrainerConfig | None = None,
     prompts: torch.Tensor | None = None,
@@ -371,8 +345,7 @@ def train_sorting_pg(
         vocab_size: ``V``; ``None`` takes the largest prompt token + 1.
 
     Returns:
-        A :class:`PGHistory`; the last entries describe the model before the last
-        round's updates, ``history.model`` the model after them.
+        A :class:`PGHistory`, the trainer's: one entry per round, ``history.model`` the trained model.
     """
     config = PGTrainerConfig() if config is None else config
     if not isinstance(config, PGTrainerConfig):
@@ -381,17 +354,4 @@ def train_sorting_pg(
     if vocab_size is not None:
         _validate.require_int("vocab_size", vocab_size, minimum=1)
     trainer = PGTrainer.for_sorting(config, prompts, vocab_size=vocab_size)
-    prompts = sorting_prompts() if prompts is None else prompts.long()
-    with one_thread():
-        greedy_before = trainer.greedy_rewards(prompts)  # (B,) of the initial policy
-    h = trainer.train(prompts, progress=progress)
-    # The lecture records the greedy reward at the start of each round: the end of the round before.
-    return PGHistory(
-        mean_reward=h.mean_reward,
-        greedy_reward=[greedy_before, *h.greedy_reward[:-1]],
-        loss=h.on_policy_loss,
-        nonzero_fraction=h.nonzero_fraction,
-        exact_match=h.exact_match,
-        max_reward=h.max_reward,
-        model=h.model,
-    )
+    return trainer.train(prompts, progress=progress)

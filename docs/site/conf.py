@@ -5,7 +5,8 @@ from the README, a page per lecture and per exercise notebook, the instructors' 
 Sphinx there with this file. The notebooks are never executed: each page shows the outputs its notebook stores.
 
 Everything a page loads comes from the site itself: MathJax from the `sphinx-mathjax-offline` package, the theme's
-fonts and scripts from its own `_static/`, and no ipywidgets scripts (their pictures are stored as plain images).
+fonts and scripts from its own `_static/`, sphinx-copybutton's script and its clipboard helper, the course's
+`_static/course.js`, and no ipywidgets scripts (their pictures are stored as plain images).
 """
 
 project = "From Policy Gradients to GRPO"
@@ -16,7 +17,12 @@ extensions = [
     "myst_nb",  # notebooks and Markdown (MyST) pages
     "sphinx.ext.mathjax",
     "sphinx-mathjax-offline",  # MathJax 3.2.2 copied into _static/mathjax/, so no page asks a CDN for it
+    "sphinx_copybutton",  # a copy button on every code cell and command block
 ]
+
+# sphinx-copybutton: on the code a reader runs (cells, commands), not on outputs, which are results to read.
+copybutton_selector = "div.cell_input div.highlight pre, div.highlight-bash div.highlight pre"
+copybutton_exclude = ".linenos, .gp"
 
 # myst-nb: render what the notebooks store, never run them.
 nb_execution_mode = "off"
@@ -35,6 +41,7 @@ html_title = "From Policy Gradients to GRPO"
 html_favicon = "_static/favicon.svg"  # without one, browsers ask for /favicon.ico, which the site does not have
 html_static_path = ["_static"]
 html_css_files = ["course.css"]
+html_js_files = ["course.js"]  # figures open full size on click; search snippets without raw TeX
 html_copy_source = False  # the download links give the notebooks themselves, not the staged copies
 html_show_sourcelink = False
 html_last_updated_fmt = None

@@ -11,7 +11,11 @@ fails on:
   text outside code (`$$`, `$x$`, `\\frac`, `\\(`);
 - an output that shows a traceback, an object's repr (`<Figure size ...>`, `SliderPlot(...)`) or a widget's model;
 - a widget without its stored picture and its line saying that the slider moves in JupyterLab;
-- a "next" link that does not lead to the following page of the reading order.
+- a "next" link that does not lead to the following page of the reading order;
+- a code cell without its copy button or with a test marker left in it (`# NBVAL_CHECK_OUTPUT`), a figure without
+  alt text in words or without its link to the full-size picture, a chapter page without its "Get the course" box.
+At 1280 px no code cell and no output may be wider than its box; at 390 px (a phone) the counts of what scrolls
+sideways are reported (`test-artifacts/site/cut.json`), and no page may be wider than the screen.
 It also saves screenshots of the landing page and of chapter 04 (its slider's picture and maths) to
 `test-artifacts/site/`.
 """
@@ -19,6 +23,7 @@ It also saves screenshots of the landing page and of chapter 04 (its slider's pi
 from __future__ import annotations
 
 import functools
+import json
 import re
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -56,8 +61,30 @@ INSPECT = r"""async () => {
     notes: notes.map(p => p.textContent),
     pictured: notes.filter(p => p.closest(".cell_output").querySelector("img")).length,
     next: document.querySelector("a.right-next")?.href ?? null,
+    codeCells: document.querySelectorAll("div.cell_input").length,
+    copyButtons: document.querySelectorAll("div.cell_input button.copybtn").length,
+    markers: [...document.querySelectorAll("div.cell_input")].filter(el => /NBVAL_/.test(el.textContent)).length,
+    figures: [...document.querySelectorAll(".cell_output img")].map(img => ({
+      alt: img.alt, linked: !!img.closest("a.figure-full")})),
+    boxes: document.querySelectorAll("div.get-the-course").length,
   };
 }"""
+# What is wider than its box, counted once MathJax is done: a box "cuts" when its content is wider than it.
+MEASURE_CUT = r"""async () => {
+  if (window.MathJax && MathJax.startup) { await MathJax.startup.promise; }
+  const cut = (selector) => [...document.querySelectorAll(selector)].filter(el => el.scrollWidth > el.clientWidth + 1);
+  return {
+    code: document.querySelectorAll("div.cell_input div.highlight pre").length,
+    codeCut: cut("div.cell_input div.highlight pre").length,
+    outputs: document.querySelectorAll("div.cell_output pre").length,
+    outputsCut: cut("div.cell_output pre").length,
+    equations: document.querySelectorAll("mjx-container[display='true']").length,
+    equationsCut: cut("mjx-container[display='true']").length,
+    pageWider: document.documentElement.scrollWidth > window.innerWidth + 1,
+  };
+}"""
+# Alt text that is no description: empty, a file name or a hash.
+NO_ALT = re.compile(r"^(|[0-9a-f]{16,}(\.\w+)?|\S+\.(png|jpe?g|svg))$")
 RAW_TEX = re.compile(
     r"\$\$|(?<![\\\w])\$[^$\s][^$\n]*\$|\\(frac|sum|begin|mathbb|hat|left|right|cdot|gamma|lambda)\b|\\[(\[]"
 )
@@ -159,6 +186,16 @@ def _problems(page, recorded: list[str], url: str, built_site: Path, site_url: s
     if report["pictured"] != len(report["notes"]):
         found.append(f"{len(report['notes'])} widget notes, but only {report['pictured']} with their picture")
     found += [f"a widget note says nothing of JupyterLab: {n!r}" for n in report["notes"] if "JupyterLab" not in n]
+    if report["copyButtons"] != report["codeCells"]:
+        found.append(f"{report['codeCells']} code cells, but {report['copyButtons']} copy buttons")
+    found += [f"{report['markers']} code cell(s) show a test marker"] if report["markers"] else []
+    found += [f"a figure without alt text in words: {f['alt']!r}" for f in report["figures"] if NO_ALT.match(f["alt"])]
+    unlinked = sum(not figure["linked"] for figure in report["figures"])
+    if unlinked:
+        found.append(f"{unlinked} figure(s) do not open at full size")
+    chapter = re.search(r"/(lectures|exercises)/[^/]+\.html$", url)
+    if chapter and report["boxes"] != 1:
+        found.append(f'{report["boxes"]} "Get the course" boxes, not 1')
     return found
 
 
@@ -174,6 +211,8 @@ BROKEN_PAGE = r"""<!DOCTYPE html><html><head><script src="https://cdn.example.or
 <img src="_images/no-such-picture.png"><a href="lectures/no-such-page.html">a</a><a href="index.html#no-such-id">b</a>
 <div class="cell_output"><pre>&lt;Figure size 640x480 with 1 Axes&gt;</pre></div>
 <div class="cell_output"><p class="widget-note">A slider.</p></div>
+<div class="cell_input"><pre># NBVAL_CHECK_OUTPUT
+x = 1</pre></div><div class="cell_output"><img src="_static/favicon.svg" alt="abc.png"></div>
 <script>console.error("something broke");</script></main></body></html>"""
 
 
@@ -202,8 +241,46 @@ def test_the_checks_see_a_broken_page(site_browser, site_url, built_site):
         "an output shows '<Figure size 6'",
         "1 widget notes, but only 0 with their picture",
         "a widget note says nothing of JupyterLab",
+        "1 code cells, but 0 copy buttons",
+        "1 code cell(s) show a test marker",
+        "a figure without alt text in words: 'abc.png'",
+        "1 figure(s) do not open at full size",
     ]:
         assert fault in found, f"the checks missed: {fault}\n(they found:\n{found})"
+
+
+def test_nothing_is_cut_at_1280_px_and_a_phone_scrolls_only_inside_boxes(chromium, site_url, capsys):
+    """At 1280 px every code cell and every output is whole; at 390 px the page never scrolls sideways, and what
+    scrolls inside its own box (a code cell, an output, a display equation) is counted and reported, the lectures'
+    code cells and the exercises' apart."""
+    counts = {}
+    for width in (1280, 390):
+        context = chromium.new_context(viewport={"width": width, "height": 860})
+        page = context.new_page()
+        total = {"exerciseCode": 0, "exerciseCodeCut": 0}
+        for docname in PAGES:
+            page.goto(_page_url(site_url, docname), wait_until="load")
+            measured = page.evaluate(MEASURE_CUT)
+            if docname.startswith("exercises/"):
+                total["exerciseCode"] += measured.pop("code")
+                total["exerciseCodeCut"] += measured.pop("codeCut")
+            for key, value in measured.items():
+                total[key] = total.get(key, 0) + int(value)
+        context.close()
+        counts[width] = total
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "cut.json").write_text(json.dumps(counts, indent=1) + "\n")
+    with capsys.disabled():
+        for width, total in counts.items():
+            print(
+                f"\nsite at {width} px: {total['codeCut']} of {total['code']} lecture code cells, "
+                f"{total['exerciseCodeCut']} of {total['exerciseCode']} exercise code cells, {total['outputsCut']} "
+                f"of {total['outputs']} outputs and {total['equationsCut']} of {total['equations']} display "
+                f"equations scroll sideways; {total['pageWider']} pages wider than the screen"
+            )
+    assert counts[1280]["codeCut"] == 0 and counts[1280]["exerciseCodeCut"] == 0, counts[1280]
+    assert counts[1280]["outputsCut"] == 0, counts[1280]
+    assert counts[390]["pageWider"] == 0 and counts[1280]["pageWider"] == 0, counts
 
 
 def _next_page(built_site: Path, docname: str) -> str | None:
