@@ -42,6 +42,7 @@ SERIAL = {
     "tests/test_grade.py": "grades classes with a per-cell timeout of a few seconds and kernels as the shared "
     "course-grade-N users: a busy neighbour core turns slow imports into timeouts",
     "tests/test_grade_records.py": "grades a class as root, with kernels as the shared course-grade-N users",
+    "tests/test_grade_round5.py": "grades a class as root, twice, with kernels as the shared course-grade-N users",
 }
 
 _spans: dict[str, list[float]] = defaultdict(list)

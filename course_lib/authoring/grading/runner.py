@@ -52,6 +52,7 @@ STARTUP = 120.0  # seconds allowed for pytest and the kernel to start
 KERNEL_START_TRIES = 3
 MAX_LOG = 1_000_000  # characters of pytest's own report read back for the log
 SANDBOX_ENV = "COURSE_GRADE_SANDBOX"  # how the runner tells the plugin (in the pytest process) what to do
+PLUGIN = "course_lib.authoring.grading.nbval_report"  # the plugin pytest loads (a test may load a variant of it)
 
 
 @dataclass
@@ -170,7 +171,7 @@ def _run_once(
         "-p",
         "no:cacheprovider",
         "-p",
-        "course_lib.authoring.grading.nbval_report",
+        PLUGIN,
         "-p",
         "nbval.plugin",
         f"--grade-events={events_path}",
