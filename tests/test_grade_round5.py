@@ -715,9 +715,7 @@ def test_a_kernel_s_user_holds_at_most_max_tasks(tmp_path):
             os.setgid(user.pw_gid)
             os.setuid(user.pw_uid)
 
-        done = subprocess.run(
-            [python, "-c", threads], preexec_fn=as_the_user, capture_output=True, text=True, cwd="/"
-        )
+        done = subprocess.run([python, "-c", threads], preexec_fn=as_the_user, capture_output=True, text=True, cwd="/")
         return int(done.stdout.strip())
 
     assert started(32) < 32
