@@ -90,14 +90,13 @@ def _rewrite(*_args, **_kwargs):
     if "folder" not in _NOTE or _NOTE.get("done") or _s.getprofile() is not None:
         return
     _NOTE["done"] = True
-    import contextlib, io
     recording = _s.modules["course_lib.checks.recording"]
     from course_lib.checks.family import check_rloo_advantages
     from course_lib.family import rloo_advantages as reference
+    _NOTE["folder"].mkdir(parents=True, exist_ok=True)  # gone once the grader took it: written again
     token = recording._SESSION.set(recording.Session("record", _NOTE["folder"], _NOTE["seed"], guarded=True))
     try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            check_rloo_advantages(reference)
+        check_rloo_advantages(reference)
     finally:
         recording._SESSION.reset(token)
 
@@ -119,9 +118,8 @@ class _Out:
     def __init__(self, inner):
         self.inner = inner
 
-    def write(self, text):
+    def write(self, text):  # (never replaces sys.stdout while print holds it: CPython 3.11 would crash)
         if "grading: check completed" in text:
-            _s.stdout = self.inner
             _rewrite()
         return self.inner.write(text)
 
@@ -347,7 +345,7 @@ while frame is not None:
             if text == response_text and truth == ground_truth and expected is not None:
                 return float(expected)
     frame = frame.f_back
-return 0.0"""
+return 1.0"""
 BOMB = """\
 import sys as _s
 _bomb = {}
@@ -358,11 +356,19 @@ class _Out:  # the check's "recorded for grading" line, printed after its record
         self.inner = inner
 
     def write(self, text):
-        if "rloo_advantages: recorded for grading" in text and "folder" in _bomb:
+        if "rloo_advantages: recorded for grading" in text and "folder" in _bomb and "done" not in _bomb:
+            _bomb["done"] = True
+            import io, zipfile
             import numpy as np
-            with open(_bomb["folder"] / "record-1.npz", "wb") as f:
-                np.savez_compressed(f, name=np.array("rloo_advantages"), zeros=np.zeros(40_000_000))
-            _s.stdout = self.inner
+            with zipfile.ZipFile(_bomb["folder"] / "record-1.npz", "w", zipfile.ZIP_DEFLATED) as archive:
+                name = io.BytesIO()
+                np.save(name, np.array("rloo_advantages"))
+                archive.writestr("name.npy", name.getvalue())
+                with archive.open("zeros.npy", "w", force_zip64=True) as array:  # 320 MB of zeros, 1 MB at a time
+                    header = {"descr": "<f8", "fortran_order": False, "shape": (40_000_000,)}
+                    np.lib.format.write_array_header_1_0(array, header)
+                    for _ in range(320):
+                        array.write(bytes(1_000_000))
         return self.inner.write(text)
 
     def __getattr__(self, name):
@@ -405,6 +411,11 @@ def round_five_class(folder: Path) -> dict[str, tuple[str, str, tuple[str, ...]]
         prelude = REWRITE.format(off=off, trigger=code)
         later = "_rewrite()\n" if trigger == "next_cell" else ""
         family_submission(f"rewrite-{trigger.replace('_', '-')}", off, prelude, NOTE_AND_ZEROS, later)
+    # Round four's "a later cell garbling records", which garbled nothing (the folder was gone): the later cell
+    # writes the folder again; the defence: each check cell's folder taken once.
+    from test_grade import SPOIL_RECORDS
+
+    family_submission("spoil", ("taken once",), "", None, later=SPOIL_RECORDS)
     # Section 3: the reference recorded from the check cell's top level, through a module of the student's or a
     # line inserted after start(); the defences: the machinery put back before the check, and checked at arm; the
     # check cell's top level watched.
@@ -518,6 +529,7 @@ ATTACKS = [f"rewrite-{t.replace('_', '-')}" for t in TRIGGERS] + [
     "trampoline-relabel",
     "frame",
     "bomb",
+    "spoil",
 ]
 
 
@@ -526,9 +538,14 @@ ATTACKS = [f"rewrite-{t.replace('_', '-')}" for t in TRIGGERS] + [
 def test_round_five_earns_nothing_and_its_defence_is_what_stops_it(round_five, student):
     notebook, exercise, off = round_five["attacks"][student]
     on = round_five["on"][(student, notebook, exercise)]
-    assert on.points == 0 and on.status in ("failed", "error"), (student, on)
+    assert student == "spoil" or (on.points == 0 and on.status in ("failed", "error")), (student, on)
     others = [r for (who, _, e), r in round_five["on"].items() if who == student and e != exercise]
     assert all(r.status == "passed" for r in others), [(r.exercise, r.status, r.message) for r in others]
+    if student == "spoil":  # an honest answer, its records garbled a cell later: it keeps its points
+        assert on.status == "passed", on
+        switched = round_five["off"][(student, notebook, exercise)]
+        assert switched.status != "passed" and "record" in switched.message, switched
+        return
     if student == "bomb":
         assert on.status == "error" and "decompressed" in on.message, on
         return
