@@ -45,6 +45,7 @@ import nbformat
 import pytest
 from test_grade import FAMILY, REWARDS, ROOT, answer, exercise_of, save, solution_cell
 
+from course_lib import checks
 from course_lib.authoring import grade
 from course_lib.authoring.grading import judging, nbval_report, rebuild, report, runner
 
@@ -56,21 +57,52 @@ def _round5_off(name):  # tests/test_grade_round5.py: is this defence switched o
 """
 # file -> [(text of the defence, the same with its switch)]: the kernel's defences, each switched off by its name.
 KERNEL_SWITCHES = {
-    "checks/watch.py": [
+    "checks/watch.py": [  # the check cell's top level watched; the watch in every thread (round four)
         ("                if checked:\n", "                if checked or _off('top-level'):\n"),
         ("        _top=TOP_LEVEL,\n", "        _top=TOP_LEVEL,\n        _off=_round5_off,\n"),
+        (
+            '        if event != "call":\n',
+            '        if event != "call" or (_off("every thread") and _ident() != _main):\n',
+        ),
     ],
-    "checks/blocker.py": [
+    "checks/blocker.py": [  # course_lib's frames looked through; the watch kept on; code made; copied text (round four)
         (
             "            if path.startswith(course):\n                frame = frame.f_back\n",
             "            if path.startswith(course):\n                if _round5_off('look-through'):\n"
             "                    return False\n                frame = frame.f_back\n",
-        )
+        ),
+        (
+            "            if caller is setter_code or caller is bootstrap_code:\n",
+            "            if caller is setter_code or caller is bootstrap_code or _round5_off('watch kept on'):\n",
+        ),
+        (
+            "            if _type(source) is _str and lines:\n",
+            "            if _type(source) is _str and lines and not _round5_off('copied text'):\n",
+        ),
+        (
+            "        if event in by_the_student or event in for_the_student:\n",
+            "        if (event in by_the_student or event in for_the_student) and not _round5_off(event):\n",
+        ),
     ],
-    "checks/guard.py": [
-        ("                if changed():\n", "                if changed() and not _round5_off('machinery'):\n")
+    "checks/guard.py": [  # the machinery checked at arm; the seed given once, the tasks counted (round four)
+        ("                if changed():\n", "                if changed() and not _round5_off('machinery'):\n"),
+        (
+            '                if cell in state["released"]:\n',
+            '                if cell in state["released"] and not _round5_off("seed once"):\n',
+        ),
+        (
+            '                if own and read("/proc/sys/kernel/ns_last_pid") != armed["tasks"]:\n',
+            '                if own and read("/proc/sys/kernel/ns_last_pid") != armed["tasks"]'
+            ' and not _round5_off("tasks"):\n',
+        ),
     ],
     "checks/rewards.py": [("if scored else None", "if scored or _round5_off('math') else None")],
+    "checks/__init__.py": [  # drawn cases (round four); the grader's judge is switched off in the test process
+        (
+            "    if session is not None:\n        cases = list(cases) + drawn_cases(",
+            "    if session is not None and not _round5_off('drawn'):\n        cases = list(cases) + drawn_cases(",
+        ),
+    ],
 }
 RESTORE_SWITCH = (  # the first cell's restore, switched off for a submission that names "machinery"
     "    def restore():\n",
@@ -315,6 +347,32 @@ for _case in _cases:
         _r = _case.kwargs["rewards"].to(_dtype)
         MEMO[(tuple(_r.shape), tuple(_r.flatten().tolist()))] = _reference(_r)
 """
+HEART = """\
+from course_lib.checks.family import rloo as _rloo
+from course_lib.family import rloo_advantages as _reference
+
+MEMO = {}  # the reference's answers to the notebook's own cases, learnt by heart
+for _case in _rloo._rloo_cases():
+    for _dtype in (torch.float64, torch.float32):
+        _r = _case.kwargs["rewards"].to(_dtype)
+        MEMO[(tuple(_r.shape), tuple(_r.flatten().tolist()))] = _reference(_r)
+"""
+SPY = """\
+from course_lib.checks import drawing as _drawing, recording as _recording
+from course_lib.checks.family import rloo as _rloo
+from course_lib.family import rloo_advantages as _reference
+
+# A spy run of the check in the solution cell: its drawn cases' seed, asked for before the check cell runs.
+_recording.start("/tmp/spy-records", cell="ex11-rloo-check", exercise="rloo_advantages")
+_seed = _recording._SESSION.get().seed  # C calls: the watch, on now, sees nothing
+_recording.finish()
+_cases = list(_rloo._rloo_cases()) + _drawing.drawn_cases(_rloo._rloo_cases(), _seed, _rloo._draw_rewards)
+MEMO = {}
+for _case in _cases:
+    for _dtype in (torch.float64, torch.float32):
+        _r = _case.kwargs["rewards"].to(_dtype)
+        MEMO[(tuple(_r.shape), tuple(_r.flatten().tolist()))] = _reference(_r)
+"""
 MEMO_ANSWER = """\
 return MEMO.get((tuple(rewards.shape), tuple(rewards.flatten().tolist())), torch.zeros_like(rewards))"""
 TRAMPOLINE_RELABEL = """\
@@ -416,6 +474,21 @@ def round_five_class(folder: Path) -> dict[str, tuple[str, str, tuple[str, ...]]
     from test_grade import SPOIL_RECORDS
 
     family_submission("spoil", ("taken once",), "", None, later=SPOIL_RECORDS)
+    # Round four's attacks, each against its own defence: the watch in every thread, the watch kept on, code made
+    # or relabelled, course_lib's text compiled, cases drawn at grading, the seed given once, tasks counted.
+    import test_grade as four
+
+    for name, off, prelude, body in (
+        ("worker", ("every thread",), four.WORKER, "_jobs.put(rewards)\nreturn _answers.get()"),
+        ("watchoff", ("watch kept on",), "", four.WATCH_OFF),
+        ("relabel", ("code.__new__", "function.__new__"), "", four.RELABELLED),
+        ("carried", ("copied text",), f"SOURCE = {(ROOT / 'course_lib' / 'family.py').read_text()!r}\n", four.CARRIED),
+        ("heart", ("drawn",), HEART, MEMO_ANSWER),
+        ("spy", ("seed once",), SPY, MEMO_ANSWER),
+        ("thread", ("tasks",), "", four.THREAD),
+    ):
+        switch = f"import builtins as _b\n_b._round5_off = {off!r}\nimport torch\n"
+        family_submission(f"four-{name}", off, switch + prelude, body)
     # Section 3: the reference recorded from the check cell's top level, through a module of the student's or a
     # line inserted after start(); the defences: the machinery put back before the check, and checked at arm; the
     # check cell's top level watched.
@@ -513,6 +586,7 @@ def round_five(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(grade, "source_free_course", _source_free_with_switches(tmp / "switched"))
         patch.setattr(judging, "records_final", lambda *args: None)  # the digest, not compared
+        patch.setattr(checks, "drawn_cases", lambda *args, **kwargs: [])  # the judge asks the notebook's cases only
         patch.setattr(rebuild, "PROLOGUE", rebuild.PROLOGUE.replace(*RESTORE_SWITCH))
         patch.setattr(runner, "PLUGIN", "round5_take_every_time")  # each folder taken at every cell's end
         patch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
@@ -520,17 +594,21 @@ def round_five(tmp_path_factory):
     return {"attacks": attacks, "on": on, "off": off}
 
 
-ATTACKS = [f"rewrite-{t.replace('_', '-')}" for t in TRIGGERS] + [
-    "finder",
-    "import",
-    "finder-restore-off",
-    "inserted-line",
-    "trampoline-key",
-    "trampoline-relabel",
-    "frame",
-    "bomb",
-    "spoil",
-]
+ATTACKS = (
+    [f"rewrite-{t.replace('_', '-')}" for t in TRIGGERS]
+    + [
+        "finder",
+        "import",
+        "finder-restore-off",
+        "inserted-line",
+        "trampoline-key",
+        "trampoline-relabel",
+        "frame",
+        "bomb",
+        "spoil",
+    ]
+    + [f"four-{name}" for name in ("worker", "watchoff", "relabel", "carried", "heart", "spy", "thread")]
+)
 
 
 @ROOT_ONLY

@@ -10,11 +10,15 @@ two look up no global name, so patching a module changes nothing they do.
   (:func:`course_lib.checks.watch.make_hook`) on in *every* thread of the kernel and gives the check cell its
   seed, once per cell; ``watch`` adds a check's reference and its allowed helpers; the watch reports each
   borrowed call to it (``seen``); ``disarm`` turns the watch off and writes the cell's verdict (what the watch
-  saw; a thread or process started while the check ran; a process still running when it began), signed with the
-  key, to a pipe that only the grader reads. The grader believes that line, not the kernel.
+  saw; a thread or process started while the check ran; a process still running when it began; and a digest of
+  the cell's records folder, which makes the records final at that moment: :func:`make_digest`), signed with the
+  key, to a pipe that only the grader reads. The grader believes that line, not the kernel, and judges only records
+  whose digest is the signed one. ``arm`` also refuses a check whose import machinery or IPython transformers are
+  not those of the grader's first cell (:func:`_canonical`; each check cell puts them back before it imports).
 - The **blocker** refuses, when the student's code asks (the nearest code on the stack that is neither an
-  installed package's nor course_lib's is a notebook cell's): replacing or turning off the watch
-  (``sys.setprofile``, ``sys.settrace``), new audit hooks, making or relabelling code (``code.__new__`` and
+  installed package's nor course_lib's is a notebook cell's; course_lib's frames are looked through, since a
+  course_lib frame doing one of these things is calling back a callable it was handed): replacing or turning off
+  the watch (``sys.setprofile``, ``sys.settrace``), new audit hooks, making or relabelling code (``code.__new__`` and
   ``code.replace``, ``marshal``, ``compile`` under a course_lib or installed file name, a function made from
   another's code), ``ctypes``, the garbage collector's lists of objects, other threads' frames; and, from anyone,
   changing the watch's defaults or code, a look at a frame of the keeper (a signal handler run inside it would see

@@ -80,13 +80,14 @@ RECORDS_CHANGED = (
 
 def records_final(run: Run, folder: Path, cell_id: str, exercise: str) -> tuple[str, str] | None:
     """None when the records the grader took for this check cell are those the guard signed when the check's watch
-    ended (its digest in the cell's first signed verdict), else (status, message). No verdict: ``guard_says``."""
+    ended (its digest in the cell's last signed verdict: a check armed again later is failed by ``guard_says``),
+    else (status, message). No verdict: ``guard_says``."""
     from course_lib.checks import guard
 
     lines = run.verdicts.get(cell_id)
     if not lines:
         return None
-    signed, _, _ = guard.parse_verdict(lines[0])
+    signed, _, _ = guard.parse_verdict(lines[-1])
     if signed != guard.make_digest()(str(folder)):
         return "failed", RECORDS_CHANGED.format(exercise=exercise)
     return None
