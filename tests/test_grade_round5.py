@@ -664,13 +664,13 @@ def _signed_verdict(key: bytes, cell: str, digest: str) -> str:
 def test_the_judge_refuses_records_changed_after_the_guard_signed_them(tmp_path, monkeypatch):
     """Section 2 at its own level: the digest the guard signed when the check's watch ended, and the records the
     grader took; one byte changed is refused (and taken as it is when the comparison is switched off)."""
-    from course_lib.checks import guard
+    from course_lib.checks import seal
 
     folder = tmp_path / "records" / "ex-check"
     folder.mkdir(parents=True)
     (folder / "record-1.npz").write_bytes(b"what the check recorded")
     key = bytes(16)
-    signed = guard.make_digest()(str(folder))
+    signed = seal.make_digest()(str(folder))
     run = runner.Run(key=key)
     pipe = runner.VerdictPipe(key)
     pipe.feed(_signed_verdict(key, "ex-check", signed).encode() + b"\n")

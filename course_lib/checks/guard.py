@@ -11,10 +11,10 @@ two look up no global name, so patching a module changes nothing they do.
   seed, once per cell; ``watch`` adds a check's reference and its allowed helpers; the watch reports each
   borrowed call to it (``seen``); ``disarm`` turns the watch off and writes the cell's verdict (what the watch
   saw; a thread or process started while the check ran; a process still running when it began; and a digest of
-  the cell's records folder, which makes the records final at that moment: :func:`make_digest`), signed with the
-  key, to a pipe that only the grader reads. The grader believes that line, not the kernel, and judges only records
-  whose digest is the signed one. ``arm`` also refuses a check whose import machinery or IPython transformers are
-  not those of the grader's first cell (:func:`_canonical`; each check cell puts them back before it imports).
+  the cell's records folder, which makes the records final at that moment), signed with the key, to a pipe that
+  only the grader reads. The grader believes that line, not the kernel, and judges only records whose digest is
+  the signed one. ``arm`` also refuses a check whose import machinery or IPython transformers are not those of the
+  grader's first cell (each check cell puts them back before it imports). Both in :mod:`course_lib.checks.seal`.
 - The **blocker** refuses, when the student's code asks (the nearest code on the stack that is neither an
   installed package's nor course_lib's is a notebook cell's; course_lib's frames are looked through, since a
   course_lib frame doing one of these things is calling back a callable it was handed): replacing or turning off
@@ -34,12 +34,11 @@ from __future__ import annotations
 
 import sys
 
+from course_lib.checks import seal
 from course_lib.checks.recording import ARM, DISARM, SEEN, WATCH
+from course_lib.checks.seal import NAME_CHARACTERS, RECORDS, make_digest
 
 KEY_FILE = ".grading-key"  # in the kernel's scratch folder: "<key in hex> <fd of the verdict pipe>"
-RECORDS = "records"  # the folder of the kernel's scratch folder where check cells record, one folder per cell
-MAX_RECORD = 64 << 20  # bytes of one record file: a larger one is not taken (nbval_report), nor read here
-NAME_CHARACTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 MACHINERY_CHANGED = (
     "your solution changed Python's import machinery or IPython's input transformers, and the check cell could not "
     "put them back: a check must import and run the course's own code"
@@ -55,80 +54,6 @@ def seed_of(key: bytes, cell: str) -> int:
     import hmac
 
     return int.from_bytes(hmac.digest(key, cell.encode("utf-8"), "sha256")[:4], "big") % 2**31
-
-
-def record_name(cell: str) -> str:
-    """The name of the folder where the check cell ``cell`` records (letters, digits, ``_`` and ``-``)."""
-    return "".join(c if c in NAME_CHARACTERS else "_" for c in cell)
-
-
-def make_digest(builtins=None):
-    """``digest(folder)``: one sha256 of what a check cell's records folder holds, the same in the kernel (the
-    keeper signs it when the check's watch ends) and in the grader (over its own copy, before judging): every
-    entry's name and, for a regular file, its content; anything else (a link, a folder, a file over
-    ``MAX_RECORD``) counts as ``-``, which the grader's copy never holds. Everything it uses is bound here (the
-    keeper looks up no global name): ``builtins`` is the builtins dictionary to take them from."""
-    import _hashlib
-    import os
-    import stat
-
-    if builtins is None:
-        import builtins as module
-
-        builtins = vars(module)
-    _sorted, _OSError = builtins["sorted"], builtins["OSError"]
-    sha256, fstat, is_file, listdir, open_, read, close = (
-        _hashlib.openssl_sha256,
-        os.fstat,
-        stat.S_ISREG,
-        os.listdir,
-        os.open,
-        os.read,
-        os.close,
-    )
-    folder_flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-    file_flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    largest = MAX_RECORD
-
-    def file_digest(name, folder):
-        try:
-            fd = open_(name, file_flags, dir_fd=folder)
-        except _OSError:
-            return b"-"
-        try:
-            info = fstat(fd)
-            if not is_file(info.st_mode) or info.st_size > largest:
-                return b"-"
-            one = sha256()
-            chunk = read(fd, 1 << 20)
-            while chunk:
-                one.update(chunk)
-                chunk = read(fd, 1 << 20)
-            return one.hexdigest().encode("ascii")
-        finally:
-            close(fd)
-
-    def digest(path):
-        try:
-            folder = open_(path, folder_flags)
-        except _OSError:
-            return "none"
-        try:
-            total = sha256()
-            for name in _sorted(listdir(folder)):
-                total.update(name.encode("utf-8", "surrogateescape") + b"\0" + file_digest(name, folder) + b"\n")
-            return total.hexdigest()
-        finally:
-            close(folder)
-
-    return digest
-
-
-def parse_verdict(text: str) -> tuple[str, str, str]:
-    """(records digest, what the watch saw, problems) of a verdict the keeper signed, without "cell <id> "."""
-    digest, _, rest = text.partition(" ")
-    seen, _, problems = rest.partition(" | ")
-    return digest.removeprefix("records="), seen, problems.strip()
 
 
 def verify(key: bytes, line: str) -> str | None:
@@ -160,7 +85,7 @@ def install(key_path: str = KEY_FILE) -> None:
         for code in (recording._arm.__code__, recording._watch.__code__, recording._disarm.__code__)
     }
     records = os.path.join(os.path.dirname(os.path.abspath(key_path)), RECORDS) + os.sep
-    canonical = _canonical(vars(builtins))
+    canonical = seal.canonical(vars(builtins))
     keeper = _keeper(
         bytes.fromhex(key_hex),
         int(fd),
@@ -196,106 +121,6 @@ def cut_long_errors(shell) -> None:
         return show(exc_tuple, *args, **kwargs)
 
     shell.showtraceback = showtraceback
-
-
-def _canonical(builtins):
-    """``changed()``: whether what decides which code a check cell's lines import and run differs from now: Python's
-    import machinery (``sys.meta_path``, ``sys.path_hooks``, ``sys.path``, the finders cached for each folder,
-    ``builtins.__import__``, importlib's own functions) and IPython's input and AST transformers. Each check cell
-    puts them back first (``rebuild.PROLOGUE``); the keeper refuses to arm a check where that did not happen (the
-    student's code replaced the restore). IPython's event hooks are put back too, but they run only after a check's
-    watch has ended, when its records are final. Bound here, like the keeper: no global name is looked up when it
-    runs, and objects are compared by identity."""
-    import sys
-
-    try:
-        from IPython import get_ipython
-
-        shell = get_ipython()
-    except ImportError:
-        shell = None
-    _id, _tuple, _getattr, _list, _type, _str, _len = (
-        builtins[n] for n in ("id", "tuple", "getattr", "list", "type", "str", "len")
-    )
-    module = sys.modules["builtins"]
-    owners = [(sys, "meta_path"), (sys, "path_hooks"), (sys, "path")]
-    if shell is not None:
-        manager = shell.input_transformer_manager
-        owners += [
-            (shell, "input_transformers_cleanup"),
-            (shell, "input_transformers_post"),
-            (shell, "ast_transformers"),
-            (manager, "cleanup_transforms"),
-            (manager, "line_transforms"),
-            (manager, "token_transformers"),
-        ]
-    owners = _tuple(owners)
-    from importlib import _bootstrap, _bootstrap_external
-
-    # What the interpreter's import calls in importlib (``_find_and_load`` & co.), and the finders it caches.
-    functions = _tuple(
-        (vars(m), name) for m in (_bootstrap, _bootstrap_external) for name, value in vars(m).items() if callable(value)
-    )
-    import zipimport
-
-    finder = _bootstrap_external.FileFinder
-    finders = frozenset({_id(finder), _id(type(None)), _id(zipimport.zipimporter)})
-    loaders = frozenset(
-        _id(c)
-        for c in (
-            _bootstrap_external.SourceFileLoader,
-            _bootstrap_external.SourcelessFileLoader,
-            _bootstrap_external.ExtensionFileLoader,
-        )
-    )
-    caches = sys.path_importer_cache
-    caches_id = _id(caches)
-    classes = frozenset(_id(v) for v in caches.values() if _type(v) is type)  # an editable install's own finder
-
-    def cached_finders_changed():
-        if _id(_getattr(sys, "path_importer_cache")) != caches_id:
-            return True
-        for path, value in _list(caches.items()):
-            kind = _type(value)
-            if _id(kind) not in finders and not (kind is _type and _id(value) in classes):
-                return True
-            if kind is finder:
-                if _type(value.path) is not _str or _type(path) is not _str or value.path != path:
-                    return True
-                if _type(value._loaders) is not _list:
-                    return True
-                for pair in value._loaders:
-                    if _type(pair) is not _tuple or _id(pair[-1]) not in loaders:  # (suffix, loader)
-                        return True
-        return False
-
-    # Python's import lists are compared up to their length at install: a finder, a hook or a folder added after
-    # the canonical ones is asked only for what they do not find (the course's modules are found first), and a
-    # package may add one as it is imported (transformers adds a finder for its old module names).
-    prefixes = {"meta_path": 0, "path_hooks": 0, "path": 0}
-
-    def now():
-        found = [_id(_getattr(module, "__import__")), _id(_getattr(module, "__build_class__"))]
-        for namespace, name in functions:
-            found.append(_id(namespace.get(name)))
-        for owner, name in owners:
-            items = _getattr(owner, name)
-            found.append((_id(owner), name, _id(items)))
-            if _type(items) is _list:  # a list of the student's own type is not iterated (its code would run here)
-                kept = prefixes.get(name) if owner is sys else None
-                found.append(_len(items) >= kept if kept is not None else _len(items))
-                for item in items if kept is None else items[:kept]:
-                    found.append(_id(item))
-        return _tuple(found)
-
-    for name in prefixes:
-        prefixes[name] = _len(_getattr(sys, name))
-    expected = now()
-
-    def changed():
-        return now() != expected or cached_finders_changed()
-
-    return changed
 
 
 def _not_dumpable() -> None:

@@ -53,7 +53,7 @@ def first_line(text, limit: int = 1000) -> str:
 
 def guard_says(run: Run, cell_id: str, exercise: str) -> tuple[str, str] | None:
     """The guard's signed verdict on a check cell: None when clean, else (status, message)."""
-    from course_lib.checks import guard, watch
+    from course_lib.checks import seal, watch
 
     lines = run.verdicts.get(cell_id)
     if not lines:
@@ -62,7 +62,7 @@ def guard_says(run: Run, cell_id: str, exercise: str) -> tuple[str, str] | None:
             "grader's channel, or stop the check?)"
         )
     for line in lines:
-        _, seen, problem = guard.parse_verdict(line)
+        _, seen, problem = seal.parse_verdict(line)
         if seen.startswith("borrowed "):
             what = seen.removeprefix("borrowed ")
             reference = what.endswith(" reference")
@@ -82,13 +82,13 @@ def records_final(run: Run, folder: Path, cell_id: str, exercise: str) -> tuple[
     """None when the records the grader took for this check cell are those the guard signed when the check's watch
     ended (its digest in the cell's last signed verdict: a check armed again later is failed by ``guard_says``),
     else (status, message). No verdict: ``guard_says``."""
-    from course_lib.checks import guard
+    from course_lib.checks import seal
 
     lines = run.verdicts.get(cell_id)
     if not lines:
         return None
-    signed, _, _ = guard.parse_verdict(lines[-1])
-    if signed != guard.make_digest()(str(folder)):
+    signed, _, _ = seal.parse_verdict(lines[-1])
+    if signed != seal.make_digest()(str(folder)):
         return "failed", RECORDS_CHANGED.format(exercise=exercise)
     return None
 

@@ -44,7 +44,7 @@ import nbformat
 from course_lib.authoring.build import strip_solutions
 from course_lib.authoring.grading.canonical import Canonical, cell_role
 from course_lib.authoring.grading.submissions import StudentCell, Submission
-from course_lib.checks import guard
+from course_lib.checks import seal
 
 GUARD = """\
 # --- added by course_lib.grade: use the check on disk, whatever a solution cell patched ---
@@ -282,7 +282,7 @@ def guard_check(source: str, imports: str, token: str, record: tuple | None = No
 def record_folder(scratch, cell_id: str) -> str:
     """Where the check cell ``cell_id`` records the student's results, in the kernel's scratch folder (the folder
     the grader's guard signs a digest of when the check's watch ends)."""
-    return str(scratch / guard.RECORDS / guard.record_name(cell_id))
+    return str(scratch / seal.RECORDS / seal.record_name(cell_id))
 
 
 def rebuild(
