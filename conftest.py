@@ -44,6 +44,7 @@ SERIAL = {
     "tests/test_grade_records.py": "grades a class as root, with kernels as the shared course-grade-N users",
     "tests/test_grade_feedback.py": "grades a class (feedback pages, gradebook) with kernels as the shared "
     "course-grade-N users",
+    "tests/test_grade_round5.py": "grades a class as root, twice, with kernels as the shared course-grade-N users",
 }
 
 _spans: dict[str, list[float]] = defaultdict(list)

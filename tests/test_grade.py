@@ -1526,13 +1526,13 @@ except Exception as error:
     SPIED_SEED = error
 """
 SPOIL_RECORDS = """\
-import glob, os
-# rloo's check cell has ended: garble everything it recorded (the grader must already hold its own copy)
-for path in glob.glob(os.path.expanduser("~/records/*/*")):
-    try:
-        open(path, "wb").write(b"garbage")
-    except OSError:
-        pass
+import os
+# rloo's check cell has ended and the grader took its records: garbage where they were (the grader keeps its copy;
+# before round five it copied the folder again at this cell's end; tests/test_grade_round5.py shows it with that off)
+folder = os.path.expanduser("~/records/ex11-rloo-check")
+os.makedirs(folder, exist_ok=True)
+with open(os.path.join(folder, "record-1.npz"), "wb") as f:
+    f.write(b"garbage")
 """
 SANDBOXED = f"""\
 import os, socket

@@ -133,12 +133,20 @@ def make_blocker(course, library, keeper_code, setter_code, watch_code, lines=fr
     def student(frame, immediate=False):
         """Whether the nearest code on the stack that is neither an installed package's nor course_lib's is a
         notebook cell's (a dataclass's generated methods are looked through); with ``immediate``, whether the
-        code of ``frame`` itself is."""
+        code of ``frame`` itself is, course_lib's frames looked through.
+
+        course_lib's frames are looked through, never taken as the answer: course_lib's own code does none of what
+        this blocker refuses while a kernel is graded (but the keeper, which makes the watch's function), so a
+        course_lib frame that does is calling back a callable it was handed (``recording.replayable(gc.get_objects)``
+        under ``watch.trusting()``), and whoever handed it decides."""
         while frame is not None:
             code = frame.f_code
             path = code.co_filename
+            if code is keeper_code:
+                return False  # the keeper making the watch's function (``function.__new__``) for the check
             if path.startswith(course):
-                return False
+                frame = frame.f_back
+                continue
             if not (
                 path.startswith(library)
                 or path.startswith("<frozen ")
@@ -238,7 +246,9 @@ def make_blocker(course, library, keeper_code, setter_code, watch_code, lines=fr
                 )
             if _type(filename) is _str and filename.startswith("<frozen"):
                 raise PermissionError_("course_lib.grade: your solution compiles code as Python's own")
-            if _type(source) is _str and "__create_fn__" in source and not under(caller, dataclass_code):
+            if _type(source) is _str and "__create_fn__" in source:
+                if under(caller, dataclass_code):
+                    return  # a dataclass's methods, made by dataclasses
                 raise PermissionError_("course_lib.grade: your solution makes a dataclass's methods by hand")
             if _type(source) is _bytes:
                 source = source.decode("utf-8", "replace")

@@ -10,11 +10,15 @@ two look up no global name, so patching a module changes nothing they do.
   (:func:`course_lib.checks.watch.make_hook`) on in *every* thread of the kernel and gives the check cell its
   seed, once per cell; ``watch`` adds a check's reference and its allowed helpers; the watch reports each
   borrowed call to it (``seen``); ``disarm`` turns the watch off and writes the cell's verdict (what the watch
-  saw; a thread or process started while the check ran; a process still running when it began), signed with the
-  key, to a pipe that only the grader reads. The grader believes that line, not the kernel.
+  saw; a thread or process started while the check ran; a process still running when it began; and a digest of
+  the cell's records folder, which makes the records final at that moment), signed with the key, to a pipe that
+  only the grader reads. The grader believes that line, not the kernel, and judges only records whose digest is
+  the signed one. ``arm`` also refuses a check whose import machinery or IPython transformers are not those of the
+  grader's first cell (each check cell puts them back before it imports). Both in :mod:`course_lib.checks.seal`.
 - The **blocker** refuses, when the student's code asks (the nearest code on the stack that is neither an
-  installed package's nor course_lib's is a notebook cell's): replacing or turning off the watch
-  (``sys.setprofile``, ``sys.settrace``), new audit hooks, making or relabelling code (``code.__new__`` and
+  installed package's nor course_lib's is a notebook cell's; course_lib's frames are looked through, since a
+  course_lib frame doing one of these things is calling back a callable it was handed): replacing or turning off
+  the watch (``sys.setprofile``, ``sys.settrace``), new audit hooks, making or relabelling code (``code.__new__`` and
   ``code.replace``, ``marshal``, ``compile`` under a course_lib or installed file name, a function made from
   another's code), ``ctypes``, the garbage collector's lists of objects, other threads' frames; and, from anyone,
   changing the watch's defaults or code, a look at a frame of the keeper (a signal handler run inside it would see
@@ -30,9 +34,15 @@ from __future__ import annotations
 
 import sys
 
+from course_lib.checks import seal
 from course_lib.checks.recording import ARM, DISARM, SEEN, WATCH
+from course_lib.checks.seal import NAME_CHARACTERS, RECORDS, make_digest
 
 KEY_FILE = ".grading-key"  # in the kernel's scratch folder: "<key in hex> <fd of the verdict pipe>"
+MACHINERY_CHANGED = (
+    "your solution changed Python's import machinery or IPython's input transformers, and the check cell could not "
+    "put them back: a check must import and run the course's own code"
+)
 TASKS_CHANGED = (
     "your solution started a thread or a process while the check ran: a check's answers must come from the "
     "function it calls, in the calling thread"
@@ -74,7 +84,18 @@ def install(key_path: str = KEY_FILE) -> None:
         (code.co_filename, code.co_name): code.co_code
         for code in (recording._arm.__code__, recording._watch.__code__, recording._disarm.__code__)
     }
-    keeper = _keeper(bytes.fromhex(key_hex), int(fd), genuine, all_threads, template, vars(builtins))
+    records = os.path.join(os.path.dirname(os.path.abspath(key_path)), RECORDS) + os.sep
+    canonical = seal.canonical(vars(builtins))
+    keeper = _keeper(
+        bytes.fromhex(key_hex),
+        int(fd),
+        genuine,
+        all_threads,
+        template,
+        vars(builtins),
+        (records, NAME_CHARACTERS, make_digest(vars(builtins))),
+        canonical,
+    )
     _not_dumpable()
     lines = known_lines(watch.COURSE)  # what compiling copied course_lib text would show
     blocker = make_blocker(watch.COURSE + os.sep, watch.LIBRARY, keeper.__code__, setter, template.__code__, lines)
@@ -153,7 +174,7 @@ def _all_threads():
     return all_threads, all_threads.__code__
 
 
-def _keeper(key, pipe, genuine, all_threads, template, builtins):
+def _keeper(key, pipe, genuine, all_threads, template, builtins, records, changed):
     """The audit hook that arms and disarms the watch and writes the signed verdicts (see the module docstring).
 
     Everything it uses is bound here: no global name is looked up when it runs, and it never raises (a traceback
@@ -183,6 +204,8 @@ def _keeper(key, pipe, genuine, all_threads, template, builtins):
     arm, watch, seen_event, disarm = ARM, WATCH, SEEN, DISARM
     mine = (ARM, WATCH, SEEN, DISARM)
     tasks_changed = TASKS_CHANGED
+    machinery_changed = MACHINERY_CHANGED
+    folder_of, characters, digest = records
     state = {"released": set(), "armed": None}
 
     def strings(value):
@@ -253,6 +276,8 @@ def _keeper(key, pipe, genuine, all_threads, template, builtins):
                 else:
                     state["released"].add(cell)
                     seed = _int.from_bytes(hmac_digest(key, cell.encode("utf-8"), "sha256")[:4], "big") % 2**31
+                if changed():
+                    problems.append(machinery_changed)
                 running = others() if own else []
                 if running:
                     problems.append(
@@ -289,7 +314,11 @@ def _keeper(key, pipe, genuine, all_threads, template, builtins):
                     problems.append(tasks_changed)
                 seen = armed["seen"][:1]
                 verdict = ("borrowed " + seen[0][0] + (" reference" if seen[0][1] else "")) if seen else "clean"
-                text = " ".join(["cell", armed["cell"], verdict, "|", " ".join(problems)]).replace("\n", " ")
+                # The records are final now: what the grader judges must be what the folder holds at this moment.
+                name = "".join([c if c in characters else "_" for c in armed["cell"]])
+                records_digest = "records=" + digest(folder_of + name)
+                text = " ".join(["cell", armed["cell"], records_digest, verdict, "|", " ".join(problems)])
+                text = text.replace("\n", " ")
                 line = hmac_digest(key, text.encode("utf-8"), "sha256").hex() + " " + text + "\n"
                 write(pipe, line.encode("utf-8"))
                 box.append((_tuple(seen), _tuple(problems)))

@@ -35,6 +35,7 @@ import course_lib.checks.watch as watch
 from course_lib.checks.watch import ReferenceCalled  # noqa: F401 (re-exported: the grader names it)
 
 MAX_RECORD = 64 << 20  # bytes: a record larger than this is refused
+MAX_UNPACKED = 256 << 20  # bytes: a record whose arrays would take more, once decompressed, is refused unread
 # The events this module sends the grader's guard (course_lib.checks.guard), which knows these functions' bytecode.
 ARM, WATCH, SEEN, DISARM = (f"course_lib.grading.{e}" for e in ("arm", "watch", "seen", "disarm"))
 
@@ -301,8 +302,17 @@ def load(path: Path, name: str) -> dict:
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_RECORD:
             raise NotRecorded(f"{name}: the record is not a plain file of a reasonable size")
         try:
+            unpacked = _unpacked_size(f)
+            if unpacked > MAX_UNPACKED:
+                raise NotRecorded(
+                    f"{name}: the record would take {unpacked / 2**20:.0f} MB once decompressed (a check's records "
+                    f"take a few kB; at most {MAX_UNPACKED >> 20} MB is read)"
+                )
+            f.seek(0)
             with np.load(f, allow_pickle=False) as data:
                 arrays = {key: data[key] for key in data.files}
+        except NotRecorded:
+            raise
         except Exception as error:  # noqa: BLE001 - a forged or broken file is the student's problem
             raise NotRecorded(f"{name}: the record cannot be read ({type(error).__name__})") from None
     if str(arrays.get("name", "")) != name:
@@ -311,6 +321,29 @@ def load(path: Path, name: str) -> dict:
         if key not in ("name", "kinds") and not key.endswith(".error") and array.dtype != np.float64:
             raise NotRecorded(f"{name}: the record holds {array.dtype} data, not float64")
     return arrays
+
+
+def _unpacked_size(f) -> int:
+    """Bytes a record's arrays would take once loaded, read from the zip's directory and each array's header
+    before anything is decompressed: a record bomb (a few MB that expand to gigabytes, or a header that claims a
+    huge shape) is refused before it costs the grader its memory."""
+    import zipfile
+
+    total = 0
+    with zipfile.ZipFile(f) as archive:
+        for member in archive.infolist():
+            total += member.file_size  # what the zip says it holds (reading stops there: zipfile checks)
+            if not member.filename.endswith(".npy") or total > MAX_UNPACKED:
+                continue
+            with archive.open(member) as array:
+                major, _ = np.lib.format.read_magic(array)
+                read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+                shape, _, dtype = read_header(array)
+            items = 1
+            for size in shape:
+                items *= int(size)
+            total += items * dtype.itemsize  # what its header says it holds
+    return total
 
 
 def finish() -> None:

@@ -307,9 +307,8 @@ def _drawn_math(seed: int, scored: bool) -> list[tuple]:
         )
         text = template.format(x=shown)
         truth_text = drawing.choice(g, (str(truth), f"{truth:,}", f" {truth} "))
-        drawn.append(
-            (text, truth_text, math_answer_reward(text, truth_text), f"a case drawn at grading time: {text!r}")
-        )
+        expected = math_answer_reward(text, truth_text) if scored else None  # never scored in the grading kernel
+        drawn.append((text, truth_text, expected, f"a case drawn at grading time: {text!r}"))
     return drawn
 
 

@@ -33,6 +33,10 @@ from pathlib import Path
 
 COURSE = os.path.realpath(Path(__file__).resolve().parents[1])  # the course_lib package folder
 ALWAYS_ALLOWED = ("course_lib._validate",)  # argument checks, which stubs may call
+# What the top of a check cell calls while the guard watches: the check itself (any ``check_*`` of course_lib.checks)
+# and the grader's ``recording.finish``. Any other course_lib call made there is the student's, whatever put it there
+# (an input transformer's line, a module a finder of the student's handed to the check cell's import).
+TOP_LEVEL = frozenset({"finish"})
 
 # check name -> the course_lib (or TRL) code the student's function may call while that check runs it (a class or
 # module allows everything it holds). Everything else of course_lib's is the student's to write.
@@ -155,6 +159,8 @@ def make_hook(codes: frozenset, allowed: tuple, report, main: int, course: str =
         _main=main,
         _ident=_thread.get_ident,
         _sep=os.sep,
+        _checks=course + os.sep + "checks" + os.sep,
+        _top=TOP_LEVEL,
     ):
         if event != "call":
             return None
@@ -188,8 +194,10 @@ def make_hook(codes: frozenset, allowed: tuple, report, main: int, course: str =
             above = caller.f_back
             while above is not None and not above.f_code.co_filename.startswith(_course):
                 above = above.f_back
-            if above is None:
-                return None  # code at the top of the check cell, not run by the check
+            if above is None:  # the check cell's own top level: it calls the check (and the grader's finish) only
+                checked = path.startswith(_checks) and (code.co_name.startswith("check_") or code.co_name in _top)
+                if checked:
+                    return None
         _report(name, False)
         return None
 

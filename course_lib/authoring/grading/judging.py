@@ -53,7 +53,7 @@ def first_line(text, limit: int = 1000) -> str:
 
 def guard_says(run: Run, cell_id: str, exercise: str) -> tuple[str, str] | None:
     """The guard's signed verdict on a check cell: None when clean, else (status, message)."""
-    from course_lib.checks import watch
+    from course_lib.checks import seal, watch
 
     lines = run.verdicts.get(cell_id)
     if not lines:
@@ -62,13 +62,34 @@ def guard_says(run: Run, cell_id: str, exercise: str) -> tuple[str, str] | None:
             "grader's channel, or stop the check?)"
         )
     for line in lines:
-        seen, _, problem = line.partition(" | ")
+        _, seen, problem = seal.parse_verdict(line)
         if seen.startswith("borrowed "):
             what = seen.removeprefix("borrowed ")
             reference = what.endswith(" reference")
             return "failed", watch.message(exercise, what.removesuffix(" reference"), reference)
         if problem.strip():
             return "failed", f"{exercise}: {problem.strip()}"
+    return None
+
+
+RECORDS_CHANGED = (
+    "{exercise}: the check's records changed after its check ended (code that ran after the check rewrote "
+    "them): a check's answers must come from the function it calls, while it calls it"
+)
+
+
+def records_final(run: Run, folder: Path, cell_id: str, exercise: str) -> tuple[str, str] | None:
+    """None when the records the grader took for this check cell are those the guard signed when the check's watch
+    ended (its digest in the cell's last signed verdict: a check armed again later is failed by ``guard_says``),
+    else (status, message). No verdict: ``guard_says``."""
+    from course_lib.checks import seal
+
+    lines = run.verdicts.get(cell_id)
+    if not lines:
+        return None
+    signed, _, _ = seal.parse_verdict(lines[-1])
+    if signed != seal.make_digest()(str(folder)):
+        return "failed", RECORDS_CHANGED.format(exercise=exercise)
     return None
 
 
@@ -85,7 +106,11 @@ def judge_with(notebook: Canonical, private: Path, run: Run):
         except Exception:  # noqa: BLE001 - cannot judge here: the kernel's outcome stands
             return None
         seed = guard.seed_of(run.key, cell_id)
-        with recording.judging(Path(record_folder(private, cell_id)), seed) as session:
+        folder = Path(record_folder(private, cell_id))
+        changed = records_final(run, folder, cell_id, exercise)
+        if changed is not None:
+            return changed
+        with recording.judging(folder, seed) as session:
             try:
                 exec(compile(sources[cell_id], f"<check {cell_id}>", "exec"), namespace, _Student(namespace))
             except _Unjudged:

@@ -190,11 +190,16 @@ def _remove(name: str, parent: int, depth: int = 0) -> None:
         pass
 
 
-def take_records(scratch: Path, private: Path) -> None:
+def take_records(scratch: Path, private: Path, names=None) -> None:
     """Move what the check cells recorded out of the kernel's reach: each file copied (a new file, not the kernel's
     inode, which a process of its might still hold open) into the grader's private folder, then removed from the
     kernel's. Nothing is followed through a link (see above): a ``records`` folder, a cell folder or a file that is
-    a link is left where it is, unread, and only the link itself is removed."""
+    a link is left where it is, unread, and only the link itself is removed.
+
+    Each cell's folder is taken once: the first copy is final, and what a later cell writes under the same name is
+    removed unread (the guard's signed digest says what the check recorded: ``judging`` compares). ``names``: the
+    folders of the notebook's check cells (None: any cell-like name); anything else is removed unread, so what a
+    kernel moves out to the host's disk is at most one folder per check cell (counted as the kernel's memory)."""
     top = _open_folder(scratch)
     if top is None:
         return
@@ -207,8 +212,10 @@ def take_records(scratch: Path, private: Path) -> None:
         os.close(top)
     try:
         for name, is_folder in _entries(records):
-            if is_folder and CELL_NAME.match(name):
-                _take_cell(name, records, private / "records" / name)
+            wanted = CELL_NAME.match(name) if names is None else name in names
+            target = private / "records" / name
+            if is_folder and wanted and not target.exists():
+                _take_cell(name, records, target)
             _remove(name, records)
     finally:
         os.close(records)
@@ -216,11 +223,11 @@ def take_records(scratch: Path, private: Path) -> None:
 
 def _take_cell(name: str, records: int, target: Path) -> None:
     """The files of one check cell's folder, copied into ``target``."""
+    target.mkdir(parents=True, exist_ok=True)  # taken, even when there is nothing to copy: never taken again
     cell = _open_folder(name, records)
     if cell is None:
         return
     try:
-        target.mkdir(parents=True, exist_ok=True)
         for file_name, is_folder in _entries(cell):
             if not is_folder:
                 _copy_record(file_name, cell, target)
@@ -233,7 +240,8 @@ def pytest_runtest_makereport(item, call):
     yield
     number = _cell_number(item)
     if number is not None and call.when == "call" and SANDBOX is not None and item.config.getoption("--grade-events"):
-        take_records(Path(SANDBOX["cwd"]), Path(item.config.getoption("--grade-events")).parent)
+        private = Path(item.config.getoption("--grade-events")).parent
+        take_records(Path(SANDBOX["cwd"]), private, names=SANDBOX.get("records"))
     if number is None or call.when not in ("setup", "call"):
         return
     if call.when == "setup" and call.excinfo is None:

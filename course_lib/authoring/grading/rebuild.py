@@ -44,6 +44,7 @@ import nbformat
 from course_lib.authoring.build import strip_solutions
 from course_lib.authoring.grading.canonical import Canonical, cell_role
 from course_lib.authoring.grading.submissions import StudentCell, Submission
+from course_lib.checks import seal
 
 GUARD = """\
 # --- added by course_lib.grade: use the check on disk, whatever a solution cell patched ---
@@ -64,21 +65,40 @@ import course_lib.checks.guard
 course_lib.checks.guard.install()
 """
 PROLOGUE = """\
-# --- added by course_lib.grade: remember torch and the builtins before any student code runs ---
+# --- added by course_lib.grade: remember torch, the builtins, the import machinery and IPython's cell handling ---
 def _grading_snapshot():
     import builtins
-    owners = [builtins]
+    import sys
+    import types
+    from importlib import _bootstrap, _bootstrap_external
+    shell = get_ipython()
+    manager = shell.input_transformer_manager
+    lists = [(sys, name, getattr(sys, name)) for name in ("meta_path", "path_hooks", "path")]
+    lists += [(shell, name, getattr(shell, name))
+              for name in ("input_transformers_cleanup", "input_transformers_post", "ast_transformers")]
+    lists += [(manager, name, getattr(manager, name))
+              for name in ("cleanup_transforms", "line_transforms", "token_transformers")]
+    lists = [(owner, name, items, list(items)) for owner, name, items in lists]
+    events = {event: (callbacks, list(callbacks)) for event, callbacks in shell.events.callbacks.items()}
+    library = tuple({sys.prefix, sys.base_prefix, sys.exec_prefix})
+    owners = [builtins, _bootstrap, _bootstrap_external]
     if {uses_torch}:
         import torch
         import torch.nn.functional
         owners += [torch, torch.nn.functional, torch.linalg, torch.Tensor]
     saved = [(owner, dict(vars(owner))) for owner in owners]
+    every_name = (builtins, _bootstrap, _bootstrap_external)  # underscore names too: __import__, _find_and_load
+
+    def library_function(callback):  # an event hook an installed package added (matplotlib's figure display)
+        code = getattr(callback, "__code__", None)
+        return type(callback) is types.FunctionType and code is not None and code.co_filename.startswith(library)
 
     def restore():
         for owner, attributes in saved:
             is_class = isinstance(owner, type)
             added = [n for n in vars(owner) if is_class and n not in attributes]  # e.g. torch.Tensor.allclose
-            changed = [n for n, v in attributes.items() if (is_class or not n.startswith("_"))
+            changed = [n for n, v in attributes.items()
+                       if (is_class or owner in every_name or not n.startswith("_")) and n != "_"
                        and vars(owner).get(n) is not v]
             for name in added + changed:
                 try:
@@ -88,6 +108,17 @@ def _grading_snapshot():
                         setattr(owner, name, attributes[name])
                 except (AttributeError, TypeError):
                     pass
+        for owner, name, items, contents in lists:
+            if getattr(owner, name) is not items:
+                setattr(owner, name, items)
+            items[:] = contents
+        sys.path_importer_cache.clear()  # finders a path hook of the student's made; the canonical hooks remake them
+        for event, (callbacks, contents) in events.items():
+            if shell.events.callbacks.get(event) is not callbacks:
+                shell.events.callbacks[event] = callbacks
+            callbacks[:] = contents + [c for c in callbacks if c not in contents and library_function(c)]
+        for event in [e for e in shell.events.callbacks if e not in events]:
+            del shell.events.callbacks[event]
     return restore
 
 
@@ -249,8 +280,9 @@ def guard_check(source: str, imports: str, token: str, record: tuple | None = No
 
 
 def record_folder(scratch, cell_id: str) -> str:
-    """Where the check cell ``cell_id`` records the student's results, in the kernel's scratch folder."""
-    return str(scratch / "records" / re.sub(r"[^A-Za-z0-9_-]", "_", cell_id))
+    """Where the check cell ``cell_id`` records the student's results, in the kernel's scratch folder (the folder
+    the grader's guard signs a digest of when the check's watch ends)."""
+    return str(scratch / seal.RECORDS / seal.record_name(cell_id))
 
 
 def rebuild(

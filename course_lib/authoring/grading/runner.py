@@ -52,6 +52,7 @@ STARTUP = 120.0  # seconds allowed for pytest and the kernel to start
 KERNEL_START_TRIES = 3
 MAX_LOG = 1_000_000  # characters of pytest's own report read back for the log
 SANDBOX_ENV = "COURSE_GRADE_SANDBOX"  # how the runner tells the plugin (in the pytest process) what to do
+PLUGIN = "course_lib.authoring.grading.nbval_report"  # the plugin pytest loads (a test may load a variant of it)
 
 
 @dataclass
@@ -116,8 +117,11 @@ def run_nbval(
     sanitize: Path | None = None,
     scratch: Path | None = None,
     sandbox: Sandbox | None = None,
+    records: tuple[str, ...] = (),
 ) -> Run:
     """Run ``notebook`` under ``pytest --nbval-lax`` in a subprocess, up to its first timeout or death.
+
+    ``records``: the names of the check cells' record folders, which the plugin takes once each (``take_records``).
 
     The run is stopped as soon as a cell times out or the kernel dies under a cell (the
     later cells are "not run"). Never raises for what the notebook does.
@@ -127,7 +131,7 @@ def run_nbval(
     so such a run is started again, up to ``KERNEL_START_TRIES`` times in all.
     """
     for retry in range(KERNEL_START_TRIES):
-        run = _run_once(notebook, timeout, threads, sanitize, scratch or notebook.parent, sandbox)
+        run = _run_once(notebook, timeout, threads, sanitize, scratch or notebook.parent, sandbox, records)
         run.kernel_retries = retry
         first = run.cells.get(0, CellOutcome("not run"))
         if first.outcome not in ("passed", "setup-error") and not run.pytest_died:
@@ -144,7 +148,13 @@ def run_nbval(
 
 
 def _run_once(
-    notebook: Path, timeout: float, threads: int, sanitize: Path | None, scratch: Path, sandbox: Sandbox | None
+    notebook: Path,
+    timeout: float,
+    threads: int,
+    sanitize: Path | None,
+    scratch: Path,
+    sandbox: Sandbox | None,
+    records: tuple[str, ...] = (),
 ) -> Run:
     folder = notebook.parent
     events_path, output_path = folder / "cells.jsonl", folder / "pytest-output.txt"
@@ -161,7 +171,7 @@ def _run_once(
         "-p",
         "no:cacheprovider",
         "-p",
-        "course_lib.authoring.grading.nbval_report",
+        PLUGIN,
         "-p",
         "nbval.plugin",
         f"--grade-events={events_path}",
@@ -183,9 +193,9 @@ def _run_once(
     run.key, (read_end, write_end) = secrets.token_bytes(16), os.pipe()
     _give_key(scratch, sandbox, run.key, write_end)
     box = sandbox or Sandbox()
-    env[SANDBOX_ENV] = json.dumps({**json.loads(box.for_plugin(scratch)), "pipe": write_end})
+    env[SANDBOX_ENV] = json.dumps({**json.loads(box.for_plugin(scratch)), "pipe": write_end, "records": list(records)})
     os.set_blocking(read_end, False)
-    signed = bytearray()
+    pipe = VerdictPipe(run.key)
     with open(output_path, "wb") as output:
         proc = subprocess.Popen(
             command,
@@ -199,10 +209,10 @@ def _run_once(
         os.close(write_end)  # the kernel holds it now; the grader only reads
         mounts = [str(scratch)] if box.uid is not None and os.path.ismount(scratch) else []
         kernel, pytest = None, _pinned(proc.pid)
-        memory = Memory(box.memory, mounts, box.namespaces)
+        memory = Memory(box.memory, mounts, box.namespaces, taken=folder / "records")
         while proc.poll() is None:
             time.sleep(0.2)
-            signed += _drain(read_end)
+            pipe.read(read_end)
             records = _events(events_path)
             if kernel is None:  # pinned as soon as its first cell starts, while it surely runs
                 kernel = _pinned(next((r["pid"] for r in records if r["event"] == "kernel"), None))
@@ -236,9 +246,9 @@ def _run_once(
         if not run.killed and proc.returncode < 0:
             run.pytest_died = True  # killed by a signal that did not come from the watchdog
         _stop_tree(proc, kernel, sandbox, pytest)  # nbval stops its kernel; make sure, and its children too
-    signed += _drain(read_end)
+    pipe.read(read_end)
     os.close(read_end)
-    run.verdicts = _verdicts(run.key, bytes(signed))
+    run.verdicts = pipe.verdicts
     run.seconds = time.monotonic() - start
     with open(output_path, encoding="utf-8", errors="replace") as f:
         run.output = ANSI.sub("", f.read(MAX_LOG))
@@ -270,30 +280,49 @@ def _give_key(scratch: Path, sandbox: Sandbox | None, key: bytes, pipe: int) -> 
             os.fchown(f.fileno(), sandbox.uid, sandbox.gid)  # the file opened, not a name that could be a link now
 
 
-def _drain(fd: int) -> bytes:
-    """What the kernel's guard has written to the pipe so far (never blocks; at most 1 MB a run)."""
-    chunks = b""
-    while len(chunks) < 1 << 20:
-        try:
-            chunk = os.read(fd, 65536)
-        except BlockingIOError:
-            break
-        if not chunk:
-            break
-        chunks += chunk
-    return chunks
+class VerdictPipe:
+    """The guard's verdicts, read from its pipe as they come (see :mod:`course_lib.checks.guard`): each line is
+    checked as soon as it is whole and kept only when signed with the run's key, so what the kernel writes there
+    costs the grader at most ``MAX_LINE`` bytes, however much it writes (a line longer than that is dropped)."""
 
+    MAX_LINE = 16 << 10  # bytes: a verdict is a cell id, a digest, a name and a problem or two
+    MAX_READ = 1 << 20  # bytes read per call: the rest waits for the next poll
 
-def _verdicts(key: bytes, data: bytes) -> dict[str, list[str]]:
-    """The guard's verdicts by check cell: ``"clean"``, ``"borrowed <name>[ reference]"``, then ``| <problems>``.
-    A line not signed with the run's key (written by the student's code) is left out."""
-    found: dict[str, list[str]] = {}
-    for line in data.decode("utf-8", "replace").splitlines():
-        text = guard.verify(key, line)
+    def __init__(self, key: bytes):
+        self.key = key
+        self.partial = b""  # the start of a line not yet whole
+        self.skipping = False  # inside a line already too long: dropped up to its end
+        self.verdicts: dict[str, list[str]] = {}  # check cell id -> its guard's signed verdicts, in order
+
+    def read(self, fd: int) -> None:
+        """What the pipe holds now (never blocks)."""
+        for _ in range(self.MAX_READ // 65536):
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                return
+            if not chunk:
+                return
+            self.feed(chunk)
+
+    def feed(self, chunk: bytes) -> None:
+        lines = (self.partial + chunk).split(b"\n")
+        self.partial = lines.pop()
+        for line in lines:
+            if self.skipping:
+                self.skipping = False  # the end of the long line: the next one may be the guard's
+            elif len(line) <= self.MAX_LINE:
+                self._keep(line)
+        if len(self.partial) > self.MAX_LINE:
+            self.partial, self.skipping = b"", True
+
+    def _keep(self, line: bytes) -> None:
+        """A verdict: ``"cell <id> records=<digest> clean | <problems>"``; a line not signed with the run's key
+        (written by the student's code) is dropped."""
+        text = guard.verify(self.key, line.decode("utf-8", "replace"))
         if text is not None and text.startswith("cell "):
             cell, _, rest = text[len("cell ") :].partition(" ")
-            found.setdefault(cell, []).append(rest)
-    return found
+            self.verdicts.setdefault(cell, []).append(rest)
 
 
 def _outcome(record: dict) -> CellOutcome:

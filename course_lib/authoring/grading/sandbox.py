@@ -15,9 +15,10 @@ When the grader is root, each kernel starts as an unprivileged user of its own (
 - **SysV IPC and POSIX message queues**: an IPC namespace of its own.
 
 Without namespaces (``unshare`` failed) the kernel runs as that user alone. Limits set before it starts: no core
-files, each file it writes at most 1 GB, and an address space far above ``--memory`` (torch reserves much more
-than it uses: the runner's watcher limits what is resident; this only stops one huge allocation), capped at the
-hard limit the grader itself runs under (``ulimit -v``), which no process can raise.
+files, each file it writes at most 1 GB, at most ``MAX_TASKS`` processes and threads for its user, and an address
+space far above ``--memory`` (torch reserves much more than it uses: the runner's watcher limits what is resident;
+this only stops one huge allocation), capped at the hard limit the grader itself runs under (``ulimit -v``),
+which no process can raise.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ from pathlib import Path
 NAMESPACES = ["--mount", "--propagation", "private", "--pid", "--fork", "--kill-child", "--net", "--ipc"]
 PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")  # each a tmpfs of the kernel's own
 MAX_OUTPUT = 200_000  # characters of a cell's output that pytest keeps (the rest is dropped as it arrives)
+# Tasks (processes and threads) a kernel's user may hold at once: a kernel needs a few dozen; a container's pids.max
+# is shared by every kernel, so one kernel making thousands of threads would leave its classmates none.
+MAX_TASKS = 256
 
 
 @dataclass
@@ -67,12 +71,16 @@ def address_space(memory: int) -> int | None:
     return wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
 
 
-def limits(memory: int):
-    """Run in the kernel's process before it starts (module docstring)."""
+def limits(memory: int, tasks: int | None = None):
+    """Run in the kernel's process before it starts (module docstring). ``tasks``: ``RLIMIT_NPROC`` for the
+    kernel's own user (one per ``-j`` slot, so it counts that kernel's tasks alone; root, which starts it, is not
+    held to it)."""
 
     def apply():
         import resource
 
+        if tasks is not None:
+            resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))
         space = address_space(memory)
         if space is not None:
             resource.setrlimit(resource.RLIMIT_AS, (space, space))
@@ -158,7 +166,8 @@ def launch_in(box: dict) -> None:
             MPLCONFIGDIR=os.path.join(scratch, ".matplotlib"),
             JUPYTER_RUNTIME_DIR=scratch,
         )
-        kwargs.update(env=env, cwd=scratch, preexec_fn=limits(int(box.get("memory") or 0)))
+        tasks = MAX_TASKS if box.get("uid") is not None else None  # the grader's own user is not the kernel's
+        kwargs.update(env=env, cwd=scratch, preexec_fn=limits(int(box.get("memory") or 0), tasks))
         if box.get("pipe") is not None:
             kwargs["pass_fds"] = (int(box["pipe"]),)
         if box.get("uid") is not None and "-f" in cmd:  # the kernel must read its connection file

@@ -49,6 +49,7 @@ from course_lib.authoring.grading.runner import CellOutcome, Run, run_nbval
 from course_lib.authoring.grading.sandbox import Sandbox, fresh_scratch, remove_scratch
 from course_lib.authoring.grading.submissions import identify, is_symlink, name_in_file, read_submission, student_name
 from course_lib.authoring.grading.watchdog import kill_kernel_processes
+from course_lib.checks import seal
 
 WHERE = {"solution": "your solution cell", "check": "the check", "hidden": "a hidden check"}
 
@@ -277,7 +278,8 @@ def _grade(path: Path, base: Path | None, canonical: dict[str, Canonical], optio
             nb, cells = rebuild(notebook, match, token, stubbed=set(stubbed), skipped=skipped, scratch=scratch)
             target = private / f"{notebook.name}.ipynb"
             nbformat.write(nb, target)
-            run = run_nbval(target, options.timeout, options.threads, options.sanitize, scratch, sandbox)
+            folders = tuple(seal.record_name(c.cell_id) for c in cells if c.role == "check")
+            run = run_nbval(target, options.timeout, options.threads, options.sanitize, scratch, sandbox, folders)
             graded.log += _run_log(attempt, cells, run)
             if run.pytest_died and not pytest_retried:
                 pytest_retried = True

@@ -26,9 +26,10 @@ class Memory:
     tmpfs are looked at again each second; the resident sizes are read every time (``/proc/PID/statm``).
     """
 
-    def __init__(self, limit: int, mounts: list[str] | None = None, namespaces: bool = False):
+    def __init__(self, limit: int, mounts: list[str] | None = None, namespaces: bool = False, taken=None):
         self.limit, self.pids, self.listed, self.peak = limit, [], 0.0, 0
         self.mounts, self.namespaces, self.files = list(mounts or []), namespaces, 0
+        self.taken = taken  # the grader's folder of the records taken out of the kernel: on the host's disk
 
     def over(self, kernel: psutil.Process | None) -> bool:
         if not self.limit or kernel is None:
@@ -43,7 +44,7 @@ class Memory:
             except psutil.Error:
                 self.pids = []
             self.listed = time.monotonic()
-            self.files = self._in_tmpfs()
+            self.files = self._in_tmpfs() + self._taken()
         total = self.files
         for pid in self.pids:
             try:
@@ -66,6 +67,21 @@ class Memory:
                 used += (info.f_blocks - info.f_bfree) * info.f_frsize
             except OSError:
                 pass
+        return used
+
+    def _taken(self) -> int:
+        """Bytes of the records taken out of the kernel so far (``records/<cell>/<file>``, files the grader wrote):
+        the kernel's to spend, like its memory, so that it cannot fill the host's disk through them."""
+        if self.taken is None:
+            return 0
+        used = 0
+        try:
+            with os.scandir(self.taken) as cells:
+                for cell in cells:
+                    with os.scandir(cell.path) as files:
+                        used += sum(f.stat(follow_symlinks=False).st_size for f in files)
+        except OSError:
+            pass
         return used
 
 
