@@ -18,6 +18,7 @@ SCRIPTS = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py") if not p.nam
 # What the last line of a quick run starts with, where a benchmark promises one.
 LAST_LINES = {
     "capstone.py": "ladder: rungs=7 seeds=2",
+    "critic_scratchpad.py": "critic: seeds=2",
     "reasoning_length.py": "reasoning: share_before=",
     "hf_learning.py": "hf: sft=",
 }
@@ -33,7 +34,9 @@ def _arguments(script: str, tmp_path: Path) -> list[str]:
 
 
 def test_every_benchmark_is_listed():
-    assert {"capstone.py", "reasoning_length.py", "grpo_family.py", "hf_learning.py"} <= set(SCRIPTS)
+    assert {"capstone.py", "critic_scratchpad.py", "reasoning_length.py", "grpo_family.py", "hf_learning.py"} <= set(
+        SCRIPTS
+    )
 
 
 @pytest.mark.slow
