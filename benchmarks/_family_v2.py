@@ -10,14 +10,17 @@ changes, tuned again and re-reported on seed set ``family-3``.
 
 Tuning: seeds 0 to 3, each testbed's floor (PROTOCOL.md, rule 2), ``_protocol.pick_with_edge_rule``. Files:
 ``results/family_v2_tune.jsonl``, ``family_v2_recipes.json``, ``family_v2_report.jsonl``, every run tagged
-``"protocol": 2``. The claims are read with Holm's correction over every difference the report prints.
+``"protocol": 2``. The claims are read with Holm's correction over every difference the report prints; ``--save
+DIR`` writes ``grpo_family_v2_11.json`` beside version 1's ``grpo_family_11.json``.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import _protocol
+import _results
 
 from course_lib.lectures import family_claims, family_results, family_testbeds
 from course_lib.lectures.family import TESTBEDS as FAMILY_TESTBEDS
@@ -25,6 +28,7 @@ from course_lib.lectures.family import testbed_variants
 from course_lib.lectures.protocol import holm_table, paired_difference, summary
 
 VERSION = 2
+SAVE_NAME = "grpo_family_v2_11.json"
 TESTBEDS = ("length", "drift")
 FLOORS = {"length": 0.75, "drift": 0.30}
 """PROTOCOL.md, rule 2's table: validation accuracy a setting's worst tuning seed must reach."""
@@ -116,10 +120,28 @@ def stages(run_all, pending):
         ]
         todo = pending(list(dict.fromkeys(jobs)), paths["report"])  # a matched recipe may be the tuned one
         print(f"report on {'quick seeds' if args.quick else REPORT_SET} {seeds}: {len(todo)} runs to do", flush=True)
+        start = time.perf_counter()
         run_all(todo, args.jobs, paths["report"], paths["cache"], args.quick)
         print_report(args, paths, frozen, seeds)
+        if args.save is not None:
+            save(args, paths, frozen, seeds, time.perf_counter() - start)
 
     return tune, freeze, report
+
+
+def save(args, paths, frozen: dict, seeds, seconds: float) -> None:
+    """``grpo_family_v2_11.json``: version 2's report runs, recipes and tuning runs, for notebook 11."""
+    results = {
+        "protocol": VERSION,
+        "seed_set": REPORT_SET,
+        "seeds": list(seeds),
+        "tune_seeds": list(args.tune_seeds),
+        "floors": FLOORS,
+        "recipes": {key: {"hash": e["hash"], "lr": e["recipe"]["rl"]["lr"]} for key, e in frozen.items()},
+        "runs": [r for r in _protocol.load_runs(paths["report"]) if r["seed"] in seeds],
+        "tuning": _protocol.load_runs(paths["tune"]),
+    }
+    _results.write_results(args.save / SAVE_NAME, "grpo_family.py", seconds, results, seeds=len(seeds))
 
 
 def print_tuning(args, paths) -> None:

@@ -4,7 +4,8 @@ Chapter 08's tiny LM is warmed up on 2-digit addition, then trained with RL thro
 (``course_lib.lm_rl``) for 300 rounds of 64 prompts x 8 completions. The ladder
 (``course_lib.lectures.ladder.RUNGS``) starts at chapter 08's GRPO and changes one thing per rung until it is
 chapter 08's PPO: token mean, KL in the reward, symmetric clip, lr warm-up, whitened advantages, and the
-advantage's source (a value model's GAE). Every rung is tuned the same way and reported on the same fresh seeds:
+advantage's source (a value model's GAE). Every rung is tuned the same way and reported on the same fresh seeds; under
+protocol version 1 (``--protocol 1``; version 2's stages are under "Usage" below):
 
 1. ``--tune``: each rung at each learning rate of ``ladder.LR_GRID`` on tuning seeds 0 and 1, scored by greedy
    exact match on the validation split; every run is appended to ``benchmarks/results/ladder_tune.jsonl``;

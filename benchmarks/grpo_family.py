@@ -38,6 +38,11 @@ less than wall time.
 
 The last line is ``family: claims=C held=H not_seen=N contradicted=X variants=V seeds=S``.
 
+``--protocol 2`` runs chapter 11's second round instead (``benchmarks/_family_v2.py``, nothing run yet): the length
+and drift testbeds tuned on seeds 0 to 3 with PROTOCOL.md's floors and edge rule, ``Dr.GRPO-divisor`` beside
+Dr. GRPO, every length variant also at GRPO's tuned rate, reported on ``family-3``; its last line is
+``family_v2: testbeds=length,drift recipes=R differences=D seeds=S``. ``--quick --protocol 2`` runs it tiny.
+
 Tuning runs (78, in ``results/family_tune.jsonl``), as ``--freeze`` printed them::
 
     validation accuracy at the end, tuning seeds [0, 1]: mean (worst seed); * the pick
@@ -553,8 +558,9 @@ def main_v2(args) -> None:
     args.testbeds = [bed for bed in (args.testbeds or _family_v2.TESTBEDS) if bed in _family_v2.TESTBEDS]
     args.tune_seeds = (0,) if args.quick else _family_v2.TUNE_SEEDS
     results = Path(tempfile.mkdtemp(prefix="family-v2-quick-")) if args.quick else _protocol.RESULTS
-    if args.quick:
+    if args.quick:  # every stage, tiny, in a temporary folder, in this process
         args.jobs = 1
+        args.save = args.save or results
     tune_v2, freeze_v2, report_v2 = _family_v2.stages(run_all, pending)
     _protocol.run_stage(args, _family_v2.files(results, args.quick), tune_v2, freeze_v2, report_v2)
 
