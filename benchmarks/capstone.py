@@ -396,13 +396,16 @@ def report_v2(args, files) -> None:
     rates, and the last line."""
     frozen = _protocol.load_frozen(files["recipes"])
     seeds = list(args.seeds_quick) if args.quick else _protocol.seed_set(REPORT_SET_V2)
-    plan_pair = seeds_for_half_width(ladder.paired_sd(ladder.load_ladder(), len(ladder.RUNGS) - 1, 0), 0.03)
-    print(f"power (PROTOCOL.md, rule 6), GRPO - PPO from ladder-1: {plan_pair}; this report runs {PAIR_SEEDS}")
+    last = ladder.load_ladder()  # the shipped report; once this one is saved, it is this one's own
+    planned = protocol_version(last) < 2  # the plan is read from the report before this one
+    plan_pair = seeds_for_half_width(ladder.paired_sd(last, len(ladder.RUNGS) - 1, 0), 0.03)
+    print(
+        f"power (PROTOCOL.md, rule 6), GRPO - PPO from {last['seed_set']} (protocol v{protocol_version(last)}): "
+        f"{plan_pair}; this report runs {PAIR_SEEDS}"
+    )
     if not args.quick:
-        if len(seeds) < PAIR_SEEDS or PAIR_SEEDS < plan_pair.n:
-            raise SystemExit(
-                f"{REPORT_SET_V2} has {len(seeds)} seeds; GRPO - PPO needs {plan_pair.n} (and the plan 24)"
-            )
+        if len(seeds) < PAIR_SEEDS or (planned and PAIR_SEEDS < plan_pair.n):
+            raise SystemExit(f"{REPORT_SET_V2} has {len(seeds)} seeds; GRPO - PPO needs {plan_pair.n}, the plan 24")
         _protocol.spend(REPORT_SET_V2, "benchmarks/capstone.py", {k: v["hash"] for k, v in frozen.items()})
     jobs = [
         _job("report", int(rung), entry["recipe"]["rl"]["lr"], seed, args, files)
