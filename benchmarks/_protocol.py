@@ -6,6 +6,7 @@ notebooks use them too.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -112,11 +113,61 @@ MAX_EDGE_STEPS = 2
 """Version 2: the grid is extended at most this many times; a pick still at the edge is frozen with a caveat."""
 
 
-def tuning_cells(scores: dict[float, list[float]], grid, n_seeds: int) -> str:
-    """One method's row of a tuning table: each setting's mean (worst seed), ``*`` on the rule's pick once the
-    grid is complete (every setting run on all ``n_seeds`` tuning seeds)."""
-    complete = len(scores) == len(grid) and all(len(v) == n_seeds for v in scores.values())
-    pick = pick_setting(scores) if complete else None
+def lr_step(value: float) -> float:
+    """A grid step written to 4 significant digits (``5e-4``, not ``0.0005000000000000001``), so that a tuning
+    run's key matches when a resumed stage computes the same step again."""
+    return float(f"{value:.4g}")
+
+
+@dataclasses.dataclass(frozen=True)
+class EdgePick:
+    """The edge rule walked over one method's tuning scores (:func:`pick_with_edge_rule`)."""
+
+    grid: tuple[float, ...]
+    """The grid the rule reached: the base grid and every step it added past an edge."""
+    pick: float | None
+    """The setting picked, or None while a setting of ``grid`` still lacks tuning runs (run ``missing``)."""
+    cleared: bool
+    """Whether the pick's worst tuning seed clears the floor (``pick_setting_v2``'s first branch)."""
+    at_edge: bool
+    """The pick is still at the grid's edge after ``MAX_EDGE_STEPS`` extensions: tables say so."""
+    missing: tuple[float, ...]
+    """The settings of ``grid`` that still need tuning runs before the rule can go on."""
+
+
+def pick_with_edge_rule(
+    scores: dict[float, list[float]], grid, n_seeds: int, floor: float, min_seeds: int = MIN_TUNE_SEEDS
+) -> EdgePick:
+    """Version 2's pick and edge rule together, over the tuning scores recorded so far (``setting -> scores``).
+
+    Start from ``grid``; once each of its settings has ``n_seeds`` scores, pick with :func:`pick_setting_v2`; a pick
+    at an edge adds :func:`edge_step`'s setting and the rule runs again, at most ``MAX_EDGE_STEPS`` times. The walk
+    depends only on the scores, so a tuning stage that was cut off, or the freeze stage after it, walks it the
+    same way: the tune stage runs ``missing`` until it is empty, the freeze stage freezes ``pick``.
+    """
+    grid = sorted(grid)
+    for extended in range(MAX_EDGE_STEPS + 1):
+        missing = tuple(s for s in grid if len(scores.get(s, [])) < n_seeds)
+        if missing:
+            return EdgePick(tuple(grid), None, False, False, missing)
+        pick, cleared = pick_setting_v2({s: scores[s][:n_seeds] for s in grid}, floor, min_seeds)
+        step = edge_step(grid, pick)
+        if step is None or extended == MAX_EDGE_STEPS:
+            return EdgePick(tuple(grid), pick, cleared, step is not None, ())
+        grid = sorted([*grid, lr_step(step)])
+    raise AssertionError("unreachable: the loop returns on its last pass")
+
+
+_VERSION_1 = object()
+
+
+def tuning_cells(scores: dict[float, list[float]], grid, n_seeds: int, pick=_VERSION_1) -> str:
+    """One method's row of a tuning table: each setting's mean (worst seed), ``*`` on the pick: ``pick`` where
+    given (version 2's, from :func:`pick_with_edge_rule`; None marks nothing), else version 1's rule once the grid
+    is complete (every setting run on all ``n_seeds`` tuning seeds)."""
+    if pick is _VERSION_1:
+        complete = len(scores) == len(grid) and all(len(v) == n_seeds for v in scores.values())
+        pick = pick_setting(scores) if complete else None
     cells = []
     for setting in grid:
         v = scores.get(setting, [])

@@ -4,7 +4,8 @@ Chapter 08's tiny LM is warmed up on 2-digit addition, then trained with RL thro
 (``course_lib.lm_rl``) for 300 rounds of 64 prompts x 8 completions. The ladder
 (``course_lib.lectures.ladder.RUNGS``) starts at chapter 08's GRPO and changes one thing per rung until it is
 chapter 08's PPO: token mean, KL in the reward, symmetric clip, lr warm-up, whitened advantages, and the
-advantage's source (a value model's GAE). Every rung is tuned the same way and reported on the same fresh seeds:
+advantage's source (a value model's GAE). Every rung is tuned the same way and reported on the same fresh seeds; under
+protocol version 1 (``--protocol 1``; version 2's stages are under "Usage" below):
 
 1. ``--tune``: each rung at each learning rate of ``ladder.LR_GRID`` on tuning seeds 0 and 1, scored by greedy
    exact match on the validation split; every run is appended to ``benchmarks/results/ladder_tune.jsonl``;
@@ -18,7 +19,7 @@ advantage's source (a value model's GAE). Every rung is tuned the same way and r
 Runs already in the JSON-lines files are skipped, so an interrupted stage resumes where it stopped. Each run is a
 process with one torch thread, ``--jobs`` at a time (the PPO rung first: it takes about twice as long).
 
-The last line is ``ladder: rungs=R seeds=S grpo_mean=X ppo_mean=Y largest_step=NAME(+x.xxx±y.yyy)``.
+Under version 1 the last line was ``ladder: rungs=R seeds=S grpo_mean=X ppo_mean=Y largest_step=NAME(+x.xxx±y.yyy)``.
 
 Tuning runs (43 in ``benchmarks/results/ladder_tune.jsonl``: 42 on tuning seeds 0 and 1, and one more of PPO at lr
 1e-3 on seed 2, which the rule never read), as ``--freeze`` printed them: validation accuracy after 300 rounds, the
@@ -54,13 +55,23 @@ One step is resolved, the lr warm-up's (with the lower learning rate its tuning 
 is -0.019, 95% t-interval [-0.076, +0.039]: unresolved. Rung 3's tuned rate scored 0.966 on the two tuning seeds and
 0.870 on the report seeds: two tuning seeds pick a learning rate noisily.
 
-Usage::
+Usage (protocol version 2, the default; ``--protocol 1`` reads and resumes version 1's files above)::
 
-    python benchmarks/capstone.py --tune            # 7 rungs x 3 learning rates x 2 tuning seeds
-    python benchmarks/capstone.py --freeze          # pick and freeze each rung's learning rate
-    python benchmarks/capstone.py --save course_lib/lectures/data   # the report, and the notebook's data
-    python benchmarks/capstone.py --quick           # the whole pipeline in about a minute (writes to a temp dir)
-    python benchmarks/capstone.py --plan            # protocol v2: the seeds the next report needs (seconds)
+    python benchmarks/capstone.py --plan            # the seeds the next report needs (seconds)
+    python benchmarks/capstone.py --tune            # 7 rungs x 3 rates x tuning seeds 0-3, then the edge rule
+    python benchmarks/capstone.py --freeze          # each rung's rate by version 2's rule -> ladder_v2_recipes.json
+    python benchmarks/capstone.py --save course_lib/lectures/data   # the report on ladder-3, the notebook's data
+    python benchmarks/capstone.py --quick           # the whole v2 pipeline, tiny, in a temp dir (no seed set)
+
+Version 2 (PROTOCOL.md) writes new files beside version 1's, each run tagged ``"protocol": 2``:
+``ladder_v2_tune.jsonl``, ``ladder_v2_recipes.json``, ``ladder_v2_report.jsonl``. ``--tune`` runs the grid on
+tuning seeds 0 to 3; a rung whose pick (``_protocol.pick_setting_v2``, floor 0.90: the highest mean whose worst
+tuning seed reaches 0.90) lands at the grid's edge gets one more rate past it (5e-4 below, 4.5e-3 above), at most
+twice (``_protocol.pick_with_edge_rule``), and ``--freeze`` freezes what that walk picked. The report runs GRPO
+and PPO on all 24 seeds of ``ladder-3`` (the power computation, printed first, asks 23 for ±0.03) and the other
+rungs on its first 16; it prints the ladder with Holm's correction over its six steps, GRPO - PPO at the tuned
+rates beside the same difference at every rate both were tuned at, how many report seeds GRPO ends below the floor
+on, and the last line ``ladder: rungs=7 seeds=24 grpo_mean=X ppo_mean=Y grpo_minus_ppo=+d±h[lo,hi] grpo_worst=W``.
 
 Everything above ran under protocol version 1 (two tuning seeds, the highest-mean rule). ``--plan`` prints, from
 that report, what version 2 asks before the next one (PROTOCOL.md, rules 6 and 8)::
@@ -108,11 +119,32 @@ import torch
 from course_lib import lm_rl
 from course_lib.lectures import capstone, ladder
 from course_lib.lectures.memory import count_parameters, optimizer_state_bytes, saved_activation_bytes
-from course_lib.lectures.protocol import holm_table, paired_difference, protocol_version, recipe_hash, summary
+from course_lib.lectures.protocol import (
+    PROTOCOL_VERSION,
+    holm_table,
+    matched_lr,
+    paired_difference,
+    protocol_version,
+    recipe_hash,
+    seeds_for_half_width,
+    summary,
+)
 from course_lib.tiny_lm import ValueModel, save_checkpoint
 
 TUNE_SEEDS = (0, 1)
 REPORT_SET = "ladder-1"
+"""Version 1's tuning seeds and report set (``--protocol 1`` reprints its shipped tables)."""
+TUNE_SEEDS_V2 = (0, 1, 2, 3)
+"""Version 2: at least ``_protocol.MIN_TUNE_SEEDS`` tuning seeds (PROTOCOL.md, rule 2)."""
+FLOOR = 0.90
+"""Version 2's floor for every rung of the ladder (PROTOCOL.md, rule 2's table), on validation accuracy."""
+REPORT_SET_V2 = "ladder-3"
+PAIR_SEEDS = 24
+"""GRPO and PPO (rungs 0 and 6) run on all 24 seeds of ``ladder-3``: ``--plan`` computes 23 for ±0.03 from
+``ladder-1``'s paired sd 0.069, and rule 6 plans a margin above it."""
+STEP_SEEDS = 16
+"""The other rungs run on the first 16 seeds of ``ladder-3`` (the issue's "at least 16"); each step of the ladder
+pairs on the seeds both of its rungs ran, so every step has at least 16."""
 KEY = ("phase", "rung", "lr", "seed")
 CURVES = (
     "mean_reward",
@@ -174,7 +206,7 @@ def _thin(values: list, digits: int = 4) -> list:
 
 def run_job(job: tuple) -> dict:
     """One run; returns its record (plain data: the pool pickles it)."""
-    phase, rung, lr, seed, quick, cache, models_dir = job
+    phase, rung, lr, seed, quick, cache, models_dir, version = job
     torch.set_num_threads(1)  # a 100k-parameter model runs fastest on one thread
     cfg = base_config(quick)
     lm, task, split = warm(cfg, seed, Path(cache))
@@ -195,6 +227,8 @@ def run_job(job: tuple) -> dict:
         "recipe_hash": recipe_hash(recipe(cfg, rung, lr)),
         "eval": {"iteration": history["eval"]["iteration"], "score": _thin(history["eval"]["score"])},
     }
+    if version >= 2:  # version 1's runs carry no key (_protocol.runs_version reads them as 1)
+        record["protocol"] = version
     if phase == "report" and rung in (0, len(ladder.RUNGS) - 1):  # GRPO's and PPO's curves, for the notebook
         record["curves"] = {key: _thin(history[key]) for key in CURVES if key in history}
         if models_dir is not None and rung in (0, len(ladder.RUNGS) - 1):
@@ -228,21 +262,82 @@ def pending(jobs: list[tuple], out: Path) -> list[tuple]:
 
 
 def tune(args, files) -> None:
+    if args.version >= 2:
+        tune_v2(args, files)
+        return
     rungs = range(len(ladder.RUNGS))
-    jobs = [("tune", r, lr, s, args.quick, files["cache"], None) for r in rungs for lr in args.lrs for s in args.seeds]
+    jobs = [_job("tune", r, lr, s, args, files) for r in rungs for lr in args.lrs for s in args.seeds]
     todo = pending(jobs, files["tune"])
     print(f"tuning: {len(jobs)} runs, {len(todo)} to do, {args.jobs} at a time")
     run_all(todo, args.jobs, files["tune"])
     print_tuning(files["tune"], args.lrs, args.seeds)
 
 
+def _job(phase: str, rung: int, lr: float, seed: int, args, files) -> tuple:
+    models = files["models"] if phase == "report" else None
+    return (phase, rung, lr, seed, args.quick, files["cache"], models, args.version)
+
+
+def edge_walks(args, files) -> dict[int, _protocol.EdgePick]:
+    """rung -> version 2's pick and edge rule walked over the tuning runs recorded so far."""
+    scores = tuning_scores(files["tune"], None, args.seeds)
+    min_seeds = len(args.seeds) if args.quick else _protocol.MIN_TUNE_SEEDS
+    return {
+        rung: _protocol.pick_with_edge_rule(scores.get(rung, {}), args.lrs, len(args.seeds), FLOOR, min_seeds)
+        for rung in range(len(ladder.RUNGS))
+    }
+
+
+def tune_v2(args, files) -> None:
+    """Version 2's tuning: the grid on every tuning seed; each rung whose pick lands at an edge gets one more rate
+    past it (on the same seeds), and the rule runs again, until no rung needs another run (PROTOCOL.md, rule 2)."""
+    for _ in range(_protocol.MAX_EDGE_STEPS + 1):
+        walks = edge_walks(args, files)
+        jobs = [_job("tune", r, lr, s, args, files) for r, w in walks.items() for lr in w.missing for s in args.seeds]
+        todo = pending(jobs, files["tune"])
+        if not todo:
+            break
+        print(f"tuning (protocol v2): {len(todo)} runs to do, {args.jobs} at a time")
+        run_all(todo, args.jobs, files["tune"])
+    print_tuning_v2(args, files)
+
+
 def tuning_scores(path: Path, lrs, seeds) -> dict[int, dict[float, list[float]]]:
-    """rung -> lr -> the validation scores of the tuning seeds (complete grids only)."""
-    scores: dict[int, dict[float, list[float]]] = {}
+    """rung -> lr -> the validation scores of the tuning seeds, in seed order (``lrs=None``: every rate run)."""
+    by_seed = tuning_by_seed(path, lrs, seeds)
+    return {rung: {lr: [v[s] for s in sorted(v)] for lr, v in by_lr.items()} for rung, by_lr in by_seed.items()}
+
+
+def tuning_by_seed(path: Path, lrs, seeds) -> dict[int, dict[float, dict[int, float]]]:
+    """rung -> lr -> seed -> validation score (what the matched-rate reading pairs by seed)."""
+    scores: dict[int, dict[float, dict[int, float]]] = {}
     for r in _protocol.load_runs(path):
-        if r["lr"] in lrs and r["seed"] in seeds:
-            scores.setdefault(r["rung"], {}).setdefault(r["lr"], []).append(r["score"])
+        if (lrs is None or r["lr"] in lrs) and r["seed"] in seeds:
+            scores.setdefault(r["rung"], {}).setdefault(r["lr"], {})[r["seed"]] = r["score"]
     return scores
+
+
+def print_tuning_v2(args, files) -> None:
+    """The tuning table under version 2: every rate each rung's edge walk reached, ``*`` on its pick, and what the
+    pick carries (no rate cleared the floor; still at the grid's edge)."""
+    walks = edge_walks(args, files)
+    scores = tuning_scores(files["tune"], None, args.seeds)
+    version = _protocol.runs_version(_protocol.load_runs(files["tune"]))
+    print(
+        f"validation accuracy, tuning seeds {list(args.seeds)} (protocol v{version}): mean (worst seed); * the pick "
+        f"(the highest mean whose worst seed clears {FLOOR:g}; PROTOCOL.md, rule 2)"
+    )
+    for rung, (name, _) in enumerate(ladder.RUNGS):
+        w = walks[rung]
+        notes = []
+        if w.pick is not None and not w.cleared:
+            notes.append(f"no rate cleared the floor {FLOOR:g}: the highest worst seed")
+        if w.at_edge:
+            notes.append("at the grid's edge")
+        if w.missing:
+            notes.append(f"still to run: lr {', '.join(f'{lr:g}' for lr in w.missing)}")
+        cells = _protocol.tuning_cells(scores.get(rung, {}), w.grid, len(args.seeds), pick=w.pick)
+        print(f"  {rung} {name:<22} {cells}" + (f"   ({'; '.join(notes)})" if notes else ""))
 
 
 def print_tuning(path: Path, lrs, seeds) -> None:
@@ -254,6 +349,9 @@ def print_tuning(path: Path, lrs, seeds) -> None:
 
 
 def freeze(args, files) -> None:
+    if args.version >= 2:
+        freeze_v2(args, files)
+        return
     scores = tuning_scores(files["tune"], args.lrs, args.seeds)
     cfg = base_config(args.quick)
     recipes = {}
@@ -269,13 +367,135 @@ def freeze(args, files) -> None:
     print(f"froze {files['recipes']}: {picked}")
 
 
+def freeze_v2(args, files) -> None:
+    """Freeze each rung at the rate version 2's rule picked over the grid its edge walk reached."""
+    walks = edge_walks(args, files)
+    cfg = base_config(args.quick)
+    recipes = {}
+    for rung, (name, _) in enumerate(ladder.RUNGS):
+        if walks[rung].pick is None:
+            raise SystemExit(f"rung {rung} ({name}) has not finished its tuning runs: --tune first")
+        recipes[str(rung)] = recipe(cfg, rung, walks[rung].pick)
+    hashes = _protocol.freeze(files["recipes"], recipes)
+    print_tuning_v2(args, files)
+    picked = ", ".join(f"rung {k} lr={recipes[k]['rl']['lr']:g} [{h}]" for k, h in hashes.items())
+    print(f"froze {files['recipes']}: {picked}")
+
+
+def rung_seeds(rung: int, seeds: list[int]) -> list[int]:
+    """The report seeds rung ``rung`` runs on under version 2: all of them for GRPO and PPO, the first
+    ``STEP_SEEDS`` for the rungs between."""
+    if rung in (0, len(ladder.RUNGS) - 1):
+        return list(seeds)
+    return list(seeds[:STEP_SEEDS])
+
+
+def report_v2(args, files) -> None:
+    """Version 2's report: the power computation first, then the frozen recipes on ``ladder-3`` (GRPO and PPO on
+    24 seeds, the other rungs on 16), the ladder read with Holm's correction, GRPO - PPO tuned and at matched
+    rates, and the last line."""
+    frozen = _protocol.load_frozen(files["recipes"])
+    seeds = list(args.seeds_quick) if args.quick else _protocol.seed_set(REPORT_SET_V2)
+    last = ladder.load_ladder()  # the shipped report; once this one is saved, it is this one's own
+    planned = protocol_version(last) < 2  # the plan is read from the report before this one
+    plan_pair = seeds_for_half_width(ladder.paired_sd(last, len(ladder.RUNGS) - 1, 0), 0.03)
+    print(
+        f"power (PROTOCOL.md, rule 6), GRPO - PPO from {last['seed_set']} (protocol v{protocol_version(last)}): "
+        f"{plan_pair}; this report runs {PAIR_SEEDS}"
+    )
+    if not args.quick:
+        if len(seeds) < PAIR_SEEDS or (planned and PAIR_SEEDS < plan_pair.n):
+            raise SystemExit(f"{REPORT_SET_V2} has {len(seeds)} seeds; GRPO - PPO needs {plan_pair.n}, the plan 24")
+        _protocol.spend(REPORT_SET_V2, "benchmarks/capstone.py", {k: v["hash"] for k, v in frozen.items()})
+    jobs = [
+        _job("report", int(rung), entry["recipe"]["rl"]["lr"], seed, args, files)
+        for rung, entry in frozen.items()
+        for seed in rung_seeds(int(rung), seeds)
+    ]
+    todo = pending(jobs, files["report"])
+    print(f"report on {'quick seeds' if args.quick else REPORT_SET_V2} {seeds}: {len(jobs)} runs, {len(todo)} to do")
+    start = time.perf_counter()
+    run_all(todo, args.jobs, files["report"])
+    rows = print_report_v2(args, files, frozen, seeds)
+    if args.save is not None:
+        save(args, files, frozen, rows, seeds, time.perf_counter() - start)
+
+
+def print_report_v2(args, files, frozen: dict, seeds: list[int]) -> list[dict]:
+    top = len(ladder.RUNGS) - 1
+    by_rung: dict[int, dict[int, float]] = {}
+    runs = _protocol.load_runs(files["report"])
+    for r in runs:
+        if r["seed"] in rung_seeds(r["rung"], seeds) and r["recipe_hash"] == frozen[str(r["rung"])]["hash"]:
+            by_rung.setdefault(r["rung"], {})[r["seed"]] = r["score"]
+    walks = edge_walks(args, files)
+    print(
+        f"test accuracy (greedy), seed set {'quick' if args.quick else REPORT_SET_V2} "
+        f"(protocol v{_protocol.runs_version(runs)}): GRPO and PPO on {len(seeds)} seeds, the other rungs on "
+        f"{len(seeds[:STEP_SEEDS])}; step: paired difference to the rung before, 95% t-interval"
+    )
+    rows = []
+    for rung, (name, _) in enumerate(ladder.RUNGS):
+        scores = by_rung.get(rung, {})
+        if not scores:
+            continue
+        s = summary([scores[k] for k in sorted(scores)])
+        before = by_rung.get(rung - 1, {})
+        step = paired_difference(before, scores) if rung and len(set(before) & set(scores)) > 1 else None
+        lr = frozen[str(rung)]["recipe"]["rl"]["lr"]
+        h = frozen[str(rung)]["hash"]
+        edge = "  (lr at the grid's edge)" if walks[rung].at_edge else ""
+        print(
+            f"  {rung} {name:<22} lr={lr:<6g} [{h}] n={len(scores):<2d} mean {s.mean:.3f}  worst {s.worst:.3f}  "
+            f"std {s.std:.3f}" + (f"  step {step}" if step is not None else "") + edge
+        )
+        rows.append({"rung": rung, "name": name, "lr": lr, "hash": h, "scores": scores, "step": step})
+    complete = len(rows) == len(ladder.RUNGS) and all(
+        len(row["scores"]) == len(rung_seeds(row["rung"], seeds)) for row in rows
+    )
+    if not complete:
+        return rows
+    print(f"the ladder's {top} steps read together (PROTOCOL.md, rule 8):")
+    print(holm_table({f"{row['rung']} {row['name']}": row["step"] for row in rows[1:]}))
+    grpo, ppo = by_rung[0], by_rung[top]
+    pair = paired_difference(ppo, grpo)
+    below = sorted(seed for seed, score in grpo.items() if score < FLOOR)
+    print(f"GRPO - PPO (tuned rates): {pair} [{pair.low:+.3f}, {pair.high:+.3f}] on {pair.n} seeds")
+    print(f"GRPO below {FLOOR:g} on {len(below)} of {len(grpo)} report seeds" + (f": {below}" if below else ""))
+    print_matched(args, files)
+    g, p = summary(list(grpo.values())), summary(list(ppo.values()))
+    print(
+        f"ladder: rungs={len(rows)} seeds={len(seeds)} grpo_mean={g.mean:.3f} ppo_mean={p.mean:.3f} "
+        f"grpo_minus_ppo={pair.mean:+.3f}±{pair.half_width:.3f}[{pair.low:+.3f},{pair.high:+.3f}] "
+        f"grpo_worst={g.worst:.3f}"
+    )
+    return rows
+
+
+def print_matched(args, files) -> None:
+    """Rule 7: beside the tuned comparison, GRPO - PPO and each step at every rate both rungs were tuned at
+    (validation accuracy, paired by tuning seed)."""
+    by_seed = tuning_by_seed(files["tune"], None, args.seeds)
+    top = len(ladder.RUNGS) - 1
+    pairs = {"GRPO - PPO": (top, 0)}
+    pairs.update({f"step {r} {ladder.RUNGS[r][0]}": (r - 1, r) for r in range(1, len(ladder.RUNGS))})
+    print(f"at matched rates (PROTOCOL.md, rule 7): validation accuracy, tuning seeds {list(args.seeds)}")
+    for name, (low, high) in pairs.items():
+        matched = matched_lr(by_seed.get(low, {}), by_seed.get(high, {}))
+        cells = "   ".join(f"lr {lr:g}: {d}" for lr, d in matched.items()) or "no rate shared by 2 seeds"
+        print(f"  {name:<30} {cells}")
+
+
 def report(args, files) -> None:
+    if args.version >= 2:
+        report_v2(args, files)
+        return
     frozen = _protocol.load_frozen(files["recipes"])
     seeds = (0, 1) if args.quick else _protocol.seed_set(REPORT_SET)
     if not args.quick:
         _protocol.spend(REPORT_SET, "benchmarks/capstone.py", {k: v["hash"] for k, v in frozen.items()})
     jobs = [
-        ("report", int(rung), entry["recipe"]["rl"]["lr"], seed, args.quick, files["cache"], files["models"])
+        _job("report", int(rung), entry["recipe"]["rl"]["lr"], seed, args, files)
         for rung, entry in frozen.items()
         for seed in seeds
     ]
@@ -386,9 +606,9 @@ def save(args, files, frozen: dict, rows: list[dict], seeds, seconds: float) -> 
         for row in rows
     ]
     results = {
-        "seed_set": REPORT_SET,
+        "seed_set": REPORT_SET_V2 if args.version >= 2 else REPORT_SET,
         "seeds": list(seeds),
-        "tune_seeds": list(args.seeds if args.quick else TUNE_SEEDS),
+        "tune_seeds": list(args.seeds),
         "lr_grid": list(args.lrs),
         "recipes": frozen,
         "table": table,
@@ -396,6 +616,13 @@ def save(args, files, frozen: dict, rows: list[dict], seeds, seconds: float) -> 
         "tuning": tuning,
         "memory": memory,
     }
+    if args.version >= 2:  # what version 2 adds: its number, the floor, and each rung's edge walk
+        walks = edge_walks(args, files)
+        results["protocol"] = args.version
+        results["floor"] = FLOOR
+        results["edge"] = {
+            str(r): {"grid": list(w.grid), "cleared": w.cleared, "at_edge": w.at_edge} for r, w in walks.items()
+        }
     out = args.save / "ladder_08.json"
     _results.write_results(out, "capstone.py", seconds, results, seeds=len(seeds))
     models = torch.load(Path(files["models"]) / f"rung0_{seeds[0]}.pt", weights_only=True)
@@ -431,16 +658,33 @@ def main() -> None:
     )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes at a time, one thread each")
     parser.add_argument("--save", type=Path, default=None, help="folder for ladder_08.json and capstone_08.pt")
+    parser.add_argument(
+        "--protocol",
+        dest="version",
+        type=int,
+        choices=(1, PROTOCOL_VERSION),
+        default=PROTOCOL_VERSION,
+        help="2 (the default): ladder_v2_*, tuning seeds 0-3, the floor, the edge rule, ladder-3; "
+        "1: version 1's shipped files (ladder_*, seeds 0 and 1, ladder-1)",
+    )
     args = parser.parse_args()
+    if args.quick and args.version < PROTOCOL_VERSION:
+        parser.error("--quick runs the current protocol's pipeline only")
     args.lrs = ladder.LR_GRID[:2] if args.quick else ladder.LR_GRID
-    args.seeds = (0,) if args.quick else TUNE_SEEDS
+    if args.version >= 2:
+        args.seeds = (0, 1) if args.quick else TUNE_SEEDS_V2
+    else:
+        args.seeds = TUNE_SEEDS
+    args.seeds_quick = (0, 1)  # report seeds of --quick: no seed set is read or spent
     results = Path(tempfile.mkdtemp(prefix="ladder-quick-")) if args.quick else _protocol.RESULTS
+    stem = "ladder_v2" if args.version >= 2 else "ladder"
+    build = "ladder-v2-models" if args.version >= 2 else "ladder-models"
     files = {
-        "tune": results / "ladder_tune.jsonl",
-        "recipes": results / "ladder_recipes.json",
-        "report": results / "ladder_report.jsonl",
+        "tune": results / f"{stem}_tune.jsonl",
+        "recipes": results / f"{stem}_recipes.json",
+        "report": results / f"{stem}_report.jsonl",
         "cache": str(results / "cache" if args.quick else Path("_build") / "ladder-warm"),
-        "models": str(results / "models" if args.quick else Path("_build") / "ladder-models"),
+        "models": str(results / "models" if args.quick else Path("_build") / build),
     }
     if args.quick:  # the whole pipeline, end to end, in a temporary folder, in this process
         args.jobs = 1

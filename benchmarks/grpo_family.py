@@ -38,6 +38,11 @@ less than wall time.
 
 The last line is ``family: claims=C held=H not_seen=N contradicted=X variants=V seeds=S``.
 
+``--protocol 2`` runs chapter 11's second round instead (``benchmarks/_family_v2.py``, nothing run yet): the length
+and drift testbeds tuned on seeds 0 to 3 with PROTOCOL.md's floors and edge rule, ``Dr.GRPO-divisor`` beside
+Dr. GRPO, every length variant also at GRPO's tuned rate, reported on ``family-3``; its last line is
+``family_v2: testbeds=length,drift recipes=R differences=D seeds=S``. ``--quick --protocol 2`` runs it tiny.
+
 Tuning runs (78, in ``results/family_tune.jsonl``), as ``--freeze`` printed them::
 
     validation accuracy at the end, tuning seeds [0, 1]: mean (worst seed); * the pick
@@ -142,6 +147,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import _family_v2
 import _protocol  # benchmarks/ is the script's folder, so its sibling modules import directly
 import _results
 import torch
@@ -203,7 +209,7 @@ def warm_job(job: tuple) -> dict:
 
 def run_job(job: tuple) -> dict:
     """One run; its record (plain data: the pool pickles it)."""
-    phase, testbed, variant, lr, seed, quick, cache = job
+    phase, testbed, variant, lr, seed, quick, cache, *version = job  # version 2's jobs end with it
     torch.set_num_threads(1)  # a 100k-parameter model runs fastest on one thread
     start = _cpu()
     lm, task, split = warm(testbed, seed, quick, Path(cache))
@@ -219,6 +225,8 @@ def run_job(job: tuple) -> dict:
         **record,
         "cpu_seconds": round(_cpu() - start, 1),
     }
+    if version and version[0] >= 2:  # version 1's runs carry no key (_protocol.runs_version reads them as 1)
+        record["protocol"] = version[0]
     print(
         f"  done: {phase} {testbed} {variant} lr={lr:g} seed {seed}: {record['score']:.3f} "
         f"(from {record['start']:.3f}; {record['cpu_seconds']:.0f} CPU s)",
@@ -505,7 +513,19 @@ def main() -> None:
     )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes at a time, one thread each")
     parser.add_argument("--save", type=Path, default=None, help="folder for grpo_family_11.json (the notebook's)")
+    parser.add_argument(
+        "--protocol",
+        dest="version",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="2: the length and drift testbeds under protocol v2 (benchmarks/_family_v2.py): tuning seeds 0-3, "
+        "floors, the edge rule, Dr.GRPO-divisor, matched-rate report runs, on family-3 (family_v2_* files)",
+    )
     args = parser.parse_args()
+    if args.version >= 2:
+        main_v2(args)
+        return
     args.tune_seeds = TUNE_SEEDS
     if args.testbeds is None:
         args.testbeds = list(TRAINED) if args.quick else list(REPORT_SETS["family-1"])
@@ -531,6 +551,18 @@ def main() -> None:
         args.tune_seeds = (0,)
         args.save = args.save or results
     _protocol.run_stage(args, files, tune, freeze, report)
+
+
+def main_v2(args) -> None:
+    """``--protocol 2``: the length and drift testbeds (or those of ``--testbeds``) under version 2."""
+    args.testbeds = [bed for bed in (args.testbeds or _family_v2.TESTBEDS) if bed in _family_v2.TESTBEDS]
+    args.tune_seeds = (0,) if args.quick else _family_v2.TUNE_SEEDS
+    results = Path(tempfile.mkdtemp(prefix="family-v2-quick-")) if args.quick else _protocol.RESULTS
+    if args.quick:  # every stage, tiny, in a temporary folder, in this process
+        args.jobs = 1
+        args.save = args.save or results
+    tune_v2, freeze_v2, report_v2 = _family_v2.stages(run_all, pending)
+    _protocol.run_stage(args, _family_v2.files(results, args.quick), tune_v2, freeze_v2, report_v2)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ SCRIPTS = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py") if not p.nam
 # What the last line of a quick run starts with, where a benchmark promises one.
 LAST_LINES = {
     "capstone.py": "ladder: rungs=7 seeds=2",
+    "critic_scratchpad.py": "critic: seeds=2",
     "reasoning_length.py": "reasoning: share_before=",
     "hf_learning.py": "hf: sft=",
 }
@@ -33,7 +34,9 @@ def _arguments(script: str, tmp_path: Path) -> list[str]:
 
 
 def test_every_benchmark_is_listed():
-    assert {"capstone.py", "reasoning_length.py", "grpo_family.py", "hf_learning.py"} <= set(SCRIPTS)
+    assert {"capstone.py", "critic_scratchpad.py", "reasoning_length.py", "grpo_family.py", "hf_learning.py"} <= set(
+        SCRIPTS
+    )
 
 
 @pytest.mark.slow
@@ -57,3 +60,19 @@ def test_benchmark_runs_as_documented(script, tmp_path):
         last = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
         lines = [line for line in result.stdout.splitlines() if line.startswith(LAST_LINES[script])]
         assert lines, f"{script}: no line starting {LAST_LINES[script]!r}; last line {last!r}"
+
+
+@pytest.mark.slow
+def test_family_protocol_2_runs_as_documented():
+    """``grpo_family.py --protocol 2`` (chapter 11's round under protocol v2) has a quick mode of its own."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(
+        [sys.executable, "benchmarks/grpo_family.py", "--quick", "--protocol", "2"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert any(line.startswith("family_v2: testbeds=length,drift") for line in result.stdout.splitlines())

@@ -130,3 +130,18 @@ def test_lecture_11_sends_students_to_the_exercises_not_the_answers():
     notebook = Path(__file__).resolve().parent.parent / "notebooks" / "11_grpo_family.ipynb"
     first = "".join(json.loads(notebook.read_text())["cells"][0]["source"])
     assert "exercises/11_grpo_family.ipynb" in first and "solutions/" not in first
+
+
+def test_dr_grpo_divisor_is_dr_grpo_with_the_std_kept():
+    """Protocol v2's length testbed adds Dr. GRPO's constant divisor alone, so that the length claim (about the
+    divisor) is told apart from the dropped std: the two recipes differ in ``normalize_std`` and nothing else."""
+    assert family.testbed_variants("length") == family.TESTBEDS["length"].variants  # version 1's tables unchanged
+    assert family.testbed_variants("length", 2) == (*family.TESTBEDS["length"].variants, "Dr.GRPO-divisor")
+    assert family.testbed_variants("drift", 2) == family.TESTBEDS["drift"].variants
+    whole = family_testbeds.recipe("length", "Dr.GRPO", 1e-3, quick=True)["rl"]
+    divisor = family_testbeds.recipe("length", "Dr.GRPO-divisor", 1e-3, quick=True)["rl"]
+    grpo = family_testbeds.recipe("length", "GRPO", 1e-3, quick=True)["rl"]
+    assert {k for k in whole if whole[k] != divisor[k]} == {"normalize_std"}
+    assert {k for k in grpo if grpo[k] != divisor[k]} == {"loss_agg"}
+    with pytest.raises(ValueError, match="testbed"):
+        family.testbed_variants("nowhere")

@@ -222,6 +222,32 @@ def test_the_edge_step_lies_past_the_edge_at_the_edges_ratio(grid, index):
         assert step is None
 
 
+def test_the_edge_walk_by_hand():
+    grid = (1e-3, 2e-3, 3e-3)
+    scores = {1e-3: [0.95, 0.93, 0.94, 0.92], 2e-3: [0.93, 0.91, 0.92, 0.90], 3e-3: [0.97, 0.04, 0.96, 0.95]}
+    first = _protocol.pick_with_edge_rule(scores, grid, n_seeds=4, floor=0.90)
+    assert first.pick is None and first.missing == (5e-4,)  # 1e-3 won at the low edge: one step below it first
+    assert _protocol.lr_step(1e-3 * 1e-3 / 2e-3) == 5e-4  # the key a resumed stage finds again, not 0.000500...01
+    scores[5e-4] = [0.91, 0.90, 0.92, 0.91]  # lower is worse: the rule runs again and keeps 1e-3, now inside
+    second = _protocol.pick_with_edge_rule(scores, grid, n_seeds=4, floor=0.90)
+    assert (second.pick, second.cleared, second.at_edge, second.grid) == (1e-3, True, False, (5e-4, *grid))
+    assert _protocol.pick_with_edge_rule(scores, grid, n_seeds=5, floor=0.9).missing == grid  # a fifth seed: all
+
+
+def test_the_edge_walk_stops_after_two_steps_and_says_so():
+    def falling(lr):  # lower is always better: the walk would go on for ever
+        return [1.0 - lr] * 4
+
+    grid = [1e-3, 2e-3, 4e-3]
+    scores = {lr: falling(lr) for lr in grid}
+    for _ in range(_protocol.MAX_EDGE_STEPS):
+        walk = _protocol.pick_with_edge_rule(scores, grid, n_seeds=4, floor=0.5)
+        assert walk.pick is None
+        scores.update({lr: falling(lr) for lr in walk.missing})
+    walk = _protocol.pick_with_edge_rule(scores, grid, n_seeds=4, floor=0.5)
+    assert walk.grid == (2.5e-4, 5e-4, *grid) and walk.pick == 2.5e-4 and walk.at_edge
+
+
 # --- version 1's ladder, read by version 2's rules (benchmarks/capstone.py --plan) --------------------------------
 
 

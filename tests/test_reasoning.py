@@ -259,3 +259,16 @@ def test_run_records_styles_every_round():
         reasoning_rl.run(lm, task, split, cfg, max_new_tokens=0)
     with pytest.raises(ValueError, match="eval_on"):
         reasoning_rl.run(lm, task, split, cfg, eval_on="test")
+
+
+def test_run_trains_ppo_with_a_value_model():
+    """benchmarks/critic_scratchpad.py runs PPO on the scratchpad task: ``algo="ppo"`` gets a value model made from
+    the warmed-up LM (without one, the loop refuses PPO), and the critic's diagnostics are recorded."""
+    from course_lib.lectures import reasoning, reasoning_rl
+
+    cfg = reasoning.ReasoningConfig(n_digits=2, n_demos=16, n_heldout=6, n_val=6, sft_steps=2, eval_every=2)
+    cfg.rl = dataclasses.replace(cfg.rl, iterations=2, prompts_per_step=4, group_size=2, warmup_iterations=0)
+    lm, task, split, _ = reasoning.warm_up_reasoning(cfg, seed=0)
+    ppo = {"loss_agg": "token-mean", "kl_placement": "reward", "clip_eps_high": None, "whiten_advantages": True}
+    h = reasoning_rl.run(lm, task, split, cfg, seed=0, eval_on="val", algo="ppo", **ppo)
+    assert len(h["explained_variance"]) == 2 and len(h["value_loss"]) == 2

@@ -53,6 +53,13 @@ VARIANTS: dict[str, dict] = {
         "paper": "Liu et al. 2025, Understanding R1-Zero-Like Training (arXiv 2503.20783)",
         "changes": "A_i = r_i - mean(r) (no std); token sums divided by a constant L, not by |o_i|",
     },
+    "Dr.GRPO-divisor": {
+        # protocol v2 (benchmarks/PROTOCOL.md, rule 7's spirit): Dr. GRPO's two changes apart, so that the length
+        # claim, which is about the divisor, is measured on the divisor alone; Dr.GRPO - Dr.GRPO-divisor is the std's
+        "switches": {"loss_agg": "seq-mean-token-sum-norm"},
+        "paper": "Liu et al. 2025, Understanding R1-Zero-Like Training (arXiv 2503.20783), its divisor alone",
+        "changes": "token sums divided by a constant L, not by |o_i|; the group's std kept (GRPO's advantage)",
+    },
     "DAPO": {
         "switches": {
             "clip_eps_high": 0.28,
@@ -201,6 +208,19 @@ TESTBEDS: dict[str, Testbed] = {
 
 TRAINED = ("length", "sparse", "drift", "accuracy")
 """The testbeds that train a model (the estimator one is exact and Monte Carlo)."""
+
+
+V2_VARIANTS: dict[str, tuple[str, ...]] = {"length": ("Dr.GRPO-divisor",)}
+"""Variants protocol version 2 adds to a testbed (``benchmarks/grpo_family.py --protocol 2``), after its own: the
+shipped version 1 tables keep :data:`TESTBEDS`' variants."""
+
+
+def testbed_variants(testbed: str, version: int = 1) -> tuple[str, ...]:
+    """The variants ``testbed`` measures under protocol ``version`` (the baseline first)."""
+    if testbed not in TESTBEDS:
+        raise ValueError(f"testbed: one of {sorted(TESTBEDS)}, got {testbed!r}")
+    extra = V2_VARIANTS.get(testbed, ()) if version >= 2 else ()
+    return TESTBEDS[testbed].variants + extra
 
 
 def variant_switches(name: str) -> dict:

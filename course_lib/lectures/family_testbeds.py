@@ -31,7 +31,7 @@ import torch
 from course_lib import _validate, lm_sampling
 from course_lib._threads import one_thread
 from course_lib.lectures import capstone, reasoning, reasoning_rl
-from course_lib.lectures.family import TESTBEDS, TRAINED, variant_switches
+from course_lib.lectures.family import TRAINED, testbed_variants, variant_switches
 from course_lib.lectures.reasoning import pass_at_k
 from course_lib.tasks import score_completions
 from course_lib.tasks_reasoning import ScratchpadAdditionTask
@@ -101,8 +101,9 @@ def warm_up(testbed: str, seed: int, quick: bool = False, state: dict | None = N
 
 def recipe(testbed: str, variant: str, lr: float, quick: bool = False) -> dict:
     """Everything that decides a run but its seed: the task's config and the loop's, with the variant's switches."""
-    if variant not in TESTBEDS[testbed].variants:
-        raise ValueError(f"variant: {testbed!r} measures {TESTBEDS[testbed].variants}, got {variant!r}")
+    measured = testbed_variants(testbed, version=2)
+    if variant not in measured:
+        raise ValueError(f"variant: {testbed!r} measures {measured}, got {variant!r}")
     cfg = config(testbed, quick)
     switches = variant_switches(variant)
     rl = dataclasses.replace(cfg.rl, lr=lr, **switches)

@@ -21,7 +21,7 @@ from course_lib import _validate, lm_rl, lm_sampling
 from course_lib._threads import one_thread
 from course_lib.lectures.reasoning import ReasoningConfig, style_share
 from course_lib.tasks_reasoning import STYLES, ScratchpadAdditionTask
-from course_lib.tiny_lm import TinyLM
+from course_lib.tiny_lm import TinyLM, ValueModel
 
 
 def share_range(shares, smooth: int = 5) -> float:
@@ -109,7 +109,8 @@ def run(
     max_new_tokens: int | None = None,
     **changes,
 ) -> dict:
-    """GRPO from the warmed-up ``lm`` (trained in place) through :func:`course_lib.lm_rl.train`.
+    """GRPO from the warmed-up ``lm`` (trained in place) through :func:`course_lib.lm_rl.train`; PPO with
+    ``algo="ppo"`` among ``changes`` (a value model made from ``lm``, as chapter 08's ``capstone.run`` makes it).
 
     The reward is the verifier (:meth:`ScratchpadAdditionTask.score`, an outcome reward: nothing pays for
     the scratchpad itself). Every round's samples are sorted by style on the way to the loop, so the
@@ -145,6 +146,7 @@ def run(
         greedy_shares.append(share)
         return acc
 
+    critic = ValueModel(lm) if rl.algo == "ppo" else None  # PPO's value model, from the warmed-up LM (chapter 08's)
     with one_thread():  # a 100k-parameter model: a second thread only waits
         history = lm_rl.train(
             lm,
@@ -153,6 +155,7 @@ def run(
             rl,
             tok.eos_id,
             tok.pad_id,
+            value_model=critic,
             eval_fn=eval_fn,
             eval_every=cfg.eval_every,
             progress=progress,

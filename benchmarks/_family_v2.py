@@ -1,0 +1,191 @@
+"""Chapter 11 under protocol version 2 (``benchmarks/grpo_family.py --protocol 2``): the verdicts whose recipe
+changes, tuned again and re-reported on seed set ``family-3``.
+
+- **length**: GRPO, Dr. GRPO, DAPO's three parts, and ``Dr.GRPO-divisor`` (Dr. GRPO's constant divisor alone, the
+  group's std kept: the length claim is about the divisor, so Dr.GRPO - Dr.GRPO-divisor is the dropped std's share).
+  Every variant is also frozen and reported at GRPO's tuned rate (``"length/NAME@matched"``), so that each length
+  verdict is printed twice on the same fresh seeds: at the tuned rates, and at one matched rate (PROTOCOL.md,
+  rule 7).
+- **drift**: every variant picked the grid's lowest rate under version 1; the edge rule extends the grid below it.
+
+Tuning: seeds 0 to 3, each testbed's floor (PROTOCOL.md, rule 2), ``_protocol.pick_with_edge_rule``. Files:
+``results/family_v2_tune.jsonl``, ``family_v2_recipes.json``, ``family_v2_report.jsonl``, every run tagged
+``"protocol": 2``. The claims are read with Holm's correction over every difference the report prints; ``--save
+DIR`` writes ``grpo_family_v2_11.json`` beside version 1's ``grpo_family_11.json``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import _protocol
+import _results
+
+from course_lib.lectures import family_claims, family_results, family_testbeds
+from course_lib.lectures.family import TESTBEDS as FAMILY_TESTBEDS
+from course_lib.lectures.family import testbed_variants
+from course_lib.lectures.protocol import holm_table, paired_difference, summary
+
+VERSION = 2
+SAVE_NAME = "grpo_family_v2_11.json"
+TESTBEDS = ("length", "drift")
+FLOORS = {"length": 0.75, "drift": 0.30}
+"""PROTOCOL.md, rule 2's table: validation accuracy a setting's worst tuning seed must reach."""
+TUNE_SEEDS = (0, 1, 2, 3)
+REPORT_SET = "family-3"
+MATCHED = "@matched"
+"""The suffix of a length variant's recipe frozen at GRPO's tuned rate."""
+EXTRA_CLAIMS = [
+    ("length", "Dr.GRPO-divisor", "GRPO", "final.length_wrong"),
+    ("length", "Dr.GRPO", "Dr.GRPO-divisor", "final.length_wrong"),
+]
+"""Differences version 2 adds on the length testbed: the divisor alone against GRPO, and the std's share."""
+
+
+def files(results: Path, quick: bool) -> dict:
+    return {
+        "tune": results / "family_v2_tune.jsonl",
+        "recipes": results / "family_v2_recipes.json",
+        "report": results / "family_v2_report.jsonl",
+        "cache": results / "cache" if quick else Path("_build") / "family-warm",
+    }
+
+
+def _grid(bed: str, quick: bool) -> tuple[float, ...]:
+    return FAMILY_TESTBEDS[bed].lr_grid[:2] if quick else FAMILY_TESTBEDS[bed].lr_grid
+
+
+def walks(args, paths) -> dict[tuple[str, str], _protocol.EdgePick]:
+    """(testbed, variant) -> version 2's pick and edge rule over the tuning runs recorded so far."""
+    scores: dict = {}
+    for r in _protocol.load_runs(paths["tune"]):
+        if r["seed"] in args.tune_seeds:
+            scores.setdefault((r["testbed"], r["variant"]), {}).setdefault(r["lr"], {})[r["seed"]] = r["score"]
+    min_seeds = len(args.tune_seeds) if args.quick else _protocol.MIN_TUNE_SEEDS
+    out = {}
+    for bed in args.testbeds:
+        for name in testbed_variants(bed, VERSION):
+            by_lr = {lr: [v[s] for s in sorted(v)] for lr, v in scores.get((bed, name), {}).items()}
+            grid = _grid(bed, args.quick)
+            out[bed, name] = _protocol.pick_with_edge_rule(by_lr, grid, len(args.tune_seeds), FLOORS[bed], min_seeds)
+    return out
+
+
+def stages(run_all, pending):
+    """The three stages, over ``grpo_family``'s own ``run_all`` and ``pending`` (its jobs, pool and warm-ups)."""
+
+    def job(phase, bed, name, lr, seed, args, paths):
+        return (phase, bed, name, lr, seed, args.quick, str(paths["cache"]), VERSION)
+
+    def tune(args, paths) -> None:
+        for _ in range(_protocol.MAX_EDGE_STEPS + 1):
+            jobs = [
+                job("tune", bed, name, lr, seed, args, paths)
+                for (bed, name), walk in walks(args, paths).items()
+                for lr in walk.missing
+                for seed in args.tune_seeds
+            ]
+            todo = pending(jobs, paths["tune"])
+            if not todo:
+                break
+            print(f"tuning (protocol v{VERSION}): {len(todo)} runs to do, {args.jobs} at a time", flush=True)
+            run_all(todo, args.jobs, paths["tune"], paths["cache"], args.quick)
+        print_tuning(args, paths)
+
+    def freeze(args, paths) -> None:
+        recipes = {}
+        picks = walks(args, paths)
+        for (bed, name), walk in picks.items():
+            if walk.pick is None:
+                raise SystemExit(f"{bed} / {name} has not finished its tuning runs: --tune first")
+            recipes[f"{bed}/{name}"] = family_testbeds.recipe(bed, name, walk.pick, args.quick)
+        if "length" in args.testbeds:  # rule 7: every length variant also at GRPO's tuned rate
+            grpo_lr = picks["length", "GRPO"].pick
+            for name in testbed_variants("length", VERSION)[1:]:
+                recipes[f"length/{name}{MATCHED}"] = family_testbeds.recipe("length", name, grpo_lr, args.quick)
+        hashes = _protocol.freeze(paths["recipes"], recipes)
+        print_tuning(args, paths)
+        print(f"froze {len(hashes)} recipes in {paths['recipes']}")
+
+    def report(args, paths) -> None:
+        frozen = _protocol.load_frozen(paths["recipes"])
+        seeds = [0, 1] if args.quick else _protocol.seed_set(REPORT_SET)
+        if not args.quick:
+            _protocol.spend(REPORT_SET, "benchmarks/grpo_family.py", {k: v["hash"] for k, v in frozen.items()})
+        jobs = [
+            job("report", e["recipe"]["testbed"], e["recipe"]["variant"], e["recipe"]["rl"]["lr"], seed, args, paths)
+            for e in frozen.values()
+            for seed in seeds
+        ]
+        todo = pending(list(dict.fromkeys(jobs)), paths["report"])  # a matched recipe may be the tuned one
+        print(f"report on {'quick seeds' if args.quick else REPORT_SET} {seeds}: {len(todo)} runs to do", flush=True)
+        start = time.perf_counter()
+        run_all(todo, args.jobs, paths["report"], paths["cache"], args.quick)
+        print_report(args, paths, frozen, seeds)
+        if args.save is not None:
+            save(args, paths, frozen, seeds, time.perf_counter() - start)
+
+    return tune, freeze, report
+
+
+def save(args, paths, frozen: dict, seeds, seconds: float) -> None:
+    """``grpo_family_v2_11.json``: version 2's report runs, recipes and tuning runs, for notebook 11."""
+    results = {
+        "protocol": VERSION,
+        "seed_set": REPORT_SET,
+        "seeds": list(seeds),
+        "tune_seeds": list(args.tune_seeds),
+        "floors": FLOORS,
+        "recipes": {key: {"hash": e["hash"], "lr": e["recipe"]["rl"]["lr"]} for key, e in frozen.items()},
+        "runs": [r for r in _protocol.load_runs(paths["report"]) if r["seed"] in seeds],
+        "tuning": _protocol.load_runs(paths["tune"]),
+    }
+    _results.write_results(args.save / SAVE_NAME, "grpo_family.py", seconds, results, seeds=len(seeds))
+
+
+def print_tuning(args, paths) -> None:
+    scores: dict = {}
+    for r in _protocol.load_runs(paths["tune"]):
+        if r["seed"] in args.tune_seeds:
+            scores.setdefault((r["testbed"], r["variant"]), {}).setdefault(r["lr"], []).append(r["score"])
+    print(f"validation accuracy, tuning seeds {list(args.tune_seeds)} (protocol v{VERSION}): mean (worst); * the pick")
+    for (bed, name), walk in walks(args, paths).items():
+        notes = [] if walk.pick is None or walk.cleared else [f"no rate cleared the floor {FLOORS[bed]:g}"]
+        notes += ["at the grid's edge"] if walk.at_edge else []
+        cells = _protocol.tuning_cells(scores.get((bed, name), {}), walk.grid, len(args.tune_seeds), pick=walk.pick)
+        print(f"  {bed:<9} {name:<21} {cells}" + (f"   ({'; '.join(notes)})" if notes else ""))
+
+
+def _values(runs: list[dict], frozen: dict, key: str, metric: str) -> dict[int, float]:
+    """seed -> the metric of recipe ``key``'s report runs."""
+    entry = frozen[key]
+    return {r["seed"]: family_results.value(r, metric) for r in runs if r["recipe_hash"] == entry["hash"]}
+
+
+def print_report(args, paths, frozen: dict, seeds) -> None:
+    runs = [r for r in _protocol.load_runs(paths["report"]) if r["seed"] in seeds]
+    print(f"test accuracy (greedy), {len(seeds)} seeds (protocol v{VERSION}): mean (std), worst seed")
+    for key, entry in frozen.items():
+        s = summary(list(_values(runs, frozen, key, "score").values()) or [float("nan")])
+        lr = entry["recipe"]["rl"]["lr"]
+        print(f"  {key:<40} lr={lr:<8g} [{entry['hash']}] {s.mean:.3f} ({s.std:.3f}) worst {s.worst:.3f}")
+    claims = [(c.testbed, c.variant, c.baseline, c.key) for c in family_claims.CLAIMS] + EXTRA_CLAIMS
+    differences = {}
+    for bed, variant, baseline, metric in claims:
+        if bed not in args.testbeds or f"{bed}/{variant}" not in frozen or f"{bed}/{baseline}" not in frozen:
+            continue
+        base = _values(runs, frozen, f"{bed}/{baseline}", metric)
+        differences[f"{variant} - {baseline}, {metric} (tuned)"] = paired_difference(
+            base, _values(runs, frozen, f"{bed}/{variant}", metric)
+        )
+        tuned_hash = frozen[f"{bed}/{variant}"]["hash"]
+        if frozen.get(f"{bed}/{variant}{MATCHED}", {}).get("hash", tuned_hash) != tuned_hash:  # a rate of its own
+            matched = _values(runs, frozen, f"{bed}/{variant}{MATCHED}", metric)
+            differences[f"{variant} - {baseline}, {metric} (at GRPO's rate)"] = paired_difference(base, matched)
+    if differences:
+        print("the claims, tuned and at a matched rate, read together (PROTOCOL.md, rules 7 and 8):")
+        print(holm_table(differences))
+    n_seeds = min((len({r["seed"] for r in runs if r["testbed"] == bed}) for bed in args.testbeds), default=0)
+    print(f"family_v2: testbeds={','.join(args.testbeds)} recipes={len(frozen)} differences={len(differences)} "
+          f"seeds={n_seeds}")  # fmt: skip
