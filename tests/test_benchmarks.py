@@ -20,6 +20,7 @@ LAST_LINES = {
     "capstone.py": "ladder: rungs=7 seeds=2",
     "reasoning_length.py": "reasoning: share_before=",
     "hf_learning.py": "hf: sft=",
+    "loop_speed.py": "loop: grpo_s300=",
 }
 
 
@@ -33,7 +34,7 @@ def _arguments(script: str, tmp_path: Path) -> list[str]:
 
 
 def test_every_benchmark_is_listed():
-    assert {"capstone.py", "reasoning_length.py", "grpo_family.py", "hf_learning.py"} <= set(SCRIPTS)
+    assert {"capstone.py", "reasoning_length.py", "grpo_family.py", "hf_learning.py", "loop_speed.py"} <= set(SCRIPTS)
 
 
 @pytest.mark.slow
