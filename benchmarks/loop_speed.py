@@ -149,7 +149,10 @@ def worker(job: dict) -> dict:
 
 
 def export(rev: str) -> Path:
-    """``course_lib`` as it was at ``rev``, in a temporary folder (``git archive``)."""
+    """``course_lib`` as it was at ``rev``, in a temporary folder (``git archive``); ``rev`` may also be a folder
+    that holds a ``course_lib`` (another checkout), used as it is."""
+    if (Path(rev) / "course_lib").is_dir():
+        return Path(rev).resolve()
     folder = Path(tempfile.mkdtemp(prefix="loop-speed-"))
     archive = subprocess.run(["git", "archive", rev, "course_lib"], cwd=ROOT, capture_output=True, check=True)
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True)
@@ -186,7 +189,11 @@ def profile(workload: str, rounds: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--compare", metavar="REV", help="a git revision whose loop runs beside this tree's")
+    parser.add_argument(
+        "--compare",
+        metavar="REV",
+        help="a git revision (or a folder holding a course_lib) whose loop runs beside this tree's",
+    )
     parser.add_argument("--rounds", type=int, default=20, help="rounds timed per run (GRPO and PPO; default 20)")
     parser.add_argument("--repeats", type=int, default=3, help="alternating repeats with --compare (default 3)")
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated subset of " + str(WORKLOADS))
