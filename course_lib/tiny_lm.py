@@ -131,12 +131,17 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model)
 
-    def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: dict | None = None, last_only: bool = False) -> torch.Tensor:
         """``(B, T, D)`` to ``(B, T, D)``; ``cache`` (generation only) keeps the keys and values of earlier
-        calls, so that a step that adds one token attends to them without computing them again."""
+        calls, so that a step that adds one token attends to them without computing them again.
+        ``last_only``: only the last position asks (``(B, 1, D)`` out); every position still gives its key
+        and value."""
         B, T, D = x.shape
         q, k, v = self.qkv(x).split(D, dim=-1)  # 3 x (B, T, D)
-        q, k, v = (z.view(B, T, self.n_head, D // self.n_head).transpose(1, 2) for z in (q, k, v))  # (B, H, T, D/H)
+        if last_only:
+            q, T = q[:, -1:], 1  # (B, 1, D)
+        q = q.reshape(B, T, self.n_head, D // self.n_head).transpose(1, 2)  # (B, H, T, D/H)
+        k, v = (z.view(B, -1, self.n_head, D // self.n_head).transpose(1, 2) for z in (k, v))  # (B, H, T_in, D/H)
         if cache is not None:  # the KV cache: earlier positions' keys and values, then these
             if cache:
                 k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)  # (B, H, T_past + T, D/H)
@@ -161,9 +166,11 @@ class Block(nn.Module):
             nn.Linear(cfg.d_model, 4 * cfg.d_model), nn.GELU(), nn.Linear(4 * cfg.d_model, cfg.d_model)
         )
 
-    def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x), cache)  # (B, T, D)
-        return x + self.mlp(self.ln_2(x))  # (B, T, D)
+    def forward(self, x: torch.Tensor, cache: dict | None = None, last_only: bool = False) -> torch.Tensor:
+        """``(B, T, D)`` to ``(B, T, D)``, or ``(B, 1, D)``: the last position's only (``last_only``)."""
+        attended = self.attn(self.ln_1(x), cache, last_only)  # (B, T, D) or (B, 1, D)
+        x = (x[:, -1:] if last_only else x) + attended
+        return x + self.mlp(self.ln_2(x))
 
 
 class TinyLM(nn.Module):
@@ -191,11 +198,13 @@ class TinyLM(nn.Module):
                 elif "ln" not in name:
                     p.zero_()
 
-    def hidden(self, ids: torch.Tensor, cache: list[dict] | None = None) -> torch.Tensor:
+    def hidden(self, ids: torch.Tensor, cache: list[dict] | None = None, last_only: bool = False) -> torch.Tensor:
         """``(B, T)`` ids to ``(B, T, D)`` final hidden states (after the last LayerNorm).
 
         ``cache`` (:meth:`generate`'s): one dict per block, holding the keys and values of the positions
         seen so far; ``ids`` then continue those positions instead of starting at position 0.
+        ``last_only``: the ``(B, 1, D)`` state of the last position only; the last block spends nothing on the
+        others but their keys and values (a prompt read into a cache needs those, and one state).
         """
         B, T = ids.shape
         start = cache[0]["k"].shape[2] if cache and cache[0] else 0  # positions already in the cache
@@ -203,8 +212,9 @@ class TinyLM(nn.Module):
             raise ValueError(f"ids: {start + T} tokens exceed block_size={self.cfg.block_size}")
         x = self.tok_emb(ids) + self.pos_emb(torch.arange(start, start + T, device=ids.device))  # (B, T, D)
         for i, block in enumerate(self.blocks):
-            x = block(x, None if cache is None else cache[i])  # (B, T, D)
-        return self.ln_f(x)  # (B, T, D)
+            last = last_only and i == len(self.blocks) - 1
+            x = block(x, None if cache is None else cache[i], last)  # (B, T, D), the last block's (B, 1, D)
+        return self.ln_f(x)  # (B, T, D) or (B, 1, D)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """``(B, T)`` ids to ``(B, T, V)`` logits; ``logits[:, t]`` scores the token at ``t + 1``."""
@@ -224,7 +234,7 @@ class TinyLM(nn.Module):
         if len(unique) == len(prompts):
             return None  # nothing to share: the caller's plain pass is as cheap
         cache = [{} for _ in self.blocks]
-        prompt_last = self.hidden(unique, cache)[:, -1:]  # (U, 1, D): the state that scores the first token
+        prompt_last = self.hidden(unique, cache, last_only=True)  # (U, 1, D): the state that scores the first token
         if continuation.shape[1] == 0:
             return prompt_last[row_prompt]  # (N, 1, D)
         shared = [{"k": block["k"][row_prompt], "v": block["v"][row_prompt]} for block in cache]  # (N, H, P, D/H)
@@ -321,7 +331,7 @@ class TinyLM(nn.Module):
         unique, row_prompt = _distinct_rows(prompts)  # (U, P), (B,)
         if len(unique) == len(prompts):
             return self.hidden(prompts, cache)[:, -1, :]
-        last = self.hidden(unique, cache)[:, -1, :]  # (U, D)
+        last = self.hidden(unique, cache, last_only=True)[:, 0, :]  # (U, D)
         for block in cache:
             block["k"], block["v"] = block["k"][row_prompt], block["v"][row_prompt]  # (B, H, P, D/H)
         return last[row_prompt]
