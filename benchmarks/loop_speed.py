@@ -117,12 +117,39 @@ def _run(workload: str, lm, task, split, cfg, rounds: int, quick: bool) -> dict:
     return capstone.run(lm, task, split, cfg, algo=workload, seed=0)
 
 
+def accuracy_worker(job: dict) -> dict:
+    """One whole chapter 08 run (300 rounds, the frozen recipe of ``job["algo"]``) on tuning seed ``job["seed"]``:
+    validation accuracy at the end and the loop's seconds."""
+    import dataclasses
+
+    import torch
+
+    from course_lib.lectures import capstone
+
+    torch.set_num_threads(1)
+    cfg = capstone.CapstoneConfig()
+    path = Path(job["cache"]) / f"warm_accuracy_{job['seed']}.pt"
+    if path.exists():  # the warm-up reads distinct prompts only: the same in every revision, run once
+        lm, task, split, _ = capstone.warm_up(dataclasses.replace(cfg, sft_steps=0), job["seed"])
+        lm.load_state_dict(torch.load(path, weights_only=True))
+    else:
+        lm, task, split, _ = capstone.warm_up(cfg, job["seed"])
+        torch.save(lm.state_dict(), path)
+    if job.get("warm_only"):
+        return {}
+    lr = {"grpo": 0.003, "ppo": 0.002}[job["algo"]]  # the ladder's frozen rates (rungs 0 and 6)
+    history = capstone.run(lm, task, split, cfg, algo=job["algo"], seed=job["seed"], eval_on="val", lr=lr)
+    return {"score": history["eval"]["score"][-1], "seconds": history["seconds"][-1]}
+
+
 def worker(job: dict) -> dict:
     """Time ``job["rounds"]`` rounds of ``job["workload"]`` on one thread (and count one round's FLOPs)."""
     import copy
 
     import torch
 
+    if "seed" in job:
+        return accuracy_worker(job)
     torch.set_num_threads(1)
     lm, task, split, cfg = _setting(job["workload"], job["quick"], Path(job["cache"]))
     rows = 256 * 9  # a chapter 08 minibatch: 256 sequences of 6 prompt + 3 fed completion tokens
@@ -170,6 +197,30 @@ def start_worker(tree: Path, job: dict) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def paired_accuracy(compare: str, algo: str, seeds: list[int], jobs: int) -> None:
+    """Whole runs of ``algo`` on tuning ``seeds``, this tree's loop and ``compare``'s, ``jobs`` at a time; the
+    validation accuracy of each and the paired difference (new - old) with its 95% t-interval."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from course_lib.lectures.protocol import paired_difference
+
+    trees = {"new": ROOT, "old": export(compare)}
+    cache = Path(tempfile.mkdtemp(prefix="loop-speed-warm-"))
+    for seed in seeds:  # the warm-ups first, one per seed, shared by both trees
+        start_worker(ROOT, {"algo": algo, "seed": seed, "cache": str(cache), "warm_only": True})
+    runs = [(name, seed) for seed in seeds for name in trees]
+    job = lambda run: start_worker(trees[run[0]], {"algo": algo, "seed": run[1], "cache": str(cache)})  # noqa: E731
+    with ThreadPoolExecutor(jobs) as pool:
+        results = dict(zip(runs, pool.map(job, runs)))
+    for seed in seeds:
+        new, old = results[("new", seed)], results[("old", seed)]
+        print(
+            f"  seed {seed}: old {old['score']:.3f} ({old['seconds']:.0f} s)  new {new['score']:.3f} ({new['seconds']:.0f} s)"
+        )
+    scores = {name: {seed: results[(name, seed)]["score"] for seed in seeds} for name in trees}
+    print(f"accuracy: {algo} new - old on tuning seeds {seeds}: {paired_difference(scores['old'], scores['new'])}")
+
+
 def profile(workload: str, rounds: int) -> None:
     """cProfile of ``rounds`` rounds on this tree, the functions that take the most time."""
     import cProfile
@@ -199,6 +250,9 @@ def main() -> None:
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated subset of " + str(WORKLOADS))
     parser.add_argument("--profile", choices=WORKLOADS, help="profile this workload's rounds instead")
     parser.add_argument("--quick", action="store_true", help="2 small rounds of each workload, no repeats")
+    parser.add_argument("--accuracy", choices=("grpo", "ppo"), help="with --compare: whole runs, paired accuracy")
+    parser.add_argument("--seeds", default="0,1,2,3", help="tuning seeds of --accuracy (default 0,1,2,3)")
+    parser.add_argument("--jobs", type=int, default=2, help="runs at a time for --accuracy (default 2)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -206,6 +260,11 @@ def main() -> None:
         return
     if args.profile:
         profile(args.profile, args.rounds)
+        return
+    if args.accuracy:
+        if not args.compare:
+            raise SystemExit("--accuracy: compares two loops; name the other with --compare REV")
+        paired_accuracy(args.compare, args.accuracy, [int(x) for x in args.seeds.split(",")], args.jobs)
         return
     workloads = [w for w in args.workloads.split(",") if w]
     if not set(workloads) <= set(WORKLOADS):

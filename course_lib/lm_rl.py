@@ -49,6 +49,7 @@ from course_lib.kl import kl_estimate
 from course_lib.lm_sampling import completion_mask, model_logits, sample_completions, token_logps, token_values
 from course_lib.masked import masked_mean
 from course_lib.ppo import PPOLoss, explained_variance
+from course_lib.tiny_lm import TinyLM
 
 __all__ = [
     "LMRLConfig",
@@ -270,6 +271,8 @@ class Groups:
     """``(B, G, L)`` the sampled completions, PAD after EOS."""
     scores: torch.Tensor
     """``(B, G)`` the verifier's reward of each completion (DAPO's overlong penalty included)."""
+    logp_old: torch.Tensor | None = None
+    """``(B, G, L)`` the sampler's log-prob of each token (TinyLM's sampler; None: scored in a pass of its own)."""
 
 
 def _prompts(prompt_ids, prompt_mask, pick):
@@ -284,15 +287,29 @@ def sample_groups(cfg, policy, prompt_ids, prompt_mask, n_prompts, eos_id, pad_i
     """Step 1: draw ``n_prompts`` training prompts and sample ``G`` completions of each.
 
     Returns:
-        ``(prompt_index (n,), completion_ids (n, G, L))``.
+        ``(prompt_index (n,), completion_ids (n, G, L), logp (n, G, L) or None)``: the course's TinyLM hands back
+        the log-prob of each token it drew (``logp_old``, without a pass of its own); other models give None.
     """
     pick = torch.randperm(prompt_ids.shape[0], generator=generator)[:n_prompts]  # (n,)
     ids, mask = _prompts(prompt_ids, prompt_mask, pick)
     G, L = cfg.group_size, cfg.max_new_tokens
-    flat = sample_completions(
-        policy, ids, mask, G, L, eos_id, pad_id, cfg.temperature, generator=generator, top_p=cfg.top_p
-    )  # (n * G, L), each prompt's G completions on adjacent rows
-    return pick, rearrange(flat, "(B G) L -> B G L", G=G)
+    with_logps = isinstance(policy, TinyLM)
+    sampled = sample_completions(
+        policy,
+        ids,
+        mask,
+        G,
+        L,
+        eos_id,
+        pad_id,
+        cfg.temperature,
+        generator=generator,
+        top_p=cfg.top_p,
+        return_logps=with_logps,
+    )  # (n * G, L), each prompt's G completions on adjacent rows; TinyLM: and their log-probs
+    flat, logp = sampled if with_logps else (sampled, None)
+    by_group = lambda x: None if x is None else rearrange(x, "(B G) L -> B G L", G=G)  # noqa: E731
+    return pick, by_group(flat), by_group(logp)
 
 
 def score_groups(cfg, reward_fn, pick, completion_ids, eos_id) -> torch.Tensor:
@@ -321,7 +338,7 @@ def collect_groups(cfg, policy, reward_fn, prompt_ids, prompt_mask, eos_id, pad_
     n_kept = 0
     draws = cfg.max_sampling_draws if cfg.dynamic_sampling else 1
     for _ in range(draws):
-        pick, completion_ids = sample_groups(
+        pick, completion_ids, logp = sample_groups(
             cfg, policy, prompt_ids, prompt_mask, B - n_kept, eos_id, pad_id, generator
         )
         scores = score_groups(cfg, reward_fn, pick, completion_ids, eos_id)
@@ -329,7 +346,8 @@ def collect_groups(cfg, policy, reward_fn, prompt_ids, prompt_mask, eos_id, pad_
         if cfg.dynamic_sampling:
             teaches = family.dynamic_sampling_mask(scores)  # (n,): some spread in the group's rewards
             pick, completion_ids, scores = pick[teaches], completion_ids[teaches], scores[teaches]
-        kept.append(Groups(pick, completion_ids, scores))
+            logp = None if logp is None else logp[teaches]
+        kept.append(Groups(pick, completion_ids, scores, logp))
         n_kept += len(pick)
         if n_kept == B:
             break
@@ -337,6 +355,7 @@ def collect_groups(cfg, policy, reward_fn, prompt_ids, prompt_mask, eos_id, pad_
         prompt_index=torch.cat([g.prompt_index for g in kept]),
         completion_ids=torch.cat([g.completion_ids for g in kept]),
         scores=torch.cat([g.scores for g in kept]),
+        logp_old=None if kept[0].logp_old is None else torch.cat([g.logp_old for g in kept]),
     )
     return groups, torch.cat(sampled_scores)
 
@@ -351,10 +370,12 @@ def score_tokens(cfg, policy, ref, value_model, batch: dict, pad_id: int | None)
     """Step 3: ``logp_old``, ``logp_ref`` and, for PPO, ``values_old``, each ``(N, L)``, written into ``batch``.
 
     One forward pass of each model over prompt + completion, without gradient: the policy that sampled
-    (its log-probs are the constants of the ratio), the frozen reference, and PPO's value model.
+    (its log-probs are the constants of the ratio), the frozen reference, and PPO's value model. A
+    ``logp_old`` already in ``batch`` (the sampler's own) is kept: the sampler had those log-probs in hand.
     """
     args = (batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"], cfg.temperature, pad_id)
-    batch["logp_old"] = token_logps(policy, *args)  # (N, L)
+    if "logp_old" not in batch:
+        batch["logp_old"] = token_logps(policy, *args)  # (N, L)
     batch["logp_ref"] = token_logps(ref, *args)  # (N, L)
     if cfg.algo == "ppo":
         batch["values_old"] = token_values(value_model, batch["prompt_ids"], batch["completion_ids"])  # (N, L)
@@ -438,6 +459,8 @@ def rollout(cfg, policy, ref, value_model, reward_fn, prompt_ids, prompt_mask, e
         "completion_ids": completion_ids,
         "mask": completion_mask(completion_ids, eos_id),  # (N, L)
     }
+    if groups.logp_old is not None and skip_pad == pad_id:  # the sampler's, PAD out of the distribution as here
+        batch["logp_old"] = rearrange(groups.logp_old, "B G L -> (B G) L")
     if cfg.overlong_filter:  # DAPO: a completion cut off without EOS leaves the loss
         truncated = ~(completion_ids == eos_id).any(-1)  # (N,)
         batch["mask"] = family.filter_truncated(batch["mask"], truncated)
