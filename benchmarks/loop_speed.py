@@ -8,11 +8,17 @@ measures it on one torch thread, the way the benchmarks run it:
 - ``scratchpad``: chapter 10's 3-digit scratchpad task (``course_lib.lectures.reasoning_rl``), whose completions
   run to 14 tokens and more.
 
-For each it prints the seconds a round takes (the loop's own clock, evaluation left out) and what 300 rounds take
-at that pace, the floating-point operations of one round by count (``torch.utils.flop_counter.FlopCounterMode``,
-the matrix products), the rate that makes, the core's own matmul rate measured in the same process at the loop's
-shapes (the linear layers of a minibatch: ``(256 * 9, 64) @ (64, 192)``, ``(.., 64) @ (64, 64)``, ``(.., 64) @
-(64, 256)``, ``(.., 256) @ (256, 64)``, best of five, before and after the rounds), and the share.
+For each it prints the seconds a round takes and what 300 rounds take at that pace: CPU seconds of the one-thread
+process (evaluation switched off), which on a quiet machine are its wall seconds and on a shared one what the loop
+costs without the neighbours' share (the wall seconds are printed beside them). Then the floating-point operations
+of one round by count (``torch.utils.flop_counter.FlopCounterMode``, the matrix products), the rate that makes, the
+core's own matmul rate measured in the same process at the loop's shapes (a block's linear layers over a minibatch
+of 256 * 9 tokens: ``@ (64, 192)``, ``@ (64, 64)``, ``@ (64, 256)``, ``@ (256, 64)``, best of five, before and after
+the rounds, in CPU seconds too), and the share.
+
+``--accuracy grpo --compare REV`` runs whole chapter 08 runs (300 rounds, the frozen recipe) of both loops on tuning
+seeds and prints the paired difference of validation accuracy with its 95% t-interval: a loop whose numbers move
+by float rounding must not move the results.
 
 ``--compare REV`` runs a git revision's loop (its ``course_lib``, exported with ``git archive`` into a temporary
 folder) beside the working tree's, alternating, each a process of its own with one thread, starting from the same
@@ -27,6 +33,7 @@ Usage::
     python benchmarks/loop_speed.py                       # 20 rounds of each workload on this tree
     python benchmarks/loop_speed.py --compare main~3      # ... alternating with that revision, 3 repeats
     python benchmarks/loop_speed.py --profile grpo        # where 20 rounds of GRPO go (cProfile)
+    python benchmarks/loop_speed.py --accuracy grpo --compare main~3 --seeds 0,1,2,3   # the paired accuracy check
     python benchmarks/loop_speed.py --quick               # a few small rounds: the pipeline in seconds
 """
 
@@ -39,6 +46,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,9 +61,8 @@ PEAK_SHAPES = ((64, 192), (64, 64), (64, 256), (256, 64))
 
 
 def matmul_peak(rows: int, repeats: int = 5) -> float:
-    """The core's fp32 matmul rate in GFLOP/s at a block's linear shapes with ``rows`` tokens, best of ``repeats``."""
-    import time
-
+    """The core's fp32 matmul rate in GFLOP/s at a block's linear shapes with ``rows`` tokens, best of ``repeats``
+    (CPU seconds of this one-thread process, as the loop is timed)."""
     import torch
 
     flops, seconds = 0.0, 0.0
@@ -63,10 +70,10 @@ def matmul_peak(rows: int, repeats: int = 5) -> float:
         a, w = torch.randn(rows, k), torch.randn(k, n)
         best = float("inf")
         for _ in range(repeats):
-            start = time.perf_counter()
-            for _ in range(10):
+            start = time.process_time()
+            for _ in range(20):
                 torch.mm(a, w)
-            best = min(best, (time.perf_counter() - start) / 10)
+            best = min(best, (time.process_time() - start) / 20)
         flops += 2 * rows * k * n
         seconds += best
     return flops / seconds / 1e9
@@ -154,11 +161,14 @@ def worker(job: dict) -> dict:
     lm, task, split, cfg = _setting(job["workload"], job["quick"], Path(job["cache"]))
     rows = 256 * 9  # a chapter 08 minibatch: 256 sequences of 6 prompt + 3 fed completion tokens
     peak_before = matmul_peak(rows)
+    cpu_start = time.process_time()
     history = _run(job["workload"], copy.deepcopy(lm), task, split, cfg, job["rounds"], job["quick"])
+    cpu = time.process_time() - cpu_start
     peak_after = matmul_peak(rows)
     result = {
-        "seconds_per_round": history["seconds"][-1] / len(history["seconds"]),
-        "peak": (peak_before + peak_after) / 2,
+        "wall_per_round": history["seconds"][-1] / len(history["seconds"]),
+        "seconds_per_round": cpu / len(history["seconds"]),
+        "peak": max(peak_before, peak_after),
     }
     if job["count_flops"]:
         from torch.utils.flop_counter import FlopCounterMode
@@ -206,11 +216,11 @@ def paired_accuracy(compare: str, algo: str, seeds: list[int], jobs: int) -> Non
 
     trees = {"new": ROOT, "old": export(compare)}
     cache = Path(tempfile.mkdtemp(prefix="loop-speed-warm-"))
-    for seed in seeds:  # the warm-ups first, one per seed, shared by both trees
-        start_worker(ROOT, {"algo": algo, "seed": seed, "cache": str(cache), "warm_only": True})
     runs = [(name, seed) for seed in seeds for name in trees]
     job = lambda run: start_worker(trees[run[0]], {"algo": algo, "seed": run[1], "cache": str(cache)})  # noqa: E731
+    warm = lambda seed: start_worker(ROOT, {"algo": algo, "seed": seed, "cache": str(cache), "warm_only": True})  # noqa: E731
     with ThreadPoolExecutor(jobs) as pool:
+        list(pool.map(warm, seeds))  # the warm-ups first, one per seed, shared by both trees
         results = dict(zip(runs, pool.map(job, runs)))
     for seed in seeds:
         new, old = results[("new", seed)], results[("old", seed)]
@@ -286,7 +296,11 @@ def main() -> None:
                 result = start_worker(trees[name], job)
                 flops.setdefault(workload, result.get("gflop_round"))
                 results[workload][name].append(result)
-                print(f"  {workload:<10} {name}: {result['seconds_per_round']:.3f} s/round", flush=True)
+                print(
+                    f"  {workload:<10} {name}: {result['seconds_per_round']:.3f} CPU s/round"
+                    f" ({result['wall_per_round']:.3f} wall)",
+                    flush=True,
+                )
     report(results, flops, args.compare)
 
 
