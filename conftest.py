@@ -42,6 +42,8 @@ SERIAL = {
     "tests/test_grade.py": "grades classes with a per-cell timeout of a few seconds and kernels as the shared "
     "course-grade-N users: a busy neighbour core turns slow imports into timeouts",
     "tests/test_grade_records.py": "grades a class as root, with kernels as the shared course-grade-N users",
+    "tests/test_grade_feedback.py": "grades a class (feedback pages, gradebook) with kernels as the shared "
+    "course-grade-N users",
 }
 
 _spans: dict[str, list[float]] = defaultdict(list)

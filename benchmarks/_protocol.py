@@ -38,6 +38,15 @@ def append_run(path: Path, record: dict) -> None:
         os.fsync(f.fileno())
 
 
+def runs_version(runs: list[dict]) -> int:
+    """The protocol the runs were made under: their ``"protocol"`` key, 1 where there is none (every run made
+    before version 2); runs of two versions in one file are refused, so that no table mixes them."""
+    versions = {run.get("protocol", 1) for run in runs}
+    if len(versions) > 1:
+        raise SystemExit(f"runs of protocol versions {sorted(versions)} in one file: keep each version's runs apart")
+    return versions.pop() if versions else 1
+
+
 def run_key(record: dict, fields: tuple[str, ...]) -> tuple:
     """The fields that identify a run (its method, setting and seed), to skip runs already done."""
     return tuple(record[field] for field in fields)
@@ -49,10 +58,58 @@ def run_key(record: dict, fields: tuple[str, ...]) -> tuple:
 
 
 def pick_setting(scores: dict[float, list[float]]) -> float:
-    """The protocol's rule: the setting with the highest mean score, then the higher worst seed, then the lower."""
+    """Version 1's rule: the setting with the highest mean score, then the higher worst seed, then the lower."""
     return max(
         scores, key=lambda setting: (sum(scores[setting]) / len(scores[setting]), min(scores[setting]), -setting)
     )
+
+
+MIN_TUNE_SEEDS = 4
+"""Version 2: every setting is tuned on at least this many seeds (two could not show a collapse seed)."""
+
+
+def pick_setting_v2(scores: dict[float, list[float]], floor: float, min_seeds: int = MIN_TUNE_SEEDS) -> tuple:
+    """Version 2's rule, guarding against collapse: ``(setting, cleared)``.
+
+    A setting *clears the floor* when its worst tuning seed scores at least ``floor``. Among the settings that
+    clear it, the highest mean wins (a tie: the higher worst seed, then the lower setting). If none clears it, the
+    setting with the highest worst seed wins (then the higher mean, then the lower setting), and ``cleared`` is
+    False: the benchmark prints that no setting cleared its floor, and the report carries it.
+    """
+    if not scores:
+        raise ValueError("scores: expected at least one setting's tuning scores")
+    short = sorted(setting for setting, values in scores.items() if len(values) < min_seeds)
+    if short:
+        raise ValueError(f"scores: version 2 tunes on at least {min_seeds} seeds a setting; {short} have fewer")
+    cleared = [setting for setting, values in scores.items() if min(values) >= floor]
+    if cleared:
+        best = max(cleared, key=lambda s: (sum(scores[s]) / len(scores[s]), min(scores[s]), -s))
+        return best, True
+    best = max(scores, key=lambda s: (min(scores[s]), sum(scores[s]) / len(scores[s]), -s))
+    return best, False
+
+
+def edge_step(grid, pick: float) -> float | None:
+    """Version 2's edge rule: the setting one step past the grid's edge when ``pick`` is at that edge, else None.
+
+    Learning rates are compared on a log scale, so the step is geometric: past the lowest rate, the lowest times
+    (lowest / its neighbour); past the highest, the highest times (highest / its neighbour). The benchmark tunes
+    the new setting on the same seeds, runs the rule again over the grid it extended, and only then freezes.
+    """
+    grid = sorted(grid)
+    if len(grid) < 2:
+        raise ValueError(f"grid: expected at least 2 settings to extend, got {grid}")
+    if pick not in grid:
+        raise ValueError(f"pick: expected one of the grid's settings {grid}, got {pick}")
+    if pick == grid[0]:
+        return grid[0] * grid[0] / grid[1]
+    if pick == grid[-1]:
+        return grid[-1] * grid[-1] / grid[-2]
+    return None
+
+
+MAX_EDGE_STEPS = 2
+"""Version 2: the grid is extended at most this many times; a pick still at the edge is frozen with a caveat."""
 
 
 def tuning_cells(scores: dict[float, list[float]], grid, n_seeds: int) -> str:

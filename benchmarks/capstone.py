@@ -20,9 +20,10 @@ process with one torch thread, ``--jobs`` at a time (the PPO rung first: it take
 
 The last line is ``ladder: rungs=R seeds=S grpo_mean=X ppo_mean=Y largest_step=NAME(+x.xxx±y.yyy)``.
 
-Tuning runs (42, kept in ``benchmarks/results/ladder_tune.jsonl``), as ``--freeze`` printed them: validation
-accuracy after 300 rounds, the mean over tuning seeds 0 and 1 with the worst seed in brackets; ``*`` the
-protocol's pick (the highest mean; a tie to the higher worst seed, then the lower learning rate)::
+Tuning runs (43 in ``benchmarks/results/ladder_tune.jsonl``: 42 on tuning seeds 0 and 1, and one more of PPO at lr
+1e-3 on seed 2, which the rule never read), as ``--freeze`` printed them: validation accuracy after 300 rounds, the
+mean over tuning seeds 0 and 1 with the worst seed in brackets; ``*`` version 1's pick (the highest mean; a tie to
+the higher worst seed, then the lower learning rate)::
 
     0 GRPO                   lr 0.001: 0.965 (0.940)    lr 0.002: 0.961 (0.930)    lr 0.003: 0.969 (0.962)*
     1 + token mean           lr 0.001: 0.968 (0.946)    lr 0.002: 0.965 (0.938)    lr 0.003: 0.976 (0.976)*
@@ -59,6 +60,34 @@ Usage::
     python benchmarks/capstone.py --freeze          # pick and freeze each rung's learning rate
     python benchmarks/capstone.py --save course_lib/lectures/data   # the report, and the notebook's data
     python benchmarks/capstone.py --quick           # the whole pipeline in about a minute (writes to a temp dir)
+    python benchmarks/capstone.py --plan            # protocol v2: the seeds the next report needs (seconds)
+
+Everything above ran under protocol version 1 (two tuning seeds, the highest-mean rule). ``--plan`` prints, from
+that report, what version 2 asks before the next one (PROTOCOL.md, rules 6 and 8)::
+
+    report seeds needed, from protocol v1's ladder-1 (8 seeds):
+      GRPO - PPO                     paired sd 0.069  seeds for ±0.03: 23, ±0.035: 18
+      step 1 + token mean            paired sd 0.029  seeds for ±0.03: 7, ±0.035: 6
+      step 2 + KL in the reward      paired sd 0.079  seeds for ±0.03: 29, ±0.035: 22
+      step 3 + symmetric clip        paired sd 0.096  seeds for ±0.03: 42, ±0.035: 32
+      step 4 + lr warm-up            paired sd 0.077  seeds for ±0.03: 28, ±0.035: 21
+      step 5 + whitened advantages   paired sd 0.018  seeds for ±0.03: 4, ±0.035: 4
+      step 6 PPO                     paired sd 0.033  seeds for ±0.03: 8, ±0.035: 6
+      GRPO - PPO: paired sd 0.069, half-width 0.03 at 95%: n = ceil((t * sd / h)^2), iterated: n=21 (±0.0316) -> n=24 (±0.0293) -> n=23 (±0.0300); needs 23 seeds
+      GRPO - PPO: paired sd 0.069, half-width 0.035 at 95%: n = ceil((t * sd / h)^2), iterated: n=16 (±0.0369) -> n=18 (±0.0345); needs 18 seeds
+    protocol v1's ladder, its steps read together (PROTOCOL.md, rule 8):
+    6 intervals read together; Holm's correction at family level 0.05:
+      1 + token mean           -0.009 [-0.033, +0.015]  p 0.391  Holm 1.000  unresolved
+      2 + KL in the reward     +0.013 [-0.052, +0.079]  p 0.643  Holm 1.000  unresolved
+      3 + symmetric clip       -0.073 [-0.153, +0.007]  p 0.069  Holm 0.346  unresolved
+      4 + lr warm-up           +0.069 [+0.005, +0.133]  p 0.038  Holm 0.228  unresolved
+      5 + whitened advantages  +0.005 [-0.010, +0.020]  p 0.453  Holm 1.000  unresolved
+      6 PPO                    +0.013 [-0.015, +0.040]  p 0.310  Holm 1.000  unresolved
+    rung 4 (lr warm-up) - rung 0 (GRPO): +0.001±0.058
+
+Read together, no step of the version 1 ladder is resolved: the lr warm-up's +0.069 has p 0.038 alone and 0.228
+after Holm's correction for six intervals, and it is measured against rung 3, the ladder's worst rung; rung 4 is
+level with GRPO (+0.001±0.058), and its step also cut the peak learning rate threefold (3e-3 to 1e-3).
 """
 
 from __future__ import annotations
@@ -79,7 +108,7 @@ import torch
 from course_lib import lm_rl
 from course_lib.lectures import capstone, ladder
 from course_lib.lectures.memory import count_parameters, optimizer_state_bytes, saved_activation_bytes
-from course_lib.lectures.protocol import paired_difference, recipe_hash, summary
+from course_lib.lectures.protocol import holm_table, paired_difference, protocol_version, recipe_hash, summary
 from course_lib.tiny_lm import ValueModel, save_checkpoint
 
 TUNE_SEEDS = (0, 1)
@@ -218,7 +247,8 @@ def tuning_scores(path: Path, lrs, seeds) -> dict[int, dict[float, list[float]]]
 
 def print_tuning(path: Path, lrs, seeds) -> None:
     scores = tuning_scores(path, lrs, seeds)
-    print(f"validation accuracy, tuning seeds {list(seeds)}: mean (worst seed); * the protocol's pick")
+    version = _protocol.runs_version(_protocol.load_runs(path))
+    print(f"validation accuracy, tuning seeds {list(seeds)} (protocol v{version}): mean (worst seed); * the pick")
     for rung, (name, _) in enumerate(ladder.RUNGS):
         print(f"  {rung} {name:<22} {_protocol.tuning_cells(scores.get(rung, {}), lrs, len(seeds))}")
 
@@ -260,10 +290,14 @@ def report(args, files) -> None:
 
 def print_report(path: Path, frozen: dict, seeds) -> list[dict]:
     by_rung: dict[int, dict[int, float]] = {}
+    version = _protocol.runs_version(_protocol.load_runs(path))
     for r in _protocol.load_runs(path):
         if r["seed"] in seeds and r["recipe_hash"] == frozen[str(r["rung"])]["hash"]:
             by_rung.setdefault(r["rung"], {})[r["seed"]] = r["score"]
-    print(f"test accuracy (greedy), seeds {list(seeds)}; step: paired difference to the rung before, 95% t-interval")
+    print(
+        f"test accuracy (greedy), seeds {list(seeds)} (protocol v{version}); step: paired difference to the rung "
+        "before, 95% t-interval"
+    )
     rows = []
     for rung, (name, _) in enumerate(ladder.RUNGS):
         scores = by_rung.get(rung, {})
@@ -306,16 +340,23 @@ def update_memory(lm, task, split, cfg: capstone.CapstoneConfig, rung: int) -> d
     prompts = task.prompts(split["train"])
     tok = task.tokenizer
     reward_fn = capstone._reward_fn(task, prompts, cfg.reward)
-    g = torch.Generator().manual_seed(0)
-    batch, _ = lm_rl.rollout(
-        rl, policy, ref, value_model, reward_fn, prompts, None, tok.eos_id, tok.pad_id, g, tok.pad_id
+    run = lm_rl.Run(
+        policy=policy,
+        ref=ref,
+        value_model=value_model,
+        reward_fn=reward_fn,
+        prompt_ids=prompts,
+        prompt_mask=None,
+        eos_id=tok.eos_id,
+        pad_id=tok.pad_id,
+        scored_pad=tok.pad_id,
+        generator=torch.Generator().manual_seed(0),
     )
+    batch, _ = lm_rl.rollout(rl, run)
     idx = torch.arange(-(-batch["mask"].shape[0] // rl.num_minibatches))
 
     def step():
-        loss, _ = lm_rl.minibatch_loss(
-            rl, policy, value_model, batch, idx, len(idx), batch["mask"][idx].sum(), tok.pad_id
-        )
+        loss, _ = lm_rl.minibatch_loss(rl, run, batch, idx, len(idx), batch["mask"][idx].sum())
         loss.backward()
         optimizer.step()
 
@@ -364,12 +405,25 @@ def save(args, files, frozen: dict, rows: list[dict], seeds, seconds: float) -> 
     print(f"saved {args.save / 'capstone_08.pt'}")
 
 
+def plan(args, files) -> None:
+    """``--plan``: protocol v2's rule 6 (power) and rule 8 (Holm) applied to the last report, before the next runs:
+    the report seeds each comparison needs for a half-width of 0.03 and 0.035, from its paired sd, and the last
+    ladder's six steps read together. It reads the shipped ``ladder_08.json`` (protocol v1's ``ladder-1``)."""
+    results = ladder.load_ladder()
+    print(ladder.ladder_plan(results))
+    print(f"protocol v{protocol_version(results)}'s ladder, its steps read together (PROTOCOL.md, rule 8):")
+    print(holm_table(ladder.ladder_steps(results)))
+    grpo, warm_up = ladder.rung_scores(results, 0), ladder.rung_scores(results, 4)
+    print(f"rung 4 (lr warm-up) - rung 0 (GRPO): {paired_difference(grpo, warm_up)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     stage = parser.add_mutually_exclusive_group()
     stage.add_argument("--tune", action="store_true", help="the tuning grid on the validation split")
     stage.add_argument("--freeze", action="store_true", help="pick each rung's lr from the tuning runs and freeze it")
     stage.add_argument("--ladder", action="store_true", help="the report run (the default)")
+    stage.add_argument("--plan", action="store_true", help="the seeds the next report needs, from the last (v2)")
     parser.add_argument(
         "--quick",
         action="store_true",
@@ -391,6 +445,9 @@ def main() -> None:
     if args.quick:  # the whole pipeline, end to end, in a temporary folder, in this process
         args.jobs = 1
         args.save = args.save or results
+    if args.plan:
+        plan(args, files)
+        return
     _protocol.run_stage(args, files, tune, freeze, report)
 
 

@@ -76,6 +76,25 @@ The report on ``family-1`` (104 runs, 2,420 CPU-s; each testbed's table is in no
 (The report run printed ``variants=15``: it counted the accuracy testbed's variants too, which have not run; the
 line now counts the variants measured, and rerunning the report from the stored runs prints 14.)
 
+Since protocol v2 (rule 7) the report also prints each claim whose variant and GRPO were frozen at different rates,
+read again at every rate both were tuned at; from the v1 tuning runs (two seeds, validation), for the length
+testbed::
+
+    tuned effect (report seeds, test prompts) | the same difference at matched rates (tuning runs, validation)
+      Dr.GRPO - GRPO, final.length_wrong: tuned -0.188 (Dr.GRPO at 0.001, GRPO at 0.0005): held here
+          at lr 0.0005 -0.394  (seeds [0, 1]: -0.500, -0.288)
+          at lr 0.001  -0.509  (seeds [0, 1]: -0.587, -0.432)
+          at lr 0.002  -0.332  (seeds [0, 1]: -0.487, -0.178)
+      DAPO-token-mean - GRPO, final.length_wrong: tuned +0.108 (DAPO-token-mean at 0.001, GRPO at 0.0005): contradicted here
+          at lr 0.0005 -0.202  (seeds [0, 1]: -0.246, -0.158)
+          at lr 0.001  -0.004  (seeds [0, 1]: -0.006, -0.002)
+          at lr 0.002  -0.099  (seeds [0, 1]: -0.128, -0.070)
+
+(and the overlong filter's, the soft punishment's and, on the sparse testbed, clip-higher's likewise; notebook 11
+prints the length testbed's, and its table to keep every verdict's caveat). Read together with
+Holm's correction (rule 8), only Dr. GRPO's length and the soft punishment's cut-off share stay resolved among the ten
+trained claims; the table to keep (``family_results.format_claims_kept(judged, results)``) carries each caveat.
+
 The control, ``--testbeds accuracy`` on ``family-2`` (60 tuning runs, 80 report runs, 1,868 CPU-s)::
 
     accuracy: chapter 08's task and recipe (4 passes x 2 minibatches), 48 of its rounds; seeds 1210-1217; mean (std), accuracy's worst seed in brackets
@@ -127,7 +146,7 @@ import _protocol  # benchmarks/ is the script's folder, so its sibling modules i
 import _results
 import torch
 
-from course_lib.lectures import family_claims, family_results, family_testbeds, group_estimators
+from course_lib.lectures import family_caveats, family_claims, family_results, family_testbeds, group_estimators
 from course_lib.lectures.family import TESTBEDS, TRAINED
 from course_lib.lectures.protocol import recipe_hash
 
@@ -271,7 +290,11 @@ def tuning_scores(path: Path, args) -> dict:
 
 def print_tuning(path: Path, args) -> None:
     scores = tuning_scores(path, args)
-    print(f"validation accuracy at the end, tuning seeds {list(args.tune_seeds)}: mean (worst seed); * the pick")
+    version = _protocol.runs_version(_protocol.load_runs(path))
+    print(
+        f"validation accuracy at the end, tuning seeds {list(args.tune_seeds)} (protocol v{version}): "
+        "mean (worst seed); * the pick"
+    )
     for bed in args.testbeds:
         grid = lr_grid(bed, args.quick)
         for name in TESTBEDS[bed].variants:
@@ -374,6 +397,7 @@ def report(args, files) -> None:
     judged = family_claims.judge(table, runs)
     print()
     print(family_claims.format_claims(judged))
+    print_matched(judged, recipes, _protocol.load_runs(files["tune"]))
     print_totals(runs, table)
     if args.save is not None:
         save(args, files, frozen, table, runs, judged, seeds, time.perf_counter() - start)
@@ -389,6 +413,22 @@ def report(args, files) -> None:
 # ---------------------------------------------------------------------------
 # What the report prints and saves
 # ---------------------------------------------------------------------------
+
+
+def print_matched(judged: list[dict], recipes: dict, tuning: list[dict]) -> None:
+    """PROTOCOL.md, rule 7: each claim whose variant and baseline were frozen at different rates, read again at
+    every rate both were tuned at (the tuning runs, paired by tuning seed)."""
+    testbeds = family_caveats.recipes_testbeds(recipes)
+    mixed = [
+        row["claim"]
+        for row in judged
+        if row["claim"].testbed in testbeds
+        and recipes[f"{row['claim'].testbed}/{row['claim'].variant}"]["lr"]
+        != recipes[f"{row['claim'].testbed}/{row['claim'].baseline}"]["lr"]
+    ]
+    if mixed:
+        print()
+        print(family_caveats.format_matched(mixed, judged, recipes, tuning))
 
 
 def print_totals(runs: list[dict], table: dict) -> None:
@@ -422,10 +462,16 @@ def claims_data(judged: list[dict]) -> list[dict]:
     ]
 
 
+TUNING_FINAL = ("length_wrong", "truncated", "entropy")
+"""The claims' ``final.*`` numbers each tuning record keeps, for the same differences at matched learning rates
+(``family_caveats``; PROTOCOL.md, rule 7)."""
+
+
 def save(args, files, frozen, table, runs, judged, seeds, seconds) -> None:
     """``grpo_family_11.json``: the estimator testbed, every report run, the claims and verdicts, the tuning runs."""
     claims = claims_data(judged)
-    tuning = [{k: r[k] for k in ("testbed", "variant", "lr", "seed", "score", "cpu_seconds")}
+    tuning = [{**{k: r[k] for k in ("testbed", "variant", "lr", "seed", "score", "cpu_seconds")},
+               "final": {k: v for k, v in r["final"].items() if k in TUNING_FINAL}}
               for r in _protocol.load_runs(files["tune"])]  # fmt: skip
     results = {
         "seed_set": args.report_set,

@@ -39,15 +39,8 @@ def main() -> None:
     logging.disable_progress_bar()
     model_dir = str(save_tiny_model(tempfile.mkdtemp(prefix="tiny_qwen_")))
     problems = data.load_problems(n=64)
-    config = loop.HFGRPOConfig(
-        iterations=args.iterations,
-        prompts_per_step=4,
-        group_size=8,
-        update_epochs=2,
-        lr=3e-3,
-        max_new_tokens=12,
-        save_every=args.iterations,
-    )
+    rl = loop.hf_rl_config(iterations=args.iterations, lr=3e-3, max_new_tokens=12)  # B = 4, G = 8, 2 passes
+    config = loop.HFGRPOConfig(rl=rl, save_every=args.iterations)
     ratios = []
     for repeat in range(args.repeats):
         model, tokenizer = loop.load_model_and_tokenizer(model_dir)

@@ -145,6 +145,7 @@ def accuracy_worker(job: dict) -> dict:
     if job.get("warm_only"):
         return {}
     lr = {"grpo": 0.003, "ppo": 0.002}[job["algo"]]  # the ladder's frozen rates (rungs 0 and 6)
+    cfg = dataclasses.replace(cfg, rl=dataclasses.replace(cfg.rl, iterations=job["rounds"]))
     history = capstone.run(lm, task, split, cfg, algo=job["algo"], seed=job["seed"], eval_on="val", lr=lr)
     return {"score": history["eval"]["score"][-1], "seconds": history["seconds"][-1]}
 
@@ -207,17 +208,19 @@ def start_worker(tree: Path, job: dict) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def paired_accuracy(compare: str, algo: str, seeds: list[int], jobs: int) -> None:
-    """Whole runs of ``algo`` on tuning ``seeds``, this tree's loop and ``compare``'s, ``jobs`` at a time; the
-    validation accuracy of each and the paired difference (new - old) with its 95% t-interval."""
+def paired_accuracy(compare: str, algo: str, seeds: list[int], jobs: int, rounds: int, cache: Path | None) -> None:
+    """Runs of ``rounds`` rounds of ``algo`` on tuning ``seeds``, this tree's loop and ``compare``'s, ``jobs`` at a
+    time; the validation accuracy of each and the paired difference (new - old) with its 95% t-interval."""
     from concurrent.futures import ThreadPoolExecutor
 
     from course_lib.lectures.protocol import paired_difference
 
     trees = {"new": ROOT, "old": export(compare)}
-    cache = Path(tempfile.mkdtemp(prefix="loop-speed-warm-"))
+    cache = cache or Path(tempfile.mkdtemp(prefix="loop-speed-warm-"))
     runs = [(name, seed) for seed in seeds for name in trees]
-    job = lambda run: start_worker(trees[run[0]], {"algo": algo, "seed": run[1], "cache": str(cache)})  # noqa: E731
+    job = lambda run: start_worker(  # noqa: E731
+        trees[run[0]], {"algo": algo, "seed": run[1], "cache": str(cache), "rounds": rounds}
+    )
     warm = lambda seed: start_worker(ROOT, {"algo": algo, "seed": seed, "cache": str(cache), "warm_only": True})  # noqa: E731
     with ThreadPoolExecutor(jobs) as pool:
         list(pool.map(warm, seeds))  # the warm-ups first, one per seed, shared by both trees
@@ -228,7 +231,8 @@ def paired_accuracy(compare: str, algo: str, seeds: list[int], jobs: int) -> Non
             f"  seed {seed}: old {old['score']:.3f} ({old['seconds']:.0f} s)  new {new['score']:.3f} ({new['seconds']:.0f} s)"
         )
     scores = {name: {seed: results[(name, seed)]["score"] for seed in seeds} for name in trees}
-    print(f"accuracy: {algo} new - old on tuning seeds {seeds}: {paired_difference(scores['old'], scores['new'])}")
+    difference = paired_difference(scores["old"], scores["new"])
+    print(f"accuracy: {algo} {rounds} rounds, new - old on tuning seeds {seeds}: {difference}")
 
 
 def profile(workload: str, rounds: int) -> None:
@@ -262,6 +266,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2 small rounds of each workload, no repeats")
     parser.add_argument("--accuracy", choices=("grpo", "ppo"), help="with --compare: whole runs, paired accuracy")
     parser.add_argument("--seeds", default="0,1,2,3", help="tuning seeds of --accuracy (default 0,1,2,3)")
+    parser.add_argument("--accuracy-rounds", type=int, default=300, help="rounds of each --accuracy run (300)")
+    parser.add_argument("--warm-cache", type=Path, help="a folder that keeps --accuracy's warm-ups between calls")
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time for --accuracy (default 2)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -274,7 +280,8 @@ def main() -> None:
     if args.accuracy:
         if not args.compare:
             raise SystemExit("--accuracy: compares two loops; name the other with --compare REV")
-        paired_accuracy(args.compare, args.accuracy, [int(x) for x in args.seeds.split(",")], args.jobs)
+        seeds = [int(x) for x in args.seeds.split(",")]
+        paired_accuracy(args.compare, args.accuracy, seeds, args.jobs, args.accuracy_rounds, args.warm_cache)
         return
     workloads = [w for w in args.workloads.split(",") if w]
     if not set(workloads) <= set(WORKLOADS):

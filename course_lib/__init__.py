@@ -22,6 +22,7 @@ holds the classic wrong implementations that a long check names):
                       ``lectures.budget_sweep``
 - 08 capstone ....... ``tiny_lm`` (tokenizer, tiny transformer, ``generate``, ``ValueModel``, checkpoints),
                       ``lm_sampling`` (completions, the completion mask, per-token log-probs and values),
+                      ``lm_rl_config`` (``LMRLConfig``: the loop's hyperparameters, presets ``.grpo()`` and ``.ppo()``),
                       ``lm_rl`` (the one LM RL loop: GRPO or PPO with a value model, for any causal LM; chapters 08-11),
                       ``lectures.capstone`` (warm-up, the benchmark's runs, the exercise's ``grpo_step``)
 - 09 scaling up ..... ``hf`` (``lm_rl`` on Hugging Face models: ``hf.tiny``, ``hf.data``, ``hf.loop``,
@@ -32,7 +33,8 @@ holds the classic wrong implementations that a long check names):
                       ``lectures.reasoning_stats`` (samples measured: styles, work and answer, pass@k),
                       ``lectures.reasoning_rl`` (GRPO on it)
 - 11 GRPO family .... ``family`` (RLOO, REINFORCE++, DAPO's parts, GSPO, CISPO, GMPO, SAPO as small functions;
-                      TRL agreement in ``hf.agreement``), ``family_diagnostics`` (what each loss silences),
+                      TRL agreement in ``hf.agreement``), ``policy_losses`` (their per-token losses with one
+                      signature: the loop's table), ``family_diagnostics`` (what each loss silences),
                       ``lectures.family`` (the variants and testbeds), ``lectures.group_estimators`` (each advantage
                       against the exact gradient), ``lectures.family_testbeds`` (length, sparse reward, drift),
                       ``lectures.family_claims`` (each claim and its verdict), ``lectures.family_results``

@@ -1,32 +1,24 @@
 """One loop that trains a causal language model with RL: GRPO (and its family) or PPO with a value model.
 
-It has the shape of the LM trainers (TRL's GRPOTrainer, OpenRLHF, verl), small enough to read top to bottom
-like CleanRL's ``ppo.py``. The file follows one round of :func:`train`, in the order it runs:
+The shape of TRL's GRPOTrainer, OpenRLHF and verl, small enough to read top to bottom like CleanRL's ``ppo.py``.
+The config is :class:`course_lib.lm_rl_config.LMRLConfig` (``LMRLConfig.grpo(...)``, ``LMRLConfig.ppo(...)``);
+this file is what a run shares (:class:`Run`), then each step in the order :func:`loop` calls it:
 
 0. the learning rate of the round (:func:`lr_at`);
-1. sample ``G`` completions of each of ``B`` prompts, stopping at EOS (:func:`sample_groups`);
-2. score every completion with a program, the verifier (:func:`score_groups`); DAPO's dynamic sampling
-   repeats 1 and 2 for the groups still missing (:func:`collect_groups`);
-3. per-token log-probs, without gradient: ``logp_old`` of the policy that sampled, ``logp_ref`` of the frozen
-   reference and, for PPO, ``values_old`` of the value model (:func:`score_tokens`);
-4. advantages, where the algorithms differ (:func:`advantages`): GRPO compares each completion with its
-   group (Shao et al. 2024, "DeepSeekMath", eq. 3); PPO folds a per-token KL penalty into the reward, adds
-   the score at the last token and runs GAE over the completion against the value model (Ouyang et al.
-   2022, "InstructGPT", eq. 2). :func:`rollout` runs steps 1 to 4;
-5. the loss of a minibatch (:func:`minibatch_loss`): chapter 06's ``grpo_loss``, a family variant's
-   per-token loss (chapter 11), or chapter 05's ``PPOLoss``;
-6. ``update_epochs`` passes over the batch in minibatches of whole sequences, gradients clipped (:func:`update`);
-7. the loop (:func:`train`).
+1-2. sample ``G`` completions of each of ``B`` prompts and score them with the verifier (:func:`collect_groups`;
+   DAPO's dynamic sampling draws again for the groups whose rewards are all equal);
+3. ``logp_old``, ``logp_ref`` and, for PPO, ``values_old``, without gradient (:func:`score_tokens`);
+4. advantages (:func:`advantages`): GRPO compares each completion with its group (Shao et al. 2024,
+   "DeepSeekMath", eq. 3); PPO takes a per-token KL off the reward, adds the score at the last token and runs GAE
+   against the value model (Ouyang et al. 2022, "InstructGPT", eq. 2). :func:`rollout` runs steps 1 to 4;
+5. the loss of a minibatch (:func:`minibatch_loss`): chapter 06's ``grpo_loss``, a chapter 11 variant
+   (``policy_losses.POLICY_LOSSES``) or chapter 05's ``PPOLoss``;
+6. ``update_epochs`` passes over the batch in minibatches, gradients accumulated and clipped (:func:`update`);
+7. the loop (:func:`loop`, and :func:`train`, which sets a run up and calls it).
 
-GRPO -> PPO is a ladder of config switches, each a few visible lines (chapter 08): how tokens are averaged
-(``loss_agg``), where the KL goes (``kl_placement``), the clip (``clip_eps_high``), the lr warm-up
-(``warmup_iterations``), whitening (``whiten_advantages``) and the advantage's source (``algo``).
-
-Vocabulary: a *round* (``iterations`` of them) samples a fresh batch and updates on it; a *pass* (``update_epochs``
-of them) goes once over that batch; a *step* is one optimiser step on one minibatch.
-
-Shapes: ``B`` prompts, ``G`` completions per prompt, ``N = B * G`` sequences, ``P`` prompt tokens, ``L`` completion
-tokens, ``V`` vocabulary.
+A *round* samples a fresh batch and updates on it; a *pass* goes once over that batch; a *step* is one optimiser
+step on one minibatch. Shapes: ``B`` prompts, ``G`` completions per prompt, ``N = B * G`` sequences, ``P`` prompt
+tokens, ``L`` completion tokens, ``V`` vocabulary.
 """
 
 from __future__ import annotations
@@ -34,6 +26,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -41,200 +34,34 @@ from einops import rearrange, repeat
 from torch import nn
 from tqdm.auto import tqdm
 
-from course_lib import _validate, family
+from course_lib import family
 from course_lib.family_diagnostics import policy_loss_diagnostics
 from course_lib.gae import compute_gae
-from course_lib.grpo import LOSS_AGG_MODES, aggregate_loss, group_advantages, grpo_loss
+from course_lib.grpo import aggregate_loss, group_advantages, grpo_loss
 from course_lib.kl import kl_estimate
-from course_lib.lm_sampling import completion_mask, model_logits, sample_completions, token_logps, token_values
+from course_lib.lm_rl_config import LMRLConfig
+from course_lib.lm_sampling import completion_mask, sample_completions, token_logps, token_values
 from course_lib.masked import masked_mean
+from course_lib.policy_losses import POLICY_LOSSES
 from course_lib.ppo import PPOLoss, explained_variance
 from course_lib.tiny_lm import TinyLM
 
-__all__ = [
-    "LMRLConfig",
-    "Groups",
-    "lr_at",
-    "completion_mask",
-    "model_logits",
-    "sample_completions",
-    "token_logps",
-    "token_values",
-    "sample_groups",
-    "score_groups",
-    "collect_groups",
-    "score_tokens",
-    "advantages",
-    "rollout",
-    "minibatch_loss",
-    "update",
-    "train",
-]
 
-ALGOS = ("grpo", "ppo")
-KL_PLACEMENTS = ("loss", "reward")
-ADV_ESTIMATORS = ("grpo", "rloo", "reinforce++")
-POLICY_LOSSES = ("clip", "gspo", "cispo", "gmpo", "sapo")
-
-
-# ---------------------------------------------------------------------------
-# 0. The hyperparameters
-# ---------------------------------------------------------------------------
-
-
+# --- 0. What a run shares; the learning rate of a round ---
 @dataclass
-class LMRLConfig:
-    """Hyperparameters of :func:`train`. A switch marked "the algorithm's own" may be left at None."""
+class Run:
+    """What every step of one run reads: the models, the verifier, the prompts, the special tokens, the generator."""
 
-    # --- the round: what is sampled ---
-    algo: str = "grpo"
-    """The advantage's source: ``"grpo"`` (the group's rewards) or ``"ppo"`` (GAE against a value model)."""
-    iterations: int = 250
-    """Rounds of sample-then-update; each samples a fresh batch of ``B * G`` completions."""
-    max_completions: int | None = None
-    """A sample budget: stop once this many completions were sampled, the lr decaying with the share spent."""
-    prompts_per_step: int = 64
-    """B, prompts per round."""
-    group_size: int = 8
-    """G, completions per prompt (PPO samples as many, so both see the same completions per round)."""
-    max_new_tokens: int = 4
-    """L, the most tokens a completion may have, EOS included; also Dr. GRPO's constant."""
-    temperature: float = 1.0
-    """Sampling temperature; log-probs are taken at the same temperature."""
-    top_p: float = 1.0
-    """Nucleus sampling (``transformers`` models only; 1.0 samples the whole distribution)."""
-
-    # --- the update: passes, minibatches, the optimiser ---
-    update_epochs: int = 4
-    """Passes over each round's batch (PPO's K epochs); the ratio leaves 1 after the first step."""
-    num_minibatches: int = 1
-    """Minibatches of whole sequences per pass, drawn at random (a group may be split between two)."""
-    micro_batch_size: int | None = None
-    """Sequences per forward pass, gradients accumulated over a minibatch (None: the whole minibatch)."""
-    lr: float = 2e-3
-    """Peak learning rate of Adam."""
-    warmup_iterations: int = 0
-    """The learning rate rises linearly from 0 over this many rounds..."""
-    lr_schedule: str = "linear"
-    """...then stays (``"constant"``) or falls to 0 by the last round (``"linear"``, ``"cosine"``)."""
-    max_grad_norm: float = 1.0
-    """The global gradient norm is clipped to this before every step."""
-
-    # --- GRPO's loss (chapter 06) ---
-    clip_eps: float = 0.2
-    """PPO's clip range of the ratio."""
-    clip_eps_high: float | None = None
-    """Upper clip range (DAPO's clip-higher); None means clip_eps."""
-    kl_coef: float = 0.02
-    """Weight of the KL to the frozen reference."""
-    kl_placement: str | None = None
-    """``"loss"`` (k3 added to each token's loss) or ``"reward"`` (k1 taken off the reward); the algorithm's own."""
-    normalize_std: bool = True
-    """GRPO: divide group-centred rewards by the group's std (False is Dr. GRPO)."""
-    loss_agg: str | None = None
-    """How token losses are averaged (course_lib.grpo.aggregate_loss); the algorithm's own."""
-    whiten_advantages: bool | None = None
-    """Whiten the advantages over the batch's valid tokens (PPO's habit); the algorithm's own."""
-
-    # --- PPO's value model (chapter 05) ---
-    gamma: float = 1.0
-    """PPO: discount over the completion's tokens (1: the score at the end is what counts)."""
-    lam: float = 0.95
-    """PPO: GAE's lambda."""
-    value_loss_coef: float = 0.5
-    """PPO: weight of the value loss (``PPOLoss``'s, and the trainers', ``value_loss_coef``)."""
-
-    # --- the GRPO family (chapter 11) ---
-    adv_estimator: str = "grpo"
-    """The group's advantage (course_lib.family): ``"grpo"``, ``"rloo"`` (leave-one-out), ``"reinforce++"``."""
-    policy_loss: str = "clip"
-    """The per-token loss: ``"clip"`` (chapter 06's grpo_loss), ``"gspo"``, ``"cispo"``, ``"gmpo"``, ``"sapo"``."""
-    dynamic_sampling: bool = False
-    """DAPO: drop groups whose rewards are all equal and sample prompts again for the missing groups."""
-    max_sampling_draws: int = 10
-    """DAPO: the most draws of prompts in one round before it trains on the groups it has (verl's
-    ``max_num_gen_batches``)."""
-    overlong_filter: bool = False
-    """DAPO: completions cut off without EOS leave the loss."""
-    overlong_cache: int = 0
-    """DAPO's soft overlong punishment: the last this many tokens before max_new_tokens cost reward (0: off)."""
-
-    # --- reproducibility ---
-    seed: int = 0
-    """Seeds the prompt order and the sampling."""
-
-    def __post_init__(self):
-        # A switch left at None takes the algorithm's own setting: PPO averages over tokens, puts the KL in the
-        # reward and whitens its advantages; GRPO averages each completion's tokens first, puts the KL in the loss
-        # and does not whiten. (dataclasses.replace keeps what was filled in: a GRPO config made PPO must say so.)
-        ppo = self.algo == "ppo"
-        if self.kl_placement is None:
-            self.kl_placement = "reward" if ppo else "loss"
-        if self.loss_agg is None:
-            self.loss_agg = "token-mean" if ppo else "seq-mean-token-mean"
-        if self.whiten_advantages is None:
-            self.whiten_advantages = ppo
-
-    def validate(self) -> LMRLConfig:
-        """Check every field; raise ValueError naming the first one that is wrong. Returns the config."""
-        _validate_sizes(self)
-        _validate_rates(self)
-        _validate_switches(self)
-        return self
-
-
-def _validate_sizes(cfg: LMRLConfig) -> None:
-    v = _validate
-    for name in ("iterations", "prompts_per_step", "group_size", "max_new_tokens", "update_epochs", "num_minibatches"):
-        v.require_int(name, getattr(cfg, name), minimum=1)
-    if cfg.algo == "grpo" and cfg.group_size < 2:
-        raise ValueError(f"group_size: GRPO needs at least 2 (a group of one has no baseline), got {cfg.group_size}")
-    if cfg.micro_batch_size is not None:
-        v.require_int("micro_batch_size", cfg.micro_batch_size, minimum=1)
-    if cfg.max_completions is not None:
-        v.require_int("max_completions", cfg.max_completions, minimum=1)
-    for name in ("warmup_iterations", "overlong_cache"):
-        v.require_int(name, getattr(cfg, name), minimum=0)
-    v.require_int("max_sampling_draws", cfg.max_sampling_draws, minimum=1)
-
-
-def _validate_rates(cfg: LMRLConfig) -> None:
-    v = _validate
-    for name in ("lr", "temperature", "max_grad_norm", "top_p"):
-        v.require_positive(name, getattr(cfg, name))
-    for name in ("kl_coef", "value_loss_coef"):
-        v.require_non_negative(name, getattr(cfg, name))
-    for name in ("gamma", "lam", "top_p"):
-        v.require_unit_interval(name, getattr(cfg, name))
-    v.require_clip_range(cfg.clip_eps, cfg.clip_eps_high)
-
-
-def _validate_switches(cfg: LMRLConfig) -> None:
-    v = _validate
-    v.require_choice("algo", cfg.algo, ALGOS)
-    v.require_choice("lr_schedule", cfg.lr_schedule, ("constant", "linear", "cosine"))
-    v.require_choice("loss_agg", cfg.loss_agg, LOSS_AGG_MODES)
-    v.require_choice("kl_placement", cfg.kl_placement, KL_PLACEMENTS)
-    v.require_bool("whiten_advantages", cfg.whiten_advantages)
-    v.require_choice("adv_estimator", cfg.adv_estimator, ADV_ESTIMATORS)
-    v.require_choice("policy_loss", cfg.policy_loss, POLICY_LOSSES)
-    if cfg.algo != "ppo":
-        return
-    # PPO's branch is chapter 05's PPOLoss: a GRPO switch that it cannot honour is refused, not ignored.
-    ppo_only = (
-        ("clip_eps_high", None),
-        ("policy_loss", "clip"),
-        ("adv_estimator", "grpo"),
-        ("normalize_std", True),
-        ("loss_agg", "token-mean"),
-        ("kl_placement", "reward"),
-        ("whiten_advantages", True),
-        ("dynamic_sampling", False),
-    )
-    for name, allowed in ppo_only:
-        value = getattr(cfg, name)
-        if value != allowed:
-            raise ValueError(f"{name}: a switch of GRPO's branch; algo='ppo' takes {allowed!r}, got {value!r}")
+    policy: nn.Module  # trained in place
+    ref: nn.Module  # the frozen reference: the policy before RL
+    value_model: nn.Module | None  # PPO's critic (tiny_lm.ValueModel); None for GRPO
+    reward_fn: Callable  # the verifier: (prompt_index (B,), completion_ids (B, G, L)) -> (B, G)
+    prompt_ids: torch.Tensor  # (M, P) the training prompts
+    prompt_mask: torch.Tensor | None  # (M, P) 0 at left padding, or None
+    eos_id: int
+    pad_id: int
+    scored_pad: int | None  # PAD, left out of the scored distribution (TinyLM never samples it); None: PAD is EOS
+    generator: torch.Generator  # seeds the prompt order, the sampling and the minibatches
 
 
 def lr_at(round_index: int, cfg: LMRLConfig, completions: int = 0) -> float:
@@ -256,141 +83,112 @@ def lr_at(round_index: int, cfg: LMRLConfig, completions: int = 0) -> float:
     return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-# ---------------------------------------------------------------------------
-# 1-2. Sample and score groups
-# ---------------------------------------------------------------------------
-
-
+# --- 1-2. Sample and score groups ---
 @dataclass
 class Groups:
     """``G`` completions of each of ``B`` prompts and their rewards."""
 
-    prompt_index: torch.Tensor
-    """``(B,)`` which training prompts were drawn."""
-    completion_ids: torch.Tensor
-    """``(B, G, L)`` the sampled completions, PAD after EOS."""
-    scores: torch.Tensor
-    """``(B, G)`` the verifier's reward of each completion (DAPO's overlong penalty included)."""
-    logp_old: torch.Tensor | None = None
-    """``(B, G, L)`` the sampler's log-prob of each token (TinyLM's sampler; None: scored in a pass of its own)."""
+    prompt_index: torch.Tensor  # (B,) which training prompts were drawn
+    completion_ids: torch.Tensor  # (B, G, L) the sampled completions, PAD after EOS
+    scores: torch.Tensor  # (B, G) the verifier's reward of each completion (DAPO's overlong penalty included)
+    logp_old: torch.Tensor | None = None  # (B, G, L) the sampler's log-prob of each token (TinyLM's), or None
 
 
-def _prompts(prompt_ids, prompt_mask, pick):
+def _prompts(run: Run, pick: torch.Tensor):
     """The prompts ``pick`` and their mask, without the columns that are padding in every one of them."""
-    if prompt_mask is None:
-        return prompt_ids[pick], None
-    used = prompt_mask[pick].any(0)  # (P,): left padding that no chosen prompt needs is dropped
-    return prompt_ids[pick][:, used], prompt_mask[pick][:, used]
+    if run.prompt_mask is None:
+        return run.prompt_ids[pick], None
+    used = run.prompt_mask[pick].any(0)  # (P,): left padding that no chosen prompt needs is dropped
+    return run.prompt_ids[pick][:, used], run.prompt_mask[pick][:, used]
 
 
-def sample_groups(cfg, policy, prompt_ids, prompt_mask, n_prompts, eos_id, pad_id, generator):
-    """Step 1: draw ``n_prompts`` training prompts and sample ``G`` completions of each.
-
-    Returns:
-        ``(prompt_index (n,), completion_ids (n, G, L), logp (n, G, L) or None)``: the course's TinyLM hands back
-        the log-prob of each token it drew (``logp_old``, without a pass of its own); other models give None.
-    """
-    pick = torch.randperm(prompt_ids.shape[0], generator=generator)[:n_prompts]  # (n,)
-    ids, mask = _prompts(prompt_ids, prompt_mask, pick)
+def sample_groups(cfg: LMRLConfig, run: Run, n_prompts: int):
+    """Step 1: draw ``n_prompts`` training prompts and sample ``G`` completions of each: ``(n,), (n, G, L)`` and
+    the sampler's ``(n, G, L)`` log-probs of the tokens it drew where it has them at no cost (the course's TinyLM,
+    whose sampler never writes PAD, as the scored distribution leaves it out), else None."""
+    pick = torch.randperm(run.prompt_ids.shape[0], generator=run.generator)[:n_prompts]  # (n,)
+    ids, mask = _prompts(run, pick)
     G, L = cfg.group_size, cfg.max_new_tokens
-    with_logps = isinstance(policy, TinyLM)
+    with_logps = isinstance(run.policy, TinyLM) and run.scored_pad == run.pad_id
     sampled = sample_completions(
-        policy,
+        run.policy,
         ids,
         mask,
         G,
         L,
-        eos_id,
-        pad_id,
+        run.eos_id,
+        run.pad_id,
         cfg.temperature,
-        generator=generator,
+        generator=run.generator,
         top_p=cfg.top_p,
         return_logps=with_logps,
-    )  # (n * G, L), each prompt's G completions on adjacent rows; TinyLM: and their log-probs
+    )  # (n * G, L), each prompt's G completions on adjacent rows (and their log-probs)
     flat, logp = sampled if with_logps else (sampled, None)
-    by_group = lambda x: None if x is None else rearrange(x, "(B G) L -> B G L", G=G)  # noqa: E731
-    return pick, by_group(flat), by_group(logp)
+    logp = None if logp is None else rearrange(logp, "(B G) L -> B G L", G=G)
+    return pick, rearrange(flat, "(B G) L -> B G L", G=G), logp
 
 
-def score_groups(cfg, reward_fn, pick, completion_ids, eos_id) -> torch.Tensor:
+def score_groups(cfg: LMRLConfig, run: Run, pick: torch.Tensor, completion_ids: torch.Tensor) -> torch.Tensor:
     """Step 2: the verifier's ``(B, G)`` rewards, plus DAPO's soft overlong penalty when it is on."""
-    scores = reward_fn(pick, completion_ids).float()  # (B, G)
+    scores = run.reward_fn(pick, completion_ids).float()  # (B, G)
     if cfg.overlong_cache:
-        lengths = completion_mask(completion_ids, eos_id).sum(-1)  # (B, G)
+        lengths = completion_mask(completion_ids, run.eos_id).sum(-1)  # (B, G)
         scores = scores + family.soft_overlong_penalty(lengths, cfg.max_new_tokens, cfg.overlong_cache)
     return scores
 
 
-def collect_groups(cfg, policy, reward_fn, prompt_ids, prompt_mask, eos_id, pad_id, generator):
+def collect_groups(cfg: LMRLConfig, run: Run) -> tuple[Groups, torch.Tensor]:
     """Steps 1-2 of a round: ``B`` groups, sampled and scored.
 
-    With DAPO's dynamic sampling (Yu et al. 2025, section 3.2), a group whose rewards are all equal has
-    zero advantage everywhere and is dropped, and only the missing groups are drawn again, up to
-    ``max_sampling_draws`` draws; the round then trains on the groups it has (at most ``B``).
+    With DAPO's dynamic sampling (Yu et al. 2025, section 3.2), a group whose rewards are all equal has zero
+    advantage everywhere and is dropped, and only the missing groups are drawn again, up to ``max_sampling_draws``
+    draws; the round then trains on the groups it has (at most ``B``).
 
-    Returns:
-        ``(kept, sampled_scores)``: the :class:`Groups` to train on, and the ``(n, G)`` rewards of every group
-        sampled this round, kept or not (what the round's mean reward reports).
+    Returns the :class:`Groups` to train on, and the ``(n, G)`` rewards of every group sampled this round, kept or
+    not (what the round's mean reward reports).
     """
-    B = cfg.prompts_per_step
     kept: list[Groups] = []
     sampled_scores: list[torch.Tensor] = []
-    n_kept = 0
-    draws = cfg.max_sampling_draws if cfg.dynamic_sampling else 1
-    for _ in range(draws):
-        pick, completion_ids, logp = sample_groups(
-            cfg, policy, prompt_ids, prompt_mask, B - n_kept, eos_id, pad_id, generator
-        )
-        scores = score_groups(cfg, reward_fn, pick, completion_ids, eos_id)
+    missing = cfg.prompts_per_step
+    for _ in range(cfg.max_sampling_draws if cfg.dynamic_sampling else 1):
+        pick, completion_ids, logp = sample_groups(cfg, run, missing)
+        scores = score_groups(cfg, run, pick, completion_ids)
         sampled_scores.append(scores)
         if cfg.dynamic_sampling:
             teaches = family.dynamic_sampling_mask(scores)  # (n,): some spread in the group's rewards
             pick, completion_ids, scores = pick[teaches], completion_ids[teaches], scores[teaches]
             logp = None if logp is None else logp[teaches]
         kept.append(Groups(pick, completion_ids, scores, logp))
-        n_kept += len(pick)
-        if n_kept == B:
+        missing -= len(pick)
+        if missing == 0:
             break
-    groups = Groups(
-        prompt_index=torch.cat([g.prompt_index for g in kept]),
-        completion_ids=torch.cat([g.completion_ids for g in kept]),
-        scores=torch.cat([g.scores for g in kept]),
-        logp_old=None if kept[0].logp_old is None else torch.cat([g.logp_old for g in kept]),
-    )
-    return groups, torch.cat(sampled_scores)
+    prompt_index = torch.cat([g.prompt_index for g in kept])
+    completion_ids = torch.cat([g.completion_ids for g in kept])
+    scores = torch.cat([g.scores for g in kept])
+    logp_old = None if kept[0].logp_old is None else torch.cat([g.logp_old for g in kept])
+    return Groups(prompt_index, completion_ids, scores, logp_old), torch.cat(sampled_scores)
 
 
-# ---------------------------------------------------------------------------
-# 3. Log-probs (and values) of the sampled tokens
-# ---------------------------------------------------------------------------
-
-
+# --- 3. Log-probs (and values) of the sampled tokens ---
 @torch.no_grad()
-def score_tokens(cfg, policy, ref, value_model, batch: dict, pad_id: int | None) -> None:
+def score_tokens(cfg: LMRLConfig, run: Run, batch: dict) -> None:
     """Step 3: ``logp_old``, ``logp_ref`` and, for PPO, ``values_old``, each ``(N, L)``, written into ``batch``.
 
     One forward pass of each model over prompt + completion, without gradient: the policy that sampled
-    (its log-probs are the constants of the ratio), the frozen reference, and PPO's value model. A
-    ``logp_old`` already in ``batch`` (the sampler's own) is kept: the sampler had those log-probs in hand.
+    (its log-probs are the constants of the ratio), the frozen reference, and PPO's value model. A ``logp_old``
+    already in ``batch`` is the sampler's own, kept: the same numbers up to float rounding, without the pass.
     """
-    args = (batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"], cfg.temperature, pad_id)
+    args = (batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"], cfg.temperature, run.scored_pad)
     if "logp_old" not in batch:
-        batch["logp_old"] = token_logps(policy, *args)  # (N, L)
-    batch["logp_ref"] = token_logps(ref, *args)  # (N, L)
+        batch["logp_old"] = token_logps(run.policy, *args)  # (N, L)
+    batch["logp_ref"] = token_logps(run.ref, *args)  # (N, L)
     if cfg.algo == "ppo":
-        batch["values_old"] = token_values(value_model, batch["prompt_ids"], batch["completion_ids"])  # (N, L)
+        batch["values_old"] = token_values(run.value_model, batch["prompt_ids"], batch["completion_ids"])  # (N, L)
 
 
-# ---------------------------------------------------------------------------
-# 4. Advantages: the group (GRPO) or GAE over tokens (PPO)
-# ---------------------------------------------------------------------------
-
-
+# --- 4. Advantages: the group (GRPO) or GAE over tokens (PPO) ---
 def _whiten(adv: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``adv`` shifted and scaled to mean 0 and std 1 over the batch's valid tokens, as TRL's PPO and OpenRLHF do.
-
-    ``adv`` is ``(N, L)`` per token, or ``(N,)`` per sequence (each of its valid tokens counts once).
-    """
+    """``adv``, ``(N, L)`` or ``(N,)``, whitened over the batch's valid tokens (TRL's PPO and OpenRLHF do)."""
     per_token = adv if adv.dim() == 2 else repeat(adv, "N -> N L", L=mask.shape[1])
     valid = mask > 0
     mean = per_token[valid].mean()
@@ -398,87 +196,84 @@ def _whiten(adv: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (adv - mean) / std
 
 
-def advantages(cfg, scores, mask, logp_old, logp_ref, values_old=None):
-    """Step 4: the advantages and, for PPO, the value model's targets.
+def _group_advantages(cfg: LMRLConfig, scores: torch.Tensor, kl_tokens: torch.Tensor) -> torch.Tensor:
+    """GRPO's ``(N,)`` advantages, one per completion: each completion against its own group."""
+    rewards = scores  # (B, G)
+    if cfg.kl_placement == "reward":  # the sequence's KL, summed over its tokens, comes off its reward
+        rewards = scores - cfg.kl_coef * rearrange(kl_tokens.sum(-1), "(B G) -> B G", G=scores.shape[1])
+    if cfg.adv_estimator == "rloo":  # chapter 11: the mean of the other completions
+        adv = family.rloo_advantages(rewards)  # (B, G)
+    elif cfg.adv_estimator == "reinforce++":  # chapter 11: centred in the group, scaled over the batch
+        adv = family.reinforce_pp_advantages(rewards)  # (B, G)
+    else:
+        adv = group_advantages(rewards, normalize_std=cfg.normalize_std)  # (B, G)
+    return rearrange(adv, "B G -> (B G)")  # (N,)
 
-    Args:
-        cfg: a validated config (:meth:`LMRLConfig.validate`).
-        scores: ``(B, G)`` the verifier's reward of each completion.
-        mask: ``(N, L)`` the completion mask, ``N = B * G``.
-        logp_old, logp_ref: ``(N, L)`` of the sampling policy and the reference.
-        values_old: ``(N, L)`` the value model's values (PPO).
 
-    Returns:
-        ``(adv, returns)``: GRPO's ``(N,)`` advantages, one per completion, and None; or PPO's ``(N, L)``
-        advantages, one per token, and its ``(N, L)`` value targets.
-    """
-    # The KL in the reward (InstructGPT's, PPO's): k1 = logp_old - logp_ref at every valid token.
-    kl_tokens = torch.where(mask > 0, logp_old - logp_ref, torch.zeros_like(logp_old))  # (N, L)
-    if cfg.algo == "grpo":
-        # ALGO LOGIC (GRPO): each completion against its own group.
-        rewards = scores
-        if cfg.kl_placement == "reward":  # the sequence's KL, summed over its tokens, comes off its reward
-            rewards = scores - cfg.kl_coef * rearrange(kl_tokens.sum(-1), "(B G) -> B G", G=scores.shape[1])
-        if cfg.adv_estimator == "rloo":  # chapter 11: the mean of the other completions
-            adv = family.rloo_advantages(rewards)  # (B, G)
-        elif cfg.adv_estimator == "reinforce++":  # chapter 11: centred in the group, scaled over the batch
-            adv = family.reinforce_pp_advantages(rewards)  # (B, G)
-        else:
-            adv = group_advantages(rewards, normalize_std=cfg.normalize_std)  # (B, G)
-        adv = rearrange(adv, "B G -> (B G)")  # (N,)
-        if cfg.whiten_advantages:
-            adv = _whiten(adv, mask)
-        return adv, None
-    # ALGO LOGIC (PPO): reward_t = -beta * KL_t, plus the score at the last valid token; GAE over the completion.
+def _gae_advantages(cfg: LMRLConfig, scores, mask, kl_tokens, values_old) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO's ``(N, L)`` advantages and value targets: reward_t = -beta * KL_t, plus the score at the last valid
+    token; GAE over the completion against the value model."""
     last = (mask.sum(-1).long() - 1).clamp(min=0)  # (N,): index of the last valid token
     at_last = nn.functional.one_hot(last, mask.shape[1]).to(mask.dtype)  # (N, L)
     token_rewards = -cfg.kl_coef * kl_tokens + at_last * rearrange(scores, "B G -> (B G) 1")  # (N, L)
     no_bootstrap = torch.zeros(mask.shape[0])  # the completion ends at its last token: nothing follows
-    adv, returns = compute_gae(token_rewards, values_old * mask, at_last.bool(), no_bootstrap, cfg.gamma, cfg.lam)
+    return compute_gae(token_rewards, values_old * mask, at_last.bool(), no_bootstrap, cfg.gamma, cfg.lam)
+
+
+def advantages(cfg: LMRLConfig, scores, mask, logp_old, logp_ref, values_old=None):
+    """Step 4: the advantages and, for PPO, the value model's targets.
+
+    ``scores`` are ``(B, G)``; ``mask``, ``logp_old``, ``logp_ref`` and PPO's ``values_old`` are ``(N, L)``.
+    Returns GRPO's ``(N,)`` advantages, one per completion, and None; or PPO's ``(N, L)`` advantages, one per
+    token, and its ``(N, L)`` value targets.
+    """
+    # The KL in the reward (InstructGPT's, PPO's): k1 = logp_old - logp_ref at every valid token.
+    kl_tokens = torch.where(mask > 0, logp_old - logp_ref, torch.zeros_like(logp_old))  # (N, L)
+    if cfg.algo == "grpo":
+        adv = _group_advantages(cfg, scores, kl_tokens)  # (N,)
+        returns = None
+    else:
+        adv, returns = _gae_advantages(cfg, scores, mask, kl_tokens, values_old)  # (N, L) each
     if cfg.whiten_advantages:
         adv = _whiten(adv, mask)
-    return adv * mask, returns
+    if cfg.algo == "ppo":
+        adv = adv * mask  # padding carries no advantage
+    return adv, returns
 
 
-def rollout(cfg, policy, ref, value_model, reward_fn, prompt_ids, prompt_mask, eos_id, pad_id, generator, skip_pad):
-    """Steps 1-4 of one round: sample, score, log-probs, advantages.
-
-    Args:
-        cfg: a validated config; ``skip_pad``: the PAD id to leave out of the scored distribution, or None.
-
-    Returns:
-        ``(batch, stats)``: the ``(N, ...)`` tensors :func:`update` reads, and the round's statistics.
-    """
-    groups, sampled_scores = collect_groups(cfg, policy, reward_fn, prompt_ids, prompt_mask, eos_id, pad_id, generator)
+def rollout(cfg: LMRLConfig, run: Run) -> tuple[dict, dict]:
+    """Steps 1-4 of one round: ``(batch, stats)``, the ``(N, ...)`` tensors :func:`update` reads and the round's
+    statistics."""
+    groups, sampled_scores = collect_groups(cfg, run)
     G = cfg.group_size
-    ids, pmask = _prompts(prompt_ids, prompt_mask, groups.prompt_index)
+    ids, pmask = _prompts(run, groups.prompt_index)
     completion_ids = rearrange(groups.completion_ids, "B G L -> (B G) L")
     batch = {
         "prompt_ids": repeat(ids, "B P -> (B G) P", G=G),
         "prompt_mask": None if pmask is None else repeat(pmask, "B P -> (B G) P", G=G),
         "completion_ids": completion_ids,
-        "mask": completion_mask(completion_ids, eos_id),  # (N, L)
+        "mask": completion_mask(completion_ids, run.eos_id),  # (N, L)
     }
-    if groups.logp_old is not None and skip_pad == pad_id:  # the sampler's, PAD out of the distribution as here
+    if groups.logp_old is not None:  # the sampler's log-probs: logp_old without a pass of its own
         batch["logp_old"] = rearrange(groups.logp_old, "B G L -> (B G) L")
     if cfg.overlong_filter:  # DAPO: a completion cut off without EOS leaves the loss
-        truncated = ~(completion_ids == eos_id).any(-1)  # (N,)
+        truncated = ~(completion_ids == run.eos_id).any(-1)  # (N,)
         batch["mask"] = family.filter_truncated(batch["mask"], truncated)
-    score_tokens(cfg, policy, ref, value_model, batch, skip_pad)
+    score_tokens(cfg, run, batch)
     with torch.no_grad():
-        batch["adv"], batch["returns"] = advantages(
-            cfg, groups.scores, batch["mask"], batch["logp_old"], batch["logp_ref"], batch.get("values_old")
-        )
+        values_old = batch.get("values_old")
+        adv, returns = advantages(cfg, groups.scores, batch["mask"], batch["logp_old"], batch["logp_ref"], values_old)
+    batch["adv"] = adv
+    batch["returns"] = returns
     return batch, _round_stats(cfg, batch, sampled_scores, groups)
 
 
-def _round_stats(cfg, batch: dict, sampled_scores: torch.Tensor, groups: Groups) -> dict:
+def _round_stats(cfg: LMRLConfig, batch: dict, sampled_scores: torch.Tensor, groups: Groups) -> dict:
     """What a round logs before its update: rewards, the KL to the reference, lengths, DAPO's counts."""
     mask = batch["mask"]
-    kl = masked_mean(kl_estimate(batch["logp_old"], batch["logp_ref"], "k3"), mask).item()
     stats = {
         "mean_reward": sampled_scores.mean().item(),
-        "kl": kl,
+        "kl": masked_mean(kl_estimate(batch["logp_old"], batch["logp_ref"], "k3"), mask).item(),
         "mean_length": mask.sum(-1).mean().item(),
         "frac_zero_std": (sampled_scores.std(-1) == 0).float().mean().item(),
         "completions": sampled_scores.numel(),
@@ -490,34 +285,14 @@ def _round_stats(cfg, batch: dict, sampled_scores: torch.Tensor, groups: Groups)
     return stats
 
 
-# ---------------------------------------------------------------------------
-# 5. The loss of a minibatch
-# ---------------------------------------------------------------------------
-
-
-def _family_per_token_loss(cfg, logp, logp_old, adv, mask) -> torch.Tensor:
-    """``(n, L)`` the per-token loss of a family variant (chapter 11), for ``(n,)`` advantages."""
-    adv_tokens = repeat(adv, "n -> n L", L=logp.shape[1])  # every token shares its completion's advantage
-    if cfg.policy_loss == "gspo":  # one ratio and one clip per sequence
-        return family.gspo_loss(logp, logp_old, adv, mask, cfg.clip_eps, cfg.clip_eps_high)
-    if cfg.policy_loss == "gmpo":  # a geometric mean of the clipped token ratios
-        return family.gmpo_loss(logp, logp_old, adv, mask, cfg.clip_eps, cfg.clip_eps_high)
-    if cfg.policy_loss == "cispo":  # a clipped, detached weight on REINFORCE
-        return family.cispo_loss(logp, logp_old, adv_tokens, cfg.clip_eps_high or cfg.clip_eps)
-    return family.sapo_loss(logp, logp_old, adv_tokens)  # "sapo": a smooth gate in place of the clip
-
-
-def _grpo_branch_loss(cfg, logp, part: dict) -> tuple[torch.Tensor, dict]:
+# --- 5. The loss of a minibatch ---
+def _grpo_family_loss(cfg: LMRLConfig, logp: torch.Tensor, part: dict) -> torch.Tensor:
     """GRPO and its family: the loss of the minibatch ``part`` (advantages ``(n,)``, one per completion)."""
     kl_in_loss = cfg.kl_placement == "loss" and cfg.kl_coef > 0
-    # What the loss does to drifted tokens, measured on the variant's own quantity (GSPO: the sequence ratio).
-    drift = policy_loss_diagnostics(
-        cfg.policy_loss, logp, part["logp_old"], part["adv"], part["mask"], cfg.clip_eps, cfg.clip_eps_high
-    )
     if cfg.policy_loss == "clip":
-        # Chapter 06's grpo_loss, the function students write. The n completions go in as n groups of one,
-        # (n, 1, L): their advantages were computed from whole groups before the minibatches split them.
-        loss, info = grpo_loss(
+        # Chapter 06's grpo_loss, the function students write. Its (B, G, L) is (n, 1, L) here: the advantages
+        # were computed over whole groups before the minibatches split them, so each completion stands alone.
+        loss, _ = grpo_loss(
             rearrange(logp, "n L -> n 1 L"),
             rearrange(part["logp_old"], "n L -> n 1 L"),
             rearrange(part["logp_ref"], "n L -> n 1 L") if kl_in_loss else None,
@@ -525,104 +300,95 @@ def _grpo_branch_loss(cfg, logp, part: dict) -> tuple[torch.Tensor, dict]:
             rearrange(part["mask"], "n L -> n 1 L"),
             clip_eps=cfg.clip_eps,
             kl_coef=cfg.kl_coef,
-            kl_kind="k3",
             loss_agg=cfg.loss_agg,
             max_len=cfg.max_new_tokens,
             clip_eps_high=cfg.clip_eps_high,
             adv=rearrange(part["adv"], "n -> n 1"),
         )
-        return loss, {**info, **drift}
-    per_token = _family_per_token_loss(cfg, logp, part["logp_old"], part["adv"], part["mask"])  # (n, L)
+        return loss
+    # Chapter 11's variants: one signature, so the variant is a table lookup.
+    variant_loss = POLICY_LOSSES[cfg.policy_loss]
+    per_token = variant_loss(logp, part["logp_old"], part["adv"], part["mask"], cfg.clip_eps, cfg.clip_eps_high)
     if kl_in_loss:
-        per_token = per_token + cfg.kl_coef * kl_estimate(logp, part["logp_ref"], "k3")
-    loss = aggregate_loss(per_token, part["mask"], cfg.loss_agg, max_len=cfg.max_new_tokens)
-    return loss, drift
+        per_token = per_token + cfg.kl_coef * kl_estimate(logp, part["logp_ref"], "k3")  # (n, L)
+    return aggregate_loss(per_token, part["mask"], cfg.loss_agg, max_len=cfg.max_new_tokens)
 
 
-def _ppo_branch_loss(cfg, value_model, logp, entropy, part: dict) -> tuple[torch.Tensor, dict]:
+def _ppo_loss(cfg: LMRLConfig, run: Run, logp, entropy, part: dict) -> tuple[torch.Tensor, dict]:
     """PPO: chapter 05's ``PPOLoss`` (clipped surrogate averaged over valid tokens, plus the value loss)."""
-    values = token_values(value_model, part["prompt_ids"], part["completion_ids"])  # (n, L)
+    values = token_values(run.value_model, part["prompt_ids"], part["completion_ids"])  # (n, L)
     ppo_loss = PPOLoss(cfg.clip_eps, cfg.value_loss_coef, entropy_coef=0.0)
     loss = ppo_loss(logp, part["logp_old"], values, part["returns"], part["adv"], entropy, mask=part["mask"])
     return loss, dict(ppo_loss.info)
 
 
-def minibatch_loss(cfg, policy, value_model, batch: dict, idx, n_seq: int, n_tok, pad_id: int | None):
+def minibatch_loss(cfg: LMRLConfig, run: Run, batch: dict, idx: torch.Tensor, n_seq: int, n_tok: torch.Tensor):
     """Step 5: the loss of the sequences ``idx`` of ``batch``, with gradient, and its diagnostics.
 
     The loss is scaled by the share of the minibatch that ``idx`` is (``n_seq`` sequences and ``n_tok`` valid
     tokens in all), so that summing it over the minibatch's micro-batches gives the minibatch's loss.
     """
     part = {key: None if value is None else value[idx] for key, value in batch.items()}
-    logp, entropy = token_logps(
-        policy, part["prompt_ids"], part["prompt_mask"], part["completion_ids"], cfg.temperature, pad_id, True
-    )  # (n, L) each, with gradient
+    ids = (part["prompt_ids"], part["prompt_mask"], part["completion_ids"])
+    logp, entropy = token_logps(run.policy, *ids, cfg.temperature, run.scored_pad, with_entropy=True)  # (n, L) each
     mask = part["mask"]
     if cfg.algo == "ppo":
-        loss, info = _ppo_branch_loss(cfg, value_model, logp, entropy, part)
+        loss, info = _ppo_loss(cfg, run, logp, entropy, part)
     else:
-        loss, info = _grpo_branch_loss(cfg, logp, part)
+        loss = _grpo_family_loss(cfg, logp, part)
+        # What the loss does to drifted tokens, each variant measured on its own quantity (GSPO: the sequence ratio).
+        info = policy_loss_diagnostics(
+            cfg.policy_loss, logp, part["logp_old"], part["adv"], mask, cfg.clip_eps, cfg.clip_eps_high
+        )
     # A token mean averages over the minibatch's tokens, the other modes over its sequences.
-    per_token_mean = cfg.algo == "ppo" or cfg.loss_agg == "token-mean"
-    share = mask.sum() / n_tok if per_token_mean else len(idx) / n_seq
+    share = mask.sum() / n_tok if cfg.loss_agg == "token-mean" else len(idx) / n_seq
     info["entropy"] = masked_mean(entropy, mask).item()
     return loss * share, info
 
 
-# ---------------------------------------------------------------------------
-# 6. The update: passes over minibatches of whole sequences
-# ---------------------------------------------------------------------------
+# --- 6. The update: passes over minibatches of whole sequences ---
+def _step(cfg: LMRLConfig, run: Run, optimizer, batch: dict, minibatch: torch.Tensor) -> tuple[float, float, dict]:
+    """One optimiser step on ``minibatch``, its gradient accumulated over micro-batches; ``(loss, grad_norm, info)``."""
+    n_tok = batch["mask"][minibatch].sum().clamp(min=1.0)
+    micro_size = cfg.micro_batch_size or len(minibatch)
+    optimizer.zero_grad(set_to_none=True)
+    loss_sum = 0.0
+    # Gradient accumulation: the micro-batches' scaled losses add up to the minibatch's gradient.
+    for start in range(0, len(minibatch), micro_size):
+        micro = minibatch[start : start + micro_size]
+        loss, info = minibatch_loss(cfg, run, batch, micro, len(minibatch), n_tok)
+        loss.backward()
+        loss_sum += loss.item()
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    grad_norm = nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+    optimizer.step()
+    return loss_sum, float(grad_norm), info
 
 
-def update(cfg, policy, value_model, optimizer, batch: dict, generator, pad_id: int | None = None) -> dict:
+def update(cfg: LMRLConfig, run: Run, optimizer, batch: dict) -> dict:
     """Step 6: ``cfg.update_epochs`` passes over ``batch`` in minibatches; the last step's diagnostics.
 
     ``loss_on_policy`` is the first step's loss, where every ratio is 1.
     """
-    params = [p for group in optimizer.param_groups for p in group["params"]]
     N = batch["mask"].shape[0]
     minibatch_size = -(-N // cfg.num_minibatches)  # sequences per minibatch, rounded up
-    micro_size = cfg.micro_batch_size or minibatch_size
-    first_loss = None
+    losses = []
     for _ in range(cfg.update_epochs):
-        order = torch.randperm(N, generator=generator) if cfg.num_minibatches > 1 else torch.arange(N)
+        order = torch.randperm(N, generator=run.generator) if cfg.num_minibatches > 1 else torch.arange(N)
         for start in range(0, N, minibatch_size):
-            minibatch = order[start : start + minibatch_size]
-            n_tok = batch["mask"][minibatch].sum().clamp(min=1.0)
-            optimizer.zero_grad(set_to_none=True)
-            loss_sum = 0.0
-            # Gradient accumulation: the micro-batches' scaled losses add up to the minibatch's gradient.
-            for micro_start in range(0, len(minibatch), micro_size):
-                micro = minibatch[micro_start : micro_start + micro_size]
-                loss, info = minibatch_loss(cfg, policy, value_model, batch, micro, len(minibatch), n_tok, pad_id)
-                loss.backward()
-                loss_sum += loss.item()
-            grad_norm = nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-            optimizer.step()
-            if first_loss is None:
-                first_loss = loss_sum
-    return {**info, "loss": loss_sum, "loss_on_policy": first_loss, "grad_norm": float(grad_norm)}
+            loss, grad_norm, info = _step(cfg, run, optimizer, batch, order[start : start + minibatch_size])
+            losses.append(loss)
+    return {**info, "loss": losses[-1], "loss_on_policy": losses[0], "grad_norm": grad_norm}
 
 
-# ---------------------------------------------------------------------------
-# 7. The loop
-# ---------------------------------------------------------------------------
-
-_LOGGED_AFTER_UPDATE = (
-    "loss",
-    "loss_on_policy",
-    "clip_fraction",
-    "silenced",
-    "silenced_low_prob",
-    "grad_norm",
-    "entropy",
-)
+# --- 7. The loop ---
+_UPDATE_KEYS = ("loss", "loss_on_policy", "clip_fraction", "silenced", "silenced_low_prob", "grad_norm", "entropy")
 
 
-def _log_round(history: dict, cfg, stats: dict, info: dict, lr: float, seconds: float, completions: int) -> None:
+def _log_round(history: dict, cfg: LMRLConfig, stats: dict, info: dict, lr: float, seconds: float, completions: int):
     """Append one round's row to ``history``: its statistics, the update's diagnostics, the running totals."""
     row = {**stats, "lr": lr, "seconds": seconds, "completions": completions}
-    for key in _LOGGED_AFTER_UPDATE:
+    for key in _UPDATE_KEYS:  # what each round logs of its update
         row[key] = info.get(key, float("nan"))  # nan: a round with no group to train on
     if cfg.algo == "ppo":
         row["value_loss"] = info.get("value_loss", float("nan"))
@@ -641,50 +407,47 @@ def _evaluate(history: dict, eval_fn, policy, round_number: int) -> None:
     evaluations["score"].append(eval_fn(policy))
 
 
-def _set_up(cfg: LMRLConfig, policy, value_model):
-    """The validated config, the seeded generator, the frozen reference and Adam over what is trained."""
-    cfg = cfg.validate()
+def make_run(
+    cfg: LMRLConfig,
+    policy,
+    reward_fn,
+    prompt_ids,
+    eos_id,
+    pad_id,
+    *,
+    prompt_mask=None,
+    value_model=None,
+    suppress_pad: bool = True,
+) -> tuple[Run, torch.optim.Adam]:
+    """The run's shared state (:class:`Run`: a frozen copy of ``policy`` as the reference, a seeded generator) and
+    Adam over what is trained. The arguments are :func:`train`'s."""
     if cfg.algo == "ppo" and value_model is None:
         raise ValueError("value_model: PPO needs a critic (course_lib.tiny_lm.ValueModel(policy), say)")
     generator = torch.Generator().manual_seed(cfg.seed)
     torch.manual_seed(cfg.seed)  # transformers' generate samples from the global RNG
-    ref = copy.deepcopy(policy).eval().requires_grad_(False)  # the frozen reference: the policy before RL
+    run = Run(
+        policy=policy,
+        ref=copy.deepcopy(policy).eval().requires_grad_(False),  # the frozen reference: the policy before RL
+        value_model=value_model,
+        reward_fn=reward_fn,
+        prompt_ids=prompt_ids,
+        prompt_mask=prompt_mask,
+        eos_id=eos_id,
+        pad_id=pad_id,
+        scored_pad=pad_id if suppress_pad else None,
+        generator=generator,
+    )
     params = list(policy.parameters()) + (list(value_model.parameters()) if cfg.algo == "ppo" else [])
-    optimizer = torch.optim.Adam(params, lr=cfg.lr, fused=True)
-    return cfg, generator, ref, optimizer
+    return run, torch.optim.Adam(params, lr=cfg.lr, fused=True)
 
 
-def train(
-    policy,
-    reward_fn,
-    prompt_ids: torch.Tensor,
-    cfg: LMRLConfig,
-    eos_id: int,
-    pad_id: int,
-    prompt_mask: torch.Tensor | None = None,
-    value_model: nn.Module | None = None,
-    eval_fn=None,
-    eval_every: int = 25,
-    progress: bool = False,
-    suppress_pad: bool = True,
-    save_fn=None,
-    save_every: int = 0,
+def loop(
+    cfg: LMRLConfig, run: Run, optimizer, *, eval_fn=None, eval_every=25, save_fn=None, save_every=0, progress=False
 ) -> dict:
-    """Step 7: train ``policy`` in place with GRPO or PPO (``cfg.algo``) on the ``(M, P)`` ``prompt_ids``.
-    ``reward_fn(prompt_index (B,), completion_ids (B, G, L)) -> (B, G)`` is the verifier; ``prompt_mask`` marks left
-    padding; ``value_model`` is PPO's critic (``tiny_lm.ValueModel``). ``eval_fn(policy) -> float`` runs before
-    training, every ``eval_every`` rounds and after the last (its time is left out of ``seconds``); ``save_fn(policy,
-    round)`` every ``save_every`` rounds and after the last. ``suppress_pad``: the sampler never writes PAD
-    (TinyLM), so it is left out of the scored distribution (False for models whose PAD is their EOS).
-
-    Returns a history: per round ``mean_reward, kl, mean_length, lr, loss, clip_fraction``, ... (``seconds`` and
-    ``completions`` cumulative) and ``eval``. Ctrl-C stops between rounds and sets ``history["interrupted"]``.
-    """
-    cfg, generator, ref, optimizer = _set_up(cfg, policy, value_model)
-    skip_pad = pad_id if suppress_pad else None
+    """Step 7: ``cfg.iterations`` rounds (or until the sample budget is spent) of rollout and update; the history."""
     history: dict = {"eval": {key: [] for key in ("iteration", "completions", "seconds", "score")}}
-    policy.eval()
-    _evaluate(history, eval_fn, policy, 0)
+    run.policy.eval()
+    _evaluate(history, eval_fn, run.policy, 0)
     seconds, completions = 0.0, 0
     try:  # Ctrl-C stops between rounds and keeps what was done
         for round_index in tqdm(range(cfg.iterations), desc=cfg.algo.upper(), disable=not progress):
@@ -692,25 +455,59 @@ def train(
             lr = lr_at(round_index, cfg, completions)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            batch, stats = rollout(
-                cfg, policy, ref, value_model, reward_fn, prompt_ids, prompt_mask, eos_id, pad_id, generator, skip_pad
-            )
-            policy.train()
-            info = {}
-            if stats["groups_kept"]:  # dynamic sampling may keep no group at all
-                info = update(cfg, policy, value_model, optimizer, batch, generator, skip_pad)
-            policy.eval()
+            batch, stats = rollout(cfg, run)
+            run.policy.train()
+            info = update(cfg, run, optimizer, batch) if stats["groups_kept"] else {}  # dynamic sampling: maybe none
+            run.policy.eval()
             seconds += time.perf_counter() - start
             completions += stats["completions"]
             _log_round(history, cfg, stats, info, lr, seconds, completions)
-            budget_spent = cfg.max_completions is not None and completions >= cfg.max_completions
-            last = round_index + 1 == cfg.iterations or budget_spent
-            if (round_index + 1) % eval_every == 0 or last:
-                _evaluate(history, eval_fn, policy, round_index + 1)
-            if save_fn is not None and ((save_every and (round_index + 1) % save_every == 0) or last):
-                save_fn(policy, round_index + 1)
+            rounds = round_index + 1
+            last = rounds == cfg.iterations or (cfg.max_completions is not None and completions >= cfg.max_completions)
+            if rounds % eval_every == 0 or last:
+                _evaluate(history, eval_fn, run.policy, rounds)  # its time is left out of seconds
+            if save_fn is not None and ((save_every and rounds % save_every == 0) or last):
+                save_fn(run.policy, rounds)
             if last:
                 break
     except KeyboardInterrupt:
         history["interrupted"] = True
     return history
+
+
+def train(
+    policy,
+    reward_fn,
+    prompt_ids,
+    cfg: LMRLConfig,
+    eos_id: int,
+    pad_id: int,
+    *,
+    prompt_mask=None,
+    value_model=None,
+    suppress_pad: bool = True,
+    **hooks,
+) -> dict:
+    """Train ``policy`` in place with GRPO or PPO (``cfg.algo``) on the ``(M, P)`` ``prompt_ids``.
+
+    ``reward_fn(prompt_index (B,), completion_ids (B, G, L)) -> (B, G)`` is the verifier; ``prompt_mask`` marks left
+    padding; ``value_model`` is PPO's critic (``tiny_lm.ValueModel``); ``suppress_pad``: the sampler never writes PAD
+    (TinyLM), so it is left out of the scored distribution (False where PAD is EOS). ``hooks``, :func:`loop`'s:
+    ``eval_fn(policy) -> float`` before training, every ``eval_every`` rounds and after the last; ``save_fn(policy,
+    round)`` every ``save_every`` rounds and after the last; ``progress`` shows a bar. Returns the history: per
+    round ``mean_reward, kl, mean_length, lr, loss, clip_fraction``, ..., ``seconds`` and ``completions`` (cumulative),
+    and ``eval``; Ctrl-C stops between rounds and sets ``history["interrupted"]``.
+    """
+    cfg = cfg.validate()  # once: the steps read a validated config
+    run, optimizer = make_run(
+        cfg,
+        policy,
+        reward_fn,
+        prompt_ids,
+        eos_id,
+        pad_id,
+        prompt_mask=prompt_mask,
+        value_model=value_model,
+        suppress_pad=suppress_pad,
+    )
+    return loop(cfg, run, optimizer, **hooks)

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from course_lib.lectures import family, family_claims, family_results
-from course_lib.lectures.family_claims import Claim, Effect, verdict
+from course_lib.lectures.family_claims import Claim, verdict
+from course_lib.lectures.protocol import PairedDifference
 
 
 def test_every_claim_names_a_variant_its_testbed_measures():
@@ -32,7 +33,7 @@ def test_every_claim_names_a_variant_its_testbed_measures():
 )
 def test_difference_rule(sign, mean, half, expected):
     claim = Claim("X", "drift", "c", "m", "score", sign=sign)
-    assert verdict(claim, Effect(mean, half, 8)) == expected
+    assert verdict(claim, PairedDifference(n=8, mean=mean, half_width=half)) == expected
 
 
 @pytest.mark.parametrize(
@@ -47,7 +48,7 @@ def test_difference_rule(sign, mean, half, expected):
 )
 def test_equivalence_rule(mean, half, expected):
     claim = Claim("RLOO", "estimators", "c", "m", "magnitude", target=1.0, tolerance=0.02)
-    assert verdict(claim, Effect(mean, half)) == expected
+    assert verdict(claim, PairedDifference(n=0, mean=mean, half_width=half)) == expected
 
 
 def test_read_and_the_paired_effect_by_hand():

@@ -31,7 +31,9 @@ def batch(tiny_qwen):
 
 def _grpo_trainer(tiny_qwen, tmp_path, **settings):
     config = loop.HFGRPOConfig(
-        prompts_per_step=B, group_size=G, max_new_tokens=MAX_LEN, kl_coef=0.1, clip_eps=0.2, update_epochs=2
+        rl=loop.hf_rl_config(
+            prompts_per_step=B, group_size=G, max_new_tokens=MAX_LEN, kl_coef=0.1, clip_eps=0.2, update_epochs=2
+        )
     )
     return make_trainer(str(tiny_qwen), data.load_problems(n=B), config, str(tmp_path), progress=False, **settings)
 
@@ -120,7 +122,9 @@ def test_gmpo_loss_equals_trl_experimental_gmpotrainer(tiny_qwen, tmp_path, batc
     course's gmpo_loss with k3 at every token and the mean over each completion's tokens, then over completions;
     GMPOConfig's epsilon (0.4 by default, the paper's) is in log space, as the course's clip_eps."""
     config = loop.HFGRPOConfig(
-        prompts_per_step=B, group_size=G, max_new_tokens=MAX_LEN, kl_coef=0.1, clip_eps=0.4, update_epochs=2
+        rl=loop.hf_rl_config(
+            prompts_per_step=B, group_size=G, max_new_tokens=MAX_LEN, kl_coef=0.1, clip_eps=0.4, update_epochs=2
+        )
     )
     trainer = agreement.make_gmpo_trainer(str(tiny_qwen), data.load_problems(n=B), config, str(tmp_path), **settings)
     assert type(trainer).__name__ == "GMPOTrainer"

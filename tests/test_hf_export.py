@@ -9,7 +9,7 @@ import torch
 
 pytest.importorskip("transformers")
 
-from course_lib import lm_rl  # noqa: E402
+from course_lib import lm_rl, lm_sampling  # noqa: E402
 from course_lib.hf import export, learning  # noqa: E402
 from course_lib.tasks import AdditionTask, score_completions  # noqa: E402
 from course_lib.tiny_lm import TinyLM, TinyLMConfig  # noqa: E402
@@ -82,12 +82,12 @@ def test_greedy_generations_and_log_probs_equal(pair):
     tok = task.tokenizer
     prompts = task.prompts([(a, b) for a in range(0, 100, 9) for b in (3, 58, 99)])  # (N, P)
     L = task.max_new_tokens
-    ours = lm_rl.sample_completions(lm, prompts, None, 1, L, tok.eos_id, tok.pad_id, greedy=True)
-    theirs = lm_rl.sample_completions(hf, prompts, None, 1, L, tok.eos_id, tok.pad_id, greedy=True)
+    ours = lm_sampling.sample_completions(lm, prompts, None, 1, L, tok.eos_id, tok.pad_id, greedy=True)
+    theirs = lm_sampling.sample_completions(hf, prompts, None, 1, L, tok.eos_id, tok.pad_id, greedy=True)
     assert torch.equal(ours, theirs)
     with torch.no_grad():
-        a = lm_rl.token_logps(lm, prompts, None, ours, pad_id=tok.pad_id)
-        b = lm_rl.token_logps(hf, prompts, torch.ones_like(prompts), ours, pad_id=tok.pad_id)
+        a = lm_sampling.token_logps(lm, prompts, None, ours, pad_id=tok.pad_id)
+        b = lm_sampling.token_logps(hf, prompts, torch.ones_like(prompts), ours, pad_id=tok.pad_id)
     assert torch.allclose(a, b, atol=1e-5, rtol=0)
 
 
@@ -95,10 +95,10 @@ def test_sampled_generation_never_writes_pad(pair):
     _, hf, _, task = pair
     tok = task.tokenizer
     torch.manual_seed(0)
-    out = lm_rl.sample_completions(
+    out = lm_sampling.sample_completions(
         hf, task.prompts([(12, 34)] * 4), None, 8, task.max_new_tokens, tok.eos_id, tok.pad_id, temperature=3.0
     )  # (32, L)
-    mask = lm_rl.completion_mask(out, tok.eos_id).bool()
+    mask = lm_sampling.completion_mask(out, tok.eos_id).bool()
     assert not bool((out[mask] == tok.pad_id).any())
 
 

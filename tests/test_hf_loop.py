@@ -9,7 +9,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import pytest
 import torch
 
-from course_lib import lm_rl
+from course_lib import lm_rl, lm_sampling
 from course_lib.hf import data, loop
 from course_lib.hf.__main__ import main
 from course_lib.hf.tiny import ANSWER_TOKEN, build_tiny_tokenizer
@@ -56,7 +56,7 @@ def test_completion_mask_keeps_up_to_and_including_the_first_eos():
         ]
     )  # only the first EOS counts
     expected = torch.tensor([[1, 1, 1, 0, 0], [1, 0, 0, 0, 0], [1, 1, 1, 1, 1], [1, 1, 0, 0, 0]])
-    assert torch.equal(lm_rl.completion_mask(ids, eos), expected.float())
+    assert torch.equal(lm_sampling.completion_mask(ids, eos), expected.float())
 
 
 def test_token_logps_are_shifted_and_ignore_left_padding(loaded):
@@ -65,7 +65,7 @@ def test_token_logps_are_shifted_and_ignore_left_padding(loaded):
     enc = tokenizer(prompts, return_tensors="pt", padding=True)
     completion = torch.tensor([[5, 9, 11, tokenizer.eos_token_id], [6, 6, 8, 10]])
     with torch.no_grad():
-        logp = lm_rl.token_logps(model, enc["input_ids"], enc["attention_mask"], completion)
+        logp = lm_sampling.token_logps(model, enc["input_ids"], enc["attention_mask"], completion)
         # By hand for the short (left-padded) prompt, alone and unpadded: the logits at position j score token j + 1.
         alone = torch.tensor([tokenizer(prompts[0])["input_ids"] + completion[0].tolist()])
         logits = model(input_ids=alone).logits[0]  # (P + T, V)
@@ -79,11 +79,11 @@ def test_sample_completions_shapes_and_adjacent_groups(loaded):
     model, tokenizer = loaded
     torch.manual_seed(0)
     enc = tokenizer(["a", "a longer prompt"], return_tensors="pt", padding=True, padding_side="left")
-    out = lm_rl.sample_completions(
+    out = lm_sampling.sample_completions(
         model, enc["input_ids"], enc["attention_mask"], 3, 5, tokenizer.eos_token_id, tokenizer.pad_token_id
     )
     assert out.shape == (6, 5)
-    mask = lm_rl.completion_mask(out, tokenizer.eos_token_id)
+    mask = lm_sampling.completion_mask(out, tokenizer.eos_token_id)
     assert bool((out[mask == 0] == tokenizer.pad_token_id).all())  # PAD after each EOS, and only there
 
 
@@ -91,8 +91,12 @@ def test_sample_completions_shapes_and_adjacent_groups(loaded):
 
 
 def _config(**overrides):
-    base = dict(iterations=2, prompts_per_step=2, group_size=4, max_new_tokens=6, update_epochs=2, save_every=1)
-    return loop.HFGRPOConfig(**{**base, **overrides})
+    rl = dict(iterations=2, prompts_per_step=2, group_size=4, max_new_tokens=6, update_epochs=2)
+    own = {"save_every": 1}
+    for name in ("save_every", "reward_weights"):  # HFGRPOConfig's own fields; the rest are the loop's (rl)
+        if name in overrides:
+            own[name] = overrides.pop(name)
+    return loop.HFGRPOConfig(rl=loop.hf_rl_config(**{**rl, **overrides}), **own)
 
 
 def test_two_steps_train_save_and_reload(tiny_qwen, tmp_path):
@@ -133,7 +137,7 @@ def test_one_epoch_per_batch_never_clips(tiny_qwen):
 
 def test_ctrl_c_keeps_the_last_checkpoint(tiny_qwen, tmp_path, monkeypatch):
     model, tokenizer = loop.load_model_and_tokenizer(str(tiny_qwen))
-    real, calls = lm_rl.sample_completions, []
+    real, calls = lm_sampling.sample_completions, []
 
     def interrupted_on_third_call(*args, **kwargs):
         calls.append(1)
@@ -203,7 +207,7 @@ def test_tokenizer_without_eos_or_pad_names_tokenizer(loaded):
 
 def test_group_of_one_names_group_size(loaded):
     model, tokenizer = loaded
-    with pytest.raises(ValueError, match="^group_size: expected at least 2"):
+    with pytest.raises(ValueError, match="^group_size: GRPO needs at least 2"):  # LMRLConfig.validate's
         loop.train(model, tokenizer, data.load_problems(n=2), _config(group_size=1), progress=False)
     with pytest.raises(ValueError, match="^group_size"):
         main(["--model", "/no/such/folder", "--group-size", "1"])  # checked before the model is even loaded

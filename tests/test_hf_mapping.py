@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from course_lib.hf import mapping
-from course_lib.hf.loop import HFGRPOConfig
+from course_lib.hf.loop import HFGRPOConfig, hf_rl_config
 from course_lib.hf.trl_contract import LOSS_TYPES
 from course_lib.hf.trl_grpo import trl_config
 
@@ -29,21 +29,23 @@ def test_table_reads_trl_defaults_at_run_time():
 @pytest.mark.parametrize("loss_agg", list(LOSS_TYPES))
 def test_trl_script_sets_every_mapped_field_from_the_course_value(tmp_path, loss_agg):
     course = HFGRPOConfig(
-        group_size=4,
-        prompts_per_step=3,
-        update_epochs=2,
-        clip_eps=0.3,
-        kl_coef=0.05,
-        max_new_tokens=12,
-        clip_eps_high=0.28,
-        temperature=0.9,
-        top_p=0.95,
-        lr=2e-5,
-        max_grad_norm=0.5,
-        iterations=7,
+        rl=hf_rl_config(
+            group_size=4,
+            prompts_per_step=3,
+            update_epochs=2,
+            clip_eps=0.3,
+            kl_coef=0.05,
+            max_new_tokens=12,
+            clip_eps_high=0.28,
+            temperature=0.9,
+            top_p=0.95,
+            lr=2e-5,
+            max_grad_norm=0.5,
+            iterations=7,
+            normalize_std=False,
+            loss_agg=loss_agg,
+        ),
         save_every=3,
-        normalize_std=False,
-        loss_agg=loss_agg,
     )
     args = trl_config(course, str(tmp_path))
     expected = {
@@ -69,6 +71,6 @@ def test_trl_script_sets_every_mapped_field_from_the_course_value(tmp_path, loss
     assert {name: getattr(args, name) for name in expected} == expected
     mapped = {mapping.trl_field(trl) for _, _, trl, _, _ in mapping.ROWS} - {None}
     assert mapped <= set(expected)  # every field of the table is set by trl_config
-    fields = {f.name for f in dataclasses.fields(HFGRPOConfig)}
+    fields = {f.name for f in dataclasses.fields(HFGRPOConfig)} | {f.name for f in dataclasses.fields(course.rl)}
     course_names = {name for name, *_ in mapping.ROWS if name.isidentifier()} - {"group_advantages"}
-    assert course_names <= fields  # every course name in the table is a field of HFGRPOConfig
+    assert course_names <= fields  # every course name in the table is a field of HFGRPOConfig or its rl

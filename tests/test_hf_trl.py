@@ -31,13 +31,15 @@ def batch(tiny_qwen):
 
 def _compare(tiny_qwen, tmp_path, batch, loss_agg, with_old=True, **overrides):
     config = loop.HFGRPOConfig(
-        prompts_per_step=B,
-        group_size=G,
-        max_new_tokens=MAX_LEN,
-        kl_coef=0.1,
-        clip_eps=0.2,
-        loss_agg=loss_agg,
-        update_epochs=2 if with_old else 1,
+        rl=loop.hf_rl_config(
+            prompts_per_step=B,
+            group_size=G,
+            max_new_tokens=MAX_LEN,
+            kl_coef=0.1,
+            clip_eps=0.2,
+            loss_agg=loss_agg,
+            update_epochs=2 if with_old else 1,
+        )
     )
     trainer = make_trainer(str(tiny_qwen), data.load_problems(n=B), config, str(tmp_path), progress=False, **overrides)
     assert trainer.loss_type == LOSS_TYPES[loss_agg] and trainer.beta == 0.1
@@ -87,11 +89,7 @@ def test_two_trl_steps_on_cpu_change_the_weights(tiny_qwen, tmp_path):
 
     # The length reward varies within every group, so the first step already has a gradient.
     config = loop.HFGRPOConfig(
-        iterations=2,
-        prompts_per_step=2,
-        group_size=4,
-        max_new_tokens=6,
-        update_epochs=1,
+        rl=loop.hf_rl_config(iterations=2, prompts_per_step=2, group_size=4, max_new_tokens=6, update_epochs=1),
         reward_weights={"length": 1.0, "answer": 1.0},
         save_every=2,
     )
@@ -116,11 +114,9 @@ def test_trl_pipeline_old_logps_and_advantages_are_the_course_ones(tiny_qwen, tm
     from course_lib.grpo import group_advantages
 
     config = loop.HFGRPOConfig(
-        iterations=1,
-        prompts_per_step=2,
-        group_size=4,
-        max_new_tokens=6,
-        update_epochs=num_iterations,
+        rl=loop.hf_rl_config(
+            iterations=1, prompts_per_step=2, group_size=4, max_new_tokens=6, update_epochs=num_iterations
+        ),
         reward_weights={"length": 1.0, "answer_format": 0.5},
     )
     trainer = make_trainer(str(tiny_qwen), data.load_problems(n=4), config, str(tmp_path), progress=False)

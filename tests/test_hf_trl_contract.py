@@ -139,7 +139,7 @@ def test_grpo_config_kwargs_per_process(tmp_path):
     with pytest.raises(ValueError, match="num_processes"):
         grpo_config_kwargs(LMRLConfig(prompts_per_step=3, group_size=2), num_processes=4)
     with pytest.raises(ValueError, match="cfg.algo"):
-        grpo_config_kwargs(LMRLConfig(algo="ppo"))
+        grpo_config_kwargs(LMRLConfig.ppo())
     with pytest.raises(ValueError, match="cfg"):
         grpo_config_kwargs({"group_size": 4})
 

@@ -75,26 +75,28 @@ def test_no_import_circle():
 OVER_THE_CAP: dict[str, str] = {
     "course_lib.lm_rl": (
         "the one LM RL loop reads top to bottom in one file, in the order it runs, as CleanRL's ppo.py does: "
-        "the config, sample, score, log-probs, advantages, loss, update, the loop (STYLE.md, principle 16); "
-        "no function in it is over 60 lines (test_lm_rl_functions_are_short)"
+        "what a run shares, sample, score, log-probs, advantages, loss, update, the loop (STYLE.md, principle 16); "
+        "its config is lm_rl_config.py; under 500 lines, no function in it 40 lines or more (test_lm_rl_fits_the_page)"
     ),
 }
 
 
-def test_lm_rl_functions_are_short():
-    """lm_rl.py stays whole (OVER_THE_CAP says why), so each of its functions must stay short."""
-    tree = ast.parse(MODULES["course_lib.lm_rl"].read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef):
+def test_lm_rl_fits_the_page():
+    """lm_rl.py stays whole (OVER_THE_CAP says why), so it stays under 500 formatted lines and each of its functions
+    under 40 (issue 42: a maintainer reads the loop top to bottom, like CleanRL's ppo.py)."""
+    text = MODULES["course_lib.lm_rl"].read_text()
+    assert len(text.splitlines()) < 500, f"lm_rl.py has {len(text.splitlines())} lines: the cap is 499"
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             n = node.end_lineno - node.lineno + 1
-            assert n <= 60, f"lm_rl.{node.name} has {n} lines: split it (issue 34: none over 60)"
+            assert n < 40, f"lm_rl.{node.name} has {n} lines: split it (issue 42: every function under 40)"
 
 
 def test_lm_rl_reads_in_the_order_the_loop_runs():
-    """Config, lr, sample, score, collect, log-probs, advantages, rollout, loss, update, train: in file order."""
+    """Run, lr, sample, score, collect, log-probs, advantages, rollout, loss, update, the loop: in file order."""
     names = [n.name for n in ast.parse(MODULES["course_lib.lm_rl"].read_text()).body if hasattr(n, "name")]
     steps = [
-        "LMRLConfig",
+        "Run",
         "lr_at",
         "sample_groups",
         "score_groups",
@@ -104,6 +106,8 @@ def test_lm_rl_reads_in_the_order_the_loop_runs():
         "rollout",
         "minibatch_loss",
         "update",
+        "make_run",
+        "loop",
         "train",
     ]
     assert [name for name in names if name in steps] == steps

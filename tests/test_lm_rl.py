@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 import torch
 
-from course_lib import lm_rl
+from course_lib import lm_rl, lm_sampling
 from course_lib.grpo import grpo_loss
 from course_lib.lectures import capstone
 from course_lib.policy_gradient import gather_log_probs
@@ -25,7 +25,7 @@ def _batch(lm, B=2, G=3, seed=0):
     g = torch.Generator().manual_seed(seed)
     prompts = torch.randint(0, 10, (B, 6), generator=g)
     prompts[:, 2], prompts[:, 5] = 10, 11
-    comp = lm_rl.sample_completions(lm, prompts, None, G, 4, E, PAD, temperature=2.0, generator=g)  # (B*G, 4)
+    comp = lm_sampling.sample_completions(lm, prompts, None, G, 4, E, PAD, temperature=2.0, generator=g)  # (B*G, 4)
     scores = torch.rand(B, G, generator=g)
     return prompts, comp, scores
 
@@ -44,27 +44,27 @@ def _batch(lm, B=2, G=3, seed=0):
     ],
 )
 def test_completion_mask_hand_cases(ids, expected):
-    assert lm_rl.completion_mask(torch.tensor(ids), E).tolist() == expected
+    assert lm_sampling.completion_mask(torch.tensor(ids), E).tolist() == expected
 
 
 def test_completion_mask_batched_and_validates():
     ids = torch.tensor([[[1, 12, 13], [4, 5, 6]]])
-    assert lm_rl.completion_mask(ids, E).shape == (1, 2, 3)
+    assert lm_sampling.completion_mask(ids, E).shape == (1, 2, 3)
     with pytest.raises(ValueError, match="completion_ids"):
-        lm_rl.completion_mask(torch.zeros(3), E)
+        lm_sampling.completion_mask(torch.zeros(3), E)
 
 
 def test_token_logps_match_token_by_token(lm):
     prompts = torch.tensor([[4, 7, 10, 8, 5, 11], [0, 1, 10, 2, 3, 11]])
     completions = torch.tensor([[1, 3, 2, 12], [3, 5, 12, 13]])
-    logp = lm_rl.token_logps(lm, prompts, None, completions)
+    logp = lm_sampling.token_logps(lm, prompts, None, completions)
     assert logp.shape == (2, 4)
     for t in range(4):
         # The distribution of completion token t is read after the prompt and y_<t.
         ids = torch.cat([prompts, completions[:, :t]], 1)
         expected = torch.log_softmax(lm(ids)[:, -1], -1).gather(1, completions[:, t : t + 1])[:, 0]
         assert torch.allclose(logp[:, t], expected, atol=1e-5)
-    hot = lm_rl.token_logps(lm, prompts, None, completions, temperature=2.0)  # the temperature divides the logits
+    hot = lm_sampling.token_logps(lm, prompts, None, completions, temperature=2.0)  # the temperature divides the logits
     ids = torch.cat([prompts, completions[:, :-1]], 1)
     assert torch.allclose(hot, gather_log_probs(lm(ids)[:, 5:] / 2.0, completions), atol=1e-6)
 
@@ -73,7 +73,7 @@ def test_token_logps_without_pad_score_what_the_sampler_samples(lm):
     """generate() never writes PAD: with pad_id the log-probs renormalise over the other tokens, as sampling does."""
     prompts = torch.tensor([[4, 7, 10, 8, 5, 11]])
     completions = torch.tensor([[1, 12, 13, 13]])
-    logp = lm_rl.token_logps(lm, prompts, None, completions, pad_id=PAD)
+    logp = lm_sampling.token_logps(lm, prompts, None, completions, pad_id=PAD)
     logits = lm(torch.cat([prompts, completions[:, :-1]], 1))[:, 5:]
     logits[..., PAD] = -float("inf")
     expected = gather_log_probs(logits, completions)
@@ -86,14 +86,14 @@ def test_token_logps_without_pad_score_what_the_sampler_samples(lm):
 def test_sample_completions_groups_are_adjacent_and_pad_after_eos(lm):
     prompts, comp, _ = _batch(lm, B=2, G=3)
     assert comp.shape == (6, 4)
-    mask = lm_rl.completion_mask(comp, E)
+    mask = lm_sampling.completion_mask(comp, E)
     assert bool((comp[mask == 0] == PAD).all()) and not bool((comp[mask > 0] == PAD).any())
-    again = lm_rl.sample_completions(
+    again = lm_sampling.sample_completions(
         lm, prompts[1:], None, 3, 4, E, PAD, temperature=2.0, generator=torch.Generator().manual_seed(5)
     )
     assert again.shape == (3, 4)
     with pytest.raises(ValueError, match="top_p"):
-        lm_rl.sample_completions(lm, prompts, None, 2, 4, E, PAD, top_p=0.9)
+        lm_sampling.sample_completions(lm, prompts, None, 2, 4, E, PAD, top_p=0.9)
 
 
 # --- advantages --------------------------------------------------------------------------
@@ -132,7 +132,7 @@ def test_grpo_whitened_over_the_valid_tokens():
 
 def test_ppo_advantages_by_hand():
     """gamma = lam = 1: A_t = (sum of rewards from t) - V(s_t); the KL penalty is per token, the score at the end."""
-    cfg = lm_rl.LMRLConfig(algo="ppo", kl_coef=0.5, gamma=1.0, lam=1.0).validate()
+    cfg = lm_rl.LMRLConfig.ppo(kl_coef=0.5, gamma=1.0, lam=1.0).validate()
     scores = torch.tensor([[2.0]])
     mask = torch.tensor([[1.0, 1.0, 0.0]])
     logp_old, logp_ref = torch.tensor([[-1.0, -1.0, -5.0]]), torch.tensor([[-2.0, -1.0, -1.0]])
@@ -149,17 +149,32 @@ def test_ppo_advantages_by_hand():
 # --- the update ------------------------------------------------------------------------------
 
 
+def _run(lm, value_model=None, reward_fn=None, prompts=None, seed=0):
+    """What a run shares (lm_rl.Run), for the steps called one at a time; PAD left out of the scored distribution."""
+    if prompts is None:
+        prompts = torch.randint(0, 10, (16, 6), generator=torch.Generator().manual_seed(seed))
+        prompts[:, 2], prompts[:, 5] = 10, 11
+    if reward_fn is None:
+        reward_fn = lambda pick, comp: (comp[..., 0] % 3).float()  # noqa: E731 - any verifier will do
+    return lm_rl.Run(
+        policy=lm,
+        ref=copy.deepcopy(lm).requires_grad_(False),
+        value_model=value_model,
+        reward_fn=reward_fn,
+        prompt_ids=prompts,
+        prompt_mask=None,
+        eos_id=E,
+        pad_id=PAD,
+        scored_pad=PAD,
+        generator=torch.Generator().manual_seed(seed),
+    )
+
+
 def _rollout(lm, cfg, seed=0):
     cfg = cfg.validate()
-    prompts = torch.randint(0, 10, (16, 6), generator=torch.Generator().manual_seed(seed))
-    prompts[:, 2], prompts[:, 5] = 10, 11
-    scores_of = lambda pick, comp: (comp[..., 0] % 3).float()  # noqa: E731 - any verifier will do
-    ref = copy.deepcopy(lm).requires_grad_(False)
-    value_model = ValueModel(lm) if cfg.algo == "ppo" else None
-    batch, stats = lm_rl.rollout(
-        cfg, lm, ref, value_model, scores_of, prompts, None, E, PAD, torch.Generator().manual_seed(seed), PAD
-    )
-    return batch, stats, value_model
+    run = _run(lm, ValueModel(lm) if cfg.algo == "ppo" else None, seed=seed)
+    batch, stats = lm_rl.rollout(cfg, run)
+    return batch, stats, run.value_model
 
 
 def test_grpo_loss_of_the_loop_is_chapter_06s_grpo_loss(lm, monkeypatch):
@@ -174,9 +189,9 @@ def test_grpo_loss_of_the_loop_is_chapter_06s_grpo_loss(lm, monkeypatch):
         return grpo_loss(*args, **kwargs)
 
     monkeypatch.setattr(lm_rl, "grpo_loss", spy)
-    loss, _ = lm_rl.minibatch_loss(cfg.validate(), lm, None, batch, torch.arange(N), N, batch["mask"].sum(), PAD)
+    loss, _ = lm_rl.minibatch_loss(cfg.validate(), _run(lm), batch, torch.arange(N), N, batch["mask"].sum())
     assert len(calls) == 1 and calls[0]["adv"].shape == (N, 1)
-    logp = lm_rl.token_logps(lm, batch["prompt_ids"], None, batch["completion_ids"], 1.5, PAD)
+    logp = lm_sampling.token_logps(lm, batch["prompt_ids"], None, batch["completion_ids"], 1.5, PAD)
     B, G = 3, 4
     expected, _ = grpo_loss(
         logp.view(B, G, L),
@@ -195,30 +210,18 @@ def test_grpo_loss_of_the_loop_is_chapter_06s_grpo_loss(lm, monkeypatch):
 @pytest.mark.parametrize("loss_agg", ["seq-mean-token-mean", "token-mean", "seq-mean-token-sum-norm"])
 @pytest.mark.parametrize("algo", ["grpo", "ppo"])
 def test_micro_batches_give_the_gradient_of_one_batch(lm, loss_agg, algo):
-    cfg = lm_rl.LMRLConfig(
-        algo=algo,
-        prompts_per_step=3,
-        group_size=4,
-        max_new_tokens=4,
-        loss_agg=loss_agg if algo == "grpo" else None,  # PPO averages over tokens (PPOLoss)
-        update_epochs=1,
-        max_grad_norm=1e9,
-    )
+    sizes = {"prompts_per_step": 3, "group_size": 4, "max_new_tokens": 4, "update_epochs": 1, "max_grad_norm": 1e9}
+    if algo == "ppo":  # PPO averages over tokens (PPOLoss)
+        cfg = lm_rl.LMRLConfig.ppo(**sizes)
+    else:
+        cfg = lm_rl.LMRLConfig.grpo(loss_agg=loss_agg, **sizes)
     batch, _, value_model = _rollout(lm, cfg)
     grads = []
     for micro in (None, 5):
         policy, critic = copy.deepcopy(lm), copy.deepcopy(value_model)
         params = list(policy.parameters()) + (list(critic.parameters()) if critic is not None else [])
         opt = torch.optim.SGD(params, lr=0.0)
-        lm_rl.update(
-            dataclasses.replace(cfg, micro_batch_size=micro).validate(),
-            policy,
-            critic,
-            opt,
-            batch,
-            torch.Generator().manual_seed(0),
-            PAD,
-        )
+        lm_rl.update(dataclasses.replace(cfg, micro_batch_size=micro).validate(), _run(policy, critic), opt, batch)
         grads.append(torch.cat([p.grad.flatten() for p in params]))
     torch.testing.assert_close(grads[0], grads[1], atol=1e-6, rtol=1e-5)
 
@@ -229,14 +232,14 @@ def test_grpo_step_is_one_update_of_the_loop(lm):
     cfg = cfg.validate()
     g = torch.Generator().manual_seed(0)
     prompts = torch.randint(0, 10, (3, 6), generator=g)
-    comp = lm_rl.sample_completions(lm, prompts, None, 4, 4, E, PAD, temperature=2.0, generator=g)
+    comp = lm_sampling.sample_completions(lm, prompts, None, 4, 4, E, PAD, temperature=2.0, generator=g)
     rewards = torch.rand(3, 4, generator=g)
     ref = copy.deepcopy(lm)
     flat_prompts = prompts.repeat_interleave(4, 0)
     with torch.no_grad():
-        logp_old = lm_rl.token_logps(lm, flat_prompts, None, comp)
-        logp_ref = lm_rl.token_logps(ref, flat_prompts, None, comp)
-    mask = lm_rl.completion_mask(comp, E)
+        logp_old = lm_sampling.token_logps(lm, flat_prompts, None, comp)
+        logp_ref = lm_sampling.token_logps(ref, flat_prompts, None, comp)
+    mask = lm_sampling.completion_mask(comp, E)
     adv, _ = lm_rl.advantages(cfg, rewards, mask, logp_old, logp_ref)
     batch = {
         "prompt_ids": flat_prompts,
@@ -249,7 +252,8 @@ def test_grpo_step_is_one_update_of_the_loop(lm):
         "returns": None,
     }
     a, b = copy.deepcopy(lm), copy.deepcopy(lm)
-    lm_rl.update(cfg, a, None, torch.optim.SGD(a.parameters(), lr=0.1), batch, g, None)
+    run = dataclasses.replace(_run(a), ref=ref, scored_pad=None, generator=g)
+    lm_rl.update(cfg, run, torch.optim.SGD(a.parameters(), lr=0.1), batch)
     capstone.grpo_step(
         b, ref, torch.optim.SGD(b.parameters(), lr=0.1), prompts, comp.view(3, 4, 4), rewards, logp_old.view(3, 4, 4), E
     )
@@ -304,7 +308,28 @@ def test_config_errors_name_the_argument(field, value):
 )
 def test_ppo_refuses_grpo_switches_rather_than_ignoring_them(field, value):
     with pytest.raises(ValueError, match=f"{field}: a switch of GRPO's branch"):
-        lm_rl.LMRLConfig(algo="ppo", **{field: value}).validate()
+        lm_rl.LMRLConfig.ppo(**{field: value}).validate()
+
+
+def test_presets_hold_concrete_values_that_replace_keeps():
+    """No field means "the algorithm's own": a preset writes it, and dataclasses.replace keeps what it shows."""
+    grpo, ppo = lm_rl.LMRLConfig.grpo(), lm_rl.LMRLConfig.ppo(lr=1e-3)
+    assert grpo == lm_rl.LMRLConfig() and (grpo.kl_placement, grpo.loss_agg, grpo.whiten_advantages) == (
+        "loss",
+        "seq-mean-token-mean",
+        False,
+    )
+    assert (ppo.algo, ppo.kl_placement, ppo.loss_agg, ppo.whiten_advantages, ppo.lr) == (
+        "ppo",
+        "reward",
+        "token-mean",
+        True,
+        1e-3,
+    )
+    assert dataclasses.replace(ppo, lr=2e-3).loss_agg == "token-mean"
+    assert dataclasses.replace(grpo, kl_placement="reward").kl_placement == "reward"
+    with pytest.raises(ValueError, match="loss_agg: a switch of GRPO's branch"):
+        dataclasses.replace(grpo, algo="ppo").validate()  # a GRPO config made PPO must take PPO's switches too
 
 
 @pytest.mark.parametrize("algo", ["grpo", "ppo"])
@@ -312,7 +337,8 @@ def test_train_runs_is_seeded_and_logs(lm, algo):
     prompts = torch.randint(0, 10, (16, 6), generator=torch.Generator().manual_seed(0))
     prompts[:, 2], prompts[:, 5] = 10, 11
     reward_fn = lambda pick, comp: (comp[..., 0] == 3).float()  # noqa: E731 - "start with a 3"
-    cfg = lm_rl.LMRLConfig(algo=algo, iterations=3, prompts_per_step=4, group_size=4, max_new_tokens=4, lr=1e-2)
+    preset = lm_rl.LMRLConfig.ppo if algo == "ppo" else lm_rl.LMRLConfig.grpo
+    cfg = preset(iterations=3, prompts_per_step=4, group_size=4, max_new_tokens=4, lr=1e-2)
     runs = []
     for _ in range(2):
         policy = copy.deepcopy(lm)
@@ -325,7 +351,8 @@ def test_train_runs_is_seeded_and_logs(lm, algo):
     assert runs[0]["mean_reward"] == runs[1]["mean_reward"] and runs[0]["loss"] == runs[1]["loss"]
     h = runs[0]
     assert h["eval"]["iteration"] == [0, 2, 3] and h["completions"] == [16, 32, 48]
-    assert h["kl"][0] == 0.0 and all(k >= 0 for k in h["kl"])
+    # Round 0's policy is the reference; logp_old is the sampler's own, the reference's pass up to float rounding.
+    assert abs(h["kl"][0]) < 1e-6 and all(k >= -1e-6 for k in h["kl"])
     if algo == "ppo":
         assert len(h["value_loss"]) == 3 and len(h["explained_variance"]) == 3
 
@@ -334,19 +361,7 @@ def test_dynamic_sampling_keeps_only_groups_that_teach(lm):
     cfg = lm_rl.LMRLConfig(prompts_per_step=4, group_size=4, max_new_tokens=4, dynamic_sampling=True, temperature=2.0)
     prompts = torch.randint(0, 10, (16, 6), generator=torch.Generator().manual_seed(0))
     reward_fn = lambda pick, comp: (comp[..., 0] == 3).float()  # noqa: E731
-    batch, stats = lm_rl.rollout(
-        cfg.validate(),
-        lm,
-        copy.deepcopy(lm),
-        None,
-        reward_fn,
-        prompts,
-        None,
-        E,
-        PAD,
-        torch.Generator().manual_seed(0),
-        PAD,
-    )
+    batch, stats = lm_rl.rollout(cfg.validate(), _run(lm, reward_fn=reward_fn, prompts=prompts))
     adv = batch["adv"].view(-1, 4)
     assert stats["groups_kept"] >= 1 and bool((adv.abs().sum(-1) > 0).all()), "no all-equal group is kept"
     assert stats["completions"] >= 16
@@ -378,7 +393,7 @@ def test_sample_budget_stops_the_loop_and_decays_the_lr(lm):
 
 def test_ctrl_c_returns_what_was_done(lm, monkeypatch):
     calls = []
-    real = lm_rl.sample_completions
+    real = lm_sampling.sample_completions
 
     def interrupted(*args, **kwargs):
         calls.append(1)
@@ -415,15 +430,7 @@ def test_each_family_switch_trains(lm, changes):
     )
     batch, stats, _ = _rollout(lm, cfg)
     before = [p.detach().clone() for p in lm.parameters()]
-    info = lm_rl.update(
-        cfg.validate(),
-        lm,
-        None,
-        torch.optim.Adam(lm.parameters(), lr=1e-2),
-        batch,
-        torch.Generator().manual_seed(0),
-        PAD,
-    )
+    info = lm_rl.update(cfg.validate(), _run(lm), torch.optim.Adam(lm.parameters(), lr=1e-2), batch)
     assert all(torch.isfinite(torch.tensor(v)) for k, v in info.items() if isinstance(v, float))
     assert any(not torch.equal(a, b) for a, b in zip(before, lm.parameters()))
 
@@ -453,9 +460,7 @@ def test_dynamic_sampling_draws_again_only_the_missing_groups(lm):
         rewards[teaches, 0] = 1.0  # a group that teaches has one right completion
         return rewards
 
-    groups, sampled = lm_rl.collect_groups(
-        cfg.validate(), lm, reward_fn, prompts, None, E, PAD, torch.Generator().manual_seed(0)
-    )
+    groups, sampled = lm_rl.collect_groups(cfg.validate(), _run(lm, reward_fn=reward_fn, prompts=prompts))
     assert drawn[:3] == [4, 2, 1], "each draw asks only for the groups still missing"
     assert len(groups.scores) == 3 and sampled.shape[0] == sum(drawn)
     assert len(drawn) == cfg.max_sampling_draws, "it stops after max_sampling_draws draws and trains on what it has"
@@ -474,10 +479,10 @@ def test_ppo_is_grpo_once_the_ladder_has_climbed(lm):
     ).validate()
     batch, _, _ = _rollout(lm, cfg)
     N = batch["mask"].shape[0]
-    loss, _ = lm_rl.minibatch_loss(cfg, lm, None, batch, torch.arange(N), N, batch["mask"].sum(), PAD)
+    loss, _ = lm_rl.minibatch_loss(cfg, _run(lm), batch, torch.arange(N), N, batch["mask"].sum())
     from course_lib.ppo import clipped_surrogate_loss
 
-    logp = lm_rl.token_logps(lm, batch["prompt_ids"], None, batch["completion_ids"], 1.0, PAD)
+    logp = lm_sampling.token_logps(lm, batch["prompt_ids"], None, batch["completion_ids"], 1.0, PAD)
     adv_tokens = batch["adv"][:, None].expand_as(logp)
     expected, _ = clipped_surrogate_loss(logp, batch["logp_old"], adv_tokens, 0.2, mask=batch["mask"])
     torch.testing.assert_close(loss, expected)

@@ -1,5 +1,6 @@
 """Tests of the protocol's statistics (course_lib.lectures.protocol), its bookkeeping (benchmarks/_protocol.py) and
-chapter 08's ladder (course_lib.lectures.ladder)."""
+chapter 08's ladder (course_lib.lectures.ladder). Version 2's statistics (power, Holm, the pick and edge rules,
+matched learning rates) are in tests/test_protocol_v2.py."""
 
 from __future__ import annotations
 

@@ -104,18 +104,18 @@ def test_generate_with_shared_prompts_samples_what_the_plain_cache_samples(lm):
 
 
 @pytest.mark.parametrize("dynamic_sampling", [False, True])
-def test_the_rollouts_logp_old_is_the_samplers_and_a_forward_passs(lm, dynamic_sampling):
+def test_the_rollouts_logp_old_is_the_samplers_and_a_forward_passs(lm, dynamic_sampling, monkeypatch):
     """lm_rl takes logp_old from TinyLM's sampler instead of a pass of its own: the same numbers to float rounding,
     kept in step with the groups that dynamic sampling keeps."""
-    import copy
-
     from course_lib import lm_rl
 
     cfg = lm_rl.LMRLConfig(prompts_per_step=4, group_size=4, temperature=1.3, dynamic_sampling=dynamic_sampling)
     prompts = torch.randint(0, 10, (16, 5), generator=torch.Generator().manual_seed(0))
     verifier = lambda pick, comp: (comp[..., 0] % 3).float()  # noqa: E731 - any verifier will do
-    ref = copy.deepcopy(lm).requires_grad_(False)
-    generator = torch.Generator().manual_seed(1)
-    batch, _ = lm_rl.rollout(cfg.validate(), lm, ref, None, verifier, prompts, None, EOS, PAD, generator, PAD)
+    run, _ = lm_rl.make_run(cfg.validate(), lm, verifier, prompts, EOS, PAD)
+    scored = []
+    monkeypatch.setattr(lm_rl, "token_logps", lambda model, *args: scored.append(model) or token_logps(model, *args))
+    batch, _ = lm_rl.rollout(cfg, run)
+    assert scored == [run.ref], "the policy's log-probs come from the sampler, only the reference takes a pass"
     forward = token_logps(lm, batch["prompt_ids"], None, batch["completion_ids"], 1.3, PAD)
     torch.testing.assert_close(batch["logp_old"], forward, atol=1e-5, rtol=0)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from course_lib.lm_rl import completion_mask
+from course_lib.lm_sampling import completion_mask
 from course_lib.tiny_lm import (
     EOS_TEXT,
     CharTokenizer,

@@ -24,7 +24,12 @@ SPELLED_OUT = {"warmup_steps", "mask_truncated_completions"}
 
 
 def _hf(**fields):
-    return loop.HFGRPOConfig(**fields)
+    """An HFGRPOConfig from flat fields: its own (``save_every``, ``reward_weights``), the rest the loop's."""
+    own = {}
+    for name in ("save_every", "reward_weights"):
+        if name in fields:
+            own[name] = fields.pop(name)
+    return loop.HFGRPOConfig(rl=loop.hf_rl_config(**fields), **own)
 
 
 def _hf_cases():

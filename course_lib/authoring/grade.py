@@ -20,9 +20,12 @@ each notebook the command
    passed, failed, error, timeout or not attempted; points from the solution
    notebook's ``metadata.course.exercises``, all or nothing per exercise.
 
-It writes ``DIR/grades.csv``, ``DIR/summary.md``, ``DIR/logs/<student>__<notebook>.log``
-and keeps each rebuilt notebook in ``DIR/rebuilt/<student>__<notebook>/`` (rerun one by
-hand with ``pytest --nbval-lax`` there). See :mod:`course_lib.authoring.grading.report`.
+It writes ``DIR/grades.csv``, ``DIR/summary.md``, ``DIR/logs/<student>__<notebook>.log``,
+``DIR/gradebook.csv`` (a row per student, in an LMS's layout with ``--lms``; see
+:mod:`course_lib.authoring.grading.gradebook`), ``DIR/feedback/<student>.md`` and ``.html`` for the
+students (``--no-feedback`` to skip them; see :mod:`course_lib.authoring.grading.feedback`), and
+keeps each rebuilt notebook in ``DIR/rebuilt/<student>__<notebook>/`` (rerun one by hand with
+``pytest --nbval-lax`` there). See :mod:`course_lib.authoring.grading.report`.
 
 Nothing is lost: each submission's rows are appended to ``grades.csv`` (flushed to disk)
 as soon as it is graded, so a grader killed half-way keeps every finished row, and the
@@ -60,6 +63,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from course_lib.authoring.grading.canonical import load_solutions
+from course_lib.authoring.grading.gradebook import LAYOUTS, read_roster
+from course_lib.authoring.grading.hand_back import hand_back
 from course_lib.authoring.grading.report import COLUMNS, append_rows, read_rows, summary_markdown, write_log
 from course_lib.authoring.grading.runner import child_env
 from course_lib.authoring.grading.sandbox import NAMESPACES, Sandbox, address_space, source_free_course
@@ -120,6 +125,14 @@ def _parser() -> argparse.ArgumentParser:
         "--no-isolation", action="store_true", help="run kernels as this user even when root (summary.md says so)"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--feedback",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="write DIR/feedback/<student>.md and .html, one page per student (default: on)",
+    )
+    parser.add_argument("--lms", choices=LAYOUTS, default="generic", help="gradebook.csv's layout (default: generic)")
+    parser.add_argument("--roster", type=Path, metavar="FILE", help="CSV: students' names ('submitted as') to LMS ids")
     return parser
 
 
@@ -145,6 +158,10 @@ def main(argv: list[str] | None = None) -> int:
         return _fail("--timeout must be positive and -j at least 1")
     if not args.solutions.is_dir():
         return _fail(f"no solutions folder at {args.solutions} (use --solutions DIR)")
+    try:
+        roster = read_roster(args.roster, args.lms) if args.roster else None
+    except ValueError as error:
+        return _fail(str(error))
     canonical, problems = load_solutions(args.solutions, args.hidden if args.hidden.is_dir() else None)
     for problem in problems:
         print(f"course_lib.grade: warning: {problem}", file=sys.stderr)
@@ -219,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
         summary_markdown(results, header), encoding="utf-8", errors="backslashreplace"
     )  # a file name need not be UTF-8
     print(f"{header}\nwrote {csv_path}, {args.out / 'summary.md'} and {len(fresh)} log(s)")
+    done, warnings = hand_back(args.out, canonical, args.lms, roster, args.feedback, ROOT / "notebooks")
+    print("\n".join(done))
+    for warning in warnings:
+        print(f"course_lib.grade: warning: {warning}", file=sys.stderr)
     if fresh and all(_grader_failed(r) for r in fresh):
         return _fail("no submission could be graded (see the logs: did the kernel start?)")
     return 0

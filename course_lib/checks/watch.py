@@ -48,7 +48,7 @@ ALLOWED = {
         "course_lib.policy_gradient.gather_log_probs",
         "trl.trainer.utils.selective_log_softmax",  # TRL's gather: the course's gather_log_probs under TRL's name
     ),
-    "grpo_config_kwargs": ("course_lib.lm_rl.LMRLConfig",),
+    "grpo_config_kwargs": ("course_lib.lm_rl_config.LMRLConfig",),
 }
 
 

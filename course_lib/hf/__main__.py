@@ -16,6 +16,7 @@ import json
 from dataclasses import asdict, fields
 
 from course_lib.hf.loop import HFGRPOConfig
+from course_lib.lm_rl_config import LMRLConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,13 +35,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--rewards", default=None, help='reward weights as JSON, e.g. \'{"answer": 1.0, "answer_format": 0.5}\''
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    for f in fields(HFGRPOConfig):
-        if f.name in ("reward_weights",):
-            continue
+    p.add_argument("--save-every", type=int, default=defaults.save_every, help=f"(default {defaults.save_every})")
+    for f in fields(LMRLConfig):  # every hyperparameter of the loop, with the Hugging Face loop's defaults
         flag = "--" + f.name.replace("_", "-")
-        value = getattr(defaults, f.name)
-        if value is None:  # optional floats (clip_eps_high)
-            p.add_argument(flag, type=float, default=None, help="(default: none)")
+        value = getattr(defaults.rl, f.name)
+        if value is None:  # optional numbers (clip_eps_high, micro_batch_size, max_completions)
+            number = int if str(f.type).startswith("int") else float
+            p.add_argument(flag, type=number, default=None, help="(default: none)")
         elif isinstance(value, bool):
             p.add_argument(
                 flag, type=lambda s: s.lower() in ("1", "true", "yes"), default=value, help=f"(default {value})"
@@ -50,21 +51,28 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def config_from_args(args: argparse.Namespace) -> HFGRPOConfig:
+    """The validated hyperparameters of :func:`build_parser`'s arguments (``python -m course_lib.hf`` and
+    ``python -m course_lib.hf.trl_grpo`` alike): bad ones fail before any model is loaded."""
+    rl = LMRLConfig(**{f.name: getattr(args, f.name) for f in fields(LMRLConfig)})
+    config = HFGRPOConfig(rl=rl, save_every=args.save_every)
+    if args.rewards is not None:
+        config.reward_weights = json.loads(args.rewards)
+    return config.validate()
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
     from course_lib.hf import data, loop
 
-    config = HFGRPOConfig(**{f.name: getattr(args, f.name) for f in fields(HFGRPOConfig) if f.name != "reward_weights"})
-    if args.rewards is not None:
-        config.reward_weights = json.loads(args.rewards)
-    config.validate()  # bad hyperparameters fail before the model is loaded
-    problems = data.load_problems(args.task, n=args.num_problems, seed=config.seed, dataset=args.dataset)
+    config = config_from_args(args)
+    problems = data.load_problems(args.task, n=args.num_problems, seed=config.rl.seed, dataset=args.dataset)
     model, tokenizer = loop.load_model_and_tokenizer(args.model, device=args.device)
     loop.check_prompt_lengths(
         [data.format_prompt(q, tokenizer) for q, _ in problems],
         tokenizer,
         model,
-        config.max_new_tokens,
+        config.rl.max_new_tokens,
         name="dataset" if args.dataset else "num_problems",
     )
     history = loop.train(model, tokenizer, problems, config, output_dir=args.output_dir, progress=not args.no_progress)

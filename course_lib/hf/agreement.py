@@ -2,7 +2,7 @@
 
 TRL's side is TRL's own code: ``GRPOTrainer.compute_loss`` on a prepared batch (the dict its
 ``_generate_and_score_completions`` would hand it), with its fused log-prob head. The course's
-side is :func:`course_lib.lm_rl.token_logps` and :func:`course_lib.grpo.grpo_loss`.
+side is :func:`course_lib.lm_sampling.token_logps` and :func:`course_lib.grpo.grpo_loss`.
 Both run on the same model object, so any difference is a difference of maths or of bookkeeping.
 
 Chapter 11 does the same for the GRPO family (:data:`TRL_FAMILY`): each TRL ``loss_type``, GSPO's
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from course_lib import family, lm_rl
+from course_lib import family, lm_sampling
 from course_lib.grpo import aggregate_loss, group_advantages, grpo_loss, kl_estimate
 from course_lib.hf import data
 from course_lib.masked import masked_sum
@@ -57,11 +57,11 @@ def fixed_batch(
         if length < T:
             completion_ids[row, length - 1] = tokenizer.eos_token_id
             completion_ids[row, length:] = tokenizer.pad_token_id
-    mask = lm_rl.completion_mask(completion_ids, tokenizer.eos_token_id).long()  # (N, T)
+    mask = lm_sampling.completion_mask(completion_ids, tokenizer.eos_token_id).long()  # (N, T)
     prompt_ids = enc["input_ids"].repeat_interleave(G, 0)  # (N, P)
     prompt_mask = enc["attention_mask"].repeat_interleave(G, 0)  # (N, P)
     with torch.no_grad():
-        logp = lm_rl.token_logps(model, prompt_ids, prompt_mask, completion_ids)  # (N, T)
+        logp = lm_sampling.token_logps(model, prompt_ids, prompt_mask, completion_ids)  # (N, T)
     rewards = torch.randint(0, 3, (B, G), generator=g).float() / 2  # (B, G), in {0, 0.5, 1}
     rewards[:, 0], rewards[:, 1] = 1.0, 0.0  # every group has some spread: non-zero advantages
     return dict(
@@ -143,7 +143,7 @@ def _compare(trainer, batch: dict, advantages, course_loss, with_old: bool = Tru
     trl_grads = [p.grad.clone() for p in params]
 
     model.zero_grad()
-    logp = lm_rl.token_logps(model, batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"])
+    logp = lm_sampling.token_logps(model, batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"])
     logp_old = batch["logp_old"] if with_old else logp.detach()
     course = course_loss(logp, logp_old)
     course.backward()
@@ -332,7 +332,7 @@ def rloo_trl_and_course(trainer, batch: dict) -> dict:
     trl_loss.backward()
     trl_grads = [p.grad.clone() for p in params]
     trainer.model.zero_grad()
-    logp = lm_rl.token_logps(trainer.model, batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"])
+    logp = lm_sampling.token_logps(trainer.model, batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"])
     seq_logp = masked_sum(logp, mask, dim=-1)[0]  # (N,)
     course = clipped_surrogate(
         seq_logp, inputs_extra["old_logps"], adv, trainer.epsilon_low, trainer.epsilon_high

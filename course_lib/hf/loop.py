@@ -26,66 +26,36 @@ from pathlib import Path
 import torch
 
 from course_lib import _validate, lm_rl
-from course_lib.grpo import LOSS_AGG_MODES
 from course_lib.hf import data
+
+
+def hf_rl_config(**changes) -> lm_rl.LMRLConfig:
+    """The loop's GRPO for a Hugging Face model: small rounds (4 prompts x 8 completions, 2 passes, 20 rounds),
+    16 new tokens, DeepSeekMath's KL weight 0.04, and a constant learning rate, as TRL's ``--lr`` (1e-3 suits the
+    tiny model; about 1e-6 a 0.5B one). ``changes`` override any field."""
+    hf = {"iterations": 20, "prompts_per_step": 4, "update_epochs": 2, "max_new_tokens": 16, "kl_coef": 0.04}
+    return lm_rl.LMRLConfig.grpo(**{**hf, "lr": 1e-3, "lr_schedule": "constant", **changes})
 
 
 @dataclass
 class HFGRPOConfig:
-    """Hyperparameters of :func:`train`; the notebook's table maps each to TRL and verl."""
+    """Hyperparameters of :func:`train`: the loop's own (``rl``; the notebook's table maps each to TRL and verl), plus
+    what text and checkpoints add."""
 
-    iterations: int = 20
-    """Rounds; each samples a fresh batch and takes ``update_epochs`` optimiser steps on it (as LMRLConfig)."""
-    prompts_per_step: int = 4
-    """B, prompts per batch."""
-    group_size: int = 8
-    """G, completions sampled per prompt."""
-    update_epochs: int = 2
-    """Passes over each batch, one optimiser step each (PPO's epochs; the ratio moves away from 1 after the first)."""
-    lr: float = 1e-3
-    """AdamW's learning rate (1e-3 for the tiny model; about 1e-6 for a 0.5B model)."""
-    clip_eps: float = 0.2
-    """PPO's clip range."""
-    clip_eps_high: float | None = None
-    """Upper clip range (DAPO's clip-higher); None means clip_eps."""
-    kl_coef: float = 0.04
-    """Weight of the k3 KL penalty toward the frozen reference (DeepSeekMath's beta); 0 drops the reference."""
-    normalize_std: bool = True
-    """Divide group-centred rewards by the group std (GRPO) or not (Dr. GRPO)."""
-    loss_agg: str = "seq-mean-token-mean"
-    """How token losses are averaged (course_lib.grpo.aggregate_loss)."""
-    max_new_tokens: int = 16
-    """Completion budget; also Dr. GRPO's constant max_len."""
-    temperature: float = 1.0
-    """Sampling temperature; log-probs are taken at the same temperature."""
-    top_p: float = 1.0
-    """Nucleus sampling threshold (1.0 samples the whole distribution)."""
-    max_grad_norm: float = 1.0
-    """Gradients are clipped to this global norm."""
+    rl: lm_rl.LMRLConfig = field(default_factory=hf_rl_config)
+    """The one LM RL loop's hyperparameters (GRPO: the Hugging Face loop has no value model)."""
     reward_weights: dict = field(default_factory=lambda: dict(data.DEFAULT_REWARD_WEIGHTS))
     """{reward name: weight} over course_lib.hf.data.REWARDS."""
     save_every: int = 10
     """Save a checkpoint every this many rounds (and after the last)."""
-    seed: int = 0
-    """Seeds prompt order, sampling and dropout."""
 
-    def validate(self) -> "HFGRPOConfig":
-        for name in ("iterations", "prompts_per_step", "update_epochs", "max_new_tokens", "save_every"):
-            _validate.require_int(name, getattr(self, name), minimum=1)
-        _validate.require_int("group_size", self.group_size, minimum=1)
-        if self.group_size < 2:
-            raise ValueError(
-                f"group_size: expected at least 2 (a group of one has no baseline: its advantage "
-                f"is always 0), got {self.group_size}"
-            )
-        for name in ("lr", "clip_eps", "temperature", "max_grad_norm"):
-            _validate.require_positive(name, getattr(self, name))
-        _validate.require_non_negative("kl_coef", self.kl_coef)
-        if self.clip_eps_high is not None:
-            _validate.require_positive("clip_eps_high", self.clip_eps_high)
-        if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"top_p: expected a probability in (0, 1], got {self.top_p}")
-        _validate.require_choice("loss_agg", self.loss_agg, LOSS_AGG_MODES)
+    def validate(self) -> HFGRPOConfig:
+        if not isinstance(self.rl, lm_rl.LMRLConfig):
+            raise ValueError(f"rl: expected a course_lib.lm_rl_config.LMRLConfig, got {type(self.rl).__name__}")
+        self.rl.validate()
+        if self.rl.algo != "grpo":
+            raise ValueError(f"rl.algo: the Hugging Face loop trains GRPO only (no value model), got {self.rl.algo!r}")
+        _validate.require_int("save_every", self.save_every, minimum=1)
         data.check_reward_weights(self.reward_weights)
         return self
 
@@ -191,29 +161,6 @@ def check_prompt_lengths(prompts: list[str], tokenizer, model, max_new_tokens: i
 # ---------------------------------------------------------------------------
 
 
-def lm_rl_config(config: HFGRPOConfig) -> lm_rl.LMRLConfig:
-    """The one LM RL loop's config for these hyperparameters (a constant learning rate, as TRL's ``--lr``)."""
-    return lm_rl.LMRLConfig(
-        algo="grpo",
-        iterations=config.iterations,
-        prompts_per_step=config.prompts_per_step,
-        group_size=config.group_size,
-        max_new_tokens=config.max_new_tokens,
-        temperature=config.temperature,
-        top_p=config.top_p,
-        update_epochs=config.update_epochs,
-        lr=config.lr,
-        lr_schedule="constant",
-        clip_eps=config.clip_eps,
-        clip_eps_high=config.clip_eps_high,
-        kl_coef=config.kl_coef,
-        normalize_std=config.normalize_std,
-        loss_agg=config.loss_agg,
-        max_grad_norm=config.max_grad_norm,
-        seed=config.seed,
-    )
-
-
 def train(
     model, tokenizer, problems, config: HFGRPOConfig | None = None, output_dir=None, progress: bool = True
 ) -> HFGRPOHistory:
@@ -239,10 +186,10 @@ def train(
         )
     prompts = [data.format_prompt(question, tokenizer) for question, _ in problems]
     answers = [str(answer) for _, answer in problems]
-    check_prompt_lengths(prompts, tokenizer, model, config.max_new_tokens)
+    check_prompt_lengths(prompts, tokenizer, model, config.rl.max_new_tokens)
     device = next(model.parameters()).device
     enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left").to(device)  # (M, P)
-    G = config.group_size
+    G = config.rl.group_size
 
     def reward_fn(pick, completion_ids):  # (B,), (B, G, L) -> (B, G): decode, then the course's text rewards
         texts = tokenizer.batch_decode(completion_ids.flatten(0, 1), skip_special_tokens=True)
@@ -260,7 +207,7 @@ def train(
             model,
             reward_fn,
             enc["input_ids"],
-            lm_rl_config(config),
+            config.rl,
             tokenizer.eos_token_id,
             tokenizer.pad_token_id,
             prompt_mask=enc["attention_mask"],

@@ -125,7 +125,7 @@ def mapping_rows() -> list[dict]:
                 "meaning": meaning,
                 "trl": trl,
                 "verl": verl,
-                "course_default": getattr(course, name, ""),
+                "course_default": getattr(course.rl, name, getattr(course, name, "")),
                 "trl_default": trl_defaults.get(field, "(missing!)") if field else "",
                 "trl_default_assumed": assumed,
             }

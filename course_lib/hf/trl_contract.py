@@ -13,7 +13,7 @@ Chapter 09's exercises, each the reference its check compares a student's functi
    one forward pass over the left-padded prompt and the completion, logits shifted by one, divided by
    the sampling temperature. It is the course's :func:`course_lib.lm_sampling.completion_mask` and
    :func:`course_lib.lm_sampling.token_logps`, called on the two halves of the sequences.
-3. :func:`grpo_config_kwargs`: a course config (:class:`course_lib.lm_rl.LMRLConfig`) as the keyword
+3. :func:`grpo_config_kwargs`: a course config (:class:`course_lib.lm_rl_config.LMRLConfig`) as the keyword
    arguments of TRL's ``GRPOConfig``. TRL counts completions, not prompts, and optimiser steps, not
    rounds: one round of ``B`` prompts, ``G`` completions each, ``K`` epochs of ``M`` minibatches is
    ``B * G / M`` completions per optimiser step and ``K * M`` optimiser steps.
@@ -135,7 +135,7 @@ def completion_logps(
 def _check_translatable(cfg: LMRLConfig) -> None:
     """TRL's GRPOTrainer has no critic and none of the course's other switches: refuse rather than drop them."""
     if not isinstance(cfg, LMRLConfig):
-        raise ValueError(f"cfg: expected a course_lib.lm_rl.LMRLConfig, got {type(cfg).__name__}")
+        raise ValueError(f"cfg: expected a course_lib.lm_rl_config.LMRLConfig, got {type(cfg).__name__}")
     cfg.validate()
     for name, supported in (
         ("algo", "grpo"),

@@ -17,10 +17,9 @@ differences of bookkeeping, not of maths:
 from __future__ import annotations
 
 import os
-from dataclasses import fields
 
 from course_lib.hf import data
-from course_lib.hf.loop import HFGRPOConfig, lm_rl_config
+from course_lib.hf.loop import HFGRPOConfig
 from course_lib.hf.trl_contract import grpo_config_kwargs
 
 
@@ -36,7 +35,7 @@ def trl_config(
     """TRL's ``GRPOConfig`` for the course's hyperparameters; ``overrides`` set any other TRL field.
 
     The batch, the steps, the schedule and the loss are :func:`course_lib.hf.trl_contract.grpo_config_kwargs`'s
-    (chapter 09's exercise) on the loop's own config (:func:`course_lib.hf.loop.lm_rl_config`); what this adds is the
+    (chapter 09's exercise) on the loop's own config (``config.rl``); what this adds is the
     run's own: where it saves and how often, the reward weights, the device, the logging.
 
     Args:
@@ -50,21 +49,21 @@ def trl_config(
     from trl import GRPOConfig
 
     config = config.validate()
-    B = config.prompts_per_step
+    B = config.rl.prompts_per_step
     if B % num_processes:
         raise ValueError(f"prompts_per_step: expected a multiple of num_processes={num_processes}, got {B}")
     _, weights = data.trl_reward_functions(config.reward_weights)
     # The batch, the steps, the constant schedule and the loss: chapter 09's exercise, on the loop's own config.
-    kwargs = grpo_config_kwargs(lm_rl_config(config), num_processes)
+    kwargs = grpo_config_kwargs(config.rl, num_processes)
     # None, not clip_eps: TRL then clips the upper side at its own epsilon, so an override of epsilon alone (GMPO's
     # log-space range, chapter 11) moves both sides, as clip_eps does in the course when clip_eps_high is None.
-    kwargs["epsilon_high"] = config.clip_eps_high
+    kwargs["epsilon_high"] = config.rl.clip_eps_high
     kwargs.update(
         output_dir=output_dir,
         top_k=0,
         weight_decay=0.0,
         reward_weights=weights,
-        save_steps=config.save_every * config.update_epochs,  # TRL counts optimiser steps, not rounds
+        save_steps=config.save_every * config.rl.update_epochs,  # TRL counts optimiser steps, not rounds
         save_total_limit=1,
         logging_steps=1,
         report_to="none",
@@ -160,21 +159,18 @@ def history_from_trl(trainer):
 
 
 def main(argv=None):
-    from course_lib.hf.__main__ import build_parser
+    from course_lib.hf.__main__ import build_parser, config_from_args
 
     parser = build_parser()
     parser.prog = "python -m course_lib.hf.trl_grpo"
     args = parser.parse_args(argv)
+    config = config_from_args(args)
     import json
 
-    config = HFGRPOConfig(**{f.name: getattr(args, f.name) for f in fields(HFGRPOConfig) if f.name != "reward_weights"})
-    if args.rewards is not None:
-        config.reward_weights = json.loads(args.rewards)
-    config.validate()
     from course_lib.hf.loop import load_model_and_tokenizer  # the same checks of the model path as the course loop
 
     load_model_and_tokenizer(args.model, device="cpu")
-    problems = data.load_problems(args.task, n=args.num_problems, seed=config.seed, dataset=args.dataset)
+    problems = data.load_problems(args.task, n=args.num_problems, seed=config.rl.seed, dataset=args.dataset)
     trainer = make_trainer(
         args.model,
         problems,

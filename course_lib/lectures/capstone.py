@@ -19,7 +19,7 @@ import torch
 from einops import rearrange, repeat
 from torch import nn
 
-from course_lib import _validate, lm_rl
+from course_lib import _validate, lm_rl, lm_sampling
 from course_lib.grpo import grpo_loss
 from course_lib.tasks import AdditionTask, score_completions
 from course_lib.tiny_lm import TinyLM, TinyLMConfig, ValueModel
@@ -35,8 +35,8 @@ def sft_loss(model: nn.Module, prompts: torch.Tensor, completions: torch.Tensor,
     Args:
         prompts: ``(B, P)`` ids; completions: ``(B, L)`` demonstration ids (answer, EOS, PAD...).
     """
-    logp = lm_rl.token_logps(model, prompts, None, completions)  # (B, L)
-    mask = lm_rl.completion_mask(completions, eos_id)  # (B, L)
+    logp = lm_sampling.token_logps(model, prompts, None, completions)  # (B, L)
+    mask = lm_sampling.completion_mask(completions, eos_id)  # (B, L)
     return -(logp * mask).sum() / mask.sum()
 
 
@@ -84,7 +84,7 @@ def sft(
 def accuracy(lm: TinyLM, task: AdditionTask, pairs: list[tuple[int, int]]) -> float:
     """Greedy exact-match accuracy on ``pairs``: the answer, then EOS, nothing else."""
     prompts, tok = task.prompts(pairs), task.tokenizer
-    completions = lm_rl.sample_completions(
+    completions = lm_sampling.sample_completions(
         lm, prompts, None, 1, task.max_new_tokens, tok.eos_id, tok.pad_id, greedy=True
     )  # (N, L)
     return float(score_completions(prompts, completions, tok, "exact").mean())
@@ -105,7 +105,7 @@ def sample_table(
 ) -> list[tuple[str, str, str]]:
     """``(prompt, completion, answer)`` texts, greedy (``temperature=None``) or sampled."""
     prompts, tok = task.prompts(pairs), task.tokenizer
-    out = lm_rl.sample_completions(
+    out = lm_sampling.sample_completions(
         lm,
         prompts,
         None,
@@ -297,12 +297,14 @@ def grpo_step(
     B, G, L = completions.shape
     flat_prompts = repeat(prompts, "B P -> (B G) P", G=G)  # each prompt G times, in group order
     flat = rearrange(completions, "B G L -> (B G) L")
-    logp = rearrange(lm_rl.token_logps(policy, flat_prompts, None, flat), "(B G) L -> B G L", G=G)  # with gradient
+    logp = rearrange(
+        lm_sampling.token_logps(policy, flat_prompts, None, flat), "(B G) L -> B G L", G=G
+    )  # with gradient
     logp_ref = None
     if ref_model is not None and kl_coef > 0:
         with torch.no_grad():
-            logp_ref = rearrange(lm_rl.token_logps(ref_model, flat_prompts, None, flat), "(B G) L -> B G L", G=G)
-    mask = lm_rl.completion_mask(completions, eos_id)  # (B, G, L): up to and including EOS
+            logp_ref = rearrange(lm_sampling.token_logps(ref_model, flat_prompts, None, flat), "(B G) L -> B G L", G=G)
+    mask = lm_sampling.completion_mask(completions, eos_id)  # (B, G, L): up to and including EOS
     loss, _ = grpo_loss(logp, logp_old, logp_ref, rewards, mask, clip_eps=clip_eps, kl_coef=kl_coef, kl_kind="k3")
     optimizer.zero_grad()
     loss.backward()

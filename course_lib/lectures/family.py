@@ -8,7 +8,7 @@ variant meets the problem it was made for, on a testbed built so that plain GRPO
 (:mod:`course_lib.lectures.family_testbeds` runs them; :mod:`course_lib.lectures.family_claims` states each claim
 and its verdict):
 
-1. :data:`VARIANTS`: each variant as a small dict of the loop's switches (:class:`course_lib.lm_rl.LMRLConfig`),
+1. :data:`VARIANTS`: each variant as a small dict of the loop's switches (:class:`course_lib.lm_rl_config.LMRLConfig`),
    its paper and the one line of the objective it changes; DAPO's parts are variants of their own, so each part
    is measured alone;
 2. :data:`TESTBEDS`: the four problems and the accuracy table, each with the variants it compares, the variant

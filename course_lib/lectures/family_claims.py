@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from course_lib.lectures.protocol import paired_difference
+from course_lib.lectures.protocol import PairedDifference, paired_difference
 
 ESTIMATOR_G = 8
 """The group size at which the estimator claims are judged (every trained testbed samples G = 8)."""
@@ -156,26 +156,12 @@ CLAIMS: list[Claim] = [
 # Measurements and verdicts
 # ---------------------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class Effect:
-    """A measured effect: ``mean`` with an interval ``mean +- half_width`` (0 for an exact value)."""
-
-    mean: float
-    half_width: float
-    n: int = 0
-    """Seeds paired (0: the estimator testbed)."""
-
-    @property
-    def low(self) -> float:
-        return self.mean - self.half_width
-
-    @property
-    def high(self) -> float:
-        return self.mean + self.half_width
+# Every measured effect is a protocol.PairedDifference: a mean with its interval. On a trained testbed it is the
+# paired t-interval over the report seeds; on the estimator testbed ``n`` is 0 (an exact value, half-width 0, or a
+# Monte Carlo mean +- 1.96 standard errors).
 
 
-def verdict(claim: Claim, effect: Effect) -> str:
+def verdict(claim: Claim, effect: PairedDifference) -> str:
     """``"held"``, ``"not seen"`` or ``"contradicted"``, by the rule of the module docstring."""
     if claim.target is not None:  # equivalence: within tolerance of the target
         low, high = claim.target - claim.tolerance, claim.target + claim.tolerance
@@ -197,18 +183,17 @@ def read(record: dict, key: str) -> float:
     return float(value)
 
 
-def trained_effect(claim: Claim, runs: list[dict]) -> Effect:
+def trained_effect(claim: Claim, runs: list[dict]) -> PairedDifference:
     """Variant minus baseline on the claim's number, paired by seed over ``runs`` (report records of the testbed)."""
     by_variant: dict[str, dict[int, float]] = {}
     for r in runs:
         value = read(r, claim.key)
         if math.isfinite(value):
             by_variant.setdefault(r["variant"], {})[r["seed"]] = value
-    d = paired_difference(by_variant.get(claim.baseline, {}), by_variant.get(claim.variant, {}))
-    return Effect(d.mean, d.half_width, d.n)
+    return paired_difference(by_variant.get(claim.baseline, {}), by_variant.get(claim.variant, {}))
 
 
-def estimator_effect(claim: Claim, table: dict) -> Effect:
+def estimator_effect(claim: Claim, table: dict) -> PairedDifference:
     """The claim's number on the estimator testbed (:func:`course_lib.lectures.group_estimators.estimator_testbed`) at
     :data:`ESTIMATOR_G`: the exact value where there is one (the per-group estimators), else the Monte Carlo mean
     +- 1.96 standard errors; a difference claim subtracts the baseline's."""
@@ -222,9 +207,9 @@ def estimator_effect(claim: Claim, table: dict) -> Effect:
 
     mean, half = value(claim.variant)
     if claim.target is not None:
-        return Effect(mean, half)
+        return PairedDifference(n=0, mean=mean, half_width=half)
     base, base_half = value(claim.baseline)
-    return Effect(mean - base, math.hypot(half, base_half))
+    return PairedDifference(n=0, mean=mean - base, half_width=math.hypot(half, base_half))
 
 
 def judge(table: dict, runs: list[dict]) -> list[dict]:
@@ -243,7 +228,7 @@ def judge(table: dict, runs: list[dict]) -> list[dict]:
     return rows
 
 
-def effect_text(claim: Claim, effect: Effect) -> str:
+def effect_text(claim: Claim, effect: PairedDifference) -> str:
     """``"value [low, high]"`` for an equivalence claim; ``"+difference [low, high]"`` or ``"+difference (exact)"``."""
     e = effect
     if claim.target is not None:

@@ -17,8 +17,9 @@ import math
 from pathlib import Path
 
 from course_lib.lectures.family import TESTBEDS, TRAINED, VARIANTS
+from course_lib.lectures.family_caveats import claim_caveats
 from course_lib.lectures.family_claims import CLAIMS, NOT_MEASURED, effect_text, read
-from course_lib.lectures.protocol import paired_difference, summary
+from course_lib.lectures.protocol import holm, paired_difference, summary
 
 DATA = Path(__file__).resolve().parent / "data" / "grpo_family_11.json"
 ESTIMATOR_DATA = Path(__file__).resolve().parent / "data" / "grpo_family_estimators_11.json"
@@ -145,17 +146,31 @@ def cpu_seconds(runs: list[dict], estimator_cpu: float = 0.0) -> dict[str, dict]
     return out
 
 
-def format_claims_kept(judged: list[dict]) -> str:
+def format_claims_kept(judged: list[dict], results: dict | None = None) -> str:
     """The table a learner keeps: every claim of ``family_claims.CLAIMS`` in order, with its paper, its testbed and
     its verdict, the measured effect beside it (``family_claims.judge``'s rows), or ``NOT_MEASURED`` where its
-    testbed has no report runs yet."""
+    testbed has no report runs yet. With ``results`` (the shipped report: its recipes and tuning runs), each
+    verdict's caveats under it (``family_caveats.claim_caveats``: different tuned rates, a rate at the grid's edge),
+    and, for a verdict that is not "not seen", whether it survives Holm's correction over the trained intervals
+    read together (PROTOCOL.md, version 2, rule 8)."""
     by_claim = {id(row["claim"]): row for row in judged}
+    trained = [row for row in judged if row["effect"].n > 0]  # the paired intervals the table reads together
+    adjusted = dict(zip((id(row["claim"]) for row in trained), holm([row["effect"].p_value() for row in trained])))
     lines = [f"{'variant':<21} {'testbed':<11} verdict (effect [95% interval]; see the claims' table for the measure)"]
     for claim in CLAIMS:
         row = by_claim.get(id(claim))
         verdict = NOT_MEASURED if row is None else f"{row['verdict']} here: {effect_text(claim, row['effect'])}"
         lines.append(f"{claim.variant:<21} {claim.testbed:<11} {verdict}")
         lines.append(f"    {VARIANTS[claim.variant]['paper']}: {claim.claim}")
+        if row is not None and results is not None:
+            for caveat in claim_caveats(claim, row["effect"], results["recipes"], results["tuning"]):
+                lines.append(f"    caveat: {caveat}")
+            p_holm = adjusted.get(id(claim), 0.0)
+            if row["verdict"] != "not seen" and p_holm >= 0.05:
+                lines.append(
+                    f"    caveat: read with the other {len(trained) - 1} trained intervals (Holm's correction), "
+                    f"p {p_holm:.3f}: unresolved"
+                )
     return "\n".join(lines)
 
 

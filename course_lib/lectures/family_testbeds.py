@@ -28,7 +28,7 @@ import math
 import numpy as np
 import torch
 
-from course_lib import _validate, lm_rl
+from course_lib import _validate, lm_sampling
 from course_lib._threads import one_thread
 from course_lib.lectures import capstone, reasoning, reasoning_rl
 from course_lib.lectures.family import TESTBEDS, TRAINED, variant_switches
@@ -141,7 +141,9 @@ def pass_at_k_of(lm, task, pairs, seed: int, n: int = 16, ks=PASS_K) -> dict[str
     averaged over the prompts; keys ``"1"``, ``"4"``, ... ."""
     prompts, tok = task.prompts(pairs), task.tokenizer  # (N, P)
     g = torch.Generator().manual_seed(seed)
-    flat = lm_rl.sample_completions(lm, prompts, None, n, task.max_new_tokens, tok.eos_id, tok.pad_id, generator=g)
+    flat = lm_sampling.sample_completions(
+        lm, prompts, None, n, task.max_new_tokens, tok.eos_id, tok.pad_id, generator=g
+    )
     right = score_completions(prompts[:, None, :], flat.view(len(pairs), n, -1), tok, "exact")  # (N, n)
     c = right.sum(-1).long()  # (N,)
     return {str(k): float(pass_at_k(n, c, k).mean()) for k in ks}
@@ -161,7 +163,9 @@ def length_problem(lm, task, pairs, seed: int, group_size: int = 8) -> dict[str,
     for name, limit in (("room", task.max_new_tokens), ("testbed", task.max_new_tokens - LENGTH_CUT)):
         g = torch.Generator().manual_seed(seed)  # the same draws at both limits, up to the cut
         with one_thread():
-            flat = lm_rl.sample_completions(lm, prompts, None, group_size, limit, tok.eos_id, tok.pad_id, generator=g)
+            flat = lm_sampling.sample_completions(
+                lm, prompts, None, group_size, limit, tok.eos_id, tok.pad_id, generator=g
+            )
         completions = flat.view(len(pairs), group_size, -1)  # (B, G, L)
         rewards = task.score(prompts[:, None, :], completions)  # (B, G)
         out[name] = {"limit": limit, **reasoning_rl.round_style_stats(task, prompts, completions, rewards)}

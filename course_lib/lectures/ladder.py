@@ -29,6 +29,13 @@ import json
 from importlib import resources
 
 from course_lib.lectures import capstone
+from course_lib.lectures.protocol import (
+    PairedDifference,
+    paired_difference,
+    protocol_version,
+    seeds_for_half_width,
+    summary,
+)
 
 RUNGS: list[tuple[str, dict]] = [
     ("GRPO", {}),
@@ -78,3 +85,42 @@ def frozen_lr(rung: int, results: dict | None = None) -> float:
     """The learning rate the protocol froze for rung ``rung`` (``ladder_08.json``'s recipes, or ``results``')."""
     results = load_ladder() if results is None else results
     return results["recipes"][str(rung)]["recipe"]["rl"]["lr"]
+
+
+def rung_scores(results: dict, rung: int) -> dict[int, float]:
+    """Seed -> test accuracy of rung ``rung``'s report runs in ``results`` (``ladder_08.json``'s runs)."""
+    return {r["seed"]: r["score"] for r in results["runs"] if r["rung"] == rung}
+
+
+def ladder_steps(results: dict) -> dict[str, PairedDifference]:
+    """Each rung's paired difference to the rung below (``"4 + lr warm-up"`` -> rung 4 - rung 3): the six
+    intervals the ladder reads together (so Holm's correction applies: ``protocol.holm_table``)."""
+    steps = {}
+    for rung in range(1, len(RUNGS)):
+        steps[f"{rung} {RUNGS[rung][0]}"] = paired_difference(
+            rung_scores(results, rung - 1), rung_scores(results, rung)
+        )
+    return steps
+
+
+def paired_sd(results: dict, low: int, high: int) -> float:
+    """The standard deviation over seeds of rung ``high`` minus rung ``low`` (what power is planned from)."""
+    a, b = rung_scores(results, low), rung_scores(results, high)
+    return summary([b[seed] - a[seed] for seed in sorted(set(a) & set(b))]).std
+
+
+def ladder_plan(results: dict, half_widths=(0.03, 0.035)) -> str:
+    """Protocol v2, rule 6, from a stored report: the paired sd of GRPO - PPO and of each step, the report seeds
+    each would need for each half-width in ``half_widths``, and GRPO - PPO's computation in full."""
+    top = len(RUNGS) - 1
+    pairs = {"GRPO - PPO": (top, 0)}
+    pairs.update({f"step {rung} {RUNGS[rung][0]}": (rung - 1, rung) for rung in range(1, len(RUNGS))})
+    version = protocol_version(results)
+    lines = [f"report seeds needed, from protocol v{version}'s {results['seed_set']} ({len(results['seeds'])} seeds):"]
+    for name, (low, high) in pairs.items():
+        sd = paired_sd(results, low, high)
+        needs = ", ".join(f"±{h:g}: {seeds_for_half_width(sd, h).n}" for h in half_widths)
+        lines.append(f"  {name:<30} paired sd {sd:.3f}  seeds for {needs}")
+    sd = paired_sd(results, top, 0)
+    lines.extend(f"  GRPO - PPO: {seeds_for_half_width(sd, h)}" for h in half_widths)
+    return "\n".join(lines)

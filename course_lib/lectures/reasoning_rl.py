@@ -17,7 +17,7 @@ import dataclasses
 import numpy as np
 import torch
 
-from course_lib import _validate, lm_rl
+from course_lib import _validate, lm_rl, lm_sampling
 from course_lib._threads import one_thread
 from course_lib.lectures.reasoning import ReasoningConfig, style_share
 from course_lib.tasks_reasoning import STYLES, ScratchpadAdditionTask
@@ -56,7 +56,7 @@ def greedy_accuracy(
     scratchpad); a completion cut off before its EOS is malformed, and wrong."""
     prompts, tok = task.prompts(pairs), task.tokenizer
     limit = task.max_new_tokens if max_new_tokens is None else max_new_tokens
-    greedy = lm_rl.sample_completions(lm, prompts, None, 1, limit, tok.eos_id, tok.pad_id, greedy=True)
+    greedy = lm_sampling.sample_completions(lm, prompts, None, 1, limit, tok.eos_id, tok.pad_id, greedy=True)
     labels = task.styles(greedy)  # (N,)
     return float(task.score(prompts, greedy).mean()), {style: style_share(labels, style) for style in STYLES}
 
@@ -89,7 +89,7 @@ def round_style_stats(
         out["share"][style] = style_share(labels, style)
         out["accuracy"][style] = float(r[pick].mean()) if pick.any() else float("nan")
     eos_id = task.tokenizer.eos_id
-    lengths = lm_rl.completion_mask(completions, eos_id).sum(-1).float().numpy()  # (B, G)
+    lengths = lm_sampling.completion_mask(completions, eos_id).sum(-1).float().numpy()  # (B, G)
     right = r == 1.0
     out["length"] = float(lengths.mean())
     out["length_right"] = float(lengths[right].mean()) if right.any() else float("nan")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from course_lib import _validate, lm_rl
+from course_lib import _validate, lm_sampling
 from course_lib._threads import one_thread
 from course_lib.lectures.protocol import paired_difference
 from course_lib.lectures.reasoning import ReasoningConfig, pass_at_k, style_share, warm_up_reasoning
@@ -43,7 +43,7 @@ def sample_completions(
     g = torch.Generator().manual_seed(seed)
     tok = task.tokenizer
     outs = [
-        lm_rl.sample_completions(
+        lm_sampling.sample_completions(
             lm,
             flat[s : s + chunk],
             None,
@@ -84,10 +84,10 @@ def sample_stats(
         prompts, completions = sample_completions(lm, task, pairs, n_samples, temperature, seed)
         rewards = task.score(prompts[:, None, :], completions)  # (N, G)
         labels = task.styles(completions)  # (N, G)
-        lengths = lm_rl.completion_mask(completions, task.tokenizer.eos_id).sum(-1)  # (N, G)
+        lengths = lm_sampling.completion_mask(completions, task.tokenizer.eos_id).sum(-1)  # (N, G)
         totals = task.totals_right(prompts[:, None, :], completions).numpy()  # (N, G)
         tok = task.tokenizer
-        greedy = lm_rl.sample_completions(
+        greedy = lm_sampling.sample_completions(
             lm, prompts, None, 1, task.max_new_tokens, tok.eos_id, tok.pad_id, greedy=True
         )
     out = {"share": {}, "accuracy_by_style": {}, "length_by_style": {}}
@@ -163,3 +163,49 @@ def measure_warm_up(
         **stats,
         "seconds": time.perf_counter() - start,
     }
+
+
+# ---------------------------------------------------------------------------
+# How strongly the answer depends on the work: a dependence measure, per seed
+# ---------------------------------------------------------------------------
+
+
+def work_answer_counts(stats: dict, n_samples: int) -> dict[str, int]:
+    """The scratchpads of :func:`sample_stats` as a 2 x 2 table: work (every total right or not) by answer.
+
+    ``stats`` keeps shares, not counts; ``n_samples`` (prompts x samples per prompt: 50 x 64 = 3,200 in the shipped
+    report) turns them back into whole counts. Returns ``right_work_right``, ``right_work_wrong``,
+    ``wrong_work_right`` and ``wrong_work_wrong``.
+    """
+    _validate.require_int("n_samples", n_samples, minimum=1)
+    scratchpads = _whole(stats["share"]["scratchpad"] * n_samples, n_samples)
+    right_work = _whole(stats["totals_right"] * scratchpads, n_samples) if scratchpads else 0
+    wrong_work = scratchpads - right_work
+    right_after_right = _whole(stats["accuracy_given_totals"]["right"] * right_work, n_samples) if right_work else 0
+    right_after_wrong = _whole(stats["accuracy_given_totals"]["wrong"] * wrong_work, n_samples) if wrong_work else 0
+    return {
+        "right_work_right": right_after_right,
+        "right_work_wrong": right_work - right_after_right,
+        "wrong_work_right": right_after_wrong,
+        "wrong_work_wrong": wrong_work - right_after_wrong,
+    }
+
+
+def _whole(count: float, n_samples: int) -> int:
+    if abs(count - round(count)) > 1e-3:
+        raise ValueError(f"n_samples: {n_samples} does not turn the shares back into whole counts (got {count:.4f})")
+    return round(count)
+
+
+def work_answer_log_odds(stats: dict, n_samples: int) -> float:
+    """The log-odds ratio of a right answer given right work against given wrong work, among scratchpads:
+    ``log[(a / b) / (c / d)]`` over :func:`work_answer_counts`' cells, each plus 0.5 (Haldane and Anscombe's
+    correction, so that an empty cell gives a finite value).
+
+    0: the answer is as often right after wrong work as after right work (no dependence); the larger, the more the
+    answer follows the work. Unlike a difference of two accuracies, it does not move just because both rise.
+    """
+    cells = work_answer_counts(stats, n_samples)
+    a, b = cells["right_work_right"] + 0.5, cells["right_work_wrong"] + 0.5
+    c, d = cells["wrong_work_right"] + 0.5, cells["wrong_work_wrong"] + 0.5
+    return float(np.log(a / b) - np.log(c / d))

@@ -9,7 +9,7 @@ import torch
 from course_lib.checks.capstone import reward as r
 from course_lib.checks.capstone import step as c
 from course_lib.lectures.capstone import grpo_step
-from course_lib.lm_rl import completion_mask
+from course_lib.lm_sampling import completion_mask
 
 
 def reward_regex(completion, answer):

@@ -1,4 +1,4 @@
-"""The check of chapter 08's completion mask (reference: ``course_lib.lm_rl.completion_mask``)."""
+"""The check of chapter 08's completion mask (reference: ``course_lib.lm_sampling.completion_mask``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from course_lib.checks import (
     check_against_reference,
     drawing,
 )
-from course_lib.lm_rl import completion_mask
+from course_lib.lm_sampling import completion_mask
 
 # ---------------------------------------------------------------------------
 # 2. The completion mask

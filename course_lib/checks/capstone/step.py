@@ -17,7 +17,7 @@ from course_lib.checks import (
 from course_lib.checks.capstone.mask import _mask_drops_eos
 from course_lib.grpo import grpo_loss
 from course_lib.lectures.capstone import grpo_step
-from course_lib.lm_rl import completion_mask, token_logps
+from course_lib.lm_sampling import completion_mask, token_logps
 from course_lib.tiny_lm import TinyLM, TinyLMConfig
 
 # ---------------------------------------------------------------------------
