@@ -136,12 +136,11 @@ class CausalSelfAttention(nn.Module):
         calls, so that a step that adds one token attends to them without computing them again.
         ``last_only``: only the last position asks (``(B, 1, D)`` out); every position still gives its key
         and value."""
-        B, T, D = x.shape
-        q, k, v = self.qkv(x).split(D, dim=-1)  # 3 x (B, T, D)
-        if last_only:
-            q, T = q[:, -1:], 1  # (B, 1, D)
-        q = q.reshape(B, T, self.n_head, D // self.n_head).transpose(1, 2)  # (B, H, T, D/H)
-        k, v = (z.view(B, -1, self.n_head, D // self.n_head).transpose(1, 2) for z in (k, v))  # (B, H, T_in, D/H)
+        B, T_in, D = x.shape
+        q, k, v = self.qkv(x).split(D, dim=-1)  # 3 x (B, T_in, D)
+        T = 1 if last_only else T_in  # the positions that ask
+        q = q[:, -T:].view(B, T, self.n_head, D // self.n_head).transpose(1, 2)  # (B, H, T, D/H)
+        k, v = (z.view(B, T_in, self.n_head, D // self.n_head).transpose(1, 2) for z in (k, v))  # (B, H, T_in, D/H)
         if cache is not None:  # the KV cache: earlier positions' keys and values, then these
             if cache:
                 k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)  # (B, H, T_past + T, D/H)
