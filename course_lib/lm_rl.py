@@ -109,7 +109,7 @@ def sample_groups(cfg: LMRLConfig, run: Run, n_prompts: int):
     pick = torch.randperm(run.prompt_ids.shape[0], generator=run.generator)[:n_prompts]  # (n,)
     ids, mask = _prompts(run, pick)
     G, L = cfg.group_size, cfg.max_new_tokens
-    with_logps = isinstance(run.policy, TinyLM) and run.scored_pad == run.pad_id
+    with_logps = isinstance(run.policy, TinyLM) and run.policy.fast_paths and run.scored_pad == run.pad_id
     sampled = sample_completions(
         run.policy,
         ids,

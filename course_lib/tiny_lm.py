@@ -180,6 +180,11 @@ class TinyLM(nn.Module):
         seed: seeds the initialisation (a private generator: the global RNG is untouched).
     """
 
+    fast_paths: bool = True
+    """Read a prompt that several rows share once (:meth:`continuation_hidden`, :meth:`generate`) and let RL take
+    the sampler's own log-probs: the same numbers up to float rounding. False (on a model, or its class): every
+    pass in full, bit for bit as the loop computed before these shortcuts (``tests/test_lm_rl_bit_identity.py``)."""
+
     def __init__(self, cfg: TinyLMConfig | None = None, seed: int = 0):
         super().__init__()
         self.cfg = TinyLMConfig() if cfg is None else cfg
@@ -229,6 +234,8 @@ class TinyLM(nn.Module):
         continues them. The result is the full pass's, up to float rounding (the products are summed in another
         order); with a group of 8 and a 6-token prompt it is about half the work of the full pass.
         """
+        if not self.fast_paths:
+            return None
         unique, row_prompt = _distinct_rows(prompts)  # (U, P), (N,)
         if len(unique) == len(prompts):
             return None  # nothing to share: the caller's plain pass is as cheap
@@ -328,7 +335,7 @@ class TinyLM(nn.Module):
         """Fill the empty ``cache`` with the ``(B, P)`` prompts' keys and values, each distinct prompt read once;
         the ``(B, D)`` final state of every prompt's last position (a group's G copies of a prompt share it)."""
         unique, row_prompt = _distinct_rows(prompts)  # (U, P), (B,)
-        if len(unique) == len(prompts):
+        if len(unique) == len(prompts) or not self.fast_paths:
             return self.hidden(prompts, cache)[:, -1, :]
         last = self.hidden(unique, cache, last_only=True)[:, 0, :]  # (U, D)
         for block in cache:
