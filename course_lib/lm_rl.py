@@ -103,29 +103,16 @@ def _prompts(run: Run, pick: torch.Tensor):
 
 
 def sample_groups(cfg: LMRLConfig, run: Run, n_prompts: int):
-    """Step 1: draw ``n_prompts`` training prompts and sample ``G`` completions of each: ``(n,), (n, G, L)`` and
-    the sampler's ``(n, G, L)`` log-probs of the tokens it drew where it has them at no cost (the course's TinyLM,
-    whose sampler never writes PAD, as the scored distribution leaves it out), else None."""
+    """Step 1: draw ``n_prompts`` training prompts and sample ``G`` completions of each: ``(n,), (n, G, L)``, and
+    the ``(n, G, L)`` log-probs the sampler drew them with where it hands them back (TinyLM's), else None."""
     pick = torch.randperm(run.prompt_ids.shape[0], generator=run.generator)[:n_prompts]  # (n,)
     ids, mask = _prompts(run, pick)
     G, L = cfg.group_size, cfg.max_new_tokens
     with_logps = isinstance(run.policy, TinyLM) and run.policy.fast_paths and run.scored_pad == run.pad_id
-    sampled = sample_completions(
-        run.policy,
-        ids,
-        mask,
-        G,
-        L,
-        run.eos_id,
-        run.pad_id,
-        cfg.temperature,
-        generator=run.generator,
-        top_p=cfg.top_p,
-        return_logps=with_logps,
-    )  # (n * G, L), each prompt's G completions on adjacent rows (and their log-probs)
-    flat, logp = sampled if with_logps else (sampled, None)
-    logp = None if logp is None else rearrange(logp, "(B G) L -> B G L", G=G)
-    return pick, rearrange(flat, "(B G) L -> B G L", G=G), logp
+    draw = {"generator": run.generator, "top_p": cfg.top_p, "return_logps": with_logps}
+    sampled = sample_completions(run.policy, ids, mask, G, L, run.eos_id, run.pad_id, cfg.temperature, **draw)
+    flat, logp = sampled if with_logps else (sampled, None)  # (n * G, L): a prompt's G completions on adjacent rows
+    return pick, *(None if x is None else rearrange(x, "(B G) L -> B G L", G=G) for x in (flat, logp))
 
 
 def score_groups(cfg: LMRLConfig, run: Run, pick: torch.Tensor, completion_ids: torch.Tensor) -> torch.Tensor:
@@ -174,10 +161,9 @@ def collect_groups(cfg: LMRLConfig, run: Run) -> tuple[Groups, torch.Tensor]:
 def score_tokens(cfg: LMRLConfig, run: Run, batch: dict) -> None:
     """Step 3: ``logp_old``, ``logp_ref`` and, for PPO, ``values_old``, each ``(N, L)``, written into ``batch``.
 
-    One forward pass of each model over prompt + completion, without gradient: the policy that sampled
-    (its log-probs are the constants of the ratio), the frozen reference, and PPO's value model. A ``logp_old``
-    already in ``batch`` is the sampler's own, kept: the same numbers up to float rounding, without the pass.
-    """
+    One forward pass of each model over prompt + completion, without gradient: the policy that sampled (its
+    log-probs are the constants of the ratio; a ``logp_old`` in ``batch`` is the sampler's own, kept), the frozen
+    reference, and PPO's value model."""
     args = (batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"], cfg.temperature, run.scored_pad)
     if "logp_old" not in batch:
         batch["logp_old"] = token_logps(run.policy, *args)  # (N, L)

@@ -5,8 +5,9 @@ and the plain computation is still what runs when nothing is shared."""
 import pytest
 import torch
 
+from course_lib._distinct import distinct_rows
 from course_lib.lm_sampling import sample_completions, token_logps, token_values
-from course_lib.tiny_lm import TinyLM, TinyLMConfig, ValueModel, _distinct_rows
+from course_lib.tiny_lm import TinyLM, TinyLMConfig, ValueModel
 
 EOS, PAD = 12, 13
 
@@ -39,7 +40,7 @@ def test_distinct_rows_is_torch_unique(rows):
     n, length, vocab = rows
     ids = torch.randint(0, vocab, (n, length), generator=torch.Generator().manual_seed(n))
     ids = torch.cat([ids, ids.flip(0)])  # every row at least twice; 30 columns of base 14 take the sorting branch
-    unique, index = _distinct_rows(ids)
+    unique, index = distinct_rows(ids)
     expected, expected_index = torch.unique(ids, dim=0, return_inverse=True)
     assert torch.equal(unique, expected) and torch.equal(index, expected_index)
 
