@@ -44,6 +44,7 @@ from course_lib.lm_sampling import completion_mask, sample_completions, token_lo
 from course_lib.masked import masked_mean
 from course_lib.policy_losses import POLICY_LOSSES
 from course_lib.ppo import PPOLoss, explained_variance
+from course_lib.tiny_lm import TinyLM
 
 
 # --- 0. What a run shares; the learning rate of a round ---
@@ -90,6 +91,7 @@ class Groups:
     prompt_index: torch.Tensor  # (B,) which training prompts were drawn
     completion_ids: torch.Tensor  # (B, G, L) the sampled completions, PAD after EOS
     scores: torch.Tensor  # (B, G) the verifier's reward of each completion (DAPO's overlong penalty included)
+    logp_old: torch.Tensor | None = None  # (B, G, L) the sampler's log-prob of each token (TinyLM's), or None
 
 
 def _prompts(run: Run, pick: torch.Tensor):
@@ -101,14 +103,16 @@ def _prompts(run: Run, pick: torch.Tensor):
 
 
 def sample_groups(cfg: LMRLConfig, run: Run, n_prompts: int):
-    """Step 1: draw ``n_prompts`` training prompts and sample ``G`` completions of each: ``(n,), (n, G, L)``."""
+    """Step 1: draw ``n_prompts`` training prompts and sample ``G`` completions of each: ``(n,), (n, G, L)``, and
+    the ``(n, G, L)`` log-probs the sampler drew them with where it hands them back (TinyLM's), else None."""
     pick = torch.randperm(run.prompt_ids.shape[0], generator=run.generator)[:n_prompts]  # (n,)
     ids, mask = _prompts(run, pick)
     G, L = cfg.group_size, cfg.max_new_tokens
-    flat = sample_completions(
-        run.policy, ids, mask, G, L, run.eos_id, run.pad_id, cfg.temperature, generator=run.generator, top_p=cfg.top_p
-    )  # (n * G, L), each prompt's G completions on adjacent rows
-    return pick, rearrange(flat, "(B G) L -> B G L", G=G)
+    with_logps = isinstance(run.policy, TinyLM) and run.policy.fast_paths and run.scored_pad == run.pad_id
+    draw = {"generator": run.generator, "top_p": cfg.top_p, "return_logps": with_logps}
+    sampled = sample_completions(run.policy, ids, mask, G, L, run.eos_id, run.pad_id, cfg.temperature, **draw)
+    flat, logp = sampled if with_logps else (sampled, None)  # (n * G, L): a prompt's G completions on adjacent rows
+    return pick, *(None if x is None else rearrange(x, "(B G) L -> B G L", G=G) for x in (flat, logp))
 
 
 def score_groups(cfg: LMRLConfig, run: Run, pick: torch.Tensor, completion_ids: torch.Tensor) -> torch.Tensor:
@@ -134,20 +138,22 @@ def collect_groups(cfg: LMRLConfig, run: Run) -> tuple[Groups, torch.Tensor]:
     sampled_scores: list[torch.Tensor] = []
     missing = cfg.prompts_per_step
     for _ in range(cfg.max_sampling_draws if cfg.dynamic_sampling else 1):
-        pick, completion_ids = sample_groups(cfg, run, missing)
+        pick, completion_ids, logp = sample_groups(cfg, run, missing)
         scores = score_groups(cfg, run, pick, completion_ids)
         sampled_scores.append(scores)
         if cfg.dynamic_sampling:
             teaches = family.dynamic_sampling_mask(scores)  # (n,): some spread in the group's rewards
             pick, completion_ids, scores = pick[teaches], completion_ids[teaches], scores[teaches]
-        kept.append(Groups(pick, completion_ids, scores))
+            logp = None if logp is None else logp[teaches]
+        kept.append(Groups(pick, completion_ids, scores, logp))
         missing -= len(pick)
         if missing == 0:
             break
     prompt_index = torch.cat([g.prompt_index for g in kept])
     completion_ids = torch.cat([g.completion_ids for g in kept])
     scores = torch.cat([g.scores for g in kept])
-    return Groups(prompt_index, completion_ids, scores), torch.cat(sampled_scores)
+    logp_old = None if kept[0].logp_old is None else torch.cat([g.logp_old for g in kept])
+    return Groups(prompt_index, completion_ids, scores, logp_old), torch.cat(sampled_scores)
 
 
 # --- 3. Log-probs (and values) of the sampled tokens ---
@@ -155,11 +161,12 @@ def collect_groups(cfg: LMRLConfig, run: Run) -> tuple[Groups, torch.Tensor]:
 def score_tokens(cfg: LMRLConfig, run: Run, batch: dict) -> None:
     """Step 3: ``logp_old``, ``logp_ref`` and, for PPO, ``values_old``, each ``(N, L)``, written into ``batch``.
 
-    One forward pass of each model over prompt + completion, without gradient: the policy that sampled
-    (its log-probs are the constants of the ratio), the frozen reference, and PPO's value model.
-    """
+    One forward pass of each model over prompt + completion, without gradient: the policy that sampled (its
+    log-probs are the constants of the ratio; a ``logp_old`` in ``batch`` is the sampler's own, kept), the frozen
+    reference, and PPO's value model."""
     args = (batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"], cfg.temperature, run.scored_pad)
-    batch["logp_old"] = token_logps(run.policy, *args)  # (N, L)
+    if "logp_old" not in batch:
+        batch["logp_old"] = token_logps(run.policy, *args)  # (N, L)
     batch["logp_ref"] = token_logps(run.ref, *args)  # (N, L)
     if cfg.algo == "ppo":
         batch["values_old"] = token_values(run.value_model, batch["prompt_ids"], batch["completion_ids"])  # (N, L)
@@ -233,6 +240,8 @@ def rollout(cfg: LMRLConfig, run: Run) -> tuple[dict, dict]:
         "completion_ids": completion_ids,
         "mask": completion_mask(completion_ids, run.eos_id),  # (N, L)
     }
+    if groups.logp_old is not None:  # the sampler's log-probs: logp_old without a pass of its own
+        batch["logp_old"] = rearrange(groups.logp_old, "B G L -> (B G) L")
     if cfg.overlong_filter:  # DAPO: a completion cut off without EOS leaves the loss
         truncated = ~(completion_ids == run.eos_id).any(-1)  # (N,)
         batch["mask"] = family.filter_truncated(batch["mask"], truncated)

@@ -23,6 +23,7 @@ from torch import nn
 
 from course_lib import _validate
 from course_lib.policy_gradient import gather_log_probs
+from course_lib.tiny_lm import TinyLM, ValueModel
 
 
 def _is_transformers(model) -> bool:  # every transformers PreTrainedModel has this attribute
@@ -45,6 +46,15 @@ def model_logits(
         logits_to_keep=keep_last or 0,
     )  # logits_to_keep=0 keeps every position
     return out.logits.float()
+
+
+def _shared_prompt_logits(model, prompt_ids, prompt_mask, completion_ids) -> torch.Tensor | None:
+    """TinyLM's ``(N, L, V)`` completion logits with each distinct prompt read once
+    (:meth:`~course_lib.tiny_lm.TinyLM.continuation_hidden`); None where no prompt is shared, or another model."""
+    if not isinstance(model, TinyLM) or prompt_mask is not None:
+        return None
+    hidden = model.continuation_hidden(prompt_ids.long(), completion_ids[:, :-1].long())  # (N, L, D) or None
+    return None if hidden is None else model.head(hidden)
 
 
 def completion_mask(completion_ids: torch.Tensor, eos_id: int) -> torch.Tensor:
@@ -82,11 +92,16 @@ def sample_completions(
     greedy: bool = False,
     generator: torch.Generator | None = None,
     top_p: float = 1.0,
-) -> torch.Tensor:
+    return_logps: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """``(B, P)`` prompts to ``(B * G, L)`` completions: G per prompt, adjacent rows, PAD after each EOS.
 
     TinyLM samples with its own ``generate`` (which never writes PAD); a ``transformers`` model with
     ``model.generate`` (seed it with ``torch.manual_seed``: it takes no generator).
+
+    ``return_logps`` (TinyLM only): also the ``(B * G, L)`` log-probs of the tokens under the distribution they
+    were drawn from, which the sampler has in hand: :func:`token_logps` with ``pad_id`` (PAD out of the
+    distribution) gives the same, up to float rounding, in a forward pass of its own.
     """
     ids = repeat(prompt_ids, "B P -> (B G) P", G=group_size)  # each prompt G times, in group order
     if not _is_transformers(model):
@@ -100,7 +115,10 @@ def sample_completions(
             eos_id=eos_id,
             pad_id=pad_id,
             generator=generator,
-        )  # (N, L)
+            return_logps=return_logps,
+        )  # (N, L), or (N, L) ids and (N, L) log-probs
+    if return_logps:
+        raise ValueError("return_logps: only the course's TinyLM returns its log-probs (use token_logps)")
     mask = torch.ones_like(ids) if prompt_mask is None else repeat(prompt_mask, "B P -> (B G) P", G=group_size)
     sampling = (
         {"do_sample": False} if greedy else {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
@@ -143,9 +161,12 @@ def token_logps(
     """
     _validate.require_positive("temperature", temperature)
     N, L = completion_ids.shape
-    ids = torch.cat([prompt_ids, completion_ids[:, :-1]], dim=1).long()  # (N, P + L - 1)
-    mask = None if prompt_mask is None else torch.cat([prompt_mask, torch.ones_like(completion_ids[:, :-1])], dim=1)
-    logits = model_logits(model, ids, mask, keep_last=L) / temperature  # (N, L, V)
+    logits = _shared_prompt_logits(model, prompt_ids, prompt_mask, completion_ids)  # (N, L, V), or None
+    if logits is None:  # one pass over prompt + completion
+        ids = torch.cat([prompt_ids, completion_ids[:, :-1]], dim=1).long()  # (N, P + L - 1)
+        mask = None if prompt_mask is None else torch.cat([prompt_mask, torch.ones_like(completion_ids[:, :-1])], 1)
+        logits = model_logits(model, ids, mask, keep_last=L)  # (N, L, V)
+    logits = logits / temperature
     if pad_id is not None:
         logits = logits.masked_fill(torch.arange(logits.shape[-1], device=logits.device) == pad_id, -float("inf"))
     logp = gather_log_probs(logits, completion_ids.long())  # (N, L)
@@ -163,6 +184,10 @@ def token_values(value_model: nn.Module, prompt_ids: torch.Tensor, completion_id
 
     The same shift as :func:`token_logps`: the position before a token holds the state it is chosen in.
     """
+    if isinstance(value_model, ValueModel):  # each distinct prompt read once, as in token_logps
+        hidden = value_model.body.continuation_hidden(prompt_ids.long(), completion_ids[:, :-1].long())  # (N, L, D)
+        if hidden is not None:
+            return value_model.value_head(hidden)[..., 0]  # (N, L)
     P = prompt_ids.shape[1]
     ids = torch.cat([prompt_ids, completion_ids[:, :-1]], dim=1).long()  # (N, P + L - 1)
     return value_model(ids)[:, P - 1 :]  # (N, L)

@@ -328,12 +328,15 @@ def score_completions(
     prompts = prompts.expand(*shape, prompts.shape[-1]).reshape(-1, prompts.shape[-1])
     completions = completions.expand(*shape, completions.shape[-1]).reshape(-1, completions.shape[-1])
     answers = {}
+    scored = {}  # a group often repeats a completion, and every copy earns the same: each is scored once
     out = []
     for p, c in zip(prompts.tolist(), completions.tolist()):
-        key = tuple(p)
-        if key not in answers:
-            answers[key] = addition_answer(tokenizer.decode(p))
-        out.append(fn(tokenizer.decode(c), answers[key]))
+        key = (tuple(p), tuple(c))
+        if key not in scored:
+            if key[0] not in answers:
+                answers[key[0]] = addition_answer(tokenizer.decode(p))
+            scored[key] = fn(tokenizer.decode(c), answers[key[0]])
+        out.append(scored[key])
     return torch.tensor(out, dtype=torch.float32).reshape(shape)  # (...)
 
 

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_lib import _validate
+from course_lib._distinct import distinct_rows
 
 # ---------------------------------------------------------------------------
 # 1. The tokenizer: one id per character, plus EOS and PAD
@@ -130,12 +131,16 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model)
 
-    def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: dict | None = None, last_only: bool = False) -> torch.Tensor:
         """``(B, T, D)`` to ``(B, T, D)``; ``cache`` (generation only) keeps the keys and values of earlier
-        calls, so that a step that adds one token attends to them without computing them again."""
-        B, T, D = x.shape
-        q, k, v = self.qkv(x).split(D, dim=-1)  # 3 x (B, T, D)
-        q, k, v = (z.view(B, T, self.n_head, D // self.n_head).transpose(1, 2) for z in (q, k, v))  # (B, H, T, D/H)
+        calls, so that a step that adds one token attends to them without computing them again.
+        ``last_only``: only the last position asks (``(B, 1, D)`` out); every position still gives its key
+        and value."""
+        B, T_in, D = x.shape
+        q, k, v = self.qkv(x).split(D, dim=-1)  # 3 x (B, T_in, D)
+        T = 1 if last_only else T_in  # the positions that ask
+        q = q[:, -T:].view(B, T, self.n_head, D // self.n_head).transpose(1, 2)  # (B, H, T, D/H)
+        k, v = (z.view(B, T_in, self.n_head, D // self.n_head).transpose(1, 2) for z in (k, v))  # (B, H, T_in, D/H)
         if cache is not None:  # the KV cache: earlier positions' keys and values, then these
             if cache:
                 k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)  # (B, H, T_past + T, D/H)
@@ -160,9 +165,11 @@ class Block(nn.Module):
             nn.Linear(cfg.d_model, 4 * cfg.d_model), nn.GELU(), nn.Linear(4 * cfg.d_model, cfg.d_model)
         )
 
-    def forward(self, x: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x), cache)  # (B, T, D)
-        return x + self.mlp(self.ln_2(x))  # (B, T, D)
+    def forward(self, x: torch.Tensor, cache: dict | None = None, last_only: bool = False) -> torch.Tensor:
+        """``(B, T, D)`` to ``(B, T, D)``, or ``(B, 1, D)``: the last position's only (``last_only``)."""
+        attended = self.attn(self.ln_1(x), cache, last_only)  # (B, T, D) or (B, 1, D)
+        x = (x[:, -1:] if last_only else x) + attended
+        return x + self.mlp(self.ln_2(x))
 
 
 class TinyLM(nn.Module):
@@ -172,6 +179,11 @@ class TinyLM(nn.Module):
         cfg: its size (:class:`TinyLMConfig`).
         seed: seeds the initialisation (a private generator: the global RNG is untouched).
     """
+
+    fast_paths: bool = True
+    """Read a prompt that several rows share once (:meth:`continuation_hidden`, :meth:`generate`) and let RL take
+    the sampler's own log-probs: the same numbers up to float rounding. False (on a model, or its class): every
+    pass in full, bit for bit as the loop computed before these shortcuts (``tests/test_lm_rl_bit_identity.py``)."""
 
     def __init__(self, cfg: TinyLMConfig | None = None, seed: int = 0):
         super().__init__()
@@ -190,11 +202,13 @@ class TinyLM(nn.Module):
                 elif "ln" not in name:
                     p.zero_()
 
-    def hidden(self, ids: torch.Tensor, cache: list[dict] | None = None) -> torch.Tensor:
+    def hidden(self, ids: torch.Tensor, cache: list[dict] | None = None, last_only: bool = False) -> torch.Tensor:
         """``(B, T)`` ids to ``(B, T, D)`` final hidden states (after the last LayerNorm).
 
         ``cache`` (:meth:`generate`'s): one dict per block, holding the keys and values of the positions
         seen so far; ``ids`` then continue those positions instead of starting at position 0.
+        ``last_only``: the ``(B, 1, D)`` state of the last position only; the last block spends nothing on the
+        others but their keys and values (a prompt read into a cache needs those, and one state).
         """
         B, T = ids.shape
         start = cache[0]["k"].shape[2] if cache and cache[0] else 0  # positions already in the cache
@@ -202,12 +216,35 @@ class TinyLM(nn.Module):
             raise ValueError(f"ids: {start + T} tokens exceed block_size={self.cfg.block_size}")
         x = self.tok_emb(ids) + self.pos_emb(torch.arange(start, start + T, device=ids.device))  # (B, T, D)
         for i, block in enumerate(self.blocks):
-            x = block(x, None if cache is None else cache[i])  # (B, T, D)
-        return self.ln_f(x)  # (B, T, D)
+            last = last_only and i == len(self.blocks) - 1
+            x = block(x, None if cache is None else cache[i], last)  # (B, T, D), the last block's (B, 1, D)
+        return self.ln_f(x)  # (B, T, D) or (B, 1, D)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """``(B, T)`` ids to ``(B, T, V)`` logits; ``logits[:, t]`` scores the token at ``t + 1``."""
         return self.head(self.hidden(ids))  # (B, T, V)
+
+    def continuation_hidden(self, prompts: torch.Tensor, continuation: torch.Tensor) -> torch.Tensor | None:
+        """``(N, P)`` prompts and the ``(N, C)`` tokens after them to the ``(N, 1 + C, D)`` final hidden states at
+        positions ``P - 1`` to ``P + C - 1``, reading each distinct prompt once; None when no two rows share one.
+
+        RL scores ``G`` completions of every prompt. A causal model's states at the prompt's positions do not
+        depend on what follows, so a group's rows need them once: the distinct prompts go through the model
+        first, and their keys and values (the KV cache of :meth:`generate`) are then shared by every row that
+        continues them. The result is the full pass's, up to float rounding (the products are summed in another
+        order); with a group of 8 and a 6-token prompt it is about half the work of the full pass.
+        """
+        if not self.fast_paths:
+            return None
+        unique, row_prompt = distinct_rows(prompts)  # (U, P), (N,)
+        if len(unique) == len(prompts):
+            return None  # nothing to share: the caller's plain pass is as cheap
+        cache = [{} for _ in self.blocks]
+        prompt_last = self.hidden(unique, cache, last_only=True)  # (U, 1, D): the state that scores the first token
+        if continuation.shape[1] == 0:
+            return prompt_last[row_prompt]  # (N, 1, D)
+        shared = [{"k": block["k"][row_prompt], "v": block["v"][row_prompt]} for block in cache]  # (N, H, P, D/H)
+        return torch.cat([prompt_last[row_prompt], self.hidden(continuation, shared)], dim=1)  # (N, 1 + C, D)
 
     @torch.no_grad()
     def generate(
@@ -220,7 +257,8 @@ class TinyLM(nn.Module):
         eos_id: int | None = None,
         pad_id: int | None = None,
         generator: torch.Generator | None = None,
-    ) -> torch.Tensor:
+        return_logps: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Sample a completion of every prompt, one token at a time, stopping each row at EOS.
 
         Args:
@@ -232,10 +270,13 @@ class TinyLM(nn.Module):
             eos_id, pad_id: the tokenizer's ids (default: the last two ids of the vocabulary,
                 as :class:`CharTokenizer` lays them out).
             generator: ``torch.Generator`` for the sampling (the global RNG when ``None``).
+            return_logps: also return the log-prob of every token under the distribution it was drawn from.
 
         Returns:
             ``(B, L)`` completion ids, PAD after each row's first EOS (the mask of the tokens that count
-            is :func:`course_lib.lm_rl.completion_mask`'s business).
+            is :func:`course_lib.lm_rl.completion_mask`'s business); with ``return_logps``, also their ``(B, L)``
+            log-probs at ``temperature`` with PAD out of the distribution (0 at PAD), what
+            :func:`course_lib.lm_sampling.token_logps` computes in a pass of its own (``top_k`` aside).
         """
         _validate.require_tensor("prompts", prompts, floating=False)
         if prompts.dim() != 2 or prompts.is_floating_point():
@@ -255,12 +296,15 @@ class TinyLM(nn.Module):
 
         ids = prompts.long()  # (B, P), grows by one column per step
         done = torch.zeros(ids.shape[0], dtype=torch.bool)  # (B,): the row has written its EOS
-        # A KV cache, as transformers' generate keeps: the prompt is read once, then each step feeds
-        # only the token it sampled (the same logits as a full pass, for about a third of the work here).
+        # A KV cache, as transformers' generate keeps: the prompt is read once (and a prompt that several rows
+        # share, once for all of them), then each step feeds only the token it sampled (the same logits as a
+        # full pass, for about a third of the work here).
         cache = [{} for _ in self.blocks]
         new = ids  # (B, T_new): what the model has not read yet
-        for _ in range(L):
-            logits = self.head(self.hidden(new, cache)[:, -1, :])  # (B, V): the distribution of the next token
+        logps = []
+        for step in range(L):
+            state = self._read_prompts(ids, cache) if step == 0 else self.hidden(new, cache)[:, -1, :]  # (B, D)
+            logits = self.head(state)  # (B, V): the distribution of the next token
             logits[:, pad_id] = -float("inf")  # PAD is a filler, never a word
             if greedy:
                 nxt = logits.argmax(-1)  # (B,)
@@ -272,6 +316,10 @@ class TinyLM(nn.Module):
                 probs = torch.softmax(logits.double(), dim=-1)  # float64: multinomial is picky about sums
                 nxt = torch.multinomial(probs, 1, generator=generator)[:, 0]  # (B,)
             nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)  # a finished row only pads
+            if return_logps:  # the sampled token's log-prob, at the temperature it was drawn at (PAD: 0)
+                scaled = logits / temperature if greedy else logits  # sampling divided them already
+                logp = torch.log_softmax(scaled, dim=-1)  # (B, V)
+                logps.append(logp.gather(-1, nxt[:, None])[:, 0].masked_fill(nxt == pad_id, 0.0))
             new = nxt[:, None]  # (B, 1)
             ids = torch.cat([ids, new], dim=1)  # (B, P + t + 1)
             done = done | (nxt == eos_id)
@@ -279,7 +327,20 @@ class TinyLM(nn.Module):
                 break
         completions = ids[:, prompts.shape[1] :]  # (B, <= L)
         completions = F.pad(completions, (0, L - completions.shape[1]), value=pad_id)  # (B, L)
-        return completions
+        if not return_logps:
+            return completions
+        return completions, F.pad(torch.stack(logps, dim=1), (0, L - len(logps)), value=0.0)  # (B, L) each
+
+    def _read_prompts(self, prompts: torch.Tensor, cache: list[dict]) -> torch.Tensor:
+        """Fill the empty ``cache`` with the ``(B, P)`` prompts' keys and values, each distinct prompt read once;
+        the ``(B, D)`` final state of every prompt's last position (a group's G copies of a prompt share it)."""
+        unique, row_prompt = distinct_rows(prompts)  # (U, P), (B,)
+        if len(unique) == len(prompts) or not self.fast_paths:
+            return self.hidden(prompts, cache)[:, -1, :]
+        last = self.hidden(unique, cache, last_only=True)[:, 0, :]  # (U, D)
+        for block in cache:
+            block["k"], block["v"] = block["k"][row_prompt], block["v"][row_prompt]  # (B, H, P, D/H)
+        return last[row_prompt]
 
 
 class ValueModel(nn.Module):

@@ -126,3 +126,21 @@ def test_score_completions_on_ids_broadcasts_groups():
     assert both[0].tolist() == pytest.approx([2.0, 2 / 3])
     with pytest.raises(ValueError, match="reward"):
         score_completions(prompts, completions[:, 0], tok, "nope")
+
+
+def test_score_completions_scores_a_repeated_completion_as_it_scores_it_alone():
+    """Each distinct (prompt, completion) is scored once and its score copied: the same numbers as one by one,
+    and a completion repeated under another prompt is scored against that prompt's answer."""
+    task = AdditionTask(2)
+    tok = task.tokenizer
+    prompts = task.prompts([(47, 85), (66, 66)])  # both answers are 132
+    right, wrong = tok.encode("132$"), tok.encode("131$")
+    completions = torch.tensor([[right, wrong, right, right], [wrong, wrong, right, wrong]])  # (2, 4, 4)
+    together = score_completions(prompts[:, None, :], completions, tok, "digits+exact")
+    alone = [
+        [score_completions(prompts[b : b + 1], completions[b, g : g + 1], tok, "digits+exact").item() for g in range(4)]
+        for b in range(2)
+    ]
+    assert together.tolist() == alone
+    other = task.prompts([(10, 10)])  # answer 20: the same completion scores differently
+    assert score_completions(other, completions[0, :1], tok, "exact").item() == 0.0

@@ -21,6 +21,7 @@ LAST_LINES = {
     "critic_scratchpad.py": "critic: seeds=2",
     "reasoning_length.py": "reasoning: share_before=",
     "hf_learning.py": "hf: sft=",
+    "loop_speed.py": "loop: grpo_s300=",
 }
 
 
@@ -34,9 +35,8 @@ def _arguments(script: str, tmp_path: Path) -> list[str]:
 
 
 def test_every_benchmark_is_listed():
-    assert {"capstone.py", "critic_scratchpad.py", "reasoning_length.py", "grpo_family.py", "hf_learning.py"} <= set(
-        SCRIPTS
-    )
+    expected = {"capstone.py", "critic_scratchpad.py", "reasoning_length.py", "grpo_family.py", "hf_learning.py"}
+    assert expected | {"loop_speed.py"} <= set(SCRIPTS)
 
 
 @pytest.mark.slow

@@ -351,7 +351,8 @@ def test_train_runs_is_seeded_and_logs(lm, algo):
     assert runs[0]["mean_reward"] == runs[1]["mean_reward"] and runs[0]["loss"] == runs[1]["loss"]
     h = runs[0]
     assert h["eval"]["iteration"] == [0, 2, 3] and h["completions"] == [16, 32, 48]
-    assert h["kl"][0] == 0.0 and all(k >= 0 for k in h["kl"])
+    # Round 0's policy is the reference; logp_old is the sampler's own, the reference's pass up to float rounding.
+    assert abs(h["kl"][0]) < 1e-6 and all(k >= -1e-6 for k in h["kl"])
     if algo == "ppo":
         assert len(h["value_loss"]) == 3 and len(h["explained_variance"]) == 3
 

@@ -1,5 +1,7 @@
 """The loop trains bit for bit as it did before its rewrite (issue 42): a grid of configs, digests of the result.
 
+TinyLM's shortcuts (``TinyLM.fast_paths``: a shared prompt read once, the sampler's log-probs) move the numbers by
+float rounding and are switched off for the bit-for-bit test; a second test runs them and asks for the same sums.
 ``tests/lm_rl_before.json`` holds, for each case below, the SHA-256 of the trained parameters (policy and, for PPO,
 value model) and of the logged history, taken with the loop as it was before the rewrite (commit 555660e). A
 change to the loop that moves one bit of one parameter in any case fails here. The digests are of float32 CPU
@@ -80,8 +82,9 @@ def platform_key() -> str:
     return f"torch {torch.__version__} on {platform.machine()}"
 
 
-def run_case(name: str) -> dict:
-    """Train a fresh tiny model with the case's config, two or so rounds, and digest the result."""
+def run_case(name: str, fast_paths: bool = False) -> dict:
+    """Train a fresh tiny model with the case's config, two or so rounds, and digest the result; ``fast_paths``:
+    TinyLM's shortcuts (a shared prompt read once, the sampler's log-probs), which move the numbers by rounding."""
     from course_lib import lm_rl
     from course_lib.tiny_lm import TinyLM, TinyLMConfig, ValueModel
 
@@ -89,6 +92,7 @@ def run_case(name: str) -> dict:
     algo = changes.pop("algo", "grpo")
     cfg = lm_rl.LMRLConfig.ppo(**changes) if algo == "ppo" else lm_rl.LMRLConfig.grpo(**changes)
     policy = TinyLM(TinyLMConfig(vocab_size=14, block_size=12, n_layer=1, n_head=2, d_model=16), seed=0)
+    policy.fast_paths = fast_paths  # copied to the reference and the value model
     value_model = ValueModel(policy) if algo == "ppo" else None
     prompts, mask = prompts_and_mask(options["left_pad"])
     history = lm_rl.train(
@@ -113,3 +117,11 @@ def test_the_loop_trains_as_before_its_rewrite(name):
         assert now["param_sum"] == pytest.approx(before["cases"][name]["param_sum"], abs=1e-3)
         return
     assert now == before["cases"][name]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_fast_paths_move_the_result_by_rounding_only(name):
+    """With TinyLM's shortcuts on (as every run has them), two rounds end where the loop before them ended, to
+    float rounding: the parameters' sum within 1e-3 of the recorded one."""
+    before = json.loads(BEFORE.read_text())
+    assert run_case(name, fast_paths=True)["param_sum"] == pytest.approx(before["cases"][name]["param_sum"], abs=1e-3)
