@@ -35,7 +35,8 @@ def wrong_deltas(
 ):
     """A wrong ``compute_deltas(rewards, mode, eps)``: each option is one mistake (the defaults are right).
 
-    ``centre=False`` skips the mean; ``mean_dim`` is the mean's axis (``None``: the whole batch); ``std_fn`` the
+    ``centre=False`` skips the mean before dividing (mode 'normalized_rewards'), ``centre="never"`` in both
+    modes; ``mean_dim`` is the mean's axis (``None``: the whole batch); ``std_fn`` the
     spread divided by; ``eps_where`` ``"inside"`` a square root or ``"none"``; ``g1_zero=False`` divides a group of
     one by its NaN std; ``eps_used`` replaces the ``eps`` passed; ``modes`` maps a mode to the one computed.
     """
@@ -46,9 +47,9 @@ def wrong_deltas(
         if mode == "rewards":
             return rewards.clone()
         mean = rewards.mean() if mean_dim is None else rewards.mean(dim=mean_dim, keepdim=True)
-        x = rewards - mean if centre else rewards.clone()
         if mode == "centered_rewards":
-            return x
+            return rewards.clone() if centre == "never" else rewards - mean
+        x = rewards - mean if centre is True else rewards.clone()
         if rewards.shape[-1] == 1 and g1_zero:
             return torch.zeros_like(rewards)
         spread = std_fn(rewards)
@@ -183,8 +184,13 @@ def check_compute_deltas(fn) -> bool:
             wrong_deltas(std_fn=lambda r: _std(r, dim=-1) ** 2, eps_where="inside"),
         ),
         Mistake(
+            "the rewards are never centred: subtract the group mean, rewards.mean(dim=-1, keepdim=True), "
+            "in modes 'centered_rewards' and 'normalized_rewards'",
+            wrong_deltas(centre="never", std_fn=group_std),
+        ),
+        Mistake(
             "you subtracted the mean in mode 'rewards', which must return the rewards unchanged",
-            lambda rewards, mode, eps=1e-6: rewards - rewards.mean(dim=-1, keepdim=True),
+            wrong_deltas(std_fn=group_std, modes={"rewards": "centered_rewards"}),
         ),
     ]
     return check_against_reference(fn, compute_deltas, cases, name="compute_deltas", mistakes=mistakes)

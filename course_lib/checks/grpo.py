@@ -105,6 +105,10 @@ def check_group_advantages(fn) -> bool:
         ),
         Mistake("you divided the raw rewards by the std: subtract the group mean first", advantages_with(centre=False)),
         Mistake(
+            "the rewards are never centred: subtract the group mean first, with normalize_std or without",
+            advantages_with(centre="never"),
+        ),
+        Mistake(
             "you divided by the variance; divide by the standard deviation",
             advantages_with(std_fn=lambda r: group_std(r) ** 2),
         ),
@@ -178,8 +182,8 @@ def check_aggregate_loss(fn) -> bool:
     def seq_mean(x, m, L):
         return (seq_sum(x, m) / m.sum(-1).clamp(min=1)).mean()
 
-    def ignore_mask(x, m, L):
-        return x.mean()
+    def ignore_mask(per_token, mask, mode, max_len=None):
+        return aggregate_loss(per_token, torch.ones_like(per_token), mode, max_len)
 
     mistakes = [
         Mistake(
@@ -207,7 +211,7 @@ def check_aggregate_loss(fn) -> bool:
         ),
         Mistake(
             "the mask is ignored: padding tokens are averaged in; keep only valid tokens",
-            aggregate_with(**dict.fromkeys(LOSS_AGG_MODES, ignore_mask)),
+            ignore_mask,
         ),
         Mistake(
             "padding is counted in the denominator: divide by the number of valid tokens, mask.sum(), "

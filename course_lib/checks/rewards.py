@@ -314,16 +314,15 @@ def _drawn_math(seed: int, scored: bool) -> list[tuple]:
 
 
 def _fail_math(name, response_text, ground_truth, expected, got, description, cases, student):
-    # A mistake explains the failure when it is wrong on this case the way the student is,
-    # and the student repeats every other error of that mistake too.
+    # A mistake explains the failure only when it gives the student's reward on every case whose answer is
+    # known: each error of the student's is the mistake's, and each error of the mistake's is the student's.
     for mistake in _MATH_MISTAKES:
         try:
             wrong = [float(mistake.fn(r, g)) for r, g, _, _ in cases]
         except Exception:  # noqa: BLE001 - a mistake that crashes tells nothing
             continue
-        errors = [i for i, (w, case) in enumerate(zip(wrong, cases)) if case[2] is not None and w != case[2]]
-        this_case = float(mistake.fn(response_text, ground_truth)) == got
-        if this_case and all(student[i] == wrong[i] for i in errors):
+        known = [i for i, case in enumerate(cases) if case[2] is not None]
+        if all(student[i] == wrong[i] for i in known):
             raise AssertionError(
                 f"{name}: {mistake.message}\n  seen on the case: {description}: "
                 f"{name}({response_text!r}, {ground_truth!r}) returned {got}, expected {expected}"
@@ -365,6 +364,10 @@ def _mistake_substring(response_text, ground_truth):
     return float(normalize_answer(ground_truth) in response_text)
 
 
+def _mistake_raw_substring(response_text, ground_truth):
+    return float(ground_truth.strip() in response_text)
+
+
 _MATH_MISTAKES = [
     Mistake(
         "you fall back to the last number in the text when no answer is stated; a response "
@@ -385,5 +388,10 @@ _MATH_MISTAKES = [
         "you check whether the ground truth appears anywhere in the response; extract the "
         "final answer and compare it whole (140 is not 14)",
         _mistake_substring,
+    ),
+    Mistake(
+        "you check whether the ground truth appears anywhere in the response; extract the "
+        "final answer and compare it whole (140 is not 14)",
+        _mistake_raw_substring,
     ),
 ]

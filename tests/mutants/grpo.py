@@ -315,8 +315,9 @@ def _grpo(
     else:
         a = adv_fn(rewards, normalize_std) if adv_fn else advantages_trl_style(rewards.detach(), normalize_std)
     a = a[..., None].expand_as(logp)  # (B, G, T)
+    high = clip_eps if clip_eps_high is None else clip_eps_high
     per_token = (
-        surrogate(logp, logp_old, a, clip_eps)
+        surrogate(logp, logp_old, a, clip_eps, high)
         if surrogate
         else clipped_surrogate(logp, logp_old, a, clip_eps, clip_eps_high)
     )
@@ -387,18 +388,18 @@ def grpo_kl_subtracted(logp, logp_old, logp_ref, rewards, mask, **kw):
 
 
 def grpo_old_logp_attached(logp, logp_old, logp_ref, rewards, mask, **kw):
-    def surrogate(p, p_old, a, eps):
+    def surrogate(p, p_old, a, eps, high):
         ratio = torch.exp(p - p_old)
-        return -torch.minimum(ratio * a, ratio.clamp(1 - eps, 1 + eps) * a)
+        return -torch.minimum(ratio * a, ratio.clamp(1 - eps, 1 + high) * a)
 
     return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw, surrogate=surrogate)
 
 
 def grpo_rewards_attached(logp, logp_old, logp_ref, rewards, mask, **kw):
     # Its own surrogate, which (unlike ppo.clipped_surrogate) does not detach the advantages.
-    def surrogate(p, p_old, a, eps):
+    def surrogate(p, p_old, a, eps, high):
         ratio = torch.exp(p - p_old.detach())
-        return -torch.minimum(ratio * a, ratio.clamp(1 - eps, 1 + eps) * a)
+        return -torch.minimum(ratio * a, ratio.clamp(1 - eps, 1 + high) * a)
 
     return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw, adv_fn=advantages_trl_style, surrogate=surrogate)
 
@@ -427,7 +428,7 @@ def grpo_unclipped(logp, logp_old, logp_ref, rewards, mask, **kw):
         rewards,
         mask,
         **kw,
-        surrogate=lambda p, p_old, a, eps: -torch.exp(p - p_old.detach()) * a,
+        surrogate=lambda p, p_old, a, eps, high: -torch.exp(p - p_old.detach()) * a,
     )
 
 
@@ -447,7 +448,7 @@ def grpo_clipped_term_only(logp, logp_old, logp_ref, rewards, mask, **kw):
         rewards,
         mask,
         **kw,
-        surrogate=lambda p, p_old, a, eps: -torch.exp(p - p_old.detach()).clamp(1 - eps, 1 + eps) * a,
+        surrogate=lambda p, p_old, a, eps, high: -torch.exp(p - p_old.detach()).clamp(1 - eps, 1 + high) * a,
     )
 
 

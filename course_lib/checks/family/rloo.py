@@ -42,8 +42,7 @@ def check_rloo_advantages(fn) -> bool:
 
     def rloo_with(*, divisor=lambda G: G - 1, keep_self=False, dim=-1, sign=1.0, g1_zero=True):
         def wrong(rewards):
-            G = rewards.shape[-1]
-            if G == 1 and g1_zero:
+            if rewards.shape[dim] == 1 and g1_zero:  # nothing to leave one out of, along the axis used
                 return torch.zeros_like(rewards)
             total = rewards.sum(dim=dim, keepdim=True)
             others = total if keep_self else total - rewards
