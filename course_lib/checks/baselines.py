@@ -88,6 +88,10 @@ def check_compute_deltas(fn) -> bool:
             torch.tensor([[0.0, 1e-3, 2e-3], [1e-3, 0.0, 0.0]], dtype=torch.float64),
         ),
         ("one prompt, G=6 rewards on a large scale", 100.0 * torch.randn(1, 6, generator=g, dtype=torch.float64)),
+        (
+            "seven rewards of 0.7 beside a mixed group (in float32 their mean rounds: zeros exactly, not 0.06)",
+            torch.tensor([[0.7] * 7, [1.0, 0.0, 0.5, 0.2, 0.9, 0.3, 0.1]], dtype=torch.float64),
+        ),
     ]
     cases = [
         Case(f"{text}, mode={mode!r}", {"rewards": rewards, "mode": mode}) for mode in MODES for text, rewards in grids
@@ -100,6 +104,12 @@ def check_compute_deltas(fn) -> bool:
     )
 
     mistakes = [
+        Mistake(
+            "a group of equal rewards is not set to zero exactly: in float32 the mean of seven 0.7s rounds, and "
+            "(r - mean) / (std + eps) turns that rounding into 0.06; where (rewards == rewards[..., :1]).all(-1), "
+            "the group's deltas are 0",
+            wrong_deltas(),
+        ),
         Mistake(
             "you used the statistics of the whole batch; the baseline and the std are each prompt's group's: "
             "rewards.mean(dim=-1, keepdim=True) and rewards.std(dim=-1, keepdim=True)",
@@ -202,6 +212,8 @@ def _std(r: torch.Tensor, dim: int, correction: int = 1) -> torch.Tensor:
     The checks' mistakes use it: a wrong implementation replayed on a group of one
     should give its NaN quietly, not print a warning into the student's notebook.
     """
+    if r.shape[dim] - correction > 0:  # torch's own std, so a mistake rounds as a student's torch.std does
+        return r.std(dim=dim, keepdim=True, correction=correction)
     centred = r - r.mean(dim=dim, keepdim=True)
     return ((centred**2).sum(dim=dim, keepdim=True) / (r.shape[dim] - correction)).sqrt()
 

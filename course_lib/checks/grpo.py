@@ -38,6 +38,10 @@ def check_group_advantages(fn) -> bool:
         ("groups of one response (G=1): zeros, not NaN", torch.tensor([[0.7], [-1.0]], dtype=torch.float64)),
         ("G=2 responses per prompt", torch.tensor([[2.0, 0.0], [0.0, 1.0], [5.0, 4.0]], dtype=torch.float64)),
         ("nearly equal rewards (std 1e-3, close to eps)", torch.tensor([[0.0, 1e-3, 2e-3, 0.0]], dtype=torch.float64)),
+        (
+            "seven rewards of 0.7 beside a mixed group (in float32 their mean rounds: zeros exactly, not 0.06)",
+            torch.tensor([[0.7] * 7, [1.0, 0.0, 0.5, 0.2, 0.9, 0.3, 0.1]], dtype=torch.float64),
+        ),
     ]
     cases = [
         Case(f"{text}, normalize_std={flag}", {"rewards": rewards, "normalize_std": flag})
@@ -60,6 +64,12 @@ def check_group_advantages(fn) -> bool:
         return advantages
 
     mistakes = [
+        Mistake(
+            "a group of equal rewards is not set to zero exactly: in float32 the mean of seven 0.7s rounds, and "
+            "(r - mean) / (std + eps) turns that rounding into 0.06; where (rewards == rewards[..., :1]).all(-1), "
+            "the group's advantages are 0",
+            advantages_with(),
+        ),
         Mistake(
             "you used the statistics of the whole batch; GRPO's baseline and std are each prompt's group's: "
             "rewards.mean(dim=-1, keepdim=True) and rewards.std(dim=-1, keepdim=True)",

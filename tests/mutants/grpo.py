@@ -81,6 +81,8 @@ def advantages_trl_style(rewards, normalize_std=True, eps=1e-6):
     flat = rewards.reshape(-1)  # (B * G,)
     mean = flat.view(B, G).mean(dim=1).repeat_interleave(G)
     adv = flat - mean
+    spread = flat.view(B, G).max(dim=1).values - flat.view(B, G).min(dim=1).values
+    adv = torch.where(spread.repeat_interleave(G) == 0, torch.zeros_like(adv), adv)  # all-equal groups: zeros
     if normalize_std:
         if G == 1:
             return torch.zeros_like(rewards)
@@ -173,6 +175,11 @@ def kl_k3_plus_one(logp, logp_ref, kind):
 # ---------------------------------------------------------------------------
 # kl_estimate: correct variants
 # ---------------------------------------------------------------------------
+
+
+def kl_clamped_like_verl(logp, logp_ref, kind):
+    """Issue 44's student: a clamp copied from a library (verl clamps its low-variance KL to [-10, 10])."""
+    return torch.clamp(_kl(logp, logp_ref, kind), min=-10, max=10)
 
 
 def kl_via_ratio(logp, logp_ref, kind):
@@ -582,6 +589,7 @@ MUTANTS = [
     ("kl_estimate", kl_k1_absolute, "absolute value"),
     ("kl_estimate", kl_k3_other_direction, "KL(pi_ref || pi_theta)"),
     ("kl_estimate", kl_k3_plus_one, "constant has the wrong sign"),
+    ("kl_estimate", kl_clamped_like_verl, "clamped"),
     ("aggregate_loss", aggregate_token_mean_for_seq_mean, "token mean (DAPO)"),
     ("aggregate_loss", aggregate_seq_mean_for_token_mean, "all valid tokens"),
     ("aggregate_loss", aggregate_dr_grpo_by_valid_tokens, "constant max_len"),
@@ -620,3 +628,14 @@ VARIANTS = [
     ("aggregate_loss", aggregate_loop),
     ("grpo_loss", grpo_trl_layout),
 ]
+
+
+def advantages_no_equal_guard(rewards, normalize_std=True, eps=1e-6):
+    """Issue 44's student: the textbook formula, with no exact zero for an all-equal group (0.06 in float32)."""
+    centred = rewards - rewards.mean(dim=-1, keepdim=True)
+    if not normalize_std or rewards.shape[-1] == 1:
+        return centred
+    return centred / (rewards.std(dim=-1, keepdim=True) + eps)
+
+
+MUTANTS.append(("group_advantages", advantages_no_equal_guard, "not set to zero exactly"))
