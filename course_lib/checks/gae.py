@@ -50,6 +50,7 @@ def _gae_cases(with_lam: bool) -> list[Case]:
         case("every step is terminal", 10, (2, 3), every),
         case("a single step (T = 1)", 11, (3, 1), [(1, 0)]),
         case("a (2, 3) batch of environments, 4 steps each", 12, (2, 3, 4), [(0, 1, 2), (1, 2, 0)]),
+        case("gamma = 0: nothing after step t counts, A_t = r_t - V(s_t)", 13, (2, 5), [(0, 2)], gamma=0.0, lam=0.9),
     ]
 
 

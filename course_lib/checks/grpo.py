@@ -157,6 +157,10 @@ def check_aggregate_loss(fn) -> bool:
             "one response of 6 tokens, the last 2 padding",
             {"per_token": per_token_of(6), "mask": torch.tensor([1, 1, 1, 1, 0, 0])},
         ),
+        (
+            "a batch whose every response is empty (all padding): the loss is 0, not 0 / 0",
+            {"per_token": per_token_of(2, 3), "mask": torch.zeros(2, 3)},
+        ),
     ]
     cases = [
         Case(f"{text}, mode={mode!r}", {**kwargs, "mode": mode}, grad=("per_token",))
@@ -229,6 +233,11 @@ def check_aggregate_loss(fn) -> bool:
             aggregate_with(
                 **{"token-mean": lambda x, m, L: (x * m).mean(), "seq-mean-token-mean": lambda x, m, L: (x * m).mean()}
             ),
+        ),
+        Mistake(
+            "a batch with no valid token gives 0 / 0 = NaN in the token mean; the loss is 0 there: divide by "
+            "mask.sum().clamp(min=1)",
+            aggregate_with(**{"token-mean": lambda x, m, L: (x * m).sum() / m.sum()}),
         ),
         Mistake(
             "an empty response (no valid token) gives 0 / 0 = NaN; it contributes 0: divide by "

@@ -247,6 +247,10 @@ _MATH_CASES = [
     ("At first I thought the answer is 12, but \\boxed{14}", "14", 1.0, "\\boxed{...} before 'the answer is'"),
     ("The answer is 15.", "14", 0.0, "a wrong answer"),
     ("The answer is 140", "14", 0.0, "an answer that contains the ground truth"),
+    ("First \\boxed{12}, then checked: \\boxed{14}", "14", 1.0, "\\boxed{...} twice: the last counts"),
+    ("First \\boxed{12}, then checked: \\boxed{14}", "12", 0.0, "\\boxed{...} twice: the first does not count"),
+    ("The answer is x + 1.", "x + 1", 1.0, "a stated answer that is not a number"),
+    ("The answer is blue.", "red", 0.0, "a wrong stated answer that is not a number"),
 ]
 
 
@@ -340,6 +344,18 @@ def _mistake_last_number(response_text, ground_truth):
     return _same_answer(answer, ground_truth)
 
 
+def _mistake_first_boxed(response_text, ground_truth):
+    start = response_text.find("\\boxed{")
+    if start == -1:
+        return math_answer_reward(response_text, ground_truth)
+    depth = 0
+    for end in range(start + len("\\boxed"), len(response_text)):
+        depth += {"{": 1, "}": -1}.get(response_text[end], 0)
+        if depth == 0:
+            return math_answer_reward(response_text[: end + 1], ground_truth)  # only the first box is read
+    return math_answer_reward(response_text, ground_truth)
+
+
 def _mistake_first_statement(response_text, ground_truth):
     answer = _last_boxed(response_text)
     statements = list(_STATEMENT.finditer(response_text))
@@ -375,6 +391,10 @@ _MATH_MISTAKES = [
         _mistake_last_number,
     ),
     Mistake("you take the first 'the answer is'; the last one is the final answer", _mistake_first_statement),
+    Mistake(
+        "you take the first \\boxed{...}; when a response boxes twice, the last box is the final answer",
+        _mistake_first_boxed,
+    ),
     Mistake(
         "your \\boxed{...} stops at the first '}'; count the braces so that \\boxed{\\frac{1}{2}} gives \\frac{1}{2}",
         _mistake_flat_boxed,

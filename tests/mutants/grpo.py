@@ -639,3 +639,11 @@ def advantages_no_equal_guard(rewards, normalize_std=True, eps=1e-6):
 
 
 MUTANTS.append(("group_advantages", advantages_no_equal_guard, "not set to zero exactly"))
+
+
+def aggregate_token_mean_of_nothing(per_token, mask, mode, max_len=None):
+    """Issue 44's student: the token mean without a floor, NaN on a batch of empty responses."""
+    return _aggregate(per_token, mask, mode, max_len, **{"token-mean": lambda x, m, L: (x * m).sum() / m.sum()})
+
+
+MUTANTS.append(("aggregate_loss", aggregate_token_mean_of_nothing, "no valid token"))
