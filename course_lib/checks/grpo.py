@@ -269,6 +269,7 @@ def check_grpo_loss(fn) -> bool:
             ("logp", "logp_old", "rewards"),
         ),
         Case("kl_coef=0.5 with the k1 estimator", {**base, "kl_coef": 0.5, "kl_kind": "k1"}, grad),
+        Case("kl_coef=0.2 with the k2 estimator", {**base, "kl_coef": 0.2, "kl_kind": "k2"}, grad),
         Case(
             "Dr. GRPO: normalize_std=False, loss_agg='seq-mean-token-sum-norm', max_len=6",
             {**base, "normalize_std": False, "loss_agg": "seq-mean-token-sum-norm", "max_len": 6},
