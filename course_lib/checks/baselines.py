@@ -55,6 +55,8 @@ def wrong_deltas(
         spread = std_fn(rewards)
         if eps_where == "outside":
             return x / (spread + eps)
+        if eps_where == "floor":
+            return x / spread.clamp(min=eps)
         if eps_where == "inside":
             return x / torch.sqrt(spread + eps)  # spread is a variance here
         return x / spread

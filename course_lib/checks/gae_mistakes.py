@@ -104,6 +104,8 @@ def gae_mistake(
             return adv, adv.clone()
         if returns == "minus":
             return adv, adv - values
+        if returns == "early":  # adv + values taken while adv was still zeros
+            return adv, values.clone()
         if returns == "delta":
             return adv, deltas + values
         return adv, adv + values
@@ -239,6 +241,11 @@ GAE_MISTAKES = [
     Mistake(
         "returns = advantages: the returns the critic regresses on are advantages + values (the lambda-return)",
         gae_mistake(returns="adv"),
+    ),
+    Mistake(
+        "your returns equal values: they were taken (adv + values) before the loop filled the advantages; "
+        "compute returns = advantages + values after the loop",
+        gae_mistake(returns="early"),
     ),
     Mistake(
         "returns = advantages - values: the returns are advantages + values (the lambda-return)",

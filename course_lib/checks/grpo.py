@@ -93,6 +93,15 @@ def check_group_advantages(fn) -> bool:
             advantages_with(eps_used=1e-6),
         ),
         Mistake(
+            "Bessel's correction is applied twice: rewards.std(dim=-1) already divides by G - 1; multiplying by "
+            "sqrt(G / (G - 1)) again inflates the std",
+            advantages_with(std_fn=lambda r: group_std(r) * (r.shape[-1] / max(r.shape[-1] - 1, 1)) ** 0.5),
+        ),
+        Mistake(
+            "the std is floored at eps (std.clamp(min=eps)); GRPO adds eps to it: (r - mean) / (std + eps)",
+            advantages_with(eps_where="floor"),
+        ),
+        Mistake(
             "the std divides by G, not G - 1: GRPO (like TRL and verl) uses Bessel's correction, rewards.std(dim=-1)",
             advantages_with(std_fn=population_std),
         ),

@@ -103,6 +103,10 @@ def check_kl_estimate(fn) -> bool:
             "k1 is the log-ratio logp - logp_ref, not the ratio exp(logp - logp_ref)",
             estimator(k1=lambda p, q: torch.exp(p - q)),
         ),
+        Mistake(
+            "k2 is 0.5 * log_r**2, the square of the log-ratio, not 0.5 * |log_r|",
+            estimator(k2=lambda p, q: 0.5 * (p - q).abs()),
+        ),
         Mistake("k2 is 0.5 * (logp - logp_ref)**2: the factor 0.5 is missing", estimator(k2=lambda p, q: (p - q) ** 2)),
         Mistake(
             "k3's ratio is inverted: with log_r = logp_ref - logp, k3 = exp(log_r) - log_r - 1 "

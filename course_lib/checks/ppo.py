@@ -241,6 +241,20 @@ def check_value_loss(fn) -> bool:
         ),
         Mistake("the mask is ignored: average only over valid entries", wrong_value_loss(ignore_mask=True)),
         Mistake(
+            "this is the Huber loss (smooth_l1_loss); the course's value loss is the squared error, "
+            "0.5 * (values - returns)^2 averaged over the valid entries",
+            wrong_value_loss(huber=True),
+        ),
+        Mistake(
+            "padding is counted in the denominator: divide by the number of valid entries, mask.sum(), not by "
+            "mask.numel()",
+            wrong_value_loss(denominator="numel"),
+        ),
+        Mistake(
+            "the factor 0.5 is applied twice (0.25 in all): the loss is 0.5 * mean((values - returns)^2)",
+            wrong_value_loss(factor=0.25),
+        ),
+        Mistake(
             "clip_eps is ignored: with clip_eps given, the loss is the max of the unclipped error and the error "
             "of values_old + clip(values - values_old, -clip_eps, clip_eps)",
             wrong_value_loss(never_clip=True),

@@ -79,6 +79,11 @@ SURROGATE_MISTAKES = [
         dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, r * torch.clamp(a, -lo, lo))),
     ),
     (
+        "the clip's two sides are swapped: the ratio is clipped to [1 - clip_eps, 1 + clip_eps_high] "
+        "(clip_eps below, clip_eps_high above)",
+        dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, torch.clamp(r, 1 - hi, 1 + lo) * a)),
+    ),
+    (
         "you clipped the log-ratio; clip the ratio exp(logp - logp_old) to [1 - clip_eps, 1 + clip_eps]",
         dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, torch.exp(torch.clamp(lr, 1 - lo, 1 + hi)) * a)),
     ),
@@ -181,11 +186,16 @@ def wrong_value_loss(
     clip_values=False,
     ignore_mask=False,
     never_clip=False,
+    denominator="valid",
+    factor=0.5,
+    huber=False,
 ):
     def wrong(values, returns, values_old=None, clip_eps=None, mask=None):
         if detach_returns:
             returns = returns.detach()
         error = (values - returns) ** 2
+        if huber:
+            error = 2.0 * torch.nn.functional.smooth_l1_loss(values, returns, reduction="none")  # 0.5 below
         if clip_eps is not None and not never_clip:
             old = values_old.detach() if detach_old else values_old
             clipped = (
@@ -195,7 +205,8 @@ def wrong_value_loss(
             )
             error = reduce(error, (clipped - returns) ** 2)
         valid = torch.ones_like(values) if (mask is None or ignore_mask) else mask.to(values.dtype)
-        return (0.5 if half else 1.0) * (error * valid).sum() / valid.sum()
+        count = valid.numel() if denominator == "numel" else valid.sum()
+        return (factor if half else 1.0) * (error * valid).sum() / count
 
     return wrong
 

@@ -53,6 +53,10 @@ def check_rloo_advantages(fn) -> bool:
     mistakes = [
         Mistake(
             "the others' sum is divided by G; there are G - 1 other responses: (sum - r_i) / (G - 1)",
+            rloo_with(divisor=lambda G: G, g1_zero=False),
+        ),
+        Mistake(
+            "the others' sum is divided by G; there are G - 1 other responses: (sum - r_i) / (G - 1)",
             rloo_with(divisor=lambda G: G),
         ),
         Mistake(
