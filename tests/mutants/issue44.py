@@ -113,3 +113,14 @@ MUTANTS = [
     ("completion_mask", mask_roll, "roll, which wraps around"),
     ("rloo_advantages", rloo_divides_by_g, "divided by G"),
 ]
+
+
+def cispo_one_eps(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    """Issue 44's student: one eps for both bounds, so clip_eps != clip_eps_high goes unnoticed."""
+    ratio = torch.exp(logp.detach() - logp_old.detach())
+    low = 0.0 if clip_eps is None else 1 - clip_eps_high
+    weight = ratio.clamp(min=low, max=1 + clip_eps_high)
+    return -(weight * adv.detach() * logp)
+
+
+MUTANTS.append(("cispo_loss", cispo_one_eps, "the lower bound uses clip_eps_high"))
