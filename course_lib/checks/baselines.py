@@ -205,7 +205,9 @@ def check_compute_deltas(fn) -> bool:
             wrong_deltas(std_fn=group_std, modes={"rewards": "centered_rewards"}),
         ),
     ]
-    return check_against_reference(fn, compute_deltas, cases, name="compute_deltas", mistakes=mistakes)
+    return check_against_reference(
+        fn, compute_deltas, cases, name="compute_deltas", mistakes=mistakes, check_dtype=True
+    )
 
 
 def _std(r: torch.Tensor, dim: int, correction: int = 1) -> torch.Tensor:

@@ -246,12 +246,14 @@ def _differences(expected: _Outcome, got: _Outcome, rtol: float, atol: float):
         for key, exp in exp_map.items():
             what = f"{kind}{key}"
             if key not in got_map:
-                if kind == "" and set(got_map) == {"output"} and len(exp_map) > 1:
+                returned = {k for k in got_map if not k.startswith("dtype of ")}  # check_dtype adds their dtypes
+                wanted = [k for k in exp_map if not k.startswith("dtype of ")]
+                if kind == "" and returned == {"output"} and len(wanted) > 1:
                     yield (
                         what,
                         (
-                            f"your function returned one value; it should return a tuple of {len(exp_map)} "
-                            f"(`return {', '.join(f'x{i}' for i in range(len(exp_map)))}`)"
+                            f"your function returned one value; it should return a tuple of {len(wanted)} "
+                            f"(`return {', '.join(f'x{i}' for i in range(len(wanted)))}`)"
                         ),
                     )
                     return

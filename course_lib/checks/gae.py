@@ -57,14 +57,14 @@ def _gae_cases(with_lam: bool) -> list[Case]:
 def check_compute_gae(fn) -> bool:
     """Check a student's ``compute_gae(rewards, values, dones, last_values, gamma, lam)``."""
     return check_against_reference(
-        fn, compute_gae, _gae_cases(with_lam=True), name="compute_gae", mistakes=GAE_MISTAKES
+        fn, compute_gae, _gae_cases(with_lam=True), name="compute_gae", mistakes=GAE_MISTAKES, check_dtype=True
     )
 
 
 def check_td_residuals(fn) -> bool:
     """Check a student's ``td_residuals(rewards, values, dones, last_values, gamma)``."""
     return check_against_reference(
-        fn, td_residuals, _gae_cases(with_lam=False), name="td_residuals", mistakes=TD_MISTAKES
+        fn, td_residuals, _gae_cases(with_lam=False), name="td_residuals", mistakes=TD_MISTAKES, check_dtype=True
     )
 
 

@@ -136,7 +136,9 @@ def check_group_advantages(fn) -> bool:
             advantages_with(modes={"centered_rewards": "normalized_rewards"}),
         ),
     ]
-    return check_against_reference(fn, group_advantages, cases, name="group_advantages", mistakes=mistakes)
+    return check_against_reference(
+        fn, group_advantages, cases, name="group_advantages", mistakes=mistakes, check_dtype=True
+    )
 
 
 def check_aggregate_loss(fn) -> bool:

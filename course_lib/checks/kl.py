@@ -122,4 +122,4 @@ def check_kl_estimate(fn) -> bool:
             estimator(k3=lambda p, q: torch.exp(q - p) + (q - p) - 1),
         ),
     ]
-    return check_against_reference(fn, kl_estimate, cases, name="kl_estimate", mistakes=mistakes)
+    return check_against_reference(fn, kl_estimate, cases, name="kl_estimate", mistakes=mistakes, check_dtype=True)

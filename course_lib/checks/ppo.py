@@ -56,7 +56,9 @@ def check_clipped_surrogate(fn) -> bool:
         _policy_case("a scalar (0-d) entry", 5, (), spread=1.0),
     ]
     mistakes = [Mistake(message, surrogate(**options)) for message, options in SURROGATE_MISTAKES]
-    return check_against_reference(fn, clipped_surrogate, cases, name="clipped_surrogate", mistakes=mistakes)
+    return check_against_reference(
+        fn, clipped_surrogate, cases, name="clipped_surrogate", mistakes=mistakes, check_dtype=True
+    )
 
 
 _INFO = ("clip_fraction", "clip_active_fraction", "approx_kl")

@@ -78,7 +78,9 @@ _RETURN_MISTAKES = [
 
 def check_discounted_return(fn) -> bool:
     """Check a student's ``discounted_return(rewards, gamma)``."""
-    return check_against_reference(fn, discounted_return, _cases(), name="discounted_return", mistakes=_RETURN_MISTAKES)
+    return check_against_reference(
+        fn, discounted_return, _cases(), name="discounted_return", mistakes=_RETURN_MISTAKES, check_dtype=True
+    )
 
 
 def _suffix_weights(T, gamma, dtype, exponent):
@@ -163,4 +165,6 @@ _RTG_MISTAKES = [
 
 def check_reward_to_go(fn) -> bool:
     """Check a student's ``reward_to_go(rewards, gamma)``."""
-    return check_against_reference(fn, reward_to_go, _cases(), name="reward_to_go", mistakes=_RTG_MISTAKES)
+    return check_against_reference(
+        fn, reward_to_go, _cases(), name="reward_to_go", mistakes=_RTG_MISTAKES, check_dtype=True
+    )

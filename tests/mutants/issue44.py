@@ -124,3 +124,12 @@ def cispo_one_eps(logp, logp_old, adv, clip_eps_high, clip_eps=None):
 
 
 MUTANTS.append(("cispo_loss", cispo_one_eps, "the lower bound uses clip_eps_high"))
+
+
+def kl_in_float32(logp, logp_ref, kind):
+    """Issue 44's student: a float32 answer to float64 inputs (the docstring promises the input's dtype)."""
+    log_r = (logp_ref - logp).float()
+    return {"k1": -log_r, "k2": 0.5 * log_r**2, "k3": torch.expm1(log_r) - log_r}[kind]
+
+
+MUTANTS.append(("kl_estimate", kl_in_float32, "is float32; the exercise asks for float64"))

@@ -92,7 +92,7 @@ def check_rloo_advantages(fn) -> bool:
         ),
     ]
     return check_against_reference(
-        fn, rloo_advantages, cases, name="rloo_advantages", mistakes=mistakes, draw=_draw_rewards
+        fn, rloo_advantages, cases, name="rloo_advantages", mistakes=mistakes, draw=_draw_rewards, check_dtype=True
     )
 
 
