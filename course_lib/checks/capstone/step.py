@@ -65,9 +65,9 @@ def _step_setup(seed: int, kl_coef: float):
     )
 
 
-def _logp(model, prompts, completions, shifted: bool = True):
+def _logp(model, prompts, completions, shifted: bool = True, tiled: bool = False):
     G = completions.shape[1]
-    fp = repeat(prompts, "B P -> (B G) P", G=G)
+    fp = repeat(prompts, "B P -> (G B) P", G=G) if tiled else repeat(prompts, "B P -> (B G) P", G=G)
     fc = rearrange(completions, "B G L -> (B G) L")
     if shifted:
         out = token_logps(model, fp, None, fc)
@@ -78,7 +78,7 @@ def _logp(model, prompts, completions, shifted: bool = True):
     return rearrange(out, "(B G) L -> B G L", G=G)
 
 
-def _wrong_step(shifted=True, mask="eos", clip=True, zero_grad=True):
+def _wrong_step(shifted=True, mask="eos", clip=True, zero_grad=True, tiled=False):
     def step(
         policy,
         ref_model,
@@ -92,11 +92,11 @@ def _wrong_step(shifted=True, mask="eos", clip=True, zero_grad=True):
         kl_coef=0.04,
         max_grad_norm=1.0,
     ):
-        logp = _logp(policy, prompts, completions, shifted)
+        logp = _logp(policy, prompts, completions, shifted, tiled)
         logp_ref = None
         if ref_model is not None and kl_coef > 0:
             with torch.no_grad():
-                logp_ref = _logp(ref_model, prompts, completions, shifted)
+                logp_ref = _logp(ref_model, prompts, completions, shifted, tiled)
         if mask == "eos":
             m = completion_mask(completions, eos_id)
         elif mask == "drop_eos":
@@ -104,9 +104,11 @@ def _wrong_step(shifted=True, mask="eos", clip=True, zero_grad=True):
         else:
             m = torch.ones(completions.shape)
         loss, _ = grpo_loss(logp, logp_old, logp_ref, rewards, m, clip_eps=clip_eps, kl_coef=kl_coef)
-        if zero_grad:
+        if zero_grad is True:
             optimizer.zero_grad()
         loss.backward()
+        if zero_grad == "after":
+            optimizer.zero_grad()
         if clip:
             torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
         optimizer.step()
@@ -135,6 +137,16 @@ def _step_mistakes():
         Mistake(
             "optimizer.zero_grad() is missing: the previous step's gradient is added to this one",
             _wrong_step(zero_grad=False),
+        ),
+        Mistake(
+            "optimizer.zero_grad() comes after loss.backward(): it wipes the gradient just computed, and the step "
+            "does nothing; call it before the backward pass",
+            _wrong_step(zero_grad="after"),
+        ),
+        Mistake(
+            "the prompts are tiled (prompts.repeat(G, 1): prompt 0, 1, 0, 1, ...) but each prompt's G completions "
+            "sit together: repeat each prompt G times in place, repeat_interleave(G, dim=0)",
+            _wrong_step(tiled=True),
         ),
     ]
 
