@@ -133,3 +133,20 @@ def kl_in_float32(logp, logp_ref, kind):
 
 
 MUTANTS.append(("kl_estimate", kl_in_float32, "is float32; the exercise asks for float64"))
+
+
+def answer_reward_as_strings(prompts, completions, answer, **kwargs):
+    """Issue 44's student: 'Answer: 12.0' against '12' compared as text."""
+    rewards = []
+    for completion, truth in zip(completions, answer):
+        text = completion if isinstance(completion, str) else completion[-1]["content"]
+        said = None
+        if "Answer:" in text:
+            said = text.rsplit("Answer:", 1)[-1].strip()
+        elif "\\boxed{" in text:
+            said = text.rsplit("\\boxed{", 1)[-1].split("}")[0]
+        rewards.append(None if truth is None else float(said == truth))
+    return rewards
+
+
+MUTANTS.append(("answer_reward", answer_reward_as_strings, "compared as strings"))
