@@ -165,7 +165,7 @@ def test_the_string_tables_name_a_mistake_only_on_every_row(trusting):
                 check(lambda *args, _f=near_miss, **kwargs: _f(*args, *kwargs.values()))
             assert mistake.message not in str(rejected.value)
             # ... and the mistake itself is still named.
-            with contextlib.redirect_stdout(io.StringIO()), pytest.raises(AssertionError, match="") as named:
+            with contextlib.redirect_stdout(io.StringIO()), pytest.raises(AssertionError) as named:
                 check(lambda *args, _m=mistake, **kwargs: float(_m.fn(*args, *kwargs.values())))
             assert mistake.message in str(named.value)
             tried += 1
