@@ -150,3 +150,20 @@ def answer_reward_as_strings(prompts, completions, answer, **kwargs):
 
 
 MUTANTS.append(("answer_reward", answer_reward_as_strings, "compared as strings"))
+
+
+def logps_mask_from_first_eos_of_sequence(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    """Issue 44's student: the completion mask found from the first EOS of the whole sequence, which is the
+    prompt's left padding when the tokenizer pads with EOS."""
+    P = prompt_mask.shape[1]
+    attention = torch.cat([prompt_mask.long(), torch.ones_like(sequences[:, P:])], dim=1)
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    logits = model(input_ids=sequences, attention_mask=attention, position_ids=positions).logits.float()
+    logp = torch.log_softmax(logits[:, P - 1 : -1] / temperature, dim=-1)
+    logp = logp.gather(-1, sequences[:, P:, None]).squeeze(-1)
+    is_eos = (sequences == eos_id).long()
+    mask = ((is_eos.cumsum(-1) - is_eos) == 0).float()[:, P:]
+    return logp, mask
+
+
+MUTANTS.append(("completion_logps", logps_mask_from_first_eos_of_sequence, "in the whole sequence, prompt included"))
