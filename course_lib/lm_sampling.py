@@ -39,10 +39,15 @@ def model_logits(
             raise ValueError("prompt_mask: the course's TinyLM reads unpadded prompts only (all ones, or None)")
         logits = model(ids)  # (N, T, V)
         return logits if keep_last is None else logits[:, -keep_last:]
-    # The attention mask hides left padding (the model derives positions from it, as generate() does).
+    # The attention mask hides left padding; the positions start at 0 at the first real token, as generate()
+    # counts them. A rotary model (Qwen2) sees only relative positions and would not notice; GPT-2's learned
+    # absolute positions would be shifted by the padding without them.
+    attention_mask = torch.ones_like(ids) if attention_mask is None else attention_mask
+    position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # (N, T)
     out = model(
         input_ids=ids,
-        attention_mask=torch.ones_like(ids) if attention_mask is None else attention_mask,
+        attention_mask=attention_mask,
+        position_ids=position_ids,
         logits_to_keep=keep_last or 0,
     )  # logits_to_keep=0 keeps every position
     return out.logits.float()

@@ -272,3 +272,84 @@ def test_a_watch_left_on_by_a_check_that_raised_is_removed_at_exit(tmp_path):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "Exception ignored" not in done.stderr, done.stderr
+
+
+# --- naming with evidence (issue 44): one case is not enough -------------------------------------------------
+
+
+EVIDENCE_CASES = TWO_CASES + [Case("one number", {"x": torch.tensor([2.0]), "y": torch.tensor([3.0])}, grad=("x", "y"))]
+
+
+def test_a_mistake_that_matches_one_case_but_not_another_is_not_named():
+    # "doubled" explains the first case (x * 2 there), but on "one number" the student is right and
+    # "doubled" is not: the student did something else, so the mistake must not be named.
+    doubled = Mistake("you doubled it", lambda x, y: 2 * (x * y.detach()).mean())
+
+    def first_case_only(x, y):
+        right = (x * y.detach()).mean()
+        return 2 * right if x.numel() == 3 else right
+
+    with pytest.raises(AssertionError) as rejected:
+        check_against_reference(first_case_only, reference, EVIDENCE_CASES, name="f", mistakes=[doubled])
+    message = str(rejected.value)
+    assert "doubled" not in message
+    # The generic message instead: the difference, the case, and its inputs to replay it by hand.
+    assert "differs from the reference" in message and "inputs: x=[1, 2, 3] (shape (3,))" in message
+
+
+def test_a_mistake_that_matches_every_case_is_still_named():
+    doubled = Mistake("you doubled it", lambda x, y: 2 * (x * y.detach()).mean())
+    with pytest.raises(AssertionError, match="you doubled it"):
+        check_against_reference(doubled.fn, reference, EVIDENCE_CASES, name="f", mistakes=[doubled])
+
+
+def test_a_partial_match_is_named_only_when_it_holds_on_every_case():
+    # y attached everywhere; the value summed on the first case, shifted by 1 on the others: "summed"
+    # explains the value of the first case only.
+    summed = Mistake("you summed; take the mean", lambda x, y: (x * y.detach()).sum())
+
+    def attached_and_summed_once(x, y):
+        if x.numel() == 3:
+            return (x * y).sum()
+        return (x * y).mean() + 1.0
+
+    with pytest.raises(AssertionError) as rejected:
+        check_against_reference(attached_and_summed_once, reference, EVIDENCE_CASES, name="f", mistakes=[summed])
+    assert "you summed" not in str(rejected.value)
+
+
+# --- errors that teach (issue 44): crashes become messages that name the case, hints match today's torch ------
+
+
+def _message(fn) -> str:
+    with pytest.raises(AssertionError) as rejected:
+        _run(fn)
+    return str(rejected.value)
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        # Each crash is torch's own, raised by the installed torch: a reworded error fails here first.
+        (lambda x, y: (x * ~y.detach()).mean(), "~ negates bool tensors only"),
+        (lambda x, y: (x * (y.detach() ^ y.detach())).mean(), "~ negates bool tensors only"),
+        (lambda x, y: (x * (1 - (y.detach() > 0))).mean(), "convert it first"),
+        (lambda x, y: (x * ((y.detach() > 0) - (x.detach() > 0))).mean(), "convert it first"),
+        (lambda x, y: (x[:2] * y.detach()).mean(), "keepdim=True"),
+    ],
+)
+def test_every_crash_hint_matches_todays_torch(wrong, hint):
+    message = _message(wrong)
+    assert hint in message and "on the case: three numbers" in message
+
+
+def test_a_crash_in_the_checks_own_backward_names_the_case():
+    # Integer division: the student's function returns, and the check's backward (not the student's code) raises.
+    message = _message(lambda x, y: (x // 1 * y.detach()).mean())
+    assert "could not be checked" in message and "on the case: three numbers" in message
+    assert "// and round() have no gradient" in message
+
+
+def test_not_implemented_inside_torch_is_a_crash_not_an_untouched_stub():
+    message = _message(lambda x, y: (x ^ y).mean())
+    assert "NotImplementedError inside torch" in message and "on the case: three numbers" in message

@@ -45,7 +45,18 @@ MUTANTS, VARIANTS = _catalogue()
 
 # The catalogues of issue 22's bar: every classic mistake of GAE, the deltas, PPO, KL and REINFORCE is named,
 # none left with only "... differs from the reference" on its first line.
-NAMED_CATALOGUES = ("gae", "baselines", "ppo", "grpo", "policy_gradient", "mc_gradient", "hf", "reasoning", "family")
+NAMED_CATALOGUES = (
+    "gae",
+    "baselines",
+    "ppo",
+    "grpo",
+    "policy_gradient",
+    "mc_gradient",
+    "hf",
+    "reasoning",
+    "family",
+    "issue44",
+)
 
 
 @pytest.mark.parametrize(

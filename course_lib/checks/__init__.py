@@ -9,8 +9,9 @@ friends) is a thin wrapper around :func:`check_against_reference`:
 2. it compares the outputs, and for losses the gradients with respect to the
    inputs (so a forgotten ``.detach()`` is caught, not only a wrong value);
 3. when they differ, it replays a catalogue of *known mistakes* (wrong
-   implementations with the same signature) on the same case; if the student's
-   output matches one of them, the message names that mistake and how to fix it;
+   implementations with the same signature); if one of them reproduces the student's
+   output on every case, the message names that mistake and how to fix it; otherwise
+   it shows the difference with the failing case's inputs and both outputs;
 4. it raises ``AssertionError`` on the first failure (so nbval reports the cell)
    and prints one line and returns ``True`` when everything matches.
 
@@ -32,8 +33,9 @@ works in two halves (:mod:`course_lib.checks.recording` switches between them):
 
 A new check needs nothing for this: call :func:`check_against_reference`.
 
-Where the parts are: the cases and the loop here; running one case and explaining a
-difference (the known mistakes, told apart by the other cases) in :mod:`course_lib.checks.compare`;
+Where the parts are: the cases and the loop here; running one case and comparing it in
+:mod:`course_lib.checks.compare`; explaining a difference (a known mistake named only when every case
+agrees) in :mod:`course_lib.checks.explain`;
 what demo cells ask (:func:`your`: did this very function pass its check?) in
 :mod:`course_lib.checks.demo`.
 """
@@ -50,9 +52,8 @@ from course_lib.checks.compare import (
     _cast,
     _compare,
     _default_outputs,
-    _fail,
+    _from_torch,
     _label,
-    _Others,
     _Outcome,
     _run,
     _run_student,
@@ -60,6 +61,7 @@ from course_lib.checks.compare import (
 )
 from course_lib.checks.demo import CheckNotPassed, forget_pass, passed, record_pass, your  # noqa: F401 (demo cells)
 from course_lib.checks.drawing import drawn_cases, is_drawn
+from course_lib.checks.explain import _fail, _Others
 
 
 @dataclass
@@ -201,8 +203,10 @@ def scalar_reply(
     """
     try:
         result = fn(*args, **(kwargs or {}))
-    except NotImplementedError:
-        raise
+    except NotImplementedError as error:
+        if not _from_torch(error):
+            raise  # the untouched stub
+        raise AssertionError(f"{call} raised NotImplementedError inside torch: {error}{context}") from error
     except Exception as error:  # noqa: BLE001 - any crash becomes feedback
         raise AssertionError(f"{call} raised {type(error).__name__}: {error}{context}") from error
     if result is None:

@@ -35,7 +35,8 @@ def wrong_deltas(
 ):
     """A wrong ``compute_deltas(rewards, mode, eps)``: each option is one mistake (the defaults are right).
 
-    ``centre=False`` skips the mean; ``mean_dim`` is the mean's axis (``None``: the whole batch); ``std_fn`` the
+    ``centre=False`` skips the mean before dividing (mode 'normalized_rewards'), ``centre="never"`` in both
+    modes; ``mean_dim`` is the mean's axis (``None``: the whole batch); ``std_fn`` the
     spread divided by; ``eps_where`` ``"inside"`` a square root or ``"none"``; ``g1_zero=False`` divides a group of
     one by its NaN std; ``eps_used`` replaces the ``eps`` passed; ``modes`` maps a mode to the one computed.
     """
@@ -46,14 +47,16 @@ def wrong_deltas(
         if mode == "rewards":
             return rewards.clone()
         mean = rewards.mean() if mean_dim is None else rewards.mean(dim=mean_dim, keepdim=True)
-        x = rewards - mean if centre else rewards.clone()
         if mode == "centered_rewards":
-            return x
+            return rewards.clone() if centre == "never" else rewards - mean
+        x = rewards - mean if centre is True else rewards.clone()
         if rewards.shape[-1] == 1 and g1_zero:
             return torch.zeros_like(rewards)
         spread = std_fn(rewards)
         if eps_where == "outside":
             return x / (spread + eps)
+        if eps_where == "floor":
+            return x / spread.clamp(min=eps)
         if eps_where == "inside":
             return x / torch.sqrt(spread + eps)  # spread is a variance here
         return x / spread
@@ -87,6 +90,10 @@ def check_compute_deltas(fn) -> bool:
             torch.tensor([[0.0, 1e-3, 2e-3], [1e-3, 0.0, 0.0]], dtype=torch.float64),
         ),
         ("one prompt, G=6 rewards on a large scale", 100.0 * torch.randn(1, 6, generator=g, dtype=torch.float64)),
+        (
+            "seven rewards of 0.7 beside a mixed group (in float32 their mean rounds: zeros exactly, not 0.06)",
+            torch.tensor([[0.7] * 7, [1.0, 0.0, 0.5, 0.2, 0.9, 0.3, 0.1]], dtype=torch.float64),
+        ),
     ]
     cases = [
         Case(f"{text}, mode={mode!r}", {"rewards": rewards, "mode": mode}) for mode in MODES for text, rewards in grids
@@ -99,6 +106,12 @@ def check_compute_deltas(fn) -> bool:
     )
 
     mistakes = [
+        Mistake(
+            "a group of equal rewards is not set to zero exactly: in float32 the mean of seven 0.7s rounds, and "
+            "(r - mean) / (std + eps) turns that rounding into 0.06; where (rewards == rewards[..., :1]).all(-1), "
+            "the group's deltas are 0",
+            wrong_deltas(),
+        ),
         Mistake(
             "you used the statistics of the whole batch; the baseline and the std are each prompt's group's: "
             "rewards.mean(dim=-1, keepdim=True) and rewards.std(dim=-1, keepdim=True)",
@@ -183,11 +196,18 @@ def check_compute_deltas(fn) -> bool:
             wrong_deltas(std_fn=lambda r: _std(r, dim=-1) ** 2, eps_where="inside"),
         ),
         Mistake(
+            "the rewards are never centred: subtract the group mean, rewards.mean(dim=-1, keepdim=True), "
+            "in modes 'centered_rewards' and 'normalized_rewards'",
+            wrong_deltas(centre="never", std_fn=group_std),
+        ),
+        Mistake(
             "you subtracted the mean in mode 'rewards', which must return the rewards unchanged",
-            lambda rewards, mode, eps=1e-6: rewards - rewards.mean(dim=-1, keepdim=True),
+            wrong_deltas(std_fn=group_std, modes={"rewards": "centered_rewards"}),
         ),
     ]
-    return check_against_reference(fn, compute_deltas, cases, name="compute_deltas", mistakes=mistakes)
+    return check_against_reference(
+        fn, compute_deltas, cases, name="compute_deltas", mistakes=mistakes, check_dtype=True
+    )
 
 
 def _std(r: torch.Tensor, dim: int, correction: int = 1) -> torch.Tensor:
@@ -196,6 +216,8 @@ def _std(r: torch.Tensor, dim: int, correction: int = 1) -> torch.Tensor:
     The checks' mistakes use it: a wrong implementation replayed on a group of one
     should give its NaN quietly, not print a warning into the student's notebook.
     """
+    if r.shape[dim] - correction > 0:  # torch's own std, so a mistake rounds as a student's torch.std does
+        return r.std(dim=dim, keepdim=True, correction=correction)
     centred = r - r.mean(dim=dim, keepdim=True)
     return ((centred**2).sum(dim=dim, keepdim=True) / (r.shape[dim] - correction)).sqrt()
 

@@ -1,24 +1,23 @@
-"""Running one case and explaining a difference: the engine under :func:`course_lib.checks.check_against_reference`.
+"""Running one case and comparing it: the engine under :func:`course_lib.checks.check_against_reference`.
 
 The student's function runs on fresh copies of a case's inputs (a crash, an input changed in
 place, a missing ``return`` become messages); its outputs and gradients are compared with the
-reference's; a difference is explained by the known mistakes the student's output matches,
-told apart by the other cases when several match one.
+reference's. Explaining a difference (which known mistake, if any) is :mod:`course_lib.checks.explain`.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import torch
 
-from course_lib.checks.recording import NotRecorded
-
 # Bound once, at import: a solution that later replaces torch.allclose (or torch.equal,
 # torch.isnan) globally cannot make a wrong answer compare equal to the reference.
 _allclose, _equal, _isnan, _isclose = torch.allclose, torch.equal, torch.isnan, torch.isclose
+_TORCH_DIR = os.path.dirname(torch.__file__)
 
 
 class Unfit(TypeError):
@@ -112,18 +111,35 @@ def _with_dtypes(select):
 
 
 def _crash_hint(error: Exception) -> str:
-    """A likely cause of a crash that says little by itself (a broadcast of two shapes that do not fit)."""
+    """A likely cause of a crash that says little by itself (a broadcast of two shapes that do not fit).
+
+    Each pattern is torch's own wording, tested against the installed torch (tests/test_checks.py), so a
+    release that rewords an error is caught by the tests, not by a student who misses the hint."""
     text = str(error)
     if "must match the size of tensor" in text or "shapes cannot be multiplied" in text:
         return (
             " (two shapes that do not broadcast: did a .mean(), .std() or .sum() drop an axis? keepdim=True "
             "keeps it, or index with [..., None] to add one back)"
         )
-    if "bitwise_not" in text or "bitwise_xor" in text:
+    if "operator.invert" in text or "bitwise_not" in text or "bitwise_xor" in text:
         return " (~ negates bool tensors only: for 0/1 numbers use 1 - x, after x.float() where x is bool)"
-    if "with a bool tensor is not supported" in text:
+    if "with a bool tensor is not supported" in text or "with two bool tensors is not supported" in text:
         return " (a bool tensor such as dones or a mask: convert it first, for example dones.float())"
+    if "derivative for aten::floor_divide" in text or "derivative for aten::round" in text:
+        return " (// and round() have no gradient: divide with /, which keeps the gradient)"
     return ""
+
+
+def _from_torch(error: BaseException) -> bool:
+    """Whether ``error`` was raised inside torch (``x ^ y`` on floats raises NotImplementedError there),
+    not by the student's own code: only a stub's own ``raise NotImplementedError`` means "not attempted"."""
+    text = str(error)
+    if "not implemented for '" in text or text.startswith("Could not run 'aten::"):
+        return True  # raised by a kernel in C++, which leaves no Python frame of torch's behind
+    frame = error.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    return frame is not None and frame.tb_frame.f_code.co_filename.startswith(_TORCH_DIR)
 
 
 def _outcome(result, args, grad, select, name) -> _Outcome:
@@ -177,8 +193,13 @@ def _run_student(fn, kwargs, case, select, name) -> _Outcome:
     originals = {k: v.detach().clone() for k, v in args.items() if isinstance(v, torch.Tensor)}
     try:
         result = fn(**args)
-    except NotImplementedError:
-        raise
+    except NotImplementedError as error:
+        if not _from_torch(error):
+            raise  # the untouched stub: not attempted
+        raise AssertionError(
+            f"{name} raised NotImplementedError inside torch: {error}{_crash_hint(error)}\n  on the case: "
+            f"{case.description}"
+        ) from error
     except ValueError as error:
         if case.refuses:
             return _refusal(True)
@@ -203,7 +224,15 @@ def _run_student(fn, kwargs, case, select, name) -> _Outcome:
                 f"(for example `{key}.clone()`) so the caller's tensor is left alone."
                 f"\n  on the case: {case.description}"
             )
-    return _outcome(result, args, case.grad, select, name)
+    try:
+        return _outcome(result, args, case.grad, select, name)
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n  on the case: {case.description}") from None
+    except Exception as error:  # noqa: BLE001 - the check's own work on what the student returned (its backward)
+        raise AssertionError(
+            f"{name}: what your function returned could not be checked: {type(error).__name__}: {error}"
+            f"{_crash_hint(error)}\n  on the case: {case.description}"
+        ) from error
 
 
 # ---------------------------------------------------------------------------
@@ -217,12 +246,14 @@ def _differences(expected: _Outcome, got: _Outcome, rtol: float, atol: float):
         for key, exp in exp_map.items():
             what = f"{kind}{key}"
             if key not in got_map:
-                if kind == "" and set(got_map) == {"output"} and len(exp_map) > 1:
+                returned = {k for k in got_map if not k.startswith("dtype of ")}  # check_dtype adds their dtypes
+                wanted = [k for k in exp_map if not k.startswith("dtype of ")]
+                if kind == "" and returned == {"output"} and len(wanted) > 1:
                     yield (
                         what,
                         (
-                            f"your function returned one value; it should return a tuple of {len(exp_map)} "
-                            f"(`return {', '.join(f'x{i}' for i in range(len(exp_map)))}`)"
+                            f"your function returned one value; it should return a tuple of {len(wanted)} "
+                            f"(`return {', '.join(f'x{i}' for i in range(len(wanted)))}`)"
                         ),
                     )
                     return
@@ -297,84 +328,6 @@ def _pattern(expected: torch.Tensor, got: torch.Tensor, rtol: float, atol: float
 def _compare(expected: _Outcome, got: _Outcome, rtol: float, atol: float) -> str | None:
     """Return a description of the first difference, or None when they agree."""
     return next((description for _, description in _differences(expected, got, rtol, atol)), None)
-
-
-def _component(outcome: _Outcome, what: str) -> _Outcome:
-    """The part of an outcome named like ``"loss"`` or ``"gradient of logp_old"``, alone."""
-    if what.startswith("gradient of "):
-        key = what[len("gradient of ") :]
-        return _Outcome(grads={key: outcome.grads[key]} if key in outcome.grads else {})
-    return _Outcome(values={what: outcome.values[what]} if what in outcome.values else {})
-
-
-class _Others:
-    """The other cases of a failing check, to tell apart mistakes that agree on the failing one."""
-
-    def __init__(self, cases, dtypes, select, reference, student_on, rtol, atol):
-        self.cases, self.dtypes, self.select, self.reference = cases, dtypes, select, reference
-        self.student_on, self.rtol, self.atol = student_on, rtol, atol
-        self._seen: dict[int, _Outcome] = {}
-
-    def consistent(self, mistake, refusals: bool = False) -> bool:
-        """Whether ``mistake`` gives what the student's function gave on every case it can run
-        (in the first dtype: the cases differ in their values, not in their precision). Cases that must
-        be refused count only for a mistake of refusing (``refusals``): the others are about answers."""
-        dtype = self.dtypes[0]
-        for number, case in enumerate(self.cases):
-            if case.refuses and not refusals:
-                continue
-            kwargs = _cast(case.kwargs, dtype)
-            try:
-                if number not in self._seen:
-                    self._seen[number] = self.student_on(number, dtype)
-                got = self._seen[number]
-            except (AssertionError, NotRecorded):
-                continue  # the student's function fails there: that case tells nothing about this mistake
-            try:
-                wrong = _run(mistake.fn, kwargs, case.grad, self.select, name="mistake", refuses=case.refuses)
-            except Exception:  # noqa: BLE001 - a mistake that cannot run on this case tells nothing
-                continue
-            if _compare(wrong, got, self.rtol, self.atol) is not None:
-                return False
-        return True
-
-
-def _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol, expected=None, others=None):
-    """Raise the most helpful message: a known mistake the student's output matches, else the first difference."""
-    where = f"{case.description} ({_label(kwargs, dtype)})"
-    replays = []
-    for mistake in mistakes:
-        try:
-            replays.append((mistake, _run(mistake.fn, kwargs, case.grad, select, name="mistake", refuses=case.refuses)))
-        except Exception:  # noqa: BLE001 - a mistake that cannot run on this case tells nothing
-            continue
-    # 1. The student made exactly this mistake: every output and gradient matches it. When several
-    #    mistakes give these numbers, the other cases tell them apart; those that none tells apart are all named.
-    matching = [mistake for mistake, wrong in replays if _compare(wrong, got, rtol, atol) is None]
-    if case.refuses and others is not None:  # every mistake that answers matches here: the other cases decide
-        matching = [m for m in matching if others.consistent(m, refusals=True)]
-    elif len(matching) > 1 and others is not None:
-        matching = [m for m in matching if others.consistent(m)] or matching[:1]
-    if matching:
-        also = "".join(f"\n  or, giving the same numbers on every case: {m.message}" for m in matching[1:])
-        raise AssertionError(f"{name}: {matching[0].message}{also}\n  seen on the case: {where}")
-    # 2. Several mistakes at once (say a quotient ratio *and* logp_old left attached): name the one
-    #    that explains the first difference, where it reproduces exactly that output or gradient.
-    if expected is not None and not case.refuses:
-        first = next(iter(_differences(expected, got, rtol, atol)), None)
-        if first is not None:
-            what, _ = first
-            for mistake, wrong in replays:
-                own = _component(wrong, what)
-                if (
-                    _compare(own, _component(got, what), rtol, atol) is None
-                    and _compare(own, _component(expected, what), rtol, atol) is not None
-                ):
-                    raise AssertionError(
-                        f"{name}: {mistake.message}\n  seen on the case: {where}, "
-                        f"in the {what}; fix it and run the check again: there may be more to fix"
-                    )
-    raise AssertionError(f"{name}: {problem}\n  on the case: {where}")
 
 
 def _show(t: torch.Tensor) -> str:

@@ -50,20 +50,21 @@ def _gae_cases(with_lam: bool) -> list[Case]:
         case("every step is terminal", 10, (2, 3), every),
         case("a single step (T = 1)", 11, (3, 1), [(1, 0)]),
         case("a (2, 3) batch of environments, 4 steps each", 12, (2, 3, 4), [(0, 1, 2), (1, 2, 0)]),
+        case("gamma = 0: nothing after step t counts, A_t = r_t - V(s_t)", 13, (2, 5), [(0, 2)], gamma=0.0, lam=0.9),
     ]
 
 
 def check_compute_gae(fn) -> bool:
     """Check a student's ``compute_gae(rewards, values, dones, last_values, gamma, lam)``."""
     return check_against_reference(
-        fn, compute_gae, _gae_cases(with_lam=True), name="compute_gae", mistakes=GAE_MISTAKES
+        fn, compute_gae, _gae_cases(with_lam=True), name="compute_gae", mistakes=GAE_MISTAKES, check_dtype=True
     )
 
 
 def check_td_residuals(fn) -> bool:
     """Check a student's ``td_residuals(rewards, values, dones, last_values, gamma)``."""
     return check_against_reference(
-        fn, td_residuals, _gae_cases(with_lam=False), name="td_residuals", mistakes=TD_MISTAKES
+        fn, td_residuals, _gae_cases(with_lam=False), name="td_residuals", mistakes=TD_MISTAKES, check_dtype=True
     )
 
 

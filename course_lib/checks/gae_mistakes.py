@@ -104,6 +104,8 @@ def gae_mistake(
             return adv, adv.clone()
         if returns == "minus":
             return adv, adv - values
+        if returns == "early":  # adv + values taken while adv was still zeros
+            return adv, values.clone()
         if returns == "delta":
             return adv, deltas + values
         return adv, adv + values
@@ -112,6 +114,13 @@ def gae_mistake(
 
 
 _TERMINAL = "so nothing after a terminal step flows back into it"
+# The classic GAE mistake, in what the student did and how to fix it (issue 43).
+FORWARD = (
+    "you built A_t from A_{t-1}: the recursion runs forwards, from t = 0, so each advantage sums past "
+    "residuals. GAE sums future ones, A_t = delta_t + gamma * lam * (1 - done_t) * A_{t+1}: loop backwards, "
+    "for t in reversed(range(T)), starting from A_T = 0"
+)
+
 GAE_MISTAKES = [
     Mistake(
         "you bootstrap through terminal steps (the dones are not used): multiply V(s_{t+1}) in delta_t "
@@ -213,13 +222,11 @@ GAE_MISTAKES = [
         "gamma is applied twice: the recursion factor is gamma * lam, not gamma**2 * lam",
         gae_mistake(factor=lambda gamma, lam: gamma * gamma * lam),
     ),
+    Mistake(FORWARD, gae_mistake(forward=True)),
+    Mistake(FORWARD, gae_mistake(forward=True, forward_cut="same")),
     Mistake(
-        "the recursion runs forwards; GAE sums future residuals, so loop backwards from t = T-1",
-        gae_mistake(forward=True),
-    ),
-    Mistake(
-        "the recursion runs forwards; GAE sums future residuals, so loop backwards from t = T-1",
-        gae_mistake(forward=True, forward_cut="same"),
+        FORWARD + " (and an episode's end cuts the recursion: multiply by 1 - done_t)",
+        gae_mistake(forward=True, cut_recursion=False),
     ),
     Mistake(
         "the advantages come out in reverse time order: a backward loop fills index t with A_t "
@@ -234,6 +241,11 @@ GAE_MISTAKES = [
     Mistake(
         "returns = advantages: the returns the critic regresses on are advantages + values (the lambda-return)",
         gae_mistake(returns="adv"),
+    ),
+    Mistake(
+        "your returns equal values: they were taken (adv + values) before the loop filled the advantages; "
+        "compute returns = advantages + values after the loop",
+        gae_mistake(returns="early"),
     ),
     Mistake(
         "returns = advantages - values: the returns are advantages + values (the lambda-return)",

@@ -38,6 +38,10 @@ def check_group_advantages(fn) -> bool:
         ("groups of one response (G=1): zeros, not NaN", torch.tensor([[0.7], [-1.0]], dtype=torch.float64)),
         ("G=2 responses per prompt", torch.tensor([[2.0, 0.0], [0.0, 1.0], [5.0, 4.0]], dtype=torch.float64)),
         ("nearly equal rewards (std 1e-3, close to eps)", torch.tensor([[0.0, 1e-3, 2e-3, 0.0]], dtype=torch.float64)),
+        (
+            "seven rewards of 0.7 beside a mixed group (in float32 their mean rounds: zeros exactly, not 0.06)",
+            torch.tensor([[0.7] * 7, [1.0, 0.0, 0.5, 0.2, 0.9, 0.3, 0.1]], dtype=torch.float64),
+        ),
     ]
     cases = [
         Case(f"{text}, normalize_std={flag}", {"rewards": rewards, "normalize_std": flag})
@@ -61,6 +65,12 @@ def check_group_advantages(fn) -> bool:
 
     mistakes = [
         Mistake(
+            "a group of equal rewards is not set to zero exactly: in float32 the mean of seven 0.7s rounds, and "
+            "(r - mean) / (std + eps) turns that rounding into 0.06; where (rewards == rewards[..., :1]).all(-1), "
+            "the group's advantages are 0",
+            advantages_with(),
+        ),
+        Mistake(
             "you used the statistics of the whole batch; GRPO's baseline and std are each prompt's group's: "
             "rewards.mean(dim=-1, keepdim=True) and rewards.std(dim=-1, keepdim=True)",
             advantages_with(mean_dim=None, std_fn=batch_std, g1_zero=False),
@@ -81,6 +91,15 @@ def check_group_advantages(fn) -> bool:
         Mistake(
             "the eps argument is ignored (1e-6 is used whatever is passed): divide by std + eps",
             advantages_with(eps_used=1e-6),
+        ),
+        Mistake(
+            "Bessel's correction is applied twice: rewards.std(dim=-1) already divides by G - 1; multiplying by "
+            "sqrt(G / (G - 1)) again inflates the std",
+            advantages_with(std_fn=lambda r: group_std(r) * (r.shape[-1] / max(r.shape[-1] - 1, 1)) ** 0.5),
+        ),
+        Mistake(
+            "the std is floored at eps (std.clamp(min=eps)); GRPO adds eps to it: (r - mean) / (std + eps)",
+            advantages_with(eps_where="floor"),
         ),
         Mistake(
             "the std divides by G, not G - 1: GRPO (like TRL and verl) uses Bessel's correction, rewards.std(dim=-1)",
@@ -105,6 +124,10 @@ def check_group_advantages(fn) -> bool:
         ),
         Mistake("you divided the raw rewards by the std: subtract the group mean first", advantages_with(centre=False)),
         Mistake(
+            "the rewards are never centred: subtract the group mean first, with normalize_std or without",
+            advantages_with(centre="never"),
+        ),
+        Mistake(
             "you divided by the variance; divide by the standard deviation",
             advantages_with(std_fn=lambda r: group_std(r) ** 2),
         ),
@@ -113,7 +136,9 @@ def check_group_advantages(fn) -> bool:
             advantages_with(modes={"centered_rewards": "normalized_rewards"}),
         ),
     ]
-    return check_against_reference(fn, group_advantages, cases, name="group_advantages", mistakes=mistakes)
+    return check_against_reference(
+        fn, group_advantages, cases, name="group_advantages", mistakes=mistakes, check_dtype=True
+    )
 
 
 def check_aggregate_loss(fn) -> bool:
@@ -142,6 +167,10 @@ def check_aggregate_loss(fn) -> bool:
         (
             "one response of 6 tokens, the last 2 padding",
             {"per_token": per_token_of(6), "mask": torch.tensor([1, 1, 1, 1, 0, 0])},
+        ),
+        (
+            "a batch whose every response is empty (all padding): the loss is 0, not 0 / 0",
+            {"per_token": per_token_of(2, 3), "mask": torch.zeros(2, 3)},
         ),
     ]
     cases = [
@@ -178,8 +207,8 @@ def check_aggregate_loss(fn) -> bool:
     def seq_mean(x, m, L):
         return (seq_sum(x, m) / m.sum(-1).clamp(min=1)).mean()
 
-    def ignore_mask(x, m, L):
-        return x.mean()
+    def ignore_mask(per_token, mask, mode, max_len=None):
+        return aggregate_loss(per_token, torch.ones_like(per_token), mode, max_len)
 
     mistakes = [
         Mistake(
@@ -207,7 +236,7 @@ def check_aggregate_loss(fn) -> bool:
         ),
         Mistake(
             "the mask is ignored: padding tokens are averaged in; keep only valid tokens",
-            aggregate_with(**dict.fromkeys(LOSS_AGG_MODES, ignore_mask)),
+            ignore_mask,
         ),
         Mistake(
             "padding is counted in the denominator: divide by the number of valid tokens, mask.sum(), "
@@ -215,6 +244,11 @@ def check_aggregate_loss(fn) -> bool:
             aggregate_with(
                 **{"token-mean": lambda x, m, L: (x * m).mean(), "seq-mean-token-mean": lambda x, m, L: (x * m).mean()}
             ),
+        ),
+        Mistake(
+            "a batch with no valid token gives 0 / 0 = NaN in the token mean; the loss is 0 there: divide by "
+            "mask.sum().clamp(min=1)",
+            aggregate_with(**{"token-mean": lambda x, m, L: (x * m).sum() / m.sum()}),
         ),
         Mistake(
             "an empty response (no valid token) gives 0 / 0 = NaN; it contributes 0: divide by "
@@ -246,6 +280,7 @@ def check_grpo_loss(fn) -> bool:
             ("logp", "logp_old", "rewards"),
         ),
         Case("kl_coef=0.5 with the k1 estimator", {**base, "kl_coef": 0.5, "kl_kind": "k1"}, grad),
+        Case("kl_coef=0.2 with the k2 estimator", {**base, "kl_coef": 0.2, "kl_kind": "k2"}, grad),
         Case(
             "Dr. GRPO: normalize_std=False, loss_agg='seq-mean-token-sum-norm', max_len=6",
             {**base, "normalize_std": False, "loss_agg": "seq-mean-token-sum-norm", "max_len": 6},

@@ -50,6 +50,7 @@ def wrong_grpo(
             a = group_advantages(adv.detach(), normalize_std) if renormalise_adv else adv.detach()
         else:
             a = adv_fn(rewards, normalize_std) if adv_fn else group_advantages(rewards.detach(), normalize_std)
+        adv_used = a.detach()  # (B, G): what the info's mistakes report from
         a = a[..., None].expand_as(logp)
         high = None if ignore_high else clip_eps_high
         eps = clip_eps if clip is None else clip
@@ -90,19 +91,19 @@ def wrong_grpo(
             high,
             None if adv is None else adv.detach(),
         )  # the info, right unless the mistake is in it (or in clip_eps_high)
-        if info is not None and rewards is not None:
+        if info is not None:
             right = {
                 **right,
                 **info(
                     logp.detach(),
                     logp_old.detach(),
                     logp_ref,
-                    rewards.detach(),
+                    adv_used,
                     mask.bool(),
                     clip_eps,
+                    clip_eps if clip_eps_high is None else clip_eps_high,
                     kl_coef,
                     kl_kind,
-                    normalize_std,
                 ),
             }
         return loss, right
@@ -115,12 +116,12 @@ def ratio_of(logp, logp_old):
 
 
 def info_clip_fraction(binding=False, every_token=False):
-    def info(p, p_old, q, r, valid, eps, coef, kind, norm):
+    def info(p, p_old, q, adv, valid, eps, high, coef, kind):
         ratio = ratio_of(p, p_old)
-        a = group_advantages(r, norm)[..., None].expand_as(p)
-        out = (ratio < 1 - eps) | (ratio > 1 + eps)
+        a = adv[..., None].expand_as(p)
+        out = (ratio < 1 - eps) | (ratio > 1 + high)
         if binding:
-            out = ((ratio > 1 + eps) & (a > 0)) | ((ratio < 1 - eps) & (a < 0))
+            out = ((ratio > 1 + high) & (a > 0)) | ((ratio < 1 - eps) & (a < 0))
         where = torch.ones_like(valid) if every_token else valid
         return {"clip_fraction": float((out & where).sum()) / float(where.sum())}
 
@@ -128,7 +129,7 @@ def info_clip_fraction(binding=False, every_token=False):
 
 
 def info_kl(transform):
-    def info(p, p_old, q, r, valid, eps, coef, kind, norm):
+    def info(p, p_old, q, adv, valid, eps, high, coef, kind):
         if q is None:
             return {}
         return {"kl": float(transform(kl_estimate(p, q.detach(), kind), valid, coef))}
@@ -137,8 +138,8 @@ def info_kl(transform):
 
 
 def info_adv(value):
-    def info(p, p_old, q, r, valid, eps, coef, kind, norm):
-        return {"adv_abs_mean": float(value(group_advantages(r, norm)))}
+    def info(p, p_old, q, adv, valid, eps, high, coef, kind):
+        return {"adv_abs_mean": float(value(adv))}
 
     return info
 
@@ -278,8 +279,8 @@ GRPO_LOSS_MISTAKES = [
     Mistake(
         "info's adv_abs_mean is averaged over tokens; it is the mean |advantage| over responses",
         wrong_grpo(
-            info=lambda p, p_old, q, r, valid, eps, coef, kind, norm: {
-                "adv_abs_mean": float(group_advantages(r, norm)[..., None].expand_as(p).abs()[valid].mean())
+            info=lambda p, p_old, q, adv, valid, eps, high, coef, kind: {
+                "adv_abs_mean": float(adv[..., None].expand_as(p).abs()[valid].mean())
             }
         ),
     ),

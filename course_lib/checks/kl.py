@@ -22,10 +22,11 @@ def check_kl_estimate(fn) -> bool:
     g = torch.Generator().manual_seed(7)
     logp = -3.0 * torch.rand(2, 3, 4, generator=g, dtype=torch.float64)
     near = logp + 0.1 * torch.randn(2, 3, 4, generator=g, dtype=torch.float64)
-    far = logp + 2.0 * torch.randn(2, 3, 4, generator=g, dtype=torch.float64)
+    # Log-ratios spread evenly over [-4, 4]: k3 reaches exp(4) - 5 = 49.6, past the clamps libraries add.
+    far = logp + torch.linspace(-4.0, 4.0, 24, dtype=torch.float64).reshape(2, 3, 4)
     grids = [
         ("B=2, G=3, T=4 tokens, the reference close to the policy", {"logp": logp, "logp_ref": near}),
-        ("the reference far from the policy (log-ratios up to about +-4)", {"logp": logp, "logp_ref": far}),
+        ("the reference far from the policy (log-ratios from -4 to +4)", {"logp": logp, "logp_ref": far}),
         ("the policy equal to the reference: every estimate is 0", {"logp": logp, "logp_ref": logp.clone()}),
         ("one token (0-dimensional tensors)", {"logp": torch.tensor(-0.5), "logp_ref": torch.tensor(-1.7)}),
     ]
@@ -67,6 +68,11 @@ def check_kl_estimate(fn) -> bool:
         )
     mistakes = swaps + [
         Mistake(
+            "the estimate is clamped (to [-10, 10], as verl's low_var_kl does): the course's estimators are "
+            "not clamped, so a far reference (log-ratio 4: k3 = 49.6) is penalised in full",
+            lambda logp, logp_ref, kind: kl_estimate(logp, logp_ref, kind).clamp(-10.0, 10.0),
+        ),
+        Mistake(
             "the sign is flipped: every estimate of KL(pi_theta || pi_ref) is >= 0 on average (k2 and k3 "
             "always); k1 = logp - logp_ref, k2 = 0.5 * log_r**2, k3 = exp(log_r) - log_r - 1",
             lambda logp, logp_ref, kind: -kl_estimate(logp, logp_ref, kind),
@@ -97,6 +103,10 @@ def check_kl_estimate(fn) -> bool:
             "k1 is the log-ratio logp - logp_ref, not the ratio exp(logp - logp_ref)",
             estimator(k1=lambda p, q: torch.exp(p - q)),
         ),
+        Mistake(
+            "k2 is 0.5 * log_r**2, the square of the log-ratio, not 0.5 * |log_r|",
+            estimator(k2=lambda p, q: 0.5 * (p - q).abs()),
+        ),
         Mistake("k2 is 0.5 * (logp - logp_ref)**2: the factor 0.5 is missing", estimator(k2=lambda p, q: (p - q) ** 2)),
         Mistake(
             "k3's ratio is inverted: with log_r = logp_ref - logp, k3 = exp(log_r) - log_r - 1 "
@@ -112,4 +122,4 @@ def check_kl_estimate(fn) -> bool:
             estimator(k3=lambda p, q: torch.exp(q - p) + (q - p) - 1),
         ),
     ]
-    return check_against_reference(fn, kl_estimate, cases, name="kl_estimate", mistakes=mistakes)
+    return check_against_reference(fn, kl_estimate, cases, name="kl_estimate", mistakes=mistakes, check_dtype=True)

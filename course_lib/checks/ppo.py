@@ -35,6 +35,16 @@ def _policy_case(description, seed, shape, *, spread=1.0, clip_eps=0.2, same=Fal
     return Case(description, kwargs, grad=("logp", "logp_old", "adv"))
 
 
+def _padded(case: Case, fill: float, description: str) -> Case:
+    """``case`` with ``fill`` (-inf, NaN) in its log-probs wherever the mask says padding: padding may hold
+    anything, and must change neither the loss nor its gradient (``x * mask`` is NaN where x is -inf)."""
+    kwargs = dict(case.kwargs)
+    padding = ~kwargs["mask"].bool()
+    for key in ("logp", "logp_old"):
+        kwargs[key] = kwargs[key].masked_fill(padding, fill)
+    return Case(description, kwargs, grad=case.grad)
+
+
 def check_clipped_surrogate(fn) -> bool:
     """Check a student's ``clipped_surrogate(logp, logp_old, adv, clip_eps, clip_eps_high=None)``."""
     cases = [
@@ -46,7 +56,9 @@ def check_clipped_surrogate(fn) -> bool:
         _policy_case("a scalar (0-d) entry", 5, (), spread=1.0),
     ]
     mistakes = [Mistake(message, surrogate(**options)) for message, options in SURROGATE_MISTAKES]
-    return check_against_reference(fn, clipped_surrogate, cases, name="clipped_surrogate", mistakes=mistakes)
+    return check_against_reference(
+        fn, clipped_surrogate, cases, name="clipped_surrogate", mistakes=mistakes, check_dtype=True
+    )
 
 
 _INFO = ("clip_fraction", "clip_active_fraction", "approx_kl")
@@ -86,8 +98,31 @@ def check_clipped_surrogate_loss(fn) -> bool:
         _policy_case("ratios far outside the range with an uneven mask", 3, (4, 5), spread=1.5, mask_p=0.5),
         _policy_case("a (2, 3, 4) batch, clip_eps = 0.1, mask", 4, (2, 3, 4), spread=0.5, clip_eps=0.1, mask_p=0.7),
         _policy_case("one entry", 5, (1,), spread=1.0),
+        _policy_case(
+            "clip-higher: clip_eps = 0.2, clip_eps_high = 0.28, a mask",
+            6,
+            (4, 6),
+            spread=0.4,
+            mask_p=0.7,
+            clip_eps_high=0.28,
+        ),
+        _padded(
+            _policy_case("", 7, (3, 6), spread=1.0, mask_p=0.6),
+            float("-inf"),
+            "padding whose log-probs are -inf (the mask says so): it changes nothing, gradients included",
+        ),
+        _padded(
+            _policy_case("", 8, (3, 5), spread=1.0, mask_p=0.6),
+            float("nan"),
+            "padding whose log-probs are NaN: it changes nothing, gradients included",
+        ),
+        Case(
+            "an empty mask (no valid entry): the loss is 0 and so are the diagnostics",
+            {**_policy_case("", 9, (2, 4)).kwargs, "mask": torch.zeros(2, 4, dtype=torch.bool)},
+            grad=("logp", "logp_old", "adv"),
+        ),
     ]
-    mistakes = [Mistake(message, wrong_loss(surrogate(**options))) for message, options in SURROGATE_MISTAKES[:-N_HIGH]]
+    mistakes = [Mistake(message, wrong_loss(surrogate(**options))) for message, options in SURROGATE_MISTAKES]
     mistakes += [
         Mistake(
             "the mask is ignored: average only over valid entries (sum of masked losses / number valid)",
@@ -104,6 +139,15 @@ def check_clipped_surrogate_loss(fn) -> bool:
             wrong_loss(reduce="numel"),
         ),
         Mistake("you summed the per-entry losses; average them over the valid entries", wrong_loss(reduce="sum")),
+        Mistake(
+            "the padding's -inf (or NaN) log-probs reach the loss: x * mask is NaN there (0 * inf), and so is the "
+            "gradient; select the valid entries first, torch.where(mask, x, 0), before the ratio",
+            wrong_loss(padding="multiplied"),
+        ),
+        Mistake(
+            "an empty mask (no valid entry) gives 0 / 0 = NaN: divide by mask.sum().clamp(min=1), so the loss is 0",
+            wrong_loss(reduce="unclamped"),
+        ),
         Mistake(
             "clip_fraction counts only where the clip binds (TRL's definition); the course counts every valid "
             "entry with |ratio - 1| > clip_eps, whatever the sign of adv",
@@ -199,6 +243,20 @@ def check_value_loss(fn) -> bool:
         ),
         Mistake("the mask is ignored: average only over valid entries", wrong_value_loss(ignore_mask=True)),
         Mistake(
+            "this is the Huber loss (smooth_l1_loss); the course's value loss is the squared error, "
+            "0.5 * (values - returns)^2 averaged over the valid entries",
+            wrong_value_loss(huber=True),
+        ),
+        Mistake(
+            "padding is counted in the denominator: divide by the number of valid entries, mask.sum(), not by "
+            "mask.numel()",
+            wrong_value_loss(denominator="numel"),
+        ),
+        Mistake(
+            "the factor 0.5 is applied twice (0.25 in all): the loss is 0.5 * mean((values - returns)^2)",
+            wrong_value_loss(factor=0.25),
+        ),
+        Mistake(
             "clip_eps is ignored: with clip_eps given, the loss is the max of the unclipped error and the error "
             "of values_old + clip(values - values_old, -clip_eps, clip_eps)",
             wrong_value_loss(never_clip=True),
@@ -247,7 +305,18 @@ def check_ppo_loss(fn) -> bool:
         )
         return Case(description, kwargs, grad=tuple(k for k in kwargs if isinstance(kwargs[k], torch.Tensor)))
 
+    masked = case("a mask, the padding's log-probs -inf", 3, (3, 6), spread=0.5)
+    g = torch.Generator().manual_seed(303)
+    mask = torch.rand(3, 6, generator=g) < 0.6
+    mask[:, 0] = True  # every row holds a valid entry
+    for key in ("policy_logprobs", "old_policy_logprobs"):
+        masked.kwargs[key] = masked.kwargs[key].masked_fill(~mask, float("-inf"))
+    masked.kwargs.update(mask=mask, clip_epsilon=0.2, value_loss_coef=0.5, entropy_coef=0.1)
+    masked.description = (
+        "a mask (padding at random places, its log-probs -inf): every term averages the valid entries only"
+    )
     cases = [
+        masked,
         case(
             "default coefficients (0.2, 0.5, 0.01), ratios far outside the clip range",
             0,
@@ -311,6 +380,15 @@ def check_ppo_loss(fn) -> bool:
             wrong_ppo_loss(detach_entropy=True),
         ),
         Mistake("the entropy is summed; subtract entropy_coef times its mean", wrong_ppo_loss(entropy_sum=True)),
+        Mistake(
+            "the entropy is averaged over the padding too: its mean is over the valid entries, masked_mean(entropy, "
+            "mask)",
+            wrong_ppo_loss(entropy_over_padding=True),
+        ),
+        Mistake(
+            "the value loss is averaged over the padding too: pass the mask to value_loss",
+            wrong_ppo_loss(value_over_padding=True),
+        ),
         Mistake(
             "gradient flows into returns: the value targets are constants, use returns.detach()",
             wrong_ppo_loss(returns_attached=True),

@@ -74,6 +74,16 @@ SURROGATE_MISTAKES = [
         dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, r * torch.clamp(a, -lo, hi))),
     ),
     (
+        "you clipped the advantage instead of the ratio (to [-clip_eps, clip_eps], clip_eps_high unused); clip the "
+        "ratio to [1 - clip_eps, 1 + clip_eps_high] and multiply by adv",
+        dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, r * torch.clamp(a, -lo, lo))),
+    ),
+    (
+        "the clip's two sides are swapped: the ratio is clipped to [1 - clip_eps, 1 + clip_eps_high] "
+        "(clip_eps below, clip_eps_high above)",
+        dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, torch.clamp(r, 1 - hi, 1 + lo) * a)),
+    ),
+    (
         "you clipped the log-ratio; clip the ratio exp(logp - logp_old) to [1 - clip_eps, 1 + clip_eps]",
         dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, torch.exp(torch.clamp(lr, 1 - lo, 1 + hi)) * a)),
     ),
@@ -100,32 +110,54 @@ SURROGATE_MISTAKES = [
 N_HIGH = 1  # the last entries concern clip_eps_high, which only clipped_surrogate takes
 
 
-def wrong_loss(per_element=None, *, ignore_mask=False, reduce="mean", **info_mistakes):
-    """A wrong clipped_surrogate_loss built from a wrong per-element loss, reduction or diagnostic."""
+def wrong_loss(per_element=None, *, ignore_mask=False, reduce="mean", padding="zeroed", **info_mistakes):
+    """A wrong clipped_surrogate_loss built from a wrong per-element loss, reduction or diagnostic.
 
-    def loss_fn(logp, logp_old, adv, clip_eps, mask=None):
-        per = (per_element or clipped_surrogate)(logp, logp_old, adv, clip_eps)
+    ``padding="multiplied"``: the padding's log-probs reach the loss and are only multiplied by the mask
+    (``x * mask`` is NaN where x is -inf or NaN); otherwise they are zeroed first, as the reference does.
+    """
+
+    def loss_fn(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+        valid_bool = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()
+        if padding == "zeroed":
+            logp = torch.where(valid_bool, logp, torch.zeros_like(logp))
+            logp_old = torch.where(valid_bool, logp_old, torch.zeros_like(logp_old))
+            adv = torch.where(valid_bool, adv, torch.zeros_like(adv))
+        per = (per_element or clipped_surrogate)(logp, logp_old, adv, clip_eps, clip_eps_high)
         valid = torch.ones_like(logp) if (mask is None or ignore_mask) else mask.to(logp.dtype)
         if reduce == "sum":
             loss = (per * valid).sum()
         elif reduce == "numel":
             loss = (per * valid).sum() / valid.numel()
+        elif reduce == "unclamped":
+            loss = (per * valid).sum() / valid.sum()
         else:
             loss = (per * valid).sum() / valid.sum().clamp(min=1)
-        return loss, wrong_info(logp, logp_old, adv, clip_eps, mask, **info_mistakes)
+        high = clip_eps if clip_eps_high is None else clip_eps_high
+        return loss, wrong_info(logp, logp_old, adv, clip_eps, mask, high=high, **info_mistakes)
 
     return loss_fn
 
 
 def wrong_info(
-    logp, logp_old, adv, clip_eps, mask, *, clip_fraction="outside", active="binding", kl="k3", count="valid"
+    logp,
+    logp_old,
+    adv,
+    clip_eps,
+    mask,
+    *,
+    high=None,
+    clip_fraction="outside",
+    active="binding",
+    kl="k3",
+    count="valid",
 ):
     """PPO's three diagnostics, each possibly computed a wrong way."""
     with torch.no_grad():
         valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()
         log_ratio = logp.detach() - logp_old.detach()
         ratio = log_ratio.exp()
-        low, high = ratio < 1 - clip_eps, ratio > 1 + clip_eps
+        low, high = ratio < 1 - clip_eps, ratio > 1 + (clip_eps if high is None else high)
         binding = (high & (adv > 0)) | (low & (adv < 0))
         outside = low | high
         n = float(valid.sum().clamp(min=1)) if count == "valid" else float(valid.numel())
@@ -154,11 +186,16 @@ def wrong_value_loss(
     clip_values=False,
     ignore_mask=False,
     never_clip=False,
+    denominator="valid",
+    factor=0.5,
+    huber=False,
 ):
     def wrong(values, returns, values_old=None, clip_eps=None, mask=None):
         if detach_returns:
             returns = returns.detach()
         error = (values - returns) ** 2
+        if huber:
+            error = 2.0 * torch.nn.functional.smooth_l1_loss(values, returns, reduction="none")  # 0.5 below
         if clip_eps is not None and not never_clip:
             old = values_old.detach() if detach_old else values_old
             clipped = (
@@ -168,7 +205,8 @@ def wrong_value_loss(
             )
             error = reduce(error, (clipped - returns) ** 2)
         valid = torch.ones_like(values) if (mask is None or ignore_mask) else mask.to(values.dtype)
-        return (0.5 if half else 1.0) * (error * valid).sum() / valid.sum()
+        count = valid.numel() if denominator == "numel" else valid.sum()
+        return (factor if half else 1.0) * (error * valid).sum() / count
 
     return wrong
 
@@ -184,6 +222,8 @@ def wrong_ppo_loss(
     detach_entropy=False,
     entropy_sum=False,
     returns_attached=False,
+    entropy_over_padding=False,
+    value_over_padding=False,
 ):
     def wrong(
         policy_logprobs,
@@ -192,6 +232,7 @@ def wrong_ppo_loss(
         returns,
         advantages,
         entropy,
+        mask=None,
         clip_epsilon=0.2,
         value_loss_coef=0.5,
         entropy_coef=0.01,
@@ -199,10 +240,23 @@ def wrong_ppo_loss(
         c_v = value_loss_coef if value_loss_coef_used is None else value_loss_coef_used
         c_e = entropy_coef if entropy_coef_used is None else entropy_coef_used
         eps = clip_epsilon if clip is None else clip
-        per = (policy or clipped_surrogate)(policy_logprobs, old_policy_logprobs, advantages, eps)
+        valid = torch.ones_like(values, dtype=torch.bool) if mask is None else mask.bool()
+        everything = torch.ones_like(valid)
+        # The padding's log-probs may be -inf: selected away before the ratio, as the reference does.
+        logp = torch.where(valid, policy_logprobs, torch.zeros_like(policy_logprobs))
+        logp_old = torch.where(valid, old_policy_logprobs, torch.zeros_like(old_policy_logprobs))
+        per = (policy or clipped_surrogate)(logp, logp_old, advantages, eps)
         target = returns if returns_attached else returns.detach()
-        v_loss = (0.5 if half else 1.0) * ((values - target) ** 2).mean()
+        v_mask = everything if value_over_padding else valid
+        v_loss = (0.5 if half else 1.0) * _mean(((values - target) ** 2), v_mask)
         h = entropy.detach() if detach_entropy else entropy
-        return per.mean() + c_v * v_loss + sign * c_e * (h.sum() if entropy_sum else h.mean())
+        h_mask = everything if entropy_over_padding else valid
+        h_term = (h * h_mask).sum() if entropy_sum else _mean(h, h_mask)
+        return _mean(per, valid) + c_v * v_loss + sign * c_e * h_term
 
     return wrong
+
+
+def _mean(x, mask):
+    """The mean of the entries where ``mask`` holds (0 when none does)."""
+    return torch.where(mask, x, torch.zeros_like(x)).sum() / mask.sum().clamp(min=1)

@@ -247,6 +247,10 @@ _MATH_CASES = [
     ("At first I thought the answer is 12, but \\boxed{14}", "14", 1.0, "\\boxed{...} before 'the answer is'"),
     ("The answer is 15.", "14", 0.0, "a wrong answer"),
     ("The answer is 140", "14", 0.0, "an answer that contains the ground truth"),
+    ("First \\boxed{12}, then checked: \\boxed{14}", "14", 1.0, "\\boxed{...} twice: the last counts"),
+    ("First \\boxed{12}, then checked: \\boxed{14}", "12", 0.0, "\\boxed{...} twice: the first does not count"),
+    ("The answer is x + 1.", "x + 1", 1.0, "a stated answer that is not a number"),
+    ("The answer is blue.", "red", 0.0, "a wrong stated answer that is not a number"),
 ]
 
 
@@ -313,16 +317,15 @@ def _drawn_math(seed: int, scored: bool) -> list[tuple]:
 
 
 def _fail_math(name, response_text, ground_truth, expected, got, description, cases, student):
-    # A mistake explains the failure when it is wrong on this case the way the student is,
-    # and the student repeats every other error of that mistake too.
+    # A mistake explains the failure only when it gives the student's reward on every case whose answer is
+    # known: each error of the student's is the mistake's, and each error of the mistake's is the student's.
     for mistake in _MATH_MISTAKES:
         try:
             wrong = [float(mistake.fn(r, g)) for r, g, _, _ in cases]
         except Exception:  # noqa: BLE001 - a mistake that crashes tells nothing
             continue
-        errors = [i for i, (w, case) in enumerate(zip(wrong, cases)) if case[2] is not None and w != case[2]]
-        this_case = float(mistake.fn(response_text, ground_truth)) == got
-        if this_case and all(student[i] == wrong[i] for i in errors):
+        known = [i for i, case in enumerate(cases) if case[2] is not None]
+        if all(student[i] == wrong[i] for i in known):
             raise AssertionError(
                 f"{name}: {mistake.message}\n  seen on the case: {description}: "
                 f"{name}({response_text!r}, {ground_truth!r}) returned {got}, expected {expected}"
@@ -338,6 +341,18 @@ def _mistake_last_number(response_text, ground_truth):
         numbers = re.findall(r"-?\d[\d,]*(?:\.\d+)?", response_text)
         answer = normalize_answer(numbers[-1]) if numbers else None
     return _same_answer(answer, ground_truth)
+
+
+def _mistake_first_boxed(response_text, ground_truth):
+    start = response_text.find("\\boxed{")
+    if start == -1:
+        return math_answer_reward(response_text, ground_truth)
+    depth = 0
+    for end in range(start + len("\\boxed"), len(response_text)):
+        depth += {"{": 1, "}": -1}.get(response_text[end], 0)
+        if depth == 0:
+            return math_answer_reward(response_text[: end + 1], ground_truth)  # only the first box is read
+    return math_answer_reward(response_text, ground_truth)
 
 
 def _mistake_first_statement(response_text, ground_truth):
@@ -364,6 +379,10 @@ def _mistake_substring(response_text, ground_truth):
     return float(normalize_answer(ground_truth) in response_text)
 
 
+def _mistake_raw_substring(response_text, ground_truth):
+    return float(ground_truth.strip() in response_text)
+
+
 _MATH_MISTAKES = [
     Mistake(
         "you fall back to the last number in the text when no answer is stated; a response "
@@ -371,6 +390,10 @@ _MATH_MISTAKES = [
         _mistake_last_number,
     ),
     Mistake("you take the first 'the answer is'; the last one is the final answer", _mistake_first_statement),
+    Mistake(
+        "you take the first \\boxed{...}; when a response boxes twice, the last box is the final answer",
+        _mistake_first_boxed,
+    ),
     Mistake(
         "your \\boxed{...} stops at the first '}'; count the braces so that \\boxed{\\frac{1}{2}} gives \\frac{1}{2}",
         _mistake_flat_boxed,
@@ -384,5 +407,10 @@ _MATH_MISTAKES = [
         "you check whether the ground truth appears anywhere in the response; extract the "
         "final answer and compare it whole (140 is not 14)",
         _mistake_substring,
+    ),
+    Mistake(
+        "you check whether the ground truth appears anywhere in the response; extract the "
+        "final answer and compare it whole (140 is not 14)",
+        _mistake_raw_substring,
     ),
 ]

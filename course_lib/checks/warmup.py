@@ -78,7 +78,9 @@ _RETURN_MISTAKES = [
 
 def check_discounted_return(fn) -> bool:
     """Check a student's ``discounted_return(rewards, gamma)``."""
-    return check_against_reference(fn, discounted_return, _cases(), name="discounted_return", mistakes=_RETURN_MISTAKES)
+    return check_against_reference(
+        fn, discounted_return, _cases(), name="discounted_return", mistakes=_RETURN_MISTAKES, check_dtype=True
+    )
 
 
 def _suffix_weights(T, gamma, dtype, exponent):
@@ -96,7 +98,35 @@ def _rtg_mistake(exponent):
     return wrong
 
 
+def _rtg_last_twice(rewards, gamma):
+    """The running sum started from the last reward, then the loop adds it again at t = T - 1."""
+    last = torch.zeros_like(rewards)
+    last[..., -1] = rewards[..., -1]
+    return reward_to_go(rewards, gamma) + gamma * reward_to_go(last, gamma)
+
+
+def _rtg_divided_by_powers(rewards, gamma):
+    """A discounted cumsum from the end, then divided by gamma ** t: 0 / 0 when gamma = 0."""
+    powers = gamma ** torch.arange(rewards.shape[-1], dtype=rewards.dtype)
+    return (rewards * powers).flip(-1).cumsum(-1).flip(-1) / powers
+
+
 _RTG_MISTAKES = [
+    Mistake(
+        "you divide by gamma ** t, which is 0 for t >= 1 when gamma = 0 (0 / 0 = NaN): accumulate backwards, "
+        "G_t = r_t + gamma * G_{t+1}, which needs no division",
+        _rtg_divided_by_powers,
+    ),
+    Mistake(
+        "the last reward is counted twice: the running sum starts at 0 before the loop (G_T = 0), "
+        "not at r_{T-1}, which the loop adds itself",
+        _rtg_last_twice,
+    ),
+    Mistake(
+        "your returns come out in reverse time order: a backward loop that appends G_t must reverse the list "
+        "at the end (or write out[..., t] = G_t)",
+        lambda rewards, gamma: reward_to_go(rewards, gamma).flip(-1),
+    ),
     Mistake(
         "your discount counts from the start of the episode (gamma ** k); "
         "from step t on it restarts: weight r_k by gamma ** (k - t)",
@@ -135,4 +165,6 @@ _RTG_MISTAKES = [
 
 def check_reward_to_go(fn) -> bool:
     """Check a student's ``reward_to_go(rewards, gamma)``."""
-    return check_against_reference(fn, reward_to_go, _cases(), name="reward_to_go", mistakes=_RTG_MISTAKES)
+    return check_against_reference(
+        fn, reward_to_go, _cases(), name="reward_to_go", mistakes=_RTG_MISTAKES, check_dtype=True
+    )

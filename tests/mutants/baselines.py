@@ -97,6 +97,8 @@ def deltas_loop_over_groups(rewards, mode, eps=1e-6):
     B, G = rewards.shape
     for b in range(B):
         group = rewards[b]
+        if bool((group == group[0]).all()):
+            continue  # an all-equal group stays zeros (its rounded mean would leave noise)
         mean = group.sum() / G
         centred = group - mean
         if mode == "centered_rewards":
@@ -112,6 +114,7 @@ def deltas_from_population_std(rewards, mode, eps=1e-6):
     if mode == "rewards":
         return rewards.clone()
     centred = rewards - rewards.mean(dim=-1, keepdim=True)
+    centred = centred * (rewards != rewards[:, :1]).any(dim=-1, keepdim=True)  # all-equal groups: exact zeros
     if mode == "centered_rewards":
         return centred
     G = rewards.shape[-1]

@@ -93,6 +93,8 @@ MUTANTS = [
     ("grpo_step", c._wrong_step(mask="ones"), "padding"),
     ("grpo_step", c._wrong_step(clip=False), "clip"),
     ("grpo_step", c._wrong_step(zero_grad=False), "zero_grad"),
+    ("grpo_step", c._wrong_step(zero_grad="after"), "comes after loss.backward()"),
+    ("grpo_step", c._wrong_step(tiled=True), "prompts are tiled"),
 ]
 
 VARIANTS = [

@@ -248,6 +248,17 @@ def gae_appended_not_reversed(rewards, values, dones, last_values, gamma, lam):
     return adv, adv + values
 
 
+def gae_forward_indexed(rewards, values, dones, last_values, gamma, lam):
+    """Issue 43's student: the recursion written with adv[..., t - 1], which at t = 0 reads the still-zero last
+    entry, and no cut at the episode's ends."""
+    next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
+    deltas = rewards + gamma * (1 - dones.to(rewards.dtype)) * next_values - values
+    adv = torch.zeros_like(rewards)
+    for t in range(rewards.shape[-1]):
+        adv[..., t] = deltas[..., t] + gamma * lam * adv[..., t - 1]
+    return adv, adv + values
+
+
 def gae_forward_same_done(rewards, values, dones, last_values, gamma, lam):
     d = dones.to(rewards.dtype)
     next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
@@ -426,6 +437,7 @@ MUTANTS = [
     ("compute_gae", gae_bootstraps_last_terminal, "even where it terminated"),
     ("compute_gae", gae_appended_not_reversed, "reverse time order"),
     ("compute_gae", gae_forward_same_done, "forwards"),
+    ("compute_gae", gae_forward_indexed, "you built A_t from A_{t-1}"),
     ("compute_gae", gae_is_td_residuals, "lam = 0"),
     ("compute_gae", gae_monte_carlo, "lam = 1"),
     ("compute_gae", gae_next_done_in_delta_only, "off by one in delta_t"),

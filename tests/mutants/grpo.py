@@ -81,6 +81,8 @@ def advantages_trl_style(rewards, normalize_std=True, eps=1e-6):
     flat = rewards.reshape(-1)  # (B * G,)
     mean = flat.view(B, G).mean(dim=1).repeat_interleave(G)
     adv = flat - mean
+    spread = flat.view(B, G).max(dim=1).values - flat.view(B, G).min(dim=1).values
+    adv = torch.where(spread.repeat_interleave(G) == 0, torch.zeros_like(adv), adv)  # all-equal groups: zeros
     if normalize_std:
         if G == 1:
             return torch.zeros_like(rewards)
@@ -173,6 +175,11 @@ def kl_k3_plus_one(logp, logp_ref, kind):
 # ---------------------------------------------------------------------------
 # kl_estimate: correct variants
 # ---------------------------------------------------------------------------
+
+
+def kl_clamped_like_verl(logp, logp_ref, kind):
+    """Issue 44's student: a clamp copied from a library (verl clamps its low-variance KL to [-10, 10])."""
+    return torch.clamp(_kl(logp, logp_ref, kind), min=-10, max=10)
 
 
 def kl_via_ratio(logp, logp_ref, kind):
@@ -315,8 +322,9 @@ def _grpo(
     else:
         a = adv_fn(rewards, normalize_std) if adv_fn else advantages_trl_style(rewards.detach(), normalize_std)
     a = a[..., None].expand_as(logp)  # (B, G, T)
+    high = clip_eps if clip_eps_high is None else clip_eps_high
     per_token = (
-        surrogate(logp, logp_old, a, clip_eps)
+        surrogate(logp, logp_old, a, clip_eps, high)
         if surrogate
         else clipped_surrogate(logp, logp_old, a, clip_eps, clip_eps_high)
     )
@@ -387,18 +395,18 @@ def grpo_kl_subtracted(logp, logp_old, logp_ref, rewards, mask, **kw):
 
 
 def grpo_old_logp_attached(logp, logp_old, logp_ref, rewards, mask, **kw):
-    def surrogate(p, p_old, a, eps):
+    def surrogate(p, p_old, a, eps, high):
         ratio = torch.exp(p - p_old)
-        return -torch.minimum(ratio * a, ratio.clamp(1 - eps, 1 + eps) * a)
+        return -torch.minimum(ratio * a, ratio.clamp(1 - eps, 1 + high) * a)
 
     return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw, surrogate=surrogate)
 
 
 def grpo_rewards_attached(logp, logp_old, logp_ref, rewards, mask, **kw):
     # Its own surrogate, which (unlike ppo.clipped_surrogate) does not detach the advantages.
-    def surrogate(p, p_old, a, eps):
+    def surrogate(p, p_old, a, eps, high):
         ratio = torch.exp(p - p_old.detach())
-        return -torch.minimum(ratio * a, ratio.clamp(1 - eps, 1 + eps) * a)
+        return -torch.minimum(ratio * a, ratio.clamp(1 - eps, 1 + high) * a)
 
     return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw, adv_fn=advantages_trl_style, surrogate=surrogate)
 
@@ -427,7 +435,7 @@ def grpo_unclipped(logp, logp_old, logp_ref, rewards, mask, **kw):
         rewards,
         mask,
         **kw,
-        surrogate=lambda p, p_old, a, eps: -torch.exp(p - p_old.detach()) * a,
+        surrogate=lambda p, p_old, a, eps, high: -torch.exp(p - p_old.detach()) * a,
     )
 
 
@@ -447,7 +455,7 @@ def grpo_clipped_term_only(logp, logp_old, logp_ref, rewards, mask, **kw):
         rewards,
         mask,
         **kw,
-        surrogate=lambda p, p_old, a, eps: -torch.exp(p - p_old.detach()).clamp(1 - eps, 1 + eps) * a,
+        surrogate=lambda p, p_old, a, eps, high: -torch.exp(p - p_old.detach()).clamp(1 - eps, 1 + high) * a,
     )
 
 
@@ -581,6 +589,7 @@ MUTANTS = [
     ("kl_estimate", kl_k1_absolute, "absolute value"),
     ("kl_estimate", kl_k3_other_direction, "KL(pi_ref || pi_theta)"),
     ("kl_estimate", kl_k3_plus_one, "constant has the wrong sign"),
+    ("kl_estimate", kl_clamped_like_verl, "clamped"),
     ("aggregate_loss", aggregate_token_mean_for_seq_mean, "token mean (DAPO)"),
     ("aggregate_loss", aggregate_seq_mean_for_token_mean, "all valid tokens"),
     ("aggregate_loss", aggregate_dr_grpo_by_valid_tokens, "constant max_len"),
@@ -619,3 +628,22 @@ VARIANTS = [
     ("aggregate_loss", aggregate_loop),
     ("grpo_loss", grpo_trl_layout),
 ]
+
+
+def advantages_no_equal_guard(rewards, normalize_std=True, eps=1e-6):
+    """Issue 44's student: the textbook formula, with no exact zero for an all-equal group (0.06 in float32)."""
+    centred = rewards - rewards.mean(dim=-1, keepdim=True)
+    if not normalize_std or rewards.shape[-1] == 1:
+        return centred
+    return centred / (rewards.std(dim=-1, keepdim=True) + eps)
+
+
+MUTANTS.append(("group_advantages", advantages_no_equal_guard, "not set to zero exactly"))
+
+
+def aggregate_token_mean_of_nothing(per_token, mask, mode, max_len=None):
+    """Issue 44's student: the token mean without a floor, NaN on a batch of empty responses."""
+    return _aggregate(per_token, mask, mode, max_len, **{"token-mean": lambda x, m, L: (x * m).sum() / m.sum()})
+
+
+MUTANTS.append(("aggregate_loss", aggregate_token_mean_of_nothing, "no valid token"))

@@ -283,6 +283,13 @@ def config_drops_switches(cfg, num_processes=1):
     return _config(cfg, num_processes, switches=False)
 
 
+def config_refuses_adv_estimator_only(cfg, num_processes=1):
+    """Issue 44's student: refuses the switch the notebook shows (adv_estimator), drops every other one."""
+    if cfg.adv_estimator != _SWITCHES["adv_estimator"]:
+        raise ValueError(f"cfg.adv_estimator: no GRPOConfig field for {cfg.adv_estimator!r}")
+    return _config(cfg, num_processes, switches=False)
+
+
 def config_floors_uneven_sizes(cfg, num_processes=1):
     return _config(cfg, num_processes, sizes=False)
 
@@ -391,6 +398,7 @@ MUTANTS = [
     ("grpo_config_kwargs", config_true_division, "is a float: GRPOConfig's"),
     ("grpo_config_kwargs", config_accumulation_whole_minibatch, "gradient_accumulation_steps counts one process's"),
     ("grpo_config_kwargs", config_drops_switches, "cannot express"),
+    ("grpo_config_kwargs", config_refuses_adv_estimator_only, "only adv_estimator is refused"),
     ("grpo_config_kwargs", config_floors_uneven_sizes, "rounded down"),
     ("grpo_config_kwargs", config_batch_in_prompts, "counts completions, not prompts"),
     ("grpo_config_kwargs", config_max_steps_rounds, "not the course's rounds"),

@@ -121,13 +121,24 @@ def surrogate_adv_clipped_symmetric(logp, logp_old, adv, clip_eps, clip_eps_high
 # ---------------------------------------------------------------------------
 
 
-def _diagnostics(logp, logp_old, adv, clip_eps, m, *, binding_fraction=False, active_is_outside=False, kl="k3"):
+def _zero_padding(logp, logp_old, adv, mask):
+    """The padding's log-probs may be -inf or NaN: every mutant below selects the valid entries first."""
+    if mask is None:
+        return logp, logp_old, adv
+    valid = mask.bool()
+    return (torch.where(valid, x, torch.zeros_like(x)) for x in (logp, logp_old, adv))
+
+
+def _diagnostics(
+    logp, logp_old, adv, clip_eps, m, *, binding_fraction=False, active_is_outside=False, kl="k3", high=None
+):
+    high = clip_eps if high is None else high
     with torch.no_grad():
         log_ratio = logp - logp_old
         ratio = torch.exp(log_ratio)
-        outside = (ratio - 1).abs() > clip_eps
-        binding = ((ratio > 1 + clip_eps) & (adv > 0)) | ((ratio < 1 - clip_eps) & (adv < 0))
-        n = m.sum()
+        outside = (ratio < 1 - clip_eps) | (ratio > 1 + high)
+        binding = ((ratio > 1 + high) & (adv > 0)) | ((ratio < 1 - clip_eps) & (adv < 0))
+        n = m.sum().clamp(min=1)
         kl_terms = {"k3": (ratio - 1) - log_ratio, "k1": logp_old - logp}[kl]
         return {
             "clip_fraction": ((binding if binding_fraction else outside).to(logp.dtype) * m).sum().item() / n.item(),
@@ -137,74 +148,105 @@ def _diagnostics(logp, logp_old, adv, clip_eps, m, *, binding_fraction=False, ac
         }
 
 
-def _loss_with(per_element, logp, logp_old, adv, clip_eps, mask, *, use_mask=True, binding=False, **info):
-    per = per_element(logp, logp_old, adv, clip_eps)
+def _loss_with(
+    per_element, logp, logp_old, adv, clip_eps, mask, *, use_mask=True, binding=False, clip_eps_high=None, **info
+):
+    logp, logp_old, adv = _zero_padding(logp, logp_old, adv, mask)
+    per = per_element(logp, logp_old, adv, clip_eps, clip_eps_high)
     m = torch.ones_like(logp) if (mask is None or not use_mask) else mask.to(logp.dtype)
-    loss = (per * m).sum() / m.sum()
-    return loss, _diagnostics(logp, logp_old, adv, clip_eps, m, binding_fraction=binding, **info)
+    loss = (per * m).sum() / m.sum().clamp(min=1)
+    return loss, _diagnostics(logp, logp_old, adv, clip_eps, m, binding_fraction=binding, high=clip_eps_high, **info)
 
 
-def loss_quotient_ratio(logp, logp_old, adv, clip_eps, mask=None):
-    return _loss_with(surrogate_quotient_ratio, logp, logp_old, adv, clip_eps, mask)
+def loss_quotient_ratio(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    return _loss_with(surrogate_quotient_ratio, logp, logp_old, adv, clip_eps, mask, clip_eps_high=clip_eps_high)
 
 
-def loss_max(logp, logp_old, adv, clip_eps, mask=None):
-    return _loss_with(surrogate_max, logp, logp_old, adv, clip_eps, mask)
+def loss_max(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    return _loss_with(surrogate_max, logp, logp_old, adv, clip_eps, mask, clip_eps_high=clip_eps_high)
 
 
-def loss_old_attached(logp, logp_old, adv, clip_eps, mask=None):
-    return _loss_with(surrogate_old_attached, logp, logp_old, adv, clip_eps, mask)
+def loss_old_attached(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    return _loss_with(surrogate_old_attached, logp, logp_old, adv, clip_eps, mask, clip_eps_high=clip_eps_high)
 
 
-def loss_ignores_mask(logp, logp_old, adv, clip_eps, mask=None):
-    return _loss_with(surrogate_sb3_style, logp, logp_old, adv, clip_eps, mask, use_mask=False)
+def loss_ignores_mask(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    return _loss_with(
+        surrogate_sb3_style, logp, logp_old, adv, clip_eps, mask, clip_eps_high=clip_eps_high, use_mask=False
+    )
 
 
-def loss_binding_clip_fraction(logp, logp_old, adv, clip_eps, mask=None):
-    return _loss_with(surrogate_sb3_style, logp, logp_old, adv, clip_eps, mask, binding=True)
+def loss_binding_clip_fraction(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    return _loss_with(
+        surrogate_sb3_style, logp, logp_old, adv, clip_eps, mask, clip_eps_high=clip_eps_high, binding=True
+    )
 
 
-def loss_sum_not_mean(logp, logp_old, adv, clip_eps, mask=None):
-    per = surrogate_sb3_style(logp, logp_old, adv, clip_eps)
+def loss_sum_not_mean(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    _, info = loss_masked_mean(logp.detach(), logp_old, adv, clip_eps, mask, clip_eps_high)
+    logp, logp_old, adv = _zero_padding(logp, logp_old, adv, mask)
+    per = surrogate_sb3_style(logp, logp_old, adv, clip_eps, clip_eps_high)
     m = torch.ones_like(logp) if mask is None else mask.to(logp.dtype)
-    _, info = loss_masked_mean(logp.detach(), logp_old, adv, clip_eps, mask)
     return (per * m).sum(), info
 
 
-def loss_returns_tensor_only(logp, logp_old, adv, clip_eps, mask=None):
-    return loss_masked_mean(logp, logp_old, adv, clip_eps, mask)[0]
+def loss_returns_tensor_only(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    return loss_masked_mean(logp, logp_old, adv, clip_eps, mask, clip_eps_high)[0]
 
 
-def loss_clipped_term_only(logp, logp_old, adv, clip_eps, mask=None):
-    return _loss_with(surrogate_clipped_term_only, logp, logp_old, adv, clip_eps, mask)
+def loss_clipped_term_only(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    return _loss_with(surrogate_clipped_term_only, logp, logp_old, adv, clip_eps, mask, clip_eps_high=clip_eps_high)
 
 
-def loss_upper_side_only(logp, logp_old, adv, clip_eps, mask=None):
-    return _loss_with(surrogate_upper_side_only, logp, logp_old, adv, clip_eps, mask)
+def loss_upper_side_only(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    return _loss_with(surrogate_upper_side_only, logp, logp_old, adv, clip_eps, mask, clip_eps_high=clip_eps_high)
 
 
-def loss_clips_advantage(logp, logp_old, adv, clip_eps, mask=None):
-    return _loss_with(surrogate_clips_advantage, logp, logp_old, adv, clip_eps, mask)
+def loss_clips_advantage(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    return _loss_with(surrogate_clips_advantage, logp, logp_old, adv, clip_eps, mask, clip_eps_high=clip_eps_high)
 
 
-def loss_approx_kl_k1(logp, logp_old, adv, clip_eps, mask=None):
-    return _loss_with(surrogate_sb3_style, logp, logp_old, adv, clip_eps, mask, kl="k1")
+def loss_approx_kl_k1(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    return _loss_with(surrogate_sb3_style, logp, logp_old, adv, clip_eps, mask, clip_eps_high=clip_eps_high, kl="k1")
 
 
-def loss_active_fraction_is_clip_fraction(logp, logp_old, adv, clip_eps, mask=None):
-    return _loss_with(surrogate_sb3_style, logp, logp_old, adv, clip_eps, mask, active_is_outside=True)
+def loss_active_fraction_is_clip_fraction(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    return _loss_with(
+        surrogate_sb3_style, logp, logp_old, adv, clip_eps, mask, clip_eps_high=clip_eps_high, active_is_outside=True
+    )
 
 
-def loss_without_approx_kl(logp, logp_old, adv, clip_eps, mask=None):
-    loss, info = _loss_with(surrogate_sb3_style, logp, logp_old, adv, clip_eps, mask)
+def loss_without_approx_kl(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    loss, info = _loss_with(surrogate_sb3_style, logp, logp_old, adv, clip_eps, mask, clip_eps_high=clip_eps_high)
     del info["approx_kl"]
     return loss, info
 
 
-def loss_padding_in_denominator(logp, logp_old, adv, clip_eps, mask=None):
-    per = surrogate_sb3_style(logp, logp_old, adv, clip_eps)
+def loss_padding_in_denominator(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    logp, logp_old, adv = _zero_padding(logp, logp_old, adv, mask)
+    per = surrogate_sb3_style(logp, logp_old, adv, clip_eps, clip_eps_high)
     m = torch.ones_like(logp) if mask is None else mask.to(logp.dtype)
-    return (per * m).mean(), _diagnostics(logp, logp_old, adv, clip_eps, m)
+    return (per * m).mean(), _diagnostics(logp, logp_old, adv, clip_eps, m, high=clip_eps_high)
+
+
+def loss_padding_multiplied(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    """Issue 44's student: x * mask, which is NaN where the padding holds -inf (0 * inf)."""
+    per = surrogate_sb3_style(logp, logp_old, adv, clip_eps, clip_eps_high)
+    m = torch.ones_like(logp) if mask is None else mask.to(logp.dtype)
+    _, info = loss_masked_mean(logp.detach(), logp_old, adv, clip_eps, mask, clip_eps_high)
+    return (per * m).sum() / m.sum().clamp(min=1), info
+
+
+def loss_ignores_clip_eps_high(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    return _loss_with(surrogate_sb3_style, logp, logp_old, adv, clip_eps, mask)
+
+
+def loss_empty_mask_nan(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    logp, logp_old, adv = _zero_padding(logp, logp_old, adv, mask)
+    per = surrogate_sb3_style(logp, logp_old, adv, clip_eps, clip_eps_high)
+    m = torch.ones_like(logp) if mask is None else mask.to(logp.dtype)
+    _, info = loss_masked_mean(logp.detach(), logp_old, adv, clip_eps, mask, clip_eps_high)
+    return (per * m).sum() / m.sum(), info
 
 
 # ---------------------------------------------------------------------------
@@ -252,15 +294,43 @@ def value_loss_never_clips(values, returns, values_old=None, clip_eps=None, mask
 # ---------------------------------------------------------------------------
 
 
+def _masked(x, valid):
+    return torch.where(valid, x, torch.zeros_like(x)).sum() / valid.sum().clamp(min=1)
+
+
+def _ppo(
+    policy_logprobs,
+    old_policy_logprobs,
+    values,
+    returns,
+    advantages,
+    entropy,
+    mask,
+    clip_epsilon,
+    value_loss_coef,
+    entropy_coef,
+    *,
+    per_element=None,
+    entropy_term=None,
+    entropy_sign=-1.0,
+):
+    """A PPO loss that averages each term over the valid entries; each mutant changes one part of it."""
+    valid = torch.ones_like(values, dtype=torch.bool) if mask is None else mask.bool()
+    logp, logp_old, adv = _zero_padding(policy_logprobs, old_policy_logprobs, advantages, mask)
+    policy_loss = _masked((per_element or surrogate_sb3_style)(logp, logp_old, adv, clip_epsilon), valid)
+    v_loss = 0.5 * _masked((values - returns.detach()) ** 2, valid)
+    bonus = _masked(entropy, valid) if entropy_term is None else entropy_term(entropy, valid)
+    return policy_loss + value_loss_coef * v_loss + entropy_sign * entropy_coef * bonus
+
+
 class PPOLossEntropyAdded(torch.nn.Module):
     def __init__(self, clip_epsilon=0.2, value_loss_coef=0.5, entropy_coef=0.01):
         super().__init__()
         self.clip_epsilon, self.value_loss_coef, self.entropy_coef = clip_epsilon, value_loss_coef, entropy_coef
 
-    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy):
-        policy_loss = surrogate_sb3_style(policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon).mean()
-        v_loss = 0.5 * ((values - returns.detach()) ** 2).mean()
-        return policy_loss + self.value_loss_coef * v_loss + self.entropy_coef * entropy.mean()
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
+        tensors = (policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask)
+        return _ppo(*tensors, self.clip_epsilon, self.value_loss_coef, self.entropy_coef, entropy_sign=1.0)
 
 
 def ppo_loss_old_attached(
@@ -270,13 +340,13 @@ def ppo_loss_old_attached(
     returns,
     advantages,
     entropy,
+    mask=None,
     clip_epsilon=0.2,
     value_loss_coef=0.5,
     entropy_coef=0.01,
 ):
-    policy_loss = surrogate_old_attached(policy_logprobs, old_policy_logprobs, advantages, clip_epsilon).mean()
-    v_loss = 0.5 * ((values - returns.detach()) ** 2).mean()
-    return policy_loss + value_loss_coef * v_loss - entropy_coef * entropy.mean()
+    tensors = (policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask)
+    return _ppo(*tensors, clip_epsilon, value_loss_coef, entropy_coef, per_element=surrogate_old_attached)
 
 
 def ppo_loss_ignores_value_loss_coef(
@@ -286,32 +356,13 @@ def ppo_loss_ignores_value_loss_coef(
     returns,
     advantages,
     entropy,
+    mask=None,
     clip_epsilon=0.2,
     value_loss_coef=0.5,
     entropy_coef=0.01,
 ):
-    policy_loss = surrogate_sb3_style(policy_logprobs, old_policy_logprobs, advantages, clip_epsilon).mean()
-    v_loss = 0.5 * ((values - returns.detach()) ** 2).mean()
-    return policy_loss + 0.5 * v_loss - entropy_coef * entropy.mean()
-
-
-def _ppo_total(
-    policy_logprobs,
-    old_policy_logprobs,
-    values,
-    returns,
-    advantages,
-    entropy,
-    clip_epsilon,
-    value_loss_coef,
-    entropy_coef,
-    *,
-    entropy_term=None,
-):
-    policy_loss = surrogate_sb3_style(policy_logprobs, old_policy_logprobs, advantages, clip_epsilon).mean()
-    v_loss = 0.5 * ((values - returns.detach()) ** 2).mean()
-    bonus = entropy.mean() if entropy_term is None else entropy_term(entropy)
-    return policy_loss + value_loss_coef * v_loss - entropy_coef * bonus
+    tensors = (policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask)
+    return _ppo(*tensors, clip_epsilon, 0.5, entropy_coef)
 
 
 def ppo_loss_entropy_detached(
@@ -321,22 +372,31 @@ def ppo_loss_entropy_detached(
     returns,
     advantages,
     entropy,
+    mask=None,
     clip_epsilon=0.2,
     value_loss_coef=0.5,
     entropy_coef=0.01,
 ):
-    return _ppo_total(
-        policy_logprobs,
-        old_policy_logprobs,
-        values,
-        returns,
-        advantages,
-        entropy,
-        clip_epsilon,
-        value_loss_coef,
-        entropy_coef,
-        entropy_term=lambda h: h.detach().mean(),
-    )
+    tensors = (policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask)
+    detached = lambda h, valid: _masked(h.detach(), valid)  # noqa: E731
+    return _ppo(*tensors, clip_epsilon, value_loss_coef, entropy_coef, entropy_term=detached)
+
+
+def ppo_loss_entropy_over_padding(
+    policy_logprobs,
+    old_policy_logprobs,
+    values,
+    returns,
+    advantages,
+    entropy,
+    mask=None,
+    clip_epsilon=0.2,
+    value_loss_coef=0.5,
+    entropy_coef=0.01,
+):
+    """Issue 44's student: every term masked but the entropy's, which is entropy.mean()."""
+    tensors = (policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask)
+    return _ppo(*tensors, clip_epsilon, value_loss_coef, entropy_coef, entropy_term=lambda h, valid: h.mean())
 
 
 def ppo_loss_no_entropy(
@@ -346,13 +406,13 @@ def ppo_loss_no_entropy(
     returns,
     advantages,
     entropy,
+    mask=None,
     clip_epsilon=0.2,
     value_loss_coef=0.5,
     entropy_coef=0.01,
 ):
-    return _ppo_total(
-        policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, clip_epsilon, value_loss_coef, 0.0
-    )
+    tensors = (policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask)
+    return _ppo(*tensors, clip_epsilon, value_loss_coef, 0.0)
 
 
 def ppo_loss_fixed_clip(
@@ -362,13 +422,13 @@ def ppo_loss_fixed_clip(
     returns,
     advantages,
     entropy,
+    mask=None,
     clip_epsilon=0.2,
     value_loss_coef=0.5,
     entropy_coef=0.01,
 ):
-    return _ppo_total(
-        policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, 0.2, value_loss_coef, entropy_coef
-    )
+    tensors = (policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask)
+    return _ppo(*tensors, 0.2, value_loss_coef, entropy_coef)
 
 
 class PPOLossClippedTermOnly(torch.nn.Module):
@@ -376,12 +436,10 @@ class PPOLossClippedTermOnly(torch.nn.Module):
         super().__init__()
         self.clip_epsilon, self.value_loss_coef, self.entropy_coef = clip_epsilon, value_loss_coef, entropy_coef
 
-    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy):
-        policy_loss = surrogate_clipped_term_only(
-            policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon
-        ).mean()
-        v_loss = 0.5 * ((values - returns.detach()) ** 2).mean()
-        return policy_loss + self.value_loss_coef * v_loss - self.entropy_coef * entropy.mean()
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
+        tensors = (policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask)
+        coefs = (self.clip_epsilon, self.value_loss_coef, self.entropy_coef)
+        return _ppo(*tensors, *coefs, per_element=surrogate_clipped_term_only)
 
 
 MUTANTS = [
@@ -417,6 +475,9 @@ MUTANTS = [
     ("clipped_surrogate_loss", loss_without_approx_kl, "no 'approx_kl'"),
     ("clipped_surrogate_loss", loss_padding_in_denominator, "mask.numel()"),
     ("clipped_surrogate_loss", loss_returns_tensor_only, "tuple (loss, info)"),
+    ("clipped_surrogate_loss", loss_padding_multiplied, "x * mask is NaN there"),
+    ("clipped_surrogate_loss", loss_ignores_clip_eps_high, "clip_eps_high is ignored"),
+    ("clipped_surrogate_loss", loss_empty_mask_nan, "an empty mask"),
     ("value_loss", value_loss_no_half, "0.5"),
     ("value_loss", value_loss_min, "min of the two errors"),
     ("value_loss", value_loss_returns_attached, "returns.detach()"),
@@ -429,6 +490,7 @@ MUTANTS = [
     ("ppo_loss", ppo_loss_no_entropy, "entropy bonus is missing"),
     ("ppo_loss", ppo_loss_fixed_clip, "clip_epsilon is ignored"),
     ("ppo_loss", PPOLossClippedTermOnly, "only the clipped term"),
+    ("ppo_loss", ppo_loss_entropy_over_padding, "entropy is averaged over the padding"),
     ("ppo_loss", ppo.PPOLoss, "calls course_lib's own ppo.PPOLoss"),
 ]
 
@@ -455,24 +517,27 @@ def surrogate_where(logp, logp_old, adv, clip_eps, clip_eps_high=None):
     return torch.where(clipped * adv < ratio * adv, -clipped * adv, -ratio * adv)
 
 
-def loss_masked_mean(logp, logp_old, adv, clip_eps, mask=None):
+def loss_masked_mean(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    high = clip_eps if clip_eps_high is None else clip_eps_high
     m = torch.ones_like(logp) if mask is None else mask.to(logp.dtype)
-    per = surrogate_sb3_style(logp, logp_old, adv, clip_eps)
+    logp, logp_old, adv = _zero_padding(logp, logp_old, adv, mask)
+    per = surrogate_sb3_style(logp, logp_old, adv, clip_eps, clip_eps_high)
+    n = m.sum().clamp(min=1)
     with torch.no_grad():
         log_ratio = logp - logp_old
         ratio = log_ratio.exp()
-        frac = (((ratio - 1).abs() > clip_eps).to(logp.dtype) * m).sum() / m.sum()
-        binds = (torch.where(adv > 0, ratio > 1 + clip_eps, ratio < 1 - clip_eps) & (adv != 0)).to(logp.dtype)
-        approx_kl = (((ratio - 1) - log_ratio) * m).sum() / m.sum()
-    return (per * m).sum() / m.sum(), {
+        frac = (((ratio < 1 - clip_eps) | (ratio > 1 + high)).to(logp.dtype) * m).sum() / n
+        binds = (torch.where(adv > 0, ratio > 1 + high, ratio < 1 - clip_eps) & (adv != 0)).to(logp.dtype)
+        approx_kl = (((ratio - 1) - log_ratio) * m).sum() / n
+    return (per * m).sum() / n, {
         "clip_fraction": float(frac),
-        "clip_active_fraction": float((binds * m).sum() / m.sum()),
+        "clip_active_fraction": float((binds * m).sum() / n),
         "approx_kl": float(approx_kl),
     }
 
 
-def loss_float32_inside(logp, logp_old, adv, clip_eps, mask=None):
-    loss, info = loss_masked_mean(logp.float(), logp_old.float(), adv.float(), clip_eps, mask)
+def loss_float32_inside(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    loss, info = loss_masked_mean(logp.float(), logp_old.float(), adv.float(), clip_eps, mask, clip_eps_high)
     return loss.to(logp.dtype), info
 
 
@@ -496,12 +561,15 @@ def ppo_loss_function(
     returns,
     advantages,
     entropy,
+    mask=None,
     clip_epsilon=0.2,
     value_loss_coef=0.5,
     entropy_coef=0.01,
 ):
-    policy_loss, _ = loss_masked_mean(policy_logprobs, old_policy_logprobs, advantages, clip_epsilon)
-    return policy_loss + value_loss_coef * value_loss_mse(values, returns) - entropy_coef * entropy.mean()
+    policy_loss, _ = loss_masked_mean(policy_logprobs, old_policy_logprobs, advantages, clip_epsilon, mask)
+    m = torch.ones_like(entropy) if mask is None else mask.to(entropy.dtype)
+    mean_entropy = (entropy * m).sum() / m.sum().clamp(min=1)
+    return policy_loss + value_loss_coef * value_loss_mse(values, returns, mask=mask) - entropy_coef * mean_entropy
 
 
 VARIANTS = [

@@ -29,12 +29,13 @@ def pass_biased(n, c, k):
 
 
 def pass_float_binomials(n, c, k):
-    def one(n, c, k):
-        num = float(math.comb(n - c, k)) if n - c < 1000 else math.inf  # what a float binomial gives past 1e308
-        den = float(math.comb(n, k)) if n < 1000 else math.inf
-        return 1 - num / den if den else float("nan")
+    # The student: binomials as exp(log-gamma), which overflow to inf past 1e308 (inf / inf is NaN).
+    n, c, k = (torch.as_tensor(x, dtype=torch.float64) for x in (n, c, k))
 
-    return _loop(n, c, k, one)
+    def comb(a, b):
+        return torch.exp(torch.lgamma(a + 1) - torch.lgamma(b + 1) - torch.lgamma(a - b + 1))
+
+    return 1 - torch.where(k <= n - c, comb(n - c, k), 0.0) / comb(n, k)
 
 
 def pass_chen_verbatim(n, c, k):

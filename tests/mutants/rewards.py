@@ -145,6 +145,13 @@ def math_first_statement(response_text, ground_truth):
     return _equal(None if answer is None else _norm(answer), _norm(ground_truth))
 
 
+def math_first_boxed(response_text, ground_truth):
+    """Issue 44's student: re.search finds the first box, and a response that boxes twice means the last."""
+    found = re.search(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}", response_text)
+    answer = found.group(1) if found else _statement(response_text)
+    return _equal(None if answer is None else _norm(answer), _norm(ground_truth))
+
+
 def math_flat_boxed(response_text, ground_truth):
     found = re.findall(r"\\boxed\{(.*?)\}", response_text)
     answer = found[-1] if found else _statement(response_text)
@@ -219,6 +226,7 @@ MUTANTS = [
     ("math_answer_reward", math_flat_boxed, "count the braces"),
     ("math_answer_reward", math_string_only, "compare float(answer)"),
     ("math_answer_reward", math_substring, "anywhere in the response"),
+    ("math_answer_reward", math_first_boxed, "the first \\boxed"),
     ("math_answer_reward", math_case_sensitive, "'Answer:'"),
     ("math_answer_reward", math_no_thousands, "thousands separator"),
     ("math_answer_reward", math_crashes_without_answer, "raised AttributeError"),

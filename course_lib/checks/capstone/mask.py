@@ -28,6 +28,16 @@ def _mask_off_by_one(completion_ids, eos_id):
     return (shifted == 0).float()
 
 
+def _mask_argmax(completion_ids, eos_id):
+    first = (completion_ids == eos_id).long().argmax(dim=-1, keepdim=True)  # 0 where a row has no EOS
+    return (torch.arange(completion_ids.shape[-1]) <= first).float()
+
+
+def _mask_roll(completion_ids, eos_id):
+    is_eos = (completion_ids == eos_id).long()
+    return (is_eos.roll(1, dims=-1).cumsum(-1) == 0).float()  # the last token's EOS wraps to the front
+
+
 def _mask_no_eos_rows_empty(completion_ids, eos_id):
     mask = completion_mask(completion_ids, eos_id)
     return mask * (completion_ids == eos_id).any(-1, keepdim=True).float()
@@ -74,6 +84,16 @@ def check_completion_mask(fn) -> bool:
         Mistake(
             "rows with no EOS get an empty mask: a completion that ran out of tokens is valid everywhere",
             _mask_no_eos_rows_empty,
+        ),
+        Mistake(
+            "the first EOS is found with argmax, which gives 0 for a row with no EOS at all (all its tokens "
+            "are valid): test (ids == eos_id).any(-1) too, or use a cumulative sum",
+            _mask_argmax,
+        ),
+        Mistake(
+            "the shift uses roll, which wraps around: an EOS at the last position comes back to the front and "
+            "masks the whole row; shift with torch.cat([zeros, x[..., :-1]], -1)",
+            _mask_roll,
         ),
         Mistake("the mask runs to the last EOS: everything after the first EOS is masked", _mask_last_eos),
         Mistake(

@@ -112,11 +112,10 @@ def check_addition_exact_reward(fn) -> bool:
         return True
     first = next(i for i, (s, e) in enumerate(zip(student, expected)) if s != e)
     c, a, description = table[first]
+    # A mistake is named only when it gives the student's reward on every completion of the table.
     for mistake in _reward_mistakes():
         wrong = [float(mistake.fn(cc, aa)) for cc, aa, _ in table]
-        if wrong[first] == student[first] and all(
-            student[i] == wrong[i] for i, (w, e) in enumerate(zip(wrong, expected)) if w != e
-        ):
+        if wrong == student:
             raise AssertionError(
                 f"{name}: {mistake.message}\n  seen on {c!r} with answer {a!r} ({description}): "
                 f"returned {student[first]}, expected {expected[first]}"

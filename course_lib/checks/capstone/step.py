@@ -65,9 +65,9 @@ def _step_setup(seed: int, kl_coef: float):
     )
 
 
-def _logp(model, prompts, completions, shifted: bool = True):
+def _logp(model, prompts, completions, shifted: bool = True, tiled: bool = False):
     G = completions.shape[1]
-    fp = repeat(prompts, "B P -> (B G) P", G=G)
+    fp = repeat(prompts, "B P -> (G B) P", G=G) if tiled else repeat(prompts, "B P -> (B G) P", G=G)
     fc = rearrange(completions, "B G L -> (B G) L")
     if shifted:
         out = token_logps(model, fp, None, fc)
@@ -78,7 +78,7 @@ def _logp(model, prompts, completions, shifted: bool = True):
     return rearrange(out, "(B G) L -> B G L", G=G)
 
 
-def _wrong_step(shifted=True, mask="eos", clip=True, zero_grad=True):
+def _wrong_step(shifted=True, mask="eos", clip=True, zero_grad=True, tiled=False):
     def step(
         policy,
         ref_model,
@@ -92,11 +92,11 @@ def _wrong_step(shifted=True, mask="eos", clip=True, zero_grad=True):
         kl_coef=0.04,
         max_grad_norm=1.0,
     ):
-        logp = _logp(policy, prompts, completions, shifted)
+        logp = _logp(policy, prompts, completions, shifted, tiled)
         logp_ref = None
         if ref_model is not None and kl_coef > 0:
             with torch.no_grad():
-                logp_ref = _logp(ref_model, prompts, completions, shifted)
+                logp_ref = _logp(ref_model, prompts, completions, shifted, tiled)
         if mask == "eos":
             m = completion_mask(completions, eos_id)
         elif mask == "drop_eos":
@@ -104,9 +104,11 @@ def _wrong_step(shifted=True, mask="eos", clip=True, zero_grad=True):
         else:
             m = torch.ones(completions.shape)
         loss, _ = grpo_loss(logp, logp_old, logp_ref, rewards, m, clip_eps=clip_eps, kl_coef=kl_coef)
-        if zero_grad:
+        if zero_grad is True:
             optimizer.zero_grad()
         loss.backward()
+        if zero_grad == "after":
+            optimizer.zero_grad()
         if clip:
             torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
         optimizer.step()
@@ -135,6 +137,16 @@ def _step_mistakes():
         Mistake(
             "optimizer.zero_grad() is missing: the previous step's gradient is added to this one",
             _wrong_step(zero_grad=False),
+        ),
+        Mistake(
+            "optimizer.zero_grad() comes after loss.backward(): it wipes the gradient just computed, and the step "
+            "does nothing; call it before the backward pass",
+            _wrong_step(zero_grad="after"),
+        ),
+        Mistake(
+            "the prompts are tiled (prompts.repeat(G, 1): prompt 0, 1, 0, 1, ...) but each prompt's G completions "
+            "sit together: repeat each prompt G times in place, repeat_interleave(G, dim=0)",
+            _wrong_step(tiled=True),
         ),
     ]
 
@@ -174,6 +186,12 @@ def check_grpo_step(fn) -> bool:
 
     # Both cases are asked before any is judged, and recorded in the grading kernel (checks.recording).
     replies = [recording.replayable(lambda case=case: ask(*case)) for case in cases]
+
+    def same(reply, other):
+        (loss, params), (other_loss, other_params) = reply, other
+        same_loss = abs(loss - other_loss) <= 1e-5 + 1e-4 * abs(other_loss)
+        return same_loss and torch.allclose(params, other_params.double(), rtol=1e-4, atol=1e-6)
+
     for (seed, kl_coef, description), (got_loss, got_params) in zip(cases, replies):
         exp_loss, exp_params = _run_step(grpo_step, seed, kl_coef)
         exp_params = exp_params.double()
@@ -181,11 +199,9 @@ def check_grpo_step(fn) -> bool:
         same_params = torch.allclose(got_params, exp_params, rtol=1e-4, atol=1e-6)
         if same_loss and same_params:
             continue
+        # A mistake is named only when it gives the student's loss and update on every case.
         for mistake in _step_mistakes():
-            w_loss, w_params = _run_step(mistake.fn, seed, kl_coef)
-            if abs(w_loss - got_loss) <= 1e-5 + 1e-4 * abs(w_loss) and torch.allclose(
-                w_params.double(), got_params, rtol=1e-4, atol=1e-6
-            ):
+            if all(same(reply, _run_step(mistake.fn, *case[:2])) for reply, case in zip(replies, cases)):
                 raise AssertionError(f"{name}: {mistake.message}\n  seen on the case: {description}")
         what = (
             f"the loss is {got_loss:.6g}, expected {exp_loss:.6g}"

@@ -42,6 +42,11 @@ def check_cispo_loss(fn) -> bool:
             grad,
         ),
         Case(
+            "asymmetric bounds: clip_eps=0.1, clip_eps_high=0.3 (weights kept in [0.9, 1.3])",
+            {**base, "clip_eps_high": 0.3, "clip_eps": 0.1},
+            grad,
+        ),
+        Case(
             "the first update: logp equals logp_old, every weight 1",
             {**base, "logp": logp_old.clone(), "clip_eps_high": 0.2},
             grad,
@@ -127,6 +132,22 @@ def check_cispo_loss(fn) -> bool:
             cispo_with(detach_old=False, detach_weight=False),
         ),
         Mistake("a gradient flows into the advantages: they are constants; detach them", cispo_with(detach_adv=False)),
+        Mistake(
+            "the lower bound uses clip_eps_high: the weight is kept in [1 - clip_eps, 1 + clip_eps_high], "
+            "each bound with its own eps",
+            lambda logp, logp_old, adv, clip_eps_high, clip_eps=None: cispo_loss(
+                logp, logp_old, adv, clip_eps_high, None if clip_eps is None else clip_eps_high
+            ),
+        ),
+        Mistake(
+            "the two bounds are swapped: the weight is kept in [1 - clip_eps, 1 + clip_eps_high] (clip_eps below, "
+            "clip_eps_high above)",
+            lambda logp, logp_old, adv, clip_eps_high, clip_eps=None: (
+                cispo_loss(logp, logp_old, adv, clip_eps_high)
+                if clip_eps is None
+                else cispo_loss(logp, logp_old, adv, clip_eps, clip_eps_high)
+            ),
+        ),
     ]
     return check_against_reference(fn, cispo_loss, cases, name="cispo_loss", mistakes=mistakes, draw=_draw_cispo)
 

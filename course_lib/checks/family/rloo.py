@@ -42,8 +42,7 @@ def check_rloo_advantages(fn) -> bool:
 
     def rloo_with(*, divisor=lambda G: G - 1, keep_self=False, dim=-1, sign=1.0, g1_zero=True):
         def wrong(rewards):
-            G = rewards.shape[-1]
-            if G == 1 and g1_zero:
+            if rewards.shape[dim] == 1 and g1_zero:  # nothing to leave one out of, along the axis used
                 return torch.zeros_like(rewards)
             total = rewards.sum(dim=dim, keepdim=True)
             others = total if keep_self else total - rewards
@@ -52,6 +51,10 @@ def check_rloo_advantages(fn) -> bool:
         return wrong
 
     mistakes = [
+        Mistake(
+            "the others' sum is divided by G; there are G - 1 other responses: (sum - r_i) / (G - 1)",
+            rloo_with(divisor=lambda G: G, g1_zero=False),
+        ),
         Mistake(
             "the others' sum is divided by G; there are G - 1 other responses: (sum - r_i) / (G - 1)",
             rloo_with(divisor=lambda G: G),
@@ -89,7 +92,7 @@ def check_rloo_advantages(fn) -> bool:
         ),
     ]
     return check_against_reference(
-        fn, rloo_advantages, cases, name="rloo_advantages", mistakes=mistakes, draw=_draw_rewards
+        fn, rloo_advantages, cases, name="rloo_advantages", mistakes=mistakes, draw=_draw_rewards, check_dtype=True
     )
 
 

@@ -101,6 +101,15 @@ def _config_cases() -> list[Case]:
             {"cfg": LMRLConfig(prompts_per_step=4, group_size=4, adv_estimator="rloo", iterations=10)},
             refuses=True,
         ),
+        *[
+            Case(
+                f"{switch}={value!r}: GRPOConfig has no such switch, so raise ValueError",
+                {"cfg": LMRLConfig(prompts_per_step=4, group_size=4, iterations=10, **{switch: value})},
+                refuses=True,
+            )
+            for switch, value in UNTRANSLATABLE.items()
+            if switch != "adv_estimator"
+        ],
         Case(
             "B=4, G=4 in 2 minibatches of 8 completions on 3 processes: they do not split, so raise ValueError",
             {"cfg": LMRLConfig(prompts_per_step=4, group_size=4, num_minibatches=2, iterations=10), "num_processes": 3},
@@ -243,6 +252,11 @@ def check_grpo_config_kwargs(fn) -> bool:
             lambda cfg, num_processes=1: grpo_config_kwargs(_translatable(cfg), num_processes),
         ),
         Mistake(
+            "only adv_estimator is refused: every switch GRPOConfig cannot express (algo, policy_loss, "
+            "dynamic_sampling, overlong_cache, kl_placement, whiten_advantages) must raise ValueError too",
+            _refuses_adv_estimator_only,
+        ),
+        Mistake(
             "B * G completions that do not split evenly into minibatches, processes and micro-batches were "
             "rounded down (//): raise ValueError, or TRL trains on other batches than the course",
             _config_floored,
@@ -295,6 +309,13 @@ def check_grpo_config_kwargs(fn) -> bool:
 
 def _whole_minibatch(cfg) -> int:
     return cfg.prompts_per_step * cfg.group_size // cfg.num_minibatches
+
+
+def _refuses_adv_estimator_only(cfg, num_processes=1):
+    """Issue 44's student: the one switch the notebook's example shows is refused, the others dropped."""
+    if cfg.adv_estimator != LMRLConfig().adv_estimator:
+        raise ValueError(f"adv_estimator={cfg.adv_estimator!r} has no GRPOConfig field")
+    return grpo_config_kwargs(_translatable(cfg), num_processes)
 
 
 def _translatable(cfg):

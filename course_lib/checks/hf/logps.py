@@ -65,6 +65,8 @@ def _logp_cases() -> list[Case]:
     first[:, 0], first[:, 1:] = EOS, PAD  # every answer empty: EOS first
     as_pad = completion.clone()
     as_pad[as_pad == PAD] = EOS  # Qwen's tokenizer pads with <|endoftext|>, its EOS
+    eos_padded = prompt.clone()
+    eos_padded[prompt_mask == 0] = EOS  # Qwen's tokenizer left-pads prompts with <|endoftext|>, its EOS
     plain = torch.cat([tokens(2, 3), tokens(2, 4)], dim=1)
     plain[1, 5] = EOS
     base = {"prompt_mask": prompt_mask, "eos_id": EOS}
@@ -81,6 +83,10 @@ def _logp_cases() -> list[Case]:
         Case(
             "PAD = EOS (Qwen's tokenizer pads with <|endoftext|>): EOS repeated after the first",
             {"sequences": torch.cat([prompt, as_pad], dim=1), **base},
+        ),
+        Case(
+            "the prompts left-padded with EOS (as Qwen's tokenizer pads): only prompt_mask says what is padding",
+            {"sequences": torch.cat([eos_padded, completion], dim=1), **base},
         ),
         Case(
             "no padding, B=2, P=3, L=4, temperature 0.5",
@@ -106,6 +112,7 @@ def _logp_with(*, shift=1, attend=True, where="logits", mask_kind="first", grad=
             if not log:
                 logp = logp.exp()
         is_eos, t = (completion == eos_id).long(), torch.arange(L)
+        in_sequence = (sequences == eos_id).long()  # the prompt's EOS too (its left padding, with Qwen's tokenizer)
         last = torch.where(is_eos.any(-1), (is_eos * t).argmax(-1), torch.full((len(completion),), L - 1))
         mask = {
             "first": (is_eos.cumsum(-1) - is_eos) == 0,
@@ -113,6 +120,7 @@ def _logp_with(*, shift=1, attend=True, where="logits", mask_kind="first", grad=
             "all": torch.ones(completion.shape, dtype=torch.bool),
             "not_eos": completion != eos_id,
             "last": t[None] <= last[:, None],
+            "sequence": ((in_sequence.cumsum(-1) - in_sequence) == 0)[:, P:],
         }[mask_kind].float()  # "last": through the last EOS
         return logp, mask
 
@@ -124,6 +132,12 @@ def check_completion_logps(fn) -> bool:
     model = _tiny_model()
     cases = [Case(c.description, {"model": model, **c.kwargs}) for c in _logp_cases()]
     mistakes = [
+        Mistake(
+            "the mask looks for the first EOS in the whole sequence, prompt included; a prompt left-padded with EOS "
+            "(Qwen's tokenizer pads with <|endoftext|>) then masks the whole completion: look in the completion "
+            "only, sequences[:, P:]",
+            _logp_with(mask_kind="sequence"),
+        ),
         Mistake(
             "no shift: each token is scored by the logits at its own position, which predict the NEXT "
             "token; the logits at P - 1 + t score completion token t: logits[:, P - 1:-1]",

@@ -89,6 +89,15 @@ def _reward_cases() -> list[Case]:
             {"prompts": plain_prompts, "completions": texts, "answer": ["12", "12", "12", None, None, None], **extra},
         ),
         Case(
+            "answers in another numeric format: 12.0, 1,000 and $7$ (numbers compare as numbers)",
+            {
+                "prompts": [q for q in three for _ in range(2)],
+                "answer": ["12", "12", "1000", "1000", "7", "7"],
+                "completions": ["Answer: 12.0", "Answer: 12.5", "Answer: 1,000", "Answer: 100", "Answer: $7$", "7"],
+                "completion_ids": [[5, 0]] * 6,
+            },
+        ),
+        Case(
             "B=3 prompts, G=2, two prompts with the same answer",
             {
                 "prompts": [q for q in three for _ in range(2)],
@@ -137,16 +146,20 @@ def _draw_rewards(g: torch.Generator) -> list[Case]:
     return cases
 
 
-def _reward_with(*, text=completion_text, none=None, align="same", dedupe=False):
+def _string_score(text: str, truth: str) -> float:
+    """What follows the last 'Answer:' compared with the ground truth as a string, nothing normalised."""
+    if "Answer:" not in text:
+        return math_answer_reward(text, truth)
+    return float(text.rsplit("Answer:", 1)[-1].strip() == truth.strip())
+
+
+def _reward_with(*, text=completion_text, none=None, align="same", dedupe=False, score=math_answer_reward):
     def wrong(prompts, completions, answer, **kwargs):
         firsts = [i for i, p in enumerate(prompts) if prompts.index(p) == i]  # each distinct prompt once
         if dedupe:  # one reward per prompt
-            return [math_answer_reward(text(completions[i]), answer[i]) for i in firsts]
+            return [score(text(completions[i]), answer[i]) for i in firsts]
         G = len(completions) // len(firsts) if align == "per_prompt" else 1
-        return [
-            none if answer[i // G] is None else math_answer_reward(text(c), answer[i // G])
-            for i, c in enumerate(completions)
-        ]
+        return [none if answer[i // G] is None else score(text(c), answer[i // G]) for i, c in enumerate(completions)]
 
     return wrong
 
@@ -197,6 +210,11 @@ def check_answer_reward(fn) -> bool:
             "the text is in the last message (after a tool call and its result), not the first: "
             "completion[-1]['content']",
             _reward_with(text=lambda c: c if isinstance(c, str) else c[0]["content"]),
+        ),
+        Mistake(
+            "the answers are compared as strings: '12.0' is 12 and '1,000' is 1000; score each completion with "
+            "chapter 01's math_answer_reward(text, answer), which compares numbers as numbers",
+            _reward_with(score=_string_score),
         ),
         Mistake(
             "a row with answer None gets 0.0, a punishment; return None: TRL reads it as no reward (NaN) and "

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import torch
 
@@ -105,11 +107,8 @@ def check_completion_style(fn) -> bool:
                 lambda s, n: (
                     "scratchpad"
                     if completion_style(s, n) == "malformed"
-                    and s.startswith("[")
-                    and "]" in s
-                    and s.endswith("$")
-                    and s[s.index("]") + 1 : -1].isdigit()
-                    and "." not in s
+                    and s.partition("$")[1]
+                    and re.fullmatch(r"\[[0-9.,]*[0-9,][0-9.,]*\][0-9]+", s.partition("$")[0])
                     else None
                 )
             ),

@@ -1,0 +1,140 @@
+"""Explaining a difference: a known mistake is named only when the evidence of every case agrees.
+
+:func:`course_lib.checks.check_against_reference` calls :func:`_fail` on the first case where the
+student's function and the reference disagree. A catalogued mistake (a wrong implementation with the
+reference's signature) is named only when it *reproduces the student's output on every case* it can
+run, not only on the failing one: a mistake that agrees with the student on one case and contradicts
+them on another is a guess, and a wrong guess teaches the wrong fix. When no mistake explains every
+case, the message is the plain difference, with the failing case's inputs and both outputs, so the
+student can replay it by hand.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import torch
+
+from course_lib.checks.compare import _cast, _compare, _differences, _label, _Outcome, _run, _show
+from course_lib.checks.recording import NotRecorded
+
+
+def _component(outcome: _Outcome, what: str) -> _Outcome:
+    """The part of an outcome named like ``"loss"`` or ``"gradient of logp_old"``, alone."""
+    if what.startswith("gradient of "):
+        key = what[len("gradient of ") :]
+        return _Outcome(grads={key: outcome.grads[key]} if key in outcome.grads else {})
+    return _Outcome(values={what: outcome.values[what]} if what in outcome.values else {})
+
+
+class _Others:
+    """Every case of a failing check, to test a mistake against all the evidence, not one case."""
+
+    def __init__(self, cases, dtypes, select, reference, student_on, rtol, atol):
+        self.cases, self.dtypes, self.select, self.reference = cases, dtypes, select, reference
+        self.student_on, self.rtol, self.atol = student_on, rtol, atol
+        self._seen: dict[int, _Outcome] = {}
+
+    def consistent(self, mistake, refusals: bool = False, component: str | None = None) -> bool:
+        """Whether ``mistake`` gives what the student's function gave on every case it can run
+        (in the first dtype: the cases differ in their values, not in their precision). Cases that must
+        be refused count only for a mistake of refusing (``refusals``): the others are about answers.
+        With ``component`` (``"loss"``, ``"gradient of x"``), only that part of the outputs must agree."""
+        dtype = self.dtypes[0]
+        for number, case in enumerate(self.cases):
+            if case.refuses and not refusals:
+                continue
+            kwargs = _cast(case.kwargs, dtype)
+            try:
+                if number not in self._seen:
+                    self._seen[number] = self.student_on(number, dtype)
+                got = self._seen[number]
+            except (AssertionError, NotRecorded):
+                continue  # the student's function fails there: that case tells nothing about this mistake
+            try:
+                wrong = _run(mistake.fn, kwargs, case.grad, self.select, name="mistake", refuses=case.refuses)
+            except Exception:  # noqa: BLE001 - a mistake that cannot run on this case tells nothing
+                continue
+            if component is not None:
+                wrong, got = _component(wrong, component), _component(got, component)
+            if _compare(wrong, got, self.rtol, self.atol) is not None:
+                return False
+        return True
+
+
+def _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol, expected=None, others=None):
+    """Raise the most helpful message: a known mistake that explains every case, else the first difference."""
+    where = f"{case.description} ({_label(kwargs, dtype)})"
+    replays = []
+    for mistake in mistakes:
+        try:
+            replays.append((mistake, _run(mistake.fn, kwargs, case.grad, select, name="mistake", refuses=case.refuses)))
+        except Exception:  # noqa: BLE001 - a mistake that cannot run on this case tells nothing
+            continue
+    # 1. The student made exactly this mistake: every output and gradient matches it, here and on every other
+    #    case. Several mistakes that no case tells apart are all named.
+    matching = [mistake for mistake, wrong in replays if _compare(wrong, got, rtol, atol) is None]
+    if others is not None:
+        matching = [m for m in matching if others.consistent(m, refusals=case.refuses)]
+    if matching:
+        also = "".join(f"\n  or, giving the same numbers on every case: {m.message}" for m in matching[1:])
+        raise AssertionError(f"{name}: {matching[0].message}{also}\n  seen on the case: {where}")
+    # 2. Several mistakes at once (say a quotient ratio *and* logp_old left attached): name the one
+    #    that explains the first difference, where it reproduces exactly that output or gradient on every case.
+    first = None
+    if expected is not None and not case.refuses:
+        first = next(iter(_differences(expected, got, rtol, atol)), None)
+    if first is not None:
+        what, _ = first
+        for mistake, wrong in replays:
+            own = _component(wrong, what)
+            if (
+                _compare(own, _component(got, what), rtol, atol) is None
+                and _compare(own, _component(expected, what), rtol, atol) is not None
+                and (others is None or others.consistent(mistake, component=what))
+            ):
+                raise AssertionError(
+                    f"{name}: {mistake.message}\n  seen on the case: {where}, "
+                    f"in the {what}; fix it and run the check again: there may be more to fix"
+                )
+    # 3. No mistake explains the evidence: the difference, and what to replay it with.
+    evidence = f"\n  inputs: {_inputs(kwargs)}"
+    if first is not None and "expected" not in problem:
+        what = first[0]
+        evidence += f"\n  yours: {_outputs(got, what)}; the reference's: {_outputs(expected, what)}"
+    raise AssertionError(f"{name}: {problem}\n  on the case: {where}{evidence}")
+
+
+def _inputs(kwargs: Mapping[str, Any]) -> str:
+    """A case's arguments, short: tensors rounded and cut after 8 entries, objects by their type."""
+    shown = []
+    for key, value in kwargs.items():
+        if isinstance(value, torch.Tensor):
+            text = _show(value.detach().double()) if value.is_floating_point() else _show_exact(value)
+        elif value is None or isinstance(value, (bool, int, float, str)):
+            text = repr(value)
+        elif isinstance(value, (list, tuple)) and len(repr(value)) <= 80:
+            text = repr(value)
+        else:
+            text = f"<{type(value).__name__}>"
+        if len(text) > 120:
+            text = text[:117] + "..."
+        shown.append(f"{key}={text}")
+    return ", ".join(shown)
+
+
+def _show_exact(t: torch.Tensor) -> str:
+    """Integer and bool tensors as they are (a token id rounded to 4 digits would mislead)."""
+    flat = t.flatten()[:8].tolist()
+    more = ", ..." if t.numel() > 8 else ""
+    if t.dim() == 0:
+        return repr(t.item())
+    return f"[{', '.join(repr(x) for x in flat)}{more}] (shape {tuple(t.shape)})"
+
+
+def _outputs(outcome: _Outcome, what: str) -> str:
+    part = _component(outcome, what)
+    tensors = list(part.values.values()) + list(part.grads.values())
+    if not tensors:
+        return "nothing"
+    return _show(tensors[0].detach().double())

@@ -1,0 +1,169 @@
+"""Issue 44's classes of wrong answers, one mutant each, for tests/test_mutants.py.
+
+Written as the students of the issue wrote them (a reward-to-go never reversed, returns taken before the loop,
+the clip's sides swapped, a value loss over numel, Bessel's correction twice, EOS found with argmax or roll, ...);
+tests/test_fresh_class.py measures the same classes as a table.
+"""
+
+import torch
+
+
+def rtg_last_reward_twice(rewards, gamma):
+    out = torch.zeros_like(rewards)
+    running = rewards[..., -1]
+    for t in reversed(range(rewards.shape[-1])):
+        running = rewards[..., t] + gamma * running
+        out[..., t] = running
+    return out
+
+
+def rtg_never_reversed(rewards, gamma):
+    out, running = [], torch.zeros_like(rewards[..., 0])
+    for t in reversed(range(rewards.shape[-1])):
+        running = rewards[..., t] + gamma * running
+        out.append(running)
+    return torch.stack(out, dim=-1)
+
+
+def gae_returns_before_loop(rewards, values, dones, last_values, gamma, lam):
+    adv = torch.zeros_like(rewards)
+    returns = adv + values  # taken before the loop fills adv
+    running = torch.zeros_like(last_values)
+    next_value = last_values
+    d = dones.to(rewards.dtype)
+    for t in reversed(range(rewards.shape[-1])):
+        delta = rewards[..., t] + gamma * (1 - d[..., t]) * next_value - values[..., t]
+        running = delta + gamma * lam * (1 - d[..., t]) * running
+        adv[..., t] = running
+        next_value = values[..., t]
+    return adv, returns
+
+
+def surrogate_sides_swapped(logp, logp_old, adv, clip_eps, clip_eps_high=None):
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    ratio = torch.exp(logp - logp_old.detach())
+    clipped = torch.clamp(ratio, 1 - high, 1 + clip_eps)
+    return -torch.min(ratio * adv.detach(), clipped * adv.detach())
+
+
+def value_loss_numel(values, returns, values_old=None, clip_eps=None, mask=None):
+    m = torch.ones_like(values) if mask is None else mask.to(values.dtype)
+    error = (values - returns.detach()) ** 2
+    if clip_eps is not None:
+        v_clip = values_old.detach() + (values - values_old.detach()).clamp(-clip_eps, clip_eps)
+        error = torch.max(error, (v_clip - returns.detach()) ** 2)
+    return 0.5 * (error * m).sum() / m.numel()
+
+
+def value_loss_half_twice(values, returns, values_old=None, clip_eps=None, mask=None):
+    m = torch.ones_like(values) if mask is None else mask.to(values.dtype)
+    error = 0.5 * (values - returns.detach()) ** 2
+    if clip_eps is not None:
+        v_clip = values_old.detach() + (values - values_old.detach()).clamp(-clip_eps, clip_eps)
+        error = torch.max(error, 0.5 * (v_clip - returns.detach()) ** 2)
+    return 0.5 * (error * m).sum() / m.sum()
+
+
+def advantages_bessel_twice(rewards, normalize_std=True, eps=1e-6):
+    centred = rewards - rewards.mean(-1, keepdim=True)
+    centred = torch.where((rewards == rewards[..., :1]).all(-1, keepdim=True), 0.0, centred)
+    G = rewards.shape[-1]
+    if not normalize_std or G == 1:
+        return centred
+    std = rewards.std(-1, keepdim=True) * (G / (G - 1)) ** 0.5
+    return centred / (std + eps)
+
+
+def advantages_clamped_std(rewards, normalize_std=True, eps=1e-6):
+    centred = rewards - rewards.mean(-1, keepdim=True)
+    centred = torch.where((rewards == rewards[..., :1]).all(-1, keepdim=True), 0.0, centred)
+    if not normalize_std or rewards.shape[-1] == 1:
+        return centred
+    return centred / rewards.std(-1, keepdim=True).clamp(min=eps)
+
+
+def mask_argmax(completion_ids, eos_id):
+    is_eos = (completion_ids == eos_id).long()
+    first = is_eos.argmax(dim=-1, keepdim=True)  # 0 when a row has no EOS at all
+    positions = torch.arange(completion_ids.shape[-1])
+    return (positions <= first).float()
+
+
+def mask_roll(completion_ids, eos_id):
+    is_eos = (completion_ids == eos_id).long()
+    after = is_eos.roll(1, dims=-1).cumsum(-1)  # the last EOS wraps around to the front
+    return (after == 0).float()
+
+
+def rloo_divides_by_g(rewards):
+    G = rewards.shape[-1]
+    return rewards - (rewards.sum(-1, keepdim=True) - rewards) / G
+
+
+MUTANTS = [
+    ("reward_to_go", rtg_last_reward_twice, "the last reward is counted twice"),
+    ("reward_to_go", rtg_never_reversed, "reverse time order"),
+    ("compute_gae", gae_returns_before_loop, "before the loop filled the advantages"),
+    ("clipped_surrogate", surrogate_sides_swapped, "two sides are swapped"),
+    ("value_loss", value_loss_numel, "mask.numel()"),
+    ("value_loss", value_loss_half_twice, "0.5 is applied twice"),
+    ("group_advantages", advantages_bessel_twice, "Bessel's correction is applied twice"),
+    ("group_advantages", advantages_clamped_std, "floored at eps"),
+    ("completion_mask", mask_argmax, "argmax"),
+    ("completion_mask", mask_roll, "roll, which wraps around"),
+    ("rloo_advantages", rloo_divides_by_g, "divided by G"),
+]
+
+
+def cispo_one_eps(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    """Issue 44's student: one eps for both bounds, so clip_eps != clip_eps_high goes unnoticed."""
+    ratio = torch.exp(logp.detach() - logp_old.detach())
+    low = 0.0 if clip_eps is None else 1 - clip_eps_high
+    weight = ratio.clamp(min=low, max=1 + clip_eps_high)
+    return -(weight * adv.detach() * logp)
+
+
+MUTANTS.append(("cispo_loss", cispo_one_eps, "the lower bound uses clip_eps_high"))
+
+
+def kl_in_float32(logp, logp_ref, kind):
+    """Issue 44's student: a float32 answer to float64 inputs (the docstring promises the input's dtype)."""
+    log_r = (logp_ref - logp).float()
+    return {"k1": -log_r, "k2": 0.5 * log_r**2, "k3": torch.expm1(log_r) - log_r}[kind]
+
+
+MUTANTS.append(("kl_estimate", kl_in_float32, "is float32; the exercise asks for float64"))
+
+
+def answer_reward_as_strings(prompts, completions, answer, **kwargs):
+    """Issue 44's student: 'Answer: 12.0' against '12' compared as text."""
+    rewards = []
+    for completion, truth in zip(completions, answer):
+        text = completion if isinstance(completion, str) else completion[-1]["content"]
+        said = None
+        if "Answer:" in text:
+            said = text.rsplit("Answer:", 1)[-1].strip()
+        elif "\\boxed{" in text:
+            said = text.rsplit("\\boxed{", 1)[-1].split("}")[0]
+        rewards.append(None if truth is None else float(said == truth))
+    return rewards
+
+
+MUTANTS.append(("answer_reward", answer_reward_as_strings, "compared as strings"))
+
+
+def logps_mask_from_first_eos_of_sequence(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    """Issue 44's student: the completion mask found from the first EOS of the whole sequence, which is the
+    prompt's left padding when the tokenizer pads with EOS."""
+    P = prompt_mask.shape[1]
+    attention = torch.cat([prompt_mask.long(), torch.ones_like(sequences[:, P:])], dim=1)
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    logits = model(input_ids=sequences, attention_mask=attention, position_ids=positions).logits.float()
+    logp = torch.log_softmax(logits[:, P - 1 : -1] / temperature, dim=-1)
+    logp = logp.gather(-1, sequences[:, P:, None]).squeeze(-1)
+    is_eos = (sequences == eos_id).long()
+    mask = ((is_eos.cumsum(-1) - is_eos) == 0).float()[:, P:]
+    return logp, mask
+
+
+MUTANTS.append(("completion_logps", logps_mask_from_first_eos_of_sequence, "in the whole sequence, prompt included"))

@@ -1,0 +1,242 @@
+"""A fresh class of students, written after issue 44's fixes and never shown to the catalogues first.
+
+Each row is a plausible answer a student writes, wrong or right, with what the check should say: a wrong
+answer must be rejected; when ``named`` is given, the first line must contain it (the mistake the student
+made); when ``named`` is None, the message must not name a catalogued mistake at all (the generic message:
+"differs from the reference", a crash, a shape, a NaN). A right answer must pass. The figures this table
+gives are in the closing note of issue 44; ``test_fresh_class_figures`` keeps them from sliding back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+import torch
+from test_mutants import _check
+
+GENERIC = ("differs from the reference", "contains NaN", "has shape", "raised ", "could not be checked")
+
+
+# --- chapter 00 ------------------------------------------------------------------------------------------
+
+
+def rtg_last_reward_twice(rewards, gamma):
+    out = torch.zeros_like(rewards)
+    running = rewards[..., -1]
+    for t in reversed(range(rewards.shape[-1])):
+        running = rewards[..., t] + gamma * running
+        out[..., t] = running
+    return out
+
+
+def rtg_never_reversed(rewards, gamma):
+    out, running = [], torch.zeros_like(rewards[..., 0])
+    for t in reversed(range(rewards.shape[-1])):
+        running = rewards[..., t] + gamma * running
+        out.append(running)
+    return torch.stack(out, dim=-1)
+
+
+def rtg_cumsum_flip(rewards, gamma):  # meant right; 0 ** t divides by 0 when gamma = 0, and the check says so
+    T = rewards.shape[-1]
+    powers = gamma ** torch.arange(T, dtype=rewards.dtype)
+    flipped = (rewards * powers).flip(-1).cumsum(-1).flip(-1)
+    return flipped / powers
+
+
+# --- chapter 04 ------------------------------------------------------------------------------------------
+
+
+def gae_returns_before_loop(rewards, values, dones, last_values, gamma, lam):
+    adv = torch.zeros_like(rewards)
+    returns = adv + values  # taken before the loop fills adv
+    running = torch.zeros_like(last_values)
+    next_value = last_values
+    d = dones.to(rewards.dtype)
+    for t in reversed(range(rewards.shape[-1])):
+        delta = rewards[..., t] + gamma * (1 - d[..., t]) * next_value - values[..., t]
+        running = delta + gamma * lam * (1 - d[..., t]) * running
+        adv[..., t] = running
+        next_value = values[..., t]
+    return adv, returns
+
+
+def gae_vectorised_right(rewards, values, dones, last_values, gamma, lam):
+    d = dones.to(rewards.dtype)
+    next_values = torch.cat([values[..., 1:], last_values[..., None]], dim=-1)
+    deltas = rewards + gamma * (1 - d) * next_values - values
+    adv = torch.zeros_like(rewards)
+    running = torch.zeros_like(last_values)
+    for t in range(rewards.shape[-1] - 1, -1, -1):
+        running = deltas[..., t] + gamma * lam * (1 - d[..., t]) * running
+        adv[..., t] = running
+    return adv, adv + values
+
+
+# --- chapter 05 ------------------------------------------------------------------------------------------
+
+
+def surrogate_sides_swapped(logp, logp_old, adv, clip_eps, clip_eps_high=None):
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    ratio = torch.exp(logp - logp_old.detach())
+    clipped = torch.clamp(ratio, 1 - high, 1 + clip_eps)
+    return -torch.min(ratio * adv.detach(), clipped * adv.detach())
+
+
+def value_loss_numel(values, returns, values_old=None, clip_eps=None, mask=None):
+    m = torch.ones_like(values) if mask is None else mask.to(values.dtype)
+    error = (values - returns.detach()) ** 2
+    if clip_eps is not None:
+        v_clip = values_old.detach() + (values - values_old.detach()).clamp(-clip_eps, clip_eps)
+        error = torch.max(error, (v_clip - returns.detach()) ** 2)
+    return 0.5 * (error * m).sum() / m.numel()
+
+
+def value_loss_half_twice(values, returns, values_old=None, clip_eps=None, mask=None):
+    m = torch.ones_like(values) if mask is None else mask.to(values.dtype)
+    error = 0.5 * (values - returns.detach()) ** 2
+    if clip_eps is not None:
+        v_clip = values_old.detach() + (values - values_old.detach()).clamp(-clip_eps, clip_eps)
+        error = torch.max(error, 0.5 * (v_clip - returns.detach()) ** 2)
+    return 0.5 * (error * m).sum() / m.sum()
+
+
+def value_loss_huber(values, returns, values_old=None, clip_eps=None, mask=None):  # Huber, and no value clip
+    m = torch.ones_like(values) if mask is None else mask.to(values.dtype)
+    error = torch.nn.functional.smooth_l1_loss(values, returns.detach(), reduction="none")
+    return (error * m).sum() / m.sum()
+
+
+def value_loss_mse_right(values, returns, values_old=None, clip_eps=None, mask=None):
+    m = torch.ones_like(values, dtype=torch.bool) if mask is None else mask.bool()
+    error = (values - returns.detach()).pow(2)
+    if clip_eps is not None:
+        v_clip = values_old.detach() + torch.clamp(values - values_old.detach(), -clip_eps, clip_eps)
+        error = torch.maximum(error, (v_clip - returns.detach()).pow(2))
+    return 0.5 * error[m].mean()
+
+
+# --- chapter 06 ------------------------------------------------------------------------------------------
+
+
+def advantages_bessel_twice(rewards, normalize_std=True, eps=1e-6):
+    centred = rewards - rewards.mean(-1, keepdim=True)
+    centred = torch.where((rewards == rewards[..., :1]).all(-1, keepdim=True), 0.0, centred)
+    G = rewards.shape[-1]
+    if not normalize_std or G == 1:
+        return centred
+    std = rewards.std(-1, keepdim=True) * (G / (G - 1)) ** 0.5
+    return centred / (std + eps)
+
+
+def advantages_clamped_std(rewards, normalize_std=True, eps=1e-6):
+    centred = rewards - rewards.mean(-1, keepdim=True)
+    centred = torch.where((rewards == rewards[..., :1]).all(-1, keepdim=True), 0.0, centred)
+    if not normalize_std or rewards.shape[-1] == 1:
+        return centred
+    return centred / rewards.std(-1, keepdim=True).clamp(min=eps)
+
+
+def advantages_einops_style_right(rewards, normalize_std=True, eps=1e-6):
+    mean = rewards.mean(dim=-1, keepdim=True)
+    same = (rewards.amax(-1, keepdim=True) - rewards.amin(-1, keepdim=True)) == 0
+    centred = torch.where(same, torch.zeros_like(rewards), rewards - mean)
+    if not normalize_std or rewards.shape[-1] < 2:
+        return centred
+    return centred / (torch.std(rewards, dim=-1, keepdim=True, unbiased=True) + eps)
+
+
+def kl_k3_log1p(logp, logp_ref, kind):  # right: k3 written with expm1
+    log_r = logp_ref - logp.new_zeros(()) - logp
+    return {"k1": -log_r, "k2": 0.5 * log_r**2, "k3": torch.expm1(log_r) - log_r}[kind]
+
+
+def kl_k2_abs(logp, logp_ref, kind):
+    log_r = logp_ref - logp
+    return {"k1": -log_r, "k2": 0.5 * log_r.abs(), "k3": torch.expm1(log_r) - log_r}[kind]
+
+
+# --- chapter 08 ------------------------------------------------------------------------------------------
+
+
+def mask_argmax(completion_ids, eos_id):
+    is_eos = (completion_ids == eos_id).long()
+    first = is_eos.argmax(dim=-1, keepdim=True)  # 0 when a row has no EOS at all
+    positions = torch.arange(completion_ids.shape[-1])
+    return (positions <= first).float()
+
+
+def mask_roll(completion_ids, eos_id):
+    is_eos = (completion_ids == eos_id).long()
+    after = is_eos.roll(1, dims=-1).cumsum(-1)  # the last EOS wraps around to the front
+    return (after == 0).float()
+
+
+def mask_cummax_right(completion_ids, eos_id):
+    is_eos = (completion_ids == eos_id).int()
+    seen_before = torch.cat([torch.zeros_like(is_eos[..., :1]), is_eos[..., :-1]], dim=-1).cummax(-1).values
+    return (seen_before == 0).float()
+
+
+# --- chapter 11 ------------------------------------------------------------------------------------------
+
+
+def rloo_mean_minus_self(rewards):  # right: the leave-one-out mean, through the group mean
+    G = rewards.shape[-1]
+    if G == 1:
+        return torch.zeros_like(rewards)
+    return G / (G - 1) * (rewards - rewards.mean(-1, keepdim=True))
+
+
+def rloo_divides_by_g(rewards):
+    G = rewards.shape[-1]
+    return rewards - (rewards.sum(-1, keepdim=True) - rewards) / G
+
+
+# (exercise, student, what the check should name; None for the generic message, "pass" for a right answer)
+TABLE = [
+    ("reward_to_go", rtg_last_reward_twice, "the last reward is counted twice"),
+    ("reward_to_go", rtg_never_reversed, "reverse time order"),
+    ("reward_to_go", rtg_cumsum_flip, "divide by gamma ** t"),
+    ("compute_gae", gae_returns_before_loop, "before the loop filled the advantages"),
+    ("compute_gae", gae_vectorised_right, "pass"),
+    ("clipped_surrogate", surrogate_sides_swapped, "two sides are swapped"),
+    ("value_loss", value_loss_numel, "mask.numel()"),
+    ("value_loss", value_loss_half_twice, "0.5 is applied twice"),
+    ("value_loss", value_loss_huber, None),
+    ("value_loss", value_loss_mse_right, "pass"),
+    ("group_advantages", advantages_bessel_twice, "Bessel's correction is applied twice"),
+    ("group_advantages", advantages_clamped_std, "floored at eps"),
+    ("group_advantages", advantages_einops_style_right, "pass"),
+    ("kl_estimate", kl_k3_log1p, "pass"),
+    ("kl_estimate", kl_k2_abs, "not 0.5 * |log_r|"),
+    ("completion_mask", mask_argmax, "argmax"),
+    ("completion_mask", mask_roll, "roll, which wraps around"),
+    ("completion_mask", mask_cummax_right, "pass"),
+    ("rloo_advantages", rloo_mean_minus_self, "pass"),
+    ("rloo_advantages", rloo_divides_by_g, "divided by G"),
+]
+
+
+def _verdict(exercise, student):
+    """("pass", message), ("named", first line) or ("generic", first line)."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        try:
+            _check(exercise)(student)
+        except AssertionError as error:
+            first = str(error).splitlines()[0]
+            return ("generic" if any(g in first for g in GENERIC) else "named"), first
+    return "pass", ""
+
+
+@pytest.mark.parametrize("exercise, student, named", TABLE, ids=[row[1].__name__ for row in TABLE])
+def test_fresh_student(exercise, student, named):
+    verdict, first = _verdict(exercise, student)
+    if named == "pass":
+        assert verdict == "pass", f"a right answer was rejected: {first}"
+    elif named is None:
+        assert verdict == "generic", f"named with a mistake the student did not make: {first}"
+    else:
+        assert verdict == "named" and named in first, f"expected the mistake {named!r}, got: {first}"
