@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from course_lib.checks import Case, Mistake, check_against_reference, forget_pass, record_pass
+from course_lib.checks.ppo_cases import padded_case, policy_case, value_case
 from course_lib.checks.ppo_mistakes import (
     N_HIGH,
     SURROGATE_MISTAKES,
@@ -21,39 +22,15 @@ from course_lib.checks.ppo_mistakes import (
 from course_lib.ppo import PPOLoss, clipped_surrogate, clipped_surrogate_loss, value_loss
 
 
-def _policy_case(description, seed, shape, *, spread=1.0, clip_eps=0.2, same=False, mask_p=None, **extra):
-    """Seeded log-probs (negative, as log-probs are), advantages of both signs, an optional uneven mask."""
-    g = torch.Generator().manual_seed(seed)
-    logp_old = -torch.rand(shape, generator=g, dtype=torch.float64) * 3.0 - 0.05
-    logp = logp_old.clone() if same else logp_old + spread * torch.randn(shape, generator=g, dtype=torch.float64)
-    adv = 1.5 * torch.randn(shape, generator=g, dtype=torch.float64)  # some beyond 1 + clip_eps
-    kwargs = dict(logp=logp, logp_old=logp_old, adv=adv, clip_eps=clip_eps, **extra)
-    if mask_p is not None:
-        mask = torch.rand(shape, generator=g) < mask_p
-        mask.view(-1)[0] = True  # at least one valid entry
-        kwargs["mask"] = mask
-    return Case(description, kwargs, grad=("logp", "logp_old", "adv"))
-
-
-def _padded(case: Case, fill: float, description: str) -> Case:
-    """``case`` with ``fill`` (-inf, NaN) in its log-probs wherever the mask says padding: padding may hold
-    anything, and must change neither the loss nor its gradient (``x * mask`` is NaN where x is -inf)."""
-    kwargs = dict(case.kwargs)
-    padding = ~kwargs["mask"].bool()
-    for key in ("logp", "logp_old"):
-        kwargs[key] = kwargs[key].masked_fill(padding, fill)
-    return Case(description, kwargs, grad=case.grad)
-
-
 def check_clipped_surrogate(fn) -> bool:
     """Check a student's ``clipped_surrogate(logp, logp_old, adv, clip_eps, clip_eps_high=None)``."""
     cases = [
-        _policy_case("ratio exactly 1 (logp == logp_old): the plain surrogate -adv", 0, (6,), same=True),
-        _policy_case("ratios near 1, inside the clip range", 1, (8,), spread=0.05),
-        _policy_case("ratios far outside [1 - eps, 1 + eps], advantages of both signs", 2, (4, 6), spread=1.5),
-        _policy_case("a (2, 3, 5) batch, clip_eps = 0.1", 3, (2, 3, 5), spread=0.5, clip_eps=0.1),
-        _policy_case("clip-higher: clip_eps = 0.2, clip_eps_high = 0.28", 4, (5, 6), spread=0.4, clip_eps_high=0.28),
-        _policy_case("a scalar (0-d) entry", 5, (), spread=1.0),
+        policy_case("ratio exactly 1 (logp == logp_old): the plain surrogate -adv", 0, (6,), same=True),
+        policy_case("ratios near 1, inside the clip range", 1, (8,), spread=0.05),
+        policy_case("ratios far outside [1 - eps, 1 + eps], advantages of both signs", 2, (4, 6), spread=1.5),
+        policy_case("a (2, 3, 5) batch, clip_eps = 0.1", 3, (2, 3, 5), spread=0.5, clip_eps=0.1),
+        policy_case("clip-higher: clip_eps = 0.2, clip_eps_high = 0.28", 4, (5, 6), spread=0.4, clip_eps_high=0.28),
+        policy_case("a scalar (0-d) entry", 5, (), spread=1.0),
     ]
     mistakes = [Mistake(message, surrogate(**options)) for message, options in SURROGATE_MISTAKES]
     return check_against_reference(
@@ -92,13 +69,13 @@ def check_clipped_surrogate_loss(fn) -> bool:
     """Check a student's ``clipped_surrogate_loss(logp, logp_old, adv, clip_eps, mask=None)``: the loss and its
     gradients, ``clip_fraction``, ``clip_active_fraction`` and ``approx_kl``."""
     cases = [
-        _policy_case("ratio exactly 1 (logp == logp_old), no mask", 0, (6,), same=True),
-        _policy_case("ratios far outside [1 - eps, 1 + eps], advantages of both signs", 2, (4, 6), spread=1.5),
-        _policy_case("ratios near 1, an uneven mask (padding at random places)", 1, (3, 7), spread=0.1, mask_p=0.6),
-        _policy_case("ratios far outside the range with an uneven mask", 3, (4, 5), spread=1.5, mask_p=0.5),
-        _policy_case("a (2, 3, 4) batch, clip_eps = 0.1, mask", 4, (2, 3, 4), spread=0.5, clip_eps=0.1, mask_p=0.7),
-        _policy_case("one entry", 5, (1,), spread=1.0),
-        _policy_case(
+        policy_case("ratio exactly 1 (logp == logp_old), no mask", 0, (6,), same=True),
+        policy_case("ratios far outside [1 - eps, 1 + eps], advantages of both signs", 2, (4, 6), spread=1.5),
+        policy_case("ratios near 1, an uneven mask (padding at random places)", 1, (3, 7), spread=0.1, mask_p=0.6),
+        policy_case("ratios far outside the range with an uneven mask", 3, (4, 5), spread=1.5, mask_p=0.5),
+        policy_case("a (2, 3, 4) batch, clip_eps = 0.1, mask", 4, (2, 3, 4), spread=0.5, clip_eps=0.1, mask_p=0.7),
+        policy_case("one entry", 5, (1,), spread=1.0),
+        policy_case(
             "clip-higher: clip_eps = 0.2, clip_eps_high = 0.28, a mask",
             6,
             (4, 6),
@@ -106,19 +83,19 @@ def check_clipped_surrogate_loss(fn) -> bool:
             mask_p=0.7,
             clip_eps_high=0.28,
         ),
-        _padded(
-            _policy_case("", 7, (3, 6), spread=1.0, mask_p=0.6),
+        padded_case(
+            policy_case("", 7, (3, 6), spread=1.0, mask_p=0.6),
             float("-inf"),
             "padding whose log-probs are -inf (the mask says so): it changes nothing, gradients included",
         ),
-        _padded(
-            _policy_case("", 8, (3, 5), spread=1.0, mask_p=0.6),
+        padded_case(
+            policy_case("", 8, (3, 5), spread=1.0, mask_p=0.6),
             float("nan"),
             "padding whose log-probs are NaN: it changes nothing, gradients included",
         ),
         Case(
             "an empty mask (no valid entry): the loss is 0 and so are the diagnostics",
-            {**_policy_case("", 9, (2, 4)).kwargs, "mask": torch.zeros(2, 4, dtype=torch.bool)},
+            {**policy_case("", 9, (2, 4)).kwargs, "mask": torch.zeros(2, 4, dtype=torch.bool)},
             grad=("logp", "logp_old", "adv"),
         ),
     ]
@@ -193,30 +170,13 @@ def check_clipped_surrogate_loss(fn) -> bool:
     )
 
 
-def _value_case(description, seed, shape, *, clip_eps=None, mask_p=None):
-    g = torch.Generator().manual_seed(seed)
-    returns = torch.randn(shape, generator=g, dtype=torch.float64)
-    values_old = returns + 0.5 * torch.randn(shape, generator=g, dtype=torch.float64)
-    values = values_old + 0.4 * torch.randn(shape, generator=g, dtype=torch.float64)
-    kwargs = dict(values=values, returns=returns)
-    grad = ("values", "returns")
-    if clip_eps is not None:
-        kwargs.update(values_old=values_old, clip_eps=clip_eps)
-        grad += ("values_old",)
-    if mask_p is not None:
-        mask = torch.rand(shape, generator=g) < mask_p
-        mask.view(-1)[0] = True
-        kwargs["mask"] = mask
-    return Case(description, kwargs, grad=grad)
-
-
 def check_value_loss(fn) -> bool:
     """Check a student's ``value_loss(values, returns, values_old=None, clip_eps=None, mask=None)``."""
     cases = [
-        _value_case("no clipping, one environment", 0, (6,)),
-        _value_case("no clipping, an uneven mask", 1, (3, 5), mask_p=0.6),
-        _value_case("value clipping with clip_eps = 0.2", 2, (4, 6), clip_eps=0.2),
-        _value_case("value clipping with clip_eps = 0.1 and a mask", 3, (2, 3, 4), clip_eps=0.1, mask_p=0.6),
+        value_case("no clipping, one environment", 0, (6,)),
+        value_case("no clipping, an uneven mask", 1, (3, 5), mask_p=0.6),
+        value_case("value clipping with clip_eps = 0.2", 2, (4, 6), clip_eps=0.2),
+        value_case("value clipping with clip_eps = 0.1 and a mask", 3, (2, 3, 4), clip_eps=0.1, mask_p=0.6),
     ]
     mistakes = [
         Mistake(
@@ -291,8 +251,8 @@ def check_ppo_loss(fn) -> bool:
         )(**tensors)
 
     def case(description, seed, shape, spread=1.0, **coefs):
-        policy = _policy_case(description, seed, shape, spread=spread).kwargs
-        value = _value_case(description, seed + 100, shape).kwargs
+        policy = policy_case(description, seed, shape, spread=spread).kwargs
+        value = value_case(description, seed + 100, shape).kwargs
         g = torch.Generator().manual_seed(seed + 200)
         kwargs = dict(
             policy_logprobs=policy["logp"],

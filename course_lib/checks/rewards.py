@@ -20,6 +20,17 @@ from course_lib.checks import (
     recording,
     scalar_reply,
 )
+from course_lib.checks.rewards_mistakes import (
+    inclusion_of,
+    mistake_gated_ordering,
+    mistake_missing_pair,
+    mistake_positionwise,
+    mistake_response_in_prompt,
+    mistake_set_intersection,
+    mistake_strict_order,
+    mistake_wrapped_pairs,
+    ordering_of,
+)
 from course_lib.rewards import (
     _STATEMENT,
     _last_boxed,
@@ -92,44 +103,44 @@ def check_sort_inclusion_ordering_reward(fn) -> bool:
         Mistake(
             "you count pairs with response[t] < response[t + 1]; the ordering point is for a "
             "non-decreasing pair (<=), so a repeated token such as [2, 2] earns it",
-            _mistake_strict_order,
+            mistake_strict_order,
         ),
         Mistake(
             "you count the response tokens that appear in the prompt; count the prompt tokens that "
             "appear in the response, so repeating one right token cannot collect several points",
-            _mistake_response_in_prompt,
+            mistake_response_in_prompt,
         ),
         Mistake(
             "you count the distinct values shared by prompt and response (a set intersection); "
             "count each prompt position whose token appears in the response",
-            _mistake_set_intersection,
+            mistake_set_intersection,
         ),
         Mistake(
             "you give the ordering points only when every prompt token is included; the two parts "
             "are independent: always add both",
-            _mistake_gated_ordering,
+            mistake_gated_ordering,
         ),
         Mistake(
             "you compare T pairs, wrapping from the last token back to the first (as torch.roll does); "
             "a response has T - 1 adjacent pairs: response[..., :-1] against response[..., 1:]",
-            _mistake_wrapped_pairs,
+            mistake_wrapped_pairs,
         ),
         Mistake(
             "you compare only T - 2 adjacent pairs; response[..., :-1] <= response[..., 1:] gives all T - 1",
-            _mistake_missing_pair,
+            mistake_missing_pair,
         ),
         Mistake(
             "the inclusion points are missing: add one point for each prompt token that appears in the response",
-            lambda prompt, response: _ordering(response).float(),
+            lambda prompt, response: ordering_of(response).float(),
         ),
         Mistake(
             "the ordering points are missing: add one point for each adjacent pair with response[t] <= response[t + 1]",
-            lambda prompt, response: _inclusion(prompt, response).float(),
+            lambda prompt, response: inclusion_of(prompt, response).float(),
         ),
         Mistake(
             "you count the positions where the response equals the sorted prompt (another reward of "
             "the lecture); this one adds inclusion points and ordering points",
-            _mistake_positionwise,
+            mistake_positionwise,
         ),
     ]
     return check_against_reference(
@@ -182,48 +193,6 @@ def _float_rewards(result):
 
 
 # Classic wrong implementations, built from the two halves of the reward.
-def _inclusion(prompt, response):
-    return (prompt[..., :, None] == response[..., None, :]).any(-1).sum(-1)
-
-
-def _ordering(response):
-    return (response[..., :-1] <= response[..., 1:]).sum(-1)
-
-
-def _mistake_strict_order(prompt, response):
-    return (_inclusion(prompt, response) + (response[..., :-1] < response[..., 1:]).sum(-1)).float()
-
-
-def _mistake_response_in_prompt(prompt, response):
-    return (_inclusion(response, prompt) + _ordering(response)).float()
-
-
-def _mistake_set_intersection(prompt, response):
-    prompt, response = torch.broadcast_tensors(prompt, response)
-    rows = zip(prompt.reshape(-1, prompt.shape[-1]).tolist(), response.reshape(-1, response.shape[-1]).tolist())
-    shared = torch.tensor([len(set(p) & set(r)) for p, r in rows]).reshape(prompt.shape[:-1])
-    return (shared + _ordering(response)).float()
-
-
-def _mistake_gated_ordering(prompt, response):
-    inclusion = _inclusion(prompt, response)
-    return (inclusion + _ordering(response) * (inclusion == prompt.shape[-1])).float()
-
-
-def _mistake_wrapped_pairs(prompt, response):
-    return (_inclusion(prompt, response) + (response <= response.roll(-1, dims=-1)).sum(-1)).float()
-
-
-def _mistake_missing_pair(prompt, response):
-    return (_inclusion(prompt, response) + _ordering(response[..., :-1])).float()
-
-
-def _mistake_positionwise(prompt, response):
-    return (response == torch.sort(prompt, dim=-1).values).sum(-1).float()
-
-
-# The math check compares strings, which check_against_reference (tensors only) does
-# not handle; the loop below keeps its behaviour and its message style.
 _MATH_CASES = [
     # (response_text, ground_truth, expected, what the case tests)
     ("6 + 8 = 14, so the answer is 14.", "14", 1.0, "'the answer is' with a trailing period"),
