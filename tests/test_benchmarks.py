@@ -20,6 +20,7 @@ LAST_LINES = {
     "capstone.py": "ladder: rungs=7 seeds=2",
     "reasoning_length.py": "reasoning: share_before=",
     "hf_learning.py": "hf: sft=",
+    "check_mutants.py": "mutants: checks=3",
 }
 
 
