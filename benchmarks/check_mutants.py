@@ -44,7 +44,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import course_lib  # noqa: E402 (after the path is set)
 from _equivalent_mutants import EQUIVALENT  # noqa: E402
 from _mutate import Mutant, build, mutants  # noqa: E402
 
