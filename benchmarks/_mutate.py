@@ -15,7 +15,8 @@ A mutant is the reference with ONE change at ONE place of its syntax tree. The o
   ``ones`` swapped;
 - ``reduction``: a reduction or an axis function swapped (``sum`` and ``mean``, ``max`` and ``min``, ``cumsum``
   and ``cumprod``, ``argmax`` and ``argmin``, ``flip`` dropped); ``order``: ``reversed(...)`` dropped;
-- ``detach``: a ``.detach()`` dropped, or one added to a returned value;
+- ``detach``: a ``.detach()`` dropped, or one added to a returned value (where the function is annotated to
+  return tensors);
 - ``inplace``: an out-of-place tensor method made in-place (``x.clamp(...)`` to ``x.clamp_(...)``), and
   ``x = x + y`` written ``x += y`` (both change a tensor the caller still holds).
 
@@ -156,11 +157,13 @@ def _order(node):
         yield "order", node.args[0]  # a backward recursion run forwards
 
 
-def _detach(node):
+def _detach(node, returns_tensors: bool):
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "detach":
         if not node.args and not node.keywords:
             yield "detach", node.func.value  # x.detach() -> x
-    if isinstance(node, ast.Return) and node.value is not None:
+    # A detach added where the function says it returns tensors (its annotation): a dict, a float or a list of
+    # strings has no gradient to lose, and such a mutant would be the reference itself.
+    if returns_tensors and isinstance(node, ast.Return) and node.value is not None:
         values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
         for position, value in enumerate(values):
             if isinstance(value, ast.Constant):
@@ -215,6 +218,13 @@ def _skipped(tree: ast.Module) -> set[int]:
     return skipped
 
 
+def _returns_tensors(unit: ast.AST) -> bool:
+    """Whether a function is annotated to return tensors (``-> torch.Tensor``, a tuple of them); a class: yes."""
+    if isinstance(unit, ast.ClassDef):
+        return True
+    return unit.returns is not None and "Tensor" in ast.unparse(unit.returns)
+
+
 class _Replace(ast.NodeTransformer):
     """Put ``replacement`` in the place of the ``index``-th node of ``ast.walk`` order."""
 
@@ -240,13 +250,15 @@ def mutants(obj) -> list[Mutant]:
     original = ast.unparse(tree)
     name = tree.body[0].name
     skipped = _skipped(tree)
+    returns_tensors = _returns_tensors(tree.body[0])
     found = []
     counts: dict[str, int] = {}
     for index, node in enumerate(ast.walk(tree)):
         if id(node) in skipped or not hasattr(node, "lineno"):
             continue
         for operator in OPERATORS:
-            for kind, replacement in operator(node):
+            changes = operator(node, returns_tensors) if operator is _detach else operator(node)
+            for kind, replacement in changes:
                 # the same walk over a fresh parse meets the same node at the same index
                 changed = _Replace(index, copy.deepcopy(replacement)).run(ast.parse(source))
                 mutated = ast.unparse(changed)

@@ -13,12 +13,12 @@ import _mutate  # noqa: E402
 import check_mutants  # noqa: E402
 
 
-def row_sum_of_difference(x, y):
+def row_sum_of_difference(x, y) -> torch.Tensor:
     """Sum over the last axis of x - y (this docstring is never mutated: 1 + 1)."""
     return (x - y).sum(dim=-1)
 
 
-def running_total(rewards, gamma=1.0):
+def running_total(rewards, gamma=1.0) -> torch.Tensor:
     total = torch.zeros(rewards.shape[:-1], dtype=rewards.dtype)
     for t in reversed(range(rewards.shape[-1])):
         total = rewards[..., t] + gamma * total
@@ -89,3 +89,12 @@ def test_a_check_that_rejects_with_a_named_mistake_is_named():
 
     assert check_mutants.judge(check, None)[0] == "named"
     assert check_mutants.judge(generic, None)[0] == "generic"
+
+
+def as_config(lr):
+    return {"learning_rate": lr * 1.0}
+
+
+def test_no_detach_is_added_where_no_tensor_is_returned():
+    assert "detach" not in {m.operator for m in _mutate.mutants(as_config)}
+    assert "detach" in {m.operator for m in _mutate.mutants(running_total)}
