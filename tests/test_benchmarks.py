@@ -22,6 +22,7 @@ LAST_LINES = {
     "reasoning_length.py": "reasoning: share_before=",
     "hf_learning.py": "hf: sft=",
     "loop_speed.py": "loop: grpo_s300=",
+    "check_mutants.py": "mutants: checks=3",
 }
 
 

@@ -1,0 +1,100 @@
+"""The mutation operators of ``benchmarks/check_mutants.py``, on small functions whose mutants are known by hand."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+import _mutate  # noqa: E402
+import check_mutants  # noqa: E402
+
+
+def row_sum_of_difference(x, y) -> torch.Tensor:
+    """Sum over the last axis of x - y (this docstring is never mutated: 1 + 1)."""
+    return (x - y).sum(dim=-1)
+
+
+def running_total(rewards, gamma=1.0) -> torch.Tensor:
+    total = torch.zeros(rewards.shape[:-1], dtype=rewards.dtype)
+    for t in reversed(range(rewards.shape[-1])):
+        total = rewards[..., t] + gamma * total
+    return total.detach()
+
+
+def test_each_operator_makes_the_change_it_names():
+    found = {m.description: m.operator for m in _mutate.mutants(row_sum_of_difference)}
+    assert found["`x - y` -> `x + y`"] == "binop"
+    assert found["`(x - y).sum(dim=-1)` -> `(x - y).mean(dim=-1)`"] == "reduction"
+    assert found["`-1` -> `1`"] == "negate"
+    assert found["`1` -> `2`"] == "constant" and found["`1` -> `0`"] == "constant"
+    assert "detach" in found.values()
+    assert not [d for d in found if "this docstring" in d]
+
+
+def test_every_mutant_builds_and_computes_something_else():
+    x, y = torch.randn(2, 3, 4, dtype=torch.float64), torch.randn(2, 3, 4, dtype=torch.float64)  # 3-D: dim=1 is not -1
+    expected = row_sum_of_difference(x, y)
+    for mutant in _mutate.mutants(row_sum_of_difference):
+        if mutant.operator == "detach":
+            continue  # the same values, no gradient: a check that asks for gradients tells it apart
+        fn = _mutate.build(mutant, row_sum_of_difference)
+        assert fn.__code__.co_filename.startswith("<mutant ")
+        try:
+            got = fn(x, y)
+        except Exception:  # noqa: BLE001 - a mutant that crashes is a different function too
+            continue
+        assert got.shape != expected.shape or not torch.allclose(got, expected), mutant.description
+
+
+def test_order_initial_value_and_detach_operators():
+    found = {m.description for m in _mutate.mutants(running_total)}
+    assert "`reversed(range(rewards.shape[-1]))` -> `range(rewards.shape[-1])`" in found
+    assert any("torch.ones(" in d for d in found)
+    assert "`total.detach()` -> `total`" in found
+
+
+def test_keys_are_unique_and_stable():
+    first = [m.key for m in _mutate.mutants(running_total)]
+    assert len(first) == len(set(first))
+    assert first == [m.key for m in _mutate.mutants(running_total)]
+    assert all(key.startswith("running_total:") for key in first)
+
+
+def test_equivalent_keys_may_be_patterns(monkeypatch):
+    monkeypatch.setattr(check_mutants, "EQUIVALENT", {"f:3:*:detach:*": "a target, never differentiated"})
+    assert check_mutants.equivalent("f:3:4:detach:2") == "a target, never differentiated"
+    assert check_mutants.equivalent("f:3:4:binop:1") is None
+
+
+def test_a_mutant_that_never_ends_is_a_timeout(monkeypatch):
+    monkeypatch.setattr(check_mutants, "TIME_LIMIT", 1)
+
+    def check(fn):
+        while True:
+            pass
+
+    assert check_mutants.judge(check, None) == ("timeout", "ran past 1 s")
+
+
+def test_a_check_that_rejects_with_a_named_mistake_is_named():
+    def check(fn):
+        raise AssertionError("f: the reward-to-go counts the last reward twice\n  seen on the case: ...")
+
+    def generic(fn):
+        raise AssertionError("f: the output differs from the reference\n  on the case: ...")
+
+    assert check_mutants.judge(check, None)[0] == "named"
+    assert check_mutants.judge(generic, None)[0] == "generic"
+
+
+def as_config(lr):
+    return {"learning_rate": lr * 1.0}
+
+
+def test_no_detach_is_added_where_no_tensor_is_returned():
+    assert "detach" not in {m.operator for m in _mutate.mutants(as_config)}
+    assert "detach" in {m.operator for m in _mutate.mutants(running_total)}
