@@ -47,7 +47,7 @@ from test_grade import FAMILY, REWARDS, ROOT, answer, exercise_of, save, solutio
 
 from course_lib import checks
 from course_lib.authoring import grade
-from course_lib.authoring.grading import judging, nbval_report, rebuild, report, runner
+from course_lib.authoring.grading import isolation, judging, nbval_report, rebuild, report, runner
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the kernels isolated, as the grader is run")
 OFF = """\
@@ -613,7 +613,7 @@ def round_five(tmp_path_factory):
     on = _grade(folder, tmp / "on")
     (folder / "bomb_11_grpo_family.ipynb").unlink()  # off, it would cost this machine gigabytes
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(grade, "source_free_course", _source_free_with_switches(tmp / "switched"))
+        patch.setattr(isolation, "source_free_course", _source_free_with_switches(tmp / "switched"))
         patch.setattr(judging, "records_final", lambda *args: None)  # the digest, not compared
         patch.setattr(checks, "drawn_cases", lambda *args, **kwargs: [])  # the judge asks the notebook's cases only
         patch.setattr(rebuild, "PROLOGUE", rebuild.PROLOGUE.replace(*RESTORE_SWITCH))

@@ -78,6 +78,9 @@ def digest(policy, value_model, history: dict) -> dict:
     }
 
 
+DIGEST_THREADS = 2  # torch threads when the digests were taken
+
+
 def platform_key() -> str:
     return f"torch {torch.__version__} on {platform.machine()}"
 
@@ -95,17 +98,24 @@ def run_case(name: str, fast_paths: bool = False) -> dict:
     policy.fast_paths = fast_paths  # copied to the reference and the value model
     value_model = ValueModel(policy) if algo == "ppo" else None
     prompts, mask = prompts_and_mask(options["left_pad"])
-    history = lm_rl.train(
-        policy,
-        reward_fn,
-        prompts,
-        cfg,
-        E,
-        PAD,
-        prompt_mask=mask,
-        value_model=value_model,
-        suppress_pad=options["suppress_pad"],
-    )
+    # The digests were taken with torch's two threads of this 2-core machine: a sum split over another number of
+    # threads is added in another order, and the last bits differ (make test's workers run on one thread).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(DIGEST_THREADS)
+    try:
+        history = lm_rl.train(
+            policy,
+            reward_fn,
+            prompts,
+            cfg,
+            E,
+            PAD,
+            prompt_mask=mask,
+            value_model=value_model,
+            suppress_pad=options["suppress_pad"],
+        )
+    finally:
+        torch.set_num_threads(threads)
     return digest(policy, value_model, history)
 
 

@@ -210,7 +210,15 @@ def check_aggregate_loss(fn) -> bool:
     def ignore_mask(per_token, mask, mode, max_len=None):
         return aggregate_loss(per_token, torch.ones_like(per_token), mode, max_len)
 
+    def always_token_mean(per_token, mask, mode, max_len=None):
+        return token_mean(per_token, mask.to(per_token.dtype), max_len)
+
     mistakes = [
+        Mistake(
+            "every mode gives the token mean (DAPO): `mode` is ignored; each mode aggregates in its own way "
+            "(the docstring's table), so branch on it",
+            always_token_mean,
+        ),
         Mistake(
             "this is the token mean (DAPO), but the mode asks for the mean over responses of each "
             "response's token mean: average within each response first (no length bias between them)",

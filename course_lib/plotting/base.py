@@ -20,8 +20,7 @@ def _horizon_marker(gamma: float, horizon: int) -> tuple[str, str]:
     label = rf"effective horizon $1/(1-\gamma)$ = {effective:.3g} {steps}"
     if effective > horizon:
         return "off", label + " (off the chart)"
-    # The line is drawn after that many bars (at x = 1/(1 - gamma) - 0.5): the steps it counts are left of it.
-    return "line", label + ": the bars left of the line"
+    return "line", label
 
 
 def plot_discount_weights(gamma: float = 0.9, horizon: int = 30) -> Figure:
@@ -59,7 +58,8 @@ def plot_discount_weights(gamma: float = 0.9, horizon: int = 30) -> Figure:
     # Head room above the tallest bar (gamma^0 = 1) for a one-row legend.
     ax.set_ylim(0.0, 1.3)
     ax.set_yticks([0.0, 0.2, 0.4, 0.6, 0.8, 1.0])
-    ax.set_xlabel("step t")
+    # The line is drawn after 1/(1 - gamma) bars (at x = 1/(1 - gamma) - 0.5): the steps it counts are left of it.
+    ax.set_xlabel("step t (the horizon line counts the bars left of it)" if kind == "line" else "step t")
     ax.set_ylabel(r"$\gamma^t$")
     ax.set_title(rf"Discount weights for $\gamma$ = {gamma:.2f}")
     ax.legend(loc="upper center", ncol=2, frameon=False, fontsize="small")
