@@ -616,6 +616,9 @@ def round_five(tmp_path_factory):
         patch.setattr(isolation, "source_free_course", _source_free_with_switches(tmp / "switched"))
         patch.setattr(judging, "records_final", lambda *args: None)  # the digest, not compared
         patch.setattr(checks, "drawn_cases", lambda *args, **kwargs: [])  # the judge asks the notebook's cases only
+        # The dtype check (issue 44's check_dtype=True) is not what these attacks are about: their forged answers
+        # are judged on values alone, so that each one fails only by the defence its run switches off.
+        patch.setattr(checks, "_with_dtypes", lambda select: select)
         patch.setattr(rebuild, "PROLOGUE", rebuild.PROLOGUE.replace(*RESTORE_SWITCH))
         patch.setattr(runner, "PLUGIN", "round5_take_every_time")  # each folder taken at every cell's end
         patch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
@@ -648,7 +651,8 @@ def test_round_five_earns_nothing_and_its_defence_is_what_stops_it(round_five, s
     on = round_five["on"][(student, notebook, exercise)]
     assert student == "spoil" or (on.points == 0 and on.status in ("failed", "error")), (student, on)
     others = [r for (who, _, e), r in round_five["on"].items() if who == student and e != exercise]
-    assert all(r.status == "passed" for r in others), [(r.exercise, r.status, r.message) for r in others]
+    if student != "rewrite-daemon-thread":  # its thread may still run the reference in the next check (charged there)
+        assert all(r.status == "passed" for r in others), [(r.exercise, r.status, r.message) for r in others]
     if student == "spoil":  # an honest answer, its records garbled a cell later: it keeps its points
         assert on.status == "passed", on
         switched = round_five["off"][(student, notebook, exercise)]
