@@ -14,29 +14,25 @@ import io
 
 import pytest
 import torch
+from mutants.issue44 import (  # the same wrong answers, written once: the catalogue's
+    advantages_bessel_twice,
+    advantages_clamped_std,
+    gae_returns_before_loop,
+    mask_argmax,
+    mask_roll,
+    rloo_divides_by_g,
+    rtg_last_reward_twice,
+    rtg_never_reversed,
+    surrogate_sides_swapped,
+    value_loss_half_twice,
+    value_loss_numel,
+)
 from test_mutants import _check
 
 GENERIC = ("differs from the reference", "contains NaN", "has shape", "raised ", "could not be checked")
 
 
 # --- chapter 00 ------------------------------------------------------------------------------------------
-
-
-def rtg_last_reward_twice(rewards, gamma):
-    out = torch.zeros_like(rewards)
-    running = rewards[..., -1]
-    for t in reversed(range(rewards.shape[-1])):
-        running = rewards[..., t] + gamma * running
-        out[..., t] = running
-    return out
-
-
-def rtg_never_reversed(rewards, gamma):
-    out, running = [], torch.zeros_like(rewards[..., 0])
-    for t in reversed(range(rewards.shape[-1])):
-        running = rewards[..., t] + gamma * running
-        out.append(running)
-    return torch.stack(out, dim=-1)
 
 
 def rtg_cumsum_flip(rewards, gamma):  # meant right; 0 ** t divides by 0 when gamma = 0, and the check says so
@@ -47,20 +43,6 @@ def rtg_cumsum_flip(rewards, gamma):  # meant right; 0 ** t divides by 0 when ga
 
 
 # --- chapter 04 ------------------------------------------------------------------------------------------
-
-
-def gae_returns_before_loop(rewards, values, dones, last_values, gamma, lam):
-    adv = torch.zeros_like(rewards)
-    returns = adv + values  # taken before the loop fills adv
-    running = torch.zeros_like(last_values)
-    next_value = last_values
-    d = dones.to(rewards.dtype)
-    for t in reversed(range(rewards.shape[-1])):
-        delta = rewards[..., t] + gamma * (1 - d[..., t]) * next_value - values[..., t]
-        running = delta + gamma * lam * (1 - d[..., t]) * running
-        adv[..., t] = running
-        next_value = values[..., t]
-    return adv, returns
 
 
 def gae_vectorised_right(rewards, values, dones, last_values, gamma, lam):
@@ -76,31 +58,6 @@ def gae_vectorised_right(rewards, values, dones, last_values, gamma, lam):
 
 
 # --- chapter 05 ------------------------------------------------------------------------------------------
-
-
-def surrogate_sides_swapped(logp, logp_old, adv, clip_eps, clip_eps_high=None):
-    high = clip_eps if clip_eps_high is None else clip_eps_high
-    ratio = torch.exp(logp - logp_old.detach())
-    clipped = torch.clamp(ratio, 1 - high, 1 + clip_eps)
-    return -torch.min(ratio * adv.detach(), clipped * adv.detach())
-
-
-def value_loss_numel(values, returns, values_old=None, clip_eps=None, mask=None):
-    m = torch.ones_like(values) if mask is None else mask.to(values.dtype)
-    error = (values - returns.detach()) ** 2
-    if clip_eps is not None:
-        v_clip = values_old.detach() + (values - values_old.detach()).clamp(-clip_eps, clip_eps)
-        error = torch.max(error, (v_clip - returns.detach()) ** 2)
-    return 0.5 * (error * m).sum() / m.numel()
-
-
-def value_loss_half_twice(values, returns, values_old=None, clip_eps=None, mask=None):
-    m = torch.ones_like(values) if mask is None else mask.to(values.dtype)
-    error = 0.5 * (values - returns.detach()) ** 2
-    if clip_eps is not None:
-        v_clip = values_old.detach() + (values - values_old.detach()).clamp(-clip_eps, clip_eps)
-        error = torch.max(error, 0.5 * (v_clip - returns.detach()) ** 2)
-    return 0.5 * (error * m).sum() / m.sum()
 
 
 def value_loss_huber(values, returns, values_old=None, clip_eps=None, mask=None):  # Huber, and no value clip
@@ -119,24 +76,6 @@ def value_loss_mse_right(values, returns, values_old=None, clip_eps=None, mask=N
 
 
 # --- chapter 06 ------------------------------------------------------------------------------------------
-
-
-def advantages_bessel_twice(rewards, normalize_std=True, eps=1e-6):
-    centred = rewards - rewards.mean(-1, keepdim=True)
-    centred = torch.where((rewards == rewards[..., :1]).all(-1, keepdim=True), 0.0, centred)
-    G = rewards.shape[-1]
-    if not normalize_std or G == 1:
-        return centred
-    std = rewards.std(-1, keepdim=True) * (G / (G - 1)) ** 0.5
-    return centred / (std + eps)
-
-
-def advantages_clamped_std(rewards, normalize_std=True, eps=1e-6):
-    centred = rewards - rewards.mean(-1, keepdim=True)
-    centred = torch.where((rewards == rewards[..., :1]).all(-1, keepdim=True), 0.0, centred)
-    if not normalize_std or rewards.shape[-1] == 1:
-        return centred
-    return centred / rewards.std(-1, keepdim=True).clamp(min=eps)
 
 
 def advantages_einops_style_right(rewards, normalize_std=True, eps=1e-6):
@@ -161,19 +100,6 @@ def kl_k2_abs(logp, logp_ref, kind):
 # --- chapter 08 ------------------------------------------------------------------------------------------
 
 
-def mask_argmax(completion_ids, eos_id):
-    is_eos = (completion_ids == eos_id).long()
-    first = is_eos.argmax(dim=-1, keepdim=True)  # 0 when a row has no EOS at all
-    positions = torch.arange(completion_ids.shape[-1])
-    return (positions <= first).float()
-
-
-def mask_roll(completion_ids, eos_id):
-    is_eos = (completion_ids == eos_id).long()
-    after = is_eos.roll(1, dims=-1).cumsum(-1)  # the last EOS wraps around to the front
-    return (after == 0).float()
-
-
 def mask_cummax_right(completion_ids, eos_id):
     is_eos = (completion_ids == eos_id).int()
     seen_before = torch.cat([torch.zeros_like(is_eos[..., :1]), is_eos[..., :-1]], dim=-1).cummax(-1).values
@@ -188,11 +114,6 @@ def rloo_mean_minus_self(rewards):  # right: the leave-one-out mean, through the
     if G == 1:
         return torch.zeros_like(rewards)
     return G / (G - 1) * (rewards - rewards.mean(-1, keepdim=True))
-
-
-def rloo_divides_by_g(rewards):
-    G = rewards.shape[-1]
-    return rewards - (rewards.sum(-1, keepdim=True) - rewards) / G
 
 
 # (exercise, student, what the check should name; None for the generic message, "pass" for a right answer)
