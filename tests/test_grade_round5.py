@@ -246,6 +246,13 @@ def _trigger():
     gc.callbacks.append(lambda phase, info: phase == "stop" and _rewrite())""",
     "next_cell": "def _trigger():\n    pass",
 }
+LATER_CELLS = {  # what the next solution cell does before its answer
+    "next_cell": "_rewrite()\n",
+    # An alarm's handler runs between the main thread's bytecodes; between cells the kernel can be idle for less than
+    # the alarm's 20 ms, so the attack gives itself a window it does not depend on load for: the next (unwatched)
+    # cell sleeps, and the alarm interrupts the sleep.
+    "sigalrm": "import time\ntime.sleep(0.5)\n",
+}
 
 # --- section 3: the student's code at the top of the armed check cell --------------------------------------------
 
@@ -494,7 +501,7 @@ def round_five_class(folder: Path) -> dict[str, tuple[str, str, tuple[str, ...]]
     for trigger, code in TRIGGERS.items():
         off = ("digest", "taken once")
         prelude = REWRITE.format(off=off, trigger=code)
-        later = "_rewrite()\n" if trigger == "next_cell" else ""
+        later = LATER_CELLS.get(trigger, "")
         family_submission(f"rewrite-{trigger.replace('_', '-')}", off, prelude, NOTE_AND_ZEROS, later)
     # Round four's "a later cell garbling records", which garbled nothing (the folder was gone): the later cell
     # writes the folder again; the defence: each check cell's folder taken once.
@@ -610,8 +617,15 @@ def round_five(tmp_path_factory):
     folder = tmp / "submissions"
     folder.mkdir()
     attacks = round_five_class(folder)
+    only = os.environ.get("ROUND5_ONLY")  # e.g. ROUND5_ONLY=rewrite-sigalrm,spoil: a part of the class, to debug
+    if only:
+        kept = only.split(",")
+        attacks = {student: attack for student, attack in attacks.items() if student in kept}
+        for submission in folder.glob("*.ipynb"):
+            if not submission.name.startswith(tuple(f"{student}_" for student in kept)):
+                submission.unlink()
     on = _grade(folder, tmp / "on")
-    (folder / "bomb_11_grpo_family.ipynb").unlink()  # off, it would cost this machine gigabytes
+    (folder / "bomb_11_grpo_family.ipynb").unlink(missing_ok=True)  # off, it would cost this machine gigabytes
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(isolation, "source_free_course", _source_free_with_switches(tmp / "switched"))
         patch.setattr(judging, "records_final", lambda *args: None)  # the digest, not compared
@@ -647,6 +661,8 @@ ATTACKS = (
 @pytest.mark.timeout(3600)  # the class graded twice, as root, on 2 shared cores
 @pytest.mark.parametrize("student", ATTACKS)
 def test_round_five_earns_nothing_and_its_defence_is_what_stops_it(round_five, student):
+    if student not in round_five["attacks"]:
+        pytest.skip("left out by ROUND5_ONLY")
     notebook, exercise, off = round_five["attacks"][student]
     on = round_five["on"][(student, notebook, exercise)]
     assert student == "spoil" or (on.points == 0 and on.status in ("failed", "error")), (student, on)
