@@ -32,7 +32,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from test_grade import FAMILY, FROM_DISK, HOPPER, RECOMPILED, ROOT, WARMUP, answer, exercise_of, save, solution_cell
+from test_grade import FAMILY, FROM_DISK, RECOMPILED, ROOT, WARMUP, answer, exercise_of, save, solution_cell
 from test_grade_round5 import _source_free_with_switches
 
 from course_lib.authoring import grade
@@ -244,31 +244,74 @@ def test_each_namespace_and_the_task_limit_stop_their_probe(probes, defence):
     assert off[(student, "reward_to_go")].status == "passed", off
 
 
-KILL_UNTIL = 60.0  # seconds after the off run starts when the hopper stops killing (test_grade.HOPPER: 8 + 40)
+# Round four's hopper (tests/test_grade.py's HOPPER), its first wait tied to its kernel's end instead of 8 s, so that
+# it kills the classmate's kernel however fast the machine grades: it hops until its kernel is gone (and 3 s more,
+# through the sweep of its user's processes), then kills every process of its user for KILL_FOR seconds (the
+# classmate's kernel, and each one started again for it).
+KILL_FOR = 45
+HOPPER_AFTER_ITS_KERNEL = f"""\
+import os, signal, time
+_kernel = os.getpid()
+if os.fork() == 0:  # a process that outlives its kernel: it hops to a new pid every few ms (no sweep finds
+    os.setsid()      # it), then kills every process of its user: the classmate graded next as that user
+    gone = None
+    while gone is None or time.time() < gone + 3:
+        if gone is None and not os.path.exists(f"/proc/{{_kernel}}"):
+            gone = time.time()
+        if os.fork():
+            os._exit(0)
+    end = time.time() + {KILL_FOR}
+    while time.time() < end:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+        time.sleep(0.05)
+    os._exit(0)
+"""
+
+
+def _wait_for_the_processes_of(user: str, seconds: float) -> list[tuple[int, str, str]]:
+    """Wait (no more than ``seconds``) until ``user`` runs no process; (pid, status, command line) of each still
+    running then."""
+    import pwd
+
+    import psutil
+
+    uid = pwd.getpwnam(user).pw_uid
+    end = time.monotonic() + seconds
+    while True:
+        left = [
+            (proc.pid, proc.info["status"], " ".join(proc.info["cmdline"] or ())[:200])
+            for proc in psutil.process_iter(["uids", "status", "cmdline"])
+            if proc.info["uids"].real == uid
+        ]
+        if not left or time.monotonic() > end:
+            return left
+        time.sleep(0.5)
 
 
 @pytest.mark.skipif(not WARMUP.exists(), reason="needs solutions/00_warmup.ipynb")
 def test_nothing_a_kernel_leaves_kills_the_classmate_graded_next(tmp_path):
     """Round four's hopper, graded before an honest classmate as the same user (``-j 1``): in its pid namespace it
-    dies with its kernel; without one it escapes the sweep of its user's processes and kills the classmate's kernel
-    (bounded here: it stops killing ``KILL_UNTIL`` s after the run starts, and the test waits for that to end)."""
+    is seen by its own check and dies with its kernel; without one it goes unseen, escapes the sweep of its user's
+    processes and kills the classmate's kernel at each start (bounded: it kills for ``KILL_FOR`` s, and the test
+    waits for it to end)."""
     folder = tmp_path / "submissions"
     folder.mkdir()
+    _warmup(folder, "a", rtg_prelude=HOPPER_AFTER_ITS_KERNEL)
     _warmup(folder, "b")
-
-    def hopper(until: float) -> None:
-        hopping = HOPPER.replace("end = time.time() + 40", f"end = {until}")
-        assert str(until) in hopping
-        _warmup(folder, "a", rtg_prelude=hopping)
-
-    hopper(time.time() + 600)  # on: it dies with its kernel long before
     on = _grade(folder, tmp_path / "on", jobs=1)
     assert set(_statuses(on, "b").values()) == {"passed"}, on
-    until = time.time() + KILL_UNTIL
-    hopper(until)
+    assert "still running when the check began" in on[("a", "reward_to_go")].message, on
+    assert _wait_for_the_processes_of(TEST_USER.format(slot=0), 10) == []  # the hopper died with its kernel
     try:
         off = _grade(folder, tmp_path / "off", jobs=1, off=("pid",))
     finally:
-        time.sleep(max(0.0, until - time.time()) + 1)  # the hopper gone before any other test grades
+        left = _wait_for_the_processes_of(TEST_USER.format(slot=0), KILL_FOR + 15)
+    assert left == [], "the hopper outlived its killing window"
     lost = [r for (who, _), r in off.items() if who == "b" and r.status != "passed"]
-    assert lost and any("died" in r.message for r in lost), off
+    assert lost and all("died" in r.message for r in lost), off
+    # The guard's "still running when the check began" reads the last pid of the kernel's own namespace: without one,
+    # the hopper is not seen either.
+    assert off[("a", "reward_to_go")].status == "passed", off
