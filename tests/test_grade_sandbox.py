@@ -9,12 +9,14 @@ earns its points (or reads, keeps or starts what it should not) with it off: so 
   test process: a copy of course_lib with its source. (Both runs switch off the blocker's "copied text", as
   ``tests/test_grade_round5.py`` does, so that the copy is the one thing that differs.)
 - **the solutions, submissions and output folder hidden** (``isolation._hidden_folders``): a solution cell that
-  reads the solution notebook and runs its answer. Switched off in the test process.
+  reads the solution notebook and runs its answer. Switched off in the test process (and "copied text" in both
+  runs: the solution's text is course_lib's).
 - **the kernel's namespaces and task limit** (``sandbox.NAMESPACES``, ``PRIVATE_TMP``, ``MAX_TASKS``), switched off
   in pytest's plugin (``tests/sandbox_off.py``): round four's ``boxed`` probe, split by namespace (the grader's
   command line in ``/proc``, a port of the host, files left in the host's ``/tmp``), a kernel that starts 400
   threads (pid exhaustion, at class level), and the process that hops from pid to pid to kill the classmate graded
-  next as the same user (``test_a_kernel_cannot_kill_the_classmate_graded_after_it_as_the_same_user``).
+  next as the same user (``test_a_kernel_cannot_kill_the_classmate_graded_after_it_as_the_same_user``), which the
+  guard's "still running when the check began" sees only in the kernel's own pid namespace.
 
 Every run uses grading users of its own (``course-grade-test-N``): an attack that succeeds with its defence off
 (400 threads, a ``kill(-1)``) then reaches only this test's kernels, never those of a class graded beside it.
@@ -50,7 +52,7 @@ def _grade(folder: Path, out: Path, *, jobs: int = 2, off: tuple[str, ...] = (),
         patch.setattr(runner, "PLUGIN", "sandbox_off")
         patch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
         patch.setenv("COURSE_TEST_SANDBOX_OFF", ",".join(off))
-        if "tmp" in off:  # the watch counts the kernel's own /tmp as its memory: the host's is not the kernel's
+        if "tmp" in off:  # the watch counts the kernel's /tmp as its memory: not the host's (tens of GB here)
             patch.setattr(watchdog, "PRIVATE_TMP", ())
         for module, name, value in patches:
             patch.setattr(module, name, value)
@@ -79,8 +81,8 @@ def _statuses(rows: dict, student: str) -> dict[str, str]:
 # --- course_lib without its source ----------------------------------------------------------------------------------
 
 COPIED_TEXT_OFF = "import builtins as _b\n_b._round5_off = ('copied text',)\nimport torch\n"
-# Round four's recompile, made whole: its own compiled a function that calls family.py's helpers, which were not in
-# its namespace (a NameError once it had the source); the module's text compiled whole brings them along.
+# Round four's recompile compiled the function alone, which calls family.py's helpers: given the source, it failed by
+# a NameError of its own. The module's text, compiled whole, brings the helpers along.
 RECOMPILED_WHOLE = RECOMPILED.replace("inspect.getsource(family.rloo_advantages)", "inspect.getsource(family)")
 RECOMPILED_WHOLE = RECOMPILED_WHOLE.replace('namespace = {"torch": torch}', "namespace = {}")
 
