@@ -17,8 +17,8 @@ is cut from a message too, as a file name or a path relative to the class folder
 message is its first line only (:func:`course_lib.authoring.grading.verdict.judge`): the lines after it would show
 the instructor's hidden case.
 
-The page is built once as a small structure (:class:`Page`) and rendered twice, as Markdown here and as HTML in
-:mod:`course_lib.authoring.grading.feedback_html`, so the two never disagree.
+The page is built once as a small structure (:class:`Page`) and rendered twice, as Markdown and as HTML, in
+:mod:`course_lib.authoring.grading.feedback_pages`, so the two never disagree.
 """
 
 from __future__ import annotations

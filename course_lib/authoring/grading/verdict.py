@@ -64,7 +64,7 @@ class Row:
     points: float
     max_points: float
     status: str
-    message: str  # one line: the first of the whole message
+    message: str  # what grades.csv keeps: the first line of a check's message
     notes: str
     submission: str
     # Every line of the message ("" when it is ``message`` itself, or unknown: a grades folder from an older grader).
