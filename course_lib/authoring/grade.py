@@ -63,7 +63,7 @@ from course_lib.authoring.grading.gradebook import LAYOUTS, read_roster
 from course_lib.authoring.grading.hand_back import hand_back
 from course_lib.authoring.grading.isolation import CannotGrade, kernel_sandboxes
 from course_lib.authoring.grading.messages import FILE_NAME, append_messages, keep_messages
-from course_lib.authoring.grading.report import COLUMNS, append_rows, read_rows, summary_markdown, write_log
+from course_lib.authoring.grading.report import COLUMNS, append_rows, rows_to_resume, summary_markdown, write_log
 from course_lib.authoring.grading.submissions import find_submissions, student_name
 from course_lib.authoring.grading.verdict import Graded, Options, grade_submission
 
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for folder in (args.out, args.out / "logs", args.out / "rebuilt"):
             folder.mkdir(parents=True, exist_ok=True)
-        previous = [] if args.regrade else read_rows(csv_path)
+        previous = [] if args.regrade else rows_to_resume(csv_path)  # a row cut by a crash: its submission again
         if args.regrade or not previous:
             with open(csv_path, "w", newline="", encoding="utf-8") as f:
                 csv.writer(f).writerow(COLUMNS)

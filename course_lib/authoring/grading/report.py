@@ -18,6 +18,7 @@ submissions an instructor should look at.
 from __future__ import annotations
 
 import csv
+import io
 import os
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -39,14 +40,25 @@ def write_csv(rows: list[Row], path: Path) -> None:
 
 
 def append_rows(rows: list[Row], path: Path) -> None:
-    """Add one submission's rows to grades.csv and make sure they are on disk (flush and fsync)."""
-    with open(path, "a", newline="", encoding="utf-8", errors="surrogateescape") as f:  # any file name
-        writer = csv.writer(f)
-        for row in rows:
-            values = [getattr(row, column) for column in COLUMNS]
-            writer.writerow([_number(v) if isinstance(v, (int, float)) else v for v in values])
-        f.flush()
-        os.fsync(f.fileno())
+    """Add one submission's rows to grades.csv and make sure they are on disk (fsync).
+
+    The rows go in one ``write`` of the whole text, so that a grader killed while adding them leaves the file
+    with all of them or none (only a machine that stops mid-write can cut a row: :func:`rows_to_resume` mends
+    that)."""
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    for row in rows:
+        values = [getattr(row, column) for column in COLUMNS]
+        writer.writerow([_number(v) if isinstance(v, (int, float)) else v for v in values])
+    data = text.getvalue().encode("utf-8", errors="surrogateescape")  # any file name
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        written = 0
+        while written < len(data):  # a regular file takes it in one call; the loop is for the rule, not the case
+            written += os.write(descriptor, data[written:])
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
 
 
 def read_rows(path: Path) -> list[Row]:
@@ -67,6 +79,32 @@ def read_rows(path: Path) -> list[Row]:
                 )
             except (TypeError, ValueError):
                 continue
+    return rows
+
+
+def rows_to_resume(path: Path) -> list[Row]:
+    """The rows an interrupted run left in ``path`` that a new run keeps, with the file rewritten to hold only them.
+
+    A file that does not end with a line break was cut mid-row (the machine stopped while rows were written): the
+    cut line is dropped, and so is every row of the last whole row's submission, which may be the one that was
+    being written; those submissions are graded again. Rewriting the file (a new file put in place whole) means
+    the next rows start on a line of their own instead of joining the cut one, where they would be lost.
+    """
+    if not path.is_file():
+        return []
+    data = path.read_bytes()
+    cut = not data.endswith(b"\n")
+    fresh = path.with_name(path.name + ".resume")
+    fresh.write_bytes(data[: data.rfind(b"\n") + 1] if cut else data)  # whole lines only
+    rows = read_rows(fresh)
+    if cut and rows:
+        suspect = rows[-1].submission
+        rows = [row for row in rows if row.submission != suspect]
+    if not rows:
+        fresh.unlink()
+        return []
+    write_csv(rows, fresh)
+    os.replace(fresh, path)
     return rows
 
 
