@@ -62,6 +62,14 @@ def check_completion_style(fn) -> bool:
         )
         for text, n in _CLASSIFIER_CASES
     ]
+    default = "[15,14,10]1045$"  # three totals: a scratchpad only when n_digits is the signature's default, 3
+    cases.append(
+        Case(
+            f"the completion {default!r} with n_digits left at its default (3), which is "
+            f"{completion_style(default)} (labels as numbers: {numbered})",
+            {"text": default},
+        )
+    )
 
     def as_number(label):
         return {"style": float(STYLES.index(label)) if label in STYLES else -1.0}
