@@ -284,6 +284,7 @@ def check_grpo_loss(fn) -> bool:
     cases = [
         Case("B=2 prompts, G=3 responses of lengths 4, 2, 3 / 1, 4, 2, the defaults", base, grad),
         Case("the first update: logp equals logp_old, so every ratio is 1", {**base, "logp": logp_old.clone()}, grad),
+        Case("the same batch with a bool mask (the docstring's 1 (True))", {**base, "mask": mask.bool()}, grad),
         Case(
             "no reference model (logp_ref=None): no KL term",
             {**base, "logp_ref": None},

@@ -170,6 +170,23 @@ def check_reinforce_loss(fn) -> bool:
             grad,
         ),
     ]
+    # Drawn after the cases above, so that their values stay as they were.
+    nan_mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [1, 1, 0, 0]])
+    nan, inf = float("nan"), float("inf")
+    junk = torch.tensor([[nan, nan, nan, nan], [-inf, nan, -inf, nan], [nan, nan, -inf, nan]], dtype=torch.float64)
+    nan_padded_logp = torch.where(nan_mask.bool(), logp_of(3, 4), junk)  # NaN and -inf in the padding only
+    cases.append(
+        Case(
+            "lengths 3, 1 and 2, padding holds NaN and -inf (a padded log-prob may be anything; it must change "
+            "neither the loss nor its gradient)",
+            {"logp": nan_padded_logp, "deltas": deltas_of(3), "mask": nan_mask},
+            grad,
+        )
+    )
+
+    def multiplied(logp, deltas, mask=None):
+        per_token = -(deltas.detach()[..., None] * logp)
+        return _masked_token_mean(per_token, mask)
 
     def attached(logp, deltas, mask=None):
         per_token = -(deltas[..., None] * logp)
@@ -258,6 +275,11 @@ def check_reinforce_loss(fn) -> bool:
             "you summed over tokens; average over the valid tokens instead ((loss * mask).sum() / mask.sum())", summed
         ),
         Mistake("padding is not masked: multiply by mask (or select with it) before you average", unmasked),
+        Mistake(
+            "the padding is multiplied by 0, and a padded log-prob of NaN or -inf times 0 is NaN: select the valid "
+            "tokens with torch.where(mask.bool(), per_token, 0) (or per_token[mask.bool()]) instead",
+            multiplied,
+        ),
         Mistake(
             "you averaged over all tokens, padding included; divide by the number of valid tokens, "
             "mask.sum(), not by mask.numel()",

@@ -132,8 +132,9 @@ def reinforce_first_token_only(logp, deltas, mask=None):
 
 
 def reinforce_sequence_sum(logp, deltas, mask=None):
-    m = torch.ones_like(logp) if mask is None else mask.to(logp.dtype)
-    seq_logp = (logp * m).sum(dim=-1)  # log pi of each whole response
+    # The padding selected away with torch.where, as the exercise asks (it may hold NaN): one mistake, the sum.
+    valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()
+    seq_logp = torch.where(valid, logp, torch.zeros_like(logp)).sum(dim=-1)  # log pi of each whole response
     return -(deltas.detach() * seq_logp).mean()
 
 
@@ -152,6 +153,13 @@ def reinforce_mean_delta(logp, deltas, mask=None):
 # ---------------------------------------------------------------------------
 # reinforce_loss: correct variants
 # ---------------------------------------------------------------------------
+
+
+def reinforce_padding_multiplied(logp, deltas, mask=None):
+    """The padding zeroed by multiplying with the mask: a NaN or -inf log-prob there gives 0 * NaN = NaN."""
+    m = torch.ones_like(logp) if mask is None else mask.to(logp.dtype)
+    per_token = -(deltas.detach()[..., None] * logp) * m
+    return per_token.sum() / m.sum().clamp(min=1)
 
 
 def reinforce_loop(logp, deltas, mask=None):
@@ -210,6 +218,7 @@ MUTANTS = [
     ("reinforce_loss", reinforce_probabilities, "probabilities exp(logp)"),
     ("reinforce_loss", reinforce_inverted_mask, "mask is inverted"),
     ("reinforce_loss", reinforce_mean_delta, "mean of deltas"),
+    ("reinforce_loss", reinforce_padding_multiplied, "multiplied by 0"),
 ]
 
 VARIANTS = [
