@@ -225,8 +225,11 @@ def _ask_student(fn, name, logits, rewards, n, seed) -> torch.Tensor:
     """``seed=None`` passes ``generator=None``: the global RNG draws, seeded here and put back afterwards."""
     generator = None if seed is None else torch.Generator().manual_seed(seed)
     try:
-        with torch.random.fork_rng(devices=[]):  # the notebook's global RNG is left as it was
-            torch.manual_seed(0)
+        if generator is None:
+            with torch.random.fork_rng(devices=[]):  # the notebook's global RNG is left as it was
+                torch.manual_seed(0)
+                out = fn(logits.clone(), rewards.clone(), n, None)
+        else:  # the global RNG untouched: a student who ignores the generator gets two different estimates
             out = fn(logits.clone(), rewards.clone(), n, generator)
     except NotImplementedError:
         raise
