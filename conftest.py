@@ -45,6 +45,8 @@ SERIAL = {
     "tests/test_grade_feedback.py": "grades a class (feedback pages, gradebook) with kernels as the shared "
     "course-grade-N users",
     "tests/test_grade_round5.py": "grades a class as root, twice, with kernels as the shared course-grade-N users",
+    "tests/test_grade_sandbox.py": "grades small classes as root, each twice (one sandbox defence off), with a "
+    "per-cell timeout and kernels as the course-grade-test-N users",
 }
 
 _spans: dict[str, list[float]] = defaultdict(list)

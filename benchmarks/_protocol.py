@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import multiprocessing as mp
 import os
 from pathlib import Path
 
@@ -37,6 +38,18 @@ def append_run(path: Path, record: dict) -> None:
         f.write(json.dumps(record, separators=(",", ":")) + "\n")
         f.flush()
         os.fsync(f.fileno())
+
+
+def run_jobs(run_job, jobs: list[tuple], n_jobs: int, path: Path) -> None:
+    """``run_job(job)`` for each of ``jobs``, ``n_jobs`` processes at a time, appending each record to ``path`` as it
+    finishes. Each job gets a fresh forked process (``maxtasksperchild=1``): no run inherits another's state."""
+    if n_jobs == 1:
+        for job in jobs:
+            append_run(path, run_job(job))
+        return
+    with mp.get_context("fork").Pool(n_jobs, maxtasksperchild=1) as pool:
+        for record in pool.imap_unordered(run_job, jobs, chunksize=1):
+            append_run(path, record)
 
 
 def runs_version(runs: list[dict]) -> int:

@@ -106,7 +106,6 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
-import multiprocessing as mp
 import os
 import tempfile
 import time
@@ -115,6 +114,7 @@ from pathlib import Path
 import _protocol  # benchmarks/ is the script's folder, so its sibling modules import directly
 import _results
 import torch
+from _warm_cache import cached_warm_up
 
 from course_lib import lm_rl
 from course_lib.lectures import capstone, ladder
@@ -187,17 +187,7 @@ def recipe(cfg: capstone.CapstoneConfig, rung: int, lr: float) -> dict:
 
 def warm(cfg: capstone.CapstoneConfig, seed: int, cache: Path):
     """The seed's warmed-up model, task and split; the warm-up is cached on disk (every rung starts from it)."""
-    path = cache / f"warm_{recipe_hash(dataclasses.asdict(cfg))}_{seed}.pt"
-    if path.exists():
-        lm, task, split, _ = capstone.warm_up(dataclasses.replace(cfg, sft_steps=0), seed)
-        lm.load_state_dict(torch.load(path, weights_only=True))
-        return lm, task, split
-    lm, task, split, _ = capstone.warm_up(cfg, seed)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(f".{os.getpid()}.tmp")
-    torch.save(lm.state_dict(), partial)
-    partial.replace(path)  # atomic: two jobs of one seed never read half a file
-    return lm, task, split
+    return cached_warm_up(capstone.warm_up, cfg, seed, cache)
 
 
 def _thin(values: list, digits: int = 4) -> list:
@@ -240,13 +230,7 @@ def run_job(job: tuple) -> dict:
 
 def run_all(jobs: list[tuple], n_jobs: int, out: Path) -> None:
     """Run ``jobs`` ``n_jobs`` at a time, appending each record to ``out`` as it finishes."""
-    if n_jobs == 1:
-        for job in jobs:
-            _protocol.append_run(out, run_job(job))
-        return
-    with mp.get_context("fork").Pool(n_jobs, maxtasksperchild=1) as pool:
-        for record in pool.imap_unordered(run_job, jobs, chunksize=1):
-            _protocol.append_run(out, record)
+    _protocol.run_jobs(run_job, jobs, n_jobs, out)
 
 
 def pending(jobs: list[tuple], out: Path) -> list[tuple]:
@@ -421,13 +405,31 @@ def report_v2(args, files) -> None:
         save(args, files, frozen, rows, seeds, time.perf_counter() - start)
 
 
+def frozen_scores(runs: list[dict], frozen: dict, seeds_of) -> dict[int, dict[int, float]]:
+    """Each rung's test scores by seed: its runs of its frozen recipe, on the seeds ``seeds_of(rung)`` lists."""
+    by_rung: dict[int, dict[int, float]] = {}
+    for r in runs:
+        if r["seed"] in seeds_of(r["rung"]) and r["recipe_hash"] == frozen[str(r["rung"])]["hash"]:
+            by_rung.setdefault(r["rung"], {})[r["seed"]] = r["score"]
+    return by_rung
+
+
+def scored_rungs(by_rung: dict[int, dict[int, float]], frozen: dict):
+    """For each rung with scores, in the ladder's order: its row (name, frozen lr and hash, scores by seed) and the
+    scores' summary. The reports add the row's ``step``."""
+    for rung, (name, _) in enumerate(ladder.RUNGS):
+        scores = by_rung.get(rung, {})
+        if not scores:
+            continue
+        lr = frozen[str(rung)]["recipe"]["rl"]["lr"]
+        row = {"rung": rung, "name": name, "lr": lr, "hash": frozen[str(rung)]["hash"], "scores": scores}
+        yield row, summary([scores[k] for k in sorted(scores)])
+
+
 def print_report_v2(args, files, frozen: dict, seeds: list[int]) -> list[dict]:
     top = len(ladder.RUNGS) - 1
-    by_rung: dict[int, dict[int, float]] = {}
     runs = _protocol.load_runs(files["report"])
-    for r in runs:
-        if r["seed"] in rung_seeds(r["rung"], seeds) and r["recipe_hash"] == frozen[str(r["rung"])]["hash"]:
-            by_rung.setdefault(r["rung"], {})[r["seed"]] = r["score"]
+    by_rung = frozen_scores(runs, frozen, lambda rung: rung_seeds(rung, seeds))
     walks = edge_walks(args, files)
     print(
         f"test accuracy (greedy), seed set {'quick' if args.quick else REPORT_SET_V2} "
@@ -435,21 +437,18 @@ def print_report_v2(args, files, frozen: dict, seeds: list[int]) -> list[dict]:
         f"{len(seeds[:STEP_SEEDS])}; step: paired difference to the rung before, 95% t-interval"
     )
     rows = []
-    for rung, (name, _) in enumerate(ladder.RUNGS):
-        scores = by_rung.get(rung, {})
-        if not scores:
-            continue
-        s = summary([scores[k] for k in sorted(scores)])
+    for row, s in scored_rungs(by_rung, frozen):
+        rung = row["rung"]
         before = by_rung.get(rung - 1, {})
-        step = paired_difference(before, scores) if rung and len(set(before) & set(scores)) > 1 else None
-        lr = frozen[str(rung)]["recipe"]["rl"]["lr"]
-        h = frozen[str(rung)]["hash"]
+        step = paired_difference(before, row["scores"]) if rung and len(set(before) & set(row["scores"])) > 1 else None
         edge = "  (lr at the grid's edge)" if walks[rung].at_edge else ""
         print(
-            f"  {rung} {name:<22} lr={lr:<6g} [{h}] n={len(scores):<2d} mean {s.mean:.3f}  worst {s.worst:.3f}  "
-            f"std {s.std:.3f}" + (f"  step {step}" if step is not None else "") + edge
+            f"  {rung} {row['name']:<22} lr={row['lr']:<6g} [{row['hash']}] n={len(row['scores']):<2d} "
+            f"mean {s.mean:.3f}  worst {s.worst:.3f}  std {s.std:.3f}"
+            + (f"  step {step}" if step is not None else "")
+            + edge
         )
-        rows.append({"rung": rung, "name": name, "lr": lr, "hash": h, "scores": scores, "step": step})
+        rows.append({**row, "step": step})
     complete = len(rows) == len(ladder.RUNGS) and all(
         len(row["scores"]) == len(rung_seeds(row["rung"], seeds)) for row in rows
     )
@@ -509,29 +508,23 @@ def report(args, files) -> None:
 
 
 def print_report(path: Path, frozen: dict, seeds) -> list[dict]:
-    by_rung: dict[int, dict[int, float]] = {}
-    version = _protocol.runs_version(_protocol.load_runs(path))
-    for r in _protocol.load_runs(path):
-        if r["seed"] in seeds and r["recipe_hash"] == frozen[str(r["rung"])]["hash"]:
-            by_rung.setdefault(r["rung"], {})[r["seed"]] = r["score"]
+    runs = _protocol.load_runs(path)
+    version = _protocol.runs_version(runs)
+    by_rung = frozen_scores(runs, frozen, lambda rung: seeds)
     print(
         f"test accuracy (greedy), seeds {list(seeds)} (protocol v{version}); step: paired difference to the rung "
         "before, 95% t-interval"
     )
     rows = []
-    for rung, (name, _) in enumerate(ladder.RUNGS):
-        scores = by_rung.get(rung, {})
-        if not scores:
-            continue
-        s = summary([scores[k] for k in sorted(scores)])
-        step = paired_difference(by_rung[rung - 1], scores) if rung and len(by_rung.get(rung - 1, {})) > 1 else None
-        lr = frozen[str(rung)]["recipe"]["rl"]["lr"]
-        h = frozen[str(rung)]["hash"]
+    for row, s in scored_rungs(by_rung, frozen):
+        rung = row["rung"]
+        before = by_rung.get(rung - 1, {})
+        step = paired_difference(before, row["scores"]) if rung and len(before) > 1 else None
         print(
-            f"  {rung} {name:<22} lr={lr:<6g} [{h}] mean {s.mean:.3f}  worst {s.worst:.3f}  std {s.std:.3f}"
-            + (f"  step {step}" if step is not None else "")
+            f"  {rung} {row['name']:<22} lr={row['lr']:<6g} [{row['hash']}] mean {s.mean:.3f}  worst {s.worst:.3f}  "
+            f"std {s.std:.3f}" + (f"  step {step}" if step is not None else "")
         )
-        rows.append({"rung": rung, "name": name, "lr": lr, "hash": h, "scores": scores, "step": step})
+        rows.append({**row, "step": step})
     complete = [row for row in rows if len(row["scores"]) == len(seeds)]
     if len(complete) == len(ladder.RUNGS):
         largest = max(complete[1:], key=lambda row: abs(row["step"].mean))

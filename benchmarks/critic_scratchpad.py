@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import multiprocessing as mp
 import os
 import tempfile
 import time
@@ -46,6 +45,7 @@ from pathlib import Path
 import _protocol  # benchmarks/ is the script's folder, so its sibling modules import directly
 import _results
 import torch
+from _warm_cache import cached_warm_up
 
 from course_lib.lectures import capstone, reasoning, reasoning_rl
 from course_lib.lectures.protocol import (
@@ -86,17 +86,7 @@ def recipe(cfg: reasoning.ReasoningConfig, method: str, lr: float) -> dict:
 
 def warm(cfg: reasoning.ReasoningConfig, seed: int, cache: Path):
     """The seed's warmed-up model, task and split, cached on disk (every method starts from it)."""
-    path = cache / f"warm_{recipe_hash(dataclasses.asdict(cfg))}_{seed}.pt"
-    if path.exists():
-        lm, task, split, _ = reasoning.warm_up_reasoning(dataclasses.replace(cfg, sft_steps=0), seed)
-        lm.load_state_dict(torch.load(path, weights_only=True))
-        return lm, task, split
-    lm, task, split, _ = reasoning.warm_up_reasoning(cfg, seed)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(f".{os.getpid()}.tmp")
-    torch.save(lm.state_dict(), partial)
-    partial.replace(path)  # atomic: two jobs of one seed never read half a file
-    return lm, task, split
+    return cached_warm_up(reasoning.warm_up_reasoning, cfg, seed, cache)
 
 
 def run_job(job: tuple) -> dict:
@@ -131,13 +121,7 @@ def run_all(jobs: list[tuple], n_jobs: int, out: Path) -> None:
     done = {_protocol.run_key(r, KEY) for r in _protocol.load_runs(out)}
     todo = sorted((job for job in jobs if tuple(job[:4]) not in done), key=lambda job: job[1] != "PPO")
     print(f"  {len(jobs)} runs, {len(todo)} to do, {n_jobs} at a time")
-    if n_jobs == 1:
-        for job in todo:
-            _protocol.append_run(out, run_job(job))
-        return
-    with mp.get_context("fork").Pool(n_jobs, maxtasksperchild=1) as pool:
-        for record in pool.imap_unordered(run_job, todo, chunksize=1):
-            _protocol.append_run(out, record)
+    _protocol.run_jobs(run_job, todo, n_jobs, out)
 
 
 # ---------------------------------------------------------------------------

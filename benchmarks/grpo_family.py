@@ -151,6 +151,7 @@ import _family_v2
 import _protocol  # benchmarks/ is the script's folder, so its sibling modules import directly
 import _results
 import torch
+from _warm_cache import save_whole
 
 from course_lib.lectures import family_caveats, family_claims, family_results, family_testbeds, group_estimators
 from course_lib.lectures.family import TESTBEDS, TRAINED
@@ -191,10 +192,7 @@ def warm(testbed: str, seed: int, quick: bool, cache: Path):
     if path.exists():
         return family_testbeds.warm_up(testbed, seed, quick, state=torch.load(path, weights_only=True))
     lm, task, split = family_testbeds.warm_up(testbed, seed, quick)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(f".{os.getpid()}.tmp")
-    torch.save(lm.state_dict(), partial)
-    partial.replace(path)  # atomic: a job never reads half a file
+    save_whole(lm.state_dict(), path)
     return lm, task, split
 
 

@@ -210,21 +210,34 @@ def start_worker(tree: Path, job: dict) -> dict:
 
 def paired_accuracy(compare: str, algo: str, seeds: list[int], jobs: int, rounds: int, cache: Path | None) -> None:
     """Runs of ``rounds`` rounds of ``algo`` on tuning ``seeds``, this tree's loop and ``compare``'s, ``jobs`` at a
-    time; the validation accuracy of each and the paired difference (new - old) with its 95% t-interval."""
+    time; the validation accuracy of each and the paired difference (new - old) with its 95% t-interval.
+
+    Each run's result is printed when it ends and kept a line in ``cache`` (``accuracy_<algo>_<rounds>.jsonl``,
+    with the two trees' commits): a call with the same ``--warm-cache`` skips the runs it holds, so a check that
+    takes hours can be stopped and resumed."""
     from concurrent.futures import ThreadPoolExecutor
 
     from course_lib.lectures.protocol import paired_difference
 
     trees = {"new": ROOT, "old": export(compare)}
+    commits = {"new": _commit("HEAD") + ("+" if _dirty() else ""), "old": _commit(compare)}
     cache = cache or Path(tempfile.mkdtemp(prefix="loop-speed-warm-"))
-    runs = [(name, seed) for seed in seeds for name in trees]
-    job = lambda run: start_worker(  # noqa: E731
-        trees[run[0]], {"algo": algo, "seed": run[1], "cache": str(cache), "rounds": rounds}
-    )
+    ledger = cache / f"accuracy_{algo}_{rounds}.jsonl"
+    results = _ledger_results(ledger, commits)
+    runs = [(name, seed) for seed in seeds for name in trees if (name, seed) not in results]
+
+    def job(run):
+        result = start_worker(trees[run[0]], {"algo": algo, "seed": run[1], "cache": str(cache), "rounds": rounds})
+        line = {"tree": run[0], "commit": commits[run[0]], "seed": run[1], **result}
+        with ledger.open("a", encoding="utf-8") as out:
+            out.write(json.dumps(line) + "\n")
+        print(f"  {run[0]} seed {run[1]}: {result['score']:.3f} ({result['seconds']:.0f} s)", flush=True)
+        return result
+
     warm = lambda seed: start_worker(ROOT, {"algo": algo, "seed": seed, "cache": str(cache), "warm_only": True})  # noqa: E731
     with ThreadPoolExecutor(jobs) as pool:
         list(pool.map(warm, seeds))  # the warm-ups first, one per seed, shared by both trees
-        results = dict(zip(runs, pool.map(job, runs)))
+        results.update(zip(runs, pool.map(job, runs)))
     for seed in seeds:
         new, old = results[("new", seed)], results[("old", seed)]
         print(
@@ -233,6 +246,33 @@ def paired_accuracy(compare: str, algo: str, seeds: list[int], jobs: int, rounds
     scores = {name: {seed: results[(name, seed)]["score"] for seed in seeds} for name in trees}
     difference = paired_difference(scores["old"], scores["new"])
     print(f"accuracy: {algo} {rounds} rounds, new - old on tuning seeds {seeds}: {difference}")
+
+
+def _commit(rev: str) -> str:
+    """The commit ``rev`` names (a folder given as ``--compare``: its path)."""
+    if Path(rev).is_dir():
+        return str(Path(rev).resolve())
+    return subprocess.run(
+        ["git", "rev-parse", rev], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def _dirty() -> bool:
+    """Whether course_lib has changes not committed (the new tree's results then name no commit of their own)."""
+    status = subprocess.run(["git", "status", "--porcelain", "course_lib"], cwd=ROOT, capture_output=True, text=True)
+    return bool(status.stdout.strip())
+
+
+def _ledger_results(ledger: Path, commits: dict) -> dict:
+    """The runs ``ledger`` holds for these two trees: ``(tree, seed) -> result``."""
+    if not ledger.exists():
+        return {}
+    kept = {}
+    for line in ledger.read_text(encoding="utf-8").splitlines():
+        run = json.loads(line)
+        if commits.get(run["tree"]) == run["commit"]:
+            kept[(run["tree"], run["seed"])] = {"score": run["score"], "seconds": run["seconds"]}
+    return kept
 
 
 def profile(workload: str, rounds: int) -> None:

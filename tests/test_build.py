@@ -128,3 +128,25 @@ def test_every_solution_cell_has_markers_and_every_exercise_a_check():
         assert declared, f"{path.name}: metadata.course.exercises is empty"
         assert solved == declared, f"{path.name}: solution cells {solved} vs declared exercises {declared}"
         assert checked == declared, f"{path.name}: check cells {checked} vs declared exercises {declared}"
+
+
+def test_executing_stores_each_run_of_prints_in_one_piece():
+    """How the kernel's messages split a cell's prints depends on the machine's load; the stored text does not."""
+    stream = nbformat.v4.new_output
+    outputs = [
+        stream("stream", name="stdout", text="a\n"),
+        stream("stream", name="stdout", text="b\n"),
+        stream("stream", name="stderr", text="warning\n"),
+        stream("stream", name="stdout", text="c\n"),
+        stream("display_data", data={"text/plain": "figure"}),
+        stream("stream", name="stdout", text="d\n"),
+        stream("stream", name="stdout", text="e\n"),
+    ]
+    merged = build.coalesce_streams(outputs)
+    assert [(o.output_type, o.get("name"), o.get("text")) for o in merged] == [
+        ("stream", "stdout", "a\nb\n"),
+        ("stream", "stderr", "warning\n"),
+        ("stream", "stdout", "c\n"),
+        ("display_data", None, None),
+        ("stream", "stdout", "d\ne\n"),
+    ]

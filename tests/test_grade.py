@@ -1271,6 +1271,8 @@ def test_a_grader_killed_mid_class_keeps_finished_rows_and_resumes(tmp_path):
         (s, e) for s in ("a1", "a2", "a3") for e in ("double", "halve")
     ]
     assert [r for r in rows if r.status != "passed"] == []
+    entries = [json.loads(line) for line in (out / "messages.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert sorted((e["submission"], e["exercise"]) for e in entries) == sorted((r.submission, r.exercise) for r in rows)
 
 
 def test_symlinks_are_found_but_never_followed(tmp_path):

@@ -2,9 +2,10 @@
 
 One class is graded once (`-j 2`, the smallest notebooks): two solution notebooks, a wrong answer, an untouched
 stub, a symbolic link to a classmate's file and a file that is not a notebook. The pages must match `grades.csv`
-exercise by exercise, name no other student and no path of the grader's, and come out the same when a run is
-interrupted and resumed; the gradebook's totals must be the sums of the rows. The layouts, the roster and the
-page's escaping are tested on rows made here, with no kernel.
+exercise by exercise, show each check's message whole (`messages.jsonl`: every line of the wrong answer's), name no
+other student and no path of the grader's, and come out the same when a run is interrupted and resumed; the
+gradebook's totals must be the sums of the rows. The layouts, the roster, the messages' filtering and the page's
+escaping are tested on rows made here, with no kernel.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import os
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import nbformat
@@ -22,7 +24,8 @@ import pytest
 from test_grade import WARMUP, WRONG_RETURN, answer, exercise_of, save
 
 from course_lib.authoring import grade
-from course_lib.authoring.grading import feedback, feedback_pages, gradebook, report
+from course_lib.authoring.grading import feedback, feedback_pages, gradebook, messages, report, verdict
+from course_lib.authoring.grading.runner import CellOutcome
 from course_lib.authoring.grading.verdict import Row
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,9 +57,9 @@ def handed_back(tmp_path_factory):
 
 
 def counted_rows(out: Path) -> dict[str, list[Row]]:
-    """Each student's rows of grades.csv (one submission per notebook in this class)."""
+    """Each student's rows of grades.csv, with their whole messages (one submission per notebook in this class)."""
     rows: dict[str, list[Row]] = {}
-    for row in report.read_rows(out / "grades.csv"):
+    for row in messages.with_messages(report.read_rows(out / "grades.csv"), out / messages.FILE_NAME):
         rows.setdefault(row.student, []).append(row)
     return rows
 
@@ -68,25 +71,33 @@ def test_every_student_gets_a_page_in_markdown_and_html(handed_back):
 
 
 def md_exercises(page: str) -> dict[str, tuple[str, str]]:
-    """exercise id -> (its score line, its message) as the Markdown page shows them."""
+    """exercise id -> (its score line, its message's lines as written, hard breaks taken off) on a Markdown page."""
     found = {}
     for block in page.split("\n### ")[1:]:
         heading, _, rest = block.partition("\n")
         exercise = re.search(r"`(\w+)`\)?$", heading)
         score = re.search(r"^\*\*(.+)\*\*$", rest, re.M).group(1)
-        message = re.search(r"^> (.*)$", rest, re.M).group(1)
+        quoted = re.findall(r"^> (.*)$", rest, re.M)
+        message = "\n".join(line.removesuffix("\\") for line in quoted)
         found[exercise.group(1) if exercise else ""] = (score, message)
     return found
 
 
-def html_exercises(page: str) -> dict[str, str]:
-    """exercise id -> its score line, as the HTML page shows it."""
+def html_exercises(page: str) -> dict[str, tuple[str, str]]:
+    """exercise id -> (its score line, its message's lines), as the HTML page shows them."""
     found = {}
     for section in re.findall(r'<section class="\w+">(.*?)</section>', page, re.S):
         exercise = re.search(r"<code>(\w+)</code>\)?</h3>", section)
         score = re.search(r"<p><strong>(.+?)</strong></p>", section).group(1)
-        found[exercise.group(1) if exercise else ""] = html.unescape(score)
+        quoted = re.search(r"<blockquote>(.*?)</blockquote>", section, re.S).group(1)
+        message = "\n".join(html.unescape(re.sub(r"</?code>", "`", line)) for line in quoted.split("<br>"))
+        found[exercise.group(1) if exercise else ""] = (html.unescape(score), message)
     return found
+
+
+def shown_lines(row: Row, classmates=()) -> list[str]:
+    """The lines of a row's message a page shows: every line, stripped, with nothing the student must not see."""
+    return [line.strip() for line in feedback.student_message(row, classmates).splitlines() if line.strip()]
 
 
 def test_each_page_matches_grades_csv_exercise_by_exercise(handed_back):
@@ -97,8 +108,10 @@ def test_each_page_matches_grades_csv_exercise_by_exercise(handed_back):
         for row in rows:
             score = f"{row.status}, {feedback_pages.of(row.points, row.max_points)}."
             assert shown[row.exercise][0] == score, (student, row.exercise)
-            assert shown_html[row.exercise] == score, (student, row.exercise)
-            assert shown[row.exercise][1] == feedback_pages.plain(feedback.student_message(row)), (student, row)
+            assert shown_html[row.exercise][0] == score, (student, row.exercise)
+            lines = shown_lines(row)
+            assert shown[row.exercise][1] == "\n".join(feedback_pages.plain(line) for line in lines), (student, row)
+            assert shown_html[row.exercise][1] == "\n".join(lines), (student, row)
     brody = md_exercises(handed_back["md"]["brody"])
     assert brody["discounted_return"][0] == "failed, 0 of 1 point."
     assert "the first reward is discounted too" in brody["discounted_return"][1]  # the named mistake and its fix
@@ -137,24 +150,74 @@ def test_gradebook_totals_are_the_sums_of_the_rows(handed_back):
     assert body[0] == ["ayla", "2", "4", "6"]
 
 
+def test_a_wrong_answer_gets_every_line_of_its_check_message(handed_back):
+    """grades.csv keeps the first line; messages.jsonl and both pages have every line: mistake, fix and case."""
+    (wrong,) = [row for row in counted_rows(handed_back["out"])["brody"] if row.exercise == "discounted_return"]
+    lines = wrong.full_message.splitlines()
+    assert len(lines) >= 2 and lines[0] == wrong.message, wrong.full_message  # grades.csv: the first line, as before
+    assert "the first reward is discounted too" in lines[0] and "use gamma ** t" in lines[0]  # the mistake, the fix
+    assert lines[1].strip().startswith("seen on the case:")
+    md_page, html_page = handed_back["md"]["brody"], handed_back["html"]["brody"]
+    for line in lines:
+        assert feedback_pages.plain(line.strip()) in md_page, line
+        assert html.escape(line.strip()) in html_page, line
+    assert md_exercises(md_page)["discounted_return"][1] == "\n".join(feedback_pages.plain(x.strip()) for x in lines)
+    assert html_exercises(html_page)["discounted_return"][1] == "\n".join(x.strip() for x in lines)
+
+
+def message_entries(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / messages.FILE_NAME).read_text(encoding="utf-8").splitlines()]
+
+
 def test_a_resumed_run_writes_the_same_pages(handed_back):
-    """Killed after some submissions: the rerun grades the rest and rewrites every page from grades.csv."""
+    """Killed after some submissions: the rerun grades the rest and rewrites every page from grades.csv and
+    messages.jsonl. The kill is the worst there is for the messages: cyrus's were written, his rows were not, and
+    the last line was cut half-way; those stale messages, matching his rows' first lines, say STALE."""
     out = handed_back["tmp"] / "resumed"
     shutil.copytree(handed_back["out"], out, ignore=shutil.ignore_patterns("feedback", "gradebook.csv"))
     rows = report.read_rows(out / "grades.csv")
     report.write_csv([row for row in rows if row.student != "cyrus"], out / "grades.csv")  # cyrus not graded yet
+    cyrus = [row for row in rows if row.student == "cyrus"]
+    stale = [replace(row, full_message=f"{row.message}\nSTALE, from a grading the rows never got") for row in cyrus]
+    messages.append_messages(stale, out / messages.FILE_NAME)
+    with open(out / messages.FILE_NAME, "a", encoding="utf-8") as f:
+        f.write('{"submission": "half-writ')
     args = [*handed_back["args"]]
     args[args.index("--out") + 1] = str(out)
     assert grade.main(args) == 0
     again = {p.stem: p.read_text(encoding="utf-8") for p in (out / "feedback").glob("*.md")}
-    assert again == handed_back["md"]
+    assert again == handed_back["md"]  # brody's whole message kept, cyrus's new one shown
+    assert {p.stem: p.read_text(encoding="utf-8") for p in (out / "feedback").glob("*.html")} == handed_back["html"]
     assert (out / "gradebook.csv").read_text() == (handed_back["out"] / "gradebook.csv").read_text()
+    entries = message_entries(out)
+    assert "STALE" not in (out / messages.FILE_NAME).read_text(encoding="utf-8")
+    keys = sorted((e["submission"], e["exercise"]) for e in entries)
+    assert keys == sorted((r.submission, r.exercise) for r in report.read_rows(out / "grades.csv"))  # one per row
+    first = {(e["submission"], e["exercise"]): e for e in message_entries(handed_back["out"])}
+    assert all(first[(e["submission"], e["exercise"])] == e for e in entries)  # the messages of one uninterrupted run
     quiet = handed_back["tmp"] / "quiet"
     shutil.copytree(handed_back["out"], quiet, ignore=shutil.ignore_patterns("feedback"))
     args[args.index("--out") + 1] = str(quiet)
     assert grade.main([*args, "--no-feedback", "--lms", "moodle"]) == 0
     assert not (quiet / "feedback").exists()
     assert (quiet / "gradebook.csv").read_text().splitlines()[0] == "Username,00_warmup,01_rewards"
+
+
+def test_a_grades_folder_without_messages_shows_each_rows_line(handed_back, capsys):
+    """An older grader wrote no messages.jsonl: the pages show grades.csv's lines, and nothing says it broke."""
+    out = handed_back["tmp"] / "older"
+    shutil.copytree(handed_back["out"], out, ignore=shutil.ignore_patterns("feedback", messages.FILE_NAME))
+    args = [*handed_back["args"]]
+    args[args.index("--out") + 1] = str(out)
+    assert grade.main(args) == 0  # every submission already graded: no kernel starts
+    assert "warning" not in capsys.readouterr().err
+    for student, rows in counted_rows(out).items():
+        shown = md_exercises((out / "feedback" / f"{student}.md").read_text(encoding="utf-8"))
+        for row in rows:
+            assert not row.full_message
+            assert shown[row.exercise][1] == "\n".join(feedback_pages.plain(line) for line in shown_lines(row))
+    brody = md_exercises((out / "feedback" / "brody.md").read_text(encoding="utf-8"))["discounted_return"][1]
+    assert "the first reward is discounted too" in brody and "seen on the case" not in brody
 
 
 # ---- no kernel: layouts, roster, messages, escaping ----------------------------------------------------------
@@ -274,3 +337,57 @@ def test_every_exercise_names_a_lecture_section_that_exists():
         for exercise, info in exercises.items():
             reread = info.get("reread", {})
             assert reread.get("section") in headings.get(reread.get("chapter"), set()), (path.name, exercise, reread)
+
+
+def test_a_whole_message_loses_a_scratch_path_and_a_classmates_name():
+    """A message's later lines are filtered as its first: a kernel's scratch path, a classmate's file and name."""
+    first = "discounted_return: the first reward is discounted too: use gamma ** t with t from 0"
+    whole = (
+        f"{first}\n  seen on the case: one episode of 5 steps\n"
+        "  your function read /tmp/course-grade-3f/scratch/cache.pt and ../Brody/brody_00_warmup.ipynb (brody's)"
+    )
+    leaky = replace(row("ann", "00_warmup", "discounted_return", 0, 1, "failed", first), full_message=whole)
+    class_rows = [leaky, row("brody", "00_warmup", "discounted_return", 1, 1), row("bo", "00_warmup", "x", 1, 1)]
+    assert "brody" in feedback.student_message(leaky).lower()  # the defence off: the name is there to leak
+    shown = feedback.student_message(leaky, ["brody", "bo"])
+    assert shown.splitlines()[:2] == whole.splitlines()[:2]  # every line kept, the mistake and its fix first
+    assert "/tmp/" not in shown and "scratch" not in shown and "brody" not in shown.lower()
+    assert shown.splitlines()[2] == "  your function read … and ../…/…_00_warmup.ipynb (…'s)"
+    page = feedback.pages(class_rows, {}, {})[0]
+    for text in (feedback_pages.markdown(page), feedback_pages.page_html(page)):
+        assert "seen on the case: one episode of 5 steps" in text
+        assert "/tmp/" not in text and "brody" not in text.lower()
+    maths = replace(leaky, full_message=f"{first}\n  gamma ** t, A_t, k = 3, bootstrapping")
+    assert feedback.student_message(maths, ["t", "k", "A", "boot"]) == maths.full_message  # short names and parts
+
+
+def test_judge_keeps_a_checks_whole_message_and_a_hidden_checks_first_line():
+    clean = verdict.sanitizer(ROOT / "tests" / "nbval_sanitize.cfg")
+    evalue = "f: the first reward is discounted too\n  seen on the case: /tmp/k/x.pt, 2.5 s\n"
+    check = verdict.judge("check", CellOutcome("error", "AssertionError", evalue), "T", verdict.Options(), clean)
+    assert check == ("failed", "f: the first reward is discounted too\n  seen on the case: TMPPATH, TIME")
+    hidden = verdict.judge("hidden", CellOutcome("error", "AssertionError", evalue), "T", verdict.Options(), clean)
+    assert hidden == ("failed", "hidden check: f: the first reward is discounted too")  # the hidden case stays hidden
+
+
+def test_a_resume_keeps_only_the_messages_of_the_rows_it_keeps(tmp_path):
+    """The kill between a submission's messages and its rows, with the last line cut: without the rewrite at the
+    start of the resumed run, the regraded submission's new message is lost in the cut line and the stale one shows."""
+    old = row("ann", "00_warmup", "discounted_return", 0, 1, "failed", "wrong")
+    kept = row("bo", "00_warmup", "discounted_return", 0, 1, "failed", "wrong")
+    stale, new = replace(old, full_message="wrong\nSTALE"), replace(old, full_message="wrong\nnew")
+    for defence in (False, True):
+        path = tmp_path / f"{defence}.jsonl"
+        messages.append_messages([replace(kept, full_message="wrong\nkept")], path)
+        messages.append_messages([stale], path)
+        with open(path, "a", encoding="utf-8") as f:
+            f.write('{"submission": "cut')
+        if defence:
+            messages.keep_messages([kept], path)  # what grade.main does before it grades ann again
+        messages.append_messages([new], path)
+        rows = messages.with_messages([kept, old], path)
+        assert rows[0].full_message == "wrong\nkept"
+        assert rows[1].full_message == ("wrong\nnew" if defence else "wrong\nSTALE"), defence
+    other = replace(old, status="error", message="NameError")  # a row from another grading: its one line only
+    assert messages.with_messages([other], tmp_path / "True.jsonl")[0].full_message == ""
+    assert messages.with_messages([old], tmp_path / "missing.jsonl")[0].full_message == ""

@@ -558,9 +558,10 @@ def round_five_class(folder: Path) -> dict[str, tuple[str, str, tuple[str, ...]]
     return attacks
 
 
-def _source_free_with_switches(target: Path):
+def _source_free_with_switches(target: Path, with_source: bool = False):
     """``source_free_course`` for the off run: course_lib compiled with :data:`KERNEL_SWITCHES` (each module's
-    code named after the real file, as the grader's copy is)."""
+    code named after the real file, as the grader's copy is). ``with_source``: the switched modules as source
+    instead (``tests/test_grade_sandbox.py``: the source-free copy itself switched off)."""
     from course_lib.checks.blocker import SOURCE_LINES, source_lines
 
     course = ROOT / "course_lib"
@@ -583,6 +584,9 @@ def _source_free_with_switches(target: Path):
                 text = text.replace(old, new)
             if str(relative) in KERNEL_SWITCHES:
                 text += "\n\n" + OFF
+            if with_source:
+                destination.write_text(text, encoding="utf-8")
+                continue
             switched = staging / "switched.py"
             switched.write_text(text, encoding="utf-8")
             py_compile.compile(str(switched), cfile=str(destination.with_suffix(".pyc")), dfile=str(path), doraise=True)

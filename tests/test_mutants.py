@@ -56,6 +56,7 @@ NAMED_CATALOGUES = (
     "reasoning",
     "family",
     "issue44",
+    "class_three",
 )
 
 

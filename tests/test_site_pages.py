@@ -185,6 +185,24 @@ def test_alt_text_is_the_plot_title_or_the_plotting_docstring():
     assert site_cells.alt_text("print(1)") is None
 
 
+def test_alt_text_reads_a_docstrings_roles_as_names():
+    assert site_cells._plain("A slider over :func:`~course_lib.plotting.plot_x`.") == "A slider over plot_x."
+    assert site_cells._plain("The last ``last`` rounds of `seed`") == "The last last rounds of seed"
+    assert not [text for text in site_cells._plotting_summaries().values() if "`" in text]
+
+
+def test_a_figure_keeps_its_width_not_its_height(staged):
+    """Sphinx writes both into the picture's style: a fixed height would squash a figure the column narrows."""
+    sized = 0
+    for path in _pages(staged):
+        for cell in nbformat.read(path, as_version=4).cells:
+            for output in cell.get("outputs", []):
+                size = output.get("metadata", {}).get("image/png", {})
+                assert "height" not in size, path.name
+                sized += "width" in size
+    assert sized >= 40
+
+
 def test_arxiv_ids_become_links_outside_code_and_maths():
     text = "SAPO (arXiv 2511.20347), `arXiv 2511.20347` and $arXiv 1234.56789$; [arXiv 2402.03300](x)."
     assert site_cells.arxiv_links(text) == (

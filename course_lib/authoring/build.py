@@ -126,21 +126,46 @@ def build(root: Path = ROOT, check: bool = False) -> list[str]:
     return stale
 
 
+def coalesce_streams(outputs: list) -> list:
+    """``outputs`` with each run of prints to one stream as one output: a cell's text is stored in one piece,
+    however the kernel's messages split it (the busier the machine, the more pieces), so that re-executing a
+    notebook changes no output that did not change."""
+    merged = []
+    for output in outputs:
+        previous = merged[-1] if merged else None
+        same_stream = previous is not None and previous.output_type == "stream" and output.output_type == "stream"
+        if same_stream and previous.name == output.name:
+            previous.text += output.text
+        else:
+            merged.append(output)
+    return merged
+
+
 def execute_in_place(path: Path, timeout: int = 300) -> None:
-    """Run a notebook top to bottom in its own folder and store its outputs (for authors)."""
+    """Run a notebook top to bottom in its own folder and store its outputs (for authors).
+
+    The kernel stores its figures for the web (``course_lib.authoring.figures``: 150 dpi, shown at their own size).
+    """
     from jupyter_client.manager import KernelManager
 
+    from course_lib.authoring.figures import KERNEL_SETUP
     from course_lib.authoring.notebook_client import NotebookClient
 
     KernelManager.transport_encryption.default_value = "auto"  # CurveZMQ keys: no "running over TCP" warning
     nb = nbformat.read(path, as_version=4)
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     client = NotebookClient(
-        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+        extra_arguments=[f"--IPKernelApp.exec_lines={KERNEL_SETUP}"],
     )
     client.execute()
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
+        if cell.cell_type == "code":
+            cell.outputs = coalesce_streams(cell.outputs)
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nbformat.write(nb, path)
 

@@ -20,7 +20,8 @@ each notebook the command
    passed, failed, error, timeout or not attempted; points from the solution
    notebook's ``metadata.course.exercises``, all or nothing per exercise.
 
-It writes ``DIR/grades.csv``, ``DIR/summary.md``, ``DIR/logs/<student>__<notebook>.log``,
+It writes ``DIR/grades.csv`` (each message's first line) and ``DIR/messages.jsonl`` (each message whole; see
+:mod:`course_lib.authoring.grading.messages`), ``DIR/summary.md``, ``DIR/logs/<student>__<notebook>.log``,
 ``DIR/gradebook.csv`` (a row per student, in an LMS's layout with ``--lms``; see
 :mod:`course_lib.authoring.grading.gradebook`), ``DIR/feedback/<student>.md`` and ``.html`` for the
 students (``--no-feedback`` to skip them; see :mod:`course_lib.authoring.grading.feedback`), and
@@ -61,6 +62,7 @@ from course_lib.authoring.grading.canonical import load_solutions
 from course_lib.authoring.grading.gradebook import LAYOUTS, read_roster
 from course_lib.authoring.grading.hand_back import hand_back
 from course_lib.authoring.grading.isolation import CannotGrade, kernel_sandboxes
+from course_lib.authoring.grading.messages import FILE_NAME, append_messages, keep_messages
 from course_lib.authoring.grading.report import COLUMNS, append_rows, read_rows, summary_markdown, write_log
 from course_lib.authoring.grading.submissions import find_submissions, student_name
 from course_lib.authoring.grading.verdict import Graded, Options, grade_submission
@@ -168,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"course_lib.grade: warning: {path} does not exist", file=sys.stderr)
     if not files:
         return _fail("no submission found (give notebook files or folders of them)")
-    csv_path = args.out / "grades.csv"
+    csv_path, messages_path = args.out / "grades.csv", args.out / FILE_NAME
     try:
         for folder in (args.out, args.out / "logs", args.out / "rebuilt"):
             folder.mkdir(parents=True, exist_ok=True)
@@ -176,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.regrade or not previous:
             with open(csv_path, "w", newline="", encoding="utf-8") as f:
                 csv.writer(f).writerow(COLUMNS)
+        keep_messages(previous, messages_path)  # the messages of the rows kept, and nothing else
     except OSError as error:
         return _fail(f"cannot write to {args.out}: {error}")
 
@@ -213,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         for future in as_completed(futures):
             result = future.result()
             write_log(result, args.out / "logs")  # at once: a crash later loses no log
+            append_messages(result.rows, messages_path)  # before the rows: a kill between loses no row's message
             append_rows(result.rows, csv_path)  # at once, flushed to disk: a kill later loses no grade
             results.append(result)
             bar.update(1)

@@ -6,6 +6,8 @@ A page shows what its notebook stores, with four changes for a reader:
    does not want them;
 2. each figure gets alt text in words: the ``title=`` the cell gives its plot, or else the first line of the
    docstring of the ``course_lib.plotting`` function it calls (myst-nb reads it from the cell's ``mystnb`` metadata);
+   and a figure stored at 150 dpi with the size to show it at (``course_lib.authoring.figures``) keeps that width
+   but not its height, so that the column can narrow it without squashing it;
 3. an arXiv id in the prose (``arXiv 2511.20347``) becomes a link to its abstract;
 4. a "Get the course" box under the title says how to run the notebook: a page, or the notebook alone, cannot run
    without the course's library, ``course_lib``.
@@ -54,8 +56,15 @@ def _plotting_summaries() -> dict[str, str]:
         for name, function in inspect.getmembers(module, inspect.isfunction):
             doc = inspect.getdoc(function)
             if not name.startswith("_") and doc:
-                summaries[name] = doc.splitlines()[0].strip()
+                summaries[name] = _plain(doc.splitlines()[0].strip())
     return summaries
+
+
+def _plain(text: str) -> str:
+    """``text`` as words to read out: Sphinx's roles give each name's last part (``:func:`~course_lib.plotting.plot_x```
+    reads ``plot_x``), and code marks go."""
+    named = re.sub(r":\w+:`~?([^`]*?\.)?([^.`]+)`", r"\2", text)
+    return re.sub(r"`{1,2}([^`]*)`{1,2}", r"\1", named)
 
 
 def _title(source: str) -> str | None:
@@ -80,6 +89,17 @@ def alt_text(source: str) -> str | None:
 
 def _has_figure(cell) -> bool:
     return any(mime in output.get("data", {}) for output in cell.get("outputs", []) for mime in FIGURE_MIME)
+
+
+def keep_width_only(cell) -> None:
+    """Drops the ``height`` a figure's output stores beside its ``width``, in place.
+
+    Sphinx writes both into the picture's ``style``; a fixed height would squash a figure that the column
+    (``max-width: 100%``) makes narrower, where the width alone lets the browser keep its proportions.
+    """
+    for output in cell.get("outputs", []):
+        for mime in FIGURE_MIME:
+            output.get("metadata", {}).get(mime, {}).pop("height", None)
 
 
 # ---- 3. arXiv links ---------------------------------------------------------------------------------------------
@@ -143,6 +163,7 @@ def for_the_site(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
             continue
         alt = alt_text(cell.source) if _has_figure(cell) else None
         cell.source = strip_markers(cell.source)
+        keep_width_only(cell)
         if alt:
             cell.metadata.setdefault("mystnb", {}).setdefault("image", {})["alt"] = alt
     return nb

@@ -65,6 +65,14 @@ def check_group_advantages(fn) -> bool:
 
         return advantages
 
+    def batch_baseline(rewards, normalize_std=True, eps=1e-6):
+        # The whole batch's mean as every group's baseline; each group's own std, and zeros where a group is equal.
+        equal = (rewards == rewards[..., :1]).all(-1, keepdim=True)
+        centred = torch.where(equal, torch.zeros_like(rewards), rewards - rewards.mean())
+        if not normalize_std or rewards.shape[-1] == 1:
+            return centred
+        return centred / (group_std(rewards) + eps)
+
     mistakes = [
         Mistake(
             "a group of equal rewards is not set to zero exactly: in float32 the mean of seven 0.7s rounds, and "
@@ -136,6 +144,11 @@ def check_group_advantages(fn) -> bool:
         Mistake(
             "normalize_std=False (Dr. GRPO) must only centre the rewards, not divide by the std",
             advantages_with(modes={"centered_rewards": "normalized_rewards"}),
+        ),
+        Mistake(
+            "the baseline is the mean of the whole batch, rewards.mean(); GRPO's baseline is each prompt's own "
+            "group mean, rewards.mean(dim=-1, keepdim=True)",
+            batch_baseline,
         ),
     ]
     return check_against_reference(
@@ -215,6 +228,12 @@ def check_aggregate_loss(fn) -> bool:
     def always_token_mean(per_token, mask, mode, max_len=None):
         return token_mean(per_token, mask.to(per_token.dtype), max_len)
 
+    def longest_valid(per_token, mask, mode, max_len=None):
+        # Dr. GRPO's default divisor taken as the longest response's number of valid tokens, not T.
+        if mode == "seq-mean-token-sum-norm" and max_len is None:
+            max_len = float(n_tokens(mask).max().clamp(min=1))
+        return aggregate_loss(per_token, mask, mode, max_len)
+
     mistakes = [
         Mistake(
             "every mode gives the token mean (DAPO): `mode` is ignored; each mode aggregates in its own way "
@@ -264,6 +283,11 @@ def check_aggregate_loss(fn) -> bool:
             "an empty response (no valid token) gives 0 / 0 = NaN; it contributes 0: divide by "
             "mask.sum(-1).clamp(min=1)",
             aggregate_with(**{"seq-mean-token-mean": lambda x, m, L: (seq_sum(x, m) / n_tokens(m)).mean()}),
+        ),
+        Mistake(
+            "you divided by the longest response's number of valid tokens, mask.sum(-1).max(); Dr. GRPO's "
+            "constant without max_len is T, the padded length per_token.shape[-1], whatever the responses' lengths",
+            longest_valid,
         ),
     ]
     return check_against_reference(fn, aggregate_loss, cases, name="aggregate_loss", mistakes=mistakes)

@@ -72,6 +72,9 @@ def check_gather_log_probs(fn) -> bool:
         p = torch.softmax(logits, -1).gather(-1, tokens.long()[..., None]).squeeze(-1)
         return torch.log(p + 1e-8)
 
+    def normalised_after_gather(logits, tokens):  # log_softmax over the T picked logits, not over the vocabulary
+        return torch.log_softmax(raw_logits(logits, tokens), -1)
+
     def without_max_shift(logits, tokens):  # logits - log(sum(exp(logits))): overflows for large logits
         return logits.gather(-1, tokens.long()[..., None]).squeeze(-1) - torch.log(torch.exp(logits).sum(-1))
 
@@ -121,6 +124,12 @@ def check_gather_log_probs(fn) -> bool:
             "you gathered each token from the logits of the next position; logits[..., t, :] is "
             "the distribution of tokens[..., t]: use the same position t",
             next_position,
+        ),
+        Mistake(
+            "you normalised after the gather: log_softmax of the picked logits compares the T tokens with each "
+            "other; normalise each position over the vocabulary first, torch.log_softmax(logits, dim=-1), "
+            "then gather the tokens' entries",
+            normalised_after_gather,
         ),
     ]
     return check_against_reference(fn, gather_log_probs, cases, name="gather_log_probs", mistakes=mistakes)

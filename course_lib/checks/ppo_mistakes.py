@@ -84,6 +84,11 @@ SURROGATE_MISTAKES = [
         dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, torch.clamp(r, 1 - hi, 1 + lo) * a)),
     ),
     (
+        "you clipped the product ratio * adv; clip the ratio alone to [1 - clip_eps, 1 + clip_eps_high], then "
+        "multiply: -min(ratio * adv, clip(ratio) * adv)",
+        dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, torch.clamp(r * a, 1 - lo, 1 + hi))),
+    ),
+    (
         "you clipped the log-ratio; clip the ratio exp(logp - logp_old) to [1 - clip_eps, 1 + clip_eps]",
         dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, torch.exp(torch.clamp(lr, 1 - lo, 1 + hi)) * a)),
     ),

@@ -111,6 +111,13 @@ def _rtg_divided_by_powers(rewards, gamma):
     return (rewards * powers).flip(-1).cumsum(-1).flip(-1) / powers
 
 
+def _rtg_first_never_written(rewards, gamma):
+    """A backward loop that stops at t = 1 (range(T - 1, 0, -1)): G_0 keeps the 0 it was created with."""
+    out = reward_to_go(rewards, gamma)
+    out[..., 0] = 0.0
+    return out
+
+
 _RTG_MISTAKES = [
     Mistake(
         "you divide by gamma ** t, which is 0 for t >= 1 when gamma = 0 (0 / 0 = NaN): accumulate backwards, "
@@ -159,6 +166,11 @@ _RTG_MISTAKES = [
         lambda rewards, gamma: torch.cat(
             [reward_to_go(rewards, gamma)[..., 1:], torch.zeros_like(rewards[..., :1])], dim=-1
         ),
+    ),
+    Mistake(
+        "G_0 is never written (it stays 0): your backward loop stops at t = 1, as range(T - 1, 0, -1) does; "
+        "range's stop is excluded, so go down to t = 0 with range(T - 1, -1, -1), or reversed(range(T))",
+        _rtg_first_never_written,
     ),
 ]
 

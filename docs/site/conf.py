@@ -42,6 +42,9 @@ html_favicon = "_static/favicon.svg"  # without one, browsers ask for /favicon.i
 html_static_path = ["_static"]
 html_css_files = ["course.css"]
 html_js_files = ["course.js"]  # figures open full size on click; search snippets without raw TeX
+# Sphinx would link a figure stored with its size (150 dpi, shown at 100) to its file itself, and only that one:
+# course.js links every figure, the same way.
+html_scaled_image_link = False
 html_copy_source = False  # the download links give the notebooks themselves, not the staged copies
 html_show_sourcelink = False
 html_last_updated_fmt = None

@@ -1,8 +1,9 @@
 """A student's feedback page (`grades/feedback/<student>.html`) opened from disk in headless Chromium.
 
-The page is written from rows made here (no grading run), with a check's message that holds HTML, a script and
-an image from another host, as a hostile or careless message could. Opened as a file, as a student opens it from
-an e-mail, it must show every exercise, log no console error, run no script and request nothing but itself. The
+The page is written from rows made here (no grading run), with a check's message whose first line (of two) holds
+HTML, a script and an image from another host, as a hostile or careless message could. Opened as a file, as a
+student opens it from an e-mail, it must show every exercise and every line of the message, log no console error,
+run no script and request nothing but itself. The
 same page with the message left unescaped (the defence off) is opened first, to show that the test sees the
 attack: its script runs and it requests the image.
 """
@@ -22,13 +23,14 @@ pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = 'reward_to_go: wrong <img src="http://198.51.100.1/x.png"><script>document.title = "ran"</script>'
+CASE = "  seen on the case: rewards = [1, 0, <2>]"  # a message's later line, with its JupyterLab indentation
 
 
 def test_a_feedback_page_opens_offline_with_nothing_from_elsewhere(chromium, tmp_path):
     submission = str(tmp_path / "subs" / "ann_00_warmup.ipynb")
     rows = [
         Row("ann", "00_warmup", "discounted_return", 1, 1, "passed", "✔ discounted_return: correct", "", submission),
-        Row("ann", "00_warmup", "reward_to_go", 0, 1, "failed", HOSTILE, "", submission),
+        Row("ann", "00_warmup", "reward_to_go", 0, 1, "failed", HOSTILE, "", submission, f"{HOSTILE}\n{CASE}"),
     ]
     canonical = {"00_warmup": load_canonical(ROOT / "solutions" / "00_warmup.ipynb")}
     written = write_feedback(rows, canonical, tmp_path / "feedback", ROOT / "notebooks")
@@ -48,7 +50,7 @@ def test_a_feedback_page_opens_offline_with_nothing_from_elsewhere(chromium, tmp
         "✔ Exercise 1: The discounted return of an episode (discounted_return)",
         "✘ Exercise 2: The reward-to-go of every step (reward_to_go)",
     ]
-    assert quoted[1] == HOSTILE  # shown as text
+    assert quoted[1] == f"{HOSTILE}\n{CASE.strip()}"  # shown as text, each line of the message on its own
 
 
 def _open(chromium, path: Path):

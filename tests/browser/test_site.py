@@ -14,6 +14,8 @@ fails on:
 - a "next" link that does not lead to the following page of the reading order;
 - a code cell without its copy button or with a test marker left in it (`# NBVAL_CHECK_OUTPUT`), a figure without
   alt text in words or without its link to the full-size picture, a chapter page without its "Get the course" box.
+A click on chapter 09's widest figure must open its picture, drawn at 150 dpi (1.5 times the size the page gives it
+when the column is wide enough).
 At 1280 px no code cell and no output may be wider than its box; at 390 px (a phone) the counts of what scrolls
 sideways are reported (`test-artifacts/site/cut.json`), and no page may be wider than the screen.
 It also saves screenshots of the landing page and of chapter 04 (its slider's picture and maths) to
@@ -65,7 +67,7 @@ INSPECT = r"""async () => {
     copyButtons: document.querySelectorAll("div.cell_input button.copybtn").length,
     markers: [...document.querySelectorAll("div.cell_input")].filter(el => /NBVAL_/.test(el.textContent)).length,
     figures: [...document.querySelectorAll(".cell_output img")].map(img => ({
-      alt: img.alt, linked: !!img.closest("a.figure-full")})),
+      alt: img.alt, linked: img.closest("a.figure-full")?.href === img.src})),
     boxes: document.querySelectorAll("div.get-the-course").length,
   };
 }"""
@@ -247,6 +249,32 @@ def test_the_checks_see_a_broken_page(site_browser, site_url, built_site):
         "1 figure(s) do not open at full size",
     ]:
         assert fault in found, f"the checks missed: {fault}\n(they found:\n{found})"
+
+
+SIZED_FIGURES = "a.figure-full img[style*='width']"  # the figures stored with the size to show them at
+WIDEST_FIGURE = r"""(selector) => {
+  const images = [...document.querySelectorAll(selector)];
+  const widest = images.reduce((a, b) => (b.naturalWidth > a.naturalWidth ? b : a));
+  widest.scrollIntoView({behavior: "instant"});
+  return {index: images.indexOf(widest), natural: widest.naturalWidth, shown: widest.clientWidth,
+    sized: parseFloat(widest.style.width), src: widest.src};
+}"""
+
+
+def test_a_figure_opens_at_full_size(site_browser, site_url):
+    """Chapter 09's widest figure is shown narrower than it is drawn; a click opens the picture itself, drawn at
+    150 dpi: 1.5 times the width its notebook stores it to be shown at."""
+    page, recorded = site_browser
+    page.goto(_page_url(site_url, "lectures/09_scaling_up"), wait_until="load")
+    page.evaluate(INSPECT)
+    widest = page.evaluate(WIDEST_FIGURE, SIZED_FIGURES)
+    assert widest["natural"] == pytest.approx(1.5 * widest["sized"], abs=2), widest
+    assert widest["shown"] < widest["natural"], widest
+    page.locator(SIZED_FIGURES).nth(widest["index"]).click()
+    page.wait_for_load_state("load")
+    opened = page.evaluate("() => ({url: location.href, width: document.images[0].naturalWidth})")
+    assert opened == {"url": widest["src"], "width": widest["natural"]}
+    assert recorded == []
 
 
 def test_nothing_is_cut_at_1280_px_and_a_phone_scrolls_only_inside_boxes(chromium, site_url, capsys):

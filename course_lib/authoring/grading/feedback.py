@@ -3,29 +3,36 @@
 A page is written from the rows of ``grades.csv`` (:func:`course_lib.authoring.grading.report.read_rows`), never
 from a run's memory, so a grader killed half-way and resumed writes the same pages as one uninterrupted run. For
 each notebook the student sent, the page lists every exercise in notebook order with its status, its points and
-the check's message (the line ``grades.csv`` holds: the named mistake and its fix), then what to do next: rerun the
-check cell under the solution, and the lecture section to reread (``metadata.course.exercises.<id>.reread`` of the
-solution notebook: a chapter and a section heading of ``notebooks/NN_*.ipynb``).
+the check's message in full (every line, from ``messages.jsonl``: the named mistake, its fix, the case it was seen
+on; only the line ``grades.csv`` holds when a grades folder has no ``messages.jsonl``), then what to do next: rerun
+the check cell under the solution, and the lecture section to reread (``metadata.course.exercises.<id>.reread`` of
+the solution notebook: a chapter and a section heading of ``notebooks/NN_*.ipynb``).
 
 What a student must not see is left out: the ``notes`` column (for the instructor), the submission's path (only
 its file name is shown), and any absolute path a message carries (a temporary folder, another student's folder);
 a submission the grader refused as a symbolic link, or failed on for its own reasons, gets a fixed sentence
 instead of its message, since those messages name link targets and the grader's internals. A student sees only
-their own rows: no other student's name is ever on the page.
+their own rows, and a classmate's name (of three letters or more: shorter ones cannot be told from a maths symbol)
+is cut from a message too, as a file name or a path relative to the class folder would carry it. A hidden check's
+message is its first line only (:func:`course_lib.authoring.grading.verdict.judge`): the lines after it would show
+the instructor's hidden case.
 
-The page is built once as a small structure (:class:`Page`) and rendered twice, as Markdown here and as HTML in
-:mod:`course_lib.authoring.grading.feedback_html`, so the two never disagree.
+The page is built once as a small structure (:class:`Page`) and rendered twice, as Markdown and as HTML, in
+:mod:`course_lib.authoring.grading.feedback_pages`, so the two never disagree.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from course_lib.authoring.grading.canonical import Canonical
 from course_lib.authoring.grading.verdict import Row
 
+# A classmate's name is cut when it is at least this long; a shorter one could as well be a symbol (`t`, `k`, `A`).
+NAME_LENGTH = 3
 # A path with at least two parts (`/tmp/x`, `/home/bob/00_warmup.ipynb`); not a lone `/` in maths (`a / b`), not a URL.
 ABSOLUTE_PATH = re.compile(r"(?<![\w.)\]:/])/(?:[\w.@+~-]+/)+[\w.@+~-]*")
 # Statuses whose message is for the instructor only: the student gets this sentence instead.
@@ -101,11 +108,25 @@ def number(x: float) -> str:
     return f"{x:g}"
 
 
-def student_message(row: Row) -> str:
-    """The row's message with nothing the student must not see: no path, no grader internals."""
+def student_message(row: Row, classmates: Sequence[str] = ()) -> str:
+    """The row's whole message (its one line when no more is known) with nothing the student must not see: no
+    path, no grader internals, none of ``classmates``' names."""
     if row.status in INSTEAD:
         return INSTEAD[row.status]
-    return ABSOLUTE_PATH.sub("…", row.message)
+    message = ABSOLUTE_PATH.sub("…", row.full_message or row.message)
+    return without_names(message, classmates)
+
+
+def without_names(text: str, names: Sequence[str]) -> str:
+    """``text`` with each of ``names`` (``NAME_LENGTH`` letters or more) cut wherever it stands alone or in a file
+    name (``bo_00_warmup.ipynb``), in any case; the longest first, so that no part of a name is left."""
+    cut = sorted((name for name in names if len(name) >= NAME_LENGTH), key=len, reverse=True)
+    if not cut:
+        return text
+    pattern = re.compile(
+        "(?<![A-Za-z0-9])(?:" + "|".join(re.escape(name) for name in cut) + ")(?![A-Za-z0-9])", re.IGNORECASE
+    )
+    return pattern.sub("…", text)
 
 
 def lecture_files(notebooks: Path) -> dict[str, str]:
@@ -149,9 +170,10 @@ def best_submissions(rows: list[Row]) -> dict[tuple[str, str], list[list[Row]]]:
 
 
 def notebook_result(
-    submissions: list[list[Row]], canonical: Canonical | None, lectures: dict[str, str]
+    submissions: list[list[Row]], canonical: Canonical | None, lectures: dict[str, str], classmates: Sequence[str] = ()
 ) -> NotebookResult:
-    """What the page says of one notebook: the submission that counts, exercise by exercise."""
+    """What the page says of one notebook: the submission that counts, exercise by exercise. ``classmates``: the
+    other students of the class, whose names no message may show."""
     counted = submissions[0]
     first = counted[0]
     order = list(canonical.exercises) if canonical is not None else []
@@ -173,7 +195,7 @@ def notebook_result(
                 status=row.status,
                 points=row.points,
                 max_points=row.max_points,
-                message=student_message(row),
+                message=student_message(row, classmates),
                 next_step="" if passed else NEXT_STEP.get(row.status, "look at the message above"),
                 reread=reread_of(canonical, row.exercise, lectures) if row.status in REREAD else "",
             )
@@ -188,6 +210,7 @@ def pages(rows: list[Row], canonical: dict[str, Canonical], lectures: dict[str, 
     built = []
     for student in students:
         notebooks = sorted(notebook for who, notebook in grouped if who == student)
-        parts = [notebook_result(grouped[(student, n)], canonical.get(n), lectures) for n in notebooks]
+        classmates = [other for other in students if other != student]
+        parts = [notebook_result(grouped[(student, n)], canonical.get(n), lectures, classmates) for n in notebooks]
         built.append(Page(student, parts))
     return built

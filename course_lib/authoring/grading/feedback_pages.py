@@ -61,6 +61,13 @@ def score_line(ex: ExerciseResult) -> str:
     return f"{ex.status}, {of(ex.points, ex.max_points)}."
 
 
+def message_lines(ex: ExerciseResult) -> list[str]:
+    """The message's lines as a page shows them: each on a line of its own, without the indentation that marks a
+    continuation in JupyterLab (four spaces would make Markdown show it as code)."""
+    lines = [line.strip() for line in (ex.message or "(no message)").splitlines() if line.strip()]
+    return lines or ["(no message)"]
+
+
 def also_graded(others: list[tuple[str, float]]) -> str:
     listed = ", ".join(f"`{name}` ({number(points)} point{'' if points == 1 else 's'})" for name, points in others)
     return f"You sent this notebook more than once; the file with the most points counts. Also graded: {listed}."
@@ -93,7 +100,8 @@ def markdown(page: Page) -> str:
             lines += ["", plain(also_graded(part.others))]
         for ex in part.exercises:
             lines += ["", f"### {plain(heading(ex))}", "", f"**{score_line(ex)}**", ""]
-            lines += [f"> {plain(ex.message or '(no message)')}"]
+            quoted = [f"> {plain(line)}" for line in message_lines(ex)]
+            lines += [line + "\\" for line in quoted[:-1]] + quoted[-1:]  # a backslash ends a line: a hard break
             if ex.next_step:
                 lines += ["", f"What to do next: {plain(next_steps(ex))}."]
     return "\n".join(lines) + "\n"
@@ -140,7 +148,7 @@ def page_html(page: Page) -> str:
             body.append(f'<section class="{kind}">')
             body.append(f"<h3>{inline(heading(ex))}</h3>")
             body.append(f"<p><strong>{inline(score_line(ex))}</strong></p>")
-            body.append(f"<blockquote>{inline(ex.message or '(no message)')}</blockquote>")
+            body.append(f"<blockquote>{'<br>'.join(inline(line) for line in message_lines(ex))}</blockquote>")
             if ex.next_step:
                 body.append(f"<p>What to do next: {inline(next_steps(ex))}.</p>")
             body.append("</section>")

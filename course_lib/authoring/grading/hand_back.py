@@ -2,7 +2,8 @@
 
 ``gradebook.csv`` for the LMS (:mod:`course_lib.authoring.grading.gradebook`) and, unless ``--no-feedback``, a
 page per student (:mod:`course_lib.authoring.grading.feedback`). Both read the rows back from disk, so a resumed
-run (submissions graded by an earlier, interrupted run and skipped by this one) hands back the whole class.
+run (submissions graded by an earlier, interrupted run and skipped by this one) hands back the whole class. The
+pages show each message whole, from ``messages.jsonl`` (:mod:`course_lib.authoring.grading.messages`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 from course_lib.authoring.grading.canonical import Canonical
 from course_lib.authoring.grading.feedback_pages import write_feedback
 from course_lib.authoring.grading.gradebook import Roster, write_gradebook
+from course_lib.authoring.grading.messages import FILE_NAME, with_messages
 from course_lib.authoring.grading.report import read_rows
 
 
@@ -19,7 +21,7 @@ def hand_back(
     out: Path, canonical: dict[str, Canonical], lms: str, roster: Roster | None, feedback: bool, notebooks: Path
 ) -> tuple[list[str], list[str]]:
     """Write ``out/gradebook.csv`` and, when ``feedback``, ``out/feedback/``; (what was written, warnings)."""
-    rows = read_rows(out / "grades.csv")
+    rows = with_messages(read_rows(out / "grades.csv"), out / FILE_NAME)  # no messages.jsonl: each row's line
     unmapped, absent = write_gradebook(rows, out / "gradebook.csv", lms, roster)
     done, warnings = [f"wrote {out / 'gradebook.csv'} ({lms})"], []
     if unmapped:

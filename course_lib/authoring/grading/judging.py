@@ -46,9 +46,26 @@ class _Student(dict):
         return student_function
 
 
-def first_line(text, limit: int = 1000) -> str:
-    line = next((line.strip() for line in str(text).strip().splitlines() if line.strip()), "")
+def _cut(line: str, limit: int) -> str:
     return line if len(line) <= limit else line[:limit] + " [...]"
+
+
+def first_line(text, limit: int = 1000) -> str:
+    """The first line that says something, as ``grades.csv`` keeps a message."""
+    line = next((line.strip() for line in str(text).strip().splitlines() if line.strip()), "")
+    return _cut(line, limit)
+
+
+def full_text(text, limit: int = 1000) -> str:
+    """Every line that says something, each cut as :func:`first_line` cuts its line (continuation lines keep their
+    indentation): the message as the student sees it in JupyterLab, whose first line is ``first_line(text)``."""
+    lines = [line.rstrip() for line in str(text).strip().splitlines() if line.strip()]
+    return "\n".join(_cut(line, limit) for line in lines)
+
+
+def row_line(message: str) -> str:
+    """What ``grades.csv`` keeps of a message: its first line (``messages.jsonl`` keeps the whole)."""
+    return message.split("\n", 1)[0]
 
 
 def guard_says(run: Run, cell_id: str, exercise: str) -> tuple[str, str] | None:
@@ -118,9 +135,9 @@ def judge_with(notebook: Canonical, private: Path, run: Run):
             except recording.NotRecorded as error:
                 return "error", f"{error}"
             except NotImplementedError as error:
-                return "not attempted", f"NotImplementedError: {first_line(error)}"
+                return "not attempted", f"NotImplementedError: {full_text(error)}"
             except AssertionError as error:
-                return "failed", first_line(error) or "an assertion failed"
+                return "failed", full_text(error) or "an assertion failed"
             except Exception as error:  # noqa: BLE001 - the check itself failed on the records
                 return "error", f"{type(error).__name__} while judging the check: {first_line(error)}"
         if session.calls == 0 and not session.replayed:

@@ -43,7 +43,7 @@ from pathlib import Path
 import nbformat
 
 from course_lib.authoring.grading.canonical import Canonical
-from course_lib.authoring.grading.judging import first_line, judge_with
+from course_lib.authoring.grading.judging import first_line, full_text, judge_with, row_line
 from course_lib.authoring.grading.rebuild import GradedCell, match_solutions, rebuild
 from course_lib.authoring.grading.runner import CellOutcome, Run, run_nbval
 from course_lib.authoring.grading.sandbox import Sandbox, fresh_scratch, remove_scratch
@@ -56,7 +56,7 @@ WHERE = {"solution": "your solution cell", "check": "the check", "hidden": "a hi
 
 @dataclass
 class Row:
-    """One line of grades.csv."""
+    """One line of grades.csv, and the whole of its message (kept in ``messages.jsonl``, not in grades.csv)."""
 
     student: str
     notebook: str
@@ -64,9 +64,11 @@ class Row:
     points: float
     max_points: float
     status: str
-    message: str
+    message: str  # what grades.csv keeps: the first line of a check's message
     notes: str
     submission: str
+    # Every line of the message ("" when it is ``message`` itself, or unknown: a grades folder from an older grader).
+    full_message: str = field(default="", compare=False, repr=False)
 
 
 @dataclass
@@ -91,7 +93,8 @@ class Graded:
 
 
 def sanitizer(path: Path | None):
-    """A function applying nbval's sanitize file (regex/replace sections) to a message."""
+    """A function applying nbval's sanitize file (regex/replace sections) to a message, line by line (so that its
+    first line is cleaned as it would be alone: grades.csv keeps that line)."""
     rules = []
     if path is not None and path.is_file():
         parser = configparser.ConfigParser(interpolation=None)
@@ -102,16 +105,21 @@ def sanitizer(path: Path | None):
             if "regex" in parser[s]
         ]
 
-    def clean(text: str) -> str:
+    def clean_line(text: str) -> str:
         for pattern, replacement in rules:
             text = pattern.sub(replacement, text)
         return text
+
+    def clean(text: str) -> str:
+        return "\n".join(clean_line(line) for line in text.split("\n"))
 
     return clean
 
 
 def judge(role: str, cell: CellOutcome, token: str, options: Options, clean) -> tuple[str, str] | None:
-    """(status, message) when this cell decides its exercise's grade, None when it passed."""
+    """(status, message) when this cell decides its exercise's grade, None when it passed. The message is whole
+    (every line of the exception's); a hidden check's is its first line only, as its later lines show the
+    instructor's hidden case."""
     where = WHERE[role]
     if cell.outcome in ("passed", "skipped"):
         if role != "solution" and token not in cell.stdout:
@@ -135,15 +143,17 @@ def judge(role: str, cell: CellOutcome, token: str, options: Options, clean) -> 
         return "error", f"{where} did not run: an earlier cell stopped the kernel"
     if cell.outcome == "setup-error":
         return "grader error", f"the kernel did not start: {first_line(cell.message)}"
-    ename, message = cell.ename, clean(first_line(cell.evalue))
+    ename, message = cell.ename, clean(full_text(cell.evalue))
     if not ename:
         return "error", f"{where}: {clean(first_line(cell.message))}"
     if ename == "NotImplementedError":
         return "not attempted", f"NotImplementedError: {message}"
     if ename == "ReferenceCalled":  # course_lib.checks.recording: the solution ran the reference
         return "failed", message
+    if ename == "AssertionError" and role == "hidden":
+        return "failed", "hidden check: " + (row_line(message) or "an assertion failed")
     if ename == "AssertionError" and role != "solution":
-        return "failed", ("hidden check: " if role == "hidden" else "") + (message or "an assertion failed")
+        return "failed", message or "an assertion failed"
     return "error", f"{ename} in {where}: {message}"
 
 
@@ -329,6 +339,7 @@ def _grade(path: Path, base: Path | None, canonical: dict[str, Canonical], optio
         else:
             status, message = verdicts[exercise.id]
         points = exercise.points if status == "passed" else 0
+        line = row_line(message)
         graded.rows.append(
             Row(
                 graded.student,
@@ -337,12 +348,13 @@ def _grade(path: Path, base: Path | None, canonical: dict[str, Canonical], optio
                 points,
                 exercise.points,
                 status,
-                message,
+                line,
                 "; ".join(notes),
                 str(path),
+                full_message=message if message != line else "",
             )
         )
-        graded.log.append(f"{exercise.id}: {status} {points:g}/{exercise.points:g} {message}")
+        graded.log.append(f"{exercise.id}: {status} {points:g}/{exercise.points:g} {line}")
 
 
 def _run_log(attempt: int, cells: list[GradedCell], run: Run) -> list[str]:

@@ -53,6 +53,10 @@ def _mask_not_pad(completion_ids, eos_id):
     return (completion_ids != eos_id + 1).float()  # PAD = eos_id + 1 in the course's tokenizer
 
 
+def _mask_not_eos(completion_ids, eos_id):
+    return (completion_ids != eos_id).float()  # 0 at each EOS only: the tokens after it stay 1
+
+
 def check_completion_mask(fn) -> bool:
     """Check a student's ``completion_mask(completion_ids, eos_id) -> float mask``."""
     E, P = 12, 13
@@ -103,6 +107,11 @@ def check_completion_mask(fn) -> bool:
         Mistake(
             "the mask tests for PAD instead of finding the first EOS: tokens after EOS are not always PAD",
             _mask_not_pad,
+        ),
+        Mistake(
+            "the mask is 0 only at the EOS itself (ids != eos_id): the EOS belongs to the completion (1), and "
+            "every token after the first EOS is 0; keep the tokens up to and including the first EOS",
+            _mask_not_eos,
         ),
     ]
 

@@ -148,8 +148,30 @@ def check_cispo_loss(fn) -> bool:
                 else cispo_loss(logp, logp_old, adv, clip_eps, clip_eps_high)
             ),
         ),
+        Mistake(
+            "with clip_eps=None the weight is floored at 1 - clip_eps_high (clip_eps defaulting to clip_eps_high, "
+            "as in PPO's clip-higher); CISPO has no lower bound unless clip_eps is given (MiniMax-M1 and TRL)",
+            _floor_defaults_to_high,
+        ),
+        Mistake(
+            "this is PPO's clipped term alone, -clip(ratio) * A: its gradient flows through the ratio and stops "
+            "where the clip binds; CISPO detaches the clipped weight and multiplies it by logp, "
+            "-clip(ratio).detach() * A * logp, so every token keeps its gradient",
+            _clipped_ratio_as_loss,
+        ),
     ]
     return check_against_reference(fn, cispo_loss, cases, name="cispo_loss", mistakes=mistakes, draw=_draw_cispo)
+
+
+def _floor_defaults_to_high(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    floor = 1 - (clip_eps_high if clip_eps is None else clip_eps)
+    weight = torch.exp(logp - logp_old.detach()).clamp(min=floor, max=1 + clip_eps_high).detach()
+    return -weight * adv.detach() * logp
+
+
+def _clipped_ratio_as_loss(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    floor = None if clip_eps is None else 1 - clip_eps
+    return -torch.exp(logp - logp_old.detach()).clamp(min=floor, max=1 + clip_eps_high) * adv.detach()
 
 
 def _draw_cispo(g: torch.Generator) -> list[Case]:

@@ -52,6 +52,13 @@ def _product_one_early(n, c, k):
     return torch.where(n - c < k, (c > 0).double(), 1.0 - prod)
 
 
+def _product_from_k(n, c, k):
+    """The product over every i = k + 1, ..., n whatever c is (c > 0, n - c >= k): 1 - 1 / C(n, k), the value
+    of c = n - k."""
+    n, c, k = torch.broadcast_tensors(*(torch.as_tensor(x).long() for x in (n, c, k)))
+    return pass_at_k(n, torch.where((c > 0) & (n - c >= k), n - k, c), k)
+
+
 def _draw_pass_at_k(g: torch.Generator) -> list[Case]:
     """Fresh counts: ints and integer tensors, k above and below n - c, c = 0 and c = n among them."""
     t = torch.tensor
@@ -147,6 +154,11 @@ def check_pass_at_k(fn) -> bool:
             "off by one: the product runs over i = n - c + 1, ..., n (the last factor is 1 - k / n), not "
             "i = n - c, ..., n - 1",
             _product_one_early,
+        ),
+        Mistake(
+            "your product runs over every i = k + 1, ..., n, whatever c is (it gives 1 - 1 / C(n, k) for any c > 0); "
+            "it runs over the last c values only, i = n - c + 1, ..., n",
+            _product_from_k,
         ),
         Mistake(
             "you returned c / n for every k: that is pass@1; pass@k grows with k",
