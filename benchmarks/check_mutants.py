@@ -13,6 +13,7 @@ pristine reference as the reference. For each check the table gives:
   not a crash), as ``tests/test_mutants.py`` asks of the classic mistakes;
 - ``equivalent``: the check passed, and the mutant is listed in ``benchmarks/_equivalent_mutants.py`` with a
   one-line reason why it computes the same thing as the reference on every input the exercise allows;
+  ``reasons`` counts the listed entries (each one reason, a key or a pattern of keys) that these mutants matched;
 - ``survived``: the check passed and no reason is listed: a case is missing from the check.
 
     python benchmarks/check_mutants.py                       # every check
@@ -122,18 +123,25 @@ def judge(check, mutant_fn) -> tuple[str, str]:
     return "passed", ""
 
 
-def equivalent(key: str) -> str | None:
-    """The reason ``key`` is listed as equivalent (a listed key may hold ``*``, as in a file name pattern)."""
-    for pattern, reason in EQUIVALENT.items():
+def listed(key: str) -> str | None:
+    """The entry of ``EQUIVALENT`` that lists ``key`` (a listed key may hold ``*``, as in a file name pattern)."""
+    for pattern in EQUIVALENT:
         if fnmatch.fnmatchcase(key, pattern):
-            return reason
+            return pattern
     return None
+
+
+def equivalent(key: str) -> str | None:
+    """The reason ``key`` is listed as equivalent, or None."""
+    pattern = listed(key)
+    return None if pattern is None else EQUIVALENT[pattern]
 
 
 def score(name: str, reference, check, limit: int | None) -> tuple[Counter, list[tuple[Mutant, str]]]:
     """The counts for one check, and its survivors with the mutant's description."""
     counts = Counter()
     survivors = []
+    reasons = set()
     made = mutants(reference)[:limit]
     for mutant in made:
         counts["generated"] += 1
@@ -145,6 +153,7 @@ def score(name: str, reference, check, limit: int | None) -> tuple[Counter, list
         outcome, _ = judge(check, mutant_fn)
         if outcome == "passed" and equivalent(mutant.key):
             counts["equivalent"] += 1
+            reasons.add(listed(mutant.key))
         elif outcome == "passed":
             counts["survived"] += 1
             survivors.append((mutant, mutant.description))
@@ -152,10 +161,11 @@ def score(name: str, reference, check, limit: int | None) -> tuple[Counter, list
             counts["rejected"] += 1
             counts["named"] += outcome == "named"
             counts["crashed"] += outcome == "crashed"
+    counts["reasons"] = len(reasons)
     return counts, survivors
 
 
-COLUMNS = ("generated", "rejected", "named", "crashed", "equivalent", "survived")
+COLUMNS = ("generated", "rejected", "named", "crashed", "equivalent", "reasons", "survived")
 
 
 def main(argv=None) -> int:

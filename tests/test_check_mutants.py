@@ -68,6 +68,23 @@ def test_equivalent_keys_may_be_patterns(monkeypatch):
     monkeypatch.setattr(check_mutants, "EQUIVALENT", {"f:3:*:detach:*": "a target, never differentiated"})
     assert check_mutants.equivalent("f:3:4:detach:2") == "a target, never differentiated"
     assert check_mutants.equivalent("f:3:4:binop:1") is None
+    assert check_mutants.listed("f:3:4:detach:2") == "f:3:*:detach:*"
+
+
+def test_every_equivalent_mutant_is_counted_with_the_entry_that_lists_it(monkeypatch):
+    """Two survivors listed by one pattern: two equivalent mutants, one reason; an unlisted one survives."""
+
+    def reference(x) -> torch.Tensor:
+        return (x * 2.0).sum(dim=-1)
+
+    def check(fn):  # a check that only looks at the shape: every mutant that runs passes it
+        assert fn(torch.ones(2, 3)).shape == (2,)
+
+    monkeypatch.setattr(check_mutants, "EQUIVALENT", {"reference:1:*:constant:*": "a test's reason"})
+    counts, survivors = check_mutants.score("reference", reference, check, None)
+    # 2.0 -> 3.0 and 2.0 -> 1.0 pass (listed); dim=-1 -> dim=-2 or dim=0 changes the shape (rejected)
+    assert counts["equivalent"] == 2 and counts["reasons"] == 1
+    assert counts["survived"] == len(survivors) and all(":constant:" not in m.key for m, _ in survivors)
 
 
 def test_a_mutant_that_never_ends_is_a_timeout(monkeypatch):
@@ -98,3 +115,17 @@ def as_config(lr):
 def test_no_detach_is_added_where_no_tensor_is_returned():
     assert "detach" not in {m.operator for m in _mutate.mutants(as_config)}
     assert "detach" in {m.operator for m in _mutate.mutants(running_total)}
+
+
+def test_every_listed_equivalent_mutant_still_exists():
+    """A listed key that matches no mutant of today's references is stale (its reference changed): it would list
+    whatever mutant later lands at that place, unread. Making the mutants runs no check, so this is quick."""
+    library = check_mutants.references()
+    keys = []
+    for name in check_mutants.exercises():
+        if name in library:
+            keys += [m.key for m in _mutate.mutants(library[name])]
+    stale = [
+        pattern for pattern in check_mutants.EQUIVALENT if not any(check_mutants.listed(k) == pattern for k in keys)
+    ]
+    assert not stale, f"entries of benchmarks/_equivalent_mutants.py that match no mutant: {stale}"

@@ -101,6 +101,35 @@ def test_reference_passes_its_own_check(capsys):
     assert "\u2714" in capsys.readouterr().out
 
 
+def test_check_asks_for_generator_none_and_leaves_the_global_rng_alone():
+    """The docstring's generator=None (the global RNG) must not be refused; the check's own call with None puts the
+    notebook's global RNG back, and its seeded calls never touch it (a student who ignores the generator is told)."""
+
+    def estimate(logits, reward_per_action, n_samples, generator):  # a student's own, as the exercise says
+        pi = torch.softmax(logits, dim=-1)
+        actions = torch.multinomial(pi, n_samples, replacement=True, generator=generator)
+        score = torch.nn.functional.one_hot(actions, len(pi)).to(pi.dtype) - pi
+        return (reward_per_action[actions, None] * score).mean(dim=0)
+
+    def refuses_none(logits, reward_per_action, n_samples, generator=None):
+        if generator is None:
+            raise ValueError("generator: expected a torch.Generator")
+        return estimate(logits, reward_per_action, n_samples, generator)
+
+    def ignores_generator(logits, reward_per_action, n_samples, generator=None):
+        return estimate(logits, reward_per_action, n_samples, None)
+
+    with pytest.raises(AssertionError, match="with generator=None it raised ValueError"):
+        check_mc_policy_gradient(refuses_none)
+    with pytest.raises(AssertionError, match="use the generator|generator you are given"):
+        check_mc_policy_gradient(ignores_generator)
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    check_mc_policy_gradient(mc_policy_gradient)
+    assert torch.equal(torch.rand(3), expected)  # the notebook's global RNG is where it was
+
+
 def test_check_lets_not_implemented_through():
     def stub(logits, reward_per_action, n_samples, generator=None):
         raise NotImplementedError("Exercise")

@@ -83,3 +83,13 @@ def _reference(exercise):
     from course_lib import grpo
 
     return getattr(grpo, exercise)
+
+
+@pytest.mark.parametrize("module_name, exercise", CHECKS, ids=[c[1] for c in CHECKS])
+def test_every_default_is_exercised(module_name, exercise, monkeypatch):
+    """The other half of a promise: some case leaves each optional argument out, so a student whose signature has
+    another default (GRPO's normalize_std=False, n_digits=2) is told (benchmarks/check_mutants.py found three)."""
+    args, _ = _arguments(module_name, exercise, monkeypatch)
+    _, reference, cases = args
+    never_left_out = [name for name in _options(reference) if all(name in case.kwargs for case in cases)]
+    assert not never_left_out, f"{exercise}: every case passes {never_left_out}; leave it out in one"

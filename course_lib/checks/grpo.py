@@ -53,6 +53,8 @@ def check_group_advantages(fn) -> bool:
             "eps=0.5 given explicitly, normalize_std=True", {"rewards": grids[0][1], "normalize_std": True, "eps": 0.5}
         )
     )
+    # The signature's default: a student whose normalize_std defaults to False passes every case above.
+    cases.append(Case("normalize_std left at its default (True: GRPO divides by the std)", {"rewards": grids[1][1]}))
 
     def advantages_with(**mistake):
         # group_advantages is compute_deltas in two of its modes, so its mistakes are chapter 03's.
@@ -306,6 +308,7 @@ def check_grpo_loss(fn) -> bool:
     cases = [
         Case("B=2 prompts, G=3 responses of lengths 4, 2, 3 / 1, 4, 2, the defaults", base, grad),
         Case("the first update: logp equals logp_old, so every ratio is 1", {**base, "logp": logp_old.clone()}, grad),
+        Case("the same batch with a bool mask (the docstring's 1 (True))", {**base, "mask": mask.bool()}, grad),
         Case(
             "no reference model (logp_ref=None): no KL term",
             {**base, "logp_ref": None},
@@ -340,5 +343,11 @@ _GRPO_INFO = ("clip_fraction", "kl", "adv_abs_mean")
 
 
 def _grpo_outputs(result):
-    """The loss and the three diagnostics of API.md: clip_fraction, kl and the mean advantage magnitude."""
-    return loss_and_info(result, _GRPO_INFO, " (the mean |advantage| over responses)")
+    """The loss and the three diagnostics of API.md: clip_fraction, kl and the mean advantage magnitude; and
+    ``reward_mean``, which the docstring promises when ``rewards`` are given (where the reference returns it, a
+    reply without it is told that it is missing)."""
+    outputs = loss_and_info(result, _GRPO_INFO, " (the mean |advantage| over responses)")
+    info = result[1]
+    if "reward_mean" in info:
+        outputs["reward_mean"] = info["reward_mean"]
+    return outputs

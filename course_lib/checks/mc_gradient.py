@@ -46,6 +46,8 @@ def check_mc_policy_gradient(fn) -> bool:
             f"{name}: two calls with generators seeded alike gave different estimates; draw the actions "
             f"with the generator you are given: {_SAMPLING}"
         )
+    # The docstring's other promise: generator=None samples with the global RNG (it is not an error).
+    _call_student(fn, name, logits0, rewards0, 16, None)
 
     # 2. Same seed, same samples: compare values with the reference.
     g = torch.Generator().manual_seed(5)
@@ -220,11 +222,23 @@ def _call_student(fn, name, logits, rewards, n, seed) -> torch.Tensor:
 
 
 def _ask_student(fn, name, logits, rewards, n, seed) -> torch.Tensor:
+    """``seed=None`` passes ``generator=None``: the global RNG draws, seeded here and put back afterwards."""
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
     try:
-        out = fn(logits.clone(), rewards.clone(), n, torch.Generator().manual_seed(seed))
+        if generator is None:
+            with torch.random.fork_rng(devices=[]):  # the notebook's global RNG is left as it was
+                torch.manual_seed(0)
+                out = fn(logits.clone(), rewards.clone(), n, None)
+        else:  # the global RNG untouched: a student who ignores the generator gets two different estimates
+            out = fn(logits.clone(), rewards.clone(), n, generator)
     except NotImplementedError:
         raise
     except Exception as error:  # noqa: BLE001 - any crash becomes feedback
+        if generator is None:
+            raise AssertionError(
+                f"{name}: with generator=None it raised {type(error).__name__}: {error}; the docstring allows "
+                "None (sample with the global RNG: generator=None in torch.multinomial)"
+            ) from error
         raise AssertionError(f"{name} raised {type(error).__name__}: {error}") from error
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(logits.shape):
         shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__

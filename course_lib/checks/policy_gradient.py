@@ -179,8 +179,29 @@ def check_reinforce_loss(fn) -> bool:
             grad,
         ),
     ]
+    # Drawn after the cases above, so that their values stay as they were.
+    nan_mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [1, 1, 0, 0]])
+    nan, inf = float("nan"), float("inf")
+    junk = torch.tensor([[nan, nan, nan, nan], [-inf, nan, -inf, nan], [nan, nan, -inf, nan]], dtype=torch.float64)
+    nan_padded_logp = torch.where(nan_mask.bool(), logp_of(3, 4), junk)  # NaN and -inf in the padding only
+    cases.append(
+        Case(
+            "lengths 3, 1 and 2, padding holds NaN and -inf (a padded log-prob may be anything; it must change "
+            "neither the loss nor its gradient)",
+            {"logp": nan_padded_logp, "deltas": deltas_of(3), "mask": nan_mask},
+            grad,
+        )
+    )
+
+    def multiplied(logp, deltas, mask=None):
+        per_token = -(deltas.detach()[..., None] * logp)
+        if mask is None:
+            return per_token.mean()
+        mask = mask.to(per_token.dtype)
+        return (per_token * mask).sum() / mask.sum().clamp(min=1)
 
     def attached(logp, deltas, mask=None):
+        logp = logp if mask is None else _valid_only(logp, mask)  # first, so no NaN reaches deltas' gradient
         per_token = -(deltas[..., None] * logp)
         return _masked_token_mean(per_token, mask)
 
@@ -189,24 +210,24 @@ def check_reinforce_loss(fn) -> bool:
 
     def summed(logp, deltas, mask=None):
         per_token = -(deltas.detach()[..., None] * logp)
-        return per_token.sum() if mask is None else (per_token * mask).sum()
+        return per_token.sum() if mask is None else _valid_only(per_token, mask).sum()
 
     def unmasked(logp, deltas, mask=None):
         return (-(deltas.detach()[..., None] * logp)).mean()
 
     def all_tokens(logp, deltas, mask=None):
         per_token = -(deltas.detach()[..., None] * logp)
-        return per_token.mean() if mask is None else (per_token * mask).mean()
+        return per_token.mean() if mask is None else _valid_only(per_token, mask).mean()
 
     def seq_mean(logp, deltas, mask=None):
         per_token = -(deltas.detach()[..., None] * logp)
         if mask is None:
             return per_token.mean()
-        return ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1)).mean()
+        return (_valid_only(per_token, mask).sum(-1) / mask.sum(-1).clamp(min=1)).mean()
 
     def nan_when_empty(logp, deltas, mask=None):
         per_token = -(deltas.detach()[..., None] * logp)
-        return per_token.mean() if mask is None else (per_token * mask).sum() / mask.sum()
+        return per_token.mean() if mask is None else _valid_only(per_token, mask).sum() / mask.sum()
 
     def wrong_broadcast(logp, deltas, mask=None):
         return _masked_token_mean(-(deltas.detach() * logp), mask)
@@ -264,9 +285,19 @@ def check_reinforce_loss(fn) -> bool:
             no_minus,
         ),
         Mistake(
-            "you summed over tokens; average over the valid tokens instead ((loss * mask).sum() / mask.sum())", summed
+            "you summed over tokens; average over the valid tokens instead "
+            "(torch.where(mask.bool(), loss, 0).sum() / mask.sum())",
+            summed,
         ),
-        Mistake("padding is not masked: multiply by mask (or select with it) before you average", unmasked),
+        Mistake(
+            "padding is not masked: select the valid tokens (torch.where(mask.bool(), loss, 0)) before you average",
+            unmasked,
+        ),
+        Mistake(
+            "the padding is multiplied by 0, and a padded log-prob of NaN or -inf times 0 is NaN: select the valid "
+            "tokens with torch.where(mask.bool(), per_token, 0) (or per_token[mask.bool()]) instead",
+            multiplied,
+        ),
         Mistake(
             "you averaged over all tokens, padding included; divide by the number of valid tokens, "
             "mask.sum(), not by mask.numel()",
@@ -294,5 +325,10 @@ def _masked_token_mean(per_token: torch.Tensor, mask) -> torch.Tensor:
     """Mean over valid tokens, for the mistakes above (mask may be None)."""
     if mask is None:
         return per_token.mean()
-    mask = mask.to(per_token.dtype)
-    return (per_token * mask).sum() / mask.sum().clamp(min=1)
+    return _valid_only(per_token, mask).sum() / mask.sum().clamp(min=1)
+
+
+def _valid_only(per_token: torch.Tensor, mask) -> torch.Tensor:
+    """The padding selected away (torch.where, as the reference): each mistake above makes its one slip, and a NaN
+    in the padding stays out of it, so a student who selects the padding away as asked is named for that slip."""
+    return torch.where(mask.bool(), per_token, torch.zeros_like(per_token))

@@ -379,11 +379,14 @@ def _grpo_info(
         else:
             k = _kl(logp, logp_ref, kl_kind)
             kl = (k.mean() if kl_over_all else k[valid].mean()).item()
-        return {
+        info = {
             "clip_fraction": out[valid].double().mean().item(),
             "kl": kl,
             "adv_abs_mean": (a.mean() if adv_mean else a.abs().mean()).item(),
         }
+        if rewards is not None:
+            info["reward_mean"] = rewards.mean().item()
+        return info
 
 
 def grpo_kl_reversed(logp, logp_old, logp_ref, rewards, mask, **kw):

@@ -83,11 +83,17 @@ def gather_minus_logsumexp(logits, tokens):
 def _mean_over_valid(per_token, mask):
     if mask is None:
         return per_token.mean()
-    mask = mask.to(per_token.dtype)
-    return (per_token * mask).sum() / mask.sum().clamp(min=1)
+    return _valid_only(per_token, mask).sum() / mask.sum().clamp(min=1)
+
+
+def _valid_only(per_token, mask):
+    # These students select the padding away with torch.where, as the exercise asks (it may hold NaN), and make
+    # one mistake each; reinforce_padding_multiplied is the one who multiplies by the mask.
+    return torch.where(mask.bool(), per_token, torch.zeros_like(per_token))
 
 
 def reinforce_deltas_attached(logp, deltas, mask=None):
+    logp = logp if mask is None else _valid_only(logp, mask)  # the padding zeroed first, as the reference does
     return _mean_over_valid(-(deltas[..., None] * logp), mask)
 
 
@@ -97,7 +103,7 @@ def reinforce_no_minus(logp, deltas, mask=None):
 
 def reinforce_sum(logp, deltas, mask=None):
     per_token = -(deltas.detach()[..., None] * logp)
-    return per_token.sum() if mask is None else (per_token * mask).sum()
+    return per_token.sum() if mask is None else _valid_only(per_token, mask).sum()
 
 
 def reinforce_mask_ignored(logp, deltas, mask=None):
@@ -106,19 +112,19 @@ def reinforce_mask_ignored(logp, deltas, mask=None):
 
 def reinforce_padding_in_denominator(logp, deltas, mask=None):
     per_token = -(deltas.detach()[..., None] * logp)
-    return per_token.mean() if mask is None else (per_token * mask).mean()
+    return per_token.mean() if mask is None else _valid_only(per_token, mask).mean()
 
 
 def reinforce_sequence_mean(logp, deltas, mask=None):
     per_token = -(deltas.detach()[..., None] * logp)
     if mask is None:
         return per_token.mean()
-    return ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1)).mean()
+    return (_valid_only(per_token, mask).sum(-1) / mask.sum(-1).clamp(min=1)).mean()
 
 
 def reinforce_nan_when_empty(logp, deltas, mask=None):
     per_token = -(deltas.detach()[..., None] * logp)
-    return per_token.mean() if mask is None else (per_token * mask).sum() / mask.sum()
+    return per_token.mean() if mask is None else _valid_only(per_token, mask).sum() / mask.sum()
 
 
 def reinforce_broadcast_wrong_axis(logp, deltas, mask=None):
@@ -132,8 +138,9 @@ def reinforce_first_token_only(logp, deltas, mask=None):
 
 
 def reinforce_sequence_sum(logp, deltas, mask=None):
-    m = torch.ones_like(logp) if mask is None else mask.to(logp.dtype)
-    seq_logp = (logp * m).sum(dim=-1)  # log pi of each whole response
+    # The padding selected away with torch.where, as the exercise asks (it may hold NaN): one mistake, the sum.
+    valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()
+    seq_logp = torch.where(valid, logp, torch.zeros_like(logp)).sum(dim=-1)  # log pi of each whole response
     return -(deltas.detach() * seq_logp).mean()
 
 
@@ -152,6 +159,13 @@ def reinforce_mean_delta(logp, deltas, mask=None):
 # ---------------------------------------------------------------------------
 # reinforce_loss: correct variants
 # ---------------------------------------------------------------------------
+
+
+def reinforce_padding_multiplied(logp, deltas, mask=None):
+    """The padding zeroed by multiplying with the mask: a NaN or -inf log-prob there gives 0 * NaN = NaN."""
+    m = torch.ones_like(logp) if mask is None else mask.to(logp.dtype)
+    per_token = -(deltas.detach()[..., None] * logp) * m
+    return per_token.sum() / m.sum().clamp(min=1)
 
 
 def reinforce_loop(logp, deltas, mask=None):
@@ -210,6 +224,7 @@ MUTANTS = [
     ("reinforce_loss", reinforce_probabilities, "probabilities exp(logp)"),
     ("reinforce_loss", reinforce_inverted_mask, "mask is inverted"),
     ("reinforce_loss", reinforce_mean_delta, "mean of deltas"),
+    ("reinforce_loss", reinforce_padding_multiplied, "multiplied by 0"),
 ]
 
 VARIANTS = [

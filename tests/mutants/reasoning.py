@@ -218,6 +218,38 @@ def style_counts_brackets_only(text, n_digits=3):
     return "direct"
 
 
+def style_read_with_int(text, n_digits=3):
+    """Each number read with int(), which also takes a leading '+' ('+1045$' direct): '+' is in the alphabet."""
+
+    def number(x):
+        try:
+            int(x)
+        except ValueError:
+            return False
+        return x.strip() == x  # int() takes spaces too; this student saw those
+
+    body, eos, _ = text.partition("$")
+    if not eos or not body:
+        return "malformed"
+    if number(body):
+        return "direct"
+    if not body.startswith("[") or body.count("]") != 1 or body.count("[") != 1:
+        return "malformed"
+    content, answer = body[1:].split("]")
+    if not content or not number(answer):
+        return "malformed"
+    if set(content) == {"."}:
+        return "filler"
+    totals = content.split(",")
+    if len(totals) != n_digits:
+        return "malformed"
+    for t in totals:
+        digits = t.lstrip("+")
+        if not number(t) or not 0 <= int(t) <= 19 or (len(digits) > 1 and digits[0] == "0"):
+            return "malformed"
+    return "scratchpad"
+
+
 def style_by_split(text, n_digits=3):
     """A correct variant without regular expressions."""
     body, eos, _ = text.partition("$")
@@ -329,6 +361,7 @@ MUTANTS = [
     ("completion_style", style_dots_are_scratchpad, "filler"),
     ("completion_style", style_any_bracket_content, "exactly n_digits"),
     ("completion_style", style_counts_brackets_only, "a bracket alone does not make a scratchpad"),
+    ("completion_style", style_read_with_int, "'+' sign"),
     ("style_share", share_count, "count"),
     ("style_share", share_over_wellformed, "malformed"),
     ("style_share", share_per_row, "number of prompts"),

@@ -77,6 +77,10 @@ def check_completion_mask(fn) -> bool:
             {"completion_ids": torch.tensor([[[1, E, P], [2, 3, E]], [[E, P, P], [4, 5, 6]]]), "eos_id": E},
         ),
         Case("another EOS id (3)", {"completion_ids": torch.tensor([[0, 1, 3, 2, 2]]), "eos_id": 3}),
+        Case(
+            "one completion, a 1-D row ([..., L] with no leading axis)",
+            {"completion_ids": torch.tensor([6, E, P]), "eos_id": E},
+        ),
     ]
     mistakes = [
         Mistake(

@@ -27,8 +27,12 @@ from course_lib.tiny_lm import TinyLM, TinyLMConfig
 _E, _PAD = 12, 13
 
 
-def _step_setup(seed: int, kl_coef: float):
-    """A tiny LM, its reference, sampled-looking completions (some without EOS), rewards and logp_old."""
+def _step_setup(seed: int, kl_coef: float, variant: str = ""):
+    """A tiny LM, its reference, sampled-looking completions (some without EOS), rewards and logp_old.
+
+    ``variant``: ``"defaults"`` leaves out ``clip_eps``, ``kl_coef`` and ``max_grad_norm`` (the signature's
+    defaults, with a reference model); ``"no_ref"`` passes ``ref_model=None`` with a positive ``kl_coef`` (the
+    docstring's "None: no KL", whatever the weight)."""
     cfg = TinyLMConfig(vocab_size=14, block_size=10, n_layer=1, n_head=2, d_model=16)
     ref = TinyLM(cfg, seed=seed)
     policy = copy.deepcopy(ref)
@@ -50,9 +54,9 @@ def _step_setup(seed: int, kl_coef: float):
     # A stale gradient from a previous step: a step that forgets zero_grad() adds it in.
     for p in policy.parameters():
         p.grad = torch.full_like(p, 0.5)
-    return dict(
+    kwargs = dict(
         policy=policy,
-        ref_model=ref if kl_coef > 0 else None,
+        ref_model=ref if kl_coef > 0 and variant != "no_ref" else None,
         optimizer=opt,
         prompts=prompts,
         completions=completions,
@@ -63,6 +67,11 @@ def _step_setup(seed: int, kl_coef: float):
         kl_coef=kl_coef,
         max_grad_norm=0.5,
     )
+    if variant == "defaults":
+        kwargs["ref_model"] = ref
+        for default in ("clip_eps", "kl_coef", "max_grad_norm"):
+            del kwargs[default]
+    return kwargs
 
 
 def _logp(model, prompts, completions, shifted: bool = True, tiled: bool = False):
@@ -151,8 +160,8 @@ def _step_mistakes():
     ]
 
 
-def _run_step(fn, seed, kl_coef):
-    kwargs = _step_setup(seed, kl_coef)
+def _run_step(fn, seed, kl_coef, variant=""):
+    kwargs = _step_setup(seed, kl_coef, variant)
     loss = fn(**kwargs)
     if loss is None:
         raise AssertionError("grpo_step returned None: return the loss (loss.item())")
@@ -166,16 +175,22 @@ def check_grpo_step(fn) -> bool:
     eos_id, clip_eps, kl_coef, max_grad_norm) -> float``: same loss and same parameters after the step."""
     name = "grpo_step"
     forget_pass(fn)  # until this run of the check passes (the demo cells ask)
-    cases = [(0, 0.0, "no KL term"), (1, 0.1, "with the k3 KL to a reference")]
+    cases = [
+        (0, 0.0, "no KL term", ""),
+        (1, 0.1, "with the k3 KL to a reference", ""),
+        (2, 0.1, "ref_model=None with kl_coef=0.1: no KL term (there is no reference to compare with)", "no_ref"),
+        # seed 20: the gradient norm is 1.8, so the default max_grad_norm=1.0 binds (and 2.0 would not)
+        (20, 0.04, "clip_eps, kl_coef and max_grad_norm left at their defaults (0.2, 0.04, 1.0), with KL", "defaults"),
+    ]
     session = recording.current()
     if session is not None:  # at grading, a model, batch and KL weight drawn afresh too
         g = torch.Generator().manual_seed(session.seed * 1000 + 997)
         seed, kl_coef = drawing.integer(g, 2, 10**6), drawing.choice(g, (0.0, 0.05, 0.2))
-        cases.append((seed, kl_coef, f"a case drawn at grading time: model seed {seed}, kl_coef {kl_coef}"))
+        cases.append((seed, kl_coef, f"a case drawn at grading time: model seed {seed}, kl_coef {kl_coef}", ""))
 
-    def ask(seed, kl_coef, description):
+    def ask(seed, kl_coef, description, variant):
         try:
-            loss, params = _run_step(fn, seed, kl_coef)
+            loss, params = _run_step(fn, seed, kl_coef, variant)
         except (NotImplementedError, AssertionError):
             raise
         except Exception as error:  # noqa: BLE001 - any crash becomes feedback
@@ -192,8 +207,8 @@ def check_grpo_step(fn) -> bool:
         same_loss = abs(loss - other_loss) <= 1e-5 + 1e-4 * abs(other_loss)
         return same_loss and torch.allclose(params, other_params.double(), rtol=1e-4, atol=1e-6)
 
-    for (seed, kl_coef, description), (got_loss, got_params) in zip(cases, replies):
-        exp_loss, exp_params = _run_step(grpo_step, seed, kl_coef)
+    for (seed, kl_coef, description, variant), (got_loss, got_params) in zip(cases, replies):
+        exp_loss, exp_params = _run_step(grpo_step, seed, kl_coef, variant)
         exp_params = exp_params.double()
         same_loss = abs(got_loss - exp_loss) <= 1e-5 + 1e-4 * abs(exp_loss)
         same_params = torch.allclose(got_params, exp_params, rtol=1e-4, atol=1e-6)
@@ -201,7 +216,9 @@ def check_grpo_step(fn) -> bool:
             continue
         # A mistake is named only when it gives the student's loss and update on every case.
         for mistake in _step_mistakes():
-            if all(same(reply, _run_step(mistake.fn, *case[:2])) for reply, case in zip(replies, cases)):
+            if all(
+                same(reply, _run_step(mistake.fn, case[0], case[1], case[3])) for reply, case in zip(replies, cases)
+            ):
                 raise AssertionError(f"{name}: {mistake.message}\n  seen on the case: {description}")
         what = (
             f"the loss is {got_loss:.6g}, expected {exp_loss:.6g}"

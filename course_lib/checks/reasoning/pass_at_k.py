@@ -98,6 +98,11 @@ def check_pass_at_k(fn) -> bool:
             {"n": 64, "c": t([0, 1, 5]), "k": 100},
         ),
         Case(
+            "k = 4 > n = 3 samples, c = 1, 2 (k only just past n): pass@n, 1, not the product (1 - k / i), "
+            "whose factors are negative there",
+            {"n": 3, "c": t([1, 2]), "k": 4},
+        ),
+        Case(
             "large n: n=5000, c=2500, k=200 (C(5000, 200) is about 1e400, past what a float64 holds)",
             {"n": 5000, "c": 2500, "k": 200},
         ),

@@ -40,6 +40,11 @@ _CLASSIFIER_CASES = [  # (text, n_digits): each teaches one rule of the module d
     ("[15,14,10]]1045$", 3),
     ("[15,14,10]10,45$", 3),
     ("1045]$", 3),
+    # '+' is in the task's alphabet (the prompt's "478+567="), so a model can write it: int() would read a sign
+    ("+1045$", 3),
+    ("[15,+4,10]1045$", 3),
+    ("[15,14,10]+1045$", 3),
+    ("10+45$", 3),
 ]
 
 
@@ -49,6 +54,16 @@ def _any_bracket(body: str) -> str:
     if "[" not in body:
         return "direct"
     return "filler" if "." in body else "scratchpad"
+
+
+def _signed_numbers(text: str, n_digits: int) -> str | None:
+    """The style when each number is read with int(), which takes a leading '+': '+1045$' direct,
+    '[15,+4,10]1045$' a scratchpad (None where no number starts with '+')."""
+    body, eos, _ = text.partition("$")
+    unsigned = re.sub(r"(^|[\[,\]])\+(?=[0-9])", r"\1", body)
+    if not eos or unsigned == body:
+        return None
+    return completion_style(unsigned + "$", n_digits)
 
 
 def check_completion_style(fn) -> bool:
@@ -62,6 +77,14 @@ def check_completion_style(fn) -> bool:
         )
         for text, n in _CLASSIFIER_CASES
     ]
+    default = "[15,14,10]1045$"  # three totals: a scratchpad only when n_digits is the signature's default, 3
+    cases.append(
+        Case(
+            f"the completion {default!r} with n_digits left at its default (3), which is "
+            f"{completion_style(default)} (labels as numbers: {numbered})",
+            {"text": default},
+        )
+    )
 
     def as_number(label):
         return {"style": float(STYLES.index(label)) if label in STYLES else -1.0}
@@ -118,6 +141,11 @@ def check_completion_style(fn) -> bool:
             "digits only; scratchpad: exactly n_digits totals in brackets, then digits; filler: only dots in "
             "brackets, then digits); anything else before EOS is malformed",
             keep(lambda s, n: _any_bracket(s.partition("$")[0]) if s.partition("$")[1] else None),
+        ),
+        Mistake(
+            "a number with a '+' sign ('+1045$', '[15,+4,10]...') is malformed: '+' is in the task's alphabet, "
+            "and int() reads a sign; the answer and the totals are digits only (re.fullmatch(r'[0-9]+', ...))",
+            keep(_signed_numbers),
         ),
     ]
     return check_against_reference(

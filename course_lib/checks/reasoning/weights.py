@@ -38,6 +38,8 @@ def check_aggregation_token_weight(fn) -> bool:
         ("4 responses of equal length 6", t([6, 6, 6, 6])),
         ("3 responses of 4, 0 (empty: no token, weight 0) and 2 tokens", t([4, 0, 2])),
         ("one response of 7 tokens, lengths as a float tensor", t([7.0])),
+        # The smallest lengths that are not all 0: the longest, and the total, are 1 (a clamp(min=...) shows).
+        ("3 responses of 1, 0 and 0 tokens (one token in all)", t([1, 0, 0])),
     ]
     cases = [
         Case(f"{text}, mode={mode!r}", {"length": length, "mode": mode})
