@@ -1309,7 +1309,7 @@ def test_rows_are_appended_and_read_back(tmp_path):
     ]
 
 
-def _row(student: str, exercise: str, submission: str) -> verdict.Row:
+def _csv_row(student: str, exercise: str, submission: str) -> verdict.Row:
     return verdict.Row(student, "00_x", exercise, 1, 1, "passed", "ok", "", submission)
 
 
@@ -1320,12 +1320,12 @@ def test_a_resume_after_a_cut_row_loses_no_row(tmp_path, cut_at):
     next rows start on a line of their own. Without the rewrite, the next appended row joins the cut line and is
     lost; a cut in the last column even leaves a row with a wrong submission, which the resume also drops."""
     path = tmp_path / "grades.csv"
-    report.write_csv([_row("a", "e", "a.ipynb"), _row("c", "e", "c.ipynb")], path)
+    report.write_csv([_csv_row("a", "e", "a.ipynb"), _csv_row("c", "e", "c.ipynb")], path)
     with open(path, "a", encoding="utf-8") as f:
         f.write(cut_at)
     kept = report.rows_to_resume(path)
     assert [(r.student, r.submission) for r in kept] == [("a", "a.ipynb")]  # c is graded again
-    report.append_rows([_row("c", "e", "c.ipynb"), _row("c", "e2", "c.ipynb")], path)
+    report.append_rows([_csv_row("c", "e", "c.ipynb"), _csv_row("c", "e2", "c.ipynb")], path)
     assert [(r.student, r.exercise) for r in report.read_rows(path)] == [("a", "e"), ("c", "e"), ("c", "e2")]
     assert not (tmp_path / "grades.csv.resume").exists()
 
@@ -1333,16 +1333,16 @@ def test_a_resume_after_a_cut_row_loses_no_row(tmp_path, cut_at):
 def test_without_the_resume_rewrite_a_row_after_a_cut_is_lost(tmp_path):
     """The defence switched off: rows appended after a cut line (as before the rewrite) lose the first of them."""
     path = tmp_path / "grades.csv"
-    report.write_csv([_row("a", "e", "a.ipynb")], path)
+    report.write_csv([_csv_row("a", "e", "a.ipynb")], path)
     with open(path, "a", encoding="utf-8") as f:
         f.write("c,00_x,e,0")
-    report.append_rows([_row("d", "e", "d.ipynb")], path)
+    report.append_rows([_csv_row("d", "e", "d.ipynb")], path)
     assert ("d", "e") not in [(r.student, r.exercise) for r in report.read_rows(path)]
 
 
 def test_an_unbroken_file_is_kept_whole_by_the_resume(tmp_path):
     path = tmp_path / "grades.csv"
-    report.write_csv([_row("a", "e", "a.ipynb"), _row("b", "e", "b.ipynb")], path)
+    report.write_csv([_csv_row("a", "e", "a.ipynb"), _csv_row("b", "e", "b.ipynb")], path)
     before = path.read_bytes()
     assert [r.student for r in report.rows_to_resume(path)] == ["a", "b"]
     assert path.read_bytes() == before
