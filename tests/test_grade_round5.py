@@ -231,8 +231,9 @@ import signal
 
 def _alarm(signum, frame):
     if _s.getprofile() is None:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        _rewrite()
+        _rewrite()  # a try at an awkward moment (the guard still closing the check) fails: the next tick tries again
+        if _NOTE.get("done"):
+            signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def _trigger():
