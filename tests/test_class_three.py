@@ -18,7 +18,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from test_fresh_class import _verdict
+from test_fresh_class import assert_student_judged
 from test_naming import _arguments, _key, _wrong_cases
 
 from course_lib.checks import check_against_reference
@@ -399,13 +399,7 @@ TABLE = [
 
 @pytest.mark.parametrize("exercise, student, named", TABLE, ids=[row[1].__name__ for row in TABLE])
 def test_third_class_student(exercise, student, named):
-    verdict, first = _verdict(exercise, student)
-    if named == "pass":
-        assert verdict == "pass", f"a right answer was rejected: {first}"
-    elif named is None:
-        assert verdict == "generic", f"named with a mistake the student did not make: {first}"
-    else:
-        assert verdict == "named" and named in first, f"expected the mistake {named!r}, got: {first}"
+    assert_student_judged(exercise, student, named)
 
 
 # The mistakes catalogued for this class: (module of the check, exercise, a part of the message).

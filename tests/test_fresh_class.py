@@ -152,8 +152,8 @@ def _verdict(exercise, student):
     return "pass", ""
 
 
-@pytest.mark.parametrize("exercise, student, named", TABLE, ids=[row[1].__name__ for row in TABLE])
-def test_fresh_student(exercise, student, named):
+def assert_student_judged(exercise, student, named):
+    """The check's verdict on ``student`` is the row's: passed ("pass"), the generic message (None), or ``named``."""
     verdict, first = _verdict(exercise, student)
     if named == "pass":
         assert verdict == "pass", f"a right answer was rejected: {first}"
@@ -161,3 +161,8 @@ def test_fresh_student(exercise, student, named):
         assert verdict == "generic", f"named with a mistake the student did not make: {first}"
     else:
         assert verdict == "named" and named in first, f"expected the mistake {named!r}, got: {first}"
+
+
+@pytest.mark.parametrize("exercise, student, named", TABLE, ids=[row[1].__name__ for row in TABLE])
+def test_fresh_student(exercise, student, named):
+    assert_student_judged(exercise, student, named)
