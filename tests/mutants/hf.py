@@ -108,6 +108,7 @@ def _logps(
     mask="first",
     no_grad=False,
     attention_tail="ones",
+    first_position=0,
 ):
     P = prompt_mask.shape[1]
     completion = sequences[:, P:]
@@ -116,7 +117,10 @@ def _logps(
     tail = first.long() if attention_tail == "mask" else torch.ones_like(completion)
     attention = torch.cat([prompt_mask.long(), tail], dim=1)
     with torch.set_grad_enabled(not no_grad):
-        logits = model(input_ids=sequences, attention_mask=attention if attend else None).logits
+        positions = None
+        if attend and first_position is not None:  # as generate() counts them: 0 at the first real token
+            positions = (attention.cumsum(-1) - 1).clamp(min=0) + first_position
+        logits = model(input_ids=sequences, attention_mask=attention if attend else None, position_ids=positions).logits
         logits = logits[:, P - shift : sequences.shape[1] - shift]
         if scale == "logits":
             logits = logits / temperature
@@ -151,6 +155,10 @@ def logps_mask_not_eos(model, sequences, prompt_mask, eos_id, temperature=1.0):
 
 def logps_no_attention_mask(model, sequences, prompt_mask, eos_id, temperature=1.0):
     return _logps(model, sequences, prompt_mask, eos_id, temperature, attend=False)
+
+
+def logps_no_position_ids(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    return _logps(model, sequences, prompt_mask, eos_id, temperature, first_position=None)
 
 
 def logps_no_temperature(model, sequences, prompt_mask, eos_id, temperature=1.0):
@@ -391,6 +399,7 @@ MUTANTS = [
     ("completion_logps", logps_mask_after_eos, "after EOS"),
     ("completion_logps", logps_mask_not_eos, "token != EOS"),
     ("completion_logps", logps_no_attention_mask, "attention mask is ignored"),
+    ("completion_logps", logps_no_position_ids, "positions count the left padding"),
     ("completion_logps", logps_no_temperature, "no temperature"),
     ("completion_logps", logps_temperature_on_logp, "divides the log-probs"),
     ("completion_logps", logps_no_grad, "no gradient"),

@@ -1,5 +1,7 @@
 """The check of chapter 09's mask and log-probs of ``model.generate``'s output (reference:
-``course_lib.hf.trl_contract.completion_logps``), on a tiny random Qwen2 built on the spot."""
+``course_lib.hf.trl_contract.completion_logps``), on a tiny random Qwen2 built on the spot, and on a tiny random
+GPT-2 for one case: Qwen2's rotary positions are relative, so a shift of every position by the left padding changes
+nothing there, while GPT-2's learned absolute positions show it."""
 
 from __future__ import annotations
 
@@ -28,6 +30,27 @@ def _tiny_model():
         model = build_tiny_model(
             VOCAB, hidden_size=32, num_layers=1, max_positions=64, seed=9, eos_token_id=EOS, pad_token_id=PAD
         )
+    return model.eval()
+
+
+@functools.lru_cache(maxsize=1)
+def _tiny_gpt2():
+    """A tiny random GPT-2: learned absolute positions, so positions that count the left padding change its logits."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(
+        vocab_size=VOCAB,
+        n_positions=64,
+        n_embd=32,
+        n_layer=1,
+        n_head=2,
+        bos_token_id=EOS,
+        eos_token_id=EOS,
+        pad_token_id=PAD,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(3)
+        model = GPT2LMHeadModel(config)
     return model.eval()
 
 
@@ -89,19 +112,27 @@ def _logp_cases() -> list[Case]:
             {"sequences": torch.cat([eos_padded, completion], dim=1), **base},
         ),
         Case(
+            "a GPT-2 (learned absolute positions), the first case's prompts left-padded by 0, 2 and 1 tokens: "
+            "each prompt's first real token is at position 0, as generate() counted it",
+            {"model": _tiny_gpt2(), "sequences": padded, **base},
+        ),
+        Case(
             "no padding, B=2, P=3, L=4, temperature 0.5",
             {"sequences": plain, "prompt_mask": torch.ones(2, 3, dtype=torch.long), "eos_id": EOS, "temperature": 0.5},
         ),
     ]
 
 
-def _logp_with(*, shift=1, attend=True, where="logits", mask_kind="first", grad=True, log=True):
+def _logp_with(*, shift=1, attend=True, positions=True, where="logits", mask_kind="first", grad=True, log=True):
     def wrong(model, sequences, prompt_mask, eos_id, temperature=1.0):
         P, L = prompt_mask.shape[1], sequences.shape[1] - prompt_mask.shape[1]
         completion = sequences[:, P:]
         attention = torch.cat([prompt_mask.long(), torch.ones_like(completion)], dim=1)
+        position_ids = (attention.cumsum(-1) - 1).clamp(min=0) if attend and positions else None
         with torch.set_grad_enabled(grad):
-            logits = model(input_ids=sequences, attention_mask=attention if attend else None).logits.float()
+            logits = model(
+                input_ids=sequences, attention_mask=attention if attend else None, position_ids=position_ids
+            ).logits.float()
             logits = logits[:, P - shift : P - shift + L]  # (B, L, V)
             if where == "logits":
                 logits = logits / temperature
@@ -167,6 +198,13 @@ def check_completion_logps(fn) -> bool:
             "start at the wrong positions; pass attention_mask=cat([prompt_mask, ones]) and the positions "
             "it implies, position_ids=(attention_mask.cumsum(-1) - 1).clamp(min=0), as generate() did",
             _logp_with(attend=False),
+        ),
+        Mistake(
+            "the positions count the left padding: with an attention mask but no position_ids, a padded prompt's "
+            "first real token sits at position 2 or 3 instead of 0, which a model with learned absolute positions "
+            "(GPT-2) reads as other inputs; pass position_ids=(attention_mask.cumsum(-1) - 1).clamp(min=0), as "
+            "generate() did",
+            _logp_with(positions=False),
         ),
         Mistake(
             "no temperature: sampling divided the logits by it, so must the log-probs (else the ratio "
