@@ -66,6 +66,11 @@ def reward_first_message(prompts, completions, answer, **kwargs):
     return [None if a is None else math_answer_reward(t, a) for t, a in zip(texts, answer)]
 
 
+def reward_joins_messages(prompts, completions, answer, **kwargs):
+    texts = [c if isinstance(c, str) else "\n".join(m["content"] for m in c) for c in completions]
+    return [None if a is None else math_answer_reward(t, a) for t, a in zip(texts, answer)]
+
+
 def reward_none_is_zero(prompts, completions, answer, **kwargs):
     return [0.0 if a is None else math_answer_reward(_text(c), a) for c, a in zip(completions, answer)]
 
@@ -392,6 +397,7 @@ MUTANTS = [
     ("answer_reward", reward_str_of_messages, "str() of it"),
     ("answer_reward", reward_plain_text_only, "completion[-1]['content']"),
     ("answer_reward", reward_first_message, "not the first"),
+    ("answer_reward", reward_joins_messages, "every message of the completion joined"),
     ("answer_reward", reward_none_is_zero, "a punishment"),
     ("answer_reward", reward_none_unhandled, "return None for them"),
     ("completion_logps", logps_no_shift, "no shift"),

@@ -98,6 +98,22 @@ def _reward_cases() -> list[Case]:
             },
         ),
         Case(
+            "two assistant messages, a draft then the final word: only the last message is the completion's answer "
+            "(the first row's last message states none; the second's says 7 after a draft of 12)",
+            {
+                "prompts": [[{"role": "user", "content": q}] for q in ("What is 5 + 7?", "What is 3 + 4?")],
+                "answer": ["12", "7"],
+                "completions": [
+                    [
+                        {"role": "assistant", "content": "Answer: 12"},
+                        {"role": "assistant", "content": "Let me check that again."},
+                    ],
+                    [{"role": "assistant", "content": "Answer: 12"}, {"role": "assistant", "content": "7"}],
+                ],
+                "completion_ids": [[5, 0]] * 2,
+            },
+        ),
+        Case(
             "B=3 prompts, G=2, two prompts with the same answer",
             {
                 "prompts": [q for q in three for _ in range(2)],
@@ -210,6 +226,11 @@ def check_answer_reward(fn) -> bool:
             "the text is in the last message (after a tool call and its result), not the first: "
             "completion[-1]['content']",
             _reward_with(text=lambda c: c if isinstance(c, str) else c[0]["content"]),
+        ),
+        Mistake(
+            "the text is every message of the completion joined; an earlier message (a draft, a tool's result) is "
+            "not the answer: score the last message only, completion[-1]['content']",
+            _reward_with(text=lambda c: c if isinstance(c, str) else "\n".join(m["content"] for m in c)),
         ),
         Mistake(
             "the answers are compared as strings: '12.0' is 12 and '1,000' is 1000; score each completion with "
