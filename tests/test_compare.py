@@ -532,3 +532,24 @@ def test_committed_cartpole_clock_runs_rerun_the_stored_ones_on_the_cpu_clock():
                 # a thinned curve may have dropped every point at or above 400 but its last
                 assert np.isnan(thinned) or first["steps"] <= thinned
                 assert 0 < first["cpu_seconds"] <= curve["seconds"][-1]
+
+
+def test_chapter_07_quotes_the_clock_runs_it_loads():
+    """The prose after notebook 07's clock cell quotes medians of cartpole_clock_07.json: regenerating the file
+    without reading it again fails here (steps rounded to thousands, CPU seconds to one decimal)."""
+    import json
+    from pathlib import Path
+
+    import nbformat
+
+    data = Path(sweeps.__file__).parent / "data"
+    runs = json.loads((data / "cartpole_clock_07.json").read_text())["runs"]
+    notebook = nbformat.read(Path(__file__).resolve().parent.parent / "notebooks" / "07_grpo_vs_ppo.ipynb", 4)
+    prose = next(cell.source for cell in notebook.cells if cell.get("id") == "cmp07-cartpole-clock-read")
+    prose = " ".join(prose.split())
+    for label in ("GRPO", "PPO", "GRPO, token-mean"):
+        first = [curve["first_400"] for curve in runs[label]]
+        steps = np.median([np.inf if f["steps"] is None else f["steps"] for f in first])
+        seconds = np.median([np.inf if f["cpu_seconds"] is None else f["cpu_seconds"] for f in first])
+        assert f"{steps / 1e3:.0f},000" in prose, (label, steps)
+        assert f"{seconds:.1f}" in prose, (label, seconds)
