@@ -501,3 +501,55 @@ def test_committed_cartpole_controls_match_the_runs_they_control():
         assert all(
             curve["samples"][-1] >= cartpole["max_steps"] and 0 <= curve["final_eval"] <= 500 for curve in curves
         )
+
+
+def test_committed_cartpole_clock_runs_rerun_the_stored_ones_on_the_cpu_clock():
+    """cartpole_clock_07.json reruns sweep_07.json's CartPole runs (and the token-mean control) on the CPU clock:
+    the same seeds and budget, each run starting on the stored trajectory, and a first passage to 400 that its own
+    thinned curve agrees with (the first stored point at or above 400 comes no earlier)."""
+    import json
+    from pathlib import Path
+
+    data = Path(sweeps.__file__).parent / "data"
+    clock = json.loads((data / "cartpole_clock_07.json").read_text())
+    controls = json.loads((data / "cartpole_controls_07.json").read_text())
+    cartpole = sweeps.load_sweep()["cartpole"]
+    stored = {**cartpole["runs"], "GRPO, token-mean": controls["runs"]["GRPO, token-mean"]}
+    assert clock["meta"]["clock"].startswith("time.thread_time")
+    assert clock["meta"]["max_steps"] == cartpole["max_steps"]
+    assert set(clock["runs"]) == set(stored)
+    for label, curves in clock["runs"].items():
+        assert len(curves) == len(stored[label])
+        for curve, old in zip(curves, stored[label]):
+            assert curve["samples"][:4] == old["samples"][:4] and curve["reward"][:4] == old["reward"][:4]
+            assert curve["samples"][-1] >= cartpole["max_steps"]
+            assert all(later >= earlier for earlier, later in zip(curve["seconds"], curve["seconds"][1:]))
+            first = curve["first_400"]
+            thinned = compare.first_reaching(curve["samples"], curve["reward"], 400)
+            if first["steps"] is None:
+                assert np.isnan(thinned) and first["cpu_seconds"] is None
+            else:
+                # a thinned curve may have dropped every point at or above 400 but its last
+                assert np.isnan(thinned) or first["steps"] <= thinned
+                assert 0 < first["cpu_seconds"] <= curve["seconds"][-1]
+
+
+def test_chapter_07_quotes_the_clock_runs_it_loads():
+    """The prose after notebook 07's clock cell quotes medians of cartpole_clock_07.json: regenerating the file
+    without reading it again fails here (steps rounded to thousands, CPU seconds to one decimal)."""
+    import json
+    from pathlib import Path
+
+    import nbformat
+
+    data = Path(sweeps.__file__).parent / "data"
+    runs = json.loads((data / "cartpole_clock_07.json").read_text())["runs"]
+    notebook = nbformat.read(Path(__file__).resolve().parent.parent / "notebooks" / "07_grpo_vs_ppo.ipynb", 4)
+    prose = next(cell.source for cell in notebook.cells if cell.get("id") == "cmp07-cartpole-clock-read")
+    prose = " ".join(prose.split())
+    for label in ("GRPO", "PPO", "GRPO, token-mean"):
+        first = [curve["first_400"] for curve in runs[label]]
+        steps = np.median([np.inf if f["steps"] is None else f["steps"] for f in first])
+        seconds = np.median([np.inf if f["cpu_seconds"] is None else f["cpu_seconds"] for f in first])
+        assert f"{steps / 1e3:.0f},000" in prose, (label, steps)
+        assert f"{seconds:.1f}" in prose, (label, seconds)
