@@ -239,3 +239,45 @@ def test_a_mask_compared_entry_by_entry():
         return 1 - out if ids.shape[-1] == 4 else out
 
     assert words not in _first_line(near_miss, up_to_first_eos, cases)
+
+
+def test_the_right_numbers_in_the_wrong_places():
+    def interleaved(x):
+        return x.repeat_interleave(2, dim=-1)
+
+    def tiled(x):
+        return x.repeat(*([1] * (x.dim() - 1)), 2)
+
+    assert "holds the reference's numbers, each of them, in another order" in _first_line(
+        tiled, interleaved, _cases("x")
+    )
+    near_miss = _spoiled(tiled, _shape_of_a_wrong_case(interleaved, _cases("x"), tiled))
+    assert "in another order" not in _first_line(near_miss, interleaved, _cases("x"))
+    square = [Case(f"{n}", {"x": _tensor(n, n, seed=n)}) for n in (2, 3, 4)]
+    assert "transposed" in _first_line(lambda x: 2 * x.T, lambda x: 2 * x, square)
+
+
+def test_right_in_float64_and_wrong_in_float32_is_said():
+    def normalised(x):
+        centred = x - x.mean(-1, keepdim=True)
+        equal = (x == x[..., :1]).all(-1, keepdim=True)
+        return torch.where(equal, torch.zeros_like(x), centred / (x.std(-1, keepdim=True) + 1e-6))
+
+    def no_guard(x):  # the mean of seven 0.7s rounds in float32: 0.056 where 0 is due
+        return (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + 1e-6)
+
+    cases = [Case(f"row of {n} equal", {"x": torch.full((2, n), 0.7, dtype=torch.float64)}) for n in (3, 7, 10)]
+    first = _first_line(no_guard, normalised, cases)
+    assert "it is right on every case in float64 and wrong in float32" in first, first
+
+
+def test_a_number_that_marks_one_wrong_case_alone_is_not_said():
+    def reference(x, n):
+        return x * n
+
+    cases = [Case(f"n={n}", {"x": _tensor(2, 3, seed=n), "n": n}) for n in (1, 2, 3, 4)]
+
+    def wrong_once(x, n):
+        return x * n + (torch.sin(x) if x.flatten()[0] == cases[2].kwargs["x"].flatten()[0] else 0)
+
+    assert "n=3" not in _first_line(wrong_once, reference, cases)

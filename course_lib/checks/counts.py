@@ -48,7 +48,8 @@ def counts(kwargs: Mapping[str, Any]) -> dict[str, float]:
 
 
 def _candidates(kwargs: Mapping[str, Any]) -> list[tuple[int, str, float]]:
-    """(tier, words, value): each count, then its inverse, then each ratio of two counts."""
+    """(tier, words, value): each count, then its inverse, then each ratio of two counts, then the square roots of
+    these (a std taken with another count: Bessel's correction twice gives sqrt(G / (G - 1)))."""
     shown = counts(kwargs)
     found = [(0, name, number) for name, number in shown.items()]
     found += [(1, f"1 / {name}", 1 / number) for name, number in shown.items()]
@@ -56,6 +57,7 @@ def _candidates(kwargs: Mapping[str, Any]) -> list[tuple[int, str, float]]:
         for bottom, bottom_number in shown.items():
             if top != bottom:
                 found.append((2, f"{top} / {bottom}", top_number / bottom_number))
+    found += [(3, f"sqrt({words})", value**0.5) for tier, words, value in list(found)]
     return found
 
 
@@ -79,6 +81,6 @@ def factor_names(pairs, rtol: float, atol: float) -> str | None:
     if not matches:
         return None
     best = min(tier for tier, _ in matches)
-    named = sorted(words for tier, words in matches if tier == best)
-    shown = " or ".join(named[:3])
-    return shown + (f" (or {len(named) - 3} more counts equal to it)" if len(named) > 3 else "")
+    named = sorted((words for tier, words in matches if tier == best), key=lambda words: (len(words), words))
+    shown = " or ".join(named[:2])
+    return shown + (f" (or {len(named) - 2} more counts equal to it)" if len(named) > 2 else "")

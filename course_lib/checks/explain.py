@@ -66,6 +66,11 @@ class _Others:
                 return False
         return True
 
+    def right_in(self, dtype: torch.dtype) -> str | None:
+        """The dtypes every case passed in before ``dtype`` (the check runs them in order), in words."""
+        earlier = list(self.dtypes)[: list(self.dtypes).index(dtype)] if dtype in self.dtypes else []
+        return " and ".join(str(d).replace("torch.", "") for d in earlier) or None
+
     def evidence(self, dtype: torch.dtype) -> list[Seen] | None:
         """Every case the reference answers, in ``dtype``, with both outputs and what disagrees; None when the
         student's function crashed on a case (no relation between two outputs explains a crash)."""
@@ -126,7 +131,7 @@ def _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol,
         evidence += f"\n  yours: {_outputs(got, what)}; the reference's: {_outputs(expected, what)}"
     # 3. No mistake explains the evidence, but one relation between the outputs holds on every wrong case.
     seen = others.evidence(dtype) if others is not None and not case.refuses else None
-    described = describe(seen, rtol, atol) if seen else None
+    described = describe(seen, rtol, atol, others.right_in(dtype)) if seen else None
     if described is not None:
         raise AssertionError(f"{name}: {described}\n  seen on the case: {where}\n  {problem}{evidence}")
     # 4. Nothing explains the evidence: the difference, and what to replay it with.

@@ -72,6 +72,22 @@ def _padding(pairs, rtol, atol) -> str | None:
     )
 
 
+def _permuted(pairs, rtol, atol) -> str | None:
+    """The reference's numbers, every one of them, in another order: a reshape, a repeat or a transpose."""
+    if not _finite(pairs) or sum(p.got.numel() for p in pairs) < 3:
+        return None
+    for p in pairs:
+        got, expected = p.got.flatten().sort().values, p.expected.flatten().sort().values
+        if not _close(got, expected, rtol, atol):
+            return None
+    transposed = all(p.got.dim() >= 2 and _close(p.got, p.expected.mT, rtol, atol) for p in pairs)
+    how = "transposed (its last two axes swapped)" if transposed else "in another order"
+    return (
+        f"{_outputs(pairs)} holds the reference's numbers, each of them, {how}, on every case where yours is "
+        "wrong: the values are right and their places are not (a reshape, a repeat, a transpose or an index?)"
+    )
+
+
 def _masks(kwargs) -> list[torch.Tensor]:
     return [v.detach() for k, v in kwargs.items() if isinstance(v, torch.Tensor) and is_mask(k, v)]
 
@@ -92,7 +108,7 @@ def _per_row(pairs, rtol, atol) -> str | None:
     factors = [_row_factors(p, rtol, atol) for p in pairs]
     if all(f is not None for f in factors) and _varies(pairs, factors, atol):
         return (
-            f"each row of {_outputs(pairs)} is the reference's row times a factor of its own, on every case where "
+            f"in {_outputs(pairs)}, each row is the reference's row times a factor of its own, on every case where "
             "yours is wrong: something each row is divided or multiplied by (a std, a count, a norm) is wrong: "
             "over which entries is it taken?"
         )

@@ -10,6 +10,7 @@ a row) is :mod:`course_lib.checks.positions`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,13 +43,14 @@ class _Pair:
 
 
 def _outputs(pairs: list[_Pair]) -> str:
-    """The outputs that disagree, as a student reads them: "the loss and the gradient of logp"."""
+    """The outputs that disagree, as a student reads them: "your loss", "each of your loss and clip_fraction"."""
     names = []
     for pair in pairs:
-        name = "your output" if pair.what == "output" else f"your {pair.what}"
-        if name not in names:
-            names.append(name)
-    return " and ".join(names)
+        if pair.what not in names:
+            names.append(pair.what)
+    if len(names) == 1:
+        return f"your {names[0]}"
+    return f"each of your {', '.join(names[:-1])} and {names[-1]}"
 
 
 def _close(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) -> bool:
@@ -129,7 +131,7 @@ def _gradient(pairs, rtol, atol) -> str | None:
 
 
 def _zero(pairs, rtol, atol) -> str | None:
-    if not _finite(pairs) or any(bool(p.got.any()) for p in pairs):
+    if not _finite(pairs) or not all(_close(p.got, torch.zeros_like(p.got), 0.0, atol) for p in pairs):
         return None
     return f"{_outputs(pairs)} is 0 in every entry, on every case where yours is wrong"
 
@@ -207,11 +209,15 @@ def _normalised(pairs, rtol, atol) -> str | None:
     """Yours is a log-softmax (or a softmax) along the last axis, and the reference's is not: the wrong axis."""
     if not _finite(pairs) or not all(p.got.dim() >= 1 for p in pairs) or not any(p.got.shape[-1] >= 2 for p in pairs):
         return None
+    # Over two entries or more a log-softmax is at most 0 and a softmax between 0 and 1, with some entry strictly
+    # inside: a 0/1 output that happens to sum to 1 (a one-hot row, a probability of 1) is no normalisation.
     tests = (
-        ("a log-softmax: exp(yours) sums to 1", lambda t: t.logsumexp(-1), 0.0),
-        ("a softmax: yours sums to 1", lambda t: t.sum(-1), 1.0),
+        ("a log-softmax: exp(yours) sums to 1", lambda t: t.logsumexp(-1), 0.0, lambda t: _inside(t, -math.inf, 0)),
+        ("a softmax: yours sums to 1", lambda t: t.sum(-1), 1.0, lambda t: _inside(t, 0, 1)),
     )
-    for words, total, one in tests:
+    for words, total, one, strict in tests:
+        if not all(p.got.shape[-1] < 2 or strict(p.got) for p in pairs):
+            continue
         sums = [total(p.got) for p in pairs]
         if not all(_close(s, torch.full_like(s, one), rtol, atol) for s in sums):
             continue
@@ -224,6 +230,11 @@ def _normalised(pairs, rtol, atol) -> str | None:
             "choices, the vocabulary or the group?)"
         )
     return None
+
+
+def _inside(t: torch.Tensor, low: float, high: float) -> bool:
+    """Every entry in [low, high], one of them strictly inside."""
+    return bool(((t >= low) & (t <= high)).all()) and bool(((t > low) & (t < high)).any())
 
 
 def _compares_input(pairs, rtol, atol) -> str | None:

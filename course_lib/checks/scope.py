@@ -32,6 +32,8 @@ def scope(evidence) -> str | None:
     holders = {}
     for words, has in _features(cases):
         holders[words] = frozenset(i for i, kwargs in enumerate(cases) if _safely(has, kwargs))
+    if len(wrong) == 1:  # one case differs from the others in many ways: only a feature of the kind a branch tests
+        holders = {words: held for words, held in holders.items() if not _numeric(words)}
     exact = sorted((words for words, held in holders.items() if held == wrong), key=len)
     if exact:
         return _exactly(exact, len(wrong), len(cases))
@@ -50,6 +52,14 @@ def scope(evidence) -> str | None:
         f"every case where yours is wrong has {words} (wrong on {len(wrong)} of the {size} such cases), "
         "and every other case is right"
     )
+
+
+def _numeric(words: str) -> bool:
+    """A feature that is one argument's number (``n=3``): on one case alone, more likely a coincidence than a cause."""
+    if "=" not in words or words.endswith("=None`"):
+        return False
+    value = words.split("=", 1)[1].rstrip("`")
+    return not (value.startswith(("'", '"')) or value in ("True", "False"))
 
 
 def _exactly(exact: list[str], wrong: int, total: int) -> str:
@@ -77,6 +87,7 @@ def _features(cases: list[Mapping[str, Any]]) -> list[Feature]:
         tensors = [v for v in values if isinstance(v, torch.Tensor)]
         if tensors:
             found += _tensor_features(key)
+            found += [_without(key, number) for number in keys if _whole_number(cases, number)]
     return [feature for feature in found if _varies(feature, cases)]
 
 
@@ -136,6 +147,23 @@ def _tensor_features(key: str) -> list[Feature]:
         (f"a last axis of length 1 in `{key}`", one_long),
         (f"`{key}` as a bool tensor", lambda kw: tensor(kw).dtype == torch.bool),
     ]
+
+
+def _whole_number(cases, key: str) -> bool:
+    values = [kwargs.get(key) for kwargs in cases]
+    return all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+
+
+def _without(key: str, number: str) -> Feature:
+    """A row of an integer tensor (token ids) with no entry equal to an integer argument (eos_id): no EOS."""
+
+    def has(kwargs) -> bool:
+        ids = kwargs[key]
+        if not isinstance(ids, torch.Tensor) or ids.is_floating_point() or ids.dim() == 0:
+            return False
+        return bool((ids != kwargs[number]).all(-1).any())
+
+    return f"a row of `{key}` with no `{number}` in it", has
 
 
 def _varies(feature: Feature, cases) -> bool:

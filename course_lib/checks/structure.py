@@ -19,7 +19,7 @@ from typing import Callable
 import torch
 
 from course_lib.checks.compare import REFUSES
-from course_lib.checks.positions import _boundary, _moved, _padding, _per_row
+from course_lib.checks.positions import _boundary, _moved, _padding, _per_row, _permuted
 from course_lib.checks.relations import (
     Seen,
     _compares_input,
@@ -36,8 +36,10 @@ from course_lib.checks.relations import (
 from course_lib.checks.scope import scope
 
 
-def describe(evidence: list[Seen], rtol: float, atol: float) -> str | None:
-    """What the output did on every wrong case, and where it is wrong; None when nothing holds on all of them."""
+def describe(evidence: list[Seen], rtol: float, atol: float, right_in: str | None = None) -> str | None:
+    """What the output did on every wrong case, and where it is wrong; None when nothing holds on all of them.
+
+    ``right_in``: the dtypes every case already passed in (float64, when the evidence is float32's)."""
     wrong = [seen for seen in evidence if seen.wrong]
     if not wrong or any(_unexplainable(what) for seen in wrong for what in seen.wrong):
         return None
@@ -50,10 +52,26 @@ def describe(evidence: list[Seen], rtol: float, atol: float) -> str | None:
         if relation is not None:
             break
     where = scope(evidence)
-    if relation is None and where is None:
+    precision = None
+    if right_in is not None:
+        dtype = str(_first_dtype(wrong)).replace("torch.", "")
+        precision = (
+            f"it is right on every case in {right_in} and wrong in {dtype} ({len(wrong)} of {len(evidence)} cases): "
+            "a matter of precision (floats compared exactly, a constant or a sum kept in low precision?)"
+        )
+    if relation is None and where is None and precision is None:
         return None
-    parts = [part for part in (relation, where) if part is not None]
+    parts = [part for part in (relation, where, precision) if part is not None]
     return "; ".join(parts)
+
+
+def _first_dtype(wrong: list[Seen]) -> torch.dtype:
+    """The floating dtype the wrong cases ran in (their floating inputs')."""
+    for seen in wrong:
+        for value in seen.kwargs.values():
+            if isinstance(value, torch.Tensor) and value.is_floating_point():
+                return value.dtype
+    return torch.float32
 
 
 def _first_kind(wrong: list[str]) -> list[str]:
@@ -95,4 +113,5 @@ _RELATIONS: list[Callable[..., str | None]] = [
     _moved,
     _padding,
     _per_row,
+    _permuted,
 ]
