@@ -125,7 +125,7 @@ ROWS = [
     (masked, _mask_cases(), lambda x, mask: torch.where(mask, x, 2 * x), "only at padded positions"),
     (centred, _cases("x"), lambda x: x - x.mean(), "the same along the last axis within each row"),
     (unit_rows, _cases("x"), lambda x: x / x.norm(), "times a factor of its own"),
-    (product, _cases("a", "b"), lambda a, b: a, "times `b` is the reference"),
+    (product, _cases("a", "b"), lambda a, b: a * b * b, "is the reference times `b`"),
     (row_sums, _cases("x"), lambda x: x.sum(-1).sum(-1), "summed over the last axis"),
     (row_sums, _cases("x"), lambda x: x, "keeps the last axis"),
     (
@@ -281,3 +281,44 @@ def test_a_number_that_marks_one_wrong_case_alone_is_not_said():
         return x * n + (torch.sin(x) if x.flatten()[0] == cases[2].kwargs["x"].flatten()[0] else 0)
 
     assert "n=3" not in _first_line(wrong_once, reference, cases)
+
+
+def test_an_input_returned_as_it_came_in():
+    def returns(values, adv):
+        return values + adv
+
+    cases = _cases("values", "adv")
+    words = "is the input `values` as it came in"
+    assert words in _first_line(lambda values, adv: values.clone(), returns, cases)
+    near_miss = _spoiled(
+        lambda values, adv: values.clone(), _shape_of_a_wrong_case(returns, cases, lambda values, adv: values)
+    )
+    assert words not in _first_line(near_miss, returns, cases)
+
+
+def test_whole_rows_of_a_mask_wrong():
+    def until_first_nine(ids):
+        return (torch.cumsum((ids == 9).long(), -1) - (ids == 9).long() == 0).float()
+
+    rows = [[1, 9, 2, 3], [4, 5, 6, 9], [9, 1, 1, 1]]
+    cases = [Case(f"rows {n}", {"ids": torch.tensor(rows[n:] + rows[:n])}) for n in range(3)]
+
+    def last_row_flipped(ids):
+        out = until_first_nine(ids)
+        ends_with_it = (ids[:, -1] == 9)[:, None]  # a row that ends with its marker: all 0 where all 1 is due
+        return torch.where(ends_with_it, torch.zeros_like(out), out)
+
+    assert "whole rows of your output are wrong" in _first_line(last_row_flipped, until_first_nine, cases)
+
+
+def test_a_feature_nearly_every_case_has_is_not_said():
+    def reference(x, eos_id):
+        return x * 2
+
+    cases = [Case(f"{i}", {"x": _tensor(3, 4, seed=i), "eos_id": 12 if i else 3}) for i in range(6)]
+    odd = {float(cases[i].kwargs["x"][0, 0]) for i in (1, 2)}
+
+    def wrong_on_two(x, eos_id):
+        return x * 2 + (torch.sin(5 * x) if float(x[0, 0]) in odd else 0)
+
+    assert "eos_id=12" not in _first_line(wrong_on_two, reference, cases)

@@ -100,6 +100,12 @@ def _per_row(pairs, rtol, atol) -> str | None:
     if all(_close(p.got, p.expected + off, rtol, atol) for p, off in zip(pairs, offsets)) and _varies(
         pairs, offsets, atol
     ):
+        if all(bool(((p.expected == 0) | (p.expected == 1)).all()) for p in pairs):
+            return (
+                f"whole rows of {_outputs(pairs)} are wrong, every entry of such a row off by the same amount, and "
+                "the other rows right, on every case where yours is wrong: what in your code decides a whole row "
+                "at once?"
+            )
         return (
             f"{_outputs(pairs)} minus the reference is the same along the last axis within each row and differs "
             "between rows, on every case where yours is wrong: something added or subtracted once per row (a "

@@ -180,6 +180,24 @@ def _ratio(expected: torch.Tensor, got: torch.Tensor, rtol, atol) -> float | Non
     return ratio if _close(got, ratio * expected, rtol, atol) else None
 
 
+def _an_input(pairs, rtol, atol) -> str | None:
+    """Yours is one of the inputs as it came in: what should change it never did (a loop that has not run yet)."""
+    if not _finite(pairs):
+        return None
+    keys = [k for k, v in pairs[0].seen.kwargs.items() if isinstance(v, torch.Tensor) and v.is_floating_point()]
+    for key in keys:
+        inputs = [p.seen.kwargs.get(key) for p in pairs]
+        if all(
+            isinstance(x, torch.Tensor) and _close(p.got, x.detach().to(torch.float64), rtol, atol)
+            for x, p in zip(inputs, pairs)
+        ):
+            return (
+                f"{_outputs(pairs)} is the input `{key}` as it came in, on every case where yours is wrong: was "
+                "it taken before what should change it was computed (a loop not run yet, a term left at 0)?"
+            )
+    return None
+
+
 def _input_factor(pairs, rtol, atol) -> str | None:
     """Yours is the reference divided by one of the inputs, entry by entry (a factor left out), or times it."""
     if not _finite(pairs) or sum(int((p.expected.abs() > atol).sum()) for p in pairs) < 2:

@@ -22,6 +22,7 @@ from course_lib.checks.compare import REFUSES
 from course_lib.checks.positions import _boundary, _moved, _padding, _per_row, _permuted
 from course_lib.checks.relations import (
     Seen,
+    _an_input,
     _compares_input,
     _factor,
     _gradient,
@@ -105,6 +106,7 @@ _RELATIONS: list[Callable[..., str | None]] = [
     _gradient,
     _zero,
     _factor,
+    _an_input,
     _input_factor,
     _offset,
     _normalised,
