@@ -40,16 +40,35 @@ def _wrong_only_at(p: _Pair, edge: int, rtol, atol) -> bool:
 
 
 def _moved(pairs, rtol, atol) -> str | None:
-    """The reference shifted one step or reversed along the last axis."""
+    """The reference shifted one step or reversed along the last axis.
+
+    A shift must move something: on some case the entries it lines up differ where they are (a row constant along
+    the axis is its own shift). For a 0/1 output, the step it vacates holds 0 or the reference's own entry, what an
+    index off by one leaves there: a mask wrong in one place would otherwise read as a shift of itself."""
     if not _finite(pairs) or not _along_time(pairs):
         return None
+
+    def vacated(e, g, edge):
+        if not bool(((e == 0) | (e == 1)).all()):
+            return True
+        return _close(g[..., edge], 0 * g[..., edge], rtol, atol) or _close(g[..., edge], e[..., edge], rtol, atol)
+
+    def earlier(e, g):
+        return _close(g[..., :-1], e[..., 1:], rtol, atol) and vacated(e, g, -1)
+
+    def later(e, g):
+        return _close(g[..., 1:], e[..., :-1], rtol, atol) and vacated(e, g, 0)
+
+    def reversed_(e, g):
+        return _close(g, e.flip(-1), rtol, atol)
+
     moves = (
-        ("shifted one step earlier", lambda e, g: _close(g[..., :-1], e[..., 1:], rtol, atol)),
-        ("shifted one step later", lambda e, g: _close(g[..., 1:], e[..., :-1], rtol, atol)),
-        ("reversed", lambda e, g: _close(g, e.flip(-1), rtol, atol)),
+        ("shifted one step earlier", earlier, lambda e, g: not _close(g[..., :-1], e[..., :-1], rtol, atol)),
+        ("shifted one step later", later, lambda e, g: not _close(g[..., 1:], e[..., 1:], rtol, atol)),
+        ("reversed", reversed_, lambda e, g: True),
     )
-    for words, holds in moves:
-        if all(holds(p.expected, p.got) for p in pairs):
+    for words, holds, moves_something in moves:
+        if all(holds(p.expected, p.got) for p in pairs) and any(moves_something(p.expected, p.got) for p in pairs):
             return (
                 f"{_outputs(pairs)} is the reference {words} along the last axis, on every case where yours is "
                 "wrong: look at the order and the indices of your loop over time"
