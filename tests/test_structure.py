@@ -322,3 +322,14 @@ def test_a_feature_nearly_every_case_has_is_not_said():
         return x * 2 + (torch.sin(5 * x) if float(x[0, 0]) in odd else 0)
 
     assert "eos_id=12" not in _first_line(wrong_on_two, reference, cases)
+
+
+def test_a_failure_while_reading_the_evidence_leaves_the_plain_message(monkeypatch):
+    import course_lib.checks.explain as explain
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the check's own bug")
+
+    monkeypatch.setattr(explain, "describe", broken)
+    first = _first_line(lambda x: x.sum(-1), mean_last, _cases("x"))
+    assert "differs from the reference" in first

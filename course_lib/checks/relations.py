@@ -244,8 +244,8 @@ def _normalised(pairs, rtol, atol) -> str | None:
             continue
         return (
             f"{_outputs(pairs)} is {words} along the last axis, on every case where yours is wrong, and the "
-            "reference's is not: you normalised along another axis than the reference (which axis holds the "
-            "choices, the vocabulary or the group?)"
+            "reference's is not: which axis should your softmax run over (the one that holds the choices: the "
+            "vocabulary, the group)?"
         )
     return None
 
