@@ -333,3 +333,17 @@ def test_a_failure_while_reading_the_evidence_leaves_the_plain_message(monkeypat
     monkeypatch.setattr(explain, "describe", broken)
     first = _first_line(lambda x: x.sum(-1), mean_last, _cases("x"))
     assert "differs from the reference" in first
+
+
+def test_wrong_entries_that_are_clip_bounds():
+    def ratio_clipped(x, eps):
+        return x.exp()
+
+    def clipped(x, eps):
+        return torch.clamp(x.exp(), 1 - eps, 1 + eps)
+
+    cases = _cases("x", eps=0.2)
+    words = "each entry is a bound itself (1 + eps, 1 - eps)"
+    assert words in _first_line(clipped, ratio_clipped, cases)
+    near_miss = _spoiled(clipped, _shape_of_a_wrong_case(ratio_clipped, cases, clipped))
+    assert "a bound itself" not in _first_line(near_miss, ratio_clipped, cases)

@@ -19,7 +19,7 @@ import torch
 from course_lib.checks.compare import _Outcome
 from course_lib.checks.counts import factor_names
 
-_allclose, _isfinite = torch.allclose, torch.isfinite
+_allclose, _isclose, _isfinite = torch.allclose, torch.isclose, torch.isfinite
 
 
 @dataclass
@@ -278,6 +278,35 @@ def _compares(p: _Pair, key: str, scalar: str, compare, rtol, atol) -> bool:
     if not isinstance(tensor, torch.Tensor) or not isinstance(number, int) or tensor.shape != p.got.shape:
         return False
     return _close(p.got, compare(tensor, number).to(torch.float64), rtol, atol)
+
+
+def _bounds(pairs, rtol, atol) -> str | None:
+    """Every wrong entry of yours is a clip bound itself, ±(1 ± eps) or ±eps for a number argument eps: something
+    is clipped that the reference does not clip there."""
+    if not _finite(pairs):
+        return None
+    names = [k for k, v in pairs[0].seen.kwargs.items() if isinstance(v, float)]
+    seen_bounds = set()
+    for p in pairs:
+        numbers = {k: p.seen.kwargs.get(k) for k in names if isinstance(p.seen.kwargs.get(k), float)}
+        bounds = {}
+        for key, eps in numbers.items():
+            for words, value in ((f"1 - {key}", 1 - eps), (f"1 + {key}", 1 + eps), (key, eps)):
+                bounds.setdefault(value, words)
+                bounds.setdefault(-value, f"-({words})" if " " in words else f"-{words}")
+        wrong = p.got[~_isclose(p.got, p.expected, rtol=rtol, atol=atol)]
+        for entry in wrong.tolist():
+            match = [words for value, words in bounds.items() if abs(entry - value) <= atol + rtol * abs(value)]
+            if not match:
+                return None
+            seen_bounds.add(match[0])
+    if sum(int((~_isclose(p.got, p.expected, rtol=rtol, atol=atol)).sum()) for p in pairs) < 2:
+        return None
+    shown = ", ".join(sorted(seen_bounds))
+    return (
+        f"where {_outputs(pairs)} is wrong, each entry is a bound itself ({shown}), on every case where yours is "
+        "wrong: something is clipped there that the reference does not clip; what exactly do you clip?"
+    )
 
 
 def _offset(pairs, rtol, atol) -> str | None:

@@ -23,6 +23,7 @@ from course_lib.checks.positions import _boundary, _moved, _padding, _per_row, _
 from course_lib.checks.relations import (
     Seen,
     _an_input,
+    _bounds,
     _compares_input,
     _factor,
     _gradient,
@@ -111,6 +112,7 @@ _RELATIONS: list[Callable[..., str | None]] = [
     _offset,
     _normalised,
     _compares_input,
+    _bounds,
     _boundary,
     _moved,
     _padding,
