@@ -23,8 +23,9 @@ def scope(evidence) -> str | None:
     """The words for the most specific feature every wrong case has, or None.
 
     Exact first (the wrong cases are exactly the cases with it), then pairs of features that are exact
-    together, then a feature the wrong cases all have while some right cases have it too (said only with two
-    wrong cases or more: one case has a great many features)."""
+    together, then a feature the wrong cases all have while some right cases have it too. One wrong case alone
+    differs from the others in a great many ways: for it, only one feature of the kind a branch tests (None or
+    given, a mode, a mask with padding), never a number or a pair."""
     cases = [seen.kwargs for seen in evidence]
     wrong = frozenset(i for i, seen in enumerate(evidence) if seen.wrong)
     if not wrong or len(wrong) == len(cases):
@@ -37,13 +38,13 @@ def scope(evidence) -> str | None:
     exact = sorted((words for words, held in holders.items() if held == wrong), key=len)
     if exact:
         return _exactly(exact, len(wrong), len(cases))
+    if len(wrong) < 2:
+        return None
     names = sorted(holders)
     for first in names:
         for second in names:
             if first < second and holders[first] & holders[second] == wrong:
                 return _exactly([f"{first} and {second}"], len(wrong), len(cases))
-    if len(wrong) < 2:
-        return None
     # Two right cases without the feature at least: a feature nearly every case has (the default eos_id) says nothing.
     shared = [(len(held), words) for words, held in holders.items() if wrong < held and len(held) <= len(cases) - 2]
     if not shared:
