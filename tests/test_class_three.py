@@ -438,3 +438,47 @@ def test_a_near_miss_of_this_class_is_not_named(module_name, exercise, named, mo
     with contextlib.redirect_stdout(io.StringIO()), pytest.raises(AssertionError) as named_error:
         check_against_reference(mistake.fn, *args[1:], **kwargs)
     assert str(named_error.value).splitlines()[0].endswith(mistake.message)
+
+
+# With the 9 catalogue entries above switched off, as at first sight: what the structural diagnoses alone say
+# (course_lib/checks/structure.py, scope.py). Each is a fact about the output on every wrong case; None: the
+# generic message. Both students of each mistake (the class's own, and the one written again) are judged.
+STRUCTURAL = {
+    "G_0 is never written": "wrong only at the first position along the last axis, and there yours is 0",
+    "you normalised after the gather": "is a log-softmax: exp(yours) sums to 1 along the last axis",
+    "you clipped the product ratio * adv": None,
+    "the baseline is the mean of the whole batch": "minus the reference is the same along the last axis within each",
+    "the longest response's number of valid tokens": "/ `mask.sum(-1).max()` (the longest row's valid positions)",
+    "the mask is 0 only at the EOS itself": "is `completion_ids != eos_id`, entry by entry",
+    "whatever c is": None,
+    "PPO's clipped term alone": "a factor `logp` is missing from yours",
+    "floored at 1 - clip_eps_high": "every case where yours is wrong has `clip_eps` None or left out",
+}
+
+
+def _without_catalogue_entries(monkeypatch):
+    import course_lib.checks as checks
+
+    real = checks._fail
+
+    def fail(name, case, dtype, problem, got, mistakes, *args, **kwargs):
+        kept = [m for m in mistakes if not any(named in m.message for named in STRUCTURAL)]
+        return real(name, case, dtype, problem, got, kept, *args, **kwargs)
+
+    monkeypatch.setattr(checks, "_fail", fail)
+
+
+def _class_three_students():
+    from mutants.class_three import MUTANTS
+
+    own = [(exercise, student, named) for exercise, student, named in TABLE if named in STRUCTURAL]
+    return own + list(MUTANTS)
+
+
+@pytest.mark.parametrize(
+    "exercise, student, named", _class_three_students(), ids=[row[1].__name__ for row in _class_three_students()]
+)
+def test_first_sight_without_the_catalogue(exercise, student, named, monkeypatch):
+    _without_catalogue_entries(monkeypatch)
+    words = STRUCTURAL[named]
+    assert_student_judged(exercise, student, words)

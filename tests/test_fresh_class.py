@@ -166,3 +166,40 @@ def assert_student_judged(exercise, student, named):
 @pytest.mark.parametrize("exercise, student, named", TABLE, ids=[row[1].__name__ for row in TABLE])
 def test_fresh_student(exercise, student, named):
     assert_student_judged(exercise, student, named)
+
+
+# Each named row with the catalogue entry that names it switched off, as at first sight: what the structural
+# diagnoses alone say (course_lib/checks/structure.py, scope.py); None: the generic message.
+STRUCTURAL = {
+    "the last reward is counted twice": None,
+    "reverse time order": "is the reference reversed along the last axis",
+    "divide by gamma ** t": "holds NaN or inf where the reference has numbers",
+    "before the loop filled the advantages": "your output[1] is the input `values` as it came in",
+    "two sides are swapped": "it is wrong on every case with `clip_eps_high` given",
+    "mask.numel()": "times `mask.sum()` (the number of valid positions) / `mask.numel()`",
+    "0.5 is applied twice": "is the reference times 0.5",
+    "Bessel's correction is applied twice": "each row is the reference's row times a factor of its own",
+    "floored at eps": "each row is the reference's row times a factor of its own",
+    "not 0.5 * |log_r|": "every case where yours is wrong has `kind='k2'`",
+    "argmax": "a row of `completion_ids` with no `eos_id` in it",
+    "roll, which wraps around": "whole rows of your mask are wrong",
+    "divided by G": None,
+}
+
+
+@pytest.mark.parametrize(
+    "exercise, student, named",
+    [row for row in TABLE if row[2] in STRUCTURAL],
+    ids=[row[1].__name__ for row in TABLE if row[2] in STRUCTURAL],
+)
+def test_first_sight_without_the_catalogue(exercise, student, named, monkeypatch):
+    import course_lib.checks as checks
+
+    real = checks._fail
+
+    def fail(name, case, dtype, problem, got, mistakes, *args, **kwargs):
+        kept = [m for m in mistakes if named not in m.message]
+        return real(name, case, dtype, problem, got, kept, *args, **kwargs)
+
+    monkeypatch.setattr(checks, "_fail", fail)
+    assert_student_judged(exercise, student, STRUCTURAL[named])

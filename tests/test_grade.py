@@ -431,7 +431,7 @@ def attack_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
     # 4. Lying return values: a tensor subclass that compares equal to anything; the reference called only
     #    when a check is on the stack, reached through getattr(__import__(...)); a reloaded module; the source.
     attack("liar", body=LIAR)
-    expect["liar"] = {"discounted_return": ("failed", "differs from the reference"), "reward_to_go": passed}
+    expect["liar"] = {"discounted_return": ("failed", "your output is 0 in every entry"), "reward_to_go": passed}
     attack("peek", body=STACK_PEEK)
     expect["peek"] = {
         "discounted_return": ("failed", "calls course_lib's own discounted_return"),

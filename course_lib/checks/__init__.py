@@ -11,7 +11,10 @@ friends) is a thin wrapper around :func:`check_against_reference`:
 3. when they differ, it replays a catalogue of *known mistakes* (wrong
    implementations with the same signature); if one of them reproduces the student's
    output on every case, the message names that mistake and how to fix it; otherwise
-   it shows the difference with the failing case's inputs and both outputs;
+   it looks for a *structural* description that holds on every case where the student
+   is wrong (the reference times a count of the inputs, a flipped sign, wrong only at
+   the first step or at the padding, only in one mode: :mod:`course_lib.checks.structure`);
+   failing that, it shows the difference with the failing case's inputs and both outputs;
 4. it raises ``AssertionError`` on the first failure (so nbval reports the cell)
    and prints one line and returns ``True`` when everything matches.
 
@@ -35,7 +38,9 @@ A new check needs nothing for this: call :func:`check_against_reference`.
 
 Where the parts are: the cases and the loop here; running one case and comparing it in
 :mod:`course_lib.checks.compare`; explaining a difference (a known mistake named only when every case
-agrees) in :mod:`course_lib.checks.explain`;
+agrees) in :mod:`course_lib.checks.explain`, and describing it when no known mistake does in
+:mod:`course_lib.checks.structure` (with :mod:`~course_lib.checks.relations`, :mod:`~course_lib.checks.positions`,
+:mod:`~course_lib.checks.scope` and :mod:`~course_lib.checks.counts`);
 what demo cells ask (:func:`your`: did this very function pass its check?) in
 :mod:`course_lib.checks.demo`.
 """

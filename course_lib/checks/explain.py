@@ -17,6 +17,7 @@ import torch
 
 from course_lib.checks.compare import _cast, _compare, _differences, _label, _Outcome, _run, _show
 from course_lib.checks.recording import NotRecorded
+from course_lib.checks.structure import Seen, describe
 
 
 def _component(outcome: _Outcome, what: str) -> _Outcome:
@@ -33,7 +34,13 @@ class _Others:
     def __init__(self, cases, dtypes, select, reference, student_on, rtol, atol):
         self.cases, self.dtypes, self.select, self.reference = cases, dtypes, select, reference
         self.student_on, self.rtol, self.atol = student_on, rtol, atol
-        self._seen: dict[int, _Outcome] = {}
+        self._seen: dict[tuple[int, torch.dtype], _Outcome] = {}
+
+    def _student(self, number: int, dtype: torch.dtype) -> _Outcome:
+        """What the student's function gave on one case, run once (AssertionError where it failed to give it)."""
+        if (number, dtype) not in self._seen:
+            self._seen[number, dtype] = self.student_on(number, dtype)
+        return self._seen[number, dtype]
 
     def consistent(self, mistake, refusals: bool = False, component: str | None = None) -> bool:
         """Whether ``mistake`` gives what the student's function gave on every case it can run
@@ -46,9 +53,7 @@ class _Others:
                 continue
             kwargs = _cast(case.kwargs, dtype)
             try:
-                if number not in self._seen:
-                    self._seen[number] = self.student_on(number, dtype)
-                got = self._seen[number]
+                got = self._student(number, dtype)
             except (AssertionError, NotRecorded):
                 continue  # the student's function fails there: that case tells nothing about this mistake
             try:
@@ -60,6 +65,29 @@ class _Others:
             if _compare(wrong, got, self.rtol, self.atol) is not None:
                 return False
         return True
+
+    def right_in(self, dtype: torch.dtype) -> str | None:
+        """The dtypes every case passed in before ``dtype`` (the check runs them in order), in words."""
+        earlier = list(self.dtypes)[: list(self.dtypes).index(dtype)] if dtype in self.dtypes else []
+        return " and ".join(str(d).replace("torch.", "") for d in earlier) or None
+
+    def evidence(self, dtype: torch.dtype) -> list[Seen] | None:
+        """Every case the reference answers, in ``dtype``, with both outputs and what disagrees; None when the
+        student's function crashed on a case (no relation between two outputs explains a crash)."""
+        seen = []
+        for number, case in enumerate(self.cases):
+            kwargs = _cast(case.kwargs, dtype)
+            try:
+                expected = _run(self.reference, kwargs, case.grad, self.select, name="reference", refuses=case.refuses)
+            except ValueError:
+                continue  # a drawn case the reference refuses: not asked of the student either
+            try:
+                got = self._student(number, dtype)
+            except (AssertionError, NotRecorded):
+                return None
+            wrong = [what for what, _ in _differences(expected, got, self.rtol, self.atol)]
+            seen.append(Seen(kwargs, expected, got, wrong))
+        return seen
 
 
 def _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol, expected=None, others=None):
@@ -97,12 +125,29 @@ def _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol,
                     f"{name}: {mistake.message}\n  seen on the case: {where}, "
                     f"in the {what}; fix it and run the check again: there may be more to fix"
                 )
-    # 3. No mistake explains the evidence: the difference, and what to replay it with.
     evidence = f"\n  inputs: {_inputs(kwargs)}"
     if first is not None and "expected" not in problem:
         what = first[0]
         evidence += f"\n  yours: {_outputs(got, what)}; the reference's: {_outputs(expected, what)}"
+    # 3. No mistake explains the evidence, but one relation between the outputs holds on every wrong case.
+    described = _structure(others, case, dtype, rtol, atol)
+    if described is not None:
+        raise AssertionError(f"{name}: {described}\n  seen on the case: {where}\n  {problem}{evidence}")
+    # 4. Nothing explains the evidence: the difference, and what to replay it with.
     raise AssertionError(f"{name}: {problem}\n  on the case: {where}{evidence}")
+
+
+def _structure(others, case, dtype, rtol, atol) -> str | None:
+    """The structural description of every wrong case, or None. Reading the evidence runs the reference on every
+    case and looks at shapes no case was written for: a failure there is the check's, and must not hide the
+    student's message, so it falls back to the plain difference."""
+    if others is None or case.refuses:
+        return None
+    try:
+        seen = others.evidence(dtype)
+        return describe(seen, rtol, atol, others.right_in(dtype)) if seen else None
+    except Exception:  # noqa: BLE001 - no description rather than a crash of the check
+        return None
 
 
 def _inputs(kwargs: Mapping[str, Any]) -> str:

@@ -1,0 +1,154 @@
+"""Where a wrong output is wrong: at the first or last step, only at padded positions, a row at a time, or in
+the order of its entries, on every wrong case (the relations of :mod:`course_lib.checks.relations`, about places).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from course_lib.checks.counts import is_mask
+from course_lib.checks.relations import _close, _finite, _outputs, _Pair
+
+_isclose = torch.isclose
+
+
+def _along_time(pairs: list[_Pair]) -> bool:
+    """Every pair has a last axis, and one of them three steps or more (on one step, first and last are all)."""
+    return all(p.got.dim() >= 1 for p in pairs) and any(p.got.shape[-1] >= 3 for p in pairs)
+
+
+def _boundary(pairs, rtol, atol) -> str | None:
+    """Wrong only at the first step, or only at the last, along the last axis."""
+    if not _finite(pairs) or not _along_time(pairs):
+        return None
+    for edge, words in ((0, "first"), (-1, "last")):
+        if all(_wrong_only_at(p, edge, rtol, atol) for p in pairs):
+            there = ""
+            if all(not bool(p.got[..., edge].any()) for p in pairs):
+                there = ", and there yours is 0"
+            return (
+                f"{_outputs(pairs)} is wrong only at the {words} position along the last axis{there}, on every "
+                f"case where yours is wrong: how is the {words} step handled (a loop's range, an initial value)?"
+            )
+    return None
+
+
+def _wrong_only_at(p: _Pair, edge: int, rtol, atol) -> bool:
+    wrong = ~_isclose(p.got, p.expected, rtol=rtol, atol=atol)
+    others = wrong[..., 1:] if edge == 0 else wrong[..., :-1]
+    return not bool(others.any())
+
+
+def _moved(pairs, rtol, atol) -> str | None:
+    """The reference shifted one step or reversed along the last axis.
+
+    A shift must move something: on some case the entries it lines up differ where they are (a row constant along
+    the axis is its own shift). For a 0/1 output, the step it vacates holds 0 or the reference's own entry, what an
+    index off by one leaves there: a mask wrong in one place would otherwise read as a shift of itself."""
+    if not _finite(pairs) or not _along_time(pairs):
+        return None
+
+    def vacated(e, g, edge):
+        if not bool(((e == 0) | (e == 1)).all()):
+            return True
+        return _close(g[..., edge], 0 * g[..., edge], rtol, atol) or _close(g[..., edge], e[..., edge], rtol, atol)
+
+    def earlier(e, g):
+        return _close(g[..., :-1], e[..., 1:], rtol, atol) and vacated(e, g, -1)
+
+    def later(e, g):
+        return _close(g[..., 1:], e[..., :-1], rtol, atol) and vacated(e, g, 0)
+
+    def reversed_(e, g):
+        return _close(g, e.flip(-1), rtol, atol)
+
+    moves = (
+        ("shifted one step earlier", earlier, lambda e, g: not _close(g[..., :-1], e[..., :-1], rtol, atol)),
+        ("shifted one step later", later, lambda e, g: not _close(g[..., 1:], e[..., 1:], rtol, atol)),
+        ("reversed", reversed_, lambda e, g: True),
+    )
+    for words, holds, moves_something in moves:
+        if all(holds(p.expected, p.got) for p in pairs) and any(moves_something(p.expected, p.got) for p in pairs):
+            return (
+                f"{_outputs(pairs)} is the reference {words} along the last axis, on every case where yours is "
+                "wrong: look at the order and the indices of your loop over time"
+            )
+    return None
+
+
+def _padding(pairs, rtol, atol) -> str | None:
+    """Wrong only where a mask argument is 0: the padding leaks in."""
+    if not _finite(pairs):
+        return None
+    for p in pairs:
+        masks = [m for m in _masks(p.seen.kwargs) if m.shape == p.got.shape]
+        wrong = ~_isclose(p.got, p.expected, rtol=rtol, atol=atol)
+        if not any(not bool((wrong & (m != 0)).any()) for m in masks):
+            return None
+    return (
+        f"{_outputs(pairs)} is wrong only at padded positions (where the mask is 0), on every case where yours "
+        "is wrong: the padding leaks in; what should a padded position hold, and does it enter your sums?"
+    )
+
+
+def _permuted(pairs, rtol, atol) -> str | None:
+    """The reference's numbers, every one of them, in another order: a reshape, a repeat or a transpose."""
+    if not _finite(pairs) or sum(p.got.numel() for p in pairs) < 3:
+        return None
+    for p in pairs:
+        got, expected = p.got.flatten().sort().values, p.expected.flatten().sort().values
+        if not _close(got, expected, rtol, atol):
+            return None
+    transposed = all(p.got.dim() >= 2 and _close(p.got, p.expected.mT, rtol, atol) for p in pairs)
+    how = "transposed (its last two axes swapped)" if transposed else "in another order"
+    return (
+        f"{_outputs(pairs)} holds the reference's numbers, each of them, {how}, on every case where yours is "
+        "wrong: the values are right and their places are not (a reshape, a repeat, a transpose or an index?)"
+    )
+
+
+def _masks(kwargs) -> list[torch.Tensor]:
+    return [v.detach() for k, v in kwargs.items() if isinstance(v, torch.Tensor) and is_mask(k, v)]
+
+
+def _per_row(pairs, rtol, atol) -> str | None:
+    """A difference, or a factor, of its own in each row: a per-row quantity (a baseline, a std) is wrong."""
+    if not _finite(pairs) or not all(p.got.dim() >= 1 for p in pairs):
+        return None
+    offsets = [(p.got - p.expected).median(-1, keepdim=True).values for p in pairs]
+    if all(_close(p.got, p.expected + off, rtol, atol) for p, off in zip(pairs, offsets)) and _varies(
+        pairs, offsets, atol
+    ):
+        if all(bool(((p.expected == 0) | (p.expected == 1)).all()) for p in pairs):
+            return (
+                f"whole rows of {_outputs(pairs)} are wrong, every entry of such a row off by the same amount, and "
+                "the other rows right, on every case where yours is wrong: what in your code decides a whole row "
+                "at once?"
+            )
+        return (
+            f"{_outputs(pairs)} minus the reference is the same along the last axis within each row and differs "
+            "between rows, on every case where yours is wrong: something added or subtracted once per row (a "
+            "baseline, a mean) is wrong: over which entries is it taken?"
+        )
+    factors = [_row_factors(p, rtol, atol) for p in pairs]
+    if all(f is not None for f in factors) and _varies(pairs, factors, atol):
+        return (
+            f"in {_outputs(pairs)}, each row is the reference's row times a factor of its own, on every case where "
+            "yours is wrong: something each row is divided or multiplied by (a std, a count, a norm) is wrong: "
+            "over which entries is it taken?"
+        )
+    return None
+
+
+def _row_factors(p: _Pair, rtol, atol) -> torch.Tensor | None:
+    nonzero = p.expected.abs() > atol
+    ratio = torch.where(nonzero, p.got / torch.where(nonzero, p.expected, torch.ones_like(p.expected)), torch.nan)
+    factors = ratio.nanmedian(-1, keepdim=True).values.nan_to_num(1.0)
+    return factors if _close(p.got, factors * p.expected, rtol, atol) else None
+
+
+def _varies(pairs, per_row: list[torch.Tensor], atol: float) -> bool:
+    """A row of two entries or more with a wrong entry, and two rows whose own numbers differ."""
+    rows = torch.cat([values.flatten() for values in per_row])
+    wide = any(p.got.shape[-1] >= 2 and not _close(p.got, p.expected, 0, atol) for p in pairs)
+    return wide and rows.numel() >= 2 and float(rows.max() - rows.min()) > 1e-3 * max(1.0, float(rows.abs().max()))
