@@ -238,6 +238,11 @@ GRPO_LOSS_MISTAKES = [
         wrong_grpo(clip=0.2),
     ),
     Mistake(
+        "the KL penalty is in the loss's value but sends no gradient: it is computed on detached log-probs "
+        "(logp.detach() or .item()); only logp_ref is a constant, kl_estimate(logp, logp_ref.detach(), kl_kind)",
+        wrong_grpo(kl=lambda p, q, kind: kl_estimate(p.detach(), q.detach(), kind)),
+    ),
+    Mistake(
         "the KL penalty is missing: add kl_coef * kl_estimate(logp, logp_ref, kl_kind) to every token's loss",
         wrong_grpo(kl_coef_used=0.0),
     ),

@@ -202,6 +202,7 @@ _MATH_CASES = [
     ("The answer is 1000.", "1,000", 1.0, "a thousands separator in the ground truth"),
     ("Answer: 14.0", "14", 1.0, "'Answer:' and a number written as 14.0"),
     ("The answer is 2.50", "2.5", 1.0, "numbers compared as numbers"),
+    ("The answer is 3.75. I rounded it.", "3.75", 1.0, "a decimal answer: only its second '.' ends the sentence"),
     ("The answer is 14", " 14 ", 1.0, "whitespace around the ground truth"),
     ("the ANSWER is 14", "14", 1.0, "a statement in another case"),
     ("The answer is $14$.", "14", 1.0, "dollar signs and a trailing period"),
@@ -344,6 +345,13 @@ def _mistake_string_compare(response_text, ground_truth):
     return float(answer is not None and answer == normalize_answer(ground_truth))
 
 
+def _mistake_cut_at_point(response_text, ground_truth):
+    answer = extract_final_answer(response_text)
+    if answer is not None:
+        answer = normalize_answer(answer.split(".")[0]) or None  # the answer ends at its first '.'
+    return _same_answer(answer, ground_truth)
+
+
 def _mistake_substring(response_text, ground_truth):
     return float(normalize_answer(ground_truth) in response_text)
 
@@ -371,6 +379,11 @@ _MATH_MISTAKES = [
         "you compare the answers only as strings; when both are numbers compare float(answer) "
         "== float(ground_truth), so that 2.50 equals 2.5",
         _mistake_string_compare,
+    ),
+    Mistake(
+        "your answer ends at its first '.', so a decimal such as 2.50 is cut to 2; a period ends the answer "
+        "only where no digit follows it",
+        _mistake_cut_at_point,
     ),
     Mistake(
         "you check whether the ground truth appears anywhere in the response; extract the "

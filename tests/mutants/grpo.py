@@ -446,6 +446,10 @@ def grpo_no_kl(logp, logp_old, logp_ref, rewards, mask, **kw):
     return _grpo(logp, logp_old, None, rewards, mask, **kw)
 
 
+def grpo_kl_value_only(logp, logp_old, logp_ref, rewards, mask, **kw):  # the penalty read off as a number
+    return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw, kl=lambda p, q, kind: _kl(p, q, kind).detach())
+
+
 def grpo_ignores_clip_eps_high(logp, logp_old, logp_ref, rewards, mask, clip_eps_high=None, **kw):
     return _grpo(logp, logp_old, logp_ref, rewards, mask, **kw)
 
@@ -611,6 +615,7 @@ MUTANTS = [
     ("grpo_loss", grpo_ignores_clip_eps_high, "clip_eps_high is ignored"),
     ("grpo_loss", grpo_unclipped, "there is no clip"),
     ("grpo_loss", grpo_no_kl, "KL penalty is missing"),
+    ("grpo_loss", grpo_kl_value_only, "sends no gradient"),
     ("grpo_loss", grpo_clipped_term_only, "only the clipped term"),
     ("grpo_loss", grpo_kl_coef_ignored, "kl_coef is ignored"),
     ("grpo_loss", grpo_kl_kind_ignored, "kl_kind is ignored"),

@@ -166,6 +166,13 @@ def math_string_only(response_text, ground_truth):
     return float(strip_zero(_norm(answer)) == strip_zero(_norm(ground_truth)))
 
 
+def math_stops_at_point(response_text, ground_truth):  # the statement read up to its first '.'
+    answer = _boxed(response_text) or _statement(response_text)
+    if answer is not None:
+        answer = answer.partition(".")[0]
+    return _equal(None if answer is None else _norm(answer), _norm(ground_truth))
+
+
 def math_substring(response_text, ground_truth):
     return float(ground_truth.strip() in response_text)
 
@@ -225,6 +232,7 @@ MUTANTS = [
     ("math_answer_reward", math_first_statement, "the last one is the final answer"),
     ("math_answer_reward", math_flat_boxed, "count the braces"),
     ("math_answer_reward", math_string_only, "compare float(answer)"),
+    ("math_answer_reward", math_stops_at_point, "ends at its first '.'"),
     ("math_answer_reward", math_substring, "anywhere in the response"),
     ("math_answer_reward", math_first_boxed, "the first \\boxed"),
     ("math_answer_reward", math_case_sensitive, "'Answer:'"),
