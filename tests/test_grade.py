@@ -1561,8 +1561,22 @@ except OSError:
 """
 
 
+# Round four's attacks that round five's class (tests/test_grade_round5.py, as root) grades as they are here, each
+# behind a line that names its defence for that module's "off" run, and the message each must get there: as root they
+# are graded once, in that class; not as root (no round five), in the red team's class below.
+ROUND_FOUR_IN_ROUND_FIVE = {
+    "worker": "calls course_lib's own rloo_advantages (the reference",
+    "watchoff": "may not turn off or replace the grader's watch",
+    "relabel": "may not use code.__new__",
+    "carried": "compiles course_lib's own code",
+    "thread": "started a thread or a process while the check ran",
+    "spoil": "\u2714",  # an honest rloo whose records a later cell garbles: it keeps its points
+}
+
+
 def red_team_class(folder: Path) -> dict[str, dict[tuple[str, str], tuple[str, str]]]:
-    """Submissions of round four's red team, each with the rows it must get (they earn nothing)."""
+    """Submissions of round four's red team, each with the rows it must get (they earn nothing). As root, those in
+    ``ROUND_FOUR_IN_ROUND_FIVE`` are graded in round five's class instead (the same code), not twice."""
     from course_lib.checks.family import rloo as family_checks
     from course_lib.family import rloo_advantages
 
@@ -1593,29 +1607,30 @@ def red_team_class(folder: Path) -> dict[str, dict[tuple[str, str], tuple[str, s
     for case in family_checks._rloo_cases():
         learnt[tuple(case.kwargs["rewards"].flatten().tolist())] = rloo_advantages(**case.kwargs).tolist()
     memo = f"MEMO = {learnt!r}\nMEMO = {{k: torch.tensor(v, dtype=torch.float64) for k, v in MEMO.items()}}\n"
-    # The watch, whatever thread runs the reference, and whatever turns it off or relabels it.
-    family_submission("worker", "_jobs.put(rewards)\nreturn _answers.get()", prelude=WORKER)
-    expect["worker"] = rows(("failed", "calls course_lib's own rloo_advantages (the reference"))
-    family_submission("watchoff", WATCH_OFF)
-    expect["watchoff"] = rows(("failed", "may not turn off or replace the grader's watch"))
-    family_submission("relabel", RELABELLED)
-    expect["relabel"] = rows(("failed", "may not use code.__new__"))
-    # course_lib's text, carried in the notebook (or read from another copy of the course) and compiled at run time.
-    source = (ROOT / "course_lib" / "family.py").read_text(encoding="utf-8")
-    family_submission("carried", CARRIED, prelude=f"SOURCE = {source!r}\n")
-    expect["carried"] = rows(("failed", "compiles course_lib's own code"))
+    if not ISOLATED:  # as root, round five's class grades these same submissions (ROUND_FOUR_IN_ROUND_FIVE)
+        # The watch, whatever thread runs the reference, and whatever turns it off or relabels it.
+        family_submission("worker", "_jobs.put(rewards)\nreturn _answers.get()", prelude=WORKER)
+        expect["worker"] = rows(("failed", ROUND_FOUR_IN_ROUND_FIVE["worker"]))
+        family_submission("watchoff", WATCH_OFF)
+        expect["watchoff"] = rows(("failed", ROUND_FOUR_IN_ROUND_FIVE["watchoff"]))
+        family_submission("relabel", RELABELLED)
+        expect["relabel"] = rows(("failed", ROUND_FOUR_IN_ROUND_FIVE["relabel"]))
+        # course_lib's text, carried in the notebook (or read from another copy of the course) and compiled at run
+        # time.
+        source = (ROOT / "course_lib" / "family.py").read_text(encoding="utf-8")
+        family_submission("carried", CARRIED, prelude=f"SOURCE = {source!r}\n")
+        expect["carried"] = rows(("failed", ROUND_FOUR_IN_ROUND_FIVE["carried"]))
     # Answers learnt by heart, used only when graded: wrong on the cases drawn at grading time.
     family_submission("heart", GRADED_ONLY, prelude=memo)
     expect["heart"] = rows(("failed", "rloo_advantages"))  # on a case drawn at grading time
     # A spy run of the check in the solution cell, to learn the drawn cases: the seed is given once, to the check.
     family_submission("spy", None, prelude=EARLY_SEED)
     expect["spy"] = rows(("failed", "drawn cases were asked for before the check ran"))
-    # An honest rloo whose records a later cell garbles: the grader took them when rloo's check cell ended.
-    family_submission("spoil", None, later=SPOIL_RECORDS)
-    expect["spoil"] = rows(passed)
+    if not ISOLATED:
+        # An honest rloo whose records a later cell garbles: the grader took them when rloo's check cell ended.
+        family_submission("spoil", None, later=SPOIL_RECORDS)
+        expect["spoil"] = rows(passed)
     if ISOLATED:  # what only the sandbox stops (without isolation the source is readable, threads unseen)
-        family_submission("thread", THREAD)
-        expect["thread"] = rows(("failed", "started a thread or a process while the check ran"))
         family_submission("recompile", RECOMPILED)
         expect["recompile"] = rows(("failed", "rloo_advantages raised OSError"))
         family_submission("disk", FROM_DISK)
@@ -1707,6 +1722,9 @@ def red_team(tmp_path_factory):
 )
 def test_round_four_red_team_earns_nothing(red_team, student):
     if student not in red_team["expect"]:
+        if ISOLATED:
+            assert student in ROUND_FOUR_IN_ROUND_FIVE, student
+            pytest.skip("graded as root in round five's class (tests/test_grade_round5.py, four-*)")
         pytest.skip("needs root: what only the kernels' sandbox stops")
     assert red_team["code"] == 0
     for (notebook, exercise), (status, text) in red_team["expect"][student].items():
