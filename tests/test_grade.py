@@ -842,16 +842,41 @@ def test_a_kernel_whose_pid_came_round_again_is_not_killed():
         classmate.wait()
 
 
-@pytest.mark.skipif(not WARMUP.exists(), reason="needs solutions/00_warmup.ipynb")
-def test_over_the_memory_limit_is_its_own_status(tmp_path):
-    """Resident memory is watched: 1.5 GiB written under --memory 1 is stopped, and the next exercise graded."""
+SHM_MARKER = f"course-shm-{uuid.uuid4().hex}"  # a file a kernel writes to its /dev/shm: never the host's
+
+
+@pytest.fixture(scope="module")
+def over_memory(tmp_path_factory):
+    """One grading command under ``--memory 1``, ``-j 2``: 1.5 GiB held by a solution cell, and as root 900 MB
+    written to the kernel's /dev/shm (each one's test below)."""
+    if not WARMUP.exists():
+        pytest.skip("needs solutions/00_warmup.ipynb")
     solution = nbformat.read(WARMUP, as_version=4)
-    nb = answer(answer(exercise_of(solution, WARMUP.name), solution, "discounted_return"), solution, "reward_to_go")
-    solution_cell(nb, "discounted_return").source = (
+
+    def correct():
+        return answer(
+            answer(exercise_of(solution, WARMUP.name), solution, "discounted_return"), solution, "reward_to_go"
+        )
+
+    held = correct()
+    solution_cell(held, "discounted_return").source = (
         "import torch\nheld = torch.ones(3 * 2 ** 30 // 8)  # 1.5 GiB of float32\n"
-        + solution_cell(nb, "discounted_return").source
+        + solution_cell(held, "discounted_return").source
     )
-    done, rows = _grade_alone(tmp_path, {"m_00_warmup.ipynb": nb}, "--memory", "1")
+    notebooks = {"m_00_warmup.ipynb": held}
+    if ISOLATED:  # not as root, the kernel's /dev/shm is the host's: that test is skipped
+        shm = correct()
+        solution_cell(shm, "discounted_return").source = (
+            f"import time\nwith open('/dev/shm/{SHM_MARKER}', 'wb') as f:\n    f.write(bytes(900 << 20))\n"
+            "time.sleep(4)\n" + solution_cell(shm, "discounted_return").source
+        )
+        notebooks["s_00_warmup.ipynb"] = shm
+    return _grade_alone(tmp_path_factory.mktemp("memory"), notebooks, "--memory", "1", "-j", "2")
+
+
+def test_over_the_memory_limit_is_its_own_status(over_memory):
+    """Resident memory is watched: 1.5 GiB written under --memory 1 is stopped, and the next exercise graded."""
+    done, rows = over_memory
     assert done.returncode == 0, done.stderr
     assert rows[("m", "discounted_return")].status == "over the memory limit", rows
     assert "more than the 1 GB" in rows[("m", "discounted_return")].message
@@ -1786,20 +1811,13 @@ def test_grading_works_under_a_hard_address_space_limit(tmp_path):
 
 
 @pytest.mark.skipif(not (ISOLATED and WARMUP.exists()), reason="needs root: kernels isolated as users of their own")
-def test_a_kernel_scratch_space_is_its_own_and_counted_as_memory(tmp_path):
+def test_a_kernel_scratch_space_is_its_own_and_counted_as_memory(over_memory):
     """900 MB written to /dev/shm under --memory 1: RAM all the same, so over the memory limit; and gone after."""
-    solution = nbformat.read(WARMUP, as_version=4)
-    nb = answer(answer(exercise_of(solution, WARMUP.name), solution, "discounted_return"), solution, "reward_to_go")
-    marker = f"course-shm-{uuid.uuid4().hex}"
-    solution_cell(nb, "discounted_return").source = (
-        f"import time\nwith open('/dev/shm/{marker}', 'wb') as f:\n    f.write(bytes(900 << 20))\ntime.sleep(4)\n"
-        + solution_cell(nb, "discounted_return").source
-    )
-    done, rows = _grade_alone(tmp_path, {"s_00_warmup.ipynb": nb}, "--memory", "1")
+    done, rows = over_memory
     assert done.returncode == 0, done.stderr
     assert rows[("s", "discounted_return")].status == "over the memory limit", rows
     assert rows[("s", "reward_to_go")].status == "passed", rows
-    assert not (Path("/dev/shm") / marker).exists(), "the kernel's /dev/shm was the host's"
+    assert not (Path("/dev/shm") / SHM_MARKER).exists(), "the kernel's /dev/shm was the host's"
 
 
 def test_borrowed_code_allowed_in_the_notebooks_is_in_the_checks_table():
