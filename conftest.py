@@ -44,9 +44,10 @@ SERIAL = {
     "tests/test_grade_records.py": "grades a class as root, with kernels as the shared course-grade-N users",
     "tests/test_grade_feedback.py": "grades a class (feedback pages, gradebook) with kernels as the shared "
     "course-grade-N users",
-    "tests/test_grade_round5.py": "grades a class as root, twice, with kernels as the shared course-grade-N users",
-    "tests/test_grade_sandbox.py": "grades small classes as root, each twice (one sandbox defence off), with a "
-    "per-cell timeout and kernels as the course-grade-test-N users",
+    "tests/test_grade_round5.py": "grades a class as root, twice (round five's attacks and those of round four it "
+    "shares with tests/test_grade.py's red team, graded here only), with kernels as the shared course-grade-N users",
+    "tests/test_grade_sandbox.py": "grades small classes as root, each twice (each kernel with one sandbox defence "
+    "off), with a per-cell timeout and kernels as the course-grade-test-N users",
 }
 
 _spans: dict[str, list[float]] = defaultdict(list)

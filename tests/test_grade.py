@@ -376,23 +376,6 @@ SIBLING = """\
 from course_lib.gae import discounted_returns  # another course_lib function computing the same thing
 last = torch.zeros(rewards.shape[:-1], dtype=rewards.dtype)
 return discounted_returns(rewards, torch.zeros_like(rewards), last, gamma)[..., 0]"""
-HOPPER = """\
-import os, signal, time
-if os.fork() == 0:  # a process that outlives its kernel: it hops to a new pid every few ms (no sweep finds
-    os.setsid()      # it), then kills every process of its user: the classmate graded next as that user
-    end = time.time() + 8
-    while time.time() < end:
-        if os.fork():
-            os._exit(0)
-    end = time.time() + 40
-    while time.time() < end:
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except OSError:
-            pass
-        time.sleep(0.05)
-    os._exit(0)
-"""
 
 
 def attack_class(folder: Path) -> dict[str, dict[str, tuple[str, str]]]:
@@ -833,22 +816,6 @@ def _grade_alone(tmp_path, notebooks: dict, *extra, cwd=ROOT, env=None, preexec_
     return done, rows
 
 
-@pytest.mark.skipif(not (ISOLATED and WARMUP.exists()), reason="needs root: kernels isolated as users of their own")
-def test_a_kernel_cannot_kill_the_classmate_graded_after_it_as_the_same_user(tmp_path):
-    """A process that escapes the sweep of its user's processes would kill the next kernel of that user."""
-    solution = nbformat.read(WARMUP, as_version=4)
-    correct = answer(
-        answer(exercise_of(solution, WARMUP.name), solution, "discounted_return"), solution, "reward_to_go"
-    )
-    hopper = copy.deepcopy(correct)
-    solution_cell(hopper, "reward_to_go").source = HOPPER + solution_cell(hopper, "reward_to_go").source
-    done, rows = _grade_alone(tmp_path, {"a_00_warmup.ipynb": hopper, "b_00_warmup.ipynb": correct}, "-j", "1")
-    assert done.returncode == 0, done.stderr
-    # The hopper still runs when its own check begins: that check fails (a check's answers come from its function).
-    assert "still running when the check began" in rows[("a", "reward_to_go")].message, rows
-    assert [(key, r.status) for key, r in rows.items() if r.status != "passed"] == [(("a", "reward_to_go"), "failed")]
-
-
 def test_a_kernel_whose_pid_came_round_again_is_not_killed():
     """How one kernel could kill a classmate's, as another user: pids come round (pid_max is often 32768, and a
     kernel can fork its way round), so a pid looked up again after the kernel ended may be the classmate's
@@ -875,16 +842,41 @@ def test_a_kernel_whose_pid_came_round_again_is_not_killed():
         classmate.wait()
 
 
-@pytest.mark.skipif(not WARMUP.exists(), reason="needs solutions/00_warmup.ipynb")
-def test_over_the_memory_limit_is_its_own_status(tmp_path):
-    """Resident memory is watched: 1.5 GiB written under --memory 1 is stopped, and the next exercise graded."""
+SHM_MARKER = f"course-shm-{uuid.uuid4().hex}"  # a file a kernel writes to its /dev/shm: never the host's
+
+
+@pytest.fixture(scope="module")
+def over_memory(tmp_path_factory):
+    """One grading command under ``--memory 1``, ``-j 2``: 1.5 GiB held by a solution cell, and as root 900 MB
+    written to the kernel's /dev/shm (each one's test below)."""
+    if not WARMUP.exists():
+        pytest.skip("needs solutions/00_warmup.ipynb")
     solution = nbformat.read(WARMUP, as_version=4)
-    nb = answer(answer(exercise_of(solution, WARMUP.name), solution, "discounted_return"), solution, "reward_to_go")
-    solution_cell(nb, "discounted_return").source = (
+
+    def correct():
+        return answer(
+            answer(exercise_of(solution, WARMUP.name), solution, "discounted_return"), solution, "reward_to_go"
+        )
+
+    held = correct()
+    solution_cell(held, "discounted_return").source = (
         "import torch\nheld = torch.ones(3 * 2 ** 30 // 8)  # 1.5 GiB of float32\n"
-        + solution_cell(nb, "discounted_return").source
+        + solution_cell(held, "discounted_return").source
     )
-    done, rows = _grade_alone(tmp_path, {"m_00_warmup.ipynb": nb}, "--memory", "1")
+    notebooks = {"m_00_warmup.ipynb": held}
+    if ISOLATED:  # not as root, the kernel's /dev/shm is the host's: that test is skipped
+        shm = correct()
+        solution_cell(shm, "discounted_return").source = (
+            f"import time\nwith open('/dev/shm/{SHM_MARKER}', 'wb') as f:\n    f.write(bytes(900 << 20))\n"
+            "time.sleep(4)\n" + solution_cell(shm, "discounted_return").source
+        )
+        notebooks["s_00_warmup.ipynb"] = shm
+    return _grade_alone(tmp_path_factory.mktemp("memory"), notebooks, "--memory", "1", "-j", "2")
+
+
+def test_over_the_memory_limit_is_its_own_status(over_memory):
+    """Resident memory is watched: 1.5 GiB written under --memory 1 is stopped, and the next exercise graded."""
+    done, rows = over_memory
     assert done.returncode == 0, done.stderr
     assert rows[("m", "discounted_return")].status == "over the memory limit", rows
     assert "more than the 1 GB" in rows[("m", "discounted_return")].message
@@ -1594,8 +1586,22 @@ except OSError:
 """
 
 
+# Round four's attacks that round five's class (tests/test_grade_round5.py, as root) grades as they are here, each
+# behind a line that names its defence for that module's "off" run, and the message each must get there: as root they
+# are graded once, in that class; not as root (no round five), in the red team's class below.
+ROUND_FOUR_IN_ROUND_FIVE = {
+    "worker": "calls course_lib's own rloo_advantages (the reference",
+    "watchoff": "may not turn off or replace the grader's watch",
+    "relabel": "may not use code.__new__",
+    "carried": "compiles course_lib's own code",
+    "thread": "started a thread or a process while the check ran",
+    "spoil": "\u2714",  # an honest rloo whose records a later cell garbles: it keeps its points
+}
+
+
 def red_team_class(folder: Path) -> dict[str, dict[tuple[str, str], tuple[str, str]]]:
-    """Submissions of round four's red team, each with the rows it must get (they earn nothing)."""
+    """Submissions of round four's red team, each with the rows it must get (they earn nothing). As root, those in
+    ``ROUND_FOUR_IN_ROUND_FIVE`` are graded in round five's class instead (the same code), not twice."""
     from course_lib.checks.family import rloo as family_checks
     from course_lib.family import rloo_advantages
 
@@ -1626,29 +1632,30 @@ def red_team_class(folder: Path) -> dict[str, dict[tuple[str, str], tuple[str, s
     for case in family_checks._rloo_cases():
         learnt[tuple(case.kwargs["rewards"].flatten().tolist())] = rloo_advantages(**case.kwargs).tolist()
     memo = f"MEMO = {learnt!r}\nMEMO = {{k: torch.tensor(v, dtype=torch.float64) for k, v in MEMO.items()}}\n"
-    # The watch, whatever thread runs the reference, and whatever turns it off or relabels it.
-    family_submission("worker", "_jobs.put(rewards)\nreturn _answers.get()", prelude=WORKER)
-    expect["worker"] = rows(("failed", "calls course_lib's own rloo_advantages (the reference"))
-    family_submission("watchoff", WATCH_OFF)
-    expect["watchoff"] = rows(("failed", "may not turn off or replace the grader's watch"))
-    family_submission("relabel", RELABELLED)
-    expect["relabel"] = rows(("failed", "may not use code.__new__"))
-    # course_lib's text, carried in the notebook (or read from another copy of the course) and compiled at run time.
-    source = (ROOT / "course_lib" / "family.py").read_text(encoding="utf-8")
-    family_submission("carried", CARRIED, prelude=f"SOURCE = {source!r}\n")
-    expect["carried"] = rows(("failed", "compiles course_lib's own code"))
+    if not ISOLATED:  # as root, round five's class grades these same submissions (ROUND_FOUR_IN_ROUND_FIVE)
+        # The watch, whatever thread runs the reference, and whatever turns it off or relabels it.
+        family_submission("worker", "_jobs.put(rewards)\nreturn _answers.get()", prelude=WORKER)
+        expect["worker"] = rows(("failed", ROUND_FOUR_IN_ROUND_FIVE["worker"]))
+        family_submission("watchoff", WATCH_OFF)
+        expect["watchoff"] = rows(("failed", ROUND_FOUR_IN_ROUND_FIVE["watchoff"]))
+        family_submission("relabel", RELABELLED)
+        expect["relabel"] = rows(("failed", ROUND_FOUR_IN_ROUND_FIVE["relabel"]))
+        # course_lib's text, carried in the notebook (or read from another copy of the course) and compiled at run
+        # time.
+        source = (ROOT / "course_lib" / "family.py").read_text(encoding="utf-8")
+        family_submission("carried", CARRIED, prelude=f"SOURCE = {source!r}\n")
+        expect["carried"] = rows(("failed", ROUND_FOUR_IN_ROUND_FIVE["carried"]))
     # Answers learnt by heart, used only when graded: wrong on the cases drawn at grading time.
     family_submission("heart", GRADED_ONLY, prelude=memo)
     expect["heart"] = rows(("failed", "rloo_advantages"))  # on a case drawn at grading time
     # A spy run of the check in the solution cell, to learn the drawn cases: the seed is given once, to the check.
     family_submission("spy", None, prelude=EARLY_SEED)
     expect["spy"] = rows(("failed", "drawn cases were asked for before the check ran"))
-    # An honest rloo whose records a later cell garbles: the grader took them when rloo's check cell ended.
-    family_submission("spoil", None, later=SPOIL_RECORDS)
-    expect["spoil"] = rows(passed)
+    if not ISOLATED:
+        # An honest rloo whose records a later cell garbles: the grader took them when rloo's check cell ended.
+        family_submission("spoil", None, later=SPOIL_RECORDS)
+        expect["spoil"] = rows(passed)
     if ISOLATED:  # what only the sandbox stops (without isolation the source is readable, threads unseen)
-        family_submission("thread", THREAD)
-        expect["thread"] = rows(("failed", "started a thread or a process while the check ran"))
         family_submission("recompile", RECOMPILED)
         expect["recompile"] = rows(("failed", "rloo_advantages raised OSError"))
         family_submission("disk", FROM_DISK)
@@ -1740,6 +1747,9 @@ def red_team(tmp_path_factory):
 )
 def test_round_four_red_team_earns_nothing(red_team, student):
     if student not in red_team["expect"]:
+        if ISOLATED:
+            assert student in ROUND_FOUR_IN_ROUND_FIVE, student
+            pytest.skip("graded as root in round five's class (tests/test_grade_round5.py, four-*)")
         pytest.skip("needs root: what only the kernels' sandbox stops")
     assert red_team["code"] == 0
     for (notebook, exercise), (status, text) in red_team["expect"][student].items():
@@ -1801,20 +1811,13 @@ def test_grading_works_under_a_hard_address_space_limit(tmp_path):
 
 
 @pytest.mark.skipif(not (ISOLATED and WARMUP.exists()), reason="needs root: kernels isolated as users of their own")
-def test_a_kernel_scratch_space_is_its_own_and_counted_as_memory(tmp_path):
+def test_a_kernel_scratch_space_is_its_own_and_counted_as_memory(over_memory):
     """900 MB written to /dev/shm under --memory 1: RAM all the same, so over the memory limit; and gone after."""
-    solution = nbformat.read(WARMUP, as_version=4)
-    nb = answer(answer(exercise_of(solution, WARMUP.name), solution, "discounted_return"), solution, "reward_to_go")
-    marker = f"course-shm-{uuid.uuid4().hex}"
-    solution_cell(nb, "discounted_return").source = (
-        f"import time\nwith open('/dev/shm/{marker}', 'wb') as f:\n    f.write(bytes(900 << 20))\ntime.sleep(4)\n"
-        + solution_cell(nb, "discounted_return").source
-    )
-    done, rows = _grade_alone(tmp_path, {"s_00_warmup.ipynb": nb}, "--memory", "1")
+    done, rows = over_memory
     assert done.returncode == 0, done.stderr
     assert rows[("s", "discounted_return")].status == "over the memory limit", rows
     assert rows[("s", "reward_to_go")].status == "passed", rows
-    assert not (Path("/dev/shm") / marker).exists(), "the kernel's /dev/shm was the host's"
+    assert not (Path("/dev/shm") / SHM_MARKER).exists(), "the kernel's /dev/shm was the host's"
 
 
 def test_borrowed_code_allowed_in_the_notebooks_is_in_the_checks_table():

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from test_grade import FAMILY, REWARDS, ROOT, answer, exercise_of, save, solution_cell
+from test_grade import FAMILY, REWARDS, ROOT, ROUND_FOUR_IN_ROUND_FIVE, answer, exercise_of, save, solution_cell
 
 from course_lib import checks
 from course_lib.authoring import grade
@@ -645,6 +645,10 @@ def round_five(tmp_path_factory):
     return {"attacks": attacks, "on": on, "off": off}
 
 
+# Round four's red team as tests/test_grade.py wrote it, graded as root here only (not twice): the message each gets.
+ROUND_FOUR_MESSAGES = {
+    (name if name == "spoil" else f"four-{name}"): text for name, text in ROUND_FOUR_IN_ROUND_FIVE.items()
+}
 ATTACKS = (
     [f"rewrite-{t.replace('_', '-')}" for t in TRIGGERS]
     + [
@@ -671,6 +675,7 @@ def test_round_five_earns_nothing_and_its_defence_is_what_stops_it(round_five, s
     notebook, exercise, off = round_five["attacks"][student]
     on = round_five["on"][(student, notebook, exercise)]
     assert student == "spoil" or (on.points == 0 and on.status in ("failed", "error")), (student, on)
+    assert ROUND_FOUR_MESSAGES.get(student, "") in on.message, (student, on)
     others = [r for (who, _, e), r in round_five["on"].items() if who == student and e != exercise]
     if student != "rewrite-daemon-thread":  # its thread may still run the reference in the next check (charged there)
         assert all(r.status == "passed" for r in others), [(r.exercise, r.status, r.message) for r in others]

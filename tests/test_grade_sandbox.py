@@ -15,8 +15,9 @@ earns its points (or reads, keeps or starts what it should not) with it off: so 
   in pytest's plugin (``tests/sandbox_off.py``): round four's ``boxed`` probe, split by namespace (the grader's
   command line in ``/proc``, a port of the host, files left in the host's ``/tmp``), a kernel that starts 400
   threads (pid exhaustion, at class level), and the process that hops from pid to pid to kill the classmate graded
-  next as the same user (``test_a_kernel_cannot_kill_the_classmate_graded_after_it_as_the_same_user``), which the
-  guard's "still running when the check began" sees only in the kernel's own pid namespace.
+  next as the same user, which the guard's "still running when the check began" sees only in the kernel's own pid
+  namespace (``test_nothing_a_kernel_leaves_kills_the_classmate_graded_next``: graded as the grader is, and with that
+  namespace off).
 
 Every run uses grading users of its own (``course-grade-test-N``): an attack that succeeds with its defence off
 (400 threads, a ``kill(-1)``) then reaches only this test's kernels, never those of a class graded beside it.
@@ -192,27 +193,26 @@ def _left_on_the_host() -> list[Path]:
 
 @pytest.fixture(scope="module")
 def probes(tmp_path_factory):
-    """The probes' class graded once as the grader is; a port of the host listened on for the network's probe."""
+    """The probes' class graded twice: once as the grader is, once with each probe's own defence switched off for
+    its kernel alone (the line ``# sandbox off: NAME`` in its notebook, read by ``tests/sandbox_off.py``); a port
+    of the host listened on for the network's probe."""
     if not WARMUP.exists():
         pytest.skip("needs solutions/00_warmup.ipynb")
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(16)
     tmp = tmp_path_factory.mktemp("sandbox")
-    folders = {}
-    for name, (student, probe) in PROBES.items():
-        folders[name] = tmp / name
-        folders[name].mkdir()
-        _warmup(folders[name], student, probe.replace("{port}", str(listener.getsockname()[1])))
     everyone = tmp / "everyone"
     everyone.mkdir()
-    for folder in folders.values():
-        for submission in folder.iterdir():
-            (everyone / submission.name).write_bytes(submission.read_bytes())
+    for name, (student, probe) in PROBES.items():
+        marked = f"# sandbox off: {name}\n" + probe.replace("{port}", str(listener.getsockname()[1]))
+        _warmup(everyone, student, marked)
     on = _grade(everyone, tmp / "on")
     left = _left_on_the_host()
     try:
-        yield {"tmp": tmp, "folders": folders, "on": on, "left": left}
+        # The watch counts the kernel's /tmp as its memory; "tmp" off, the kernel's /tmp is the host's (tens of GB).
+        off = _grade(everyone, tmp / "off", off=("marked",), patches=[(watchdog, "PRIVATE_TMP", ())])
+        yield {"on": on, "left": left, "off": off, "left_off": _left_on_the_host()}
     finally:
         listener.close()
         for path in _left_on_the_host():
@@ -232,7 +232,7 @@ def test_each_namespace_and_the_task_limit_stop_their_probe(probes, defence):
         assert probed.status == "passed", probed
     assert on[(student, "reward_to_go")].status == "passed", on
     assert probes["left"] == []
-    off = _grade(probes["folders"][defence], probes["tmp"] / f"off-{defence}", jobs=1, off=(defence,))
+    off = probes["off"]
     probed = off[(student, "discounted_return")]
     if defence == "pid":
         assert probed.points == 0 and "saw the grader's command line" in probed.message, probed
@@ -240,13 +240,13 @@ def test_each_namespace_and_the_task_limit_stop_their_probe(probes, defence):
         assert probed.points == 0 and "reached a port of the host" in probed.message, probed
     elif defence == "tmp":
         assert probed.status == "passed", probed
-        assert len(_left_on_the_host()) == 3, "with /tmp, /var/tmp and /dev/shm the host's, the files stay"
+        assert len(probes["left_off"]) == 3, "with /tmp, /var/tmp and /dev/shm the host's, the files stay"
     else:
         assert probed.status == "passed", probed
     assert off[(student, "reward_to_go")].status == "passed", off
 
 
-# Round four's hopper (tests/test_grade.py's HOPPER), its first wait tied to its kernel's end instead of 8 s, so that
+# Round four's hopper (a fork that outlives its kernel), its first wait tied to its kernel's end instead of 8 s, so that
 # it kills the classmate's kernel however fast the machine grades: it hops until its kernel is gone (and 3 s more,
 # through the sweep of its user's processes), then kills every process of its user for KILL_FOR seconds (the
 # classmate's kernel, and each one started again for it).
@@ -293,25 +293,54 @@ def _wait_for_the_processes_of(user: str, seconds: float) -> list[tuple[int, str
         time.sleep(0.5)
 
 
+def _stop_the_processes_of(user: str, seconds: float) -> list[tuple[int, str, str]]:
+    """Kill every process of ``user`` until it runs none (a process that forks on can need a few rounds), for no
+    more than ``seconds``; (pid, status, command line) of each still running then."""
+    import pwd
+    import signal
+
+    import psutil
+
+    uid = pwd.getpwnam(user).pw_uid
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        running = [proc for proc in psutil.process_iter(["uids"]) if proc.info["uids"].real == uid]
+        if not running:
+            break
+        for proc in running:
+            try:
+                proc.send_signal(signal.SIGKILL)
+            except psutil.Error:
+                pass
+        time.sleep(0.2)
+    return _wait_for_the_processes_of(user, 5)
+
+
 @pytest.mark.skipif(not WARMUP.exists(), reason="needs solutions/00_warmup.ipynb")
 def test_nothing_a_kernel_leaves_kills_the_classmate_graded_next(tmp_path):
     """Round four's hopper, graded before an honest classmate as the same user (``-j 1``): in its pid namespace it
     is seen by its own check and dies with its kernel; without one it goes unseen, escapes the sweep of its user's
-    processes and kills the classmate's kernel at each start (bounded: it kills for ``KILL_FOR`` s, and the test
-    waits for it to end)."""
+    processes and kills the classmate's kernel at each start (bounded: it kills for ``KILL_FOR`` s, a window that
+    covers every try of the classmate's kernel however slow the machine, and the test stops it once the classmate
+    is graded)."""
     folder = tmp_path / "submissions"
     folder.mkdir()
     _warmup(folder, "a", rtg_prelude=HOPPER_AFTER_ITS_KERNEL)
     _warmup(folder, "b")
     on = _grade(folder, tmp_path / "on", jobs=1)
     assert set(_statuses(on, "b").values()) == {"passed"}, on
+    # The hopper still runs when its own check begins: that check fails (a check's answers come from its function),
+    # and nothing else does.
     assert "still running when the check began" in on[("a", "reward_to_go")].message, on
+    assert [(key, r.status) for key, r in on.items() if r.status != "passed"] == [(("a", "reward_to_go"), "failed")]
     assert _wait_for_the_processes_of(TEST_USER.format(slot=0), 10) == []  # the hopper died with its kernel
     try:
         off = _grade(folder, tmp_path / "off", jobs=1, off=("pid",))
     finally:
-        left = _wait_for_the_processes_of(TEST_USER.format(slot=0), KILL_FOR + 15)
-    assert left == [], "the hopper outlived its killing window"
+        # The classmate graded (every try of its kernel killed): the hopper has done what it shows, and would kill
+        # for the rest of its window; it is this test's own user's, and stopped now rather than waited for.
+        left = _stop_the_processes_of(TEST_USER.format(slot=0), KILL_FOR + 15)
+    assert left == [], "the hopper could not be stopped"
     lost = [r for (who, _), r in off.items() if who == "b" and r.status != "passed"]
     assert lost and all("died" in r.message for r in lost), off
     # The guard's "still running when the check began" reads the last pid of the kernel's own namespace: without one,
