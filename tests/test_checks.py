@@ -258,14 +258,17 @@ def test_an_unnamed_difference_is_described_by_its_pattern(got, words):
 def test_a_mask_wrong_in_one_place_is_not_called_a_shift():
     """A 0/1 mask that marks every non-EOS token (1 after the EOS too) lines up with a shift of the right mask;
     the position the shift would vacate holds a 1, which no off-by-one leaves there, so no shift is claimed.
-    The mask that drops its EOS (a zero in that position) is a shift, and is said to be one."""
+    The mask that drops its EOS differs in one entry of its row: that lines up with a shift too, and with other
+    mistakes (issue 44: a mask one entry longer is no shift), so a 0/1 shift needs a row moved in two entries."""
     from course_lib.checks.compare import _pattern
 
     expected = torch.tensor([[1.0, 1.0, 1.0, 1.0, 0.0]])
     every_non_eos = torch.tensor([[1.0, 1.0, 1.0, 0.0, 1.0]])
     eos_dropped = torch.tensor([[1.0, 1.0, 1.0, 0.0, 0.0]])
     assert "shifted" not in _pattern(expected, every_non_eos, rtol=1e-6, atol=1e-8)
-    assert "shifted one step earlier" in _pattern(expected, eos_dropped, rtol=1e-6, atol=1e-8)
+    assert "shifted" not in _pattern(expected, eos_dropped, rtol=1e-6, atol=1e-8)
+    window = torch.tensor([[0.0, 1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0, 0.0]])
+    assert "shifted one step earlier" in _pattern(window, window.roll(-1, -1), rtol=1e-6, atol=1e-8)
 
 
 def test_the_pattern_reaches_the_message():

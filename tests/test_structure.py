@@ -347,3 +347,108 @@ def test_wrong_entries_that_are_clip_bounds():
     assert words in _first_line(clipped, ratio_clipped, cases)
     near_miss = _spoiled(clipped, _shape_of_a_wrong_case(ratio_clipped, cases, clipped))
     assert "a bound itself" not in _first_line(near_miss, ratio_clipped, cases)
+
+
+# --- issue 44, class four: descriptions of what the student did not do ----------------------------------------
+
+
+def _per_row_reward(prompt, response):
+    """One number per row of a (B, T) batch: its last axis is the batch, not time."""
+    inclusion = (prompt[..., :, None] == response[..., None, :]).any(-1).sum(-1)
+    ordering = (response[..., :-1] <= response[..., 1:]).sum(-1)
+    return (inclusion + ordering).double()
+
+
+def _isin_across_the_batch(prompt, response):
+    """torch.isin looks for each prompt token in the whole batch's responses: wrong on some rows only."""
+    inclusion = torch.isin(prompt, response).sum(-1)
+    ordering = (response[..., :-1] <= response[..., 1:]).sum(-1)
+    return (inclusion + ordering).double()
+
+
+_REWARD_CASES = [
+    Case(
+        "three rows",
+        {
+            "prompt": torch.tensor([[1, 0, 2], [3, 2, 4], [1, 2, 0]]),
+            "response": torch.tensor([[0, 1, 2], [4, 3, 2], [1, 1, 4]]),
+        },
+    ),
+    Case(
+        "two rows", {"prompt": torch.tensor([[5, 6, 7], [1, 2, 3]]), "response": torch.tensor([[5, 6, 7], [1, 2, 3]])}
+    ),
+]
+
+
+def test_a_wrong_last_row_of_a_per_row_output_is_not_called_its_last_step():
+    """One reward per row, the last row wrong: "the last position along the last axis" would name a step of time
+    where there is only an example of the batch."""
+    first = _first_line(_isin_across_the_batch, _per_row_reward, _REWARD_CASES, dtypes=(torch.float64,))
+    assert "last position" not in first and "final step" not in first, first
+    assert "shifted" not in first, first
+    assert "in 1 of 3 entries" in first, first
+
+
+def test_the_pattern_of_one_case_needs_two_wrong_rows_to_name_a_place():
+    from course_lib.checks.compare import _pattern
+
+    one_row = torch.tensor([5.0, 3.0, 4.0])
+    assert "last position" not in _pattern(one_row, torch.tensor([5.0, 3.0, 5.0]), 1e-6, 1e-8)
+    two_rows = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    last_wrong = two_rows + torch.tensor([0.0, 0.0, 1.0])
+    assert "only in the last position" in _pattern(two_rows, last_wrong, 1e-6, 1e-8)
+    one_row_last_wrong = two_rows.clone()
+    one_row_last_wrong[1, 2] += 1.0
+    assert "last position" not in _pattern(two_rows, one_row_last_wrong, 1e-6, 1e-8)
+
+
+def test_a_mask_one_entry_longer_is_not_called_a_shift():
+    """The mask that runs on past its EOS to the row's end differs from the reference in its last entry only; that
+    lines up with a shift of the reference, and is not one. A mask whose rows each move two entries is."""
+    from course_lib.checks.compare import _pattern
+
+    expected = torch.tensor([[1.0, 1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0, 0.0]])
+    runs_on = torch.ones(2, 5)
+    assert "shifted" not in _pattern(expected, runs_on, 1e-6, 1e-8)
+    window = torch.tensor([[0.0, 1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0, 0.0]])
+    moved = torch.tensor([[0.0, 0.0, 1.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0, 1.0]])
+    assert "shifted one step later" in _pattern(window, moved, 1e-6, 1e-8)
+
+    def first_eos(ids, eos_id):
+        is_eos = (ids == eos_id).long()
+        return ((torch.cumsum(is_eos, -1) - is_eos) == 0).double()
+
+    def inclusive_count(ids, eos_id):
+        return (torch.cumsum((ids == eos_id).long(), -1) <= 1).double()
+
+    cases = [
+        Case("EOS then PAD", {"ids": torch.tensor([[1, 3, 2, 12, 13]]), "eos_id": 12}),
+        Case("EOS then PAD, again", {"ids": torch.tensor([[4, 12, 13]]), "eos_id": 12}),
+        Case("no EOS", {"ids": torch.tensor([[1, 2, 3]]), "eos_id": 12}),
+    ]
+    first = _first_line(inclusive_count, first_eos, cases, dtypes=(torch.float64,))
+    assert "shifted" not in first, first  # wrong at the last entry on two cases: that much may be said
+
+
+def test_a_category_code_is_not_described_by_arithmetic():
+    """Labels as numbers (direct=0, scratchpad=1, filler=2, malformed=3): a "factor 1/3" between two of them is an
+    accident of the numbering. Declared categorical, the output is described by where it is wrong only."""
+    labels = ["direct", "scratchpad", "filler", "malformed"]
+
+    def classify(text, n_digits=3):
+        return "scratchpad" if text.startswith("[") and text.count(",") == n_digits - 1 else "malformed"
+
+    def two_digit_only(text, n_digits=3):
+        return "scratchpad" if text.startswith("[") else "malformed"
+
+    def as_number(label):
+        return {"style": float(labels.index(label))}
+
+    cases = [Case(f"{text} {n}", {"text": text, "n_digits": n}) for text in ("[1,2,3]", "[1,2]", "x") for n in (2, 3)]
+    plain = _first_line(two_digit_only, classify, cases, outputs=as_number, dtypes=(torch.float64,))
+    assert "times" in plain or "factor" in plain or "+" in plain, plain  # what the arithmetic says undeclared
+    first = _first_line(
+        two_digit_only, classify, cases, outputs=as_number, categorical=("style",), dtypes=(torch.float64,)
+    )
+    for arithmetic in ("times", "factor", "offset", "+", "sign", "largest difference"):
+        assert arithmetic not in first, first

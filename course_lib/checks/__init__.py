@@ -105,6 +105,7 @@ def check_against_reference(
     atol: float = 1e-5,
     draw: Callable[[torch.Generator], Sequence[Case]] | None = None,
     check_dtype: bool = False,
+    categorical: Sequence[str] = (),
 ) -> bool:
     """Raise ``AssertionError`` unless ``fn`` agrees with ``reference`` on every case.
 
@@ -120,6 +121,8 @@ def check_against_reference(
         draw: ``draw(generator)``: fresh cases of the check's own, drawn at grading time (with every case
             moved a little: :mod:`course_lib.checks.drawing`).
         check_dtype: the dtype of each returned tensor must be the reference's.
+        categorical: the outputs (named as ``outputs`` names them) that are category codes, a label or an id as a
+            number: a wrong one is described by where it is wrong, never by arithmetic (a factor, an offset).
     """
     if not callable(fn):
         raise AssertionError(f"{name}: expected a function, got {type(fn).__name__}")
@@ -149,6 +152,7 @@ def check_against_reference(
                 kwargs = _cast(case.kwargs, dtype)
                 try:
                     expected = _run(reference, kwargs, case.grad, select, name="reference", refuses=case.refuses)
+                    expected.categorical = frozenset(categorical)
                 except ValueError:
                     if _is_secret(case):
                         continue  # a drawn case the reference refuses (say, out of its domain): not asked
@@ -156,7 +160,7 @@ def check_against_reference(
                 got = student_on(number, dtype)
                 problem = _compare(expected, got, rtol, atol)
                 if problem is not None:
-                    others = _Others(cases, dtypes, select, reference, student_on, rtol, atol)
+                    others = _Others(cases, dtypes, select, reference, student_on, rtol, atol, categorical)
                     _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol, expected, others)
                 label = _label(kwargs, dtype)
                 if label not in labels:

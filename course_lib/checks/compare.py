@@ -28,6 +28,9 @@ class Unfit(TypeError):
 class _Outcome:
     values: dict[str, torch.Tensor] = field(default_factory=dict)
     grads: dict[str, torch.Tensor] = field(default_factory=dict)
+    # The outputs that are category codes (a label as a number), set on the reference's outcome: no arithmetic
+    # (a factor, an offset, a sign) describes how two of them differ.
+    categorical: frozenset[str] = frozenset()
 
 
 def _label(kwargs: Mapping[str, Any], dtype: torch.dtype) -> str:
@@ -283,16 +286,21 @@ def _differences(expected: _Outcome, got: _Outcome, rtol: float, atol: float):
             if _isnan(value64).any() and not _isnan(exp64).any():
                 yield what, f"{what} contains NaN where the reference has numbers"
             elif not _allclose(value64, exp64, rtol=rtol, atol=atol, equal_nan=True):
-                diff = (value64 - exp64).abs().nan_to_num(math.inf)
-                worst = int(diff.flatten().argmax())
-                yield (
-                    what,
-                    (
-                        f"{what} differs from the reference{_pattern(exp64, value64, rtol, atol)}: expected "
-                        f"{_show(exp64)}, got {_show(value64)} "
-                        f"(largest difference {diff.flatten()[worst].item():.3g} at flat index {worst})"
-                    ),
-                )
+                yield what, f"{what} differs from the reference{_where(exp64, value64, rtol, atol, key, expected)}"
+
+
+def _where(expected: torch.Tensor, got: torch.Tensor, rtol, atol, key: str, reference: _Outcome) -> str:
+    """The pattern of a difference, both outputs, and its largest entry; for a category code (``reference``
+    names it categorical) no arithmetic: how far apart two labels' numbers are means nothing."""
+    shown = f": expected {_show(expected)}, got {_show(got)}"
+    if key in reference.categorical:
+        wrong = ~_isclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
+        count = f" in {int(wrong.sum())} of {wrong.numel()} entries" if wrong.numel() > 1 else ""
+        return f"{count}{shown}"
+    diff = (got - expected).abs().nan_to_num(math.inf)
+    worst = int(diff.flatten().argmax())
+    largest = f" (largest difference {diff.flatten()[worst].item():.3g} at flat index {worst})"
+    return f"{_pattern(expected, got, rtol, atol)}{shown}{largest}"
 
 
 def _pattern(expected: torch.Tensor, got: torch.Tensor, rtol: float, atol: float) -> str:
@@ -311,25 +319,44 @@ def _pattern(expected: torch.Tensor, got: torch.Tensor, rtol: float, atol: float
     offset = (got - expected).flatten().median().item()
     if abs(offset) > atol and close(got, expected + offset):
         return f" by a constant {offset:+.4g} in every entry"
-    if expected.dim() >= 1 and expected.shape[-1] >= 3:
+    wrong = ~_isclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
+    if positional_evidence(wrong):
         # A 0/1 output (a mask) that is wrong in one place also "matches" a shift of itself: there a shift is said
-        # only when the position it vacates holds a zero or the reference's own entry, what an off-by-one leaves.
+        # only when it moves two entries or more of one row, and the position it vacates holds a zero or the
+        # reference's own entry, what an off-by-one leaves.
         binary = bool(((expected == 0) | (expected == 1)).all())
 
         def zero_or_own(edge: int) -> bool:
+            if not moves_two_in_a_row(wrong):
+                return False
             return close(got[..., edge], 0 * got[..., edge]) or close(got[..., edge], expected[..., edge])
 
         if close(got[..., :-1], expected[..., 1:]) and (not binary or zero_or_own(-1)):
             return " by one position: yours is the reference shifted one step earlier along the last axis"
         if close(got[..., 1:], expected[..., :-1]) and (not binary or zero_or_own(0)):
             return " by one position: yours is the reference shifted one step later along the last axis"
-        wrong = ~_isclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
         if not wrong[..., :-1].any():
             return " only in the last position along the last axis (how is the final step handled?)"
         if not wrong[..., 1:].any():
             return " only in the first position along the last axis"
-    wrong = ~_isclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
     return f" in {int(wrong.sum())} of {wrong.numel()} entries"
+
+
+def positional_evidence(wrong: torch.Tensor) -> bool:
+    """Whether a wrong output (``wrong``: True where it differs) can be described by places along its last axis.
+
+    The last axis must be one of three steps or more, and two rows or more (slices along it) must be wrong: a
+    1-D output may be one value per row of a batch (a reward each), where "the last position" is the last
+    example, not the last step, and one wrong row is one wrong example, whatever its position."""
+    if wrong.dim() < 2 or wrong.shape[-1] < 3:
+        return False
+    return int(wrong.reshape(-1, wrong.shape[-1]).any(-1).sum()) >= 2
+
+
+def moves_two_in_a_row(wrong: torch.Tensor) -> bool:
+    """Whether some row (a slice along the last axis) differs in two entries or more: a 0/1 row wrong in one
+    entry at its edge lines up with a shift of itself, and says nothing of one."""
+    return wrong.dim() >= 1 and bool((wrong.reshape(-1, wrong.shape[-1]).sum(-1) >= 2).any())
 
 
 def _compare(expected: _Outcome, got: _Outcome, rtol: float, atol: float) -> str | None:

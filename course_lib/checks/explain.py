@@ -31,9 +31,10 @@ def _component(outcome: _Outcome, what: str) -> _Outcome:
 class _Others:
     """Every case of a failing check, to test a mistake against all the evidence, not one case."""
 
-    def __init__(self, cases, dtypes, select, reference, student_on, rtol, atol):
+    def __init__(self, cases, dtypes, select, reference, student_on, rtol, atol, categorical=()):
         self.cases, self.dtypes, self.select, self.reference = cases, dtypes, select, reference
         self.student_on, self.rtol, self.atol = student_on, rtol, atol
+        self.categorical = frozenset(categorical)
         self._seen: dict[tuple[int, torch.dtype], _Outcome] = {}
 
     def _student(self, number: int, dtype: torch.dtype) -> _Outcome:
@@ -81,6 +82,7 @@ class _Others:
                 expected = _run(self.reference, kwargs, case.grad, self.select, name="reference", refuses=case.refuses)
             except ValueError:
                 continue  # a drawn case the reference refuses: not asked of the student either
+            expected.categorical = self.categorical
             try:
                 got = self._student(number, dtype)
             except (AssertionError, NotRecorded):

@@ -6,20 +6,46 @@ from __future__ import annotations
 
 import torch
 
+from course_lib.checks.compare import moves_two_in_a_row
 from course_lib.checks.counts import is_mask
 from course_lib.checks.relations import _close, _finite, _outputs, _Pair
 
 _isclose = torch.isclose
 
 
-def _along_time(pairs: list[_Pair]) -> bool:
-    """Every pair has a last axis, and one of them three steps or more (on one step, first and last are all)."""
-    return all(p.got.dim() >= 1 for p in pairs) and any(p.got.shape[-1] >= 3 for p in pairs)
+def _along_time(pairs: list[_Pair], rtol: float, atol: float) -> bool:
+    """Every pair has a last axis, one of them three steps or more (on one step, first and last are all), that
+    axis is not the batch of an input (an output with one value per row of an input, a reward each, has its
+    examples along its last axis, not its steps), and two rows or more are wrong, on one case or several (one
+    wrong row is one wrong example, whatever its place): the rule of :func:`course_lib.checks.compare._pattern`."""
+    if not all(p.got.dim() >= 1 for p in pairs) or not any(p.got.shape[-1] >= 3 for p in pairs):
+        return False
+    if any(_per_input_row(p) for p in pairs):
+        return False
+    rows = 0
+    for p in pairs:
+        wrong = ~_isclose(p.got, p.expected, rtol=rtol, atol=atol)
+        rows += int(wrong.reshape(-1, wrong.shape[-1]).any(-1).sum())
+    return rows >= 2
+
+
+def _per_input_row(p: _Pair) -> bool:
+    """The output has one value per row of a tensor input: its shape is that input's without the last axis."""
+    for value in p.seen.kwargs.values():
+        if isinstance(value, torch.Tensor) and value.dim() >= 1 and tuple(value.shape[:-1]) == tuple(p.got.shape):
+            return True
+    return False
+
+
+def _some_row_moves_two(pairs, rtol, atol) -> bool:
+    """Some row of some pair differs in two entries or more: a 0/1 row wrong in one entry at its edge lines up
+    with a shift of itself, and says nothing of one."""
+    return any(moves_two_in_a_row(~_isclose(p.got, p.expected, rtol=rtol, atol=atol)) for p in pairs)
 
 
 def _boundary(pairs, rtol, atol) -> str | None:
     """Wrong only at the first step, or only at the last, along the last axis."""
-    if not _finite(pairs) or not _along_time(pairs):
+    if not _finite(pairs) or not _along_time(pairs, rtol, atol):
         return None
     for edge, words in ((0, "first"), (-1, "last")):
         if all(_wrong_only_at(p, edge, rtol, atol) for p in pairs):
@@ -43,14 +69,18 @@ def _moved(pairs, rtol, atol) -> str | None:
     """The reference shifted one step or reversed along the last axis.
 
     A shift must move something: on some case the entries it lines up differ where they are (a row constant along
-    the axis is its own shift). For a 0/1 output, the step it vacates holds 0 or the reference's own entry, what an
-    index off by one leaves there: a mask wrong in one place would otherwise read as a shift of itself."""
-    if not _finite(pairs) or not _along_time(pairs):
+    the axis is its own shift). For a 0/1 output, some row differs in two entries or more, and the step it vacates
+    holds 0 or the reference's own entry, what an index off by one leaves there: a mask wrong in one place (one
+    entry longer, one shorter) would otherwise read as a shift of itself."""
+    if not _finite(pairs) or not _along_time(pairs, rtol, atol):
         return None
+    moves_two = _some_row_moves_two(pairs, rtol, atol)
 
     def vacated(e, g, edge):
         if not bool(((e == 0) | (e == 1)).all()):
             return True
+        if not moves_two:
+            return False
         return _close(g[..., edge], 0 * g[..., edge], rtol, atol) or _close(g[..., edge], e[..., edge], rtol, atol)
 
     def earlier(e, g):

@@ -49,7 +49,8 @@ def describe(evidence: list[Seen], rtol: float, atol: float, right_in: str | Non
     if any(pair is None for pair in pairs):
         return None
     relation = None
-    for find in _RELATIONS:
+    categorical = any(pair.what.removeprefix("gradient of ") in pair.seen.expected.categorical for pair in pairs)
+    for find in _PLACES if categorical else _RELATIONS:
         relation = find(pairs, rtol, atol)
         if relation is not None:
             break
@@ -119,3 +120,7 @@ _RELATIONS: list[Callable[..., str | None]] = [
     _per_row,
     _permuted,
 ]
+
+# For an output of category codes (a label as a number: direct=0, scratchpad=1), arithmetic means nothing: a
+# "factor 1/3" between two labels is an accident of their numbering. Only what is said of places remains.
+_PLACES: list[Callable[..., str | None]] = [_non_finite, _reduced, _boundary, _moved, _padding, _permuted]

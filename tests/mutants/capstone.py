@@ -60,6 +60,12 @@ def mask_not_pad(completion_ids, eos_id):
     return (completion_ids != eos_id + 1).float()  # PAD = eos_id + 1 in the course's tokenizer
 
 
+def mask_inclusive_count(completion_ids, eos_id):
+    # issue 44, class four: counts the EOS at t itself, so the mask runs on to the second EOS
+    eos_so_far = torch.cumsum((completion_ids == eos_id).long(), dim=-1)
+    return (eos_so_far <= 1).float()
+
+
 def mask_bool(completion_ids, eos_id):
     """Correct: a bool mask, written by hand."""
     return _first_eos_mask(completion_ids, eos_id) > 0
@@ -86,6 +92,7 @@ MUTANTS = [
     ("completion_mask", mask_no_eos_rows_empty, "no EOS"),
     ("completion_mask", mask_last_eos, "last EOS"),
     ("completion_mask", mask_not_pad, "tests for PAD"),
+    ("completion_mask", mask_inclusive_count, "runs on after the first EOS"),
     ("completion_mask", mask_borrowed, "calls course_lib's own lm_sampling.completion_mask"),
     ("grpo_step", step_returns_tensor, "calls course_lib's own lectures.capstone.grpo_step"),
     ("grpo_step", c._wrong_step(shifted=False), "not shifted"),

@@ -57,6 +57,11 @@ def _mask_not_eos(completion_ids, eos_id):
     return (completion_ids != eos_id).float()  # 0 at each EOS only: the tokens after it stay 1
 
 
+def _mask_runs_on(completion_ids, eos_id):
+    eos_so_far = torch.cumsum((completion_ids == eos_id).long(), dim=-1)  # counts the EOS at t itself
+    return (eos_so_far <= 1).float()  # 1 until the second EOS: the tokens after the first stay in
+
+
 def check_completion_mask(fn) -> bool:
     """Check a student's ``completion_mask(completion_ids, eos_id) -> float mask``."""
     E, P = 12, 13
@@ -81,6 +86,10 @@ def check_completion_mask(fn) -> bool:
             "one completion, a 1-D row ([..., L] with no leading axis)",
             {"completion_ids": torch.tensor([6, E, P]), "eos_id": E},
         ),
+        Case(
+            "an early EOS, then other tokens, then a second EOS: nothing after the first counts",
+            {"completion_ids": torch.tensor([[3, E, 4, 5, 6, E, P]]), "eos_id": E},
+        ),
     ]
     mistakes = [
         Mistake(
@@ -104,6 +113,11 @@ def check_completion_mask(fn) -> bool:
             _mask_roll,
         ),
         Mistake("the mask runs to the last EOS: everything after the first EOS is masked", _mask_last_eos),
+        Mistake(
+            "the mask runs on after the first EOS (up to the next EOS or the row's end): keep tokens through the "
+            "FIRST EOS only, e.g. (cumsum(is_eos) - is_eos) == 0",
+            _mask_runs_on,
+        ),
         Mistake(
             "the mask tests for PAD instead of finding the first EOS: tokens after EOS are not always PAD",
             _mask_not_pad,

@@ -9,7 +9,7 @@ import dataclasses
 import torch
 
 from course_lib.checks import Case, Mistake, check_against_reference, drawing
-from course_lib.checks.hf.grpo_config import config_fields
+from course_lib.checks.hf.grpo_config import coded_fields, config_fields
 from course_lib.hf.trl_contract import LOSS_TYPES, _check_translatable, grpo_config_kwargs
 from course_lib.lm_rl import LMRLConfig
 
@@ -302,6 +302,7 @@ def check_grpo_config_kwargs(fn) -> bool:
         name="grpo_config_kwargs",
         mistakes=mistakes,
         outputs=config_fields,
+        categorical=coded_fields(),
         dtypes=(F64,),
         draw=_draw_configs,
     )

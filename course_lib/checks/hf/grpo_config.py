@@ -105,8 +105,7 @@ def config_fields(result) -> dict:
         if key in NAMES:
             if v not in NAMES[key]:
                 raise Unfit(f"{key}={v!r} is not one of TRL's names: {', '.join(NAMES[key])}")
-            names = ", ".join(f"{i}={n}" for i, n in enumerate(NAMES[key]))
-            out[f"{key} ({names})"] = torch.tensor(float(NAMES[key].index(v)), dtype=F64)
+            out[_coded(key)] = torch.tensor(float(NAMES[key].index(v)), dtype=F64)
         elif isinstance(v, (int, float)):  # bools too
             out[key] = torch.tensor(float(v), dtype=F64)
         else:
@@ -114,4 +113,16 @@ def config_fields(result) -> dict:
     return out
 
 
+def _coded(key: str) -> str:
+    """A named field's output, its names numbered in it: ``"loss_type (0=grpo, 1=dapo, ...)"``."""
+    return f"{key} ({', '.join(f'{i}={n}' for i, n in enumerate(NAMES[key]))})"
+
+
 FIELDS = tuple(grpo_config_kwargs(LMRLConfig()))
+
+
+def coded_fields() -> tuple[str, ...]:
+    """The outputs of :func:`config_fields` that are codes, names or switches as numbers (``loss_type``,
+    ``use_bias_correction_kl``): no arithmetic describes how two of them differ."""
+    switches = [key for key, value in grpo_config_kwargs(LMRLConfig()).items() if isinstance(value, bool)]
+    return tuple(_coded(key) for key in NAMES) + tuple(switches)

@@ -155,6 +155,7 @@ def check_completion_style(fn) -> bool:
         name="completion_style",
         mistakes=mistakes,
         outputs=as_number,
+        categorical=("style",),
         dtypes=(torch.float64,),
         draw=_draw_completions,
     )
