@@ -75,6 +75,11 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # Before torch is imported (test modules import it at collection); kernels inherit the environment.
     for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_name, "1")
+    # A test that asks torch for two threads (tests/test_lm_rl_bit_identity.py: its digests were taken on two) gets
+    # OpenMP threads that spin while they wait for work, and on tiny tensors they mostly wait: its 19 cases took
+    # 51 CPU s at a load of 9, 4.9 with the threads sleeping instead, digests unchanged (the same threads add in
+    # the same order; only how an idle one waits differs).
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 @functools.cache

@@ -89,7 +89,9 @@ def _setting(workload: str, quick: bool, cache: Path):
     if workload == "scratchpad":
         from course_lib.lectures import reasoning
 
-        cfg = reasoning.ReasoningConfig(sft_steps=20 if quick else 300)
+        cfg = reasoning.ReasoningConfig(sft_steps=300)
+        if quick:  # 2-digit addition: 10,000 pairs to shuffle and encode, not the 3-digit task's million
+            cfg = dataclasses.replace(cfg, n_digits=2, n_demos=200, sft_steps=20)
         make = lambda steps: reasoning.warm_up_reasoning(dataclasses.replace(cfg, sft_steps=steps), seed=0)  # noqa: E731
     else:
         from course_lib.lectures import capstone

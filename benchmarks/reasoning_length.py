@@ -125,11 +125,17 @@ SMOOTH = 5
 
 
 def configs(quick: bool) -> tuple[reasoning.ReasoningConfig, reasoning.ReasoningConfig]:
-    """The scratchpad run's config and the filler control's; ``quick``: two small rounds, to check the pipeline."""
+    """The scratchpad run's config and the filler control's; ``quick``: two small rounds of one pass on 2-digit
+    addition, to check the pipeline (with 3 digits most of a quick run went to shuffling and encoding a million
+    pairs)."""
     scratch = reasoning.ReasoningConfig()
     if quick:
-        rl = dataclasses.replace(scratch.rl, iterations=2, prompts_per_step=8, group_size=4, warmup_iterations=1)
-        scratch = dataclasses.replace(scratch, rl=rl, sft_steps=10, n_heldout=20, n_val=20, eval_every=2)
+        rl = dataclasses.replace(
+            scratch.rl, iterations=2, prompts_per_step=8, group_size=4, warmup_iterations=1, update_epochs=1
+        )
+        scratch = dataclasses.replace(
+            scratch, rl=rl, n_digits=2, n_demos=200, sft_steps=10, n_heldout=20, n_val=20, eval_every=2
+        )
     return scratch, dataclasses.replace(scratch, filler=True)  # ReasoningConfig.filler_control(), at this size
 
 

@@ -56,8 +56,9 @@ PASS_K = (1, 4, 16)
 def config(testbed: str, quick: bool = False):
     """The task's config of ``testbed`` (``CapstoneConfig`` or ``ReasoningConfig``), its ``rl`` the loop's.
 
-    ``quick``: two small rounds, 20 prompts scored, 10 warm-up steps (and 2-digit addition for the length
-    testbed): the pipeline in seconds.
+    ``quick``: two small rounds of one pass each over the samples (in the recipe's minibatches: where there are
+    several, the later steps' ratios are off 1), 20 prompts scored, 10 warm-up steps (and 2-digit addition for the
+    length testbed): the pipeline in seconds.
     """
     _validate.require_choice("testbed", testbed, TRAINED)
     if testbed == "length":  # chapter 10's recipe: 25 rounds of 64 prompts x G = 8, 2 passes, Adam 1e-3
@@ -72,7 +73,9 @@ def config(testbed: str, quick: bool = False):
         if testbed == "drift":  # half the prompts a round, four times the steps: 8 passes x 4 minibatches
             rl = dataclasses.replace(rl, prompts_per_step=32, update_epochs=8, num_minibatches=4)
     if quick:
-        rl = dataclasses.replace(rl, iterations=2, prompts_per_step=8, group_size=4, warmup_iterations=0)
+        rl = dataclasses.replace(
+            rl, iterations=2, prompts_per_step=8, group_size=4, warmup_iterations=0, update_epochs=1
+        )
         cfg = dataclasses.replace(cfg, sft_steps=10, n_heldout=20, n_val=20, eval_every=2)
         if testbed != "length":
             cfg = dataclasses.replace(cfg, sft_target=None)
