@@ -253,6 +253,9 @@ LATER_CELLS = {  # what the next solution cell does before its answer
     # the alarm's 20 ms, so the attack gives itself a window it does not depend on load for: the next (unwatched)
     # cell sleeps, and the alarm interrupts the sleep.
     "sigalrm": "import time\ntime.sleep(0.5)\n",
+    # The asyncio task runs only when the kernel's event loop is free, and between cells that can be too short under
+    # load; the next (unwatched) cell awaits at its top level, which hands the loop to the task for half a second.
+    "asyncio": "import asyncio\nawait asyncio.sleep(0.5)\n",
 }
 
 # --- section 3: the student's code at the top of the armed check cell --------------------------------------------
