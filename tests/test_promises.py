@@ -93,3 +93,29 @@ def test_every_default_is_exercised(module_name, exercise, monkeypatch):
     _, reference, cases = args
     never_left_out = [name for name in _options(reference) if all(name in case.kwargs for case in cases)]
     assert not never_left_out, f"{exercise}: every case passes {never_left_out}; leave it out in one"
+
+
+@pytest.mark.parametrize("module_name, exercise", CHECKS, ids=[c[1] for c in CHECKS])
+def test_every_check_holds_the_kind_its_docstring_states(module_name, exercise, monkeypatch):
+    """Every docstring states what its function returns: a dtype ("float32 mask", "the input's dtype") or a
+    number ("floats" in an info dict). A float32 answer to float64 inputs, a bool mask where float32 is
+    documented, a tensor where a number is: each is told (tests/mutants hold one of each)."""
+    _, kwargs = _arguments(module_name, exercise, monkeypatch)
+    assert kwargs.get("check_dtype") is True, f"{exercise}: its check does not compare the outputs' kinds"
+
+
+def test_every_call_of_the_comparison_checks_kinds():
+    """The same, read from the source, for the checks CHECKS does not list (PPOLoss, the sweep, chapter 09's)."""
+    import ast
+    import pathlib
+
+    import course_lib.checks as package
+
+    missing = []
+    for path in sorted(pathlib.Path(package.__file__).parent.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "check_against_reference":
+                flags = {k.arg: k.value for k in node.keywords}
+                if not (isinstance(flags.get("check_dtype"), ast.Constant) and flags["check_dtype"].value is True):
+                    missing.append(f"{path.name}:{node.lineno}")
+    assert not missing, f"check_against_reference without check_dtype=True: {missing}"

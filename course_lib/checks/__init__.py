@@ -59,6 +59,7 @@ from course_lib.checks.compare import (
     _default_outputs,
     _from_torch,
     _label,
+    _only_kind_differs,
     _Outcome,
     _run,
     _run_student,
@@ -120,7 +121,8 @@ def check_against_reference(
         dtypes: floating dtypes every case is run in.
         draw: ``draw(generator)``: fresh cases of the check's own, drawn at grading time (with every case
             moved a little: :mod:`course_lib.checks.drawing`).
-        check_dtype: the dtype of each returned tensor must be the reference's.
+        check_dtype: each output's kind must be the reference's: a tensor's dtype, or a Python number where the
+            reference returns one. A wrong kind is told only once every value is right.
         categorical: the outputs (named as ``outputs`` names them) that are category codes, a label or an id as a
             number: a wrong one is described by where it is wrong, never by arithmetic (a factor, an offset).
     """
@@ -146,6 +148,7 @@ def check_against_reference(
             return _run_student(fn, _cast(cases[number].kwargs, dtype), cases[number], select, name)
 
     labels = []
+    kind_failure = None  # the first case whose values are right and whose dtype is not: told only if no value is wrong
     try:
         for dtype in dtypes:
             for number, case in enumerate(cases):
@@ -159,12 +162,18 @@ def check_against_reference(
                     raise
                 got = student_on(number, dtype)
                 problem = _compare(expected, got, rtol, atol)
-                if problem is not None:
+                if problem is not None and _only_kind_differs(expected, got, rtol, atol):
+                    kind_failure = kind_failure or (case, dtype, problem, got, kwargs, expected)
+                elif problem is not None:
                     others = _Others(cases, dtypes, select, reference, student_on, rtol, atol, categorical)
                     _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol, expected, others)
                 label = _label(kwargs, dtype)
                 if label not in labels:
                     labels.append(label)
+        if kind_failure is not None:
+            case, dtype, problem, got, kwargs, expected = kind_failure
+            others = _Others(cases, dtypes, select, reference, student_on, rtol, atol, categorical)
+            _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol, expected, others)
     except AssertionError:
         forget_pass(fn)
         raise

@@ -267,4 +267,6 @@ def check_gradient_variance(fn) -> bool:
             lambda grad_samples: (grad_samples**2).sum(dim=1).mean(),
         ),
     ]
-    return check_against_reference(fn, gradient_variance, cases, name="gradient_variance", mistakes=mistakes)
+    return check_against_reference(
+        fn, gradient_variance, cases, name="gradient_variance", mistakes=mistakes, check_dtype=True
+    )

@@ -101,16 +101,56 @@ def _run(fn, kwargs, grad, select, name, refuses: bool = False) -> _Outcome:
 
 
 def _with_dtypes(select):
-    """``select``, with each tensor's dtype as one more output (``dtype of <name>``), compared like the rest."""
+    """``select``, with each output's kind as one more output (``dtype of <name>``), compared like the rest.
+
+    The kind is a tensor's dtype, or "a Python number" for an ``int`` or ``float``: a docstring that promises
+    a float64 tensor is not met by a float32 one, and one that promises a number (a clip fraction in ``info``)
+    is not met by a tensor."""
 
     def with_dtypes(result):
         named = dict(select(result))
         for key, value in list(named.items()):
-            if isinstance(value, torch.Tensor) and value.dtype in DTYPES:
-                named[f"dtype of {key}"] = torch.tensor(float(DTYPES.index(value.dtype)), dtype=torch.float64)
+            named[f"dtype of {key}"] = torch.tensor(float(_kind_code(value)), dtype=torch.float64)
         return named
 
     return with_dtypes
+
+
+_NUMBER = len(DTYPES)  # the kind code of a Python int or float
+_OTHER = len(DTYPES) + 1  # a tensor of a dtype not in DTYPES, or anything else
+
+
+def _kind_code(value) -> int:
+    if isinstance(value, torch.Tensor):
+        return DTYPES.index(value.dtype) if value.dtype in DTYPES else _OTHER
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _NUMBER
+    return _OTHER
+
+
+def _kind_hint(got: torch.Tensor, expected: torch.Tensor) -> str:
+    """How to turn what the student returned into what the exercise asks for, where one call does it."""
+    got_code, expected_code = int(got.item()), int(expected.item())
+    if expected_code == _NUMBER and got_code < len(DTYPES):
+        return " (`.item()` turns a one-element tensor into a number)"
+    if got_code < len(DTYPES) and expected_code < len(DTYPES):
+        wanted = str(DTYPES[expected_code])
+        if DTYPES[got_code].is_floating_point and DTYPES[expected_code].is_floating_point:
+            return (
+                " (compute in the inputs' dtype: a constant made with `torch.tensor(...)` or a `.float()` on"
+                f" the way changes it; `.to({wanted})` at the end also works)"
+            )
+        return f" (`.to({wanted})` converts it)"
+    return ""
+
+
+def _kind_name(code: int) -> str:
+    """A kind code in words: "a float32 tensor", "a Python number"."""
+    if code == _NUMBER:
+        return "a Python number"
+    if code == _OTHER:
+        return "another type"
+    return f"a {str(DTYPES[code]).replace('torch.', '')} tensor"
 
 
 def _crash_hint(error: Exception) -> str:
@@ -244,8 +284,12 @@ def _run_student(fn, kwargs, case, select, name) -> _Outcome:
 
 
 def _differences(expected: _Outcome, got: _Outcome, rtol: float, atol: float):
-    """Yield ``(component, description)`` for each output or gradient that disagrees, values first."""
-    for kind, exp_map, got_map in (("", expected.values, got.values), ("gradient of ", expected.grads, got.grads)):
+    """Yield ``(component, description)`` for each output or gradient that disagrees: values first, then
+    gradients, then the outputs' kinds (``dtype of ...``: a wrong value is the first thing to fix)."""
+    values = {k: v for k, v in expected.values.items() if not k.startswith("dtype of ")}
+    kinds = {k: v for k, v in expected.values.items() if k.startswith("dtype of ")}
+    parts = (("", values, got.values), ("gradient of ", expected.grads, got.grads), ("", kinds, got.values))
+    for kind, exp_map, got_map in parts:
         for key, exp in exp_map.items():
             what = f"{kind}{key}"
             if key not in got_map:
@@ -265,8 +309,10 @@ def _differences(expected: _Outcome, got: _Outcome, rtol: float, atol: float):
             value = got_map[key]
             if kind == "" and key.startswith("dtype of "):
                 if not _equal(value.to(torch.float64), exp.to(torch.float64)):
-                    got_dtype, exp_dtype = (str(DTYPES[int(t.item())]).replace("torch.", "") for t in (value, exp))
-                    yield what, f"{key.removeprefix('dtype of ')} is {got_dtype}; the exercise asks for {exp_dtype}"
+                    got_kind, exp_kind = (_kind_name(int(t.item())) for t in (value, exp))
+                    output = key.removeprefix("dtype of ")
+                    hint = _kind_hint(value, exp)
+                    yield what, f"{output} is {got_kind}; the exercise asks for {exp_kind}{hint}"
                 continue
             if key == REFUSES:
                 if not _equal(value.to(torch.float64), exp.to(torch.float64)):
@@ -362,6 +408,11 @@ def moves_two_in_a_row(wrong: torch.Tensor) -> bool:
 def _compare(expected: _Outcome, got: _Outcome, rtol: float, atol: float) -> str | None:
     """Return a description of the first difference, or None when they agree."""
     return next((description for _, description in _differences(expected, got, rtol, atol)), None)
+
+
+def _only_kind_differs(expected: _Outcome, got: _Outcome, rtol: float, atol: float) -> bool:
+    """Whether every difference is in an output's kind (its dtype, a tensor for a number): the values are right."""
+    return all(what.startswith("dtype of ") for what, _ in _differences(expected, got, rtol, atol))
 
 
 def _show(t: torch.Tensor) -> str:

@@ -114,7 +114,7 @@ def _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol,
     first = None
     if expected is not None and not case.refuses:
         first = next(iter(_differences(expected, got, rtol, atol)), None)
-    if first is not None:
+    if first is not None and not first[0].startswith("dtype of "):  # a mistake's message is about values
         what, _ = first
         for mistake, wrong in replays:
             own = _component(wrong, what)
@@ -128,7 +128,7 @@ def _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol,
                     f"in the {what}; fix it and run the check again: there may be more to fix"
                 )
     evidence = f"\n  inputs: {_inputs(kwargs)}"
-    if first is not None and "expected" not in problem:
+    if first is not None and "expected" not in problem and not first[0].startswith("dtype of "):
         what = first[0]
         evidence += f"\n  yours: {_outputs(got, what)}; the reference's: {_outputs(expected, what)}"
     # 3. No mistake explains the evidence, but one relation between the outputs holds on every wrong case.

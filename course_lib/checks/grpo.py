@@ -290,7 +290,9 @@ def check_aggregate_loss(fn) -> bool:
             longest_valid,
         ),
     ]
-    return check_against_reference(fn, aggregate_loss, cases, name="aggregate_loss", mistakes=mistakes)
+    return check_against_reference(
+        fn, aggregate_loss, cases, name="aggregate_loss", mistakes=mistakes, check_dtype=True
+    )
 
 
 def check_grpo_loss(fn) -> bool:
@@ -335,7 +337,7 @@ def check_grpo_loss(fn) -> bool:
     ]
 
     return check_against_reference(
-        fn, grpo_loss, cases, name="grpo_loss", mistakes=GRPO_LOSS_MISTAKES, outputs=_grpo_outputs
+        fn, grpo_loss, cases, name="grpo_loss", mistakes=GRPO_LOSS_MISTAKES, outputs=_grpo_outputs, check_dtype=True
     )
 
 

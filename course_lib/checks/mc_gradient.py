@@ -194,7 +194,9 @@ def check_mc_policy_gradient(fn) -> bool:
         ]
     ]
     try:
-        passed = check_against_reference(seeded(fn), seeded(mc_policy_gradient), cases, name=name, mistakes=mistakes)
+        passed = check_against_reference(
+            seeded(fn), seeded(mc_policy_gradient), cases, name=name, mistakes=mistakes, check_dtype=True
+        )
     except NotImplementedError:
         raise
     except AssertionError as error:

@@ -185,6 +185,7 @@ def check_memory_accounting(fn) -> bool:
         outputs=_account_outputs,
         dtypes=(torch.float64,),
         draw=_draw_models,
+        check_dtype=True,
     )
 
 

@@ -132,7 +132,9 @@ def check_gather_log_probs(fn) -> bool:
             normalised_after_gather,
         ),
     ]
-    return check_against_reference(fn, gather_log_probs, cases, name="gather_log_probs", mistakes=mistakes)
+    return check_against_reference(
+        fn, gather_log_probs, cases, name="gather_log_probs", mistakes=mistakes, check_dtype=True
+    )
 
 
 def check_reinforce_loss(fn) -> bool:
@@ -318,7 +320,9 @@ def check_reinforce_loss(fn) -> bool:
             wrong_broadcast,
         ),
     ]
-    return check_against_reference(fn, reinforce_loss, cases, name="reinforce_loss", mistakes=mistakes)
+    return check_against_reference(
+        fn, reinforce_loss, cases, name="reinforce_loss", mistakes=mistakes, check_dtype=True
+    )
 
 
 def _masked_token_mean(per_token: torch.Tensor, mask) -> torch.Tensor:

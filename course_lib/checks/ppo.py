@@ -166,7 +166,13 @@ def check_clipped_surrogate_loss(fn) -> bool:
         ),
     ]
     return check_against_reference(
-        fn, clipped_surrogate_loss, cases, name="clipped_surrogate_loss", mistakes=mistakes, outputs=_loss_outputs
+        fn,
+        clipped_surrogate_loss,
+        cases,
+        name="clipped_surrogate_loss",
+        mistakes=mistakes,
+        outputs=_loss_outputs,
+        check_dtype=True,
     )
 
 
@@ -227,7 +233,7 @@ def check_value_loss(fn) -> bool:
             wrong_value_loss(reduce=lambda unclipped, clipped: clipped),
         ),
     ]
-    return check_against_reference(fn, value_loss, cases, name="value_loss", mistakes=mistakes)
+    return check_against_reference(fn, value_loss, cases, name="value_loss", mistakes=mistakes, check_dtype=True)
 
 
 def _ppo_loss_reference(clip_epsilon=0.2, value_loss_coef=0.5, entropy_coef=0.01, **tensors):
@@ -357,6 +363,8 @@ def check_ppo_loss(fn) -> bool:
         Mistake(message, wrong_ppo_loss(policy=surrogate(**options)))
         for message, options in SURROGATE_MISTAKES[:-N_HIGH]
     ]
-    passed = check_against_reference(fn, _ppo_loss_reference, cases, name="PPOLoss", mistakes=mistakes)
+    passed = check_against_reference(
+        fn, _ppo_loss_reference, cases, name="PPOLoss", mistakes=mistakes, check_dtype=True
+    )
     record_pass("PPOLoss", student)  # the class itself, which the demo cells hand to the trainer
     return passed

@@ -152,6 +152,7 @@ def check_sort_inclusion_ordering_reward(fn) -> bool:
         outputs=_float_rewards,
         dtypes=(torch.int64,),
         draw=_draw_sorting,
+        check_dtype=True,
     )
 
 

@@ -169,4 +169,4 @@ def check_read_sweep(fn) -> bool:
             _sweep_reader(argmax_saturation=True),
         ),
     ]
-    return check_against_reference(fn, read_sweep, cases, name="read_sweep", mistakes=mistakes)
+    return check_against_reference(fn, read_sweep, cases, name="read_sweep", mistakes=mistakes, check_dtype=True)

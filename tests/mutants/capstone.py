@@ -67,7 +67,7 @@ def mask_inclusive_count(completion_ids, eos_id):
 
 
 def mask_bool(completion_ids, eos_id):
-    """Correct: a bool mask, written by hand."""
+    """Right places, wrong kind: a bool mask where the docstring promises float32 (issue 44: kinds are checked)."""
     return _first_eos_mask(completion_ids, eos_id) > 0
 
 
@@ -94,6 +94,7 @@ MUTANTS = [
     ("completion_mask", mask_not_pad, "tests for PAD"),
     ("completion_mask", mask_inclusive_count, "runs on after the first EOS"),
     ("completion_mask", mask_borrowed, "calls course_lib's own lm_sampling.completion_mask"),
+    ("completion_mask", mask_bool, "is a bool tensor; the exercise asks for a float32 tensor"),
     ("grpo_step", step_returns_tensor, "calls course_lib's own lectures.capstone.grpo_step"),
     ("grpo_step", c._wrong_step(shifted=False), "not shifted"),
     ("grpo_step", c._wrong_step(mask="drop_eos"), "EOS token is masked out"),
@@ -107,5 +108,4 @@ MUTANTS = [
 VARIANTS = [
     ("addition_exact_reward", reward_regex),
     ("completion_mask", mask_loop),
-    ("completion_mask", mask_bool),
 ]

@@ -132,7 +132,7 @@ def kl_in_float32(logp, logp_ref, kind):
     return {"k1": -log_r, "k2": 0.5 * log_r**2, "k3": torch.expm1(log_r) - log_r}[kind]
 
 
-MUTANTS.append(("kl_estimate", kl_in_float32, "is float32; the exercise asks for float64"))
+MUTANTS.append(("kl_estimate", kl_in_float32, "is a float32 tensor; the exercise asks for a float64 tensor"))
 
 
 def answer_reward_as_strings(prompts, completions, answer, **kwargs):
@@ -167,3 +167,53 @@ def logps_mask_from_first_eos_of_sequence(model, sequences, prompt_mask, eos_id,
 
 
 MUTANTS.append(("completion_logps", logps_mask_from_first_eos_of_sequence, "in the whole sequence, prompt included"))
+
+
+# Kinds the docstrings state (issue 44, item 1: `check_dtype` on every check). Each of these has the right values.
+
+
+def mask_as_bool(completion_ids, eos_id):
+    """A bool mask where the docstring promises a float32 one (the comparison's own dtype, never converted)."""
+    is_eos = (completion_ids == eos_id).long()
+    return (torch.cumsum(is_eos, dim=-1) - is_eos) == 0
+
+
+MUTANTS.append(("completion_mask", mask_as_bool, "is a bool tensor; the exercise asks for a float32 tensor"))
+
+
+def surrogate_loss_tensor_diagnostics(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    """Right values, but the diagnostics left as tensors where the docstring promises numbers (no `.item()`)."""
+    high_eps = clip_eps if clip_eps_high is None else clip_eps_high
+    valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()
+    zero = torch.zeros_like(logp)
+    ratio = torch.exp(torch.where(valid, logp, zero) - torch.where(valid, logp_old.detach(), zero))
+    adv = torch.where(valid, adv.detach(), zero)
+    per_token = -torch.min(ratio * adv, ratio.clamp(1 - clip_eps, 1 + high_eps) * adv)
+    count = valid.sum().clamp(min=1)
+    loss = (per_token * valid).sum() / count
+    with torch.no_grad():
+        r = torch.where(valid, ratio, torch.ones_like(ratio))
+        low, high = r < 1 - clip_eps, r > 1 + high_eps
+        info = {
+            "clip_fraction": ((low | high) & valid).sum() / count,
+            "clip_active_fraction": (((high & (adv > 0)) | (low & (adv < 0))) & valid).sum() / count,
+            "approx_kl": ((r - 1) - torch.log(r)).sum() / count,
+        }
+    return loss, info
+
+
+MUTANTS.append(("clipped_surrogate_loss", surrogate_loss_tensor_diagnostics, "the exercise asks for a Python number"))
+
+
+def aggregate_in_float32(per_token, mask, mode, max_len=None):
+    """The per-token losses cast to float32 on the way (a `.float()` to be safe), so float64 inputs lose digits."""
+    per_token = per_token.float()
+    mask = mask.to(per_token.dtype)
+    lengths = mask.sum(-1)
+    if mode == "token-mean":
+        return (per_token * mask).sum() / mask.sum().clamp(min=1)
+    divisor = lengths.clamp(min=1) if mode == "seq-mean-token-mean" else (max_len or per_token.shape[-1])
+    return ((per_token * mask).sum(-1) / divisor).mean()
+
+
+MUTANTS.append(("aggregate_loss", aggregate_in_float32, "is a float32 tensor; the exercise asks for a float64 tensor"))

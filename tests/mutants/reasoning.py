@@ -115,7 +115,8 @@ def _weights(one_mode):
         o = length.double()
         L = o.max() if max_len is None else max_len
         w = one_mode(o, o.numel(), L, mode)
-        return torch.where(o > 0, w, torch.zeros_like(w))
+        weights = torch.where(o > 0, w, torch.zeros_like(w))
+        return weights.to(length.dtype if length.is_floating_point() else torch.get_default_dtype())
 
     return fn
 
@@ -333,12 +334,13 @@ def weights_n_over_nonempty(length, mode, max_len=None):
     o = length.double()
     L = o.max() if max_len is None else max_len
     w = _right(o, int((o > 0).sum()), L, mode)
-    return torch.where(o > 0, w, torch.zeros_like(w))
+    weights = torch.where(o > 0, w, torch.zeros_like(w))
+    return weights.to(length.dtype if length.is_floating_point() else torch.get_default_dtype())
 
 
 MUTANTS = [
     ("pass_at_k", pass_product_one_early, "the product runs over i = n - c + 1"),
-    ("pass_at_k", pass_float32, "is float32; the exercise asks for float64"),
+    ("pass_at_k", pass_float32, "is a float32 tensor; the exercise asks for a float64 tensor"),
     ("aggregation_token_weight", weights_n_over_nonempty, "N counts every response"),
     ("pass_at_k", pass_biased, "plug-in"),
     ("pass_at_k", pass_float_binomials, "overflow"),

@@ -10,6 +10,7 @@ from course_lib.checks import (
     check_against_reference,
     drawing,
 )
+from course_lib.checks.compare import Unfit
 from course_lib.lm_sampling import completion_mask
 
 # ---------------------------------------------------------------------------
@@ -132,8 +133,12 @@ def check_completion_mask(fn) -> bool:
     def reference(completion_ids, eos_id):
         return completion_mask(completion_ids, eos_id)
 
-    def as_float(result):
-        return {"mask": torch.as_tensor(result).float()}
+    def as_mask(result):
+        # A tensor as it is: its dtype is checked too (the docstring promises float32; a bool or a long mask
+        # multiplies differently, and a float64 one turns every loss it weights into float64).
+        if not isinstance(result, torch.Tensor):
+            raise Unfit(f"it returned a {type(result).__name__}; the exercise asks for a float32 tensor")
+        return {"mask": result}
 
     return check_against_reference(
         fn,
@@ -141,9 +146,10 @@ def check_completion_mask(fn) -> bool:
         cases,
         name="completion_mask",
         mistakes=mistakes,
-        outputs=as_float,
+        outputs=as_mask,
         dtypes=(torch.float64,),
         draw=_draw_completions,
+        check_dtype=True,
     )
 
 

@@ -160,7 +160,9 @@ def check_cispo_loss(fn) -> bool:
             _clipped_ratio_as_loss,
         ),
     ]
-    return check_against_reference(fn, cispo_loss, cases, name="cispo_loss", mistakes=mistakes, draw=_draw_cispo)
+    return check_against_reference(
+        fn, cispo_loss, cases, name="cispo_loss", mistakes=mistakes, draw=_draw_cispo, check_dtype=True
+    )
 
 
 def _floor_defaults_to_high(logp, logp_old, adv, clip_eps_high, clip_eps=None):

@@ -158,4 +158,5 @@ def check_gspo_sequence_log_ratio(fn) -> bool:
         name="gspo_sequence_log_ratio",
         mistakes=mistakes,
         draw=_draw_gspo,
+        check_dtype=True,
     )

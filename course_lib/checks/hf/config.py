@@ -305,6 +305,7 @@ def check_grpo_config_kwargs(fn) -> bool:
         categorical=coded_fields(),
         dtypes=(F64,),
         draw=_draw_configs,
+        check_dtype=True,
     )
 
 

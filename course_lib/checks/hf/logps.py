@@ -230,6 +230,7 @@ def check_completion_logps(fn) -> bool:
         outputs=_logp_outputs,
         dtypes=(torch.float32,),
         draw=_draw_generated,
+        check_dtype=True,
     )
 
 

@@ -253,6 +253,7 @@ def check_answer_reward(fn) -> bool:
             outputs=_reward_list,
             dtypes=(F64,),
             draw=_draw_rewards,
+            check_dtype=True,
         )
     except AssertionError as error:
         hint = _reward_hint(str(error))

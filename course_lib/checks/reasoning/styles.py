@@ -158,6 +158,7 @@ def check_completion_style(fn) -> bool:
         categorical=("style",),
         dtypes=(torch.float64,),
         draw=_draw_completions,
+        check_dtype=True,
     )
 
 
@@ -259,6 +260,7 @@ def check_style_share(fn) -> bool:
         mistakes=mistakes,
         dtypes=(torch.float64,),
         draw=_draw_labels,
+        check_dtype=True,
     )
 
 

@@ -121,6 +121,7 @@ def check_aggregation_token_weight(fn) -> bool:
         name="aggregation_token_weight",
         mistakes=mistakes,
         draw=_draw_lengths,
+        check_dtype=True,
     )
 
 
