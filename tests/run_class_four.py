@@ -1,6 +1,7 @@
 """Run every exercise's check on every student of the fourth class, once, and store what each check said.
 
     PYTHONPATH=$PWD python tests/run_class_four.py
+    PYTHONPATH=$PWD python tests/run_class_four.py --students class_five_students   # a later class, the same way
 
 Each check is called exactly as its check cell calls it (``check_x(student)``), after the setup cell's seeding.
 A check that passes prints its line; one that fails raises, and the message it raised is what a student sees.
@@ -8,6 +9,7 @@ The results go to ``tests/class_four_first_sight.json``, one record per row of `
 This module holds no tests (pytest does not collect it).
 """
 
+import argparse
 import contextlib
 import importlib
 import io
@@ -24,7 +26,6 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import class_four_students  # noqa: E402
 
 # exercise -> (module under course_lib.checks, check function), as each exercise notebook's check cell imports it
 CHECKS = {
@@ -102,15 +103,19 @@ def judge(row: dict) -> dict:
     }
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--students", default="class_four_students", help="the module under tests/ holding ROWS")
+    args = parser.parse_args(argv)
+    students = importlib.import_module(args.students)
     torch.set_num_threads(1)
     results = []
-    for row in class_four_students.ROWS:
+    for row in students.ROWS:
         result = judge(row)
         verdict = "passed" if result["passed"] else f"rejected ({result['error_type']})"
         print(f"{result['chapter']} {result['student']:<48} right={result['right']!s:<5} {verdict}", flush=True)
         results.append(result)
-    out = HERE / "class_four_first_sight.json"
+    out = HERE / f"{args.students.removesuffix('_students')}_first_sight.json"
     out.write_text(json.dumps(results, indent=1) + "\n")
     print(f"wrote {out.relative_to(HERE.parent)}: {len(results)} rows")
 
