@@ -452,3 +452,28 @@ def test_a_category_code_is_not_described_by_arithmetic():
     )
     for arithmetic in ("times", "factor", "offset", "+", "sign", "largest difference"):
         assert arithmetic not in first, first
+
+
+def test_a_case_that_never_ends_does_not_hang_the_explanation(monkeypatch):
+    """The check stops at the first wrong case and then reads the others for evidence: a function that loops for
+    ever on one of those must still get its message, in about one case's time limit, not hang the cell."""
+    import time
+
+    from course_lib.checks import explain
+    from course_lib.checks.gae import check_td_residuals
+
+    monkeypatch.setattr(explain, "CASE_SECONDS", 0.5)
+    calls = []
+
+    def wrong_then_stuck(rewards, values, dones, last_values, gamma):
+        calls.append(1)
+        if len(calls) > 1:
+            while True:  # the loop a student meant to end
+                pass
+        return rewards * 0
+
+    started = time.perf_counter()
+    with pytest.raises(AssertionError) as failure:
+        check_td_residuals(wrong_then_stuck)
+    assert time.perf_counter() - started < 5
+    assert "td_residuals" in str(failure.value)

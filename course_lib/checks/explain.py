@@ -11,6 +11,10 @@ student can replay it by hand.
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
+import time
 from typing import Any, Mapping
 
 import torch
@@ -28,6 +32,43 @@ def _component(outcome: _Outcome, what: str) -> _Outcome:
     return _Outcome(values={what: outcome.values[what]} if what in outcome.values else {})
 
 
+CASE_SECONDS = 5.0  # a case runs in milliseconds; one that takes this long is a loop that does not end
+
+
+class _TooLong(AssertionError):
+    """A case the student's function did not finish within ``CASE_SECONDS``, while the check read the evidence."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float):
+    """Raise ``_TooLong`` in the block after ``seconds`` of wall clock, where a timer can: in the main thread (where
+    a notebook runs its cells). A timer already set (pytest-timeout's, a grader's) is put back afterwards with the
+    time it had left, and if it would ring first it is left to ring: this limit never delays another's."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous_handler = signal.getsignal(signal.SIGALRM)
+    previous_left, previous_interval = signal.getitimer(signal.ITIMER_REAL)
+    if previous_left and previous_left <= seconds:
+        yield
+        return
+
+    def ring(signum, frame):
+        raise _TooLong(f"ran past {seconds:g} s on a case the check had not reached yet")
+
+    started = time.monotonic()
+    signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)  # and again each second, should the loop catch it
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL if previous_handler is None else previous_handler)
+        if previous_left:
+            left = max(previous_left - (time.monotonic() - started), 1e-3)
+            signal.setitimer(signal.ITIMER_REAL, left, previous_interval)
+
+
 class _Others:
     """Every case of a failing check, to test a mistake against all the evidence, not one case."""
 
@@ -35,13 +76,31 @@ class _Others:
         self.cases, self.dtypes, self.select, self.reference = cases, dtypes, select, reference
         self.student_on, self.rtol, self.atol = student_on, rtol, atol
         self.categorical = frozenset(categorical)
-        self._seen: dict[tuple[int, torch.dtype], _Outcome] = {}
+        self._seen: dict[tuple[int, torch.dtype], _Outcome | AssertionError] = {}
+        self._too_long: AssertionError | None = None
 
     def _student(self, number: int, dtype: torch.dtype) -> _Outcome:
-        """What the student's function gave on one case, run once (AssertionError where it failed to give it)."""
+        """What the student's function gave on one case, run once (AssertionError where it failed to give it).
+
+        These are cases the check itself had not reached (it stopped at the first wrong one): a function that
+        never returns on one of them must not hang the check cell that is about to explain a wrong answer, so
+        each run here has a time limit, and a case that runs past it tells nothing (as a crash tells nothing)."""
+        if (number, dtype) not in self._seen and self._too_long is not None:
+            self._seen[number, dtype] = self._too_long  # one case that never ended: the others are not run
         if (number, dtype) not in self._seen:
-            self._seen[number, dtype] = self.student_on(number, dtype)
-        return self._seen[number, dtype]
+            try:
+                with _time_limit(CASE_SECONDS):
+                    self._seen[number, dtype] = self.student_on(number, dtype)
+            except _TooLong as error:
+                self._too_long = self._seen[number, dtype] = error
+            except AssertionError as error:
+                self._seen[number, dtype] = error
+                if isinstance(error.__cause__, _TooLong):  # the student's function caught it: the same
+                    self._too_long = error
+        seen = self._seen[number, dtype]
+        if isinstance(seen, AssertionError):
+            raise seen
+        return seen
 
     def consistent(self, mistake, refusals: bool = False, component: str | None = None) -> bool:
         """Whether ``mistake`` gives what the student's function gave on every case it can run
