@@ -352,6 +352,9 @@ def _message(fn) -> str:
         (lambda x, y: (x * (1 - (y.detach() > 0))).mean(), "convert it first"),
         (lambda x, y: (x * ((y.detach() > 0) - (x.detach() > 0))).mean(), "convert it first"),
         (lambda x, y: (x[:2] * y.detach()).mean(), "keepdim=True"),
+        (lambda x, y: (x[: len(x) - 1] * y.detach()).mean(), "len(x)"),
+        (lambda x, y: (x * y.detach()[x.shape[-1]]).mean(), "an index past the end of an axis"),
+        (lambda x, y: (x * y.detach()).mean() * (1 / (x.shape[-1] - 3)), "a Python division by a count"),
     ],
 )
 def test_every_crash_hint_matches_todays_torch(wrong, hint):

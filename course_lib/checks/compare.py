@@ -162,12 +162,22 @@ def _crash_hint(error: Exception) -> str:
     if "must match the size of tensor" in text or "shapes cannot be multiplied" in text:
         return (
             " (two shapes that do not broadcast: did a .mean(), .std() or .sum() drop an axis? keepdim=True "
-            "keeps it, or index with [..., None] to add one back)"
+            "keeps it, or index with [..., None] to add one back. Or was a size read from the wrong axis: len(x) "
+            "and x.shape[0] are the first axis, x.shape[-1] the last, the one a [..., T] docstring means)"
+        )
+    if "is out of bounds for dimension" in text or "index out of range" in text:
+        return (
+            " (an index past the end of an axis: which size was it computed from? A flat index splits into "
+            "(row, column) by the number of columns, and a size read with len(x) is the first axis's)"
         )
     if "operator.invert" in text or "bitwise_not" in text or "bitwise_xor" in text:
         return " (~ negates bool tensors only: for 0/1 numbers use 1 - x, after x.float() where x is bool)"
     if "with a bool tensor is not supported" in text or "with two bool tensors is not supported" in text:
         return " (a bool tensor such as dones or a mask: convert it first, for example dones.float())"
+    if isinstance(error, ZeroDivisionError):
+        return (
+            " (a Python division by a count, a size or a binomial that is 0 on this case: what should it give there?)"
+        )
     if "derivative for aten::floor_divide" in text or "derivative for aten::round" in text:
         return " (// and round() have no gradient: divide with /, which keeps the gradient)"
     return ""

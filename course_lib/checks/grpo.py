@@ -156,6 +156,13 @@ def check_group_advantages(fn) -> bool:
     )
 
 
+EMPTY_LEFT_OUT = (
+    "an empty response (no valid token) is left out of the mean over responses (as some verl versions do); "
+    "the course counts it as a response that contributes 0: divide the sum over responses by their number, "
+    "empty ones included"
+)
+
+
 def check_aggregate_loss(fn) -> bool:
     """Check a student's ``aggregate_loss(per_token, mask, mode, max_len=None)``, gradients included."""
     g = torch.Generator().manual_seed(8)
@@ -222,6 +229,11 @@ def check_aggregate_loss(fn) -> bool:
     def seq_mean(x, m, L):
         return (seq_sum(x, m) / m.sum(-1).clamp(min=1)).mean()
 
+    def nonempty_mean(per_response, m):
+        # the mean over the responses that have a valid token (an empty one's 0 / 0 never enters)
+        kept = n_tokens(m) > 0  # (...)
+        return per_response[kept].sum() / kept.sum().clamp(min=1)
+
     def ignore_mask(per_token, mask, mode, max_len=None):
         return aggregate_loss(per_token, torch.ones_like(per_token), mode, max_len)
 
@@ -283,6 +295,19 @@ def check_aggregate_loss(fn) -> bool:
             "an empty response (no valid token) gives 0 / 0 = NaN; it contributes 0: divide by "
             "mask.sum(-1).clamp(min=1)",
             aggregate_with(**{"seq-mean-token-mean": lambda x, m, L: (seq_sum(x, m) / n_tokens(m)).mean()}),
+        ),
+        Mistake(
+            EMPTY_LEFT_OUT,
+            aggregate_with(**{"seq-mean-token-mean": lambda x, m, L: nonempty_mean(seq_sum(x, m) / n_tokens(m), m)}),
+        ),
+        Mistake(
+            EMPTY_LEFT_OUT,
+            aggregate_with(
+                **{
+                    "seq-mean-token-mean": lambda x, m, L: nonempty_mean(seq_sum(x, m) / n_tokens(m), m),
+                    "seq-mean-token-sum-norm": lambda x, m, L: nonempty_mean(seq_sum(x, m) / L, m),
+                }
+            ),
         ),
         Mistake(
             "you divided by the longest response's number of valid tokens, mask.sum(-1).max(); Dr. GRPO's "

@@ -46,6 +46,13 @@ def check_gather_log_probs(fn) -> bool:
     def wrong_axis(logits, tokens):
         return torch.log_softmax(logits, -2).gather(-1, tokens.long()[..., None]).squeeze(-1)
 
+    def fixed_axis(axis):
+        # An axis counted from the front: the vocabulary for one rank of logits, another axis for the others.
+        def wrong(logits, tokens):
+            return torch.log_softmax(logits, axis).gather(-1, tokens.long()[..., None]).squeeze(-1)
+
+        return wrong
+
     def raw_logits(logits, tokens):
         return logits.gather(-1, tokens.long()[..., None]).squeeze(-1)
 
@@ -113,6 +120,15 @@ def check_gather_log_probs(fn) -> bool:
             "the log_softmax normalises over the wrong axis (the token axis T); normalise over the "
             "vocabulary, the last axis: torch.log_softmax(logits, dim=-1)",
             wrong_axis,
+        ),
+        *(
+            Mistake(
+                f"the log_softmax normalises over dim={axis}, an axis counted from the front: that is the "
+                "vocabulary only for logits of one rank, and a batch, a group or the token axis for the others; "
+                "the vocabulary is always the last axis: torch.log_softmax(logits, dim=-1)",
+                fixed_axis(axis),
+            )
+            for axis in (0, 1, 2)
         ),
         Mistake("you gathered raw logits; normalise them first with torch.log_softmax(logits, dim=-1)", raw_logits),
         Mistake(

@@ -63,6 +63,15 @@ def _mask_runs_on(completion_ids, eos_id):
     return (eos_so_far <= 1).float()  # 1 until the second EOS: the tokens after the first stay in
 
 
+def _mask_along(axis):
+    # The running count taken along an axis counted from the front: the tokens for one rank of ids only.
+    def wrong(completion_ids, eos_id):
+        is_eos = (completion_ids == eos_id).long()
+        return ((torch.cumsum(is_eos, dim=axis) - is_eos) == 0).float()
+
+    return wrong
+
+
 def check_completion_mask(fn) -> bool:
     """Check a student's ``completion_mask(completion_ids, eos_id) -> float mask``."""
     E, P = 12, 13
@@ -128,6 +137,16 @@ def check_completion_mask(fn) -> bool:
             "every token after the first EOS is 0; keep the tokens up to and including the first EOS",
             _mask_not_eos,
         ),
+    ]
+
+    mistakes += [
+        Mistake(
+            f"the running count of EOS is taken along dim={axis}, an axis counted from the front: that is the "
+            "tokens only for ids of one rank, and the batch or the group for the others; count along the last "
+            "axis, dim=-1 (the docstring's [..., L])",
+            _mask_along(axis),
+        )
+        for axis in (0, 1)
     ]
 
     def reference(completion_ids, eos_id):

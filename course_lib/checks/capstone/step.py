@@ -74,7 +74,7 @@ def _step_setup(seed: int, kl_coef: float, variant: str = ""):
     return kwargs
 
 
-def _logp(model, prompts, completions, shifted: bool = True, tiled: bool = False):
+def _logp(model, prompts, completions, shifted: bool = True, tiled: bool = False, regrouped: bool = False):
     G = completions.shape[1]
     fp = repeat(prompts, "B P -> (G B) P", G=G) if tiled else repeat(prompts, "B P -> (B G) P", G=G)
     fc = rearrange(completions, "B G L -> (B G) L")
@@ -84,10 +84,12 @@ def _logp(model, prompts, completions, shifted: bool = True, tiled: bool = False
         P, L = fp.shape[1], fc.shape[1]
         logits = model(torch.cat([fp, fc], 1))[:, P : P + L]  # (B*G, L): each scores the token *after* y_t
         out = torch.log_softmax(logits, -1).gather(-1, fc[..., None])[..., 0]
+    if regrouped:  # unflattened in the other order than it was flattened in
+        return rearrange(out, "(G B) L -> B G L", G=G)
     return rearrange(out, "(B G) L -> B G L", G=G)
 
 
-def _wrong_step(shifted=True, mask="eos", clip=True, zero_grad=True, tiled=False):
+def _wrong_step(shifted=True, mask="eos", clip=True, zero_grad=True, tiled=False, regrouped=False):
     def step(
         policy,
         ref_model,
@@ -101,11 +103,11 @@ def _wrong_step(shifted=True, mask="eos", clip=True, zero_grad=True, tiled=False
         kl_coef=0.04,
         max_grad_norm=1.0,
     ):
-        logp = _logp(policy, prompts, completions, shifted, tiled)
+        logp = _logp(policy, prompts, completions, shifted, tiled, regrouped)
         logp_ref = None
         if ref_model is not None and kl_coef > 0:
             with torch.no_grad():
-                logp_ref = _logp(ref_model, prompts, completions, shifted, tiled)
+                logp_ref = _logp(ref_model, prompts, completions, shifted, tiled, regrouped)
         if mask == "eos":
             m = completion_mask(completions, eos_id)
         elif mask == "drop_eos":
@@ -156,6 +158,12 @@ def _step_mistakes():
             "the prompts are tiled (prompts.repeat(G, 1): prompt 0, 1, 0, 1, ...) but each prompt's G completions "
             "sit together: repeat each prompt G times in place, repeat_interleave(G, dim=0)",
             _wrong_step(tiled=True),
+        ),
+        Mistake(
+            "the log-probs are put back with '(G B) L -> B G L', but the batch was flattened as '(B G)': each "
+            "completion's log-probs land on another prompt's completion; unflatten with the pattern you flattened "
+            "with, '(B G) L -> B G L'",
+            _wrong_step(regrouped=True),
         ),
     ]
 
