@@ -98,6 +98,22 @@ def shifted_time(x):
     return torch.cat([torch.zeros_like(x[..., :1]), backward_cumsum(x)[..., :-1]], -1)
 
 
+def bootstrapped(x, dones):
+    # a stand-in for a TD residual: the next entry is added where the step did not terminate
+    following = torch.cat([x[..., 1:], torch.zeros_like(x[..., :1])], -1)
+    return x + 0.9 * following * (1 - dones.to(x.dtype))
+
+
+def _done_cases():
+    cases = []
+    for i, s in enumerate(SHAPES):
+        g = torch.Generator().manual_seed(40 + i)
+        dones = torch.rand(s, generator=g) < 0.4
+        dones[..., 0] = True  # every case has a terminal step
+        cases.append(Case(f"shape {s}", {"x": _tensor(*s, seed=i), "dones": dones}))
+    return cases
+
+
 def _mask_cases():
     return [Case(f"shape {s}", {"x": _tensor(*s, seed=i), "mask": _mask(*s, seed=i)}) for i, s in enumerate(SHAPES)]
 
@@ -123,6 +139,12 @@ ROWS = [
     (backward_cumsum, _cases("x"), lambda x: backward_cumsum(x).flip(-1), "reversed along the last axis"),
     (shifted_time, _cases("x"), lambda x: backward_cumsum(x), "shifted one step earlier"),
     (masked, _mask_cases(), lambda x, mask: torch.where(mask, x, 2 * x), "only at padded positions"),
+    (
+        bootstrapped,
+        _done_cases(),
+        lambda x, dones: bootstrapped(x, dones) * (1 - dones.to(x.dtype)),
+        "wrong only where `dones` is 1 (and 0 there)",
+    ),
     (centred, _cases("x"), lambda x: x - x.mean(), "the same along the last axis within each row"),
     (unit_rows, _cases("x"), lambda x: x / x.norm(), "times a factor of its own"),
     (product, _cases("a", "b"), lambda a, b: a * b * b, "is the reference times `b`"),

@@ -301,6 +301,12 @@ def check_aggregate_loss(fn) -> bool:
             aggregate_with(**{"seq-mean-token-mean": lambda x, m, L: nonempty_mean(seq_sum(x, m) / n_tokens(m), m)}),
         ),
         Mistake(
+            EMPTY_LEFT_OUT,  # the same with .mean() over the kept responses: NaN when every response is empty
+            aggregate_with(
+                **{"seq-mean-token-mean": lambda x, m, L: (seq_sum(x, m) / n_tokens(m))[n_tokens(m) > 0].mean()}
+            ),
+        ),
+        Mistake(
             EMPTY_LEFT_OUT,
             aggregate_with(
                 **{

@@ -121,6 +121,45 @@ def _padding(pairs, rtol, atol) -> str | None:
     )
 
 
+def _flagged(pairs, rtol, atol) -> str | None:
+    """Wrong only where a 0/1 input other than a mask is 1 (a terminal step, ``dones``): what happens at a flagged
+    entry is wrong, and everything else is right."""
+    if not _finite(pairs):
+        return None
+    names, unset = None, set()  # unset: the flags seen at 0 somewhere (a flag set everywhere says nothing)
+    for p in pairs:
+        wrong = ~_isclose(p.got, p.expected, rtol=rtol, atol=atol)
+        flags = _flags(p.seen.kwargs, p.got.shape)
+        here = [key for key, flag in flags if not bool((wrong & (flag == 0)).any())]
+        unset |= {key for key, flag in flags if bool((flag == 0).any())}
+        names = here if names is None else [key for key in names if key in here]
+        if not names:
+            return None
+    names = [key for key in names if key in unset]
+    if not names:
+        return None
+    zero = all(bool((p.got[~_isclose(p.got, p.expected, rtol=rtol, atol=atol)] == 0).all()) for p in pairs)
+    there = " (and 0 there)" if zero else ""
+    return (
+        f"{_outputs(pairs)} is wrong only where `{names[0]}` is 1{there}, on every case where yours is wrong, and "
+        f"right everywhere else: what should happen at a step where `{names[0]}` is set?"
+    )
+
+
+def _flags(kwargs, shape) -> list[tuple[str, torch.Tensor]]:
+    """The inputs of ``shape`` that hold only 0s and 1s, some 1s, and are not named like a mask (``dones``)."""
+    found = []
+    for key, value in kwargs.items():
+        if not isinstance(value, torch.Tensor) or value.shape != shape or "mask" in key.lower():
+            continue
+        flag = value.detach()
+        if flag.is_complex() or not bool(((flag == 0) | (flag == 1)).all()):
+            continue
+        if bool((flag != 0).any()):
+            found.append((key, flag))
+    return found
+
+
 def _permuted(pairs, rtol, atol) -> str | None:
     """The reference's numbers, every one of them, in another order: a reshape, a repeat or a transpose."""
     if not _finite(pairs) or sum(p.got.numel() for p in pairs) < 3:

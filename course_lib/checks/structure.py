@@ -19,7 +19,7 @@ from typing import Callable
 import torch
 
 from course_lib.checks.compare import REFUSES
-from course_lib.checks.positions import _boundary, _moved, _padding, _per_row, _permuted
+from course_lib.checks.positions import _boundary, _flagged, _moved, _padding, _per_row, _permuted
 from course_lib.checks.relations import (
     Seen,
     _an_input,
@@ -117,10 +117,11 @@ _RELATIONS: list[Callable[..., str | None]] = [
     _boundary,
     _moved,
     _padding,
+    _flagged,
     _per_row,
     _permuted,
 ]
 
 # For an output of category codes (a label as a number: direct=0, scratchpad=1), arithmetic means nothing: a
 # "factor 1/3" between two labels is an accident of their numbering. Only what is said of places remains.
-_PLACES: list[Callable[..., str | None]] = [_non_finite, _reduced, _boundary, _moved, _padding, _permuted]
+_PLACES: list[Callable[..., str | None]] = [_non_finite, _reduced, _boundary, _moved, _padding, _flagged, _permuted]
