@@ -268,10 +268,22 @@ def check_reinforce_loss(fn) -> bool:
             -(deltas.detach()[..., None] * logp), None if mask is None else 1 - mask.to(logp.dtype)
         )
 
+    def indexed_by_mask_as_given(logp, deltas, mask=None):
+        # an integer tensor used as an index picks positions (rows 0 and 1), not the entries where it is 1
+        per_token = -(deltas.detach()[..., None] * logp)
+        if mask is None:
+            return per_token.mean()
+        return per_token[mask].sum() / mask.sum().clamp(min=1)
+
     def mean_delta(logp, deltas, mask=None):
         return _masked_token_mean(-(deltas.detach().mean() * logp), mask)
 
     mistakes = [
+        Mistake(
+            "per_token[mask] with a 0/1 integer mask picks rows 0 and 1 (an integer tensor indexes by position), "
+            "not the valid tokens; select with a bool mask, per_token[mask.bool()]",
+            indexed_by_mask_as_given,
+        ),
         Mistake(
             "only the first token of each response is used; every valid token t carries -deltas * logp[..., t], "
             "averaged over all valid tokens",

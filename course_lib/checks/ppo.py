@@ -214,6 +214,11 @@ def check_value_loss(fn) -> bool:
             wrong_value_loss(huber=True),
         ),
         Mistake(
+            "this is the Huber loss (smooth_l1_loss) for the unclipped error; the course's value loss is the "
+            "squared error, 0.5 * (values - returns)^2, in both branches",
+            wrong_value_loss(huber="unclipped"),
+        ),
+        Mistake(
             "padding is counted in the denominator: divide by the number of valid entries, mask.sum(), not by "
             "mask.numel()",
             wrong_value_loss(denominator="numel"),

@@ -208,7 +208,10 @@ def wrong_value_loss(
                 if clip_values
                 else old + torch.clamp(values - old, -clip_eps, clip_eps)
             )
-            error = reduce(error, (clipped - returns) ** 2)
+            clipped_error = (clipped - returns) ** 2
+            if huber is True:  # the Huber loss used for both errors ("unclipped": for the first one only)
+                clipped_error = 2.0 * torch.nn.functional.smooth_l1_loss(clipped, returns, reduction="none")
+            error = reduce(error, clipped_error)
         valid = torch.ones_like(values) if (mask is None or ignore_mask) else mask.to(values.dtype)
         count = valid.numel() if denominator == "numel" else valid.sum()
         return (factor if half else 1.0) * (error * valid).sum() / count

@@ -23,6 +23,7 @@ from course_lib.checks import (
 from course_lib.checks.rewards_mistakes import (
     inclusion_of,
     mistake_gated_ordering,
+    mistake_isin_whole_batch,
     mistake_missing_pair,
     mistake_positionwise,
     mistake_response_in_prompt,
@@ -109,6 +110,12 @@ def check_sort_inclusion_ordering_reward(fn) -> bool:
             "you count the response tokens that appear in the prompt; count the prompt tokens that "
             "appear in the response, so repeating one right token cannot collect several points",
             mistake_response_in_prompt,
+        ),
+        Mistake(
+            "torch.isin(prompt, response) tests each prompt token against every response token of the whole "
+            "batch, not only its own row's: compare within each row, "
+            "(prompt[..., :, None] == response[..., None, :]).any(-1)",
+            mistake_isin_whole_batch,
         ),
         Mistake(
             "you count the distinct values shared by prompt and response (a set intersection); "

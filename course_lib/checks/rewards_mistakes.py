@@ -23,6 +23,11 @@ def mistake_response_in_prompt(prompt, response):
     return (inclusion_of(response, prompt) + ordering_of(response)).float()
 
 
+def mistake_isin_whole_batch(prompt, response):
+    # torch.isin (numpy's isin habit) flattens its second argument: every response of the batch, not this row's
+    return (torch.isin(prompt, response).sum(-1) + ordering_of(response)).float()
+
+
 def mistake_set_intersection(prompt, response):
     prompt, response = torch.broadcast_tensors(prompt, response)
     rows = zip(prompt.reshape(-1, prompt.shape[-1]).tolist(), response.reshape(-1, response.shape[-1]).tolist())

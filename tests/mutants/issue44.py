@@ -217,3 +217,85 @@ def aggregate_in_float32(per_token, mask, mode, max_len=None):
 
 
 MUTANTS.append(("aggregate_loss", aggregate_in_float32, "is a float32 tensor; the exercise asks for a float64 tensor"))
+
+
+# The classes the fifth class (written blind) found, and class four's that were still generic; each written here
+# as its own student would, apart from the checks' catalogue.
+
+
+def log_probs_fixed_axis(logits, tokens):
+    """log_softmax over dim=1: the vocabulary for (T, V) logits, the token axis for (B, T, V)."""
+    return torch.log_softmax(logits, dim=1).gather(-1, tokens.long().unsqueeze(-1)).squeeze(-1)
+
+
+MUTANTS.append(("gather_log_probs", log_probs_fixed_axis, "normalises over dim=1"))
+
+
+def mask_counted_along_dim1(completion_ids, eos_id):
+    """The running EOS count along dim=1, the tokens only for (B, L) ids."""
+    is_eos = (completion_ids == eos_id).long()
+    return ((is_eos.cumsum(1) - is_eos) == 0).float()
+
+
+MUTANTS.append(("completion_mask", mask_counted_along_dim1, "taken along dim=1"))
+
+
+def aggregate_drops_empty(per_token, mask, mode, max_len=None):
+    """seq-mean-token-mean over the non-empty responses only."""
+    m = mask.to(per_token.dtype)
+    valid = torch.where(m > 0, per_token, torch.zeros_like(per_token))
+    lengths = m.sum(-1)
+    if mode == "token-mean":
+        return valid.sum() / lengths.sum().clamp(min=1)
+    if mode == "seq-mean-token-sum-norm":
+        return (valid.sum(-1) / (per_token.shape[-1] if max_len is None else max_len)).mean()
+    kept = lengths > 0
+    return (valid.sum(-1)[kept] / lengths[kept]).sum() / kept.sum().clamp(min=1)
+
+
+MUTANTS.append(("aggregate_loss", aggregate_drops_empty, "left out of the mean over responses"))
+
+
+def reinforce_indexes_with_int_mask(logp, deltas, mask=None):
+    """per_token[mask] with the mask as given: a long mask picks rows."""
+    per_token = -(deltas.detach().unsqueeze(-1) * logp)
+    if mask is None:
+        return per_token.mean()
+    return per_token[mask].sum() / mask.sum().clamp(min=1)
+
+
+MUTANTS.append(("reinforce_loss", reinforce_indexes_with_int_mask, "picks rows 0 and 1"))
+
+
+def sort_reward_isin(prompt, response):
+    """torch.isin over the whole batch of responses."""
+    inclusion = torch.isin(prompt, response).sum(-1)
+    return (inclusion + (response[..., 1:] >= response[..., :-1]).sum(-1)).float()
+
+
+MUTANTS.append(("sort_inclusion_ordering_reward", sort_reward_isin, "torch.isin(prompt, response)"))
+
+
+def value_loss_huber_everywhere(values, returns, values_old=None, clip_eps=None, mask=None):
+    """F.smooth_l1_loss for both errors."""
+    huber = torch.nn.functional.smooth_l1_loss
+    valid = torch.ones_like(values) if mask is None else mask.to(values.dtype)
+    error = huber(values, returns.detach(), reduction="none")
+    if clip_eps is not None:
+        old = values_old.detach()
+        clipped = old + (values - old).clamp(-clip_eps, clip_eps)
+        error = torch.maximum(error, huber(clipped, returns.detach(), reduction="none"))
+    return (error * valid).sum() / valid.sum()
+
+
+MUTANTS.append(("value_loss", value_loss_huber_everywhere, "Huber loss"))
+
+
+def td_residuals_whole_residual_cut(rewards, values, dones, last_values, gamma):
+    """The whole residual multiplied by (1 - done), not only its bootstrap."""
+    next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
+    alive = 1 - dones.to(rewards.dtype)
+    return (rewards + gamma * next_values - values) * alive
+
+
+MUTANTS.append(("td_residuals", td_residuals_whole_residual_cut, "wrong only where `dones` is 1"))

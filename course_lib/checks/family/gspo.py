@@ -99,6 +99,10 @@ def check_gspo_sequence_log_ratio(fn) -> bool:
     def with_detach(fn_):
         return lambda logp, logp_old, mask: fn_(logp, logp_old.detach(), mask)
 
+    def empty_is_zero(per_response, mask):
+        # an empty response's log ratio is 0 (the reference's): a mistake about the mean is not also one about it
+        return torch.where(mask.to(F64).sum(-1) > 0, per_response, torch.zeros_like(per_response))
+
     def attached(fn_):  # the check calls with keywords: a mistake must take the exercise's argument names
         return lambda logp, logp_old, mask: fn_(logp, logp_old, mask)
 
@@ -125,6 +129,11 @@ def check_gspo_sequence_log_ratio(fn) -> bool:
         Mistake(
             "this is the log of the mean of the token ratios (an arithmetic mean); GSPO's s_i is their "
             "geometric mean: the mean of the log ratios",
+            with_detach(lambda p, q, m: empty_is_zero(torch.log(valid(torch.exp(p - q), m).sum(-1) / count(m)), m)),
+        ),
+        Mistake(
+            "this is the log of the mean of the token ratios (an arithmetic mean); GSPO's s_i is their "
+            "geometric mean: the mean of the log ratios (and an empty response's log ratio is 0, not log 0)",
             with_detach(lambda p, q, m: torch.log(valid(torch.exp(p - q), m).sum(-1) / count(m))),
         ),
         Mistake(
