@@ -22,6 +22,21 @@ A mutant is the reference with ONE change at ONE place of its syntax tree. The o
 
 Each mutant has a stable key, ``<name>:<line>:<column>:<operator>:<n>``, with the line counted from the ``def``
 (or ``class``), so a list of mutants known to be equivalent survives edits elsewhere in the module.
+
+Helpers. Some references are thin wrappers: chapter 01's ``math_answer_reward`` is one line that calls
+``extract_final_answer`` and ``_same_answer``, so its own source has nothing to mutate, and a check that compared
+nothing would score as well as one that compared everything. A wrapper's logic lives in its helpers, so a
+reference whose own source yields fewer than ``HELPER_THRESHOLD`` mutants also has the functions it calls mutated,
+to ``HELPER_DEPTH`` calls deep: the plain names it calls that resolve, in its module, to a function defined in that
+module. Argument-validation helpers (``_require*``, ``_check*``, ``_validate*``) are left out: their mutants test
+the refusals, which the exercises mostly do not ask for. Calls through an attribute (``_validate.require_int``,
+``torch.where``) reach other modules and are never followed.
+
+A helper's mutant is still one change at one place, in the helper. Its key names both functions,
+``<reference>><helper>:<line>:<column>:<operator>:<n>``, the line counted from the helper's ``def``. ``build``
+compiles the mutated helper into a copy of the module's namespace, then executes there, unchanged, the source of
+the other helpers and of the reference itself, so that every call on the way (the reference's, and a helper's call
+to a deeper one) resolves to the copy, and so to the mutated helper.
 """
 
 from __future__ import annotations
@@ -75,6 +90,9 @@ REDUCTION_SWAPS = {
     "log_softmax": "softmax",
 }
 INITIAL_SWAPS = {"zeros": "ones", "ones": "zeros", "zeros_like": "ones_like", "ones_like": "zeros_like"}
+HELPER_THRESHOLD = 8  # a reference with fewer mutants of its own also has its helpers mutated
+HELPER_DEPTH = 2  # the reference's callees, and theirs
+VALIDATION_PREFIXES = ("_require", "_check", "_validate")
 INPLACE_METHODS = {"add", "sub", "mul", "div", "clamp", "exp", "log", "neg", "abs", "sqrt", "pow", "masked_fill"}
 
 
@@ -82,10 +100,11 @@ INPLACE_METHODS = {"add", "sub", "mul", "div", "clamp", "exp", "log", "neg", "ab
 class Mutant:
     """One change at one place of the reference."""
 
-    key: str  # <name>:<line>:<column>:<operator>:<n>, the line counted from the def
+    key: str  # <name>:<line>:<column>:<operator>:<n>, the line counted from the def; <name> is <reference>><helper>
     operator: str
     description: str  # what changed, as source: "`a + b` -> `a - b`"
-    source: str  # the whole mutated function (or class)
+    source: str  # the whole mutated function (or class): the helper, for a helper's mutant
+    helper: str = ""  # the name of the helper changed, or "" where the reference itself is
 
 
 def _detach_if_tensor(value):
@@ -243,12 +262,14 @@ class _Replace(ast.NodeTransformer):
         return self.generic_visit(node)
 
 
-def mutants(obj) -> list[Mutant]:
-    """Every single-change mutant of the function or class ``obj``, in a stable order."""
-    source = textwrap.dedent(inspect.getsource(obj))
+def _source(obj) -> str:
+    return textwrap.dedent(inspect.getsource(obj))
+
+
+def _mutants_of(source: str, name: str, helper: str = "") -> list[Mutant]:
+    """Every single-change mutant of one function's (or class's) source, in a stable order, keyed ``<name>:...``."""
     tree = ast.parse(source)
     original = ast.unparse(tree)
-    name = tree.body[0].name
     skipped = _skipped(tree)
     returns_tensors = _returns_tensors(tree.body[0])
     found = []
@@ -268,16 +289,79 @@ def mutants(obj) -> list[Mutant]:
                 counts[where] = counts.get(where, 0) + 1
                 before = ast.unparse(node).splitlines()[0]
                 after = ast.unparse(replacement).splitlines()[0]
-                found.append(Mutant(f"{where}:{counts[where]}", kind, f"`{before}` -> `{after}`", mutated))
+                description = f"`{before}` -> `{after}`"
+                found.append(Mutant(f"{where}:{counts[where]}", kind, description, mutated, helper))
     return found
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Helpers: the functions of the reference's own module that a thin wrapper hands its work to.
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _called_names(obj) -> list[str]:
+    """The plain names ``obj`` calls (``f(...)``, not ``m.f(...)``), each once, in the walk's order."""
+    names = []
+    for node in ast.walk(ast.parse(_source(obj))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id not in names:
+            names.append(node.func.id)
+    return names
+
+
+def _is_helper(name: str, obj, module) -> bool:
+    """A function defined in ``module`` (not imported into it) that does not only validate arguments."""
+    defined_here = inspect.isfunction(obj) and obj.__module__ == module.__name__
+    return defined_here and not name.startswith(VALIDATION_PREFIXES)
+
+
+def helpers(reference) -> list:
+    """The helpers ``reference`` calls, to ``HELPER_DEPTH`` calls deep, each once, the nearest first."""
+    module = inspect.getmodule(reference)
+    found = []
+    callers = [reference]
+    for _ in range(HELPER_DEPTH):
+        callees = []
+        for caller in callers:
+            for name in _called_names(caller):
+                obj = vars(module).get(name)
+                if not _is_helper(name, obj, module) or obj is reference or obj in found or obj in callees:
+                    continue
+                callees.append(obj)
+        found += callees
+        callers = callees
+    return found
+
+
+def mutants(obj) -> list[Mutant]:
+    """Every single-change mutant of the function or class ``obj``, in a stable order; then, where those are fewer
+    than ``HELPER_THRESHOLD``, every single-change mutant of each of its helpers."""
+    found = _mutants_of(_source(obj), obj.__name__)
+    if len(found) >= HELPER_THRESHOLD or not inspect.isfunction(obj):
+        return found
+    for helper in helpers(obj):
+        found += _mutants_of(_source(helper), f"{obj.__name__}>{helper.__name__}", helper.__name__)
+    return found
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Building: the mutant as a live function.
+# ---------------------------------------------------------------------------------------------------------------
 
 
 def build(mutant: Mutant, reference) -> Callable:
     """The mutant as a live function (or class), compiled in a copy of the reference's module namespace, under a
-    file name of its own (so nothing mistakes it for the course's code)."""
+    file name of its own (so nothing mistakes it for the course's code).
+
+    For a helper's mutant the copy receives the mutated helper, then the other helpers and the reference, each
+    unchanged: recompiled there, their calls look names up in the copy, so they reach the mutated helper."""
     module = inspect.getmodule(reference)
     namespace = dict(vars(module))
     namespace["_detach_if_tensor"] = _detach_if_tensor
-    code = compile(mutant.source, f"<mutant {mutant.key}>", "exec")
-    exec(code, namespace)  # noqa: S102 - the mutant is made here, from the course's own source
+    sources = [mutant.source]
+    if mutant.helper:
+        sources += [_source(helper) for helper in helpers(reference) if helper.__name__ != mutant.helper]
+        sources.append(_source(reference))
+    for source in sources:
+        code = compile(source, f"<mutant {mutant.key}>", "exec")
+        exec(code, namespace)  # noqa: S102 - the mutant is made here, from the course's own source
     return namespace[reference.__name__]
