@@ -87,6 +87,13 @@ EQUIVALENT: dict[str, str] = {
     "grpo_step:36:43:constant:2": "same values: kl_coef > -1 is kl_coef >= 0 for the weights allowed (non-negative)",
     # chapter 09
     "completion_logps:25:4:detach:2": "no gradient asked: the mask is made from integer ids",
+    "answer_reward>completion_text:9:7:boolop:1": (
+        "validation only: the test of a conversation still takes every non-empty list of messages (dicts); it lets "
+        "other sequences through, and the exercise asks for no ValueError on completions of another kind"
+    ),
+    "answer_reward>completion_text:9:78:constant:2": (
+        "validation only: every message of a conversation is a dict, so testing the first one tests the last"
+    ),
     "grpo_config_kwargs:21:66:constant:2": (
         "validation only: num_processes=0 is no number of processes; the exercise asks for ValueError only where a "
         "config cannot be translated or split, and its check refuses those"
@@ -105,6 +112,10 @@ EQUIVALENT: dict[str, str] = {
         "dead: sum(o).clamp(min=0) differs only when every length is 0, where torch.where gives 0 anyway"
     ),
     "pass_at_k:34:4:detach:1": "no gradient asked: an estimate from integer counts",
+    "completion_style>parse_completion:13:56:constant:2": (
+        "validation only: n_digits=0 is no number of digits per operand (the task has 1 to 4), and the exercise "
+        "asks for no ValueError"
+    ),
     "style_share:13:53:constant:1": "same values: numpy's reshape infers any negative size, so reshape(-2) is reshape(-1)",
     # chapter 11
     "cispo_loss:31:29:detach:1": "no gradient asked: the ratio feeds only the weight, which is detached on line 33",

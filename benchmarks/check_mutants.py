@@ -6,11 +6,13 @@ swapped, numbers moved by one, reductions and axes changed, ``detach`` added or 
 change at a time, to the reference of every exercise, and each mutant is handed to that exercise's check, with the
 pristine reference as the reference. For each check the table gives:
 
-- ``generated``: mutants made from the reference's source;
+- ``generated``: mutants made from the reference's source (and, for a thin wrapper, from its helpers':
+  ``benchmarks/_mutate.py`` says which);
 - ``rejected``: the check raised (a wrong answer, as the student would see it), or the mutant ran past the time
   limit (graded as a timeout); ``crashed`` counts those where the check itself failed with another exception;
-- ``named``: rejected with a message that names a mistake (its first line is not "differs from the reference" and
-  not a crash), as ``tests/test_mutants.py`` asks of the classic mistakes;
+- ``named``: rejected with a message that names a mistake (its first line is not "differs from the reference",
+  not the string tables' "f(...) returned x, expected y", and not a crash), as ``tests/test_mutants.py`` asks of
+  the classic mistakes;
 - ``equivalent``: the check passed, and the mutant is listed in ``benchmarks/_equivalent_mutants.py`` with a
   one-line reason why it computes the same thing as the reference on every input the exercise allows;
   ``reasons`` counts the listed entries (each one reason, a key or a pattern of keys) that these mutants matched;
@@ -114,7 +116,9 @@ def judge(check, mutant_fn) -> tuple[str, str]:
         return "timeout", f"ran past {TIME_LIMIT} s"
     except AssertionError as error:
         first = (str(error).splitlines() or [""])[0]
-        generic = "differs from the reference" in first or " raised " in first
+        # the generic lines: check_against_reference's, a crash's, and the string tables' "f(...) returned x, expected y"
+        string_table = ") returned " in first and ", expected " in first
+        generic = "differs from the reference" in first or " raised " in first or string_table
         return ("generic" if generic else "named"), first
     except Exception as error:  # noqa: BLE001 - the check itself failed: counted, and shown
         return "crashed", f"{type(error).__name__}: {error}".splitlines()[0]

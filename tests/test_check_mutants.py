@@ -64,6 +64,53 @@ def test_keys_are_unique_and_stable():
     assert all(key.startswith("running_total:") for key in first)
 
 
+def _third(x):  # three calls from thin: past the depth that is followed
+    return x + 3.0
+
+
+def _second(x):
+    return _third(x) * 2.0
+
+
+def _first(x):
+    return _second(x) - 1.0
+
+
+def _require_finite(x):  # argument validation: never mutated
+    if not torch.isfinite(x).all():
+        raise ValueError("x: expected finite values")
+
+
+def thin(x) -> torch.Tensor:
+    """A thin wrapper: fewer than HELPER_THRESHOLD mutants of its own, its logic in _first and _second."""
+    _require_finite(x)
+    return _first(x).sum(dim=-1)
+
+
+def test_a_thin_reference_has_its_helpers_mutated_two_calls_deep():
+    found = _mutate.mutants(thin)
+    keys = [m.key for m in found]
+    assert len([m for m in found if not m.helper]) < _mutate.HELPER_THRESHOLD
+    assert [helper.__name__ for helper in _mutate.helpers(thin)] == ["_first", "_second"]
+    assert any(key.startswith("thin>_first:") for key in keys) and any(key.startswith("thin>_second:") for key in keys)
+    assert not [key for key in keys if "_third" in key or "_require" in key]
+    assert len(keys) == len(set(keys))
+    x = torch.tensor([[1.0, 2.0]])
+    # _second's `* 2.0` made `/ 2.0`, two calls deep: thin reaches it through _first, recompiled beside it
+    divided = next(m for m in found if m.key.startswith("thin>_second:") and m.operator == "binop")
+    assert divided.key == "thin>_second:1:11:binop:1"
+    assert _mutate.build(divided, thin)(x).item() == ((x + 3.0) / 2.0 - 1.0).sum().item()
+    assert thin(x).item() == ((x + 3.0) * 2.0 - 1.0).sum().item()  # the module's own functions are untouched
+
+
+def test_a_reference_with_enough_mutants_of_its_own_keeps_its_helpers():
+    def wide(x) -> torch.Tensor:
+        return (_first(x) * 2.0 + 1.0).sum(dim=-1) - x.mean(dim=-1)
+
+    assert len(_mutate.mutants(wide)) >= _mutate.HELPER_THRESHOLD
+    assert not [m for m in _mutate.mutants(wide) if m.helper]
+
+
 def test_equivalent_keys_may_be_patterns(monkeypatch):
     monkeypatch.setattr(check_mutants, "EQUIVALENT", {"f:3:*:detach:*": "a target, never differentiated"})
     assert check_mutants.equivalent("f:3:4:detach:2") == "a target, never differentiated"
@@ -104,8 +151,12 @@ def test_a_check_that_rejects_with_a_named_mistake_is_named():
     def generic(fn):
         raise AssertionError("f: the output differs from the reference\n  on the case: ...")
 
+    def string_table(fn):  # the math and addition tables' line when no catalogued mistake explains the replies
+        raise AssertionError("f('The answer is 14', '14') returned 0.0, expected 1.0\n  on the case: ...")
+
     assert check_mutants.judge(check, None)[0] == "named"
     assert check_mutants.judge(generic, None)[0] == "generic"
+    assert check_mutants.judge(string_table, None)[0] == "generic"
 
 
 def as_config(lr):

@@ -217,6 +217,9 @@ _MATH_CASES = [
     ("Answer: $14", "14", 1.0, "a currency dollar sign"),
     ("The answer is 14. I checked it by counting again.", "14", 1.0, "more text after the answer's sentence"),
     ("The answer is -3.", "-3", 1.0, "a negative answer"),
+    ("6 + 8 = 14 (so the answer is 14)", "14", 1.0, "a ')' that closes nothing is stripped"),
+    ("The answer is (1, 2", "(1, 2)", 0.0, "an unclosed pair: a ')' that closes something is kept"),
+    ("Answer: 14;\nI added 6 and 8.", "14", 1.0, "a line break ends the answer, and the ';' before it is stripped"),
     ("I could not solve this one.", "14", 0.0, "no answer at all"),
     ("6 + 8 = 14", "14", 0.0, "the right number, but no answer statement"),
     ("Maybe 12, or 13, or 14", "14", 0.0, "candidates listed, none stated as the answer"),
@@ -227,8 +230,15 @@ _MATH_CASES = [
     ("The answer is 140", "14", 0.0, "an answer that contains the ground truth"),
     ("First \\boxed{12}, then checked: \\boxed{14}", "14", 1.0, "\\boxed{...} twice: the last counts"),
     ("First \\boxed{12}, then checked: \\boxed{14}", "12", 0.0, "\\boxed{...} twice: the first does not count"),
+    (
+        "\\boxed{14} is what I get, not \\boxed{15",
+        "14",
+        1.0,
+        "an unclosed \\boxed{ last: the last box that closes counts",
+    ),
     ("The answer is x + 1.", "x + 1", 1.0, "a stated answer that is not a number"),
     ("The answer is blue.", "red", 0.0, "a wrong stated answer that is not a number"),
+    ("The answer is fourteen.", "14", 0.0, "an answer in words against a number: they compare as strings"),
 ]
 
 
