@@ -113,8 +113,6 @@ def _boxed(text):
 
 def _norm(s):
     s = s.replace("\\$", "").replace("$", "").strip().rstrip(".,;:!?").strip()
-    if s.endswith(")") and s.count(")") > s.count("("):  # a ')' that closes nothing: "(so the answer is 14)"
-        s = s[:-1].rstrip()
     return re.sub(r"(?<=\d),(?=\d{3}\b)", "", s)
 
 
