@@ -2,7 +2,8 @@
 exercise allows, each with a one-line reason (read by ``benchmarks/check_mutants.py``).
 
 A key is ``<name>:<line>:<column>:<operator>:<n>`` (``benchmarks/_mutate.py``), its line counted from the ``def``;
-a key may hold ``*`` (``fnmatch``), for every mutant of one kind at one place.
+``<name>`` is ``<reference>><helper>`` for a change in a helper of a thin reference, the line counted from the
+helper's ``def``. A key may hold ``*`` (``fnmatch``), for every mutant of one kind at one place.
 A survivor that is not equivalent is a missing case: add the case to the check, do not list it here.
 
 The reasons fall in a few kinds, named first in each line:
