@@ -12,11 +12,18 @@ import multiprocessing as mp
 import os
 from pathlib import Path
 
-from course_lib.lectures.protocol import recipe_hash
+from course_lib.lectures.protocol import PROTOCOL_VERSION, recipe_hash
+from course_lib.tiny_lm import TinyLM
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 SEED_SETS = HERE / "seed_sets.json"
+
+FAST_PATHS = False
+"""Version 2's runs take every pass in full (``TinyLM.fast_paths = False``, PROTOCOL.md rule 10): the loop bit for
+bit as it was before issue 40's shortcuts, which move its numbers by float rounding. Their paired check (chapter 08's
+frozen GRPO, 300 rounds, ``results/loop_speed_accuracy_grpo_300.jsonl``) is unresolved in the mean and lower with
+the shortcuts on most seeds; a comparison that must answer to ±0.03 does not carry that doubt."""
 
 
 # ---------------------------------------------------------------------------
@@ -42,14 +49,15 @@ def append_run(path: Path, record: dict) -> None:
 
 def run_jobs(run_job, jobs: list[tuple], n_jobs: int, path: Path) -> None:
     """``run_job(job)`` for each of ``jobs``, ``n_jobs`` processes at a time, appending each record to ``path`` as it
-    finishes. Each job gets a fresh forked process (``maxtasksperchild=1``): no run inherits another's state."""
+    finishes, with the loop it ran on (``"fast_paths"``). Each job gets a fresh forked process
+    (``maxtasksperchild=1``): no run inherits another's state; each inherits the parent's ``TinyLM.fast_paths``."""
     if n_jobs == 1:
         for job in jobs:
-            append_run(path, run_job(job))
+            append_run(path, {**run_job(job), "fast_paths": TinyLM.fast_paths})
         return
     with mp.get_context("fork").Pool(n_jobs, maxtasksperchild=1) as pool:
         for record in pool.imap_unordered(run_job, jobs, chunksize=1):
-            append_run(path, record)
+            append_run(path, {**record, "fast_paths": TinyLM.fast_paths})
 
 
 def runs_version(runs: list[dict]) -> int:
@@ -191,7 +199,10 @@ def tuning_cells(scores: dict[float, list[float]], grid, n_seeds: int, pick=_VER
 
 def run_stage(args, files: dict, tune, freeze, report) -> None:
     """The stage the command line asked for (``--tune``, ``--freeze``, or the report); ``--quick`` runs all three
-    in order, the whole pipeline in one go. Each stage is the benchmark's own ``stage(args, files)``."""
+    in order, the whole pipeline in one go. Each stage is the benchmark's own ``stage(args, files)``. Under version 2
+    every stage runs the loop in full (``FAST_PATHS``), its forked runs too."""
+    if getattr(args, "version", PROTOCOL_VERSION) >= 2:
+        TinyLM.fast_paths = FAST_PATHS
     if args.quick:
         tune(args, files)
         freeze(args, files)

@@ -290,3 +290,30 @@ def test_runs_without_a_version_are_version_1_and_versions_never_mix():
     with pytest.raises(SystemExit, match="versions \\[1, 2\\]"):
         _protocol.runs_version([{"seed": 1}, {"protocol": 2}])
     assert _protocol.runs_version(_protocol.load_runs(_protocol.RESULTS / "ladder_report.jsonl")) == 1
+
+
+# --- rule 10: version 2's runs take the loop in full -------------------------------------------------------------
+
+
+def test_version_two_runs_the_loop_in_full_and_records_it(monkeypatch, tmp_path):
+    """Every stage of a version 2 benchmark, and every run it forks, has TinyLM.fast_paths off, and each run's
+    record says which loop made it (a run of version 1 keeps the loop it had)."""
+    from types import SimpleNamespace
+
+    from course_lib.tiny_lm import TinyLM
+
+    monkeypatch.setattr(TinyLM, "fast_paths", True)
+    seen = []
+
+    def stage(args, files):
+        seen.append(TinyLM.fast_paths)
+        _protocol.run_jobs(lambda job: {"job": job}, [1, 2], 1, tmp_path / "runs.jsonl")
+
+    _protocol.run_stage(SimpleNamespace(version=2, quick=False, tune=True), {}, stage, None, None)
+    assert seen == [False]
+    records = _protocol.load_runs(tmp_path / "runs.jsonl")
+    assert [r["fast_paths"] for r in records] == [False, False]
+
+    monkeypatch.setattr(TinyLM, "fast_paths", True)
+    _protocol.run_stage(SimpleNamespace(version=1, quick=False, tune=True), {}, stage, None, None)
+    assert seen == [False, True]
