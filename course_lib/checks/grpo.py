@@ -39,6 +39,10 @@ def check_group_advantages(fn) -> bool:
         ("G=2 responses per prompt", torch.tensor([[2.0, 0.0], [0.0, 1.0], [5.0, 4.0]], dtype=torch.float64)),
         ("nearly equal rewards (std 1e-3, close to eps)", torch.tensor([[0.0, 1e-3, 2e-3, 0.0]], dtype=torch.float64)),
         (
+            "rewards that differ by less than eps (std 6e-8): not all equal, so not zeroed",
+            torch.tensor([[0.0, 1e-7, 0.0, 1e-7], [1.0, 0.0, 0.0, 1.0]], dtype=torch.float64),
+        ),
+        (
             "seven rewards of 0.7 beside a mixed group (in float32 their mean rounds: zeros exactly, not 0.06)",
             torch.tensor([[0.7] * 7, [1.0, 0.0, 0.5, 0.2, 0.9, 0.3, 0.1]], dtype=torch.float64),
         ),
@@ -64,6 +68,14 @@ def check_group_advantages(fn) -> bool:
             return wrong(rewards, "normalized_rewards" if normalize_std else "centered_rewards", eps)
 
         return advantages
+
+    def below_eps_zeroed(rewards, normalize_std=True, eps=1e-6):
+        # "no spread" read as std < eps instead of rewards all equal
+        G = rewards.shape[-1]
+        std = group_std(rewards) if G > 1 else torch.zeros_like(rewards[..., :1])
+        flat = std < eps  # (B, 1)
+        centred = torch.where(flat, torch.zeros_like(rewards), rewards - rewards.mean(-1, keepdim=True))
+        return centred if not normalize_std else torch.where(flat, torch.zeros_like(centred), centred / (std + eps))
 
     def batch_baseline(rewards, normalize_std=True, eps=1e-6):
         # The whole batch's mean as every group's baseline; each group's own std, and zeros where a group is equal.
@@ -110,6 +122,16 @@ def check_group_advantages(fn) -> bool:
         Mistake(
             "the std is floored at eps (std.clamp(min=eps)); GRPO adds eps to it: (r - mean) / (std + eps)",
             advantages_with(eps_where="floor"),
+        ),
+        Mistake(
+            "eps is inside the square root (sqrt(var + eps)); add it to the std: (r - mean) / (std + eps)",
+            advantages_with(std_fn=lambda r: _std(r, dim=-1) ** 2, eps_where="inside"),
+        ),
+        Mistake(
+            "a group whose std is below eps is set to zero, but only a group whose rewards are all equal has "
+            "nothing to learn: rewards that differ by less than eps still give (r - mean) / (std + eps), small and "
+            "not 0; test (rewards == rewards[..., :1]).all(-1) for the equal groups",
+            below_eps_zeroed,
         ),
         Mistake(
             "the std divides by G, not G - 1: GRPO (like TRL and verl) uses Bessel's correction, rewards.std(dim=-1)",

@@ -275,6 +275,12 @@ def check_reinforce_loss(fn) -> bool:
             return per_token.mean()
         return per_token[mask].sum() / mask.sum().clamp(min=1)
 
+    def indexed_by_mask_as_given_mean(logp, deltas, mask=None):
+        # the same index, averaged over what it picked
+        per_token = -(deltas.detach()[..., None] * logp)
+        picked = per_token if mask is None else per_token[mask]
+        return picked.sum() / max(picked.numel(), 1)
+
     def mean_delta(logp, deltas, mask=None):
         return _masked_token_mean(-(deltas.detach().mean() * logp), mask)
 
@@ -283,6 +289,11 @@ def check_reinforce_loss(fn) -> bool:
             "per_token[mask] with a 0/1 integer mask picks rows 0 and 1 (an integer tensor indexes by position), "
             "not the valid tokens; select with a bool mask, per_token[mask.bool()]",
             indexed_by_mask_as_given,
+        ),
+        Mistake(
+            "per_token[mask] with a 0/1 integer mask picks rows 0 and 1 (an integer tensor indexes by position), "
+            "not the valid tokens; select with a bool mask, per_token[mask.bool()]",
+            indexed_by_mask_as_given_mean,
         ),
         Mistake(
             "only the first token of each response is used; every valid token t carries -deltas * logp[..., t], "
