@@ -33,6 +33,7 @@ Usage::
     python benchmarks/loop_speed.py                       # 20 rounds of each workload on this tree
     python benchmarks/loop_speed.py --compare main~3      # ... alternating with that revision, 3 repeats
     python benchmarks/loop_speed.py --profile grpo        # where 20 rounds of GRPO go (cProfile)
+    python benchmarks/loop_speed.py --compare main~3 --full-passes   # this tree without its shortcuts (protocol v2)
     python benchmarks/loop_speed.py --accuracy grpo --compare main~3 --seeds 0,1,2,3   # the paired accuracy check
     python benchmarks/loop_speed.py --quick               # a few small rounds: the pipeline in seconds
 """
@@ -160,6 +161,10 @@ def worker(job: dict) -> dict:
 
     if "seed" in job:
         return accuracy_worker(job)
+    if job.get("full_passes"):  # protocol v2's loop (PROTOCOL.md, rule 10): every pass in full
+        from course_lib.tiny_lm import TinyLM
+
+        TinyLM.fast_paths = False
     torch.set_num_threads(1)
     lm, task, split, cfg = _setting(job["workload"], job["quick"], Path(job["cache"]))
     rows = 256 * 9  # a chapter 08 minibatch: 256 sequences of 6 prompt + 3 fed completion tokens
@@ -311,6 +316,11 @@ def main() -> None:
     parser.add_argument("--accuracy-rounds", type=int, default=300, help="rounds of each --accuracy run (300)")
     parser.add_argument("--warm-cache", type=Path, help="a folder that keeps --accuracy's warm-ups between calls")
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time for --accuracy (default 2)")
+    parser.add_argument(
+        "--full-passes",
+        action="store_true",
+        help="this tree's loop without its shortcuts (TinyLM.fast_paths = False), as protocol v2's runs take it",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -342,6 +352,7 @@ def main() -> None:
             for name in order:
                 job = {"workload": workload, "rounds": rounds, "quick": args.quick, "cache": str(cache)}
                 job["count_flops"] = name == "new" and workload not in flops
+                job["full_passes"] = name == "new" and args.full_passes
                 result = start_worker(trees[name], job)
                 flops.setdefault(workload, result.get("gflop_round"))
                 results[workload][name].append(result)
