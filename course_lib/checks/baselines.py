@@ -270,3 +270,12 @@ def check_gradient_variance(fn) -> bool:
     return check_against_reference(
         fn, gradient_variance, cases, name="gradient_variance", mistakes=mistakes, check_dtype=True
     )
+
+
+def zeroed_below_eps(rewards, normalize_std=True, eps=1e-6):
+    """group_advantages with "no spread" read as std < eps instead of rewards all equal (chapter 06's mistake)."""
+    G = rewards.shape[-1]
+    std = group_std(rewards) if G > 1 else torch.zeros_like(rewards[..., :1])
+    flat = std < eps  # (B, 1)
+    centred = torch.where(flat, torch.zeros_like(rewards), rewards - rewards.mean(-1, keepdim=True))
+    return centred if not normalize_std else torch.where(flat, torch.zeros_like(centred), centred / (std + eps))

@@ -14,6 +14,8 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from course_lib.checks.kinds import DTYPES, _kind_hint, _kind_name, _with_dtypes  # noqa: F401 (__init__ imports _with_dtypes)
+
 # Bound once, at import: a solution that later replaces torch.allclose (or torch.equal,
 # torch.isnan) globally cannot make a wrong answer compare equal to the reference.
 _allclose, _equal, _isnan, _isclose = torch.allclose, torch.equal, torch.isnan, torch.isclose
@@ -81,7 +83,6 @@ def _fresh(kwargs: Mapping[str, Any], grad: Sequence[str]) -> dict[str, Any]:
 
 
 REFUSES = "raises ValueError (1 = yes)"  # the one output of a case the reference refuses (Case.refuses)
-DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int32, torch.int64, torch.bool)
 
 
 def _refusal(raised: bool) -> _Outcome:
@@ -98,59 +99,6 @@ def _run(fn, kwargs, grad, select, name, refuses: bool = False) -> _Outcome:
         return _refusal(False)
     result = fn(**args)
     return _outcome(result, args, grad, select, name)
-
-
-def _with_dtypes(select):
-    """``select``, with each output's kind as one more output (``dtype of <name>``), compared like the rest.
-
-    The kind is a tensor's dtype, or "a Python number" for an ``int`` or ``float``: a docstring that promises
-    a float64 tensor is not met by a float32 one, and one that promises a number (a clip fraction in ``info``)
-    is not met by a tensor."""
-
-    def with_dtypes(result):
-        named = dict(select(result))
-        for key, value in list(named.items()):
-            named[f"dtype of {key}"] = torch.tensor(float(_kind_code(value)), dtype=torch.float64)
-        return named
-
-    return with_dtypes
-
-
-_NUMBER = len(DTYPES)  # the kind code of a Python int or float
-_OTHER = len(DTYPES) + 1  # a tensor of a dtype not in DTYPES, or anything else
-
-
-def _kind_code(value) -> int:
-    if isinstance(value, torch.Tensor):
-        return DTYPES.index(value.dtype) if value.dtype in DTYPES else _OTHER
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return _NUMBER
-    return _OTHER
-
-
-def _kind_hint(got: torch.Tensor, expected: torch.Tensor) -> str:
-    """How to turn what the student returned into what the exercise asks for, where one call does it."""
-    got_code, expected_code = int(got.item()), int(expected.item())
-    if expected_code == _NUMBER and got_code < len(DTYPES):
-        return " (`.item()` turns a one-element tensor into a number)"
-    if got_code < len(DTYPES) and expected_code < len(DTYPES):
-        wanted = str(DTYPES[expected_code])
-        if DTYPES[got_code].is_floating_point and DTYPES[expected_code].is_floating_point:
-            return (
-                " (compute in the inputs' dtype: a constant made with `torch.tensor(...)` or a `.float()` on"
-                f" the way changes it; `.to({wanted})` at the end also works)"
-            )
-        return f" (`.to({wanted})` converts it)"
-    return ""
-
-
-def _kind_name(code: int) -> str:
-    """A kind code in words: "a float32 tensor", "a Python number"."""
-    if code == _NUMBER:
-        return "a Python number"
-    if code == _OTHER:
-        return "another type"
-    return f"a {str(DTYPES[code]).replace('torch.', '')} tensor"
 
 
 def _crash_hint(error: Exception) -> str:

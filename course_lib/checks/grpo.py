@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 
 from course_lib.checks import Case, Mistake, check_against_reference
-from course_lib.checks.baselines import _std, batch_std, group_std, population_std, wrong_deltas
-from course_lib.checks.grpo_loss_mistakes import GRPO_LOSS_MISTAKES
+from course_lib.checks.baselines import _std, batch_std, group_std, population_std, wrong_deltas, zeroed_below_eps
+from course_lib.checks.grpo_loss_mistakes import EMPTY_LEFT_OUT, GRPO_LOSS_MISTAKES
 from course_lib.checks.kl import check_kl_estimate  # noqa: F401 (chapter 06's notebook imports it from here)
 from course_lib.checks.ppo import loss_and_info
 from course_lib.grpo import (
@@ -69,14 +69,6 @@ def check_group_advantages(fn) -> bool:
 
         return advantages
 
-    def below_eps_zeroed(rewards, normalize_std=True, eps=1e-6):
-        # "no spread" read as std < eps instead of rewards all equal
-        G = rewards.shape[-1]
-        std = group_std(rewards) if G > 1 else torch.zeros_like(rewards[..., :1])
-        flat = std < eps  # (B, 1)
-        centred = torch.where(flat, torch.zeros_like(rewards), rewards - rewards.mean(-1, keepdim=True))
-        return centred if not normalize_std else torch.where(flat, torch.zeros_like(centred), centred / (std + eps))
-
     def batch_baseline(rewards, normalize_std=True, eps=1e-6):
         # The whole batch's mean as every group's baseline; each group's own std, and zeros where a group is equal.
         equal = (rewards == rewards[..., :1]).all(-1, keepdim=True)
@@ -131,7 +123,7 @@ def check_group_advantages(fn) -> bool:
             "a group whose std is below eps is set to zero, but only a group whose rewards are all equal has "
             "nothing to learn: rewards that differ by less than eps still give (r - mean) / (std + eps), small and "
             "not 0; test (rewards == rewards[..., :1]).all(-1) for the equal groups",
-            below_eps_zeroed,
+            zeroed_below_eps,
         ),
         Mistake(
             "the std divides by G, not G - 1: GRPO (like TRL and verl) uses Bessel's correction, rewards.std(dim=-1)",
@@ -176,13 +168,6 @@ def check_group_advantages(fn) -> bool:
     return check_against_reference(
         fn, group_advantages, cases, name="group_advantages", mistakes=mistakes, check_dtype=True
     )
-
-
-EMPTY_LEFT_OUT = (
-    "an empty response (no valid token) is left out of the mean over responses (as some verl versions do); "
-    "the course counts it as a response that contributes 0: divide the sum over responses by their number, "
-    "empty ones included"
-)
 
 
 def check_aggregate_loss(fn) -> bool:

@@ -320,3 +320,11 @@ GRPO_LOSS_MISTAKES = [
         wrong_grpo(info=info_adv(lambda a: a.std())),
     ),
 ]
+
+
+# aggregate_loss's mistake of an empty response (check_aggregate_loss builds it in three forms)
+EMPTY_LEFT_OUT = (
+    "an empty response (no valid token) is left out of the mean over responses (as some verl versions do); "
+    "the course counts it as a response that contributes 0: divide the sum over responses by their number, "
+    "empty ones included"
+)

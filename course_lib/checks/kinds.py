@@ -1,0 +1,65 @@
+"""An output's *kind* beside its value: a tensor's dtype, or "a Python number", compared like any other output.
+
+``check_against_reference(..., check_dtype=True)`` wraps a check's ``outputs`` in :func:`_with_dtypes`, which adds
+one output ``dtype of <name>`` per output, a code for its kind; :mod:`course_lib.checks.compare` tells a difference
+there in words (:func:`_kind_name`) with the call that converts it (:func:`_kind_hint`), after every value.
+"""
+
+from __future__ import annotations
+
+import torch
+
+DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int32, torch.int64, torch.bool)
+
+
+def _with_dtypes(select):
+    """``select``, with each output's kind as one more output (``dtype of <name>``), compared like the rest.
+
+    The kind is a tensor's dtype, or "a Python number" for an ``int`` or ``float``: a docstring that promises
+    a float64 tensor is not met by a float32 one, and one that promises a number (a clip fraction in ``info``)
+    is not met by a tensor."""
+
+    def with_dtypes(result):
+        named = dict(select(result))
+        for key, value in list(named.items()):
+            named[f"dtype of {key}"] = torch.tensor(float(_kind_code(value)), dtype=torch.float64)
+        return named
+
+    return with_dtypes
+
+
+_NUMBER = len(DTYPES)  # the kind code of a Python int or float
+_OTHER = len(DTYPES) + 1  # a tensor of a dtype not in DTYPES, or anything else
+
+
+def _kind_code(value) -> int:
+    if isinstance(value, torch.Tensor):
+        return DTYPES.index(value.dtype) if value.dtype in DTYPES else _OTHER
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _NUMBER
+    return _OTHER
+
+
+def _kind_hint(got: torch.Tensor, expected: torch.Tensor) -> str:
+    """How to turn what the student returned into what the exercise asks for, where one call does it."""
+    got_code, expected_code = int(got.item()), int(expected.item())
+    if expected_code == _NUMBER and got_code < len(DTYPES):
+        return " (`.item()` turns a one-element tensor into a number)"
+    if got_code < len(DTYPES) and expected_code < len(DTYPES):
+        wanted = str(DTYPES[expected_code])
+        if DTYPES[got_code].is_floating_point and DTYPES[expected_code].is_floating_point:
+            return (
+                " (compute in the inputs' dtype: a constant made with `torch.tensor(...)` or a `.float()` on"
+                f" the way changes it; `.to({wanted})` at the end also works)"
+            )
+        return f" (`.to({wanted})` converts it)"
+    return ""
+
+
+def _kind_name(code: int) -> str:
+    """A kind code in words: "a float32 tensor", "a Python number"."""
+    if code == _NUMBER:
+        return "a Python number"
+    if code == _OTHER:
+        return "another type"
+    return f"a {str(DTYPES[code]).replace('torch.', '')} tensor"
