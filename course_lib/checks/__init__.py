@@ -37,8 +37,9 @@ works in two halves (:mod:`course_lib.checks.recording` switches between them):
 A new check needs nothing for this: call :func:`check_against_reference`.
 
 Where the parts are: the cases and the loop here; running one case and comparing it in
-:mod:`course_lib.checks.compare`; explaining a difference (a known mistake named only when every case
-agrees) in :mod:`course_lib.checks.explain`, and describing it when no known mistake does in
+:mod:`course_lib.checks.compare` (an output's kind, its dtype or a Python number, in
+:mod:`course_lib.checks.kinds`); explaining a difference (a known mistake named only when every case agrees) in
+:mod:`course_lib.checks.explain`, and describing it when no known mistake does in
 :mod:`course_lib.checks.structure` (with :mod:`~course_lib.checks.relations`, :mod:`~course_lib.checks.positions`,
 :mod:`~course_lib.checks.scope` and :mod:`~course_lib.checks.counts`);
 what demo cells ask (:func:`your`: did this very function pass its check?) in
