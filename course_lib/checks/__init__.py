@@ -64,11 +64,11 @@ from course_lib.checks.compare import (
     _Outcome,
     _run,
     _run_student,
-    _with_dtypes,
 )
 from course_lib.checks.demo import CheckNotPassed, forget_pass, passed, record_pass, your  # noqa: F401 (demo cells)
 from course_lib.checks.drawing import drawn_cases, is_drawn
 from course_lib.checks.explain import _fail, _Others
+from course_lib.checks.kinds import _with_dtypes
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from course_lib.checks.kinds import DTYPES, _kind_hint, _kind_name, _with_dtypes  # noqa: F401 (__init__ imports _with_dtypes)
+from course_lib.checks.kinds import _kind_hint, _kind_name
 
 # Bound once, at import: a solution that later replaces torch.allclose (or torch.equal,
 # torch.isnan) globally cannot make a wrong answer compare equal to the reference.
