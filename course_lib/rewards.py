@@ -204,8 +204,8 @@ def math_answer_reward(response_text: str, ground_truth: str) -> float:
        by a space or the end) or the next "<"; if there is neither, the response
        has no answer and earns 0.0. Never fall back to the last number in the text.
     2. Normalise the answer and the ground truth alike: strip surrounding
-       whitespace, dollar signs, trailing punctuation (".", ",", ";", ":", "!", "?")
-       and thousands separators ("1,000" -> "1000").
+       whitespace, dollar signs, trailing punctuation (".", ",", ";", ":", "!", "?",
+       and a ")" that closes nothing) and thousands separators ("1,000" -> "1000").
     3. Compare them as numbers when both are plain decimal numbers
        ("14" == "14.0" == "14.00"), otherwise as strings.
 
