@@ -1,0 +1,1246 @@
+"""A seventh class of students, written blind: answers, right and wrong, to every exercise of chapters 00 to 11.
+
+The class was written from the exercise texts, their stubs and docstrings and the reference modules they mirror,
+without reading the checks, their catalogues of mistakes, the mutants or any earlier class. The students are new
+people: some port code from Spinning Up, CleanRL, OpenRLHF, verl, DeepSpeed-Chat or TRL and keep its conventions;
+some slip by one position; some think in numpy or Python lists; some reduce along the wrong axis; some read a
+paper's formula slightly wrong; some forget an edge case; some mix up in-place operations, ``.detach()``,
+``torch.no_grad()``, ``.item()`` and dtype casts.
+
+Each wrong answer (``wNN_<exercise>_<mistake>``) makes exactly one mistake, stated in one sentence in its row's
+``mistake``; each right answer (``rNN_<exercise>_<style>``) is right on every input its docstring allows, written
+in another style than the solution's. A student is a function with the exercise's signature (for chapter 05's
+``PPOLoss``, a class), called as the exercise's check cell calls it: ``check_x(student)``.
+
+``tests/run_class_four.py --students class_seven_students`` runs every exercise's check on every student, once,
+and stores what each check said in ``tests/class_seven_first_sight.json``.
+This module holds no tests (pytest does not collect it).
+"""
+
+import math
+import re
+
+import numpy as np
+import torch
+from torch import nn
+
+
+def _row(exercise: str, chapter: str, student, truth: str | None = None) -> dict:
+    """One student's answer to one exercise; ``truth`` is None for a right answer, else what the student did wrong."""
+    return {"exercise": exercise, "chapter": chapter, "student": student, "right": truth is None, "mistake": truth}
+
+
+ROWS = []
+
+
+# ---------------------------------------------------------------------------
+# Chapter 00: discounted_return
+# ---------------------------------------------------------------------------
+
+
+def w01_discounted_return_starts_at_gamma(rewards, gamma):
+    T = rewards.shape[-1]
+    discounts = gamma ** torch.arange(1, T + 1, dtype=rewards.dtype)  # gamma, gamma^2, ...
+    return (rewards * discounts).sum(dim=-1)
+
+
+def w02_discounted_return_discounts_from_the_end(rewards, gamma):
+    T = rewards.shape[-1]
+    steps_left = torch.arange(T - 1, -1, -1, dtype=rewards.dtype)
+    return (rewards * gamma**steps_left).sum(dim=-1)
+
+
+def w03_discounted_return_log_of_gamma(rewards, gamma):
+    T = rewards.shape[-1]
+    t = torch.arange(T, dtype=rewards.dtype)
+    discounts = torch.exp(t * math.log(gamma))  # gamma^t, computed in log space
+    return (rewards * discounts).sum(dim=-1)
+
+
+def w04_discounted_return_sums_first_axis(rewards, gamma):
+    T = rewards.shape[-1]
+    discounts = gamma ** torch.arange(T, dtype=rewards.dtype)
+    return (rewards * discounts).sum(dim=0)
+
+
+def r01_discounted_return_horner(rewards, gamma):
+    total = torch.zeros_like(rewards[..., 0])
+    for t in range(rewards.shape[-1] - 1, -1, -1):
+        total = rewards[..., t] + gamma * total
+    return total
+
+
+def r02_discounted_return_cumprod_einsum(rewards, gamma):
+    T = rewards.shape[-1]
+    factors = torch.full((T - 1,), float(gamma), dtype=rewards.dtype)
+    discounts = torch.cat([torch.ones(1, dtype=rewards.dtype), torch.cumprod(factors, dim=0)])
+    return torch.einsum("...t,t->...", rewards, discounts)
+
+
+ROWS += [
+    _row(
+        "discounted_return",
+        "00",
+        w01_discounted_return_starts_at_gamma,
+        "Weights the rewards by gamma^(t+1) instead of gamma^t, so even r_0 is discounted.",
+    ),
+    _row(
+        "discounted_return",
+        "00",
+        w02_discounted_return_discounts_from_the_end,
+        "Weights r_t by gamma^(T-1-t), discounting from the last step instead of the first.",
+    ),
+    _row(
+        "discounted_return",
+        "00",
+        w03_discounted_return_log_of_gamma,
+        "Computes gamma^t as exp(t * log(gamma)), which raises a math domain error at gamma = 0.",
+    ),
+    _row(
+        "discounted_return",
+        "00",
+        w04_discounted_return_sums_first_axis,
+        "Sums over the first axis instead of the time axis, so batches get the wrong shape and values.",
+    ),
+    _row("discounted_return", "00", r01_discounted_return_horner),
+    _row("discounted_return", "00", r02_discounted_return_cumprod_einsum),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 00: reward_to_go
+# ---------------------------------------------------------------------------
+
+
+def w05_reward_to_go_undiscounted_spinning_up(rewards, gamma):
+    # Spinning Up's simple policy gradient: the reward-to-go is a reversed cumulative sum.
+    return rewards.flip(-1).cumsum(dim=-1).flip(-1)
+
+
+def w06_reward_to_go_no_triangle(rewards, gamma):
+    T = rewards.shape[-1]
+    t = torch.arange(T)
+    distance = (t[None, :] - t[:, None]).abs()  # |k - t|
+    weights = (gamma ** distance.to(rewards.dtype)).to(rewards.dtype)  # (t, k)
+    return torch.einsum("...k,tk->...t", rewards, weights)
+
+
+def w07_reward_to_go_in_place(rewards, gamma):
+    for t in range(rewards.shape[-1] - 2, -1, -1):
+        rewards[..., t] += gamma * rewards[..., t + 1]
+    return rewards
+
+
+def w08_reward_to_go_skips_first_step(rewards, gamma):
+    returns = rewards.clone()
+    for t in range(rewards.shape[-1] - 2, 0, -1):
+        returns[..., t] = rewards[..., t] + gamma * returns[..., t + 1]
+    return returns
+
+
+def r03_reward_to_go_clone_then_backwards(rewards, gamma):
+    returns = rewards.clone()
+    T = rewards.shape[-1]
+    for t in range(T - 2, -1, -1):
+        returns[..., t] = returns[..., t] + gamma * returns[..., t + 1]
+    return returns
+
+
+def r04_reward_to_go_upper_triangle(rewards, gamma):
+    T = rewards.shape[-1]
+    t = torch.arange(T)
+    distance = t[None, :] - t[:, None]  # (t, k): k - t
+    later = distance >= 0
+    weights = torch.where(
+        later,
+        torch.pow(torch.tensor(float(gamma), dtype=rewards.dtype), distance.clamp(min=0).to(rewards.dtype)),
+        torch.zeros((), dtype=rewards.dtype),
+    )
+    return torch.einsum("...k,tk->...t", rewards, weights)
+
+
+ROWS += [
+    _row(
+        "reward_to_go",
+        "00",
+        w05_reward_to_go_undiscounted_spinning_up,
+        "Takes Spinning Up's undiscounted reward-to-go (a reversed cumsum), ignoring gamma.",
+    ),
+    _row(
+        "reward_to_go",
+        "00",
+        w06_reward_to_go_no_triangle,
+        "Weights every reward by gamma^|k - t| without keeping only k >= t, so past rewards count too.",
+    ),
+    _row(
+        "reward_to_go",
+        "00",
+        w07_reward_to_go_in_place,
+        "Accumulates the returns in place into the caller's rewards tensor and returns it.",
+    ),
+    _row(
+        "reward_to_go",
+        "00",
+        w08_reward_to_go_skips_first_step,
+        "Its backward loop stops at t = 1, so G_0 is left as r_0 alone.",
+    ),
+    _row("reward_to_go", "00", r03_reward_to_go_clone_then_backwards),
+    _row("reward_to_go", "00", r04_reward_to_go_upper_triangle),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 01: sort_inclusion_ordering_reward
+# ---------------------------------------------------------------------------
+
+
+def w09_sort_reward_counts_response_tokens(prompt, response):
+    matches = prompt[..., :, None] == response[..., None, :]  # (..., T_prompt, T_response)
+    inclusion = matches.any(dim=-2).sum(dim=-1)  # each response token found in the prompt
+    ordering = (response[..., :-1] <= response[..., 1:]).sum(dim=-1)
+    return (inclusion + ordering).float()
+
+
+def w10_sort_reward_strict_order(prompt, response):
+    matches = prompt[..., :, None] == response[..., None, :]
+    inclusion = matches.any(dim=-1).sum(dim=-1)
+    ordering = (response[..., :-1] < response[..., 1:]).sum(dim=-1)
+    return (inclusion + ordering).float()
+
+
+def w11_sort_reward_sets(prompt, response):
+    prompt, response = torch.broadcast_tensors(prompt, response)
+    T = prompt.shape[-1]
+    rows = []
+    for p, r in zip(prompt.reshape(-1, T).tolist(), response.reshape(-1, T).tolist()):
+        inclusion = len(set(p) & set(r))
+        ordering = sum(a <= b for a, b in zip(r[:-1], r[1:]))
+        rows.append(float(inclusion + ordering))
+    return torch.tensor(rows, dtype=torch.float32).reshape(prompt.shape[:-1])
+
+
+def w12_sort_reward_isin(prompt, response):
+    inclusion = torch.isin(prompt, response).sum(dim=-1)
+    ordering = (response[..., :-1] <= response[..., 1:]).sum(dim=-1)
+    return (inclusion + ordering).float()
+
+
+def w13_sort_reward_integer_result(prompt, response):
+    matches = prompt[..., :, None] == response[..., None, :]
+    inclusion = matches.any(dim=-1).sum(dim=-1)
+    ordering = (response[..., :-1] <= response[..., 1:]).sum(dim=-1)
+    return inclusion + ordering
+
+
+def r05_sort_reward_counts_clamped(prompt, response):
+    hits = (prompt.unsqueeze(-1) == response.unsqueeze(-2)).sum(dim=-1).clamp(max=1)  # (..., T)
+    ordered = torch.diff(response, dim=-1) >= 0  # (..., T - 1)
+    total = hits.sum(dim=-1) + ordered.sum(dim=-1)
+    return total.to(torch.float32)
+
+
+def r06_sort_reward_python_rows(prompt, response):
+    prompt, response = torch.broadcast_tensors(prompt, response)
+    T = prompt.shape[-1]
+    scores = []
+    for p, r in zip(prompt.reshape(-1, T).tolist(), response.reshape(-1, T).tolist()):
+        present = set(r)
+        inclusion = sum(1 for token in p if token in present)
+        ordering = sum(1 for t in range(T - 1) if r[t] <= r[t + 1])
+        scores.append(inclusion + ordering)
+    return torch.tensor(scores, dtype=torch.float32).reshape(prompt.shape[:-1])
+
+
+ROWS += [
+    _row(
+        "sort_inclusion_ordering_reward",
+        "01",
+        w09_sort_reward_counts_response_tokens,
+        "Counts the response tokens found in the prompt instead of the prompt tokens found in the response, "
+        "so a repeated right token earns several points.",
+    ),
+    _row(
+        "sort_inclusion_ordering_reward",
+        "01",
+        w10_sort_reward_strict_order,
+        "Counts an ordered pair only when strictly increasing (<), so equal neighbours earn no point.",
+    ),
+    _row(
+        "sort_inclusion_ordering_reward",
+        "01",
+        w11_sort_reward_sets,
+        "Counts inclusion as the size of a set intersection, so a token repeated in the prompt earns one point "
+        "instead of one per occurrence.",
+    ),
+    _row(
+        "sort_inclusion_ordering_reward",
+        "01",
+        w12_sort_reward_isin,
+        "Uses torch.isin, which tests each prompt token against every response of the whole batch, not its own.",
+    ),
+    _row(
+        "sort_inclusion_ordering_reward",
+        "01",
+        w13_sort_reward_integer_result,
+        "Returns an integer tensor instead of the float32 rewards the docstring promises.",
+    ),
+    _row("sort_inclusion_ordering_reward", "01", r05_sort_reward_counts_clamped),
+    _row("sort_inclusion_ordering_reward", "01", r06_sort_reward_python_rows),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 01: math_answer_reward
+# ---------------------------------------------------------------------------
+
+_PLAIN_NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)"
+
+
+def _normalise_like_the_text(text):
+    """Strip whitespace, dollars, trailing punctuation and thousands separators, as the exercise's step 2 says."""
+    text = text.replace("\\$", "").replace("$", "").strip()
+    while text and (text[-1] in ".,;:!?" or (text[-1] == ")" and text.count(")") > text.count("("))):
+        text = text[:-1].rstrip()  # trailing punctuation, and a ")" that closes nothing
+    return re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", text)
+
+
+def _compare_like_the_text(answer, truth):
+    answer, truth = _normalise_like_the_text(answer), _normalise_like_the_text(truth)
+    if not answer:
+        return 0.0
+    if re.fullmatch(_PLAIN_NUMBER, answer) and re.fullmatch(_PLAIN_NUMBER, truth):
+        return float(float(answer) == float(truth))
+    return float(answer == truth)
+
+
+def _last_boxed_content(text):
+    start = text.rfind("\\boxed{")
+    while start != -1:
+        depth, begin = 1, start + len("\\boxed{")
+        for i in range(begin, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            if depth == 0:
+                return text[begin:i]
+        start = text.rfind("\\boxed{", 0, start)
+    return None
+
+
+def _stated(text, statements):
+    rest = text[statements[-1].end() :].lstrip()
+    rest = re.split(r"[\n<]", rest)[0]
+    return re.split(r"[.!?](?:\s|$)", rest)[0]
+
+
+_STATEMENT = r"\banswer(?:\s+is\b\s*:?|\s*:)"
+
+
+def w14_math_reward_flat_box_regex(response_text, ground_truth):
+    boxes = re.findall(r"\\boxed\{([^{}]*)\}", response_text)
+    if boxes:
+        answer = boxes[-1]
+    else:
+        statements = list(re.finditer(_STATEMENT, response_text, re.IGNORECASE))
+        if not statements:
+            return 0.0
+        answer = _stated(response_text, statements)
+    return _compare_like_the_text(answer, ground_truth)
+
+
+def w15_math_reward_cuts_at_any_dot(response_text, ground_truth):
+    answer = _last_boxed_content(response_text)
+    if answer is None:
+        statements = list(re.finditer(_STATEMENT, response_text, re.IGNORECASE))
+        if not statements:
+            return 0.0
+        rest = response_text[statements[-1].end() :].lstrip()
+        rest = re.split(r"[\n<]", rest)[0]
+        answer = re.split(r"[.!?]", rest)[0]  # the end of the sentence
+    return _compare_like_the_text(answer, ground_truth)
+
+
+def w16_math_reward_case_sensitive(response_text, ground_truth):
+    answer = _last_boxed_content(response_text)
+    if answer is None:
+        statements = list(re.finditer(r"\b(?:answer\s+is\b\s*:?|Answer\s*:)", response_text))
+        if not statements:
+            return 0.0
+        answer = _stated(response_text, statements)
+    return _compare_like_the_text(answer, ground_truth)
+
+
+def w17_math_reward_first_statement(response_text, ground_truth):
+    answer = _last_boxed_content(response_text)
+    if answer is None:
+        first = re.search(_STATEMENT, response_text, re.IGNORECASE)
+        if first is None:
+            return 0.0
+        answer = _stated(response_text, [first])
+    return _compare_like_the_text(answer, ground_truth)
+
+
+def w18_math_reward_float_or_string(response_text, ground_truth):
+    answer = _last_boxed_content(response_text)
+    if answer is None:
+        statements = list(re.finditer(_STATEMENT, response_text, re.IGNORECASE))
+        if not statements:
+            return 0.0
+        answer = _stated(response_text, statements)
+    answer, truth = _normalise_like_the_text(answer), _normalise_like_the_text(ground_truth)
+    if not answer:
+        return 0.0
+    try:
+        return float(float(answer) == float(truth))  # Python reads "1e3", "inf", " 14" too
+    except ValueError:
+        return float(answer == truth)
+
+
+def w19_math_reward_statement_before_box(response_text, ground_truth):
+    statements = list(re.finditer(_STATEMENT, response_text, re.IGNORECASE))
+    if statements:
+        answer = _stated(response_text, statements)
+    else:
+        answer = _last_boxed_content(response_text)
+        if answer is None:
+            return 0.0
+    return _compare_like_the_text(answer, ground_truth)
+
+
+def w20_math_reward_strips_only_dots(response_text, ground_truth):
+    answer = _last_boxed_content(response_text)
+    if answer is None:
+        statements = list(re.finditer(_STATEMENT, response_text, re.IGNORECASE))
+        if not statements:
+            return 0.0
+        answer = _stated(response_text, statements)
+
+    def normalise(text):
+        text = text.replace("\\$", "").replace("$", "").strip().rstrip(".")
+        if text.endswith(")") and text.count(")") > text.count("("):
+            text = text[:-1].rstrip()
+        return re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", text)
+
+    answer, truth = normalise(answer), normalise(ground_truth)
+    if not answer:
+        return 0.0
+    if re.fullmatch(_PLAIN_NUMBER, answer) and re.fullmatch(_PLAIN_NUMBER, truth):
+        return float(float(answer) == float(truth))
+    return float(answer == truth)
+
+
+def r07_math_reward_scanner_and_decimal(response_text, ground_truth):
+    from decimal import Decimal
+
+    def boxed(text):
+        marker = "\\boxed{"
+        positions = [m.start() for m in re.finditer(re.escape(marker), text)]
+        for start in reversed(positions):
+            depth = 0
+            for i in range(start + len(marker) - 1, len(text)):
+                if text[i] == "{":
+                    depth += 1
+                elif text[i] == "}":
+                    depth -= 1
+                    if depth == 0:
+                        return text[start + len(marker) : i]
+        return None
+
+    def tidy(text):
+        text = text.replace("\\$", "").replace("$", "").strip()
+        while True:
+            unmatched_close = text.endswith(")") and text.count(")") > text.count("(")
+            if not (text.endswith((".", ",", ";", ":", "!", "?")) or unmatched_close):
+                break
+            text = text[:-1].rstrip()
+        return re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", text)
+
+    found = boxed(response_text)
+    if found is None:
+        statements = [m for m in re.finditer(r"\banswer(?:\s+is\b\s*:?|\s*:)", response_text, flags=re.I)]
+        if not statements:
+            return 0.0
+        last = statements[-1]
+        tail = response_text[last.end() :].lstrip()
+        tail = tail.split("\n")[0].split("<")[0]
+        end = re.search(r"[.!?](?=\s|$)", tail)
+        found = tail if end is None else tail[: end.start()]
+    answer, truth = tidy(found), tidy(ground_truth)
+    if answer == "":
+        return 0.0
+    number = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
+    if number.fullmatch(answer) and number.fullmatch(truth):
+        return 1.0 if Decimal(answer) == Decimal(truth) else 0.0
+    return 1.0 if answer == truth else 0.0
+
+
+ROWS += [
+    _row(
+        "math_answer_reward",
+        "01",
+        w14_math_reward_flat_box_regex,
+        "Finds boxes with a regex that allows no brace inside, so a nested \\boxed{\\frac{1}{2}} is not found.",
+    ),
+    _row(
+        "math_answer_reward",
+        "01",
+        w15_math_reward_cuts_at_any_dot,
+        "Ends the stated answer at any '.', so a decimal such as 2.5 is cut to 2.",
+    ),
+    _row(
+        "math_answer_reward",
+        "01",
+        w16_math_reward_case_sensitive,
+        "Matches the answer statements case-sensitively, so 'ANSWER:' or 'The Answer is' is not found.",
+    ),
+    _row(
+        "math_answer_reward",
+        "01",
+        w17_math_reward_first_statement,
+        "Takes the first answer statement of the text instead of the last.",
+    ),
+    _row(
+        "math_answer_reward",
+        "01",
+        w18_math_reward_float_or_string,
+        "Compares with Python's float() whenever it parses, so non-plain numbers such as '1e3' or 'inf' compare "
+        "as numbers instead of as strings.",
+    ),
+    _row(
+        "math_answer_reward",
+        "01",
+        w19_math_reward_statement_before_box,
+        "Looks for an answer statement before a \\boxed{}, so a stated answer wins over the last box.",
+    ),
+    _row(
+        "math_answer_reward",
+        "01",
+        w20_math_reward_strips_only_dots,
+        "Strips only trailing dots, not the other trailing punctuation (',', ';', ':', '!', '?').",
+    ),
+    _row("math_answer_reward", "01", r07_math_reward_scanner_and_decimal),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 02: gather_log_probs
+# ---------------------------------------------------------------------------
+
+
+def w21_gather_log_probs_logsumexp_no_keepdim(logits, tokens):
+    normalised = logits - torch.logsumexp(logits, dim=-1)  # (..., T) broadcast against (..., T, V)
+    return normalised.gather(-1, tokens.long().unsqueeze(-1)).squeeze(-1)
+
+
+def w22_gather_log_probs_shifts_by_one(logits, tokens):
+    logp_all = torch.log_softmax(logits, dim=-1)
+    # logits at t predict token t + 1; the first token has no logits before it
+    shifted = logp_all[..., :-1, :].gather(-1, tokens[..., 1:].long().unsqueeze(-1)).squeeze(-1)
+    return torch.cat([torch.zeros_like(shifted[..., :1]), shifted], dim=-1)
+
+
+def w23_gather_log_probs_through_numpy(logits, tokens):
+    scores = logits.detach().cpu().numpy()
+    scores = scores - scores.max(axis=-1, keepdims=True)
+    logp_all = scores - np.log(np.exp(scores).sum(axis=-1, keepdims=True))
+    picked = np.take_along_axis(logp_all, tokens.cpu().numpy()[..., None], axis=-1)[..., 0]
+    return torch.from_numpy(picked)
+
+
+def w24_gather_log_probs_upcast_to_float32(logits, tokens):
+    logp_all = torch.log_softmax(logits.float(), dim=-1)  # TRL's habit: compute the softmax in float32
+    return logp_all.gather(-1, tokens.long().unsqueeze(-1)).squeeze(-1)
+
+
+def r08_gather_log_probs_minus_logsumexp(logits, tokens):
+    picked = logits.gather(-1, tokens.long()[..., None])[..., 0]
+    return picked - torch.logsumexp(logits, dim=-1)
+
+
+def r09_gather_log_probs_cross_entropy(logits, tokens):
+    V = logits.shape[-1]
+    flat = nn.functional.cross_entropy(logits.reshape(-1, V), tokens.reshape(-1).long(), reduction="none")
+    return -flat.reshape(tokens.shape)
+
+
+ROWS += [
+    _row(
+        "gather_log_probs",
+        "02",
+        w21_gather_log_probs_logsumexp_no_keepdim,
+        "Subtracts logsumexp without keepdim, so the (..., T) normaliser broadcasts along the vocabulary axis.",
+    ),
+    _row(
+        "gather_log_probs",
+        "02",
+        w22_gather_log_probs_shifts_by_one,
+        "Shifts by one position (logits[:-1] score tokens[1:], a zero in front) though the caller already did.",
+    ),
+    _row(
+        "gather_log_probs",
+        "02",
+        w23_gather_log_probs_through_numpy,
+        "Computes the log-softmax in numpy, so the result carries no gradient to the logits.",
+    ),
+    _row(
+        "gather_log_probs",
+        "02",
+        w24_gather_log_probs_upcast_to_float32,
+        "Casts the logits to float32 before the log-softmax, so float64 inputs come back in float32.",
+    ),
+    _row("gather_log_probs", "02", r08_gather_log_probs_minus_logsumexp),
+    _row("gather_log_probs", "02", r09_gather_log_probs_cross_entropy),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 02: reinforce_loss
+# ---------------------------------------------------------------------------
+
+
+def w25_reinforce_loss_mean_per_response_first(logp, deltas, mask=None):
+    per_token = -(deltas.detach().unsqueeze(-1) * logp)
+    valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()
+    per_token = torch.where(valid, per_token, torch.zeros_like(per_token))
+    per_response = per_token.sum(dim=-1) / valid.sum(dim=-1).clamp(min=1)
+    return per_response.mean()
+
+
+def w26_reinforce_loss_divides_by_T_without_mask(logp, deltas, mask=None):
+    per_token = -(deltas.detach().unsqueeze(-1) * logp)
+    if mask is None:
+        return per_token.sum() / logp.shape[-1]  # the number of tokens
+    valid = mask.bool()
+    total = torch.where(valid, per_token, torch.zeros_like(per_token)).sum()
+    return total / valid.sum().clamp(min=1)
+
+
+def w27_reinforce_loss_constant_zero_when_empty(logp, deltas, mask=None):
+    per_token = -(deltas.detach().unsqueeze(-1) * logp)
+    if mask is None:
+        return per_token.mean()
+    valid = mask.bool()
+    if valid.sum() == 0:
+        return torch.tensor(0.0)
+    return torch.where(valid, per_token, torch.zeros_like(per_token)).sum() / valid.sum()
+
+
+def w28_reinforce_loss_indexes_with_the_mask(logp, deltas, mask=None):
+    per_token = -(deltas.detach().unsqueeze(-1) * logp)
+    if mask is None:
+        return per_token.mean()
+    chosen = per_token[mask]  # the valid tokens
+    return chosen.sum() / max(chosen.numel(), 1)
+
+
+def r10_reinforce_loss_weights_under_no_grad(logp, deltas, mask=None):
+    with torch.no_grad():
+        weights = -deltas.unsqueeze(-1)  # (..., 1), a constant
+    per_token = weights * logp
+    if mask is None:
+        mask = torch.ones_like(logp)
+    padding = ~mask.to(torch.bool)
+    per_token = per_token.masked_fill(padding, 0.0)
+    count = (~padding).sum()
+    return per_token.sum() / torch.clamp(count, min=1)
+
+
+def r11_reinforce_loss_boolean_selection(logp, deltas, mask=None):
+    per_token = -(deltas.detach()[..., None] * logp)
+    valid = torch.ones(logp.shape, dtype=torch.bool) if mask is None else mask.to(torch.bool)
+    chosen = per_token[valid]
+    return chosen.sum() / max(chosen.numel(), 1)
+
+
+ROWS += [
+    _row(
+        "reinforce_loss",
+        "02",
+        w25_reinforce_loss_mean_per_response_first,
+        "Averages each response's tokens first and then the responses, instead of one mean over all valid tokens.",
+    ),
+    _row(
+        "reinforce_loss",
+        "02",
+        w26_reinforce_loss_divides_by_T_without_mask,
+        "Without a mask, divides the sum by T instead of by the number of tokens of the whole batch.",
+    ),
+    _row(
+        "reinforce_loss",
+        "02",
+        w27_reinforce_loss_constant_zero_when_empty,
+        "For an all-padding batch returns a fresh float32 constant, detached from logp and of the wrong dtype "
+        "for float64 inputs.",
+    ),
+    _row(
+        "reinforce_loss",
+        "02",
+        w28_reinforce_loss_indexes_with_the_mask,
+        "Indexes with the mask as given, so a 0/1 integer mask gathers rows 0 and 1 instead of selecting tokens.",
+    ),
+    _row("reinforce_loss", "02", r10_reinforce_loss_weights_under_no_grad),
+    _row("reinforce_loss", "02", r11_reinforce_loss_boolean_selection),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 02: mc_policy_gradient
+# ---------------------------------------------------------------------------
+
+
+def _sample(logits, n_samples, generator):
+    return torch.multinomial(torch.softmax(logits, dim=-1), n_samples, replacement=True, generator=generator)
+
+
+def w29_mc_gradient_subtracts_pi_of_action(logits, reward_per_action, n_samples, generator=None):
+    pi = torch.softmax(logits, dim=-1)
+    actions = _sample(logits, n_samples, generator)
+    onehot = nn.functional.one_hot(actions, logits.shape[0]).to(logits.dtype)
+    score = onehot - pi[actions, None]  # grad log pi(a) = onehot(a) - pi(a)
+    return (reward_per_action[actions, None] * score).mean(dim=0)
+
+
+def w30_mc_gradient_sums_samples(logits, reward_per_action, n_samples, generator=None):
+    pi = torch.softmax(logits, dim=-1)
+    actions = _sample(logits, n_samples, generator)
+    score = nn.functional.one_hot(actions, logits.shape[0]).to(logits.dtype) - pi
+    return (reward_per_action[actions, None] * score).sum(dim=0)
+
+
+def w31_mc_gradient_without_replacement(logits, reward_per_action, n_samples, generator=None):
+    pi = torch.softmax(logits, dim=-1)
+    n = min(n_samples, logits.shape[0])  # distinct actions only
+    actions = torch.multinomial(pi, n, replacement=False, generator=generator)
+    score = nn.functional.one_hot(actions, logits.shape[0]).to(logits.dtype) - pi
+    return (reward_per_action[actions, None] * score).mean(dim=0)
+
+
+def w32_mc_gradient_ignores_generator(logits, reward_per_action, n_samples, generator=None):
+    pi = torch.softmax(logits, dim=-1)
+    actions = torch.multinomial(pi, n_samples, replacement=True)
+    score = nn.functional.one_hot(actions, logits.shape[0]).to(logits.dtype) - pi
+    return (reward_per_action[actions, None] * score).mean(dim=0)
+
+
+def r12_mc_gradient_autograd(logits, reward_per_action, n_samples, generator=None):
+    actions = _sample(logits.detach(), n_samples, generator)
+    x = logits.detach().clone().requires_grad_(True)
+    surrogate = (reward_per_action.detach()[actions] * torch.log_softmax(x, dim=-1)[actions]).mean()
+    (gradient,) = torch.autograd.grad(surrogate, x)
+    return gradient
+
+
+def r13_mc_gradient_bincount(logits, reward_per_action, n_samples, generator=None):
+    logits, reward_per_action = logits.detach(), reward_per_action.detach()
+    pi = torch.softmax(logits, dim=-1)
+    actions = _sample(logits, n_samples, generator)
+    sampled_rewards = reward_per_action[actions]  # (n,)
+    per_action = torch.zeros_like(logits).index_add_(0, actions, sampled_rewards)  # sum of r over each action
+    return per_action / n_samples - sampled_rewards.mean() * pi
+
+
+ROWS += [
+    _row(
+        "mc_policy_gradient",
+        "02",
+        w29_mc_gradient_subtracts_pi_of_action,
+        "Reads the score as onehot(a) - pi(a), subtracting the sampled action's probability from every coordinate "
+        "instead of the vector pi.",
+    ),
+    _row(
+        "mc_policy_gradient",
+        "02",
+        w30_mc_gradient_sums_samples,
+        "Sums the n per-sample terms instead of averaging them.",
+    ),
+    _row(
+        "mc_policy_gradient",
+        "02",
+        w31_mc_gradient_without_replacement,
+        "Samples the actions without replacement (at most V of them), which biases the estimate.",
+    ),
+    _row(
+        "mc_policy_gradient",
+        "02",
+        w32_mc_gradient_ignores_generator,
+        "Samples from the global RNG instead of the generator it is given, so equal seeds do not repeat the samples.",
+    ),
+    _row("mc_policy_gradient", "02", r12_mc_gradient_autograd),
+    _row("mc_policy_gradient", "02", r13_mc_gradient_bincount),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 03: compute_deltas
+# ---------------------------------------------------------------------------
+
+
+def w33_deltas_tiny_spread_counts_as_equal(rewards, mode, eps=1e-6):
+    if mode == "rewards":
+        return rewards.clone()
+    centred = rewards - rewards.mean(dim=-1, keepdim=True)
+    if rewards.shape[-1] == 1:
+        return torch.zeros_like(rewards)
+    std = rewards.std(dim=-1, keepdim=True)
+    flat = std < eps  # "all equal", up to rounding
+    centred = torch.where(flat, torch.zeros_like(centred), centred)
+    if mode == "centered_rewards":
+        return centred
+    return torch.where(flat, torch.zeros_like(centred), centred / (std + eps))
+
+
+def w34_deltas_group_of_one_keeps_reward_verl(rewards, mode, eps=1e-6):
+    if mode == "rewards":
+        return rewards.clone()
+    if rewards.shape[-1] == 1:
+        return rewards.clone()  # verl: a lone response keeps its score (mean 0, std 1)
+    centred = rewards - rewards.mean(dim=-1, keepdim=True)
+    all_equal = (rewards == rewards[:, :1]).all(dim=-1, keepdim=True)
+    centred = torch.where(all_equal, torch.zeros_like(centred), centred)
+    if mode == "centered_rewards":
+        return centred
+    return centred / (rewards.std(dim=-1, keepdim=True) + eps)
+
+
+def w35_deltas_centres_in_place(rewards, mode, eps=1e-6):
+    if mode == "rewards":
+        return rewards.clone()
+    all_equal = (rewards == rewards[:, :1]).all(dim=-1, keepdim=True)
+    std = rewards.std(dim=-1, keepdim=True) if rewards.shape[-1] > 1 else None
+    rewards -= rewards.mean(dim=-1, keepdim=True)
+    centred = torch.where(all_equal, torch.zeros_like(rewards), rewards)
+    if mode == "centered_rewards" or std is None:
+        return centred
+    return centred / (std + eps)
+
+
+def w36_deltas_divides_without_centring(rewards, mode, eps=1e-6):
+    if mode == "rewards":
+        return rewards.clone()
+    centred = rewards - rewards.mean(dim=-1, keepdim=True)
+    all_equal = (rewards == rewards[:, :1]).all(dim=-1, keepdim=True)
+    zeros = torch.zeros_like(rewards)
+    if mode == "centered_rewards" or rewards.shape[-1] == 1:
+        return torch.where(all_equal, zeros, centred)
+    scaled = rewards / (rewards.std(dim=-1, keepdim=True) + eps)  # the normalised reward
+    return torch.where(all_equal, zeros, scaled)
+
+
+def r14_deltas_manual_bessel(rewards, mode, eps=1e-6):
+    if mode not in ("rewards", "centered_rewards", "normalized_rewards"):
+        raise ValueError(f"mode: unknown {mode!r}")
+    out = rewards.clone()
+    if mode == "rewards":
+        return out
+    B, G = rewards.shape
+    if G == 1:
+        return torch.zeros_like(rewards)
+    centred = rewards - rewards.sum(dim=1, keepdim=True) / G
+    flat = rewards.amax(dim=1, keepdim=True) == rewards.amin(dim=1, keepdim=True)
+    centred = centred.masked_fill(flat, 0.0)
+    if mode == "centered_rewards":
+        return centred
+    deviations = rewards - rewards.mean(dim=1, keepdim=True)
+    std = torch.sqrt((deviations**2).sum(dim=1, keepdim=True) / (G - 1))
+    return centred / (std + eps)
+
+
+def r15_deltas_row_by_row(rewards, mode, eps=1e-6):
+    if mode == "rewards":
+        return rewards.clone()
+    rows = []
+    for row in rewards:
+        if row.numel() == 1 or bool((row == row[0]).all()):
+            rows.append(torch.zeros_like(row))
+            continue
+        centred = row - row.mean()
+        if mode == "normalized_rewards":
+            centred = centred / (row.std() + eps)
+        rows.append(centred)
+    return torch.stack(rows)
+
+
+ROWS += [
+    _row(
+        "compute_deltas",
+        "03",
+        w33_deltas_tiny_spread_counts_as_equal,
+        "Treats a group whose std is below eps as all equal and zeroes it, though its rewards differ.",
+    ),
+    _row(
+        "compute_deltas",
+        "03",
+        w34_deltas_group_of_one_keeps_reward_verl,
+        "Gives a group of one its raw reward, as verl does, instead of zeros in the centred and normalised modes.",
+    ),
+    _row(
+        "compute_deltas",
+        "03",
+        w35_deltas_centres_in_place,
+        "Subtracts the group mean in place, changing the caller's rewards tensor.",
+    ),
+    _row(
+        "compute_deltas",
+        "03",
+        w36_deltas_divides_without_centring,
+        "In the normalised mode divides the raw rewards by the std, forgetting to subtract the group mean first.",
+    ),
+    _row("compute_deltas", "03", r14_deltas_manual_bessel),
+    _row("compute_deltas", "03", r15_deltas_row_by_row),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 03: gradient_variance
+# ---------------------------------------------------------------------------
+
+
+def w37_variance_of_all_entries(grad_samples):
+    return float(torch.var(grad_samples))
+
+
+def w38_variance_torch_cov_rows(grad_samples):
+    return float(torch.atleast_2d(torch.cov(grad_samples)).trace())  # torch.cov: variables are rows
+
+
+def w39_variance_returns_tensor(grad_samples):
+    return grad_samples.var(dim=0).sum()
+
+
+def w40_variance_mean_of_coordinates(grad_samples):
+    return float(grad_samples.var(dim=0).mean())
+
+
+def w41_variance_in_float32(grad_samples):
+    return grad_samples.float().var(dim=0).sum().item()
+
+
+def r16_variance_cov_of_columns(grad_samples):
+    covariance = torch.atleast_2d(torch.cov(grad_samples.T, correction=1))  # (P, P)
+    return covariance.diagonal().sum().item()
+
+
+def r17_variance_numpy_ddof(grad_samples):
+    samples = grad_samples.detach().cpu().numpy()
+    return float(np.var(samples, axis=0, ddof=1).sum())
+
+
+ROWS += [
+    _row(
+        "gradient_variance",
+        "03",
+        w37_variance_of_all_entries,
+        "Takes one variance over all N * P entries instead of each coordinate's variance over the samples, summed.",
+    ),
+    _row(
+        "gradient_variance",
+        "03",
+        w38_variance_torch_cov_rows,
+        "Passes the (N, P) samples to torch.cov, which reads rows as variables, so it sums the variances of samples.",
+    ),
+    _row(
+        "gradient_variance",
+        "03",
+        w39_variance_returns_tensor,
+        "Returns a 0-dim tensor instead of a Python float.",
+    ),
+    _row(
+        "gradient_variance",
+        "03",
+        w40_variance_mean_of_coordinates,
+        "Averages the P coordinate variances instead of summing them.",
+    ),
+    _row(
+        "gradient_variance",
+        "03",
+        w41_variance_in_float32,
+        "Casts the samples to float32 first, losing float64's precision when the mean is large.",
+    ),
+    _row("gradient_variance", "03", r16_variance_cov_of_columns),
+    _row("gradient_variance", "03", r17_variance_numpy_ddof),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 04: gae_table (gamma = 0.9, lam = 0.8, terminal at t = 2, V(s_5) = 1)
+# ---------------------------------------------------------------------------
+
+
+def w42_gae_table_forgets_gamma_in_recursion():
+    deltas = [0.35, -0.6, 1.0, -0.55, 1.4]
+    advantages = [0.51, 0.2, 1.0, 0.57, 1.4]  # A_t = delta_t + lam * A_{t+1}
+    return deltas, advantages
+
+
+def w43_gae_table_last_step_bootstraps_own_value():
+    deltas = [0.35, -0.6, 1.0, -0.55, 0.95]  # delta_4 = 1 + 0.9 * V(s_4) - V(s_4)
+    advantages = [0.436, 0.12, 1.0, 0.134, 0.95]
+    return deltas, advantages
+
+
+def w44_gae_table_bottom_up_order():
+    deltas = [1.4, -0.55, 1.0, -0.6, 0.35]  # in the order computed: t = 4 first
+    advantages = [1.4, 0.458, 1.0, 0.12, 0.436]
+    return deltas, advantages
+
+
+def w45_gae_table_two_decimals():
+    deltas = [0.35, -0.6, 1.0, -0.55, 1.4]
+    advantages = [0.44, 0.12, 1.0, 0.46, 1.4]
+    return deltas, advantages
+
+
+def r18_gae_table_exact_arithmetic():
+    gamma, lam = 0.9, 0.8
+    d4 = 1.0 + gamma * 1.0 - 0.5
+    d3 = 0.0 + gamma * 0.5 - 1.0
+    d2 = 2.0 - 1.0  # terminal: no bootstrap
+    d1 = 0.0 + gamma * 1.0 - 1.5
+    d0 = 1.0 + gamma * 1.5 - 2.0
+    a4 = d4
+    a3 = d3 + gamma * lam * a4
+    a2 = d2  # terminal: the recursion stops
+    a1 = d1 + gamma * lam * a2
+    a0 = d0 + gamma * lam * a1
+    return [d0, d1, d2, d3, d4], [a0, a1, a2, a3, a4]
+
+
+ROWS += [
+    _row(
+        "gae_table",
+        "04",
+        w42_gae_table_forgets_gamma_in_recursion,
+        "Runs the advantage recursion with lambda alone instead of gamma * lambda.",
+    ),
+    _row(
+        "gae_table",
+        "04",
+        w43_gae_table_last_step_bootstraps_own_value,
+        "Bootstraps the last step from V(s_4) instead of last_values = V(s_5), so delta_4 and A_4, A_3 are off.",
+    ),
+    _row(
+        "gae_table",
+        "04",
+        w44_gae_table_bottom_up_order,
+        "Lists both columns in the order computed, t = 4 down to 0, instead of t = 0 to 4.",
+    ),
+    _row(
+        "gae_table",
+        "04",
+        w45_gae_table_two_decimals,
+        "Rounds the advantages to two decimals (0.44, 0.46), off by more than the 0.001 allowed.",
+    ),
+    _row("gae_table", "04", r18_gae_table_exact_arithmetic),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 04: compute_gae
+# ---------------------------------------------------------------------------
+
+
+def w46_gae_last_value_from_values(rewards, values, dones, last_values, gamma, lam):
+    d = dones.to(rewards.dtype)
+    next_values = torch.cat([values[..., 1:], values[..., -1:]], dim=-1)  # the last state's value again
+    deltas = rewards + gamma * (1.0 - d) * next_values - values
+    advantages = torch.zeros_like(deltas)
+    running = torch.zeros_like(deltas[..., 0])
+    for t in reversed(range(rewards.shape[-1])):
+        running = deltas[..., t] + gamma * lam * (1.0 - d[..., t]) * running
+        advantages[..., t] = running
+    return advantages, advantages + values
+
+
+def w47_gae_one_minus_bool(rewards, values, dones, last_values, gamma, lam):
+    not_done = 1 - dones  # 1 where the episode goes on
+    next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
+    deltas = rewards + gamma * not_done * next_values - values
+    advantages = torch.zeros_like(deltas)
+    running = torch.zeros_like(deltas[..., 0])
+    for t in reversed(range(rewards.shape[-1])):
+        running = deltas[..., t] + gamma * lam * not_done[..., t] * running
+        advantages[..., t] = running
+    return advantages, advantages + values
+
+
+def w48_gae_cleanrl_next_done(rewards, values, dones, last_values, gamma, lam):
+    d = dones.to(rewards.dtype)
+    T = rewards.shape[-1]
+    advantages = torch.zeros_like(rewards)
+    lastgaelam = torch.zeros_like(rewards[..., 0])
+    for t in reversed(range(T)):
+        if t == T - 1:
+            nextnonterminal = 1.0 - d[..., -1]
+            nextvalues = last_values
+        else:
+            nextnonterminal = 1.0 - d[..., t + 1]  # CleanRL's dones[t + 1]
+            nextvalues = values[..., t + 1]
+        delta = rewards[..., t] + gamma * nextvalues * nextnonterminal - values[..., t]
+        lastgaelam = delta + gamma * lam * nextnonterminal * lastgaelam
+        advantages[..., t] = lastgaelam
+    return advantages, advantages + values
+
+
+def w49_gae_lambda_in_the_bootstrap(rewards, values, dones, last_values, gamma, lam):
+    d = dones.to(rewards.dtype)
+    next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
+    deltas = rewards + gamma * lam * (1.0 - d) * next_values - values
+    advantages = torch.zeros_like(deltas)
+    running = torch.zeros_like(deltas[..., 0])
+    for t in reversed(range(rewards.shape[-1])):
+        running = deltas[..., t] + gamma * lam * (1.0 - d[..., t]) * running
+        advantages[..., t] = running
+    return advantages, advantages + values
+
+
+def w50_gae_deltas_in_rewards(rewards, values, dones, last_values, gamma, lam):
+    d = dones.to(rewards.dtype)
+    next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
+    deltas = rewards
+    deltas += gamma * (1.0 - d) * next_values
+    deltas -= values
+    advantages = torch.zeros_like(deltas)
+    running = torch.zeros_like(deltas[..., 0])
+    for t in reversed(range(rewards.shape[-1])):
+        running = deltas[..., t] + gamma * lam * (1.0 - d[..., t]) * running
+        advantages[..., t] = running
+    return advantages, advantages + values
+
+
+def w51_gae_returns_spinning_up(rewards, values, dones, last_values, gamma, lam):
+    d = dones.to(rewards.dtype)
+    next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
+    deltas = rewards + gamma * (1.0 - d) * next_values - values
+    advantages = torch.zeros_like(deltas)
+    returns = torch.zeros_like(deltas)
+    running_adv = torch.zeros_like(deltas[..., 0])
+    running_ret = last_values * (1.0 - d[..., -1])
+    for t in reversed(range(rewards.shape[-1])):
+        running_adv = deltas[..., t] + gamma * lam * (1.0 - d[..., t]) * running_adv
+        running_ret = rewards[..., t] + gamma * (1.0 - d[..., t]) * running_ret  # the discounted return
+        advantages[..., t] = running_adv
+        returns[..., t] = running_ret
+    return advantages, returns
+
+
+def r19_gae_cleanrl_style_course_dones(rewards, values, dones, last_values, gamma, lam):
+    T = rewards.shape[-1]
+    nonterminal = 1.0 - dones.to(rewards.dtype)
+    advantages = torch.empty_like(rewards)
+    lastgaelam = torch.zeros_like(rewards[..., 0])
+    for t in range(T - 1, -1, -1):
+        nextvalues = last_values if t == T - 1 else values[..., t + 1]
+        delta = rewards[..., t] + gamma * nextvalues * nonterminal[..., t] - values[..., t]
+        lastgaelam = delta + gamma * lam * nonterminal[..., t] * lastgaelam
+        advantages[..., t] = lastgaelam
+    returns = advantages + values
+    return advantages, returns
+
+
+def r20_gae_list_then_stack(rewards, values, dones, last_values, gamma, lam):
+    keep = torch.where(dones.bool(), 0.0, 1.0).to(rewards.dtype)
+    following_value = last_values
+    following_adv = torch.zeros_like(last_values, dtype=rewards.dtype)
+    columns = []
+    for t in reversed(range(rewards.shape[-1])):
+        delta = rewards[..., t] + gamma * keep[..., t] * following_value - values[..., t]
+        following_adv = delta + gamma * lam * keep[..., t] * following_adv
+        following_value = values[..., t]
+        columns.append(following_adv)
+    advantages = torch.stack(columns[::-1], dim=-1)
+    return advantages, advantages + values
+
+
+ROWS += [
+    _row(
+        "compute_gae",
+        "04",
+        w46_gae_last_value_from_values,
+        "Bootstraps the last step from values[..., -1] instead of last_values.",
+    ),
+    _row(
+        "compute_gae",
+        "04",
+        w47_gae_one_minus_bool,
+        "Computes 1 - dones directly, which raises for bool dones instead of converting them to numbers first.",
+    ),
+    _row(
+        "compute_gae",
+        "04",
+        w48_gae_cleanrl_next_done,
+        "Keeps CleanRL's convention that masks step t with dones[t + 1], though here dones[t] ends the episode at t.",
+    ),
+    _row(
+        "compute_gae",
+        "04",
+        w49_gae_lambda_in_the_bootstrap,
+        "Puts gamma * lambda instead of gamma in front of V(s_{t+1}) inside the TD residual.",
+    ),
+    _row(
+        "compute_gae",
+        "04",
+        w50_gae_deltas_in_rewards,
+        "Builds the residuals with += and -= on an alias of rewards, changing the caller's rewards in place.",
+    ),
+    _row(
+        "compute_gae",
+        "04",
+        w51_gae_returns_spinning_up,
+        "Returns the bootstrapped discounted return as the critic's target, as Spinning Up does, instead of "
+        "advantages + values.",
+    ),
+    _row("compute_gae", "04", r19_gae_cleanrl_style_course_dones),
+    _row("compute_gae", "04", r20_gae_list_then_stack),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 04: td_residuals
+# ---------------------------------------------------------------------------
+
+
+def w52_td_last_step_never_masked(rewards, values, dones, last_values, gamma):
+    d = dones.to(rewards.dtype)
+    inside = values[..., 1:] * (1.0 - d[..., :-1])  # steps 0 .. T-2
+    next_values = torch.cat([inside, last_values.unsqueeze(-1)], dim=-1)
+    return rewards + gamma * next_values - values
+
+
+def w53_td_previous_value(rewards, values, dones, last_values, gamma):
+    d = dones.to(rewards.dtype)
+    next_values = torch.cat([last_values.unsqueeze(-1), values[..., :-1]], dim=-1)
+    return rewards + gamma * (1.0 - d) * next_values - values
+
+
+def w54_td_flat_last_values(rewards, values, dones, last_values, gamma):
+    d = dones.to(rewards.dtype)
+    next_values = torch.cat([values[..., 1:], last_values.reshape(-1, 1)], dim=-1)
+    return rewards + gamma * (1.0 - d) * next_values - values
+
+
+def r21_td_roll_then_fix(rewards, values, dones, last_values, gamma):
+    next_values = torch.roll(values, shifts=-1, dims=-1).clone()
+    next_values[..., -1] = last_values
+    next_values = torch.where(dones.bool(), torch.zeros_like(next_values), next_values)
+    return rewards + gamma * next_values - values
+
+
+ROWS += [
+    _row(
+        "td_residuals",
+        "04",
+        w52_td_last_step_never_masked,
+        "Masks V(s_{t+1}) only for t < T-1, so a terminal last step still bootstraps from last_values.",
+    ),
+    _row(
+        "td_residuals",
+        "04",
+        w53_td_previous_value,
+        "Shifts the values the wrong way, pairing step t with V(s_{t-1}) (and last_values with step 0).",
+    ),
+    _row(
+        "td_residuals",
+        "04",
+        w54_td_flat_last_values,
+        "Reshapes last_values to (-1, 1), which only lines up with the values for at most one batch axis.",
+    ),
+    _row("td_residuals", "04", r21_td_roll_then_fix),
+]
