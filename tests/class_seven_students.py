@@ -24,6 +24,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from course_lib import grpo
+
 
 def _row(exercise: str, chapter: str, student, truth: str | None = None) -> dict:
     """One student's answer to one exercise; ``truth`` is None for a right answer, else what the student did wrong."""
@@ -1243,4 +1245,1075 @@ ROWS += [
         "Reshapes last_values to (-1, 1), which only lines up with the values for at most one batch axis.",
     ),
     _row("td_residuals", "04", r21_td_roll_then_fix),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 05: clipped_surrogate_loss
+# ---------------------------------------------------------------------------
+
+
+def _surrogate_parts(logp, logp_old, adv, mask):
+    """The valid entries, with padding replaced by zeros before any arithmetic, and the constants detached."""
+    valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()
+    zero = torch.zeros_like(logp)
+    logp = torch.where(valid, logp, zero)
+    logp_old = torch.where(valid, logp_old.detach(), zero)
+    adv = torch.where(valid, adv.detach(), zero)
+    return valid, logp, logp_old, adv
+
+
+def _diagnostics(ratio, adv, valid, low_edge, high_edge):
+    with torch.no_grad():
+        n = max(int(valid.sum()), 1)
+        low, above = ratio < low_edge, ratio > high_edge
+        binding = (above & (adv > 0)) | (low & (adv < 0))
+        kl = torch.where(valid, (ratio - 1.0) - torch.log(ratio), torch.zeros_like(ratio))
+        return {
+            "clip_fraction": ((low | above) & valid).sum().item() / n,
+            "clip_active_fraction": (binding & valid).sum().item() / n,
+            "approx_kl": kl.sum().item() / n,
+        }
+
+
+def w55_surrogate_max_instead_of_min(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    valid, logp, logp_old, adv = _surrogate_parts(logp, logp_old, adv, mask)
+    ratio = torch.exp(logp - logp_old)
+    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + high)
+    per_entry = -torch.maximum(ratio * adv, clipped * adv)
+    loss = torch.where(valid, per_entry, torch.zeros_like(per_entry)).sum() / valid.sum().clamp(min=1)
+    return loss, _diagnostics(ratio, adv, valid, 1.0 - clip_eps, 1.0 + high)
+
+
+def w56_surrogate_clips_the_advantage(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    valid, logp, logp_old, adv = _surrogate_parts(logp, logp_old, adv, mask)
+    ratio = torch.exp(logp - logp_old)
+    per_entry = -torch.minimum(ratio * adv, ratio * torch.clamp(adv, -clip_eps, high))
+    loss = torch.where(valid, per_entry, torch.zeros_like(per_entry)).sum() / valid.sum().clamp(min=1)
+    return loss, _diagnostics(ratio, adv, valid, 1.0 - clip_eps, 1.0 + high)
+
+
+def w57_surrogate_ignores_clip_eps_high(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    valid, logp, logp_old, adv = _surrogate_parts(logp, logp_old, adv, mask)
+    ratio = torch.exp(logp - logp_old)
+    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps)
+    per_entry = -torch.minimum(ratio * adv, clipped * adv)
+    loss = torch.where(valid, per_entry, torch.zeros_like(per_entry)).sum() / valid.sum().clamp(min=1)
+    return loss, _diagnostics(ratio, adv, valid, 1.0 - clip_eps, 1.0 + clip_eps)
+
+
+def w58_surrogate_cleanrl_clipfrac(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    valid, logp, logp_old, adv = _surrogate_parts(logp, logp_old, adv, mask)
+    ratio = torch.exp(logp - logp_old)
+    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + high)
+    per_entry = -torch.minimum(ratio * adv, clipped * adv)
+    loss = torch.where(valid, per_entry, torch.zeros_like(per_entry)).sum() / valid.sum().clamp(min=1)
+    info = _diagnostics(ratio, adv, valid, 1.0 - clip_eps, 1.0 + high)
+    with torch.no_grad():
+        outside = ((ratio - 1.0).abs() > clip_eps) & valid  # CleanRL's clipfracs
+        info["clip_fraction"] = outside.sum().item() / max(int(valid.sum()), 1)
+    return loss, info
+
+
+def w59_surrogate_cleanrl_old_approx_kl(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    valid, logp, logp_old, adv = _surrogate_parts(logp, logp_old, adv, mask)
+    log_ratio = logp - logp_old
+    ratio = torch.exp(log_ratio)
+    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + high)
+    per_entry = -torch.minimum(ratio * adv, clipped * adv)
+    loss = torch.where(valid, per_entry, torch.zeros_like(per_entry)).sum() / valid.sum().clamp(min=1)
+    info = _diagnostics(ratio, adv, valid, 1.0 - clip_eps, 1.0 + high)
+    with torch.no_grad():
+        info["approx_kl"] = (-log_ratio[valid]).sum().item() / max(int(valid.sum()), 1)  # old_approx_kl
+    return loss, info
+
+
+def w60_surrogate_diagnostics_as_tensors(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    valid, logp, logp_old, adv = _surrogate_parts(logp, logp_old, adv, mask)
+    ratio = torch.exp(logp - logp_old)
+    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + high)
+    per_entry = -torch.minimum(ratio * adv, clipped * adv)
+    n = valid.sum().clamp(min=1)
+    loss = torch.where(valid, per_entry, torch.zeros_like(per_entry)).sum() / n
+    with torch.no_grad():
+        low, above = ratio < 1.0 - clip_eps, ratio > 1.0 + high
+        binding = (above & (adv > 0)) | (low & (adv < 0))
+        info = {
+            "clip_fraction": ((low | above) & valid).sum() / n,
+            "clip_active_fraction": (binding & valid).sum() / n,
+            "approx_kl": torch.where(valid, (ratio - 1.0) - torch.log(ratio), torch.zeros_like(ratio)).sum() / n,
+        }
+    return loss, info
+
+
+def w61_surrogate_mean_over_all_entries(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    valid, logp, logp_old, adv = _surrogate_parts(logp, logp_old, adv, mask)
+    ratio = torch.exp(logp - logp_old)
+    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + high)
+    per_entry = -torch.minimum(ratio * adv, clipped * adv)
+    loss = torch.where(valid, per_entry, torch.zeros_like(per_entry)).mean()
+    return loss, _diagnostics(ratio, adv, valid, 1.0 - clip_eps, 1.0 + high)
+
+
+def w62_surrogate_ratio_under_no_grad(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    valid, logp, logp_old, adv = _surrogate_parts(logp, logp_old, adv, mask)
+    with torch.no_grad():  # one ratio for the loss and the diagnostics
+        ratio = torch.exp(logp - logp_old)
+        info = _diagnostics(ratio, adv, valid, 1.0 - clip_eps, 1.0 + high)
+    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + high)
+    per_entry = -torch.minimum(ratio * adv, clipped * adv)
+    loss = torch.where(valid, per_entry, torch.zeros_like(per_entry)).sum() / valid.sum().clamp(min=1)
+    return loss, info
+
+
+def r22_surrogate_max_of_negatives_masked_fill(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    upper = 1.0 + (clip_eps if clip_eps_high is None else clip_eps_high)
+    lower = 1.0 - clip_eps
+    padding = torch.zeros_like(logp, dtype=torch.bool) if mask is None else ~mask.bool()
+    log_ratio = logp.masked_fill(padding, 0.0) - logp_old.detach().masked_fill(padding, 0.0)
+    advantage = adv.detach().masked_fill(padding, 0.0)
+    ratio = log_ratio.exp()
+    loss_unclipped = -advantage * ratio
+    loss_clipped = -advantage * ratio.clamp(lower, upper)
+    per_entry = torch.max(loss_unclipped, loss_clipped).masked_fill(padding, 0.0)
+    count = int((~padding).sum())
+    loss = per_entry.sum() / max(count, 1)
+    with torch.no_grad():
+        kept = ~padding
+        r, a = ratio[kept], advantage[kept]
+        below, above = r < lower, r > upper
+        denominator = max(count, 1)
+        info = {
+            "clip_fraction": float((below | above).sum()) / denominator,
+            "clip_active_fraction": float(((above & (a > 0)) | (below & (a < 0))).sum()) / denominator,
+            "approx_kl": float(((r - 1) - torch.log(r)).sum()) / denominator,
+        }
+    return loss, info
+
+
+ROWS += [
+    _row(
+        "clipped_surrogate_loss",
+        "05",
+        w55_surrogate_max_instead_of_min,
+        "Takes the max of the clipped and unclipped objectives instead of the min (the optimistic bound).",
+    ),
+    _row(
+        "clipped_surrogate_loss",
+        "05",
+        w56_surrogate_clips_the_advantage,
+        "Clips the advantage to [-clip_eps, clip_eps_high] instead of clipping the ratio.",
+    ),
+    _row(
+        "clipped_surrogate_loss",
+        "05",
+        w57_surrogate_ignores_clip_eps_high,
+        "Ignores clip_eps_high: clips (and counts clipping) symmetrically at 1 +- clip_eps.",
+    ),
+    _row(
+        "clipped_surrogate_loss",
+        "05",
+        w58_surrogate_cleanrl_clipfrac,
+        "Computes clip_fraction as CleanRL's |ratio - 1| > clip_eps, which ignores a larger clip_eps_high.",
+    ),
+    _row(
+        "clipped_surrogate_loss",
+        "05",
+        w59_surrogate_cleanrl_old_approx_kl,
+        "Reports CleanRL's old_approx_kl, the mean of -log(ratio), instead of the mean of (ratio - 1) - log(ratio).",
+    ),
+    _row(
+        "clipped_surrogate_loss",
+        "05",
+        w60_surrogate_diagnostics_as_tensors,
+        "Returns the three diagnostics as 0-dim tensors instead of Python floats.",
+    ),
+    _row(
+        "clipped_surrogate_loss",
+        "05",
+        w61_surrogate_mean_over_all_entries,
+        "Averages over all entries, padding included, instead of over the valid ones.",
+    ),
+    _row(
+        "clipped_surrogate_loss",
+        "05",
+        w62_surrogate_ratio_under_no_grad,
+        "Computes the ratio inside torch.no_grad() (shared with the diagnostics), so the loss has no gradient.",
+    ),
+    _row("clipped_surrogate_loss", "05", r22_surrogate_max_of_negatives_masked_fill),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 05: value_loss
+# ---------------------------------------------------------------------------
+
+
+def _value_parts(values, returns, values_old, mask):
+    valid = torch.ones_like(values, dtype=torch.bool) if mask is None else mask.bool()
+    zero = torch.zeros_like(values)
+    values = torch.where(valid, values, zero)
+    returns = torch.where(valid, returns.detach(), zero)
+    if values_old is not None:
+        values_old = torch.where(valid, values_old.detach(), zero)
+    return valid, values, returns, values_old
+
+
+def w63_value_loss_sb3_mse(values, returns, values_old=None, clip_eps=None, mask=None):
+    valid, values, returns, values_old = _value_parts(values, returns, values_old, mask)
+    squared_error = (values - returns) ** 2
+    if clip_eps is not None:
+        clipped = values_old + torch.clamp(values - values_old, -clip_eps, clip_eps)
+        squared_error = torch.maximum(squared_error, (clipped - returns) ** 2)
+    return torch.where(valid, squared_error, torch.zeros_like(squared_error)).sum() / valid.sum().clamp(min=1)
+
+
+def w64_value_loss_min_of_errors(values, returns, values_old=None, clip_eps=None, mask=None):
+    valid, values, returns, values_old = _value_parts(values, returns, values_old, mask)
+    squared_error = (values - returns) ** 2
+    if clip_eps is not None:
+        clipped = values_old + torch.clamp(values - values_old, -clip_eps, clip_eps)
+        squared_error = torch.minimum(squared_error, (clipped - returns) ** 2)
+    return 0.5 * torch.where(valid, squared_error, torch.zeros_like(squared_error)).sum() / valid.sum().clamp(min=1)
+
+
+def w65_value_loss_clips_around_returns(values, returns, values_old=None, clip_eps=None, mask=None):
+    valid, values, returns, values_old = _value_parts(values, returns, values_old, mask)
+    squared_error = (values - returns) ** 2
+    if clip_eps is not None:
+        clipped = returns + torch.clamp(values - returns, -clip_eps, clip_eps)
+        squared_error = torch.maximum(squared_error, (clipped - returns) ** 2)
+    return 0.5 * torch.where(valid, squared_error, torch.zeros_like(squared_error)).sum() / valid.sum().clamp(min=1)
+
+
+def w66_value_loss_mse_over_masked_tensors(values, returns, values_old=None, clip_eps=None, mask=None):
+    valid, values, returns, values_old = _value_parts(values, returns, values_old, mask)
+    if clip_eps is not None:
+        clipped = values_old + torch.clamp(values - values_old, -clip_eps, clip_eps)
+        squared_error = torch.maximum((values - returns) ** 2, (clipped - returns) ** 2)
+        return 0.5 * squared_error.mean()
+    return 0.5 * nn.functional.mse_loss(values, returns)  # padding is zero on both sides
+
+
+def r23_value_loss_clamp_between_bounds(values, returns, values_old=None, clip_eps=None, mask=None):
+    padding = torch.zeros_like(values, dtype=torch.bool) if mask is None else ~mask.bool()
+    v = values.masked_fill(padding, 0.0)
+    target = returns.detach().masked_fill(padding, 0.0)
+    error = (v - target).pow(2)
+    if clip_eps is not None:
+        old = values_old.detach().masked_fill(padding, 0.0)
+        v_clipped = torch.max(torch.min(v, old + clip_eps), old - clip_eps)
+        error = torch.max(error, (v_clipped - target).pow(2))
+    n = int((~padding).sum())
+    return error.masked_fill(padding, 0.0).sum() / (2 * max(n, 1))
+
+
+ROWS += [
+    _row(
+        "value_loss",
+        "05",
+        w63_value_loss_sb3_mse,
+        "Leaves out the factor 1/2, as Stable-Baselines3's F.mse_loss does.",
+    ),
+    _row(
+        "value_loss",
+        "05",
+        w64_value_loss_min_of_errors,
+        "With clipping takes the min of the clipped and unclipped errors instead of the pessimistic max.",
+    ),
+    _row(
+        "value_loss",
+        "05",
+        w65_value_loss_clips_around_returns,
+        "Clips the new value around the returns instead of around values_old.",
+    ),
+    _row(
+        "value_loss",
+        "05",
+        w66_value_loss_mse_over_masked_tensors,
+        "Averages the squared errors over every entry, padding included, instead of over the valid ones.",
+    ),
+    _row("value_loss", "05", r23_value_loss_clamp_between_bounds),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 05: PPOLoss (each student's own surrogate and value loss are right: r22 and r23)
+# ---------------------------------------------------------------------------
+
+
+class _PPOLossBase(nn.Module):
+    def __init__(self, clip_epsilon: float = 0.2, value_loss_coef: float = 0.5, entropy_coef: float = 0.01):
+        super().__init__()
+        self.clip_epsilon = clip_epsilon
+        self.value_loss_coef = value_loss_coef
+        self.entropy_coef = entropy_coef
+
+
+def _masked_entropy_mean(entropy, mask):
+    valid = torch.ones_like(entropy, dtype=torch.bool) if mask is None else mask.bool()
+    return torch.where(valid, entropy, torch.zeros_like(entropy)).sum() / valid.sum().clamp(min=1)
+
+
+class w67_PPOLoss_entropy_as_penalty(_PPOLossBase):
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
+        policy_loss, _ = r22_surrogate_max_of_negatives_masked_fill(
+            policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask=mask
+        )
+        v_loss = r23_value_loss_clamp_between_bounds(values, returns, mask=mask)
+        return policy_loss + self.value_loss_coef * v_loss + self.entropy_coef * _masked_entropy_mean(entropy, mask)
+
+
+class w68_PPOLoss_entropy_mean_over_padding(_PPOLossBase):
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
+        policy_loss, _ = r22_surrogate_max_of_negatives_masked_fill(
+            policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask=mask
+        )
+        v_loss = r23_value_loss_clamp_between_bounds(values, returns, mask=mask)
+        return policy_loss + self.value_loss_coef * v_loss - self.entropy_coef * entropy.mean()
+
+
+class w69_PPOLoss_detached_entropy(_PPOLossBase):
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
+        policy_loss, _ = r22_surrogate_max_of_negatives_masked_fill(
+            policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask=mask
+        )
+        v_loss = r23_value_loss_clamp_between_bounds(values, returns, mask=mask)
+        bonus = _masked_entropy_mean(entropy.detach(), mask)  # a statistic of the batch
+        return policy_loss + self.value_loss_coef * v_loss - self.entropy_coef * bonus
+
+
+class w70_PPOLoss_value_loss_unmasked(_PPOLossBase):
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
+        policy_loss, _ = r22_surrogate_max_of_negatives_masked_fill(
+            policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask=mask
+        )
+        v_loss = r23_value_loss_clamp_between_bounds(values, returns)
+        return policy_loss + self.value_loss_coef * v_loss - self.entropy_coef * _masked_entropy_mean(entropy, mask)
+
+
+class r24_PPOLoss_masked_select(_PPOLossBase):
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
+        surrogate, _ = r22_surrogate_max_of_negatives_masked_fill(
+            policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask
+        )
+        critic = r23_value_loss_clamp_between_bounds(values, returns, None, None, mask)
+        keep = torch.ones_like(entropy, dtype=torch.bool) if mask is None else mask.bool()
+        kept_entropy = entropy.masked_select(keep)
+        mean_entropy = kept_entropy.sum() / max(kept_entropy.numel(), 1)
+        total = surrogate + self.value_loss_coef * critic
+        return total - self.entropy_coef * mean_entropy
+
+
+ROWS += [
+    _row(
+        "PPOLoss",
+        "05",
+        w67_PPOLoss_entropy_as_penalty,
+        "Adds entropy_coef times the mean entropy instead of subtracting it, a penalty instead of a bonus.",
+    ),
+    _row(
+        "PPOLoss",
+        "05",
+        w68_PPOLoss_entropy_mean_over_padding,
+        "Averages the entropy over every entry, padding included, instead of over the valid ones.",
+    ),
+    _row(
+        "PPOLoss",
+        "05",
+        w69_PPOLoss_detached_entropy,
+        "Detaches the entropy, so the bonus gives the policy no gradient.",
+    ),
+    _row(
+        "PPOLoss",
+        "05",
+        w70_PPOLoss_value_loss_unmasked,
+        "Passes the mask to the surrogate but not to the value loss, which then averages over padding too.",
+    ),
+    _row("PPOLoss", "05", r24_PPOLoss_masked_select),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 06: group_advantages
+# ---------------------------------------------------------------------------
+
+
+def w71_group_adv_spread_below_eps_is_equal(rewards, normalize_std=True, eps=1e-6):
+    centred = rewards - rewards.mean(dim=-1, keepdim=True)
+    flat = (rewards.amax(dim=-1, keepdim=True) - rewards.amin(dim=-1, keepdim=True)) < eps  # equal up to eps
+    centred = torch.where(flat, torch.zeros_like(centred), centred)
+    if not normalize_std or rewards.shape[-1] == 1:
+        return centred
+    return centred / (rewards.std(dim=-1, keepdim=True) + eps)
+
+
+def w72_group_adv_flag_inverted(rewards, normalize_std=True, eps=1e-6):
+    centred = rewards - rewards.mean(dim=-1, keepdim=True)
+    all_equal = (rewards == rewards[:, :1]).all(dim=-1, keepdim=True)
+    centred = torch.where(all_equal, torch.zeros_like(centred), centred)
+    if normalize_std or rewards.shape[-1] == 1:  # "normalize" = keep the rewards' own scale
+        return centred
+    return centred / (rewards.std(dim=-1, keepdim=True) + eps)
+
+
+def w73_group_adv_eps_in_the_variance(rewards, normalize_std=True, eps=1e-6):
+    centred = rewards - rewards.mean(dim=-1, keepdim=True)
+    all_equal = (rewards == rewards[:, :1]).all(dim=-1, keepdim=True)
+    centred = torch.where(all_equal, torch.zeros_like(centred), centred)
+    if not normalize_std or rewards.shape[-1] == 1:
+        return centred
+    return centred / torch.sqrt(rewards.var(dim=-1, keepdim=True) + eps)
+
+
+def w74_group_adv_trl_flat_repeat(rewards, normalize_std=True, eps=1e-6):
+    B, G = rewards.shape
+    flat = rewards.reshape(-1)  # TRL's rewards: one flat list of B * G
+    grouped = flat.view(-1, G)
+    mean = grouped.mean(dim=1).repeat(G)  # back to B * G entries
+    adv = flat - mean
+    all_equal = (grouped == grouped[:, :1]).all(dim=1).repeat(G)
+    adv = torch.where(all_equal, torch.zeros_like(adv), adv)
+    if normalize_std and G > 1:
+        adv = adv / (grouped.std(dim=1).repeat(G) + eps)
+    return adv.view(B, G)
+
+
+def w75_group_adv_mean_without_keepdim(rewards, normalize_std=True, eps=1e-6):
+    centred = rewards - rewards.mean(dim=-1)
+    all_equal = (rewards == rewards[:, :1]).all(dim=-1, keepdim=True)
+    centred = torch.where(all_equal, torch.zeros_like(centred), centred)
+    if not normalize_std or rewards.shape[-1] == 1:
+        return centred
+    return centred / (rewards.std(dim=-1, keepdim=True) + eps)
+
+
+def r25_group_adv_per_row_unique(rewards, normalize_std=True, eps=1e-6):
+    out = torch.zeros_like(rewards)
+    for b in range(rewards.shape[0]):
+        row = rewards[b]
+        if torch.unique(row).numel() == 1:
+            continue  # no signal in this group (also a group of one)
+        centred = row - row.mean()
+        out[b] = centred / (row.std(unbiased=True) + eps) if normalize_std else centred
+    return out
+
+
+def r26_group_adv_nan_to_num_for_one(rewards, normalize_std=True, eps=1e-6):
+    centred = rewards - rewards.mean(-1, keepdim=True)
+    same = rewards.eq(rewards[..., :1]).all(-1, keepdim=True)
+    centred = centred.masked_fill(same, 0.0)
+    if not normalize_std:
+        return centred
+    std = rewards.std(-1, keepdim=True)  # NaN for a group of one, whose centred rewards are 0 already
+    return torch.nan_to_num(centred / (std + eps), nan=0.0)
+
+
+ROWS += [
+    _row(
+        "group_advantages",
+        "06",
+        w71_group_adv_spread_below_eps_is_equal,
+        "Treats a group whose rewards differ by less than eps as all equal and zeroes it, though they differ.",
+    ),
+    _row(
+        "group_advantages",
+        "06",
+        w72_group_adv_flag_inverted,
+        "Reads normalize_std backwards: divides by the std when it is False and not when it is True.",
+    ),
+    _row(
+        "group_advantages",
+        "06",
+        w73_group_adv_eps_in_the_variance,
+        "Adds eps to the variance under the square root instead of to the std.",
+    ),
+    _row(
+        "group_advantages",
+        "06",
+        w74_group_adv_trl_flat_repeat,
+        "Ports TRL's flat layout but expands the group statistics with repeat instead of repeat_interleave, so "
+        "each response gets another group's mean and std.",
+    ),
+    _row(
+        "group_advantages",
+        "06",
+        w75_group_adv_mean_without_keepdim,
+        "Subtracts the group mean without keepdim, so the (B,) means broadcast along the group axis.",
+    ),
+    _row("group_advantages", "06", r25_group_adv_per_row_unique),
+    _row("group_advantages", "06", r26_group_adv_nan_to_num_for_one),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 06: kl_estimate
+# ---------------------------------------------------------------------------
+
+
+def w76_kl_k1_sign_flipped(logp, logp_ref, kind):
+    log_r = logp_ref - logp
+    if kind == "k1":
+        return log_r  # log(pi_ref / pi)
+    if kind == "k2":
+        return 0.5 * log_r**2
+    return torch.expm1(log_r) - log_r
+
+
+def w77_kl_k3_other_direction(logp, logp_ref, kind):
+    log_r = logp_ref - logp
+    if kind == "k1":
+        return -log_r
+    if kind == "k2":
+        return 0.5 * log_r**2
+    log_ratio = logp - logp_ref  # r = pi / pi_ref
+    return torch.expm1(log_ratio) - log_ratio
+
+
+def w78_kl_k2_without_half(logp, logp_ref, kind):
+    log_r = logp_ref - logp
+    if kind == "k1":
+        return -log_r
+    if kind == "k2":
+        return log_r**2
+    return torch.expm1(log_r) - log_r
+
+
+def w79_kl_verl_clamps(logp, logp_ref, kind):
+    log_r = torch.clamp(logp_ref - logp, min=-20, max=20)
+    if kind == "k1":
+        return -log_r
+    if kind == "k2":
+        return 0.5 * log_r**2
+    return torch.clamp(torch.exp(log_r) - 1 - log_r, min=-10, max=10)  # verl's low_var_kl
+
+
+def w80_kl_k3_reduced_to_mean(logp, logp_ref, kind):
+    log_r = logp_ref - logp
+    if kind == "k1":
+        return -log_r
+    if kind == "k2":
+        return 0.5 * log_r**2
+    return (torch.expm1(log_r) - log_r).mean()  # the KL estimate
+
+
+def r27_kl_table_of_lambdas(logp, logp_ref, kind):
+    diff = logp - logp_ref  # log(pi / pi_ref)
+    estimators = {
+        "k1": lambda d: d,
+        "k2": lambda d: 0.5 * d * d,
+        "k3": lambda d: torch.expm1(-d) + d,
+    }
+    if kind not in estimators:
+        raise ValueError(f"kind: expected k1, k2 or k3, got {kind!r}")
+    return estimators[kind](diff)
+
+
+ROWS += [
+    _row("kl_estimate", "06", w76_kl_k1_sign_flipped, "Returns log(pi_ref / pi) for k1 instead of its negative."),
+    _row(
+        "kl_estimate",
+        "06",
+        w77_kl_k3_other_direction,
+        "Computes k3 with the ratio pi / pi_ref instead of pi_ref / pi, estimating the reverse KL.",
+    ),
+    _row("kl_estimate", "06", w78_kl_k2_without_half, "Leaves out the 1/2 of k2."),
+    _row(
+        "kl_estimate",
+        "06",
+        w79_kl_verl_clamps,
+        "Keeps verl's clamps (log-ratio to [-20, 20], k3 to [-10, 10]), which cut k3 for far-apart policies.",
+    ),
+    _row(
+        "kl_estimate",
+        "06",
+        w80_kl_k3_reduced_to_mean,
+        "Returns the mean of k3 over all tokens instead of one estimate per token.",
+    ),
+    _row("kl_estimate", "06", r27_kl_table_of_lambdas),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 06: aggregate_loss
+# ---------------------------------------------------------------------------
+
+
+def _valid_and_clean(per_token, mask):
+    valid = mask.bool()
+    return valid, torch.where(valid, per_token, torch.zeros_like(per_token))
+
+
+def w81_aggregate_drops_empty_responses(per_token, mask, mode, max_len=None):
+    valid, per_token = _valid_and_clean(per_token, mask)
+    n_valid = valid.sum(dim=-1).to(per_token.dtype)
+    if mode == "token-mean":
+        return per_token.sum() / n_valid.sum().clamp(min=1)
+    per_response = per_token.sum(dim=-1)
+    if mode == "seq-mean-token-mean":
+        nonempty = n_valid > 0  # later verl: empty responses leave the mean
+        means = per_response[nonempty] / n_valid[nonempty]
+        return means.sum() / max(int(nonempty.sum()), 1)
+    L = per_token.shape[-1] if max_len is None else max_len
+    return (per_response / L).mean()
+
+
+def w82_aggregate_verl_sum_norm(per_token, mask, mode, max_len=None):
+    valid, per_token = _valid_and_clean(per_token, mask)
+    n_valid = valid.sum(dim=-1).to(per_token.dtype)
+    if mode == "token-mean":
+        return per_token.sum() / n_valid.sum().clamp(min=1)
+    per_response = per_token.sum(dim=-1)
+    if mode == "seq-mean-token-mean":
+        return (per_response / n_valid.clamp(min=1)).mean()
+    L = per_token.shape[-1] if max_len is None else max_len
+    return per_response.sum() / L  # verl: the sum over responses, divided by the constant
+
+
+def w83_aggregate_token_mean_per_prompt(per_token, mask, mode, max_len=None):
+    valid, per_token = _valid_and_clean(per_token, mask)
+    n_valid = valid.sum(dim=-1).to(per_token.dtype)
+    if mode == "token-mean":
+        rows = per_token.reshape(-1, per_token.shape[-1]) if per_token.dim() < 3 else per_token.flatten(1)
+        counts = valid.reshape(rows.shape).sum(dim=-1).clamp(min=1)
+        per_prompt = rows.sum(dim=-1) / counts  # each prompt's token mean
+        return per_prompt.mean()
+    per_response = per_token.sum(dim=-1)
+    if mode == "seq-mean-token-mean":
+        return (per_response / n_valid.clamp(min=1)).mean()
+    L = per_token.shape[-1] if max_len is None else max_len
+    return (per_response / L).mean()
+
+
+def w84_aggregate_ignores_max_len(per_token, mask, mode, max_len=None):
+    valid, per_token = _valid_and_clean(per_token, mask)
+    n_valid = valid.sum(dim=-1).to(per_token.dtype)
+    if mode == "token-mean":
+        return per_token.sum() / n_valid.sum().clamp(min=1)
+    per_response = per_token.sum(dim=-1)
+    if mode == "seq-mean-token-mean":
+        return (per_response / n_valid.clamp(min=1)).mean()
+    return (per_response / per_token.shape[-1]).mean()  # the padded length
+
+
+def w85_aggregate_lengths_on_first_axis(per_token, mask, mode, max_len=None):
+    valid, per_token = _valid_and_clean(per_token, mask)
+    if mode == "token-mean":
+        return per_token.sum() / valid.sum().clamp(min=1)
+    per_response = per_token.sum(dim=-1)
+    if mode == "seq-mean-token-mean":
+        lengths = valid.sum(dim=0).to(per_token.dtype)  # |o_i|
+        return (per_response / lengths.clamp(min=1)).mean()
+    L = per_token.shape[-1] if max_len is None else max_len
+    return (per_response / L).mean()
+
+
+def r28_aggregate_weights_einsum(per_token, mask, mode, max_len=None):
+    valid = mask.to(torch.bool)
+    clean = per_token.masked_fill(~valid, 0.0)
+    lengths = valid.sum(-1).to(per_token.dtype)  # (...)
+    n_responses = lengths.numel()
+    if mode == "token-mean":
+        weight = torch.full_like(lengths, 1.0) / lengths.sum().clamp(min=1)
+    elif mode == "seq-mean-token-mean":
+        weight = 1.0 / (n_responses * lengths.clamp(min=1))
+    elif mode == "seq-mean-token-sum-norm":
+        constant = per_token.shape[-1] if max_len is None else max_len
+        weight = torch.full_like(lengths, 1.0 / (n_responses * constant))
+    else:
+        raise ValueError(f"mode: unknown {mode!r}")
+    return (weight * clean.sum(-1)).sum()
+
+
+def r29_aggregate_nan_to_num(per_token, mask, mode, max_len=None):
+    valid = mask > 0
+    clean = torch.where(valid, per_token, torch.zeros((), dtype=per_token.dtype))
+    if mode == "token-mean":
+        return clean.sum() / valid.sum().clamp(min=1)
+    sums = clean.sum(-1)
+    if mode == "seq-mean-token-mean":
+        return torch.nan_to_num(sums / valid.sum(-1), nan=0.0).mean()  # an empty response: 0 / 0 -> 0
+    if mode == "seq-mean-token-sum-norm":
+        return (sums / (clean.shape[-1] if max_len is None else max_len)).mean()
+    raise ValueError(f"mode: unknown {mode!r}")
+
+
+ROWS += [
+    _row(
+        "aggregate_loss",
+        "06",
+        w81_aggregate_drops_empty_responses,
+        "In the per-sequence mean leaves empty responses out of the mean over responses (later verl), instead of "
+        "counting them as 0.",
+    ),
+    _row(
+        "aggregate_loss",
+        "06",
+        w82_aggregate_verl_sum_norm,
+        "In Dr. GRPO's mode divides the sum over all responses by max_len (verl's), with no mean over responses.",
+    ),
+    _row(
+        "aggregate_loss",
+        "06",
+        w83_aggregate_token_mean_per_prompt,
+        "Takes the token mean within each leading row first and then the mean over rows, instead of one token "
+        "mean over the whole batch.",
+    ),
+    _row(
+        "aggregate_loss",
+        "06",
+        w84_aggregate_ignores_max_len,
+        "Ignores max_len and always divides by the padded length T in Dr. GRPO's mode.",
+    ),
+    _row(
+        "aggregate_loss",
+        "06",
+        w85_aggregate_lengths_on_first_axis,
+        "Counts each response's valid tokens along the first axis instead of the last (mask.sum(0)).",
+    ),
+    _row("aggregate_loss", "06", r28_aggregate_weights_einsum),
+    _row("aggregate_loss", "06", r29_aggregate_nan_to_num),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 06: grpo_loss (with the library's group_advantages, kl_estimate and aggregate_loss, as the text says)
+# ---------------------------------------------------------------------------
+
+
+def _grpo_info(ratio, adv, adv_tokens, valid, clip_eps, clip_eps_high, kl, rewards):
+    with torch.no_grad():
+        low, high = ratio < 1.0 - clip_eps, ratio > 1.0 + clip_eps_high
+        binding = (high & (adv_tokens > 0)) | (low & (adv_tokens < 0))
+        info = {
+            "clip_fraction": (low | high)[valid].double().mean().item(),
+            "clip_active_fraction": binding[valid].double().mean().item(),
+            "kl": kl[valid].mean().item() if kl is not None else 0.0,
+            "adv_abs_mean": adv.abs().mean().item(),
+        }
+        if rewards is not None:
+            info["reward_mean"] = rewards.mean().item()
+    return info
+
+
+def _grpo_student(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps,
+    kl_coef,
+    kl_kind,
+    normalize_std,
+    loss_agg,
+    max_len,
+    clip_eps_high,
+    adv,
+    *,
+    adv_axis=-1,
+    kl_against=None,
+    kl_outside=False,
+    kl_in_reward=False,
+    whiten_given=False,
+    forget_max_len=False,
+):
+    """One student's grpo_loss, right unless one of the keyword switches turns on that student's one mistake."""
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    valid = mask.bool()
+    kl = None
+    if logp_ref is not None:
+        against = logp_ref.detach() if kl_against is None else kl_against.detach()
+        kl = grpo.kl_estimate(logp, against, kl_kind)
+    if adv is None:
+        scores = rewards.detach()
+        if kl_in_reward and kl is not None:  # InstructGPT: the KL is a penalty on the reward
+            scores = scores - kl_coef * torch.where(valid, kl, torch.zeros_like(kl)).sum(-1).detach()
+        adv = grpo.group_advantages(scores, normalize_std=normalize_std)
+    elif whiten_given:  # PPO's habit: whiten the advantages
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    adv = adv.detach()
+    adv_tokens = adv.unsqueeze(adv_axis).expand_as(logp)
+    ratio = torch.exp(logp - logp_old.detach())
+    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + high)
+    per_token = -torch.minimum(ratio * adv_tokens, clipped * adv_tokens)
+    if kl is not None and not kl_outside and not kl_in_reward:
+        per_token = per_token + kl_coef * kl
+    if forget_max_len:
+        loss = grpo.aggregate_loss(per_token, mask, loss_agg)
+    else:
+        loss = grpo.aggregate_loss(per_token, mask, loss_agg, max_len)
+    if kl is not None and kl_outside:
+        loss = loss + kl_coef * kl.mean()
+    return loss, _grpo_info(ratio, adv, adv_tokens, valid, clip_eps, high, kl, rewards)
+
+
+def w86_grpo_loss_adv_on_group_axis(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
+    args = (logp, logp_old, logp_ref, rewards, mask, clip_eps, kl_coef, kl_kind, normalize_std, loss_agg, max_len)
+    return _grpo_student(*args, clip_eps_high, adv, adv_axis=1)
+
+
+def w87_grpo_loss_kl_against_old_policy(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
+    args = (logp, logp_old, logp_ref, rewards, mask, clip_eps, kl_coef, kl_kind, normalize_std, loss_agg, max_len)
+    return _grpo_student(*args, clip_eps_high, adv, kl_against=logp_old)
+
+
+def w88_grpo_loss_kl_mean_outside(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
+    args = (logp, logp_old, logp_ref, rewards, mask, clip_eps, kl_coef, kl_kind, normalize_std, loss_agg, max_len)
+    return _grpo_student(*args, clip_eps_high, adv, kl_outside=True)
+
+
+def w89_grpo_loss_kl_in_the_reward(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
+    args = (logp, logp_old, logp_ref, rewards, mask, clip_eps, kl_coef, kl_kind, normalize_std, loss_agg, max_len)
+    return _grpo_student(*args, clip_eps_high, adv, kl_in_reward=True)
+
+
+def w90_grpo_loss_whitens_given_adv(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
+    args = (logp, logp_old, logp_ref, rewards, mask, clip_eps, kl_coef, kl_kind, normalize_std, loss_agg, max_len)
+    return _grpo_student(*args, clip_eps_high, adv, whiten_given=True)
+
+
+def w91_grpo_loss_forgets_max_len(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
+    args = (logp, logp_old, logp_ref, rewards, mask, clip_eps, kl_coef, kl_kind, normalize_std, loss_agg, max_len)
+    return _grpo_student(*args, clip_eps_high, adv, forget_max_len=True)
+
+
+def w92_grpo_loss_info_over_padding(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
+    args = (logp, logp_old, logp_ref, rewards, mask, clip_eps, kl_coef, kl_kind, normalize_std, loss_agg, max_len)
+    loss, info = _grpo_student(*args, clip_eps_high, adv)
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    with torch.no_grad():
+        ratio = torch.exp(logp - logp_old)
+        info["clip_fraction"] = ((ratio < 1.0 - clip_eps) | (ratio > 1.0 + high)).double().mean().item()
+    return loss, info
+
+
+def w93_grpo_loss_adv_abs_mean_per_token(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
+    args = (logp, logp_old, logp_ref, rewards, mask, clip_eps, kl_coef, kl_kind, normalize_std, loss_agg, max_len)
+    loss, info = _grpo_student(*args, clip_eps_high, adv)
+    with torch.no_grad():
+        if adv is None:
+            adv = grpo.group_advantages(rewards, normalize_std=normalize_std)
+        adv_tokens = adv.unsqueeze(-1).expand_as(logp)
+        info["adv_abs_mean"] = adv_tokens[mask.bool()].abs().mean().item()  # over the valid tokens
+    return loss, info
+
+
+def r30_grpo_loss_cleanrl_style(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
+    upper = 1.0 + (clip_eps if clip_eps_high is None else clip_eps_high)
+    lower = 1.0 - clip_eps
+    if adv is None:
+        with torch.no_grad():
+            adv = grpo.group_advantages(rewards, normalize_std=normalize_std)
+    advantages = adv.detach()[:, :, None]  # (B, G, 1)
+    ratio = (logp - logp_old.detach()).exp()
+    pg_losses1 = -advantages * ratio
+    pg_losses2 = -advantages * ratio.clamp(lower, upper)
+    per_token = torch.max(pg_losses1, pg_losses2)
+    kl = None
+    if logp_ref is not None:
+        kl = grpo.kl_estimate(logp, logp_ref.detach(), kl_kind)
+        per_token = per_token + kl_coef * kl
+    loss = grpo.aggregate_loss(per_token, mask, loss_agg, max_len=max_len)
+    with torch.no_grad():
+        keep = mask.bool()
+        r = ratio[keep]
+        a = advantages.expand_as(ratio)[keep]
+        n = max(r.numel(), 1)
+        info = {
+            "clip_fraction": float(((r < lower) | (r > upper)).sum()) / n,
+            "clip_active_fraction": float((((r > upper) & (a > 0)) | ((r < lower) & (a < 0))).sum()) / n,
+            "kl": float(kl[keep].sum()) / n if kl is not None else 0.0,
+            "adv_abs_mean": float(adv.abs().mean()),
+        }
+        if rewards is not None:
+            info["reward_mean"] = float(rewards.mean())
+    return loss, info
+
+
+ROWS += [
+    _row(
+        "grpo_loss",
+        "06",
+        w86_grpo_loss_adv_on_group_axis,
+        "Unsqueezes the advantages on axis 1 instead of the last, so they broadcast along the wrong axis.",
+    ),
+    _row(
+        "grpo_loss",
+        "06",
+        w87_grpo_loss_kl_against_old_policy,
+        "Estimates the KL against logp_old instead of logp_ref.",
+    ),
+    _row(
+        "grpo_loss",
+        "06",
+        w88_grpo_loss_kl_mean_outside,
+        "Adds kl_coef times the mean KL over all tokens, padding included, after aggregation instead of adding "
+        "the KL to each token's loss before it.",
+    ),
+    _row(
+        "grpo_loss",
+        "06",
+        w89_grpo_loss_kl_in_the_reward,
+        "Takes the KL off the rewards before the group advantages (InstructGPT's KL-in-reward) instead of adding "
+        "it to each token's loss.",
+    ),
+    _row(
+        "grpo_loss",
+        "06",
+        w90_grpo_loss_whitens_given_adv,
+        "Whitens the given advantages over the batch instead of using them as they are.",
+    ),
+    _row(
+        "grpo_loss",
+        "06",
+        w91_grpo_loss_forgets_max_len,
+        "Does not pass max_len on to aggregate_loss, so Dr. GRPO divides by T.",
+    ),
+    _row(
+        "grpo_loss",
+        "06",
+        w92_grpo_loss_info_over_padding,
+        "Computes clip_fraction over every token, padding included, instead of over the valid tokens.",
+    ),
+    _row(
+        "grpo_loss",
+        "06",
+        w93_grpo_loss_adv_abs_mean_per_token,
+        "Computes adv_abs_mean over the valid tokens (longer responses weigh more) instead of over responses.",
+    ),
+    _row("grpo_loss", "06", r30_grpo_loss_cleanrl_style),
 ]
