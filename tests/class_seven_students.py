@@ -22,9 +22,12 @@ import re
 
 import numpy as np
 import torch
+from einops import rearrange, repeat
 from torch import nn
 
 from course_lib import grpo
+from course_lib.grpo import grpo_loss
+from course_lib.policy_gradient import gather_log_probs
 
 
 def _row(exercise: str, chapter: str, student, truth: str | None = None) -> dict:
@@ -2316,4 +2319,692 @@ ROWS += [
         "Computes adv_abs_mean over the valid tokens (longer responses weigh more) instead of over responses.",
     ),
     _row("grpo_loss", "06", r30_grpo_loss_cleanrl_style),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 07: memory_accounting
+# ---------------------------------------------------------------------------
+
+_BYTES = {"fp64": 8, "fp32": 4, "bf16": 2, "fp16": 2}
+
+
+def _account(actor, critic, reference, reward, optimizer):
+    account = {"actor": actor, "critic": critic, "reference": reference, "reward": reward, "optimizer": optimizer}
+    account["total"] = sum(account.values())
+    return account
+
+
+def w94_memory_master_copy_always(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
+    w, o = _BYTES[weights_dtype], _BYTES[optimizer_dtype]
+    trained = n_params_actor + n_params_critic
+    # ZeRO's K = 12: two moments and a master copy, for every trained parameter
+    return _account(
+        n_params_actor * 2 * w, n_params_critic * 2 * w, n_params_ref * w, n_params_reward * w, trained * 3 * o
+    )
+
+
+def w95_memory_master_copy_when_dtypes_differ(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
+    w, o = _BYTES[weights_dtype], _BYTES[optimizer_dtype]
+    trained = n_params_actor + n_params_critic
+    master = o if weights_dtype != optimizer_dtype else 0
+    return _account(
+        n_params_actor * 2 * w,
+        n_params_critic * 2 * w,
+        n_params_ref * w,
+        n_params_reward * w,
+        trained * (2 * o + master),
+    )
+
+
+def w96_memory_gradients_in_optimizer_dtype(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
+    w, o = _BYTES[weights_dtype], _BYTES[optimizer_dtype]
+    trained = n_params_actor + n_params_critic
+    master = o if w < o else 0
+    return _account(
+        n_params_actor * (w + o),  # AMP keeps fp32 gradients
+        n_params_critic * (w + o),
+        n_params_ref * w,
+        n_params_reward * w,
+        trained * (2 * o + master),
+    )
+
+
+def w97_memory_reference_with_gradients(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
+    w, o = _BYTES[weights_dtype], _BYTES[optimizer_dtype]
+    trained = n_params_actor + n_params_critic
+    master = o if w < o else 0
+    return _account(
+        n_params_actor * 2 * w,
+        n_params_critic * 2 * w,
+        n_params_ref * 2 * w,  # a copy of the actor: weights and gradients
+        n_params_reward * w,
+        trained * (2 * o + master),
+    )
+
+
+def w98_memory_optimizer_for_actor_only(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
+    w, o = _BYTES[weights_dtype], _BYTES[optimizer_dtype]
+    master = o if w < o else 0
+    return _account(
+        n_params_actor * 2 * w,
+        n_params_critic * 2 * w,
+        n_params_ref * w,
+        n_params_reward * w,
+        n_params_actor * (2 * o + master),
+    )
+
+
+def w99_memory_bits_over_eight(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
+    w = int(weights_dtype[2:]) / 8  # "bf16" -> 16 bits -> 2 bytes
+    o = int(optimizer_dtype[2:]) / 8
+    trained = n_params_actor + n_params_critic
+    master = o if w < o else 0
+    return _account(
+        n_params_actor * 2 * w,
+        n_params_critic * 2 * w,
+        n_params_ref * w,
+        n_params_reward * w,
+        trained * (2 * o + master),
+    )
+
+
+def r31_memory_from_bit_widths(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
+    bits = {name: int(name[-2:]) for name in ("fp64", "fp32", "bf16", "fp16")}
+    weight_bytes = bits[weights_dtype] // 8
+    state_bytes = bits[optimizer_dtype] // 8
+    per_trained = 2 * state_bytes  # exp_avg and exp_avg_sq
+    if weight_bytes < state_bytes:
+        per_trained += state_bytes  # the master copy of a narrow weight
+    rows = {
+        "actor": 2 * weight_bytes * n_params_actor,
+        "critic": 2 * weight_bytes * n_params_critic,
+        "reference": weight_bytes * n_params_ref,
+        "reward": weight_bytes * n_params_reward,
+        "optimizer": per_trained * (n_params_actor + n_params_critic),
+    }
+    rows["total"] = rows["actor"] + rows["critic"] + rows["reference"] + rows["reward"] + rows["optimizer"]
+    return rows
+
+
+ROWS += [
+    _row(
+        "memory_accounting",
+        "07",
+        w94_memory_master_copy_always,
+        "Counts a master copy for every trained parameter, also when the weights are as wide as the optimizer's dtype.",
+    ),
+    _row(
+        "memory_accounting",
+        "07",
+        w95_memory_master_copy_when_dtypes_differ,
+        "Adds the master copy whenever the two dtypes differ, so fp64 weights with fp32 Adam get one too.",
+    ),
+    _row(
+        "memory_accounting",
+        "07",
+        w96_memory_gradients_in_optimizer_dtype,
+        "Counts the gradients in optimizer_dtype instead of weights_dtype.",
+    ),
+    _row(
+        "memory_accounting",
+        "07",
+        w97_memory_reference_with_gradients,
+        "Counts gradients for the frozen reference model too.",
+    ),
+    _row(
+        "memory_accounting",
+        "07",
+        w98_memory_optimizer_for_actor_only,
+        "Counts Adam's state for the actor only, not for the critic.",
+    ),
+    _row(
+        "memory_accounting",
+        "07",
+        w99_memory_bits_over_eight,
+        "Converts bits to bytes with true division, so every entry is a float instead of an int.",
+    ),
+    _row("memory_accounting", "07", r31_memory_from_bit_widths),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 07: read_sweep
+# ---------------------------------------------------------------------------
+
+
+def _saturation(group_sizes, reward, tol):
+    best_per_group = reward.max(dim=1).values
+    k = int((best_per_group >= reward.max() - tol).nonzero()[0, 0])
+    return int(group_sizes[k])
+
+
+def w100_sweep_divmod_by_rows(group_sizes, clip_eps, reward, tol=0.1):
+    i, j = divmod(int(torch.argmax(reward)), reward.shape[0])
+    return int(group_sizes[i]), float(clip_eps[j]), _saturation(group_sizes, reward, tol)
+
+
+def w101_sweep_last_of_ties(group_sizes, clip_eps, reward, tol=0.1):
+    best, where = -math.inf, (0, 0)
+    for i in range(reward.shape[0]):
+        for j in range(reward.shape[1]):
+            if reward[i, j] >= best:
+                best, where = float(reward[i, j]), (i, j)
+    i, j = where
+    return int(group_sizes[i]), float(clip_eps[j]), _saturation(group_sizes, reward, tol)
+
+
+def w102_sweep_clip_range_first(group_sizes, clip_eps, reward, tol=0.1):
+    flat = int(torch.argmax(reward.T))  # walk the clip ranges first
+    j, i = divmod(flat, reward.shape[0])
+    return int(group_sizes[i]), float(clip_eps[j]), _saturation(group_sizes, reward, tol)
+
+
+def w103_sweep_saturation_at_first_stall(group_sizes, clip_eps, reward, tol=0.1):
+    i, j = divmod(int(torch.argmax(reward)), reward.shape[1])
+    best_per_group = reward.max(dim=1).values
+    k = len(group_sizes) - 1
+    for step in range(len(group_sizes) - 1):
+        if best_per_group[step + 1] - best_per_group[step] <= tol:  # the next group size buys little
+            k = step
+            break
+    return int(group_sizes[i]), float(clip_eps[j]), int(group_sizes[k])
+
+
+def w104_sweep_strictly_within_tol(group_sizes, clip_eps, reward, tol=0.1):
+    i, j = divmod(int(torch.argmax(reward)), reward.shape[1])
+    best_per_group = reward.max(dim=1).values
+    k = int((best_per_group > reward.max() - tol).nonzero()[0, 0])
+    return int(group_sizes[i]), float(clip_eps[j]), int(group_sizes[k])
+
+
+def r32_sweep_python_loops(group_sizes, clip_eps, reward, tol=0.1):
+    table = reward.tolist()
+    best_value, best_cell = None, None
+    for i, row in enumerate(table):
+        for j, value in enumerate(row):
+            if best_value is None or value > best_value:  # strictly better: ties keep the cheaper, earlier cell
+                best_value, best_cell = value, (i, j)
+    threshold = reward.max() - tol  # in the table's own dtype
+    row_best = reward.amax(dim=1)
+    saturation = next(i for i in range(len(table)) if bool(row_best[i] >= threshold))
+    i, j = best_cell
+    return int(group_sizes[i].item()), float(clip_eps[j].item()), int(group_sizes[saturation].item())
+
+
+ROWS += [
+    _row(
+        "read_sweep",
+        "07",
+        w100_sweep_divmod_by_rows,
+        "Turns the flat argmax into (row, column) dividing by the number of rows instead of columns.",
+    ),
+    _row(
+        "read_sweep",
+        "07",
+        w101_sweep_last_of_ties,
+        "Keeps the last of equal maxima (>=) instead of the first, the most expensive configuration of a tie.",
+    ),
+    _row(
+        "read_sweep",
+        "07",
+        w102_sweep_clip_range_first,
+        "Breaks ties by the smallest clip range first and then the smallest group size, instead of group size first.",
+    ),
+    _row(
+        "read_sweep",
+        "07",
+        w103_sweep_saturation_at_first_stall,
+        "Takes saturation where the reward first stops growing by more than tol, instead of the first group size "
+        "within tol of the table's best.",
+    ),
+    _row(
+        "read_sweep",
+        "07",
+        w104_sweep_strictly_within_tol,
+        "Counts a group size as saturated only when strictly within tol (>), so tol = 0 finds none.",
+    ),
+    _row("read_sweep", "07", r32_sweep_python_loops),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 08: addition_exact_reward
+# ---------------------------------------------------------------------------
+
+
+def w105_addition_no_eos_needed(completion, answer):
+    return float(completion.split("$")[0] == answer)
+
+
+def w106_addition_eos_must_end(completion, answer):
+    return float(completion.endswith("$") and completion[:-1] == answer)
+
+
+def w107_addition_compares_ints(completion, answer):
+    head, eos, _ = completion.partition("$")
+    if not eos:
+        return 0.0
+    try:
+        return float(int(head) == int(answer))
+    except ValueError:
+        return 0.0
+
+
+def w108_addition_strips_spaces(completion, answer):
+    head, eos, _ = completion.partition("$")
+    return float(bool(eos) and head.strip() == answer)
+
+
+def w109_addition_last_eos(completion, answer):
+    head, eos, _ = completion.rpartition("$")
+    return float(bool(eos) and head == answer)
+
+
+def r33_addition_regex_prefix(completion, answer):
+    match = re.match(r"([^$]*)\$", completion)
+    return 1.0 if match is not None and match.group(1) == answer else 0.0
+
+
+def r34_addition_find(completion, answer):
+    stop = completion.find("$")
+    if stop == -1:
+        return 0.0
+    return float(completion[:stop] == answer)
+
+
+ROWS += [
+    _row(
+        "addition_exact_reward",
+        "08",
+        w105_addition_no_eos_needed,
+        "Compares the text before the first '$' without requiring a '$', so a completion that never stopped earns 1.",
+    ),
+    _row(
+        "addition_exact_reward",
+        "08",
+        w106_addition_eos_must_end,
+        "Requires the EOS to be the last character, so text after the first EOS is not ignored.",
+    ),
+    _row(
+        "addition_exact_reward",
+        "08",
+        w107_addition_compares_ints,
+        "Compares the numbers as ints, so leading zeros and surrounding spaces are accepted.",
+    ),
+    _row(
+        "addition_exact_reward",
+        "08",
+        w108_addition_strips_spaces,
+        "Strips whitespace before comparing, so a space before the EOS is accepted.",
+    ),
+    _row(
+        "addition_exact_reward",
+        "08",
+        w109_addition_last_eos,
+        "Splits at the last EOS instead of the first, so text between two EOS counts.",
+    ),
+    _row("addition_exact_reward", "08", r33_addition_regex_prefix),
+    _row("addition_exact_reward", "08", r34_addition_find),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 08: completion_mask
+# ---------------------------------------------------------------------------
+
+
+def w110_mask_excludes_eos(completion_ids, eos_id):
+    return (torch.cumsum((completion_ids == eos_id).long(), dim=-1) == 0).float()
+
+
+def w111_mask_until_second_eos(completion_ids, eos_id):
+    seen = torch.cumsum((completion_ids == eos_id).long(), dim=-1)
+    return (seen <= 1).float()  # up to and including the first EOS
+
+
+def w112_mask_bool(completion_ids, eos_id):
+    is_eos = (completion_ids == eos_id).long()
+    return (torch.cumsum(is_eos, dim=-1) - is_eos) == 0
+
+
+def w113_mask_cumsum_over_flat_batch(completion_ids, eos_id):
+    is_eos = (completion_ids == eos_id).long().reshape(-1)
+    before = torch.cumsum(is_eos, dim=0) - is_eos
+    return (before == 0).float().reshape(completion_ids.shape)
+
+
+def completion_mask(completion_ids, eos_id):
+    """The mask of chapter 08's exercise 2, right: what the grpo_step students of this class call."""
+    is_eos = (completion_ids == eos_id).long()
+    return ((torch.cumsum(is_eos, dim=-1) - is_eos) == 0).float()
+
+
+def r35_mask_shift_by_concatenation(completion_ids, eos_id):
+    no_eos_yet = torch.cumsum((completion_ids == eos_id).int(), dim=-1) == 0  # strictly before the first EOS
+    first_column = torch.ones_like(no_eos_yet[..., :1])
+    return torch.cat([first_column, no_eos_yet[..., :-1]], dim=-1).to(torch.float32)
+
+
+def r36_mask_first_eos_index(completion_ids, eos_id):
+    L = completion_ids.shape[-1]
+    is_eos = completion_ids == eos_id
+    first = torch.where(
+        is_eos.any(dim=-1), is_eos.int().argmax(dim=-1), torch.full_like(is_eos[..., 0], L, dtype=torch.long)
+    )
+    positions = torch.arange(L, device=completion_ids.device)
+    return (positions <= first[..., None]).float()
+
+
+ROWS += [
+    _row(
+        "completion_mask",
+        "08",
+        w110_mask_excludes_eos,
+        "Stops the mask before the first EOS instead of including it.",
+    ),
+    _row(
+        "completion_mask",
+        "08",
+        w111_mask_until_second_eos,
+        "Keeps every token while at most one EOS has been seen, so the tokens after the first EOS stay valid up "
+        "to a second one.",
+    ),
+    _row(
+        "completion_mask",
+        "08",
+        w112_mask_bool,
+        "Returns a bool mask instead of the float32 mask the docstring promises.",
+    ),
+    _row(
+        "completion_mask",
+        "08",
+        w113_mask_cumsum_over_flat_batch,
+        "Flattens the batch before the cumsum, so an EOS in one row masks the rows after it.",
+    ),
+    _row("completion_mask", "08", r35_mask_shift_by_concatenation),
+    _row("completion_mask", "08", r36_mask_first_eos_index),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 08: grpo_step (each student calls this class's right completion_mask, and the library's
+# gather_log_probs and grpo_loss, as the setup cell imports them)
+# ---------------------------------------------------------------------------
+
+
+def _completion_logps(model, prompts, completions):
+    """(B, G, L) log-probs of the completion tokens, each prompt G times in group order, shifted logits."""
+    B, G, L = completions.shape
+    P = prompts.shape[1]
+    flat_prompts = repeat(prompts, "B P -> (B G) P", G=G)
+    flat = rearrange(completions, "B G L -> (B G) L")
+    logits = model(torch.cat([flat_prompts, flat[:, :-1]], dim=1))[:, P - 1 :, :]
+    return rearrange(gather_log_probs(logits, flat), "(B G) L -> B G L", G=G)
+
+
+def w114_grpo_step_unshifted_logits(
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+):
+    B, G, L = completions.shape
+    P = prompts.shape[1]
+    flat_prompts = prompts.repeat_interleave(G, dim=0)
+    flat = completions.reshape(B * G, L)
+
+    def logp_of(model):
+        logits = model(torch.cat([flat_prompts, flat], dim=1))[:, P:, :]  # the completion's own positions
+        return gather_log_probs(logits, flat).reshape(B, G, L)
+
+    logp = logp_of(policy)
+    logp_ref = None
+    if ref_model is not None and kl_coef > 0:
+        with torch.no_grad():
+            logp_ref = logp_of(ref_model)
+    mask = completion_mask(completions, eos_id)
+    loss, _ = grpo_loss(logp, logp_old, logp_ref, rewards, mask, clip_eps=clip_eps, kl_coef=kl_coef)
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+    optimizer.step()
+    return loss.item()
+
+
+def w115_grpo_step_no_grad_clipping(
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+):
+    logp = _completion_logps(policy, prompts, completions)
+    logp_ref = None
+    if ref_model is not None and kl_coef > 0:
+        with torch.no_grad():
+            logp_ref = _completion_logps(ref_model, prompts, completions)
+    mask = completion_mask(completions, eos_id)
+    loss, _ = grpo_loss(logp, logp_old, logp_ref, rewards, mask, clip_eps=clip_eps, kl_coef=kl_coef)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()  # Adam normalises the step anyway
+    return loss.item()
+
+
+def w116_grpo_step_clips_after_the_step(
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+):
+    logp = _completion_logps(policy, prompts, completions)
+    logp_ref = None
+    if ref_model is not None and kl_coef > 0:
+        with torch.no_grad():
+            logp_ref = _completion_logps(ref_model, prompts, completions)
+    mask = completion_mask(completions, eos_id)
+    loss, _ = grpo_loss(logp, logp_old, logp_ref, rewards, mask, clip_eps=clip_eps, kl_coef=kl_coef)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+    return loss.item()
+
+
+def w117_grpo_step_recomputes_logp_old(
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+):
+    logp = _completion_logps(policy, prompts, completions)
+    with torch.no_grad():
+        sampling_logp = _completion_logps(policy, prompts, completions)  # the policy that sampled: this one
+    logp_ref = None
+    if ref_model is not None and kl_coef > 0:
+        with torch.no_grad():
+            logp_ref = _completion_logps(ref_model, prompts, completions)
+    mask = completion_mask(completions, eos_id)
+    loss, _ = grpo_loss(logp, sampling_logp, logp_ref, rewards, mask, clip_eps=clip_eps, kl_coef=kl_coef)
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+    optimizer.step()
+    return loss.item()
+
+
+def w118_grpo_step_clips_values(
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+):
+    logp = _completion_logps(policy, prompts, completions)
+    logp_ref = None
+    if ref_model is not None and kl_coef > 0:
+        with torch.no_grad():
+            logp_ref = _completion_logps(ref_model, prompts, completions)
+    mask = completion_mask(completions, eos_id)
+    loss, _ = grpo_loss(logp, logp_old, logp_ref, rewards, mask, clip_eps=clip_eps, kl_coef=kl_coef)
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_value_(policy.parameters(), max_grad_norm)
+    optimizer.step()
+    return loss.item()
+
+
+def w119_grpo_step_returns_tensor(
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+):
+    logp = _completion_logps(policy, prompts, completions)
+    logp_ref = None
+    if ref_model is not None and kl_coef > 0:
+        with torch.no_grad():
+            logp_ref = _completion_logps(ref_model, prompts, completions)
+    mask = completion_mask(completions, eos_id)
+    loss, _ = grpo_loss(logp, logp_old, logp_ref, rewards, mask, clip_eps=clip_eps, kl_coef=kl_coef)
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+    optimizer.step()
+    return loss.detach()
+
+
+def r37_grpo_step_full_sequence_then_slice(
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+):
+    B, G, L = completions.shape
+    P = prompts.shape[1]
+    sequences = torch.cat([prompts.repeat_interleave(G, dim=0), completions.reshape(B * G, L)], dim=1)
+    targets = sequences[:, P:]  # (B*G, L)
+
+    def scores(model):
+        logits = model(sequences)[:, P - 1 : -1]  # causal: the last position predicts nothing we need
+        return gather_log_probs(logits, targets).view(B, G, L)
+
+    logp = scores(policy)
+    use_ref = ref_model is not None and kl_coef > 0
+    if use_ref:
+        with torch.no_grad():
+            logp_ref = scores(ref_model)
+    else:
+        logp_ref = None
+    loss, _ = grpo_loss(
+        logp, logp_old, logp_ref, rewards, completion_mask(completions, eos_id), clip_eps=clip_eps, kl_coef=kl_coef
+    )
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(list(policy.parameters()), max_norm=max_grad_norm)
+    optimizer.step()
+    return float(loss.detach())
+
+
+ROWS += [
+    _row(
+        "grpo_step",
+        "08",
+        w114_grpo_step_unshifted_logits,
+        "Feeds the whole completion and scores each token with the logits at its own position instead of the "
+        "previous one (no shift).",
+    ),
+    _row(
+        "grpo_step",
+        "08",
+        w115_grpo_step_no_grad_clipping,
+        "Leaves out the clipping of the global gradient norm to max_grad_norm.",
+    ),
+    _row(
+        "grpo_step",
+        "08",
+        w116_grpo_step_clips_after_the_step,
+        "Clips the gradient norm after optimizer.step(), when the step has already used the unclipped gradients.",
+    ),
+    _row(
+        "grpo_step",
+        "08",
+        w117_grpo_step_recomputes_logp_old,
+        "Recomputes the old log-probs from the current policy instead of using the logp_old it is given.",
+    ),
+    _row(
+        "grpo_step",
+        "08",
+        w118_grpo_step_clips_values,
+        "Clips each gradient entry with clip_grad_value_ instead of the global norm with clip_grad_norm_.",
+    ),
+    _row(
+        "grpo_step",
+        "08",
+        w119_grpo_step_returns_tensor,
+        "Returns the loss as a detached 0-dim tensor instead of a Python float.",
+    ),
+    _row("grpo_step", "08", r37_grpo_step_full_sequence_then_slice),
 ]
