@@ -28,6 +28,7 @@ from torch import nn
 from course_lib import grpo
 from course_lib.grpo import grpo_loss
 from course_lib.policy_gradient import gather_log_probs
+from course_lib.rewards import math_answer_reward
 
 
 def _row(exercise: str, chapter: str, student, truth: str | None = None) -> dict:
@@ -3007,4 +3008,424 @@ ROWS += [
         "Returns the loss as a detached 0-dim tensor instead of a Python float.",
     ),
     _row("grpo_step", "08", r37_grpo_step_full_sequence_then_slice),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 09: answer_reward (each student scores with chapter 01's math_answer_reward, as the setup cell imports it)
+# ---------------------------------------------------------------------------
+
+
+def _text_of(completion):
+    return completion if isinstance(completion, str) else completion[-1]["content"]
+
+
+def w120_answer_reward_no_kwargs(prompts, completions, answer):
+    return [
+        None if truth is None else math_answer_reward(_text_of(c), str(truth)) for c, truth in zip(completions, answer)
+    ]
+
+
+def w121_answer_reward_first_message(prompts, completions, answer, **kwargs):
+    rewards = []
+    for completion, truth in zip(completions, answer):
+        if truth is None:
+            rewards.append(None)
+            continue
+        text = completion if isinstance(completion, str) else completion[0]["content"]  # the assistant's reply
+        rewards.append(math_answer_reward(text, str(truth)))
+    return rewards
+
+
+def w122_answer_reward_zero_without_answer(prompts, completions, answer, **kwargs):
+    return [
+        0.0 if truth is None else math_answer_reward(_text_of(c), str(truth)) for c, truth in zip(completions, answer)
+    ]
+
+
+def w123_answer_reward_by_prompt(prompts, completions, answer, **kwargs):
+    answer_of = dict(zip(prompts, answer))  # each prompt's reference answer
+    rewards = []
+    for prompt, completion in zip(prompts, completions):
+        truth = answer_of[prompt]
+        rewards.append(None if truth is None else math_answer_reward(_text_of(completion), str(truth)))
+    return rewards
+
+
+def r38_answer_reward_helper_and_comprehension(prompts, completions, answer, **kwargs):
+    def score(completion, truth):
+        if truth is None:
+            return None  # no reward from this function: TRL leaves it out
+        if isinstance(completion, list):
+            completion = completion[-1]["content"]
+        return math_answer_reward(completion, str(truth))
+
+    return [score(completion, truth) for completion, truth in zip(completions, answer)]
+
+
+ROWS += [
+    _row(
+        "answer_reward",
+        "09",
+        w120_answer_reward_no_kwargs,
+        "Has no **kwargs in its signature, so TRL's other keyword arguments make the call fail.",
+    ),
+    _row(
+        "answer_reward",
+        "09",
+        w121_answer_reward_first_message,
+        "Reads the first message of a conversational completion instead of the last, missing answers after tool calls.",
+    ),
+    _row(
+        "answer_reward",
+        "09",
+        w122_answer_reward_zero_without_answer,
+        "Returns 0.0 instead of None for a row whose answer is None.",
+    ),
+    _row(
+        "answer_reward",
+        "09",
+        w123_answer_reward_by_prompt,
+        "Looks each answer up by its prompt in a dict, which fails for conversational prompts (lists are "
+        "unhashable) and mixes up rows with equal prompts.",
+    ),
+    _row("answer_reward", "09", r38_answer_reward_helper_and_comprehension),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 09: completion_logps
+# ---------------------------------------------------------------------------
+
+
+def _mask_through_first_eos(completion_ids, eos_id):
+    is_eos = (completion_ids == eos_id).long()
+    return ((torch.cumsum(is_eos, dim=-1) - is_eos) == 0).float()
+
+
+def _forward(model, sequences, prompt_mask, positions=True, attention=True):
+    L = sequences.shape[1] - prompt_mask.shape[1]
+    attention_mask = torch.cat([prompt_mask.long(), torch.ones_like(sequences[:, :L])], dim=1)
+    kwargs = {"input_ids": sequences}
+    if attention:
+        kwargs["attention_mask"] = attention_mask
+    if positions:
+        kwargs["position_ids"] = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    return model(**kwargs).logits
+
+
+def _pick(logits, completion_ids):
+    return torch.log_softmax(logits, dim=-1).gather(-1, completion_ids[..., None]).squeeze(-1)
+
+
+def w124_logps_without_position_ids(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    P = prompt_mask.shape[1]
+    completion_ids = sequences[:, P:]
+    logits = _forward(model, sequences, prompt_mask, positions=False)[:, P - 1 : -1].float() / temperature
+    return _pick(logits, completion_ids), _mask_through_first_eos(completion_ids, eos_id)
+
+
+def w125_logps_without_temperature(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    P = prompt_mask.shape[1]
+    completion_ids = sequences[:, P:]
+    logits = _forward(model, sequences, prompt_mask)[:, P - 1 : -1].float()
+    return _pick(logits, completion_ids), _mask_through_first_eos(completion_ids, eos_id)
+
+
+def w126_logps_logits_not_shifted(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    P = prompt_mask.shape[1]
+    completion_ids = sequences[:, P:]
+    logits = _forward(model, sequences, prompt_mask)[:, P:].float() / temperature  # the completion's positions
+    return _pick(logits, completion_ids), _mask_through_first_eos(completion_ids, eos_id)
+
+
+def w127_logps_without_attention_mask(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    P = prompt_mask.shape[1]
+    completion_ids = sequences[:, P:]
+    logits = model(input_ids=sequences).logits[:, P - 1 : -1].float() / temperature
+    return _pick(logits, completion_ids), _mask_through_first_eos(completion_ids, eos_id)
+
+
+def w128_logps_temperature_after_softmax(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    P = prompt_mask.shape[1]
+    completion_ids = sequences[:, P:]
+    logits = _forward(model, sequences, prompt_mask)[:, P - 1 : -1].float()
+    return _pick(logits, completion_ids) / temperature, _mask_through_first_eos(completion_ids, eos_id)
+
+
+def w129_logps_mask_not_eos(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    P = prompt_mask.shape[1]
+    completion_ids = sequences[:, P:]
+    logits = _forward(model, sequences, prompt_mask)[:, P - 1 : -1].float() / temperature
+    return _pick(logits, completion_ids), (completion_ids != eos_id).float()
+
+
+def w130_logps_under_no_grad(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    P = prompt_mask.shape[1]
+    completion_ids = sequences[:, P:]
+    with torch.no_grad():  # a forward pass for scoring
+        logits = _forward(model, sequences, prompt_mask)[:, P - 1 : -1].float() / temperature
+    return _pick(logits, completion_ids), _mask_through_first_eos(completion_ids, eos_id)
+
+
+def r39_logps_gather_log_probs_and_shifted_mask(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    B, P = prompt_mask.shape
+    completion = sequences[:, P:]
+    attention = torch.cat([prompt_mask.to(torch.long), torch.ones_like(completion, dtype=torch.long)], dim=-1)
+    positions = torch.clamp(torch.cumsum(attention, dim=-1) - 1, min=0)
+    out = model(input_ids=sequences, attention_mask=attention, position_ids=positions)
+    scores = out.logits[:, P - 1 : sequences.shape[1] - 1, :].float()
+    logp = gather_log_probs(scores / temperature, completion)
+    before = torch.cumsum((completion == eos_id).int(), dim=-1) == 0  # strictly before the first EOS
+    mask = torch.cat([torch.ones_like(before[:, :1]), before[:, :-1]], dim=-1).float()
+    return logp, mask
+
+
+ROWS += [
+    _row(
+        "completion_logps",
+        "09",
+        w124_logps_without_position_ids,
+        "Passes no position_ids, so a model that does not derive positions from the attention mask (GPT-2) "
+        "numbers a left-padded prompt from the padding.",
+    ),
+    _row(
+        "completion_logps",
+        "09",
+        w125_logps_without_temperature,
+        "Does not divide the logits by the temperature.",
+    ),
+    _row(
+        "completion_logps",
+        "09",
+        w126_logps_logits_not_shifted,
+        "Scores completion token t with the logits at its own position P + t instead of P - 1 + t.",
+    ),
+    _row(
+        "completion_logps",
+        "09",
+        w127_logps_without_attention_mask,
+        "Runs the model without the attention mask, so the left padding is attended to.",
+    ),
+    _row(
+        "completion_logps",
+        "09",
+        w128_logps_temperature_after_softmax,
+        "Divides the log-probs by the temperature after the log-softmax instead of the logits before it.",
+    ),
+    _row(
+        "completion_logps",
+        "09",
+        w129_logps_mask_not_eos,
+        "Builds the mask as 'not EOS', which drops the EOS itself and keeps the padding after it.",
+    ),
+    _row(
+        "completion_logps",
+        "09",
+        w130_logps_under_no_grad,
+        "Runs the forward pass under torch.no_grad(), so logp carries no gradient.",
+    ),
+    _row("completion_logps", "09", r39_logps_gather_log_probs_and_shifted_mask),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 09: grpo_config_kwargs
+# ---------------------------------------------------------------------------
+
+_GRPO_DEFAULTS = {
+    "algo": "grpo",
+    "adv_estimator": "grpo",
+    "policy_loss": "clip",
+    "dynamic_sampling": False,
+    "overlong_cache": 0,
+    "kl_placement": "loss",
+    "whiten_advantages": False,
+}
+_LOSS_TYPES = {"seq-mean-token-mean": "grpo", "token-mean": "dapo", "seq-mean-token-sum-norm": "dr_grpo"}
+
+
+def _config_student(
+    cfg,
+    num_processes,
+    *,
+    refused=tuple(_GRPO_DEFAULTS),
+    per_process_share=True,
+    optimiser_steps=True,
+    bias_correction_off=True,
+    counts_completions=True,
+    warmup_schedule=True,
+    accumulation_in_generation=True,
+    sets_loss_type=True,
+):
+    """One student's grpo_config_kwargs, right unless one keyword switch turns on that student's one mistake."""
+    for switch in refused:
+        if getattr(cfg, switch) != _GRPO_DEFAULTS[switch]:
+            raise ValueError(f"cfg.{switch}: GRPOConfig has no field for {getattr(cfg, switch)!r}")
+    B, G, K, M = cfg.prompts_per_step, cfg.group_size, cfg.update_epochs, cfg.num_minibatches
+    minibatch = B * G // M if counts_completions else B // M
+    per_process = minibatch // num_processes if per_process_share else minibatch
+    micro = cfg.micro_batch_size or per_process
+    if B * G % M or minibatch % num_processes or per_process % micro:
+        raise ValueError(f"num_processes: {B * G} completions do not split evenly")
+    accumulation = per_process // micro
+    steps = K * M if optimiser_steps else 1
+    schedule = cfg.lr_schedule
+    if warmup_schedule and schedule == "constant" and cfg.warmup_iterations > 0:
+        schedule = "constant_with_warmup"
+    kwargs = {
+        "num_generations": G,
+        "per_device_train_batch_size": micro,
+        "gradient_accumulation_steps": accumulation,
+        "steps_per_generation": M * accumulation if accumulation_in_generation else M,
+        "num_iterations": K,
+        "max_steps": cfg.iterations * steps,
+        "warmup_steps": cfg.warmup_iterations * steps,
+        "lr_scheduler_type": schedule,
+        "learning_rate": cfg.lr,
+        "max_grad_norm": cfg.max_grad_norm,
+        "max_completion_length": cfg.max_new_tokens,
+        "temperature": cfg.temperature,
+        "top_p": cfg.top_p,
+        "beta": cfg.kl_coef,
+        "epsilon": cfg.clip_eps,
+        "epsilon_high": cfg.clip_eps if cfg.clip_eps_high is None else cfg.clip_eps_high,
+        "scale_rewards": "group" if cfg.normalize_std else "none",
+        "mask_truncated_completions": cfg.overlong_filter,
+        "seed": cfg.seed,
+    }
+    if bias_correction_off:
+        kwargs["use_bias_correction_kl"] = False
+    if sets_loss_type:
+        kwargs["loss_type"] = _LOSS_TYPES[cfg.loss_agg]
+    return kwargs
+
+
+def w131_config_ignores_processes(cfg, num_processes=1):
+    return _config_student(cfg, num_processes, per_process_share=False)
+
+
+def w132_config_max_steps_in_rounds(cfg, num_processes=1):
+    return _config_student(cfg, num_processes, optimiser_steps=False)
+
+
+def w133_config_keeps_bias_correction(cfg, num_processes=1):
+    return _config_student(cfg, num_processes, bias_correction_off=False)
+
+
+def w134_config_batch_in_prompts(cfg, num_processes=1):
+    return _config_student(cfg, num_processes, counts_completions=False)
+
+
+def w135_config_constant_ignores_warmup(cfg, num_processes=1):
+    return _config_student(cfg, num_processes, warmup_schedule=False)
+
+
+def w136_config_steps_per_generation_is_minibatches(cfg, num_processes=1):
+    return _config_student(cfg, num_processes, accumulation_in_generation=False)
+
+
+def w137_config_no_loss_type(cfg, num_processes=1):
+    return _config_student(cfg, num_processes, sets_loss_type=False)
+
+
+def w138_config_refuses_only_algo(cfg, num_processes=1):
+    return _config_student(cfg, num_processes, refused=("algo",))
+
+
+def r40_config_step_by_step(cfg, num_processes=1):
+    unsupported = [name for name, value in _GRPO_DEFAULTS.items() if getattr(cfg, name) != value]
+    if unsupported:
+        raise ValueError(f"cfg.{unsupported[0]}: not translatable to GRPOConfig, got {getattr(cfg, unsupported[0])!r}")
+    completions = cfg.prompts_per_step * cfg.group_size
+    if completions % cfg.num_minibatches:
+        raise ValueError(f"num_minibatches: {completions} completions do not split into {cfg.num_minibatches}")
+    per_minibatch = completions // cfg.num_minibatches
+    if per_minibatch % num_processes:
+        raise ValueError(f"num_processes: {per_minibatch} completions do not split over {num_processes}")
+    per_process = per_minibatch // num_processes
+    micro = per_process if cfg.micro_batch_size is None else cfg.micro_batch_size
+    if per_process % micro:
+        raise ValueError(f"micro_batch_size: {per_process} completions do not split into micro-batches of {micro}")
+    accumulation = per_process // micro
+    optimiser_steps_per_round = cfg.update_epochs * cfg.num_minibatches
+    warmup_steps = cfg.warmup_iterations * optimiser_steps_per_round
+    scheduler = "constant_with_warmup" if cfg.lr_schedule == "constant" and warmup_steps else cfg.lr_schedule
+    return dict(
+        num_generations=cfg.group_size,
+        per_device_train_batch_size=micro,
+        gradient_accumulation_steps=accumulation,
+        steps_per_generation=cfg.num_minibatches * accumulation,
+        num_iterations=cfg.update_epochs,
+        max_steps=cfg.iterations * optimiser_steps_per_round,
+        warmup_steps=warmup_steps,
+        lr_scheduler_type=scheduler,
+        learning_rate=cfg.lr,
+        max_grad_norm=cfg.max_grad_norm,
+        max_completion_length=cfg.max_new_tokens,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        beta=cfg.kl_coef,
+        use_bias_correction_kl=False,
+        epsilon=cfg.clip_eps,
+        epsilon_high=cfg.clip_eps_high if cfg.clip_eps_high is not None else cfg.clip_eps,
+        loss_type=_LOSS_TYPES[cfg.loss_agg],
+        scale_rewards="group" if cfg.normalize_std else "none",
+        mask_truncated_completions=cfg.overlong_filter,
+        seed=cfg.seed,
+    )
+
+
+ROWS += [
+    _row(
+        "grpo_config_kwargs",
+        "09",
+        w131_config_ignores_processes,
+        "Sets per_device_train_batch_size to a whole minibatch, not dividing it among the num_processes processes.",
+    ),
+    _row(
+        "grpo_config_kwargs",
+        "09",
+        w132_config_max_steps_in_rounds,
+        "Sets max_steps (and warmup_steps) in rounds instead of optimiser steps, forgetting the factor "
+        "update_epochs * num_minibatches.",
+    ),
+    _row(
+        "grpo_config_kwargs",
+        "09",
+        w133_config_keeps_bias_correction,
+        "Does not set use_bias_correction_kl=False, so TRL's default multiplies the KL term by the ratio.",
+    ),
+    _row(
+        "grpo_config_kwargs",
+        "09",
+        w134_config_batch_in_prompts,
+        "Counts per_device_train_batch_size in prompts (B / num_minibatches) instead of completions (B * G / "
+        "num_minibatches).",
+    ),
+    _row(
+        "grpo_config_kwargs",
+        "09",
+        w135_config_constant_ignores_warmup,
+        "Keeps HF's 'constant' schedule with a warm-up, which ignores the warm-up, instead of 'constant_with_warmup'.",
+    ),
+    _row(
+        "grpo_config_kwargs",
+        "09",
+        w136_config_steps_per_generation_is_minibatches,
+        "Sets steps_per_generation to num_minibatches, forgetting the gradient-accumulation passes of each.",
+    ),
+    _row(
+        "grpo_config_kwargs",
+        "09",
+        w137_config_no_loss_type,
+        "Sets no loss_type, so TRL's default 'dapo' replaces the course's aggregation.",
+    ),
+    _row(
+        "grpo_config_kwargs",
+        "09",
+        w138_config_refuses_only_algo,
+        "Refuses only a non-GRPO algo and silently drops the other switches TRL has no field for.",
+    ),
+    _row("grpo_config_kwargs", "09", r40_config_step_by_step),
 ]
