@@ -3429,3 +3429,430 @@ ROWS += [
     ),
     _row("grpo_config_kwargs", "09", r40_config_step_by_step),
 ]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 10: pass_at_k
+# ---------------------------------------------------------------------------
+
+
+def _broadcast_counts(n, c, k):
+    return torch.broadcast_tensors(*(torch.as_tensor(x, dtype=torch.float64) for x in (n, c, k)))
+
+
+def _pass_product(n, c, k, first_offset=1, last_offset=0):
+    """1 - prod (1 - k / i) over i from n - c + first_offset to n - last_offset, with the edge cases handled."""
+    n, c, k = _broadcast_counts(n, c, k)
+    width = int(c.max()) + 1
+    j = torch.arange(width, dtype=torch.float64)
+    start = n - c + first_offset
+    stop = n - last_offset
+    i = start[..., None] + j
+    factors = torch.where(i <= stop[..., None], 1 - k[..., None] / i, torch.ones((), dtype=torch.float64))
+    return torch.where(n - c < k, (c > 0).double(), 1 - factors.prod(dim=-1))
+
+
+def w139_pass_at_k_plug_in(n, c, k):
+    n, c, k = _broadcast_counts(n, c, k)
+    return 1 - (1 - c / n) ** k
+
+
+def w140_pass_at_k_one_factor_too_many(n, c, k):
+    return _pass_product(n, c, k, first_offset=0)  # i from n - c
+
+
+def w141_pass_at_k_one_when_k_exceeds(n, c, k):
+    n, c, k = _broadcast_counts(n, c, k)
+    j = torch.arange(int(c.max()), dtype=torch.float64)
+    i = (n - c + 1)[..., None] + j
+    factors = torch.where(j < c[..., None], 1 - k[..., None] / i, torch.ones((), dtype=torch.float64))
+    return torch.where(n - c < k, torch.ones_like(n), 1 - factors.prod(dim=-1))  # every draw holds a right one
+
+
+def w142_pass_at_k_float32(n, c, k):
+    n, c, k = torch.broadcast_tensors(*(torch.as_tensor(x, dtype=torch.float32) for x in (n, c, k)))
+    j = torch.arange(int(c.max()), dtype=torch.float32)
+    i = (n - c + 1)[..., None] + j
+    factors = torch.where(j < c[..., None], 1 - k[..., None] / i, torch.ones((), dtype=torch.float32))
+    return torch.where(n - c < k, (c > 0).float(), 1 - factors.prod(dim=-1))
+
+
+def w143_pass_at_k_scalars_only(n, c, k):
+    if n - c < k:
+        return torch.tensor(1.0 if c > 0 else 0.0, dtype=torch.float64)
+    factors = 1.0 - k / np.arange(n - c + 1, n + 1)
+    return torch.tensor(1.0 - np.prod(factors), dtype=torch.float64)
+
+
+def r41_pass_at_k_log_space(n, c, k):
+    n, c, k = _broadcast_counts(n, c, k)
+    if c.numel() == 0:
+        return torch.zeros(c.shape, dtype=torch.float64)
+    offsets = torch.arange(int(c.max()), dtype=torch.float64)
+    i = (n - c + 1).unsqueeze(-1) + offsets
+    inside = offsets < c.unsqueeze(-1)
+    safe = torch.where(inside & (n - c >= k).unsqueeze(-1), 1 - k.unsqueeze(-1) / i, torch.ones_like(i))
+    log_all_wrong = torch.log(safe).sum(dim=-1)
+    estimate = -torch.expm1(log_all_wrong)
+    return torch.where(n - c < k, (c > 0).to(torch.float64), estimate)
+
+
+def r42_pass_at_k_python_loop(n, c, k):
+    n, c, k = _broadcast_counts(n, c, k)
+    out = torch.empty(n.shape, dtype=torch.float64)
+    flat_out = out.view(-1)
+    for index, (ni, ci, ki) in enumerate(zip(n.reshape(-1).tolist(), c.reshape(-1).tolist(), k.reshape(-1).tolist())):
+        if ni - ci < ki:
+            flat_out[index] = 1.0 if ci > 0 else 0.0
+            continue
+        all_wrong = 1.0
+        for i in range(int(ni - ci) + 1, int(ni) + 1):
+            all_wrong *= 1.0 - ki / i
+        flat_out[index] = 1.0 - all_wrong
+    return out
+
+
+ROWS += [
+    _row(
+        "pass_at_k",
+        "10",
+        w139_pass_at_k_plug_in,
+        "Returns the plug-in 1 - (1 - c/n)^k, sampling with replacement, instead of the unbiased estimator.",
+    ),
+    _row(
+        "pass_at_k",
+        "10",
+        w140_pass_at_k_one_factor_too_many,
+        "Starts the product at i = n - c instead of n - c + 1, one factor too many.",
+    ),
+    _row(
+        "pass_at_k",
+        "10",
+        w141_pass_at_k_one_when_k_exceeds,
+        "Returns 1 whenever n - c < k, also when c = 0 and k > n, where no sample is right and it must be 0.",
+    ),
+    _row(
+        "pass_at_k",
+        "10",
+        w142_pass_at_k_float32,
+        "Computes and returns float32 instead of the float64 the docstring promises.",
+    ),
+    _row(
+        "pass_at_k",
+        "10",
+        w143_pass_at_k_scalars_only,
+        "Handles Python ints only (if and np.arange on n, c, k), so tensors of counts fail to broadcast.",
+    ),
+    _row("pass_at_k", "10", r41_pass_at_k_log_space),
+    _row("pass_at_k", "10", r42_pass_at_k_python_loop),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 10: aggregation_token_weight
+# ---------------------------------------------------------------------------
+
+
+def _float_lengths(length):
+    return length.to(length.dtype if length.is_floating_point() else torch.get_default_dtype())
+
+
+def w144_weight_counts_nonempty_responses(length, mode, max_len=None):
+    o = _float_lengths(length)
+    N = int((o > 0).sum())  # the responses that have tokens
+    L = o.max() if max_len is None else max_len
+    if mode == "seq-mean-token-mean":
+        w = 1 / (N * o.clamp(min=1))
+    elif mode == "token-mean":
+        w = torch.ones_like(o) / o.sum()
+    else:
+        w = torch.ones_like(o) / (N * L)
+    return torch.where(o > 0, w, torch.zeros_like(w))
+
+
+def w145_weight_verl_sum_norm(length, mode, max_len=None):
+    o = _float_lengths(length)
+    N = o.numel()
+    L = o.max() if max_len is None else max_len
+    if mode == "seq-mean-token-mean":
+        w = 1 / (N * o.clamp(min=1))
+    elif mode == "token-mean":
+        w = torch.ones_like(o) / o.sum()
+    else:
+        w = torch.ones_like(o) / L  # verl: the sum over responses, over the constant
+    return torch.where(o > 0, w, torch.zeros_like(w))
+
+
+def w146_weight_infinite_for_empty(length, mode, max_len=None):
+    o = _float_lengths(length)
+    N = o.numel()
+    L = o.max() if max_len is None else max_len
+    if mode == "seq-mean-token-mean":
+        return 1 / (N * o)
+    if mode == "token-mean":
+        return torch.where(o > 0, torch.ones_like(o) / o.sum(), torch.zeros_like(o))
+    return torch.where(o > 0, torch.ones_like(o) / (N * L), torch.zeros_like(o))
+
+
+def w147_weight_default_dtype_always(length, mode, max_len=None):
+    o = length.to(torch.get_default_dtype())
+    N = o.numel()
+    L = o.max() if max_len is None else max_len
+    if mode == "seq-mean-token-mean":
+        w = 1 / (N * o.clamp(min=1))
+    elif mode == "token-mean":
+        w = torch.ones_like(o) / o.sum()
+    else:
+        w = torch.ones_like(o) / (N * L)
+    return torch.where(o > 0, w, torch.zeros_like(w))
+
+
+def w148_weight_responses_on_first_axis(length, mode, max_len=None):
+    o = _float_lengths(length)
+    N = o.shape[0]  # the number of responses
+    L = o.max() if max_len is None else max_len
+    if mode == "seq-mean-token-mean":
+        w = 1 / (N * o.clamp(min=1))
+    elif mode == "token-mean":
+        w = torch.ones_like(o) / o.sum()
+    else:
+        w = torch.ones_like(o) / (N * L)
+    return torch.where(o > 0, w, torch.zeros_like(w))
+
+
+def r43_weight_chained_where(length, mode, max_len=None):
+    lengths = length.double() if not length.is_floating_point() else length
+    N = lengths.numel()
+    constant = lengths.max() if max_len is None else torch.as_tensor(max_len, dtype=lengths.dtype)
+    has_tokens = lengths > 0
+    per_mode = {
+        "seq-mean-token-mean": 1.0 / (N * torch.where(has_tokens, lengths, torch.ones_like(lengths))),
+        "token-mean": (1.0 / lengths.sum().clamp(min=1)).expand_as(lengths),
+        "seq-mean-token-sum-norm": (1.0 / (N * constant)).expand_as(lengths),
+    }
+    weights = torch.where(has_tokens, per_mode[mode], torch.zeros_like(lengths))
+    return weights.to(lengths.dtype if length.is_floating_point() else torch.get_default_dtype())
+
+
+ROWS += [
+    _row(
+        "aggregation_token_weight",
+        "10",
+        w144_weight_counts_nonempty_responses,
+        "Counts only the non-empty responses in N, though an empty response still counts in the mean.",
+    ),
+    _row(
+        "aggregation_token_weight",
+        "10",
+        w145_weight_verl_sum_norm,
+        "Gives Dr. GRPO's tokens 1 / max_len (verl's sum over responses) instead of 1 / (N * max_len).",
+    ),
+    _row(
+        "aggregation_token_weight",
+        "10",
+        w146_weight_infinite_for_empty,
+        "In the per-sequence mean divides by |o_i| unguarded, so an empty response gets an infinite weight "
+        "instead of 0.",
+    ),
+    _row(
+        "aggregation_token_weight",
+        "10",
+        w147_weight_default_dtype_always,
+        "Always converts to the default dtype, so float64 lengths come back as float32 weights.",
+    ),
+    _row(
+        "aggregation_token_weight",
+        "10",
+        w148_weight_responses_on_first_axis,
+        "Takes N from the first axis (length.shape[0]) instead of counting every entry, wrong for 2-D lengths.",
+    ),
+    _row("aggregation_token_weight", "10", r43_weight_chained_where),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 10: completion_style
+# ---------------------------------------------------------------------------
+
+
+def _style_of_body(body, n_digits, total=r"1?[0-9]", dots=r"\.+", count=True):
+    if re.fullmatch(r"[0-9]+", body):
+        return "direct"
+    m = re.fullmatch(r"\[([^\[\]]+)\]([0-9]+)", body)
+    if m is None:
+        return "malformed"
+    content = m.group(1)
+    if re.fullmatch(dots, content):
+        return "filler"
+    totals = content.split(",")
+    if (not count or len(totals) == n_digits) and all(re.fullmatch(total, t) for t in totals):
+        return "scratchpad"
+    return "malformed"
+
+
+def w149_style_no_eos_check(text, n_digits=3):
+    return _style_of_body(text.split("$")[0], n_digits)
+
+
+def w150_style_two_digit_totals(text, n_digits=3):
+    body, eos, _ = text.partition("$")
+    if not eos:
+        return "malformed"
+    return _style_of_body(body, n_digits, total=r"[0-9]{1,2}")
+
+
+def w151_style_counts_no_totals(text, n_digits=3):
+    body, eos, _ = text.partition("$")
+    if not eos:
+        return "malformed"
+    return _style_of_body(body, n_digits, count=False)
+
+
+def w152_style_match_not_fullmatch(text, n_digits=3):
+    body, eos, _ = text.partition("$")
+    if not eos:
+        return "malformed"
+    if re.match(r"[0-9]+", body):
+        return "direct"
+    m = re.fullmatch(r"\[([^\[\]]+)\]([0-9]+)", body)
+    if m is None:
+        return "malformed"
+    if re.fullmatch(r"\.+", m.group(1)):
+        return "filler"
+    totals = m.group(1).split(",")
+    if len(totals) == n_digits and all(re.fullmatch(r"1?[0-9]", t) for t in totals):
+        return "scratchpad"
+    return "malformed"
+
+
+def w153_style_empty_body_direct(text, n_digits=3):
+    body, eos, _ = text.partition("$")
+    if not eos:
+        return "malformed"
+    if re.fullmatch(r"[0-9]*", body):  # digits only
+        return "direct"
+    return _style_of_body(body, n_digits)
+
+
+def r44_style_string_methods(text, n_digits=3):
+    stop = text.find("$")
+    if stop < 0:
+        return "malformed"
+    body = text[:stop]
+    if body and body.isascii() and body.isdigit():
+        return "direct"
+    if not body.startswith("[") or body.count("[") != 1 or body.count("]") != 1:
+        return "malformed"
+    close = body.index("]")
+    inside, after = body[1:close], body[close + 1 :]
+    if not inside or not after or not (after.isascii() and after.isdigit()):
+        return "malformed"
+    if set(inside) == {"."}:
+        return "filler"
+    parts = inside.split(",")
+    if len(parts) != n_digits:
+        return "malformed"
+    for part in parts:
+        if not (part.isascii() and part.isdigit()) or (len(part) > 1 and part[0] == "0") or int(part) > 19:
+            return "malformed"
+    return "scratchpad"
+
+
+ROWS += [
+    _row(
+        "completion_style",
+        "10",
+        w149_style_no_eos_check,
+        "Reads up to the first '$' without requiring one, so a completion that never stopped gets a style.",
+    ),
+    _row(
+        "completion_style",
+        "10",
+        w150_style_two_digit_totals,
+        "Accepts any one- or two-digit total, so totals of 20 or more and leading zeros pass as a scratchpad.",
+    ),
+    _row(
+        "completion_style",
+        "10",
+        w151_style_counts_no_totals,
+        "Does not check that the scratchpad holds exactly n_digits totals.",
+    ),
+    _row(
+        "completion_style",
+        "10",
+        w152_style_match_not_fullmatch,
+        "Tests 'direct' with re.match instead of re.fullmatch, so any body that starts with a digit is direct.",
+    ),
+    _row(
+        "completion_style",
+        "10",
+        w153_style_empty_body_direct,
+        "Uses [0-9]* for direct, so an empty completion ('$') is direct instead of malformed.",
+    ),
+    _row("completion_style", "10", r44_style_string_methods),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 10: style_share
+# ---------------------------------------------------------------------------
+
+
+def w154_share_counts_top_level(labels, style):
+    if len(labels) == 0:
+        raise ValueError("labels: no completion")
+    return (
+        labels.count(style) / len(labels) if isinstance(labels, list) else float((np.asarray(labels) == style).mean())
+    )
+
+
+def w155_share_without_malformed(labels, style):
+    flat = np.asarray(labels).reshape(-1)
+    if flat.size == 0:
+        raise ValueError("labels: no completion")
+    well_formed = flat[flat != "malformed"]
+    return float((well_formed == style).sum() / max(well_formed.size, 1))
+
+
+def w156_share_zero_division(labels, style):
+    flat = np.asarray(labels).reshape(-1).tolist()
+    return sum(label == style for label in flat) / len(flat)
+
+
+def r45_share_recursive_flatten(labels, style):
+    def leaves(x):
+        if isinstance(x, np.ndarray):
+            yield from x.reshape(-1).tolist()
+        elif isinstance(x, (list, tuple)):
+            for item in x:
+                yield from leaves(item)
+        else:
+            yield x
+
+    every = list(leaves(labels))
+    if not every:
+        raise ValueError("labels: empty, so no style has a share")
+    return every.count(style) / len(every)
+
+
+ROWS += [
+    _row(
+        "style_share",
+        "10",
+        w154_share_counts_top_level,
+        "Counts with list.count over the top level, so a nested [B][G] list counts prompts, not completions.",
+    ),
+    _row(
+        "style_share",
+        "10",
+        w155_share_without_malformed,
+        "Leaves malformed completions out of the denominator.",
+    ),
+    _row(
+        "style_share",
+        "10",
+        w156_share_zero_division,
+        "Divides by the number of labels without a check, so no labels raise ZeroDivisionError instead of ValueError.",
+    ),
+    _row("style_share", "10", r45_share_recursive_flatten),
+]
