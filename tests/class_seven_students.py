@@ -3856,3 +3856,249 @@ ROWS += [
     ),
     _row("style_share", "10", r45_share_recursive_flatten),
 ]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 11: rloo_advantages
+# ---------------------------------------------------------------------------
+
+
+def w157_rloo_divides_by_G(rewards):
+    others = rewards.sum(dim=-1, keepdim=True) - rewards
+    return rewards - others / rewards.shape[-1]
+
+
+def w158_rloo_group_of_one_keeps_reward_verl(rewards):
+    G = rewards.shape[-1]
+    if G == 1:
+        return rewards.clone()  # verl: a lone response keeps its score
+    return rewards - (rewards.sum(dim=-1, keepdim=True) - rewards) / (G - 1)
+
+
+def w159_rloo_scale_inverted(rewards):
+    G = rewards.shape[-1]
+    if G == 1:
+        return torch.zeros_like(rewards)
+    return (G - 1) / G * (rewards - rewards.mean(dim=-1, keepdim=True))
+
+
+def w160_rloo_others_of_the_batch(rewards):
+    B, G = rewards.shape
+    if G == 1:
+        return torch.zeros_like(rewards)
+    others = rewards.sum(dim=0, keepdim=True) - rewards  # everyone else
+    return rewards - others / (B - 1) if B > 1 else torch.zeros_like(rewards)
+
+
+def r46_rloo_scaled_centred(rewards):
+    G = rewards.shape[-1]
+    if G < 2:
+        return torch.zeros_like(rewards)
+    return (rewards - rewards.mean(dim=-1, keepdim=True)) * (G / (G - 1))
+
+
+def r47_rloo_explicit_loop(rewards):
+    B, G = rewards.shape
+    out = torch.zeros_like(rewards)
+    if G == 1:
+        return out
+    for i in range(G):
+        keep = [j for j in range(G) if j != i]
+        out[:, i] = rewards[:, i] - rewards[:, keep].mean(dim=-1)
+    return out
+
+
+ROWS += [
+    _row("rloo_advantages", "11", w157_rloo_divides_by_G, "Divides the sum of the others by G instead of G - 1."),
+    _row(
+        "rloo_advantages",
+        "11",
+        w158_rloo_group_of_one_keeps_reward_verl,
+        "Gives a group of one its raw reward, as verl does, instead of 0.",
+    ),
+    _row(
+        "rloo_advantages",
+        "11",
+        w159_rloo_scale_inverted,
+        "Scales the centred rewards by (G - 1) / G instead of G / (G - 1).",
+    ),
+    _row(
+        "rloo_advantages",
+        "11",
+        w160_rloo_others_of_the_batch,
+        "Leaves one out along the batch axis (the other prompts) instead of within the prompt's group.",
+    ),
+    _row("rloo_advantages", "11", r46_rloo_scaled_centred),
+    _row("rloo_advantages", "11", r47_rloo_explicit_loop),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 11: gspo_sequence_log_ratio
+# ---------------------------------------------------------------------------
+
+
+def w161_gspo_sum_not_mean(logp, logp_old, mask):
+    valid = mask.bool()
+    return torch.where(valid, logp - logp_old.detach(), torch.zeros_like(logp)).sum(dim=-1)
+
+
+def w162_gspo_divides_by_T(logp, logp_old, mask):
+    valid = mask.bool()
+    return torch.where(valid, logp - logp_old.detach(), torch.zeros_like(logp)).mean(dim=-1)
+
+
+def w163_gspo_multiplies_by_mask(logp, logp_old, mask):
+    mask = mask.to(logp.dtype)
+    return ((logp - logp_old.detach()) * mask).sum(dim=-1) / mask.sum(dim=-1).clamp(min=1)
+
+
+def w164_gspo_log_of_mean_ratio(logp, logp_old, mask):
+    valid = mask.bool()
+    ratio = torch.where(valid, torch.exp(logp - logp_old.detach()), torch.zeros_like(logp))
+    mean_ratio = ratio.sum(dim=-1) / valid.sum(dim=-1).clamp(min=1)
+    return torch.where(valid.any(dim=-1), torch.log(mean_ratio), torch.zeros_like(mean_ratio))
+
+
+def w165_gspo_returns_the_ratio(logp, logp_old, mask):
+    valid = mask.bool()
+    log_ratio = torch.where(valid, logp - logp_old.detach(), torch.zeros_like(logp))
+    return torch.exp(log_ratio.sum(dim=-1) / valid.sum(dim=-1).clamp(min=1))  # s_i
+
+
+def r48_gspo_masked_fill(logp, logp_old, mask):
+    padding = ~mask.to(torch.bool)
+    differences = (logp - logp_old.detach()).masked_fill(padding, 0.0)
+    lengths = (~padding).sum(-1)
+    return differences.sum(-1) / torch.where(lengths > 0, lengths, torch.ones_like(lengths))
+
+
+ROWS += [
+    _row(
+        "gspo_sequence_log_ratio",
+        "11",
+        w161_gspo_sum_not_mean,
+        "Sums the token log-ratios instead of averaging them over the valid tokens (no length normalisation).",
+    ),
+    _row(
+        "gspo_sequence_log_ratio",
+        "11",
+        w162_gspo_divides_by_T,
+        "Divides by the padded length T instead of the number of valid tokens.",
+    ),
+    _row(
+        "gspo_sequence_log_ratio",
+        "11",
+        w163_gspo_multiplies_by_mask,
+        "Multiplies by the mask instead of selecting, so a NaN or infinite log-prob in the padding poisons the result.",
+    ),
+    _row(
+        "gspo_sequence_log_ratio",
+        "11",
+        w164_gspo_log_of_mean_ratio,
+        "Takes the log of the mean token ratio instead of the mean of the token log-ratios (the geometric mean).",
+    ),
+    _row(
+        "gspo_sequence_log_ratio",
+        "11",
+        w165_gspo_returns_the_ratio,
+        "Returns the ratio s_i itself instead of its log.",
+    ),
+    _row("gspo_sequence_log_ratio", "11", r48_gspo_masked_fill),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 11: cispo_loss
+# ---------------------------------------------------------------------------
+
+
+def w166_cispo_weight_not_detached(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    ratio = torch.exp(logp - logp_old.detach())
+    low = None if clip_eps is None else 1.0 - clip_eps
+    weight = torch.clamp(ratio, min=low, max=1.0 + clip_eps_high)
+    return -weight * adv.detach() * logp
+
+
+def w167_cispo_trl_cap(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    ratio = torch.exp(logp - logp_old.detach())
+    low = None if clip_eps is None else 1.0 - clip_eps
+    weight = torch.clamp(ratio, min=low, max=clip_eps_high).detach()  # TRL: epsilon_high is the cap
+    return -weight * adv.detach() * logp
+
+
+def w168_cispo_symmetric_floor(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    ratio = torch.exp(logp - logp_old.detach())
+    low = 1.0 - (clip_eps_high if clip_eps is None else clip_eps)  # PPO's symmetric range by default
+    weight = torch.clamp(ratio, min=low, max=1.0 + clip_eps_high).detach()
+    return -weight * adv.detach() * logp
+
+
+def w169_cispo_floor_at_one(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    ratio = torch.exp(logp - logp_old.detach())
+    weight = torch.clamp(ratio, min=1.0 - (clip_eps or 0.0), max=1.0 + clip_eps_high).detach()
+    return -weight * adv.detach() * logp
+
+
+def w170_cispo_log_ratio_term(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    log_ratio = logp - logp_old.detach()
+    low = None if clip_eps is None else 1.0 - clip_eps
+    weight = torch.clamp(torch.exp(log_ratio), min=low, max=1.0 + clip_eps_high).detach()
+    return -weight * adv.detach() * log_ratio  # the same gradient as with logp
+
+
+def w171_cispo_mean_reduction(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    ratio = torch.exp(logp - logp_old.detach())
+    low = None if clip_eps is None else 1.0 - clip_eps
+    weight = torch.clamp(ratio, min=low, max=1.0 + clip_eps_high).detach()
+    return (-weight * adv.detach() * logp).mean()
+
+
+def r49_cispo_weight_under_no_grad(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    with torch.no_grad():
+        weight = torch.exp(logp - logp_old).clamp(max=1.0 + clip_eps_high)
+        if clip_eps is not None:
+            weight = weight.clamp(min=1.0 - clip_eps)
+        scaled_adv = weight * adv
+    return -(scaled_adv * logp)
+
+
+ROWS += [
+    _row(
+        "cispo_loss",
+        "11",
+        w166_cispo_weight_not_detached,
+        "Does not stop the gradient of the clipped weight, so the loss differentiates through the ratio too.",
+    ),
+    _row(
+        "cispo_loss",
+        "11",
+        w167_cispo_trl_cap,
+        "Caps the weight at clip_eps_high itself (TRL's convention) instead of 1 + clip_eps_high.",
+    ),
+    _row(
+        "cispo_loss",
+        "11",
+        w168_cispo_symmetric_floor,
+        "Floors the weight at 1 - clip_eps_high when clip_eps is None, though None means no lower bound.",
+    ),
+    _row(
+        "cispo_loss",
+        "11",
+        w169_cispo_floor_at_one,
+        "Writes the floor as 1 - (clip_eps or 0), so with clip_eps=None every weight is floored at 1.",
+    ),
+    _row(
+        "cispo_loss",
+        "11",
+        w170_cispo_log_ratio_term,
+        "Multiplies the weight by the log-ratio instead of logp: the same gradient, another loss value.",
+    ),
+    _row(
+        "cispo_loss",
+        "11",
+        w171_cispo_mean_reduction,
+        "Returns the mean over tokens instead of the per-token loss.",
+    ),
+    _row("cispo_loss", "11", r49_cispo_weight_under_no_grad),
+]
