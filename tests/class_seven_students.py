@@ -200,21 +200,21 @@ ROWS += [
 # ---------------------------------------------------------------------------
 
 
-def w09_sort_reward_counts_response_tokens(prompt, response):
+def w09_sort_inclusion_ordering_reward_counts_response_tokens(prompt, response):
     matches = prompt[..., :, None] == response[..., None, :]  # (..., T_prompt, T_response)
     inclusion = matches.any(dim=-2).sum(dim=-1)  # each response token found in the prompt
     ordering = (response[..., :-1] <= response[..., 1:]).sum(dim=-1)
     return (inclusion + ordering).float()
 
 
-def w10_sort_reward_strict_order(prompt, response):
+def w10_sort_inclusion_ordering_reward_strict_order(prompt, response):
     matches = prompt[..., :, None] == response[..., None, :]
     inclusion = matches.any(dim=-1).sum(dim=-1)
     ordering = (response[..., :-1] < response[..., 1:]).sum(dim=-1)
     return (inclusion + ordering).float()
 
 
-def w11_sort_reward_sets(prompt, response):
+def w11_sort_inclusion_ordering_reward_sets(prompt, response):
     prompt, response = torch.broadcast_tensors(prompt, response)
     T = prompt.shape[-1]
     rows = []
@@ -225,27 +225,27 @@ def w11_sort_reward_sets(prompt, response):
     return torch.tensor(rows, dtype=torch.float32).reshape(prompt.shape[:-1])
 
 
-def w12_sort_reward_isin(prompt, response):
+def w12_sort_inclusion_ordering_reward_isin(prompt, response):
     inclusion = torch.isin(prompt, response).sum(dim=-1)
     ordering = (response[..., :-1] <= response[..., 1:]).sum(dim=-1)
     return (inclusion + ordering).float()
 
 
-def w13_sort_reward_integer_result(prompt, response):
+def w13_sort_inclusion_ordering_reward_integer_result(prompt, response):
     matches = prompt[..., :, None] == response[..., None, :]
     inclusion = matches.any(dim=-1).sum(dim=-1)
     ordering = (response[..., :-1] <= response[..., 1:]).sum(dim=-1)
     return inclusion + ordering
 
 
-def r05_sort_reward_counts_clamped(prompt, response):
+def r05_sort_inclusion_ordering_reward_counts_clamped(prompt, response):
     hits = (prompt.unsqueeze(-1) == response.unsqueeze(-2)).sum(dim=-1).clamp(max=1)  # (..., T)
     ordered = torch.diff(response, dim=-1) >= 0  # (..., T - 1)
     total = hits.sum(dim=-1) + ordered.sum(dim=-1)
     return total.to(torch.float32)
 
 
-def r06_sort_reward_python_rows(prompt, response):
+def r06_sort_inclusion_ordering_reward_python_rows(prompt, response):
     prompt, response = torch.broadcast_tensors(prompt, response)
     T = prompt.shape[-1]
     scores = []
@@ -261,37 +261,37 @@ ROWS += [
     _row(
         "sort_inclusion_ordering_reward",
         "01",
-        w09_sort_reward_counts_response_tokens,
+        w09_sort_inclusion_ordering_reward_counts_response_tokens,
         "Counts the response tokens found in the prompt instead of the prompt tokens found in the response, "
         "so a repeated right token earns several points.",
     ),
     _row(
         "sort_inclusion_ordering_reward",
         "01",
-        w10_sort_reward_strict_order,
+        w10_sort_inclusion_ordering_reward_strict_order,
         "Counts an ordered pair only when strictly increasing (<), so equal neighbours earn no point.",
     ),
     _row(
         "sort_inclusion_ordering_reward",
         "01",
-        w11_sort_reward_sets,
+        w11_sort_inclusion_ordering_reward_sets,
         "Counts inclusion as the size of a set intersection, so a token repeated in the prompt earns one point "
         "instead of one per occurrence.",
     ),
     _row(
         "sort_inclusion_ordering_reward",
         "01",
-        w12_sort_reward_isin,
+        w12_sort_inclusion_ordering_reward_isin,
         "Uses torch.isin, which tests each prompt token against every response of the whole batch, not its own.",
     ),
     _row(
         "sort_inclusion_ordering_reward",
         "01",
-        w13_sort_reward_integer_result,
+        w13_sort_inclusion_ordering_reward_integer_result,
         "Returns an integer tensor instead of the float32 rewards the docstring promises.",
     ),
-    _row("sort_inclusion_ordering_reward", "01", r05_sort_reward_counts_clamped),
-    _row("sort_inclusion_ordering_reward", "01", r06_sort_reward_python_rows),
+    _row("sort_inclusion_ordering_reward", "01", r05_sort_inclusion_ordering_reward_counts_clamped),
+    _row("sort_inclusion_ordering_reward", "01", r06_sort_inclusion_ordering_reward_python_rows),
 ]
 
 
@@ -340,7 +340,7 @@ def _stated(text, statements):
 _STATEMENT = r"\banswer(?:\s+is\b\s*:?|\s*:)"
 
 
-def w14_math_reward_flat_box_regex(response_text, ground_truth):
+def w14_math_answer_reward_flat_box_regex(response_text, ground_truth):
     boxes = re.findall(r"\\boxed\{([^{}]*)\}", response_text)
     if boxes:
         answer = boxes[-1]
@@ -352,7 +352,7 @@ def w14_math_reward_flat_box_regex(response_text, ground_truth):
     return _compare_like_the_text(answer, ground_truth)
 
 
-def w15_math_reward_cuts_at_any_dot(response_text, ground_truth):
+def w15_math_answer_reward_cuts_at_any_dot(response_text, ground_truth):
     answer = _last_boxed_content(response_text)
     if answer is None:
         statements = list(re.finditer(_STATEMENT, response_text, re.IGNORECASE))
@@ -364,7 +364,7 @@ def w15_math_reward_cuts_at_any_dot(response_text, ground_truth):
     return _compare_like_the_text(answer, ground_truth)
 
 
-def w16_math_reward_case_sensitive(response_text, ground_truth):
+def w16_math_answer_reward_case_sensitive(response_text, ground_truth):
     answer = _last_boxed_content(response_text)
     if answer is None:
         statements = list(re.finditer(r"\b(?:answer\s+is\b\s*:?|Answer\s*:)", response_text))
@@ -374,7 +374,7 @@ def w16_math_reward_case_sensitive(response_text, ground_truth):
     return _compare_like_the_text(answer, ground_truth)
 
 
-def w17_math_reward_first_statement(response_text, ground_truth):
+def w17_math_answer_reward_first_statement(response_text, ground_truth):
     answer = _last_boxed_content(response_text)
     if answer is None:
         first = re.search(_STATEMENT, response_text, re.IGNORECASE)
@@ -384,7 +384,7 @@ def w17_math_reward_first_statement(response_text, ground_truth):
     return _compare_like_the_text(answer, ground_truth)
 
 
-def w18_math_reward_float_or_string(response_text, ground_truth):
+def w18_math_answer_reward_float_or_string(response_text, ground_truth):
     answer = _last_boxed_content(response_text)
     if answer is None:
         statements = list(re.finditer(_STATEMENT, response_text, re.IGNORECASE))
@@ -400,7 +400,7 @@ def w18_math_reward_float_or_string(response_text, ground_truth):
         return float(answer == truth)
 
 
-def w19_math_reward_statement_before_box(response_text, ground_truth):
+def w19_math_answer_reward_statement_before_box(response_text, ground_truth):
     statements = list(re.finditer(_STATEMENT, response_text, re.IGNORECASE))
     if statements:
         answer = _stated(response_text, statements)
@@ -411,7 +411,7 @@ def w19_math_reward_statement_before_box(response_text, ground_truth):
     return _compare_like_the_text(answer, ground_truth)
 
 
-def w20_math_reward_strips_only_dots(response_text, ground_truth):
+def w20_math_answer_reward_strips_only_dots(response_text, ground_truth):
     answer = _last_boxed_content(response_text)
     if answer is None:
         statements = list(re.finditer(_STATEMENT, response_text, re.IGNORECASE))
@@ -433,7 +433,7 @@ def w20_math_reward_strips_only_dots(response_text, ground_truth):
     return float(answer == truth)
 
 
-def r07_math_reward_scanner_and_decimal(response_text, ground_truth):
+def r07_math_answer_reward_scanner_and_decimal(response_text, ground_truth):
     from decimal import Decimal
 
     def boxed(text):
@@ -482,47 +482,47 @@ ROWS += [
     _row(
         "math_answer_reward",
         "01",
-        w14_math_reward_flat_box_regex,
+        w14_math_answer_reward_flat_box_regex,
         "Finds boxes with a regex that allows no brace inside, so a nested \\boxed{\\frac{1}{2}} is not found.",
     ),
     _row(
         "math_answer_reward",
         "01",
-        w15_math_reward_cuts_at_any_dot,
+        w15_math_answer_reward_cuts_at_any_dot,
         "Ends the stated answer at any '.', so a decimal such as 2.5 is cut to 2.",
     ),
     _row(
         "math_answer_reward",
         "01",
-        w16_math_reward_case_sensitive,
+        w16_math_answer_reward_case_sensitive,
         "Matches the answer statements case-sensitively, so 'ANSWER:' or 'The Answer is' is not found.",
     ),
     _row(
         "math_answer_reward",
         "01",
-        w17_math_reward_first_statement,
+        w17_math_answer_reward_first_statement,
         "Takes the first answer statement of the text instead of the last.",
     ),
     _row(
         "math_answer_reward",
         "01",
-        w18_math_reward_float_or_string,
+        w18_math_answer_reward_float_or_string,
         "Compares with Python's float() whenever it parses, so non-plain numbers such as '1e3' or 'inf' compare "
         "as numbers instead of as strings.",
     ),
     _row(
         "math_answer_reward",
         "01",
-        w19_math_reward_statement_before_box,
+        w19_math_answer_reward_statement_before_box,
         "Looks for an answer statement before a \\boxed{}, so a stated answer wins over the last box.",
     ),
     _row(
         "math_answer_reward",
         "01",
-        w20_math_reward_strips_only_dots,
+        w20_math_answer_reward_strips_only_dots,
         "Strips only trailing dots, not the other trailing punctuation (',', ';', ':', '!', '?').",
     ),
-    _row("math_answer_reward", "01", r07_math_reward_scanner_and_decimal),
+    _row("math_answer_reward", "01", r07_math_answer_reward_scanner_and_decimal),
 ]
 
 
@@ -696,7 +696,7 @@ def _sample(logits, n_samples, generator):
     return torch.multinomial(torch.softmax(logits, dim=-1), n_samples, replacement=True, generator=generator)
 
 
-def w29_mc_gradient_subtracts_pi_of_action(logits, reward_per_action, n_samples, generator=None):
+def w29_mc_policy_gradient_subtracts_pi_of_action(logits, reward_per_action, n_samples, generator=None):
     pi = torch.softmax(logits, dim=-1)
     actions = _sample(logits, n_samples, generator)
     onehot = nn.functional.one_hot(actions, logits.shape[0]).to(logits.dtype)
@@ -704,14 +704,14 @@ def w29_mc_gradient_subtracts_pi_of_action(logits, reward_per_action, n_samples,
     return (reward_per_action[actions, None] * score).mean(dim=0)
 
 
-def w30_mc_gradient_sums_samples(logits, reward_per_action, n_samples, generator=None):
+def w30_mc_policy_gradient_sums_samples(logits, reward_per_action, n_samples, generator=None):
     pi = torch.softmax(logits, dim=-1)
     actions = _sample(logits, n_samples, generator)
     score = nn.functional.one_hot(actions, logits.shape[0]).to(logits.dtype) - pi
     return (reward_per_action[actions, None] * score).sum(dim=0)
 
 
-def w31_mc_gradient_without_replacement(logits, reward_per_action, n_samples, generator=None):
+def w31_mc_policy_gradient_without_replacement(logits, reward_per_action, n_samples, generator=None):
     pi = torch.softmax(logits, dim=-1)
     n = min(n_samples, logits.shape[0])  # distinct actions only
     actions = torch.multinomial(pi, n, replacement=False, generator=generator)
@@ -719,14 +719,14 @@ def w31_mc_gradient_without_replacement(logits, reward_per_action, n_samples, ge
     return (reward_per_action[actions, None] * score).mean(dim=0)
 
 
-def w32_mc_gradient_ignores_generator(logits, reward_per_action, n_samples, generator=None):
+def w32_mc_policy_gradient_ignores_generator(logits, reward_per_action, n_samples, generator=None):
     pi = torch.softmax(logits, dim=-1)
     actions = torch.multinomial(pi, n_samples, replacement=True)
     score = nn.functional.one_hot(actions, logits.shape[0]).to(logits.dtype) - pi
     return (reward_per_action[actions, None] * score).mean(dim=0)
 
 
-def r12_mc_gradient_autograd(logits, reward_per_action, n_samples, generator=None):
+def r12_mc_policy_gradient_autograd(logits, reward_per_action, n_samples, generator=None):
     actions = _sample(logits.detach(), n_samples, generator)
     x = logits.detach().clone().requires_grad_(True)
     surrogate = (reward_per_action.detach()[actions] * torch.log_softmax(x, dim=-1)[actions]).mean()
@@ -734,7 +734,7 @@ def r12_mc_gradient_autograd(logits, reward_per_action, n_samples, generator=Non
     return gradient
 
 
-def r13_mc_gradient_bincount(logits, reward_per_action, n_samples, generator=None):
+def r13_mc_policy_gradient_bincount(logits, reward_per_action, n_samples, generator=None):
     logits, reward_per_action = logits.detach(), reward_per_action.detach()
     pi = torch.softmax(logits, dim=-1)
     actions = _sample(logits, n_samples, generator)
@@ -747,30 +747,30 @@ ROWS += [
     _row(
         "mc_policy_gradient",
         "02",
-        w29_mc_gradient_subtracts_pi_of_action,
+        w29_mc_policy_gradient_subtracts_pi_of_action,
         "Reads the score as onehot(a) - pi(a), subtracting the sampled action's probability from every coordinate "
         "instead of the vector pi.",
     ),
     _row(
         "mc_policy_gradient",
         "02",
-        w30_mc_gradient_sums_samples,
+        w30_mc_policy_gradient_sums_samples,
         "Sums the n per-sample terms instead of averaging them.",
     ),
     _row(
         "mc_policy_gradient",
         "02",
-        w31_mc_gradient_without_replacement,
+        w31_mc_policy_gradient_without_replacement,
         "Samples the actions without replacement (at most V of them), which biases the estimate.",
     ),
     _row(
         "mc_policy_gradient",
         "02",
-        w32_mc_gradient_ignores_generator,
+        w32_mc_policy_gradient_ignores_generator,
         "Samples from the global RNG instead of the generator it is given, so equal seeds do not repeat the samples.",
     ),
-    _row("mc_policy_gradient", "02", r12_mc_gradient_autograd),
-    _row("mc_policy_gradient", "02", r13_mc_gradient_bincount),
+    _row("mc_policy_gradient", "02", r12_mc_policy_gradient_autograd),
+    _row("mc_policy_gradient", "02", r13_mc_policy_gradient_bincount),
 ]
 
 
@@ -779,7 +779,7 @@ ROWS += [
 # ---------------------------------------------------------------------------
 
 
-def w33_deltas_tiny_spread_counts_as_equal(rewards, mode, eps=1e-6):
+def w33_compute_deltas_tiny_spread_counts_as_equal(rewards, mode, eps=1e-6):
     if mode == "rewards":
         return rewards.clone()
     centred = rewards - rewards.mean(dim=-1, keepdim=True)
@@ -793,7 +793,7 @@ def w33_deltas_tiny_spread_counts_as_equal(rewards, mode, eps=1e-6):
     return torch.where(flat, torch.zeros_like(centred), centred / (std + eps))
 
 
-def w34_deltas_group_of_one_keeps_reward_verl(rewards, mode, eps=1e-6):
+def w34_compute_deltas_group_of_one_keeps_reward_verl(rewards, mode, eps=1e-6):
     if mode == "rewards":
         return rewards.clone()
     if rewards.shape[-1] == 1:
@@ -806,7 +806,7 @@ def w34_deltas_group_of_one_keeps_reward_verl(rewards, mode, eps=1e-6):
     return centred / (rewards.std(dim=-1, keepdim=True) + eps)
 
 
-def w35_deltas_centres_in_place(rewards, mode, eps=1e-6):
+def w35_compute_deltas_centres_in_place(rewards, mode, eps=1e-6):
     if mode == "rewards":
         return rewards.clone()
     all_equal = (rewards == rewards[:, :1]).all(dim=-1, keepdim=True)
@@ -818,7 +818,7 @@ def w35_deltas_centres_in_place(rewards, mode, eps=1e-6):
     return centred / (std + eps)
 
 
-def w36_deltas_divides_without_centring(rewards, mode, eps=1e-6):
+def w36_compute_deltas_divides_without_centring(rewards, mode, eps=1e-6):
     if mode == "rewards":
         return rewards.clone()
     centred = rewards - rewards.mean(dim=-1, keepdim=True)
@@ -830,7 +830,7 @@ def w36_deltas_divides_without_centring(rewards, mode, eps=1e-6):
     return torch.where(all_equal, zeros, scaled)
 
 
-def r14_deltas_manual_bessel(rewards, mode, eps=1e-6):
+def r14_compute_deltas_manual_bessel(rewards, mode, eps=1e-6):
     if mode not in ("rewards", "centered_rewards", "normalized_rewards"):
         raise ValueError(f"mode: unknown {mode!r}")
     out = rewards.clone()
@@ -849,7 +849,7 @@ def r14_deltas_manual_bessel(rewards, mode, eps=1e-6):
     return centred / (std + eps)
 
 
-def r15_deltas_row_by_row(rewards, mode, eps=1e-6):
+def r15_compute_deltas_row_by_row(rewards, mode, eps=1e-6):
     if mode == "rewards":
         return rewards.clone()
     rows = []
@@ -868,29 +868,29 @@ ROWS += [
     _row(
         "compute_deltas",
         "03",
-        w33_deltas_tiny_spread_counts_as_equal,
+        w33_compute_deltas_tiny_spread_counts_as_equal,
         "Treats a group whose std is below eps as all equal and zeroes it, though its rewards differ.",
     ),
     _row(
         "compute_deltas",
         "03",
-        w34_deltas_group_of_one_keeps_reward_verl,
+        w34_compute_deltas_group_of_one_keeps_reward_verl,
         "Gives a group of one its raw reward, as verl does, instead of zeros in the centred and normalised modes.",
     ),
     _row(
         "compute_deltas",
         "03",
-        w35_deltas_centres_in_place,
+        w35_compute_deltas_centres_in_place,
         "Subtracts the group mean in place, changing the caller's rewards tensor.",
     ),
     _row(
         "compute_deltas",
         "03",
-        w36_deltas_divides_without_centring,
+        w36_compute_deltas_divides_without_centring,
         "In the normalised mode divides the raw rewards by the std, forgetting to subtract the group mean first.",
     ),
-    _row("compute_deltas", "03", r14_deltas_manual_bessel),
-    _row("compute_deltas", "03", r15_deltas_row_by_row),
+    _row("compute_deltas", "03", r14_compute_deltas_manual_bessel),
+    _row("compute_deltas", "03", r15_compute_deltas_row_by_row),
 ]
 
 
@@ -899,32 +899,32 @@ ROWS += [
 # ---------------------------------------------------------------------------
 
 
-def w37_variance_of_all_entries(grad_samples):
+def w37_gradient_variance_of_all_entries(grad_samples):
     return float(torch.var(grad_samples))
 
 
-def w38_variance_torch_cov_rows(grad_samples):
+def w38_gradient_variance_torch_cov_rows(grad_samples):
     return float(torch.atleast_2d(torch.cov(grad_samples)).trace())  # torch.cov: variables are rows
 
 
-def w39_variance_returns_tensor(grad_samples):
+def w39_gradient_variance_returns_tensor(grad_samples):
     return grad_samples.var(dim=0).sum()
 
 
-def w40_variance_mean_of_coordinates(grad_samples):
+def w40_gradient_variance_mean_of_coordinates(grad_samples):
     return float(grad_samples.var(dim=0).mean())
 
 
-def w41_variance_in_float32(grad_samples):
+def w41_gradient_variance_in_float32(grad_samples):
     return grad_samples.float().var(dim=0).sum().item()
 
 
-def r16_variance_cov_of_columns(grad_samples):
+def r16_gradient_variance_cov_of_columns(grad_samples):
     covariance = torch.atleast_2d(torch.cov(grad_samples.T, correction=1))  # (P, P)
     return covariance.diagonal().sum().item()
 
 
-def r17_variance_numpy_ddof(grad_samples):
+def r17_gradient_variance_numpy_ddof(grad_samples):
     samples = grad_samples.detach().cpu().numpy()
     return float(np.var(samples, axis=0, ddof=1).sum())
 
@@ -933,35 +933,35 @@ ROWS += [
     _row(
         "gradient_variance",
         "03",
-        w37_variance_of_all_entries,
+        w37_gradient_variance_of_all_entries,
         "Takes one variance over all N * P entries instead of each coordinate's variance over the samples, summed.",
     ),
     _row(
         "gradient_variance",
         "03",
-        w38_variance_torch_cov_rows,
+        w38_gradient_variance_torch_cov_rows,
         "Passes the (N, P) samples to torch.cov, which reads rows as variables, so it sums the variances of samples.",
     ),
     _row(
         "gradient_variance",
         "03",
-        w39_variance_returns_tensor,
+        w39_gradient_variance_returns_tensor,
         "Returns a 0-dim tensor instead of a Python float.",
     ),
     _row(
         "gradient_variance",
         "03",
-        w40_variance_mean_of_coordinates,
+        w40_gradient_variance_mean_of_coordinates,
         "Averages the P coordinate variances instead of summing them.",
     ),
     _row(
         "gradient_variance",
         "03",
-        w41_variance_in_float32,
+        w41_gradient_variance_in_float32,
         "Casts the samples to float32 first, losing float64's precision when the mean is large.",
     ),
-    _row("gradient_variance", "03", r16_variance_cov_of_columns),
-    _row("gradient_variance", "03", r17_variance_numpy_ddof),
+    _row("gradient_variance", "03", r16_gradient_variance_cov_of_columns),
+    _row("gradient_variance", "03", r17_gradient_variance_numpy_ddof),
 ]
 
 
@@ -1043,7 +1043,7 @@ ROWS += [
 # ---------------------------------------------------------------------------
 
 
-def w46_gae_last_value_from_values(rewards, values, dones, last_values, gamma, lam):
+def w46_compute_gae_last_value_from_values(rewards, values, dones, last_values, gamma, lam):
     d = dones.to(rewards.dtype)
     next_values = torch.cat([values[..., 1:], values[..., -1:]], dim=-1)  # the last state's value again
     deltas = rewards + gamma * (1.0 - d) * next_values - values
@@ -1055,7 +1055,7 @@ def w46_gae_last_value_from_values(rewards, values, dones, last_values, gamma, l
     return advantages, advantages + values
 
 
-def w47_gae_one_minus_bool(rewards, values, dones, last_values, gamma, lam):
+def w47_compute_gae_one_minus_bool(rewards, values, dones, last_values, gamma, lam):
     not_done = 1 - dones  # 1 where the episode goes on
     next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
     deltas = rewards + gamma * not_done * next_values - values
@@ -1067,7 +1067,7 @@ def w47_gae_one_minus_bool(rewards, values, dones, last_values, gamma, lam):
     return advantages, advantages + values
 
 
-def w48_gae_cleanrl_next_done(rewards, values, dones, last_values, gamma, lam):
+def w48_compute_gae_cleanrl_next_done(rewards, values, dones, last_values, gamma, lam):
     d = dones.to(rewards.dtype)
     T = rewards.shape[-1]
     advantages = torch.zeros_like(rewards)
@@ -1085,7 +1085,7 @@ def w48_gae_cleanrl_next_done(rewards, values, dones, last_values, gamma, lam):
     return advantages, advantages + values
 
 
-def w49_gae_lambda_in_the_bootstrap(rewards, values, dones, last_values, gamma, lam):
+def w49_compute_gae_lambda_in_the_bootstrap(rewards, values, dones, last_values, gamma, lam):
     d = dones.to(rewards.dtype)
     next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
     deltas = rewards + gamma * lam * (1.0 - d) * next_values - values
@@ -1097,7 +1097,7 @@ def w49_gae_lambda_in_the_bootstrap(rewards, values, dones, last_values, gamma, 
     return advantages, advantages + values
 
 
-def w50_gae_deltas_in_rewards(rewards, values, dones, last_values, gamma, lam):
+def w50_compute_gae_deltas_in_rewards(rewards, values, dones, last_values, gamma, lam):
     d = dones.to(rewards.dtype)
     next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
     deltas = rewards
@@ -1111,7 +1111,7 @@ def w50_gae_deltas_in_rewards(rewards, values, dones, last_values, gamma, lam):
     return advantages, advantages + values
 
 
-def w51_gae_returns_spinning_up(rewards, values, dones, last_values, gamma, lam):
+def w51_compute_gae_returns_spinning_up(rewards, values, dones, last_values, gamma, lam):
     d = dones.to(rewards.dtype)
     next_values = torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)
     deltas = rewards + gamma * (1.0 - d) * next_values - values
@@ -1127,7 +1127,7 @@ def w51_gae_returns_spinning_up(rewards, values, dones, last_values, gamma, lam)
     return advantages, returns
 
 
-def r19_gae_cleanrl_style_course_dones(rewards, values, dones, last_values, gamma, lam):
+def r19_compute_gae_cleanrl_style_course_dones(rewards, values, dones, last_values, gamma, lam):
     T = rewards.shape[-1]
     nonterminal = 1.0 - dones.to(rewards.dtype)
     advantages = torch.empty_like(rewards)
@@ -1141,7 +1141,7 @@ def r19_gae_cleanrl_style_course_dones(rewards, values, dones, last_values, gamm
     return advantages, returns
 
 
-def r20_gae_list_then_stack(rewards, values, dones, last_values, gamma, lam):
+def r20_compute_gae_list_then_stack(rewards, values, dones, last_values, gamma, lam):
     keep = torch.where(dones.bool(), 0.0, 1.0).to(rewards.dtype)
     following_value = last_values
     following_adv = torch.zeros_like(last_values, dtype=rewards.dtype)
@@ -1159,42 +1159,42 @@ ROWS += [
     _row(
         "compute_gae",
         "04",
-        w46_gae_last_value_from_values,
+        w46_compute_gae_last_value_from_values,
         "Bootstraps the last step from values[..., -1] instead of last_values.",
     ),
     _row(
         "compute_gae",
         "04",
-        w47_gae_one_minus_bool,
+        w47_compute_gae_one_minus_bool,
         "Computes 1 - dones directly, which raises for bool dones instead of converting them to numbers first.",
     ),
     _row(
         "compute_gae",
         "04",
-        w48_gae_cleanrl_next_done,
+        w48_compute_gae_cleanrl_next_done,
         "Keeps CleanRL's convention that masks step t with dones[t + 1], though here dones[t] ends the episode at t.",
     ),
     _row(
         "compute_gae",
         "04",
-        w49_gae_lambda_in_the_bootstrap,
+        w49_compute_gae_lambda_in_the_bootstrap,
         "Puts gamma * lambda instead of gamma in front of V(s_{t+1}) inside the TD residual.",
     ),
     _row(
         "compute_gae",
         "04",
-        w50_gae_deltas_in_rewards,
+        w50_compute_gae_deltas_in_rewards,
         "Builds the residuals with += and -= on an alias of rewards, changing the caller's rewards in place.",
     ),
     _row(
         "compute_gae",
         "04",
-        w51_gae_returns_spinning_up,
+        w51_compute_gae_returns_spinning_up,
         "Returns the bootstrapped discounted return as the critic's target, as Spinning Up does, instead of "
         "advantages + values.",
     ),
-    _row("compute_gae", "04", r19_gae_cleanrl_style_course_dones),
-    _row("compute_gae", "04", r20_gae_list_then_stack),
+    _row("compute_gae", "04", r19_compute_gae_cleanrl_style_course_dones),
+    _row("compute_gae", "04", r20_compute_gae_list_then_stack),
 ]
 
 
@@ -1203,26 +1203,26 @@ ROWS += [
 # ---------------------------------------------------------------------------
 
 
-def w52_td_last_step_never_masked(rewards, values, dones, last_values, gamma):
+def w52_td_residuals_last_step_never_masked(rewards, values, dones, last_values, gamma):
     d = dones.to(rewards.dtype)
     inside = values[..., 1:] * (1.0 - d[..., :-1])  # steps 0 .. T-2
     next_values = torch.cat([inside, last_values.unsqueeze(-1)], dim=-1)
     return rewards + gamma * next_values - values
 
 
-def w53_td_previous_value(rewards, values, dones, last_values, gamma):
+def w53_td_residuals_previous_value(rewards, values, dones, last_values, gamma):
     d = dones.to(rewards.dtype)
     next_values = torch.cat([last_values.unsqueeze(-1), values[..., :-1]], dim=-1)
     return rewards + gamma * (1.0 - d) * next_values - values
 
 
-def w54_td_flat_last_values(rewards, values, dones, last_values, gamma):
+def w54_td_residuals_flat_last_values(rewards, values, dones, last_values, gamma):
     d = dones.to(rewards.dtype)
     next_values = torch.cat([values[..., 1:], last_values.reshape(-1, 1)], dim=-1)
     return rewards + gamma * (1.0 - d) * next_values - values
 
 
-def r21_td_roll_then_fix(rewards, values, dones, last_values, gamma):
+def r21_td_residuals_roll_then_fix(rewards, values, dones, last_values, gamma):
     next_values = torch.roll(values, shifts=-1, dims=-1).clone()
     next_values[..., -1] = last_values
     next_values = torch.where(dones.bool(), torch.zeros_like(next_values), next_values)
@@ -1233,22 +1233,22 @@ ROWS += [
     _row(
         "td_residuals",
         "04",
-        w52_td_last_step_never_masked,
+        w52_td_residuals_last_step_never_masked,
         "Masks V(s_{t+1}) only for t < T-1, so a terminal last step still bootstraps from last_values.",
     ),
     _row(
         "td_residuals",
         "04",
-        w53_td_previous_value,
+        w53_td_residuals_previous_value,
         "Shifts the values the wrong way, pairing step t with V(s_{t-1}) (and last_values with step 0).",
     ),
     _row(
         "td_residuals",
         "04",
-        w54_td_flat_last_values,
+        w54_td_residuals_flat_last_values,
         "Reshapes last_values to (-1, 1), which only lines up with the values for at most one batch axis.",
     ),
-    _row("td_residuals", "04", r21_td_roll_then_fix),
+    _row("td_residuals", "04", r21_td_residuals_roll_then_fix),
 ]
 
 
@@ -1280,7 +1280,7 @@ def _diagnostics(ratio, adv, valid, low_edge, high_edge):
         }
 
 
-def w55_surrogate_max_instead_of_min(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+def w55_clipped_surrogate_loss_max_instead_of_min(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
     high = clip_eps if clip_eps_high is None else clip_eps_high
     valid, logp, logp_old, adv = _surrogate_parts(logp, logp_old, adv, mask)
     ratio = torch.exp(logp - logp_old)
@@ -1290,7 +1290,7 @@ def w55_surrogate_max_instead_of_min(logp, logp_old, adv, clip_eps, mask=None, c
     return loss, _diagnostics(ratio, adv, valid, 1.0 - clip_eps, 1.0 + high)
 
 
-def w56_surrogate_clips_the_advantage(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+def w56_clipped_surrogate_loss_clips_the_advantage(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
     high = clip_eps if clip_eps_high is None else clip_eps_high
     valid, logp, logp_old, adv = _surrogate_parts(logp, logp_old, adv, mask)
     ratio = torch.exp(logp - logp_old)
@@ -1299,7 +1299,7 @@ def w56_surrogate_clips_the_advantage(logp, logp_old, adv, clip_eps, mask=None, 
     return loss, _diagnostics(ratio, adv, valid, 1.0 - clip_eps, 1.0 + high)
 
 
-def w57_surrogate_ignores_clip_eps_high(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+def w57_clipped_surrogate_loss_ignores_clip_eps_high(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
     valid, logp, logp_old, adv = _surrogate_parts(logp, logp_old, adv, mask)
     ratio = torch.exp(logp - logp_old)
     clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps)
@@ -1308,7 +1308,7 @@ def w57_surrogate_ignores_clip_eps_high(logp, logp_old, adv, clip_eps, mask=None
     return loss, _diagnostics(ratio, adv, valid, 1.0 - clip_eps, 1.0 + clip_eps)
 
 
-def w58_surrogate_cleanrl_clipfrac(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+def w58_clipped_surrogate_loss_cleanrl_clipfrac(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
     high = clip_eps if clip_eps_high is None else clip_eps_high
     valid, logp, logp_old, adv = _surrogate_parts(logp, logp_old, adv, mask)
     ratio = torch.exp(logp - logp_old)
@@ -1322,7 +1322,7 @@ def w58_surrogate_cleanrl_clipfrac(logp, logp_old, adv, clip_eps, mask=None, cli
     return loss, info
 
 
-def w59_surrogate_cleanrl_old_approx_kl(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+def w59_clipped_surrogate_loss_cleanrl_old_approx_kl(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
     high = clip_eps if clip_eps_high is None else clip_eps_high
     valid, logp, logp_old, adv = _surrogate_parts(logp, logp_old, adv, mask)
     log_ratio = logp - logp_old
@@ -1336,7 +1336,7 @@ def w59_surrogate_cleanrl_old_approx_kl(logp, logp_old, adv, clip_eps, mask=None
     return loss, info
 
 
-def w60_surrogate_diagnostics_as_tensors(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+def w60_clipped_surrogate_loss_diagnostics_as_tensors(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
     high = clip_eps if clip_eps_high is None else clip_eps_high
     valid, logp, logp_old, adv = _surrogate_parts(logp, logp_old, adv, mask)
     ratio = torch.exp(logp - logp_old)
@@ -1355,7 +1355,7 @@ def w60_surrogate_diagnostics_as_tensors(logp, logp_old, adv, clip_eps, mask=Non
     return loss, info
 
 
-def w61_surrogate_mean_over_all_entries(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+def w61_clipped_surrogate_loss_mean_over_all_entries(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
     high = clip_eps if clip_eps_high is None else clip_eps_high
     valid, logp, logp_old, adv = _surrogate_parts(logp, logp_old, adv, mask)
     ratio = torch.exp(logp - logp_old)
@@ -1365,7 +1365,7 @@ def w61_surrogate_mean_over_all_entries(logp, logp_old, adv, clip_eps, mask=None
     return loss, _diagnostics(ratio, adv, valid, 1.0 - clip_eps, 1.0 + high)
 
 
-def w62_surrogate_ratio_under_no_grad(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+def w62_clipped_surrogate_loss_ratio_under_no_grad(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
     high = clip_eps if clip_eps_high is None else clip_eps_high
     valid, logp, logp_old, adv = _surrogate_parts(logp, logp_old, adv, mask)
     with torch.no_grad():  # one ratio for the loss and the diagnostics
@@ -1377,7 +1377,9 @@ def w62_surrogate_ratio_under_no_grad(logp, logp_old, adv, clip_eps, mask=None, 
     return loss, info
 
 
-def r22_surrogate_max_of_negatives_masked_fill(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+def r22_clipped_surrogate_loss_max_of_negatives_masked_fill(
+    logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None
+):
     upper = 1.0 + (clip_eps if clip_eps_high is None else clip_eps_high)
     lower = 1.0 - clip_eps
     padding = torch.zeros_like(logp, dtype=torch.bool) if mask is None else ~mask.bool()
@@ -1406,52 +1408,52 @@ ROWS += [
     _row(
         "clipped_surrogate_loss",
         "05",
-        w55_surrogate_max_instead_of_min,
+        w55_clipped_surrogate_loss_max_instead_of_min,
         "Takes the max of the clipped and unclipped objectives instead of the min (the optimistic bound).",
     ),
     _row(
         "clipped_surrogate_loss",
         "05",
-        w56_surrogate_clips_the_advantage,
+        w56_clipped_surrogate_loss_clips_the_advantage,
         "Clips the advantage to [-clip_eps, clip_eps_high] instead of clipping the ratio.",
     ),
     _row(
         "clipped_surrogate_loss",
         "05",
-        w57_surrogate_ignores_clip_eps_high,
+        w57_clipped_surrogate_loss_ignores_clip_eps_high,
         "Ignores clip_eps_high: clips (and counts clipping) symmetrically at 1 +- clip_eps.",
     ),
     _row(
         "clipped_surrogate_loss",
         "05",
-        w58_surrogate_cleanrl_clipfrac,
+        w58_clipped_surrogate_loss_cleanrl_clipfrac,
         "Computes clip_fraction as CleanRL's |ratio - 1| > clip_eps, which ignores a larger clip_eps_high.",
     ),
     _row(
         "clipped_surrogate_loss",
         "05",
-        w59_surrogate_cleanrl_old_approx_kl,
+        w59_clipped_surrogate_loss_cleanrl_old_approx_kl,
         "Reports CleanRL's old_approx_kl, the mean of -log(ratio), instead of the mean of (ratio - 1) - log(ratio).",
     ),
     _row(
         "clipped_surrogate_loss",
         "05",
-        w60_surrogate_diagnostics_as_tensors,
+        w60_clipped_surrogate_loss_diagnostics_as_tensors,
         "Returns the three diagnostics as 0-dim tensors instead of Python floats.",
     ),
     _row(
         "clipped_surrogate_loss",
         "05",
-        w61_surrogate_mean_over_all_entries,
+        w61_clipped_surrogate_loss_mean_over_all_entries,
         "Averages over all entries, padding included, instead of over the valid ones.",
     ),
     _row(
         "clipped_surrogate_loss",
         "05",
-        w62_surrogate_ratio_under_no_grad,
+        w62_clipped_surrogate_loss_ratio_under_no_grad,
         "Computes the ratio inside torch.no_grad() (shared with the diagnostics), so the loss has no gradient.",
     ),
-    _row("clipped_surrogate_loss", "05", r22_surrogate_max_of_negatives_masked_fill),
+    _row("clipped_surrogate_loss", "05", r22_clipped_surrogate_loss_max_of_negatives_masked_fill),
 ]
 
 
@@ -1568,7 +1570,7 @@ def _masked_entropy_mean(entropy, mask):
 
 class w67_PPOLoss_entropy_as_penalty(_PPOLossBase):
     def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
-        policy_loss, _ = r22_surrogate_max_of_negatives_masked_fill(
+        policy_loss, _ = r22_clipped_surrogate_loss_max_of_negatives_masked_fill(
             policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask=mask
         )
         v_loss = r23_value_loss_clamp_between_bounds(values, returns, mask=mask)
@@ -1577,7 +1579,7 @@ class w67_PPOLoss_entropy_as_penalty(_PPOLossBase):
 
 class w68_PPOLoss_entropy_mean_over_padding(_PPOLossBase):
     def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
-        policy_loss, _ = r22_surrogate_max_of_negatives_masked_fill(
+        policy_loss, _ = r22_clipped_surrogate_loss_max_of_negatives_masked_fill(
             policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask=mask
         )
         v_loss = r23_value_loss_clamp_between_bounds(values, returns, mask=mask)
@@ -1586,7 +1588,7 @@ class w68_PPOLoss_entropy_mean_over_padding(_PPOLossBase):
 
 class w69_PPOLoss_detached_entropy(_PPOLossBase):
     def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
-        policy_loss, _ = r22_surrogate_max_of_negatives_masked_fill(
+        policy_loss, _ = r22_clipped_surrogate_loss_max_of_negatives_masked_fill(
             policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask=mask
         )
         v_loss = r23_value_loss_clamp_between_bounds(values, returns, mask=mask)
@@ -1596,7 +1598,7 @@ class w69_PPOLoss_detached_entropy(_PPOLossBase):
 
 class w70_PPOLoss_value_loss_unmasked(_PPOLossBase):
     def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
-        policy_loss, _ = r22_surrogate_max_of_negatives_masked_fill(
+        policy_loss, _ = r22_clipped_surrogate_loss_max_of_negatives_masked_fill(
             policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask=mask
         )
         v_loss = r23_value_loss_clamp_between_bounds(values, returns)
@@ -1605,7 +1607,7 @@ class w70_PPOLoss_value_loss_unmasked(_PPOLossBase):
 
 class r24_PPOLoss_masked_select(_PPOLossBase):
     def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
-        surrogate, _ = r22_surrogate_max_of_negatives_masked_fill(
+        surrogate, _ = r22_clipped_surrogate_loss_max_of_negatives_masked_fill(
             policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask
         )
         critic = r23_value_loss_clamp_between_bounds(values, returns, None, None, mask)
@@ -1650,7 +1652,7 @@ ROWS += [
 # ---------------------------------------------------------------------------
 
 
-def w71_group_adv_spread_below_eps_is_equal(rewards, normalize_std=True, eps=1e-6):
+def w71_group_advantages_spread_below_eps_is_equal(rewards, normalize_std=True, eps=1e-6):
     centred = rewards - rewards.mean(dim=-1, keepdim=True)
     flat = (rewards.amax(dim=-1, keepdim=True) - rewards.amin(dim=-1, keepdim=True)) < eps  # equal up to eps
     centred = torch.where(flat, torch.zeros_like(centred), centred)
@@ -1659,7 +1661,7 @@ def w71_group_adv_spread_below_eps_is_equal(rewards, normalize_std=True, eps=1e-
     return centred / (rewards.std(dim=-1, keepdim=True) + eps)
 
 
-def w72_group_adv_flag_inverted(rewards, normalize_std=True, eps=1e-6):
+def w72_group_advantages_flag_inverted(rewards, normalize_std=True, eps=1e-6):
     centred = rewards - rewards.mean(dim=-1, keepdim=True)
     all_equal = (rewards == rewards[:, :1]).all(dim=-1, keepdim=True)
     centred = torch.where(all_equal, torch.zeros_like(centred), centred)
@@ -1668,7 +1670,7 @@ def w72_group_adv_flag_inverted(rewards, normalize_std=True, eps=1e-6):
     return centred / (rewards.std(dim=-1, keepdim=True) + eps)
 
 
-def w73_group_adv_eps_in_the_variance(rewards, normalize_std=True, eps=1e-6):
+def w73_group_advantages_eps_in_the_variance(rewards, normalize_std=True, eps=1e-6):
     centred = rewards - rewards.mean(dim=-1, keepdim=True)
     all_equal = (rewards == rewards[:, :1]).all(dim=-1, keepdim=True)
     centred = torch.where(all_equal, torch.zeros_like(centred), centred)
@@ -1677,7 +1679,7 @@ def w73_group_adv_eps_in_the_variance(rewards, normalize_std=True, eps=1e-6):
     return centred / torch.sqrt(rewards.var(dim=-1, keepdim=True) + eps)
 
 
-def w74_group_adv_trl_flat_repeat(rewards, normalize_std=True, eps=1e-6):
+def w74_group_advantages_trl_flat_repeat(rewards, normalize_std=True, eps=1e-6):
     B, G = rewards.shape
     flat = rewards.reshape(-1)  # TRL's rewards: one flat list of B * G
     grouped = flat.view(-1, G)
@@ -1690,7 +1692,7 @@ def w74_group_adv_trl_flat_repeat(rewards, normalize_std=True, eps=1e-6):
     return adv.view(B, G)
 
 
-def w75_group_adv_mean_without_keepdim(rewards, normalize_std=True, eps=1e-6):
+def w75_group_advantages_mean_without_keepdim(rewards, normalize_std=True, eps=1e-6):
     centred = rewards - rewards.mean(dim=-1)
     all_equal = (rewards == rewards[:, :1]).all(dim=-1, keepdim=True)
     centred = torch.where(all_equal, torch.zeros_like(centred), centred)
@@ -1699,7 +1701,7 @@ def w75_group_adv_mean_without_keepdim(rewards, normalize_std=True, eps=1e-6):
     return centred / (rewards.std(dim=-1, keepdim=True) + eps)
 
 
-def r25_group_adv_per_row_unique(rewards, normalize_std=True, eps=1e-6):
+def r25_group_advantages_per_row_unique(rewards, normalize_std=True, eps=1e-6):
     out = torch.zeros_like(rewards)
     for b in range(rewards.shape[0]):
         row = rewards[b]
@@ -1710,7 +1712,7 @@ def r25_group_adv_per_row_unique(rewards, normalize_std=True, eps=1e-6):
     return out
 
 
-def r26_group_adv_nan_to_num_for_one(rewards, normalize_std=True, eps=1e-6):
+def r26_group_advantages_nan_to_num_for_one(rewards, normalize_std=True, eps=1e-6):
     centred = rewards - rewards.mean(-1, keepdim=True)
     same = rewards.eq(rewards[..., :1]).all(-1, keepdim=True)
     centred = centred.masked_fill(same, 0.0)
@@ -1724,36 +1726,36 @@ ROWS += [
     _row(
         "group_advantages",
         "06",
-        w71_group_adv_spread_below_eps_is_equal,
+        w71_group_advantages_spread_below_eps_is_equal,
         "Treats a group whose rewards differ by less than eps as all equal and zeroes it, though they differ.",
     ),
     _row(
         "group_advantages",
         "06",
-        w72_group_adv_flag_inverted,
+        w72_group_advantages_flag_inverted,
         "Reads normalize_std backwards: divides by the std when it is False and not when it is True.",
     ),
     _row(
         "group_advantages",
         "06",
-        w73_group_adv_eps_in_the_variance,
+        w73_group_advantages_eps_in_the_variance,
         "Adds eps to the variance under the square root instead of to the std.",
     ),
     _row(
         "group_advantages",
         "06",
-        w74_group_adv_trl_flat_repeat,
+        w74_group_advantages_trl_flat_repeat,
         "Ports TRL's flat layout but expands the group statistics with repeat instead of repeat_interleave, so "
         "each response gets another group's mean and std.",
     ),
     _row(
         "group_advantages",
         "06",
-        w75_group_adv_mean_without_keepdim,
+        w75_group_advantages_mean_without_keepdim,
         "Subtracts the group mean without keepdim, so the (B,) means broadcast along the group axis.",
     ),
-    _row("group_advantages", "06", r25_group_adv_per_row_unique),
-    _row("group_advantages", "06", r26_group_adv_nan_to_num_for_one),
+    _row("group_advantages", "06", r25_group_advantages_per_row_unique),
+    _row("group_advantages", "06", r26_group_advantages_nan_to_num_for_one),
 ]
 
 
@@ -1762,7 +1764,7 @@ ROWS += [
 # ---------------------------------------------------------------------------
 
 
-def w76_kl_k1_sign_flipped(logp, logp_ref, kind):
+def w76_kl_estimate_k1_sign_flipped(logp, logp_ref, kind):
     log_r = logp_ref - logp
     if kind == "k1":
         return log_r  # log(pi_ref / pi)
@@ -1771,7 +1773,7 @@ def w76_kl_k1_sign_flipped(logp, logp_ref, kind):
     return torch.expm1(log_r) - log_r
 
 
-def w77_kl_k3_other_direction(logp, logp_ref, kind):
+def w77_kl_estimate_k3_other_direction(logp, logp_ref, kind):
     log_r = logp_ref - logp
     if kind == "k1":
         return -log_r
@@ -1781,7 +1783,7 @@ def w77_kl_k3_other_direction(logp, logp_ref, kind):
     return torch.expm1(log_ratio) - log_ratio
 
 
-def w78_kl_k2_without_half(logp, logp_ref, kind):
+def w78_kl_estimate_k2_without_half(logp, logp_ref, kind):
     log_r = logp_ref - logp
     if kind == "k1":
         return -log_r
@@ -1790,7 +1792,7 @@ def w78_kl_k2_without_half(logp, logp_ref, kind):
     return torch.expm1(log_r) - log_r
 
 
-def w79_kl_verl_clamps(logp, logp_ref, kind):
+def w79_kl_estimate_verl_clamps(logp, logp_ref, kind):
     log_r = torch.clamp(logp_ref - logp, min=-20, max=20)
     if kind == "k1":
         return -log_r
@@ -1799,7 +1801,7 @@ def w79_kl_verl_clamps(logp, logp_ref, kind):
     return torch.clamp(torch.exp(log_r) - 1 - log_r, min=-10, max=10)  # verl's low_var_kl
 
 
-def w80_kl_k3_reduced_to_mean(logp, logp_ref, kind):
+def w80_kl_estimate_k3_reduced_to_mean(logp, logp_ref, kind):
     log_r = logp_ref - logp
     if kind == "k1":
         return -log_r
@@ -1808,7 +1810,7 @@ def w80_kl_k3_reduced_to_mean(logp, logp_ref, kind):
     return (torch.expm1(log_r) - log_r).mean()  # the KL estimate
 
 
-def r27_kl_table_of_lambdas(logp, logp_ref, kind):
+def r27_kl_estimate_table_of_lambdas(logp, logp_ref, kind):
     diff = logp - logp_ref  # log(pi / pi_ref)
     estimators = {
         "k1": lambda d: d,
@@ -1821,27 +1823,29 @@ def r27_kl_table_of_lambdas(logp, logp_ref, kind):
 
 
 ROWS += [
-    _row("kl_estimate", "06", w76_kl_k1_sign_flipped, "Returns log(pi_ref / pi) for k1 instead of its negative."),
+    _row(
+        "kl_estimate", "06", w76_kl_estimate_k1_sign_flipped, "Returns log(pi_ref / pi) for k1 instead of its negative."
+    ),
     _row(
         "kl_estimate",
         "06",
-        w77_kl_k3_other_direction,
+        w77_kl_estimate_k3_other_direction,
         "Computes k3 with the ratio pi / pi_ref instead of pi_ref / pi, estimating the reverse KL.",
     ),
-    _row("kl_estimate", "06", w78_kl_k2_without_half, "Leaves out the 1/2 of k2."),
+    _row("kl_estimate", "06", w78_kl_estimate_k2_without_half, "Leaves out the 1/2 of k2."),
     _row(
         "kl_estimate",
         "06",
-        w79_kl_verl_clamps,
+        w79_kl_estimate_verl_clamps,
         "Keeps verl's clamps (log-ratio to [-20, 20], k3 to [-10, 10]), which cut k3 for far-apart policies.",
     ),
     _row(
         "kl_estimate",
         "06",
-        w80_kl_k3_reduced_to_mean,
+        w80_kl_estimate_k3_reduced_to_mean,
         "Returns the mean of k3 over all tokens instead of one estimate per token.",
     ),
-    _row("kl_estimate", "06", r27_kl_table_of_lambdas),
+    _row("kl_estimate", "06", r27_kl_estimate_table_of_lambdas),
 ]
 
 
@@ -1855,7 +1859,7 @@ def _valid_and_clean(per_token, mask):
     return valid, torch.where(valid, per_token, torch.zeros_like(per_token))
 
 
-def w81_aggregate_drops_empty_responses(per_token, mask, mode, max_len=None):
+def w81_aggregate_loss_drops_empty_responses(per_token, mask, mode, max_len=None):
     valid, per_token = _valid_and_clean(per_token, mask)
     n_valid = valid.sum(dim=-1).to(per_token.dtype)
     if mode == "token-mean":
@@ -1869,7 +1873,7 @@ def w81_aggregate_drops_empty_responses(per_token, mask, mode, max_len=None):
     return (per_response / L).mean()
 
 
-def w82_aggregate_verl_sum_norm(per_token, mask, mode, max_len=None):
+def w82_aggregate_loss_verl_sum_norm(per_token, mask, mode, max_len=None):
     valid, per_token = _valid_and_clean(per_token, mask)
     n_valid = valid.sum(dim=-1).to(per_token.dtype)
     if mode == "token-mean":
@@ -1881,7 +1885,7 @@ def w82_aggregate_verl_sum_norm(per_token, mask, mode, max_len=None):
     return per_response.sum() / L  # verl: the sum over responses, divided by the constant
 
 
-def w83_aggregate_token_mean_per_prompt(per_token, mask, mode, max_len=None):
+def w83_aggregate_loss_token_mean_per_prompt(per_token, mask, mode, max_len=None):
     valid, per_token = _valid_and_clean(per_token, mask)
     n_valid = valid.sum(dim=-1).to(per_token.dtype)
     if mode == "token-mean":
@@ -1896,7 +1900,7 @@ def w83_aggregate_token_mean_per_prompt(per_token, mask, mode, max_len=None):
     return (per_response / L).mean()
 
 
-def w84_aggregate_ignores_max_len(per_token, mask, mode, max_len=None):
+def w84_aggregate_loss_ignores_max_len(per_token, mask, mode, max_len=None):
     valid, per_token = _valid_and_clean(per_token, mask)
     n_valid = valid.sum(dim=-1).to(per_token.dtype)
     if mode == "token-mean":
@@ -1907,7 +1911,7 @@ def w84_aggregate_ignores_max_len(per_token, mask, mode, max_len=None):
     return (per_response / per_token.shape[-1]).mean()  # the padded length
 
 
-def w85_aggregate_lengths_on_first_axis(per_token, mask, mode, max_len=None):
+def w85_aggregate_loss_lengths_on_first_axis(per_token, mask, mode, max_len=None):
     valid, per_token = _valid_and_clean(per_token, mask)
     if mode == "token-mean":
         return per_token.sum() / valid.sum().clamp(min=1)
@@ -1919,7 +1923,7 @@ def w85_aggregate_lengths_on_first_axis(per_token, mask, mode, max_len=None):
     return (per_response / L).mean()
 
 
-def r28_aggregate_weights_einsum(per_token, mask, mode, max_len=None):
+def r28_aggregate_loss_weights_einsum(per_token, mask, mode, max_len=None):
     valid = mask.to(torch.bool)
     clean = per_token.masked_fill(~valid, 0.0)
     lengths = valid.sum(-1).to(per_token.dtype)  # (...)
@@ -1936,7 +1940,7 @@ def r28_aggregate_weights_einsum(per_token, mask, mode, max_len=None):
     return (weight * clean.sum(-1)).sum()
 
 
-def r29_aggregate_nan_to_num(per_token, mask, mode, max_len=None):
+def r29_aggregate_loss_nan_to_num(per_token, mask, mode, max_len=None):
     valid = mask > 0
     clean = torch.where(valid, per_token, torch.zeros((), dtype=per_token.dtype))
     if mode == "token-mean":
@@ -1953,37 +1957,37 @@ ROWS += [
     _row(
         "aggregate_loss",
         "06",
-        w81_aggregate_drops_empty_responses,
+        w81_aggregate_loss_drops_empty_responses,
         "In the per-sequence mean leaves empty responses out of the mean over responses (later verl), instead of "
         "counting them as 0.",
     ),
     _row(
         "aggregate_loss",
         "06",
-        w82_aggregate_verl_sum_norm,
+        w82_aggregate_loss_verl_sum_norm,
         "In Dr. GRPO's mode divides the sum over all responses by max_len (verl's), with no mean over responses.",
     ),
     _row(
         "aggregate_loss",
         "06",
-        w83_aggregate_token_mean_per_prompt,
+        w83_aggregate_loss_token_mean_per_prompt,
         "Takes the token mean within each leading row first and then the mean over rows, instead of one token "
         "mean over the whole batch.",
     ),
     _row(
         "aggregate_loss",
         "06",
-        w84_aggregate_ignores_max_len,
+        w84_aggregate_loss_ignores_max_len,
         "Ignores max_len and always divides by the padded length T in Dr. GRPO's mode.",
     ),
     _row(
         "aggregate_loss",
         "06",
-        w85_aggregate_lengths_on_first_axis,
+        w85_aggregate_loss_lengths_on_first_axis,
         "Counts each response's valid tokens along the first axis instead of the last (mask.sum(0)).",
     ),
-    _row("aggregate_loss", "06", r28_aggregate_weights_einsum),
-    _row("aggregate_loss", "06", r29_aggregate_nan_to_num),
+    _row("aggregate_loss", "06", r28_aggregate_loss_weights_einsum),
+    _row("aggregate_loss", "06", r29_aggregate_loss_nan_to_num),
 ]
 
 
@@ -2336,7 +2340,7 @@ def _account(actor, critic, reference, reward, optimizer):
     return account
 
 
-def w94_memory_master_copy_always(
+def w94_memory_accounting_master_copy_always(
     n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
 ):
     w, o = _BYTES[weights_dtype], _BYTES[optimizer_dtype]
@@ -2347,7 +2351,7 @@ def w94_memory_master_copy_always(
     )
 
 
-def w95_memory_master_copy_when_dtypes_differ(
+def w95_memory_accounting_master_copy_when_dtypes_differ(
     n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
 ):
     w, o = _BYTES[weights_dtype], _BYTES[optimizer_dtype]
@@ -2362,7 +2366,7 @@ def w95_memory_master_copy_when_dtypes_differ(
     )
 
 
-def w96_memory_gradients_in_optimizer_dtype(
+def w96_memory_accounting_gradients_in_optimizer_dtype(
     n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
 ):
     w, o = _BYTES[weights_dtype], _BYTES[optimizer_dtype]
@@ -2377,7 +2381,7 @@ def w96_memory_gradients_in_optimizer_dtype(
     )
 
 
-def w97_memory_reference_with_gradients(
+def w97_memory_accounting_reference_with_gradients(
     n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
 ):
     w, o = _BYTES[weights_dtype], _BYTES[optimizer_dtype]
@@ -2392,7 +2396,7 @@ def w97_memory_reference_with_gradients(
     )
 
 
-def w98_memory_optimizer_for_actor_only(
+def w98_memory_accounting_optimizer_for_actor_only(
     n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
 ):
     w, o = _BYTES[weights_dtype], _BYTES[optimizer_dtype]
@@ -2406,7 +2410,7 @@ def w98_memory_optimizer_for_actor_only(
     )
 
 
-def w99_memory_bits_over_eight(
+def w99_memory_accounting_bits_over_eight(
     n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
 ):
     w = int(weights_dtype[2:]) / 8  # "bf16" -> 16 bits -> 2 bytes
@@ -2422,7 +2426,7 @@ def w99_memory_bits_over_eight(
     )
 
 
-def r31_memory_from_bit_widths(
+def r31_memory_accounting_from_bit_widths(
     n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
 ):
     bits = {name: int(name[-2:]) for name in ("fp64", "fp32", "bf16", "fp16")}
@@ -2446,40 +2450,40 @@ ROWS += [
     _row(
         "memory_accounting",
         "07",
-        w94_memory_master_copy_always,
+        w94_memory_accounting_master_copy_always,
         "Counts a master copy for every trained parameter, also when the weights are as wide as the optimizer's dtype.",
     ),
     _row(
         "memory_accounting",
         "07",
-        w95_memory_master_copy_when_dtypes_differ,
+        w95_memory_accounting_master_copy_when_dtypes_differ,
         "Adds the master copy whenever the two dtypes differ, so fp64 weights with fp32 Adam get one too.",
     ),
     _row(
         "memory_accounting",
         "07",
-        w96_memory_gradients_in_optimizer_dtype,
+        w96_memory_accounting_gradients_in_optimizer_dtype,
         "Counts the gradients in optimizer_dtype instead of weights_dtype.",
     ),
     _row(
         "memory_accounting",
         "07",
-        w97_memory_reference_with_gradients,
+        w97_memory_accounting_reference_with_gradients,
         "Counts gradients for the frozen reference model too.",
     ),
     _row(
         "memory_accounting",
         "07",
-        w98_memory_optimizer_for_actor_only,
+        w98_memory_accounting_optimizer_for_actor_only,
         "Counts Adam's state for the actor only, not for the critic.",
     ),
     _row(
         "memory_accounting",
         "07",
-        w99_memory_bits_over_eight,
+        w99_memory_accounting_bits_over_eight,
         "Converts bits to bytes with true division, so every entry is a float instead of an int.",
     ),
-    _row("memory_accounting", "07", r31_memory_from_bit_widths),
+    _row("memory_accounting", "07", r31_memory_accounting_from_bit_widths),
 ]
 
 
@@ -2494,12 +2498,12 @@ def _saturation(group_sizes, reward, tol):
     return int(group_sizes[k])
 
 
-def w100_sweep_divmod_by_rows(group_sizes, clip_eps, reward, tol=0.1):
+def w100_read_sweep_divmod_by_rows(group_sizes, clip_eps, reward, tol=0.1):
     i, j = divmod(int(torch.argmax(reward)), reward.shape[0])
     return int(group_sizes[i]), float(clip_eps[j]), _saturation(group_sizes, reward, tol)
 
 
-def w101_sweep_last_of_ties(group_sizes, clip_eps, reward, tol=0.1):
+def w101_read_sweep_last_of_ties(group_sizes, clip_eps, reward, tol=0.1):
     best, where = -math.inf, (0, 0)
     for i in range(reward.shape[0]):
         for j in range(reward.shape[1]):
@@ -2509,13 +2513,13 @@ def w101_sweep_last_of_ties(group_sizes, clip_eps, reward, tol=0.1):
     return int(group_sizes[i]), float(clip_eps[j]), _saturation(group_sizes, reward, tol)
 
 
-def w102_sweep_clip_range_first(group_sizes, clip_eps, reward, tol=0.1):
+def w102_read_sweep_clip_range_first(group_sizes, clip_eps, reward, tol=0.1):
     flat = int(torch.argmax(reward.T))  # walk the clip ranges first
     j, i = divmod(flat, reward.shape[0])
     return int(group_sizes[i]), float(clip_eps[j]), _saturation(group_sizes, reward, tol)
 
 
-def w103_sweep_saturation_at_first_stall(group_sizes, clip_eps, reward, tol=0.1):
+def w103_read_sweep_saturation_at_first_stall(group_sizes, clip_eps, reward, tol=0.1):
     i, j = divmod(int(torch.argmax(reward)), reward.shape[1])
     best_per_group = reward.max(dim=1).values
     k = len(group_sizes) - 1
@@ -2526,14 +2530,14 @@ def w103_sweep_saturation_at_first_stall(group_sizes, clip_eps, reward, tol=0.1)
     return int(group_sizes[i]), float(clip_eps[j]), int(group_sizes[k])
 
 
-def w104_sweep_strictly_within_tol(group_sizes, clip_eps, reward, tol=0.1):
+def w104_read_sweep_strictly_within_tol(group_sizes, clip_eps, reward, tol=0.1):
     i, j = divmod(int(torch.argmax(reward)), reward.shape[1])
     best_per_group = reward.max(dim=1).values
     k = int((best_per_group > reward.max() - tol).nonzero()[0, 0])
     return int(group_sizes[i]), float(clip_eps[j]), int(group_sizes[k])
 
 
-def r32_sweep_python_loops(group_sizes, clip_eps, reward, tol=0.1):
+def r32_read_sweep_python_loops(group_sizes, clip_eps, reward, tol=0.1):
     table = reward.tolist()
     best_value, best_cell = None, None
     for i, row in enumerate(table):
@@ -2551,35 +2555,35 @@ ROWS += [
     _row(
         "read_sweep",
         "07",
-        w100_sweep_divmod_by_rows,
+        w100_read_sweep_divmod_by_rows,
         "Turns the flat argmax into (row, column) dividing by the number of rows instead of columns.",
     ),
     _row(
         "read_sweep",
         "07",
-        w101_sweep_last_of_ties,
+        w101_read_sweep_last_of_ties,
         "Keeps the last of equal maxima (>=) instead of the first, the most expensive configuration of a tie.",
     ),
     _row(
         "read_sweep",
         "07",
-        w102_sweep_clip_range_first,
+        w102_read_sweep_clip_range_first,
         "Breaks ties by the smallest clip range first and then the smallest group size, instead of group size first.",
     ),
     _row(
         "read_sweep",
         "07",
-        w103_sweep_saturation_at_first_stall,
+        w103_read_sweep_saturation_at_first_stall,
         "Takes saturation where the reward first stops growing by more than tol, instead of the first group size "
         "within tol of the table's best.",
     ),
     _row(
         "read_sweep",
         "07",
-        w104_sweep_strictly_within_tol,
+        w104_read_sweep_strictly_within_tol,
         "Counts a group size as saturated only when strictly within tol (>), so tol = 0 finds none.",
     ),
-    _row("read_sweep", "07", r32_sweep_python_loops),
+    _row("read_sweep", "07", r32_read_sweep_python_loops),
 ]
 
 
@@ -2588,15 +2592,15 @@ ROWS += [
 # ---------------------------------------------------------------------------
 
 
-def w105_addition_no_eos_needed(completion, answer):
+def w105_addition_exact_reward_no_eos_needed(completion, answer):
     return float(completion.split("$")[0] == answer)
 
 
-def w106_addition_eos_must_end(completion, answer):
+def w106_addition_exact_reward_eos_must_end(completion, answer):
     return float(completion.endswith("$") and completion[:-1] == answer)
 
 
-def w107_addition_compares_ints(completion, answer):
+def w107_addition_exact_reward_compares_ints(completion, answer):
     head, eos, _ = completion.partition("$")
     if not eos:
         return 0.0
@@ -2606,22 +2610,22 @@ def w107_addition_compares_ints(completion, answer):
         return 0.0
 
 
-def w108_addition_strips_spaces(completion, answer):
+def w108_addition_exact_reward_strips_spaces(completion, answer):
     head, eos, _ = completion.partition("$")
     return float(bool(eos) and head.strip() == answer)
 
 
-def w109_addition_last_eos(completion, answer):
+def w109_addition_exact_reward_last_eos(completion, answer):
     head, eos, _ = completion.rpartition("$")
     return float(bool(eos) and head == answer)
 
 
-def r33_addition_regex_prefix(completion, answer):
+def r33_addition_exact_reward_regex_prefix(completion, answer):
     match = re.match(r"([^$]*)\$", completion)
     return 1.0 if match is not None and match.group(1) == answer else 0.0
 
 
-def r34_addition_find(completion, answer):
+def r34_addition_exact_reward_find(completion, answer):
     stop = completion.find("$")
     if stop == -1:
         return 0.0
@@ -2632,35 +2636,35 @@ ROWS += [
     _row(
         "addition_exact_reward",
         "08",
-        w105_addition_no_eos_needed,
+        w105_addition_exact_reward_no_eos_needed,
         "Compares the text before the first '$' without requiring a '$', so a completion that never stopped earns 1.",
     ),
     _row(
         "addition_exact_reward",
         "08",
-        w106_addition_eos_must_end,
+        w106_addition_exact_reward_eos_must_end,
         "Requires the EOS to be the last character, so text after the first EOS is not ignored.",
     ),
     _row(
         "addition_exact_reward",
         "08",
-        w107_addition_compares_ints,
+        w107_addition_exact_reward_compares_ints,
         "Compares the numbers as ints, so leading zeros and surrounding spaces are accepted.",
     ),
     _row(
         "addition_exact_reward",
         "08",
-        w108_addition_strips_spaces,
+        w108_addition_exact_reward_strips_spaces,
         "Strips whitespace before comparing, so a space before the EOS is accepted.",
     ),
     _row(
         "addition_exact_reward",
         "08",
-        w109_addition_last_eos,
+        w109_addition_exact_reward_last_eos,
         "Splits at the last EOS instead of the first, so text between two EOS counts.",
     ),
-    _row("addition_exact_reward", "08", r33_addition_regex_prefix),
-    _row("addition_exact_reward", "08", r34_addition_find),
+    _row("addition_exact_reward", "08", r33_addition_exact_reward_regex_prefix),
+    _row("addition_exact_reward", "08", r34_addition_exact_reward_find),
 ]
 
 
@@ -2669,21 +2673,21 @@ ROWS += [
 # ---------------------------------------------------------------------------
 
 
-def w110_mask_excludes_eos(completion_ids, eos_id):
+def w110_completion_mask_excludes_eos(completion_ids, eos_id):
     return (torch.cumsum((completion_ids == eos_id).long(), dim=-1) == 0).float()
 
 
-def w111_mask_until_second_eos(completion_ids, eos_id):
+def w111_completion_mask_until_second_eos(completion_ids, eos_id):
     seen = torch.cumsum((completion_ids == eos_id).long(), dim=-1)
     return (seen <= 1).float()  # up to and including the first EOS
 
 
-def w112_mask_bool(completion_ids, eos_id):
+def w112_completion_mask_bool(completion_ids, eos_id):
     is_eos = (completion_ids == eos_id).long()
     return (torch.cumsum(is_eos, dim=-1) - is_eos) == 0
 
 
-def w113_mask_cumsum_over_flat_batch(completion_ids, eos_id):
+def w113_completion_mask_cumsum_over_flat_batch(completion_ids, eos_id):
     is_eos = (completion_ids == eos_id).long().reshape(-1)
     before = torch.cumsum(is_eos, dim=0) - is_eos
     return (before == 0).float().reshape(completion_ids.shape)
@@ -2695,13 +2699,13 @@ def completion_mask(completion_ids, eos_id):
     return ((torch.cumsum(is_eos, dim=-1) - is_eos) == 0).float()
 
 
-def r35_mask_shift_by_concatenation(completion_ids, eos_id):
+def r35_completion_mask_shift_by_concatenation(completion_ids, eos_id):
     no_eos_yet = torch.cumsum((completion_ids == eos_id).int(), dim=-1) == 0  # strictly before the first EOS
     first_column = torch.ones_like(no_eos_yet[..., :1])
     return torch.cat([first_column, no_eos_yet[..., :-1]], dim=-1).to(torch.float32)
 
 
-def r36_mask_first_eos_index(completion_ids, eos_id):
+def r36_completion_mask_first_eos_index(completion_ids, eos_id):
     L = completion_ids.shape[-1]
     is_eos = completion_ids == eos_id
     first = torch.where(
@@ -2715,30 +2719,30 @@ ROWS += [
     _row(
         "completion_mask",
         "08",
-        w110_mask_excludes_eos,
+        w110_completion_mask_excludes_eos,
         "Stops the mask before the first EOS instead of including it.",
     ),
     _row(
         "completion_mask",
         "08",
-        w111_mask_until_second_eos,
+        w111_completion_mask_until_second_eos,
         "Keeps every token while at most one EOS has been seen, so the tokens after the first EOS stay valid up "
         "to a second one.",
     ),
     _row(
         "completion_mask",
         "08",
-        w112_mask_bool,
+        w112_completion_mask_bool,
         "Returns a bool mask instead of the float32 mask the docstring promises.",
     ),
     _row(
         "completion_mask",
         "08",
-        w113_mask_cumsum_over_flat_batch,
+        w113_completion_mask_cumsum_over_flat_batch,
         "Flattens the batch before the cumsum, so an EOS in one row masks the rows after it.",
     ),
-    _row("completion_mask", "08", r35_mask_shift_by_concatenation),
-    _row("completion_mask", "08", r36_mask_first_eos_index),
+    _row("completion_mask", "08", r35_completion_mask_shift_by_concatenation),
+    _row("completion_mask", "08", r36_completion_mask_first_eos_index),
 ]
 
 
@@ -3118,49 +3122,49 @@ def _pick(logits, completion_ids):
     return torch.log_softmax(logits, dim=-1).gather(-1, completion_ids[..., None]).squeeze(-1)
 
 
-def w124_logps_without_position_ids(model, sequences, prompt_mask, eos_id, temperature=1.0):
+def w124_completion_logps_without_position_ids(model, sequences, prompt_mask, eos_id, temperature=1.0):
     P = prompt_mask.shape[1]
     completion_ids = sequences[:, P:]
     logits = _forward(model, sequences, prompt_mask, positions=False)[:, P - 1 : -1].float() / temperature
     return _pick(logits, completion_ids), _mask_through_first_eos(completion_ids, eos_id)
 
 
-def w125_logps_without_temperature(model, sequences, prompt_mask, eos_id, temperature=1.0):
+def w125_completion_logps_without_temperature(model, sequences, prompt_mask, eos_id, temperature=1.0):
     P = prompt_mask.shape[1]
     completion_ids = sequences[:, P:]
     logits = _forward(model, sequences, prompt_mask)[:, P - 1 : -1].float()
     return _pick(logits, completion_ids), _mask_through_first_eos(completion_ids, eos_id)
 
 
-def w126_logps_logits_not_shifted(model, sequences, prompt_mask, eos_id, temperature=1.0):
+def w126_completion_logps_logits_not_shifted(model, sequences, prompt_mask, eos_id, temperature=1.0):
     P = prompt_mask.shape[1]
     completion_ids = sequences[:, P:]
     logits = _forward(model, sequences, prompt_mask)[:, P:].float() / temperature  # the completion's positions
     return _pick(logits, completion_ids), _mask_through_first_eos(completion_ids, eos_id)
 
 
-def w127_logps_without_attention_mask(model, sequences, prompt_mask, eos_id, temperature=1.0):
+def w127_completion_logps_without_attention_mask(model, sequences, prompt_mask, eos_id, temperature=1.0):
     P = prompt_mask.shape[1]
     completion_ids = sequences[:, P:]
     logits = model(input_ids=sequences).logits[:, P - 1 : -1].float() / temperature
     return _pick(logits, completion_ids), _mask_through_first_eos(completion_ids, eos_id)
 
 
-def w128_logps_temperature_after_softmax(model, sequences, prompt_mask, eos_id, temperature=1.0):
+def w128_completion_logps_temperature_after_softmax(model, sequences, prompt_mask, eos_id, temperature=1.0):
     P = prompt_mask.shape[1]
     completion_ids = sequences[:, P:]
     logits = _forward(model, sequences, prompt_mask)[:, P - 1 : -1].float()
     return _pick(logits, completion_ids) / temperature, _mask_through_first_eos(completion_ids, eos_id)
 
 
-def w129_logps_mask_not_eos(model, sequences, prompt_mask, eos_id, temperature=1.0):
+def w129_completion_logps_mask_not_eos(model, sequences, prompt_mask, eos_id, temperature=1.0):
     P = prompt_mask.shape[1]
     completion_ids = sequences[:, P:]
     logits = _forward(model, sequences, prompt_mask)[:, P - 1 : -1].float() / temperature
     return _pick(logits, completion_ids), (completion_ids != eos_id).float()
 
 
-def w130_logps_under_no_grad(model, sequences, prompt_mask, eos_id, temperature=1.0):
+def w130_completion_logps_under_no_grad(model, sequences, prompt_mask, eos_id, temperature=1.0):
     P = prompt_mask.shape[1]
     completion_ids = sequences[:, P:]
     with torch.no_grad():  # a forward pass for scoring
@@ -3168,7 +3172,7 @@ def w130_logps_under_no_grad(model, sequences, prompt_mask, eos_id, temperature=
     return _pick(logits, completion_ids), _mask_through_first_eos(completion_ids, eos_id)
 
 
-def r39_logps_gather_log_probs_and_shifted_mask(model, sequences, prompt_mask, eos_id, temperature=1.0):
+def r39_completion_logps_gather_log_probs_and_shifted_mask(model, sequences, prompt_mask, eos_id, temperature=1.0):
     B, P = prompt_mask.shape
     completion = sequences[:, P:]
     attention = torch.cat([prompt_mask.to(torch.long), torch.ones_like(completion, dtype=torch.long)], dim=-1)
@@ -3185,47 +3189,47 @@ ROWS += [
     _row(
         "completion_logps",
         "09",
-        w124_logps_without_position_ids,
+        w124_completion_logps_without_position_ids,
         "Passes no position_ids, so a model that does not derive positions from the attention mask (GPT-2) "
         "numbers a left-padded prompt from the padding.",
     ),
     _row(
         "completion_logps",
         "09",
-        w125_logps_without_temperature,
+        w125_completion_logps_without_temperature,
         "Does not divide the logits by the temperature.",
     ),
     _row(
         "completion_logps",
         "09",
-        w126_logps_logits_not_shifted,
+        w126_completion_logps_logits_not_shifted,
         "Scores completion token t with the logits at its own position P + t instead of P - 1 + t.",
     ),
     _row(
         "completion_logps",
         "09",
-        w127_logps_without_attention_mask,
+        w127_completion_logps_without_attention_mask,
         "Runs the model without the attention mask, so the left padding is attended to.",
     ),
     _row(
         "completion_logps",
         "09",
-        w128_logps_temperature_after_softmax,
+        w128_completion_logps_temperature_after_softmax,
         "Divides the log-probs by the temperature after the log-softmax instead of the logits before it.",
     ),
     _row(
         "completion_logps",
         "09",
-        w129_logps_mask_not_eos,
+        w129_completion_logps_mask_not_eos,
         "Builds the mask as 'not EOS', which drops the EOS itself and keeps the padding after it.",
     ),
     _row(
         "completion_logps",
         "09",
-        w130_logps_under_no_grad,
+        w130_completion_logps_under_no_grad,
         "Runs the forward pass under torch.no_grad(), so logp carries no gradient.",
     ),
-    _row("completion_logps", "09", r39_logps_gather_log_probs_and_shifted_mask),
+    _row("completion_logps", "09", r39_completion_logps_gather_log_probs_and_shifted_mask),
 ]
 
 
@@ -3301,39 +3305,39 @@ def _config_student(
     return kwargs
 
 
-def w131_config_ignores_processes(cfg, num_processes=1):
+def w131_grpo_config_kwargs_ignores_processes(cfg, num_processes=1):
     return _config_student(cfg, num_processes, per_process_share=False)
 
 
-def w132_config_max_steps_in_rounds(cfg, num_processes=1):
+def w132_grpo_config_kwargs_max_steps_in_rounds(cfg, num_processes=1):
     return _config_student(cfg, num_processes, optimiser_steps=False)
 
 
-def w133_config_keeps_bias_correction(cfg, num_processes=1):
+def w133_grpo_config_kwargs_keeps_bias_correction(cfg, num_processes=1):
     return _config_student(cfg, num_processes, bias_correction_off=False)
 
 
-def w134_config_batch_in_prompts(cfg, num_processes=1):
+def w134_grpo_config_kwargs_batch_in_prompts(cfg, num_processes=1):
     return _config_student(cfg, num_processes, counts_completions=False)
 
 
-def w135_config_constant_ignores_warmup(cfg, num_processes=1):
+def w135_grpo_config_kwargs_constant_ignores_warmup(cfg, num_processes=1):
     return _config_student(cfg, num_processes, warmup_schedule=False)
 
 
-def w136_config_steps_per_generation_is_minibatches(cfg, num_processes=1):
+def w136_grpo_config_kwargs_steps_per_generation_is_minibatches(cfg, num_processes=1):
     return _config_student(cfg, num_processes, accumulation_in_generation=False)
 
 
-def w137_config_no_loss_type(cfg, num_processes=1):
+def w137_grpo_config_kwargs_no_loss_type(cfg, num_processes=1):
     return _config_student(cfg, num_processes, sets_loss_type=False)
 
 
-def w138_config_refuses_only_algo(cfg, num_processes=1):
+def w138_grpo_config_kwargs_refuses_only_algo(cfg, num_processes=1):
     return _config_student(cfg, num_processes, refused=("algo",))
 
 
-def r40_config_step_by_step(cfg, num_processes=1):
+def r40_grpo_config_kwargs_step_by_step(cfg, num_processes=1):
     unsupported = [name for name, value in _GRPO_DEFAULTS.items() if getattr(cfg, name) != value]
     if unsupported:
         raise ValueError(f"cfg.{unsupported[0]}: not translatable to GRPOConfig, got {getattr(cfg, unsupported[0])!r}")
@@ -3380,54 +3384,54 @@ ROWS += [
     _row(
         "grpo_config_kwargs",
         "09",
-        w131_config_ignores_processes,
+        w131_grpo_config_kwargs_ignores_processes,
         "Sets per_device_train_batch_size to a whole minibatch, not dividing it among the num_processes processes.",
     ),
     _row(
         "grpo_config_kwargs",
         "09",
-        w132_config_max_steps_in_rounds,
+        w132_grpo_config_kwargs_max_steps_in_rounds,
         "Sets max_steps (and warmup_steps) in rounds instead of optimiser steps, forgetting the factor "
         "update_epochs * num_minibatches.",
     ),
     _row(
         "grpo_config_kwargs",
         "09",
-        w133_config_keeps_bias_correction,
+        w133_grpo_config_kwargs_keeps_bias_correction,
         "Does not set use_bias_correction_kl=False, so TRL's default multiplies the KL term by the ratio.",
     ),
     _row(
         "grpo_config_kwargs",
         "09",
-        w134_config_batch_in_prompts,
+        w134_grpo_config_kwargs_batch_in_prompts,
         "Counts per_device_train_batch_size in prompts (B / num_minibatches) instead of completions (B * G / "
         "num_minibatches).",
     ),
     _row(
         "grpo_config_kwargs",
         "09",
-        w135_config_constant_ignores_warmup,
+        w135_grpo_config_kwargs_constant_ignores_warmup,
         "Keeps HF's 'constant' schedule with a warm-up, which ignores the warm-up, instead of 'constant_with_warmup'.",
     ),
     _row(
         "grpo_config_kwargs",
         "09",
-        w136_config_steps_per_generation_is_minibatches,
+        w136_grpo_config_kwargs_steps_per_generation_is_minibatches,
         "Sets steps_per_generation to num_minibatches, forgetting the gradient-accumulation passes of each.",
     ),
     _row(
         "grpo_config_kwargs",
         "09",
-        w137_config_no_loss_type,
+        w137_grpo_config_kwargs_no_loss_type,
         "Sets no loss_type, so TRL's default 'dapo' replaces the course's aggregation.",
     ),
     _row(
         "grpo_config_kwargs",
         "09",
-        w138_config_refuses_only_algo,
+        w138_grpo_config_kwargs_refuses_only_algo,
         "Refuses only a non-GRPO algo and silently drops the other switches TRL has no field for.",
     ),
-    _row("grpo_config_kwargs", "09", r40_config_step_by_step),
+    _row("grpo_config_kwargs", "09", r40_grpo_config_kwargs_step_by_step),
 ]
 
 
@@ -3557,7 +3561,7 @@ def _float_lengths(length):
     return length.to(length.dtype if length.is_floating_point() else torch.get_default_dtype())
 
 
-def w144_weight_counts_nonempty_responses(length, mode, max_len=None):
+def w144_aggregation_token_weight_counts_nonempty_responses(length, mode, max_len=None):
     o = _float_lengths(length)
     N = int((o > 0).sum())  # the responses that have tokens
     L = o.max() if max_len is None else max_len
@@ -3570,7 +3574,7 @@ def w144_weight_counts_nonempty_responses(length, mode, max_len=None):
     return torch.where(o > 0, w, torch.zeros_like(w))
 
 
-def w145_weight_verl_sum_norm(length, mode, max_len=None):
+def w145_aggregation_token_weight_verl_sum_norm(length, mode, max_len=None):
     o = _float_lengths(length)
     N = o.numel()
     L = o.max() if max_len is None else max_len
@@ -3583,7 +3587,7 @@ def w145_weight_verl_sum_norm(length, mode, max_len=None):
     return torch.where(o > 0, w, torch.zeros_like(w))
 
 
-def w146_weight_infinite_for_empty(length, mode, max_len=None):
+def w146_aggregation_token_weight_infinite_for_empty(length, mode, max_len=None):
     o = _float_lengths(length)
     N = o.numel()
     L = o.max() if max_len is None else max_len
@@ -3594,7 +3598,7 @@ def w146_weight_infinite_for_empty(length, mode, max_len=None):
     return torch.where(o > 0, torch.ones_like(o) / (N * L), torch.zeros_like(o))
 
 
-def w147_weight_default_dtype_always(length, mode, max_len=None):
+def w147_aggregation_token_weight_default_dtype_always(length, mode, max_len=None):
     o = length.to(torch.get_default_dtype())
     N = o.numel()
     L = o.max() if max_len is None else max_len
@@ -3607,7 +3611,7 @@ def w147_weight_default_dtype_always(length, mode, max_len=None):
     return torch.where(o > 0, w, torch.zeros_like(w))
 
 
-def w148_weight_responses_on_first_axis(length, mode, max_len=None):
+def w148_aggregation_token_weight_responses_on_first_axis(length, mode, max_len=None):
     o = _float_lengths(length)
     N = o.shape[0]  # the number of responses
     L = o.max() if max_len is None else max_len
@@ -3620,7 +3624,7 @@ def w148_weight_responses_on_first_axis(length, mode, max_len=None):
     return torch.where(o > 0, w, torch.zeros_like(w))
 
 
-def r43_weight_chained_where(length, mode, max_len=None):
+def r43_aggregation_token_weight_chained_where(length, mode, max_len=None):
     lengths = length.double() if not length.is_floating_point() else length
     N = lengths.numel()
     constant = lengths.max() if max_len is None else torch.as_tensor(max_len, dtype=lengths.dtype)
@@ -3638,35 +3642,35 @@ ROWS += [
     _row(
         "aggregation_token_weight",
         "10",
-        w144_weight_counts_nonempty_responses,
+        w144_aggregation_token_weight_counts_nonempty_responses,
         "Counts only the non-empty responses in N, though an empty response still counts in the mean.",
     ),
     _row(
         "aggregation_token_weight",
         "10",
-        w145_weight_verl_sum_norm,
+        w145_aggregation_token_weight_verl_sum_norm,
         "Gives Dr. GRPO's tokens 1 / max_len (verl's sum over responses) instead of 1 / (N * max_len).",
     ),
     _row(
         "aggregation_token_weight",
         "10",
-        w146_weight_infinite_for_empty,
+        w146_aggregation_token_weight_infinite_for_empty,
         "In the per-sequence mean divides by |o_i| unguarded, so an empty response gets an infinite weight "
         "instead of 0.",
     ),
     _row(
         "aggregation_token_weight",
         "10",
-        w147_weight_default_dtype_always,
+        w147_aggregation_token_weight_default_dtype_always,
         "Always converts to the default dtype, so float64 lengths come back as float32 weights.",
     ),
     _row(
         "aggregation_token_weight",
         "10",
-        w148_weight_responses_on_first_axis,
+        w148_aggregation_token_weight_responses_on_first_axis,
         "Takes N from the first axis (length.shape[0]) instead of counting every entry, wrong for 2-D lengths.",
     ),
-    _row("aggregation_token_weight", "10", r43_weight_chained_where),
+    _row("aggregation_token_weight", "10", r43_aggregation_token_weight_chained_where),
 ]
 
 
@@ -3690,25 +3694,25 @@ def _style_of_body(body, n_digits, total=r"1?[0-9]", dots=r"\.+", count=True):
     return "malformed"
 
 
-def w149_style_no_eos_check(text, n_digits=3):
+def w149_completion_style_no_eos_check(text, n_digits=3):
     return _style_of_body(text.split("$")[0], n_digits)
 
 
-def w150_style_two_digit_totals(text, n_digits=3):
+def w150_completion_style_two_digit_totals(text, n_digits=3):
     body, eos, _ = text.partition("$")
     if not eos:
         return "malformed"
     return _style_of_body(body, n_digits, total=r"[0-9]{1,2}")
 
 
-def w151_style_counts_no_totals(text, n_digits=3):
+def w151_completion_style_counts_no_totals(text, n_digits=3):
     body, eos, _ = text.partition("$")
     if not eos:
         return "malformed"
     return _style_of_body(body, n_digits, count=False)
 
 
-def w152_style_match_not_fullmatch(text, n_digits=3):
+def w152_completion_style_match_not_fullmatch(text, n_digits=3):
     body, eos, _ = text.partition("$")
     if not eos:
         return "malformed"
@@ -3725,7 +3729,7 @@ def w152_style_match_not_fullmatch(text, n_digits=3):
     return "malformed"
 
 
-def w153_style_empty_body_direct(text, n_digits=3):
+def w153_completion_style_empty_body_direct(text, n_digits=3):
     body, eos, _ = text.partition("$")
     if not eos:
         return "malformed"
@@ -3734,7 +3738,7 @@ def w153_style_empty_body_direct(text, n_digits=3):
     return _style_of_body(body, n_digits)
 
 
-def r44_style_string_methods(text, n_digits=3):
+def r44_completion_style_string_methods(text, n_digits=3):
     stop = text.find("$")
     if stop < 0:
         return "malformed"
@@ -3762,34 +3766,34 @@ ROWS += [
     _row(
         "completion_style",
         "10",
-        w149_style_no_eos_check,
+        w149_completion_style_no_eos_check,
         "Reads up to the first '$' without requiring one, so a completion that never stopped gets a style.",
     ),
     _row(
         "completion_style",
         "10",
-        w150_style_two_digit_totals,
+        w150_completion_style_two_digit_totals,
         "Accepts any one- or two-digit total, so totals of 20 or more and leading zeros pass as a scratchpad.",
     ),
     _row(
         "completion_style",
         "10",
-        w151_style_counts_no_totals,
+        w151_completion_style_counts_no_totals,
         "Does not check that the scratchpad holds exactly n_digits totals.",
     ),
     _row(
         "completion_style",
         "10",
-        w152_style_match_not_fullmatch,
+        w152_completion_style_match_not_fullmatch,
         "Tests 'direct' with re.match instead of re.fullmatch, so any body that starts with a digit is direct.",
     ),
     _row(
         "completion_style",
         "10",
-        w153_style_empty_body_direct,
+        w153_completion_style_empty_body_direct,
         "Uses [0-9]* for direct, so an empty completion ('$') is direct instead of malformed.",
     ),
-    _row("completion_style", "10", r44_style_string_methods),
+    _row("completion_style", "10", r44_completion_style_string_methods),
 ]
 
 
@@ -3798,7 +3802,7 @@ ROWS += [
 # ---------------------------------------------------------------------------
 
 
-def w154_share_counts_top_level(labels, style):
+def w154_style_share_counts_top_level(labels, style):
     if len(labels) == 0:
         raise ValueError("labels: no completion")
     return (
@@ -3806,7 +3810,7 @@ def w154_share_counts_top_level(labels, style):
     )
 
 
-def w155_share_without_malformed(labels, style):
+def w155_style_share_without_malformed(labels, style):
     flat = np.asarray(labels).reshape(-1)
     if flat.size == 0:
         raise ValueError("labels: no completion")
@@ -3814,12 +3818,12 @@ def w155_share_without_malformed(labels, style):
     return float((well_formed == style).sum() / max(well_formed.size, 1))
 
 
-def w156_share_zero_division(labels, style):
+def w156_style_share_zero_division(labels, style):
     flat = np.asarray(labels).reshape(-1).tolist()
     return sum(label == style for label in flat) / len(flat)
 
 
-def r45_share_recursive_flatten(labels, style):
+def r45_style_share_recursive_flatten(labels, style):
     def leaves(x):
         if isinstance(x, np.ndarray):
             yield from x.reshape(-1).tolist()
@@ -3839,22 +3843,22 @@ ROWS += [
     _row(
         "style_share",
         "10",
-        w154_share_counts_top_level,
+        w154_style_share_counts_top_level,
         "Counts with list.count over the top level, so a nested [B][G] list counts prompts, not completions.",
     ),
     _row(
         "style_share",
         "10",
-        w155_share_without_malformed,
+        w155_style_share_without_malformed,
         "Leaves malformed completions out of the denominator.",
     ),
     _row(
         "style_share",
         "10",
-        w156_share_zero_division,
+        w156_style_share_zero_division,
         "Divides by the number of labels without a check, so no labels raise ZeroDivisionError instead of ValueError.",
     ),
-    _row("style_share", "10", r45_share_recursive_flatten),
+    _row("style_share", "10", r45_style_share_recursive_flatten),
 ]
 
 
@@ -3863,26 +3867,26 @@ ROWS += [
 # ---------------------------------------------------------------------------
 
 
-def w157_rloo_divides_by_G(rewards):
+def w157_rloo_advantages_divides_by_G(rewards):
     others = rewards.sum(dim=-1, keepdim=True) - rewards
     return rewards - others / rewards.shape[-1]
 
 
-def w158_rloo_group_of_one_keeps_reward_verl(rewards):
+def w158_rloo_advantages_group_of_one_keeps_reward_verl(rewards):
     G = rewards.shape[-1]
     if G == 1:
         return rewards.clone()  # verl: a lone response keeps its score
     return rewards - (rewards.sum(dim=-1, keepdim=True) - rewards) / (G - 1)
 
 
-def w159_rloo_scale_inverted(rewards):
+def w159_rloo_advantages_scale_inverted(rewards):
     G = rewards.shape[-1]
     if G == 1:
         return torch.zeros_like(rewards)
     return (G - 1) / G * (rewards - rewards.mean(dim=-1, keepdim=True))
 
 
-def w160_rloo_others_of_the_batch(rewards):
+def w160_rloo_advantages_others_of_the_batch(rewards):
     B, G = rewards.shape
     if G == 1:
         return torch.zeros_like(rewards)
@@ -3890,14 +3894,14 @@ def w160_rloo_others_of_the_batch(rewards):
     return rewards - others / (B - 1) if B > 1 else torch.zeros_like(rewards)
 
 
-def r46_rloo_scaled_centred(rewards):
+def r46_rloo_advantages_scaled_centred(rewards):
     G = rewards.shape[-1]
     if G < 2:
         return torch.zeros_like(rewards)
     return (rewards - rewards.mean(dim=-1, keepdim=True)) * (G / (G - 1))
 
 
-def r47_rloo_explicit_loop(rewards):
+def r47_rloo_advantages_explicit_loop(rewards):
     B, G = rewards.shape
     out = torch.zeros_like(rewards)
     if G == 1:
@@ -3909,27 +3913,32 @@ def r47_rloo_explicit_loop(rewards):
 
 
 ROWS += [
-    _row("rloo_advantages", "11", w157_rloo_divides_by_G, "Divides the sum of the others by G instead of G - 1."),
     _row(
         "rloo_advantages",
         "11",
-        w158_rloo_group_of_one_keeps_reward_verl,
+        w157_rloo_advantages_divides_by_G,
+        "Divides the sum of the others by G instead of G - 1.",
+    ),
+    _row(
+        "rloo_advantages",
+        "11",
+        w158_rloo_advantages_group_of_one_keeps_reward_verl,
         "Gives a group of one its raw reward, as verl does, instead of 0.",
     ),
     _row(
         "rloo_advantages",
         "11",
-        w159_rloo_scale_inverted,
+        w159_rloo_advantages_scale_inverted,
         "Scales the centred rewards by (G - 1) / G instead of G / (G - 1).",
     ),
     _row(
         "rloo_advantages",
         "11",
-        w160_rloo_others_of_the_batch,
+        w160_rloo_advantages_others_of_the_batch,
         "Leaves one out along the batch axis (the other prompts) instead of within the prompt's group.",
     ),
-    _row("rloo_advantages", "11", r46_rloo_scaled_centred),
-    _row("rloo_advantages", "11", r47_rloo_explicit_loop),
+    _row("rloo_advantages", "11", r46_rloo_advantages_scaled_centred),
+    _row("rloo_advantages", "11", r47_rloo_advantages_explicit_loop),
 ]
 
 
@@ -3938,35 +3947,35 @@ ROWS += [
 # ---------------------------------------------------------------------------
 
 
-def w161_gspo_sum_not_mean(logp, logp_old, mask):
+def w161_gspo_sequence_log_ratio_sum_not_mean(logp, logp_old, mask):
     valid = mask.bool()
     return torch.where(valid, logp - logp_old.detach(), torch.zeros_like(logp)).sum(dim=-1)
 
 
-def w162_gspo_divides_by_T(logp, logp_old, mask):
+def w162_gspo_sequence_log_ratio_divides_by_T(logp, logp_old, mask):
     valid = mask.bool()
     return torch.where(valid, logp - logp_old.detach(), torch.zeros_like(logp)).mean(dim=-1)
 
 
-def w163_gspo_multiplies_by_mask(logp, logp_old, mask):
+def w163_gspo_sequence_log_ratio_multiplies_by_mask(logp, logp_old, mask):
     mask = mask.to(logp.dtype)
     return ((logp - logp_old.detach()) * mask).sum(dim=-1) / mask.sum(dim=-1).clamp(min=1)
 
 
-def w164_gspo_log_of_mean_ratio(logp, logp_old, mask):
+def w164_gspo_sequence_log_ratio_log_of_mean_ratio(logp, logp_old, mask):
     valid = mask.bool()
     ratio = torch.where(valid, torch.exp(logp - logp_old.detach()), torch.zeros_like(logp))
     mean_ratio = ratio.sum(dim=-1) / valid.sum(dim=-1).clamp(min=1)
     return torch.where(valid.any(dim=-1), torch.log(mean_ratio), torch.zeros_like(mean_ratio))
 
 
-def w165_gspo_returns_the_ratio(logp, logp_old, mask):
+def w165_gspo_sequence_log_ratio_returns_the_ratio(logp, logp_old, mask):
     valid = mask.bool()
     log_ratio = torch.where(valid, logp - logp_old.detach(), torch.zeros_like(logp))
     return torch.exp(log_ratio.sum(dim=-1) / valid.sum(dim=-1).clamp(min=1))  # s_i
 
 
-def r48_gspo_masked_fill(logp, logp_old, mask):
+def r48_gspo_sequence_log_ratio_masked_fill(logp, logp_old, mask):
     padding = ~mask.to(torch.bool)
     differences = (logp - logp_old.detach()).masked_fill(padding, 0.0)
     lengths = (~padding).sum(-1)
@@ -3977,34 +3986,34 @@ ROWS += [
     _row(
         "gspo_sequence_log_ratio",
         "11",
-        w161_gspo_sum_not_mean,
+        w161_gspo_sequence_log_ratio_sum_not_mean,
         "Sums the token log-ratios instead of averaging them over the valid tokens (no length normalisation).",
     ),
     _row(
         "gspo_sequence_log_ratio",
         "11",
-        w162_gspo_divides_by_T,
+        w162_gspo_sequence_log_ratio_divides_by_T,
         "Divides by the padded length T instead of the number of valid tokens.",
     ),
     _row(
         "gspo_sequence_log_ratio",
         "11",
-        w163_gspo_multiplies_by_mask,
+        w163_gspo_sequence_log_ratio_multiplies_by_mask,
         "Multiplies by the mask instead of selecting, so a NaN or infinite log-prob in the padding poisons the result.",
     ),
     _row(
         "gspo_sequence_log_ratio",
         "11",
-        w164_gspo_log_of_mean_ratio,
+        w164_gspo_sequence_log_ratio_log_of_mean_ratio,
         "Takes the log of the mean token ratio instead of the mean of the token log-ratios (the geometric mean).",
     ),
     _row(
         "gspo_sequence_log_ratio",
         "11",
-        w165_gspo_returns_the_ratio,
+        w165_gspo_sequence_log_ratio_returns_the_ratio,
         "Returns the ratio s_i itself instead of its log.",
     ),
-    _row("gspo_sequence_log_ratio", "11", r48_gspo_masked_fill),
+    _row("gspo_sequence_log_ratio", "11", r48_gspo_sequence_log_ratio_masked_fill),
 ]
 
 
@@ -4013,48 +4022,48 @@ ROWS += [
 # ---------------------------------------------------------------------------
 
 
-def w166_cispo_weight_not_detached(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+def w166_cispo_loss_weight_not_detached(logp, logp_old, adv, clip_eps_high, clip_eps=None):
     ratio = torch.exp(logp - logp_old.detach())
     low = None if clip_eps is None else 1.0 - clip_eps
     weight = torch.clamp(ratio, min=low, max=1.0 + clip_eps_high)
     return -weight * adv.detach() * logp
 
 
-def w167_cispo_trl_cap(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+def w167_cispo_loss_trl_cap(logp, logp_old, adv, clip_eps_high, clip_eps=None):
     ratio = torch.exp(logp - logp_old.detach())
     low = None if clip_eps is None else 1.0 - clip_eps
     weight = torch.clamp(ratio, min=low, max=clip_eps_high).detach()  # TRL: epsilon_high is the cap
     return -weight * adv.detach() * logp
 
 
-def w168_cispo_symmetric_floor(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+def w168_cispo_loss_symmetric_floor(logp, logp_old, adv, clip_eps_high, clip_eps=None):
     ratio = torch.exp(logp - logp_old.detach())
     low = 1.0 - (clip_eps_high if clip_eps is None else clip_eps)  # PPO's symmetric range by default
     weight = torch.clamp(ratio, min=low, max=1.0 + clip_eps_high).detach()
     return -weight * adv.detach() * logp
 
 
-def w169_cispo_floor_at_one(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+def w169_cispo_loss_floor_at_one(logp, logp_old, adv, clip_eps_high, clip_eps=None):
     ratio = torch.exp(logp - logp_old.detach())
     weight = torch.clamp(ratio, min=1.0 - (clip_eps or 0.0), max=1.0 + clip_eps_high).detach()
     return -weight * adv.detach() * logp
 
 
-def w170_cispo_log_ratio_term(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+def w170_cispo_loss_log_ratio_term(logp, logp_old, adv, clip_eps_high, clip_eps=None):
     log_ratio = logp - logp_old.detach()
     low = None if clip_eps is None else 1.0 - clip_eps
     weight = torch.clamp(torch.exp(log_ratio), min=low, max=1.0 + clip_eps_high).detach()
     return -weight * adv.detach() * log_ratio  # the same gradient as with logp
 
 
-def w171_cispo_mean_reduction(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+def w171_cispo_loss_mean_reduction(logp, logp_old, adv, clip_eps_high, clip_eps=None):
     ratio = torch.exp(logp - logp_old.detach())
     low = None if clip_eps is None else 1.0 - clip_eps
     weight = torch.clamp(ratio, min=low, max=1.0 + clip_eps_high).detach()
     return (-weight * adv.detach() * logp).mean()
 
 
-def r49_cispo_weight_under_no_grad(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+def r49_cispo_loss_weight_under_no_grad(logp, logp_old, adv, clip_eps_high, clip_eps=None):
     with torch.no_grad():
         weight = torch.exp(logp - logp_old).clamp(max=1.0 + clip_eps_high)
         if clip_eps is not None:
@@ -4067,38 +4076,38 @@ ROWS += [
     _row(
         "cispo_loss",
         "11",
-        w166_cispo_weight_not_detached,
+        w166_cispo_loss_weight_not_detached,
         "Does not stop the gradient of the clipped weight, so the loss differentiates through the ratio too.",
     ),
     _row(
         "cispo_loss",
         "11",
-        w167_cispo_trl_cap,
+        w167_cispo_loss_trl_cap,
         "Caps the weight at clip_eps_high itself (TRL's convention) instead of 1 + clip_eps_high.",
     ),
     _row(
         "cispo_loss",
         "11",
-        w168_cispo_symmetric_floor,
+        w168_cispo_loss_symmetric_floor,
         "Floors the weight at 1 - clip_eps_high when clip_eps is None, though None means no lower bound.",
     ),
     _row(
         "cispo_loss",
         "11",
-        w169_cispo_floor_at_one,
+        w169_cispo_loss_floor_at_one,
         "Writes the floor as 1 - (clip_eps or 0), so with clip_eps=None every weight is floored at 1.",
     ),
     _row(
         "cispo_loss",
         "11",
-        w170_cispo_log_ratio_term,
+        w170_cispo_loss_log_ratio_term,
         "Multiplies the weight by the log-ratio instead of logp: the same gradient, another loss value.",
     ),
     _row(
         "cispo_loss",
         "11",
-        w171_cispo_mean_reduction,
+        w171_cispo_loss_mean_reduction,
         "Returns the mean over tokens instead of the per-token loss.",
     ),
-    _row("cispo_loss", "11", r49_cispo_weight_under_no_grad),
+    _row("cispo_loss", "11", r49_cispo_loss_weight_under_no_grad),
 ]
