@@ -478,6 +478,55 @@ def r07_math_answer_reward_scanner_and_decimal(response_text, ground_truth):
     return 1.0 if answer == truth else 0.0
 
 
+def r50_math_answer_reward_partition_loops(response_text, ground_truth):
+    def last_closed_box(text):
+        end = len(text)
+        while True:
+            start = text.rfind("\\boxed{", 0, end)
+            if start < 0:
+                return None
+            depth = 1
+            position = start + len("\\boxed{")
+            while position < len(text) and depth:
+                depth += (text[position] == "{") - (text[position] == "}")
+                position += 1
+            if depth == 0:
+                return text[start + len("\\boxed{") : position - 1]
+            end = start  # unclosed: look further left
+
+    def stated(text):
+        statements = list(re.finditer(r"\banswer(?:\s+is\b\s*:?|\s*:)", text, re.IGNORECASE))
+        if not statements:
+            return None
+        rest = text[statements[-1].end() :].lstrip()
+        for stop in ("\n", "<"):
+            rest = rest.partition(stop)[0]
+        sentence_end = re.search(r"[.!?](?:\s|$)", rest)
+        return rest if sentence_end is None else rest[: sentence_end.start()]
+
+    def canonical(text):
+        text = text.replace("\\$", "").replace("$", "").strip()
+        changed = True
+        while changed and text:
+            changed = False
+            if text[-1] in ".,;:!?" or (text[-1] == ")" and text.count(")") > text.count("(")):
+                text, changed = text[:-1].rstrip(), True
+        return re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", text)
+
+    found = last_closed_box(response_text)
+    if found is None:
+        found = stated(response_text)
+    if found is None:
+        return 0.0
+    answer, truth = canonical(found), canonical(ground_truth)
+    if not answer:
+        return 0.0
+    plain = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
+    if plain.fullmatch(answer) and plain.fullmatch(truth):
+        return float(float(answer) == float(truth))
+    return float(answer == truth)
+
+
 ROWS += [
     _row(
         "math_answer_reward",
@@ -523,6 +572,7 @@ ROWS += [
         "Strips only trailing dots, not the other trailing punctuation (',', ';', ':', '!', '?').",
     ),
     _row("math_answer_reward", "01", r07_math_answer_reward_scanner_and_decimal),
+    _row("math_answer_reward", "01", r50_math_answer_reward_partition_loops),
 ]
 
 
@@ -1229,6 +1279,15 @@ def r21_td_residuals_roll_then_fix(rewards, values, dones, last_values, gamma):
     return rewards + gamma * next_values - values
 
 
+def r51_td_residuals_pad_and_place(rewards, values, dones, last_values, gamma):
+    T = rewards.shape[-1]
+    shifted = nn.functional.pad(values[..., 1:], (0, 1))  # V(s_{t+1}), 0 in the last column
+    last_column = nn.functional.pad(last_values.unsqueeze(-1), (T - 1, 0))  # V(s_T) in the last column only
+    next_values = shifted + last_column
+    keep = 1.0 - dones.to(rewards.dtype)
+    return rewards + gamma * keep * next_values - values
+
+
 ROWS += [
     _row(
         "td_residuals",
@@ -1246,9 +1305,10 @@ ROWS += [
         "td_residuals",
         "04",
         w54_td_residuals_flat_last_values,
-        "Reshapes last_values to (-1, 1), which only lines up with the values for at most one batch axis.",
+        "Reshapes last_values to (-1, 1), which lines up with the values only when there is exactly one batch axis.",
     ),
     _row("td_residuals", "04", r21_td_residuals_roll_then_fix),
+    _row("td_residuals", "04", r51_td_residuals_pad_and_place),
 ]
 
 
@@ -1404,6 +1464,27 @@ def r22_clipped_surrogate_loss_max_of_negatives_masked_fill(
     return loss, info
 
 
+def r52_clipped_surrogate_loss_selected_entries(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    upper = 1.0 + (clip_eps if clip_eps_high is None else clip_eps_high)
+    lower = 1.0 - clip_eps
+    keep = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()
+    # Only the valid entries ever enter the arithmetic: padding (even -inf) is left behind.
+    new, old, advantage = logp[keep], logp_old.detach()[keep], adv.detach()[keep]  # (n,)
+    ratio = torch.exp(new - old)
+    surrogate = torch.min(ratio * advantage, torch.clamp(ratio, lower, upper) * advantage)
+    n = new.numel()
+    loss = -surrogate.sum() / max(n, 1)
+    with torch.no_grad():
+        outside_low, outside_high = ratio < lower, ratio > upper
+        binds = (outside_high & (advantage > 0)) | (outside_low & (advantage < 0))
+        info = {
+            "clip_fraction": (outside_low | outside_high).sum().item() / max(n, 1),
+            "clip_active_fraction": binds.sum().item() / max(n, 1),
+            "approx_kl": ((ratio - 1) - (new - old)).sum().item() / max(n, 1),
+        }
+    return loss, info
+
+
 ROWS += [
     _row(
         "clipped_surrogate_loss",
@@ -1454,6 +1535,7 @@ ROWS += [
         "Computes the ratio inside torch.no_grad() (shared with the diagnostics), so the loss has no gradient.",
     ),
     _row("clipped_surrogate_loss", "05", r22_clipped_surrogate_loss_max_of_negatives_masked_fill),
+    _row("clipped_surrogate_loss", "05", r52_clipped_surrogate_loss_selected_entries),
 ]
 
 
@@ -1521,6 +1603,17 @@ def r23_value_loss_clamp_between_bounds(values, returns, values_old=None, clip_e
     return error.masked_fill(padding, 0.0).sum() / (2 * max(n, 1))
 
 
+def r53_value_loss_selected_entries(values, returns, values_old=None, clip_eps=None, mask=None):
+    keep = torch.ones_like(values, dtype=torch.bool) if mask is None else mask.bool()
+    v, target = values[keep], returns.detach()[keep]  # (n,)
+    errors = (v - target) ** 2
+    if clip_eps is not None:
+        old = values_old.detach()[keep]
+        v_clipped = old + (v - old).clamp(-clip_eps, clip_eps)
+        errors = torch.maximum(errors, (v_clipped - target) ** 2)
+    return 0.5 * errors.sum() / max(v.numel(), 1)
+
+
 ROWS += [
     _row(
         "value_loss",
@@ -1547,6 +1640,7 @@ ROWS += [
         "Averages the squared errors over every entry, padding included, instead of over the valid ones.",
     ),
     _row("value_loss", "05", r23_value_loss_clamp_between_bounds),
+    _row("value_loss", "05", r53_value_loss_selected_entries),
 ]
 
 
@@ -1618,6 +1712,24 @@ class r24_PPOLoss_masked_select(_PPOLossBase):
         return total - self.entropy_coef * mean_entropy
 
 
+class r54_PPOLoss_selected_entries(nn.Module):
+    def __init__(self, clip_epsilon: float = 0.2, value_loss_coef: float = 0.5, entropy_coef: float = 0.01):
+        super().__init__()
+        self.clip_epsilon = clip_epsilon
+        self.value_loss_coef = value_loss_coef
+        self.entropy_coef = entropy_coef
+
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
+        policy_loss, self.info = r52_clipped_surrogate_loss_selected_entries(
+            policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask
+        )
+        critic_loss = r53_value_loss_selected_entries(values, returns, mask=mask)
+        keep = torch.ones_like(entropy, dtype=torch.bool) if mask is None else mask.bool()
+        entropies = entropy[keep]
+        bonus = entropies.sum() / max(entropies.numel(), 1)
+        return policy_loss + self.value_loss_coef * critic_loss - self.entropy_coef * bonus
+
+
 ROWS += [
     _row(
         "PPOLoss",
@@ -1644,6 +1756,7 @@ ROWS += [
         "Passes the mask to the surrogate but not to the value loss, which then averages over padding too.",
     ),
     _row("PPOLoss", "05", r24_PPOLoss_masked_select),
+    _row("PPOLoss", "05", r54_PPOLoss_selected_entries),
 ]
 
 
@@ -1822,6 +1935,19 @@ def r27_kl_estimate_table_of_lambdas(logp, logp_ref, kind):
     return estimators[kind](diff)
 
 
+def r55_kl_estimate_match_statement(logp, logp_ref, kind):
+    log_r = logp_ref - logp
+    match kind:
+        case "k1":
+            return -log_r
+        case "k2":
+            return log_r.square() / 2
+        case "k3":
+            return torch.expm1(log_r) - log_r
+        case _:
+            raise ValueError(f"kind: expected 'k1', 'k2' or 'k3', got {kind!r}")
+
+
 ROWS += [
     _row(
         "kl_estimate", "06", w76_kl_estimate_k1_sign_flipped, "Returns log(pi_ref / pi) for k1 instead of its negative."
@@ -1846,6 +1972,7 @@ ROWS += [
         "Returns the mean of k3 over all tokens instead of one estimate per token.",
     ),
     _row("kl_estimate", "06", r27_kl_estimate_table_of_lambdas),
+    _row("kl_estimate", "06", r55_kl_estimate_match_statement),
 ]
 
 
@@ -2272,6 +2399,49 @@ def r30_grpo_loss_cleanrl_style(
     return loss, info
 
 
+def r56_grpo_loss_einops_and_selection(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
+    eps_high = clip_eps_high if clip_eps_high is not None else clip_eps
+    given = adv is not None
+    advantages = adv.detach() if given else grpo.group_advantages(rewards.detach(), normalize_std=normalize_std)
+    T = logp.shape[-1]
+    adv_tokens = repeat(advantages, "B G -> B G T", T=T)
+    ratio = torch.exp(logp - logp_old.detach())
+    objective = torch.minimum(ratio * adv_tokens, ratio.clamp(1 - clip_eps, 1 + eps_high) * adv_tokens)
+    per_token = -objective
+    if logp_ref is not None:
+        kl = grpo.kl_estimate(logp, logp_ref.detach(), kl_kind)
+        per_token = per_token + kl_coef * kl
+    loss = grpo.aggregate_loss(per_token, mask, loss_agg, max_len)
+    with torch.no_grad():
+        keep = mask.bool()
+        r, a = ratio[keep], adv_tokens[keep]
+        low, high = r < 1 - clip_eps, r > 1 + eps_high
+        count = max(r.numel(), 1)
+        info = {
+            "clip_fraction": (low | high).sum().item() / count,
+            "clip_active_fraction": ((high & (a > 0)) | (low & (a < 0))).sum().item() / count,
+            "kl": kl[keep].sum().item() / count if logp_ref is not None else 0.0,
+            "adv_abs_mean": advantages.abs().mean().item(),
+        }
+        if rewards is not None:
+            info["reward_mean"] = rewards.mean().item()
+    return loss, info
+
+
 ROWS += [
     _row(
         "grpo_loss",
@@ -2324,6 +2494,7 @@ ROWS += [
         "Computes adv_abs_mean over the valid tokens (longer responses weigh more) instead of over responses.",
     ),
     _row("grpo_loss", "06", r30_grpo_loss_cleanrl_style),
+    _row("grpo_loss", "06", r56_grpo_loss_einops_and_selection),
 ]
 
 
@@ -2551,6 +2722,14 @@ def r32_read_sweep_python_loops(group_sizes, clip_eps, reward, tol=0.1):
     return int(group_sizes[i].item()), float(clip_eps[j].item()), int(group_sizes[saturation].item())
 
 
+def r61_read_sweep_nonzero(group_sizes, clip_eps, reward, tol=0.1):
+    best = reward.max()
+    i, j = torch.nonzero(reward == best)[0].tolist()  # row-major order: the cheapest of the ties first
+    within = reward.amax(dim=1) >= best - tol  # (nG,)
+    k = int(torch.argmax(within.to(torch.int8)))  # the first True
+    return int(group_sizes[i]), float(clip_eps[j]), int(group_sizes[k])
+
+
 ROWS += [
     _row(
         "read_sweep",
@@ -2584,6 +2763,7 @@ ROWS += [
         "Counts a group size as saturated only when strictly within tol (>), so tol = 0 finds none.",
     ),
     _row("read_sweep", "07", r32_read_sweep_python_loops),
+    _row("read_sweep", "07", r61_read_sweep_nonzero),
 ]
 
 
@@ -3185,6 +3365,24 @@ def r39_completion_logps_gather_log_probs_and_shifted_mask(model, sequences, pro
     return logp, mask
 
 
+def r62_completion_logps_take_along_dim(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    P = prompt_mask.shape[1]
+    L = sequences.shape[1] - P
+    completion_ids = sequences[:, P:]
+    attention_mask = torch.ones_like(sequences)
+    attention_mask[:, :P] = prompt_mask
+    position_ids = (torch.cumsum(attention_mask, dim=1) - 1).clamp(min=0)
+    logits = model(input_ids=sequences, attention_mask=attention_mask, position_ids=position_ids).logits
+    scores = logits[:, P - 1 : P - 1 + L].float() / temperature  # (B, L, V)
+    logp = torch.take_along_dim(nn.functional.log_softmax(scores, dim=-1), completion_ids[..., None], dim=-1)[..., 0]
+    is_eos = completion_ids == eos_id
+    first_eos = torch.where(
+        is_eos.any(dim=1), is_eos.int().argmax(dim=1), torch.full_like(is_eos[:, 0], L, dtype=torch.long)
+    )
+    mask = (torch.arange(L)[None, :] <= first_eos[:, None]).float()
+    return logp, mask
+
+
 ROWS += [
     _row(
         "completion_logps",
@@ -3230,6 +3428,7 @@ ROWS += [
         "Runs the forward pass under torch.no_grad(), so logp carries no gradient.",
     ),
     _row("completion_logps", "09", r39_completion_logps_gather_log_probs_and_shifted_mask),
+    _row("completion_logps", "09", r62_completion_logps_take_along_dim),
 ]
 
 
@@ -3638,6 +3837,25 @@ def r43_aggregation_token_weight_chained_where(length, mode, max_len=None):
     return weights.to(lengths.dtype if length.is_floating_point() else torch.get_default_dtype())
 
 
+def r60_aggregation_token_weight_differentiate_my_own(length, mode, max_len=None):
+    dtype = length.dtype if length.is_floating_point() else torch.get_default_dtype()
+    lengths = length.reshape(-1).to(torch.long)  # (N,) every entry is one response
+    T = max(int(lengths.max()), 1)
+    valid = torch.arange(T) < lengths[:, None]  # (N, T)
+    per_token = torch.ones(valid.shape, dtype=dtype, requires_grad=True)
+    kept = per_token * valid
+    if mode == "seq-mean-token-mean":
+        loss = (kept.sum(-1) / lengths.clamp(min=1)).mean()
+    elif mode == "token-mean":
+        loss = kept.sum() / lengths.sum().clamp(min=1)
+    elif mode == "seq-mean-token-sum-norm":
+        loss = (kept.sum(-1) / (T if max_len is None else max_len)).mean()
+    else:
+        raise ValueError(f"mode: unknown {mode!r}")
+    (grad,) = torch.autograd.grad(loss, per_token)
+    return grad[:, 0].where(lengths > 0, torch.zeros((), dtype=dtype)).reshape(length.shape)
+
+
 ROWS += [
     _row(
         "aggregation_token_weight",
@@ -3671,6 +3889,7 @@ ROWS += [
         "Takes N from the first axis (length.shape[0]) instead of counting every entry, wrong for 2-D lengths.",
     ),
     _row("aggregation_token_weight", "10", r43_aggregation_token_weight_chained_where),
+    _row("aggregation_token_weight", "10", r60_aggregation_token_weight_differentiate_my_own),
 ]
 
 
@@ -3762,6 +3981,25 @@ def r44_completion_style_string_methods(text, n_digits=3):
     return "scratchpad"
 
 
+_STYLE_PATTERN = re.compile(r"(?P<direct>[0-9]+)|\[(?:(?P<filler>\.+)|(?P<totals>[0-9,]+))\][0-9]+")
+
+
+def r59_completion_style_one_regex(text, n_digits=3):
+    if "$" not in text:
+        return "malformed"
+    body = text[: text.index("$")]
+    match = _STYLE_PATTERN.fullmatch(body)
+    if match is None:
+        return "malformed"
+    if match.group("direct") is not None:
+        return "direct"
+    if match.group("filler") is not None:
+        return "filler"
+    totals = match.group("totals").split(",")
+    well_formed = all(re.fullmatch(r"[0-9]|1[0-9]", total) for total in totals)
+    return "scratchpad" if well_formed and len(totals) == n_digits else "malformed"
+
+
 ROWS += [
     _row(
         "completion_style",
@@ -3794,6 +4032,7 @@ ROWS += [
         "Uses [0-9]* for direct, so an empty completion ('$') is direct instead of malformed.",
     ),
     _row("completion_style", "10", r44_completion_style_string_methods),
+    _row("completion_style", "10", r59_completion_style_one_regex),
 ]
 
 
@@ -3982,6 +4221,13 @@ def r48_gspo_sequence_log_ratio_masked_fill(logp, logp_old, mask):
     return differences.sum(-1) / torch.where(lengths > 0, lengths, torch.ones_like(lengths))
 
 
+def r57_gspo_sequence_log_ratio_nanmean(logp, logp_old, mask):
+    valid = mask.bool()
+    nan = torch.full((), float("nan"), dtype=logp.dtype)
+    per_token = torch.where(valid, logp - logp_old.detach(), nan)  # padding: NaN, which nanmean skips
+    return torch.nan_to_num(per_token.nanmean(dim=-1), nan=0.0)  # an empty response: 0
+
+
 ROWS += [
     _row(
         "gspo_sequence_log_ratio",
@@ -4014,6 +4260,7 @@ ROWS += [
         "Returns the ratio s_i itself instead of its log.",
     ),
     _row("gspo_sequence_log_ratio", "11", r48_gspo_sequence_log_ratio_masked_fill),
+    _row("gspo_sequence_log_ratio", "11", r57_gspo_sequence_log_ratio_nanmean),
 ]
 
 
@@ -4072,6 +4319,14 @@ def r49_cispo_loss_weight_under_no_grad(logp, logp_old, adv, clip_eps_high, clip
     return -(scaled_adv * logp)
 
 
+def r58_cispo_loss_tensor_bounds(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    log_ratio = logp.detach() - logp_old.detach()
+    weight = torch.minimum(log_ratio.exp(), torch.full_like(log_ratio, 1.0 + clip_eps_high))
+    if clip_eps is not None:
+        weight = torch.maximum(weight, torch.full_like(weight, 1.0 - clip_eps))
+    return -(weight * adv.detach()) * logp
+
+
 ROWS += [
     _row(
         "cispo_loss",
@@ -4110,4 +4365,5 @@ ROWS += [
         "Returns the mean over tokens instead of the per-token loss.",
     ),
     _row("cispo_loss", "11", r49_cispo_loss_weight_under_no_grad),
+    _row("cispo_loss", "11", r58_cispo_loss_tensor_bounds),
 ]
