@@ -784,12 +784,13 @@ def r12_mc_policy_gradient_autograd(logits, reward_per_action, n_samples, genera
     return gradient
 
 
-def r13_mc_policy_gradient_bincount(logits, reward_per_action, n_samples, generator=None):
+def r13_mc_policy_gradient_index_add(logits, reward_per_action, n_samples, generator=None):
     logits, reward_per_action = logits.detach(), reward_per_action.detach()
+    dtype = torch.promote_types(logits.dtype, reward_per_action.dtype)
     pi = torch.softmax(logits, dim=-1)
     actions = _sample(logits, n_samples, generator)
-    sampled_rewards = reward_per_action[actions]  # (n,)
-    per_action = torch.zeros_like(logits).index_add_(0, actions, sampled_rewards)  # sum of r over each action
+    sampled_rewards = reward_per_action[actions].to(dtype)  # (n,)
+    per_action = torch.zeros(logits.shape, dtype=dtype).index_add_(0, actions, sampled_rewards)  # r summed per action
     return per_action / n_samples - sampled_rewards.mean() * pi
 
 
@@ -820,7 +821,7 @@ ROWS += [
         "Samples from the global RNG instead of the generator it is given, so equal seeds do not repeat the samples.",
     ),
     _row("mc_policy_gradient", "02", r12_mc_policy_gradient_autograd),
-    _row("mc_policy_gradient", "02", r13_mc_policy_gradient_bincount),
+    _row("mc_policy_gradient", "02", r13_mc_policy_gradient_index_add),
 ]
 
 
