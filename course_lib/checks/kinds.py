@@ -15,9 +15,10 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int
 def _with_dtypes(select):
     """``select``, with each output's kind as one more output (``dtype of <name>``), compared like the rest.
 
-    The kind is a tensor's dtype, or "a Python number" for an ``int`` or ``float``: a docstring that promises
-    a float64 tensor is not met by a float32 one, and one that promises a number (a clip fraction in ``info``)
-    is not met by a tensor."""
+    The kind is a tensor's dtype, "a Python number" for a ``float``, or "a Python int": a docstring that
+    promises a float64 tensor is not met by a float32 one, one that promises a number (a clip fraction in
+    ``info``) is not met by a tensor, and one that promises an int (a count of bytes) is not met by a float.
+    An int where a float is promised is fine, as Python's own type hints have it: ``compare`` accepts it."""
 
     def with_dtypes(result):
         named = dict(select(result))
@@ -28,22 +29,34 @@ def _with_dtypes(select):
     return with_dtypes
 
 
-_NUMBER = len(DTYPES)  # the kind code of a Python int or float
+_NUMBER = len(DTYPES)  # the kind code of a Python float
 _OTHER = len(DTYPES) + 1  # a tensor of a dtype not in DTYPES, or anything else
+_INT = len(DTYPES) + 2  # the kind code of a Python int (a bool is another type)
 
 
 def _kind_code(value) -> int:
     if isinstance(value, torch.Tensor):
         return DTYPES.index(value.dtype) if value.dtype in DTYPES else _OTHER
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if isinstance(value, bool):
+        return _OTHER
+    if isinstance(value, int):
+        return _INT
+    if isinstance(value, float):
         return _NUMBER
     return _OTHER
+
+
+def same_kind(got_code: int, expected_code: int) -> bool:
+    """Whether a returned kind meets the promised one: the same, or an int where a float is promised."""
+    return got_code == expected_code or (got_code == _INT and expected_code == _NUMBER)
 
 
 def _kind_hint(got: torch.Tensor, expected: torch.Tensor) -> str:
     """How to turn what the student returned into what the exercise asks for, where one call does it."""
     got_code, expected_code = int(got.item()), int(expected.item())
-    if expected_code == _NUMBER and got_code < len(DTYPES):
+    if expected_code == _INT and got_code == _NUMBER:
+        return " (`//` divides whole numbers into a whole number; `int(...)` converts one that is whole)"
+    if expected_code in (_NUMBER, _INT) and got_code < len(DTYPES):
         return " (`.item()` turns a one-element tensor into a number)"
     if got_code < len(DTYPES) and expected_code < len(DTYPES):
         wanted = str(DTYPES[expected_code])
@@ -60,6 +73,8 @@ def _kind_name(code: int) -> str:
     """A kind code in words: "a float32 tensor", "a Python number"."""
     if code == _NUMBER:
         return "a Python number"
+    if code == _INT:
+        return "a Python int"
     if code == _OTHER:
         return "another type"
     return f"a {str(DTYPES[code]).replace('torch.', '')} tensor"

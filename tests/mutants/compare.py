@@ -185,11 +185,11 @@ def accounting_with_torch_dtypes(
     adam = 2 * o + (o if w < o else 0)
     return _finish(
         {
-            "actor": float(2 * w * n_params_actor),
-            "critic": float(2 * w * n_params_critic),
-            "reference": float(w * n_params_ref),
-            "reward": float(w * n_params_reward),
-            "optimizer": float(trained * adam),
+            "actor": 2 * w * n_params_actor,
+            "critic": 2 * w * n_params_critic,
+            "reference": w * n_params_ref,
+            "reward": w * n_params_reward,
+            "optimizer": trained * adam,
         }
     )
 

@@ -219,6 +219,27 @@ def aggregate_in_float32(per_token, mask, mode, max_len=None):
 MUTANTS.append(("aggregate_loss", aggregate_in_float32, "is a float32 tensor; the exercise asks for a float64 tensor"))
 
 
+def memory_bytes_as_floats(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
+    """Bits turned into bytes with `/ 8`: the right counts, each a float where the docstring promises an int."""
+    bits = {"fp64": 64, "fp32": 32, "bf16": 16, "fp16": 16}
+    w, o = bits[weights_dtype] / 8, bits[optimizer_dtype] / 8
+    adam = 2 * o + (o if w < o else 0)
+    account = {
+        "actor": 2 * w * n_params_actor,
+        "critic": 2 * w * n_params_critic,
+        "reference": w * n_params_ref,
+        "reward": w * n_params_reward,
+        "optimizer": (n_params_actor + n_params_critic) * adam,
+    }
+    account["total"] = sum(account.values())
+    return account
+
+
+MUTANTS.append(("memory_accounting", memory_bytes_as_floats, "is a Python number; the exercise asks for a Python int"))
+
+
 # The classes the fifth class (written blind) found, and class four's that were still generic; each written here
 # as its own student would, apart from the checks' catalogue.
 
