@@ -122,6 +122,11 @@ def _crash_hint(error: Exception) -> str:
         return " (~ negates bool tensors only: for 0/1 numbers use 1 - x, after x.float() where x is bool)"
     if "with a bool tensor is not supported" in text or "with two bool tensors is not supported" in text:
         return " (a bool tensor such as dones or a mask: convert it first, for example dones.float())"
+    if "'NoneType' object" in text:
+        return (
+            " (something is None on this case: an optional argument this case leaves out (None), or a value"
+            " taken from a function that returns nothing?)"
+        )
     if isinstance(error, ZeroDivisionError):
         return (
             " (a Python division by a count, a size or a binomial that is 0 on this case: what should it give there?)"
