@@ -85,6 +85,17 @@ def _reward_mistakes():
         return float(bool(eos) and head == a)
 
     return [
+        Mistake("a completion with no EOS is rewarded: the model must also stop (require the EOS '$')", ignores_eos),
+        Mistake(
+            "the reward reads text after the first EOS: the model stopped there, so score only what "
+            "comes before the first '$'",
+            reads_past_eos,
+        ),
+        Mistake(
+            "the answers are compared as numbers, so leading zeros ('0132') pass: compare the strings", numeric_compare
+        ),
+        Mistake("spaces are stripped, so extra text passes: the completion must be exactly the digits", strips_spaces),
+        Mistake("only the beginning is compared, so extra digits before EOS pass", startswith_answer),
         Mistake(
             "the whole completion must equal the answer + '$': text after the first EOS is ignored (the model "
             "stopped there), so '132$7' earns 1.0; compare only what comes before the first '$'",
@@ -119,17 +130,6 @@ def _reward_mistakes():
             "there, c.split('$', 1)",
             last_eos,
         ),
-        Mistake("a completion with no EOS is rewarded: the model must also stop (require the EOS '$')", ignores_eos),
-        Mistake(
-            "the reward reads text after the first EOS: the model stopped there, so score only what "
-            "comes before the first '$'",
-            reads_past_eos,
-        ),
-        Mistake(
-            "the answers are compared as numbers, so leading zeros ('0132') pass: compare the strings", numeric_compare
-        ),
-        Mistake("spaces are stripped, so extra text passes: the completion must be exactly the digits", strips_spaces),
-        Mistake("only the beginning is compared, so extra digits before EOS pass", startswith_answer),
     ]
 
 
