@@ -995,6 +995,127 @@ w08_step_step_before_clip = _step_student("step_before_clip", "w08_step_step_bef
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Held out: twelve more, one an exercise, written after the catalogue above had been extended for the first 102
+# (its first sight then measured how the extended catalogue generalises), and catalogued in their turn
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def h05_csl_index_mean(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    # mean of the valid entries by indexing: NaN on an empty mask
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()
+    ratio = torch.exp(logp[valid] - logp_old.detach()[valid])
+    a = adv.detach()[valid]
+    per = -torch.minimum(ratio * a, ratio.clamp(1 - clip_eps, 1 + high) * a)
+    _, info = _surrogate(logp, logp_old, adv, clip_eps, mask, clip_eps_high)
+    return per.mean(), info
+
+
+def h05_value_anchor_returns(values, returns, values_old=None, clip_eps=None, mask=None):
+    valid = torch.ones_like(values, dtype=torch.bool) if mask is None else mask.bool()
+    r = returns.detach()
+    error = (values - r) ** 2
+    if clip_eps is not None:
+        clipped = r + (values - r).clamp(-clip_eps, clip_eps)
+        error = torch.maximum(error, (clipped - r) ** 2)
+    return 0.5 * torch.where(valid, error, torch.zeros_like(error)).sum() / valid.sum().clamp(min=1)
+
+
+class H05PPOLossCoefOnBoth(_PPOLossCoefficients):
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
+        p, v, h = self.parts(policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask)
+        return self.value_loss_coef * (p + v) - self.entropy_coef * h
+
+
+def h06_adv_keepdim_extra_axis(rewards, normalize_std=True, eps=1e-6):
+    centred = torch.where(_equal(rewards), 0.0, rewards - rewards.mean(-1, keepdim=True))
+    if normalize_std and rewards.shape[-1] > 1:
+        centred = centred / (rewards.std(-1, keepdim=True) + eps)
+    return centred[..., None]
+
+
+def h06_kl_k2_probabilities(logp, logp_ref, kind):
+    return _kl(logp, logp_ref, kind, k2=lambda p, q: 0.5 * (p.exp() - q.exp()) ** 2)
+
+
+def h06_agg_seq_mean_counts_padding(per_token, mask, mode, max_len=None):
+    if mode == "seq-mean-token-mean":
+        m = mask.to(per_token.dtype)
+        return ((per_token * m).mean(-1)).mean()
+    return _agg(per_token, mask, mode, max_len)
+
+
+def h06_grpo_reward_mean_of_adv(logp, logp_old, logp_ref, rewards, mask, **options):
+    loss, info = _grpo(logp, logp_old, logp_ref, rewards, mask, **options)
+    if "reward_mean" in info:
+        info["reward_mean"] = info["adv_abs_mean"]
+    return loss, info
+
+
+def h07_memory_reference_in_fp32(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
+    account = _memory(n_params_actor, n_params_critic, n_params_ref, n_params_reward, weights_dtype, optimizer_dtype)
+    account["reference"] = n_params_ref * 4  # frozen models are kept in fp32
+    account["reward"] = n_params_reward * 4
+    account["total"] = sum(value for key, value in account.items() if key != "total")
+    return account
+
+
+def h07_sweep_columns_first(group_sizes, clip_eps, reward, tol=0.1):
+    flat = int(torch.argmax(reward.T))  # ties: the smallest clip range first
+    j, i = divmod(flat, reward.shape[0])
+    _, _, k = _sweep(group_sizes, clip_eps, reward, tol)
+    return int(group_sizes[i]), float(clip_eps[j]), k
+
+
+def h08_exact_strip_newline(completion, answer):
+    head, eos, _ = completion.strip().partition("$")
+    return float(bool(eos) and head == answer)
+
+
+def h08_mask_cumprod_or_eos(completion_ids, eos_id):
+    is_eos = completion_ids == eos_id
+    before = (~is_eos).long().cumprod(-1).bool()
+    return (before | is_eos).float()
+
+
+def h08_step_norm_type_one(
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+):
+    B, G, L = completions.shape
+    P = prompts.shape[1]
+    fp = repeat(prompts, "B P -> (B G) P", G=G)
+    fc = rearrange(completions, "B G L -> (B G) L")
+    ids = torch.cat([fp, fc[:, :-1]], 1)
+
+    def lp(m):
+        return rearrange(gather_log_probs(m(ids)[:, P - 1 :], fc), "(B G) L -> B G L", G=G)
+
+    logp = lp(policy)
+    ref = None
+    if ref_model is not None and kl_coef > 0:
+        with torch.no_grad():
+            ref = lp(ref_model)
+    loss, _ = grpo_loss(logp, logp_old, ref, rewards, _my_mask(completions, eos_id), clip_eps=clip_eps, kl_coef=kl_coef)
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm, norm_type=1.0)
+    optimizer.step()
+    return loss.item()
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # The table: what each student wrote, and the truth about it
 # ---------------------------------------------------------------------------------------------------------------
 
@@ -1675,5 +1796,91 @@ ROWS = [
         w08_step_step_before_clip,
         "Steps before clipping the gradient norm, so the update is not clipped.",
         "gradient is not clipped",
+    ),
+    # held out (see above)
+    _row(
+        "clipped_surrogate_loss",
+        "05",
+        h05_csl_index_mean,
+        "Averages the valid entries by indexing, per[mask].mean(): NaN on an empty mask.",
+        "an empty mask (no valid entry) gives 0 / 0 = NaN",
+    ),
+    _row(
+        "value_loss",
+        "05",
+        h05_value_anchor_returns,
+        "Clips the value around returns instead of values_old, so the clipped error is never the larger: the clip "
+        "never acts, as if clip_eps were ignored.",
+        "clip_eps is ignored",
+    ),
+    _row(
+        "PPOLoss",
+        "05",
+        H05PPOLossCoefOnBoth,
+        "Multiplies the policy loss by value_loss_coef too: value_loss_coef * (policy_loss + value_loss).",
+        "value_loss_coef multiplies the policy loss too",
+    ),
+    _row(
+        "group_advantages",
+        "06",
+        h06_adv_keepdim_extra_axis,
+        "Returns the advantages with an extra axis of size 1, (B, G, 1).",
+        "an axis of size 1 added or dropped",
+    ),
+    _row(
+        "kl_estimate",
+        "06",
+        h06_kl_k2_probabilities,
+        "Writes k2 as 0.5 * (exp(logp) - exp(logp_ref))**2, probabilities in place of log-probs.",
+        "difference of the probabilities",
+    ),
+    _row(
+        "aggregate_loss",
+        "06",
+        h06_agg_seq_mean_counts_padding,
+        "In 'seq-mean-token-mean' alone, divides each response's sum by the padded length (padding in the count).",
+        "padding is counted in each response's denominator",
+    ),
+    _row(
+        "grpo_loss",
+        "06",
+        h06_grpo_reward_mean_of_adv,
+        "Reports the mean |advantage| as reward_mean.",
+        "reward_mean is the mean |advantage|",
+    ),
+    _row(
+        "memory_accounting",
+        "07",
+        h07_memory_reference_in_fp32,
+        "Counts the frozen models' weights (reference and reward) in 4 bytes (fp32) whatever weights_dtype is.",
+        "counted in fp32 (4 bytes) whatever weights_dtype",
+    ),
+    _row(
+        "read_sweep",
+        "07",
+        h07_sweep_columns_first,
+        "Finds the best entry with the argmax of reward.T, so ties go to the smallest clip range first.",
+        "smallest clip range first",
+    ),
+    _row(
+        "addition_exact_reward",
+        "08",
+        h08_exact_strip_newline,
+        "Strips spaces around the whole completion before reading it (' 132$' passes).",
+        "stripped of spaces first",
+    ),
+    _row(
+        "completion_mask",
+        "08",
+        h08_mask_cumprod_or_eos,
+        "Keeps every EOS: cumprod(ids != eos) | is_eos.",
+        "every EOS is kept",
+    ),
+    _row(
+        "grpo_step",
+        "08",
+        h08_step_norm_type_one,
+        "Clips the gradient with norm_type=1 instead of the L2 norm.",
+        "norm_type=1",
     ),
 ]

@@ -180,6 +180,16 @@ AGGREGATE_MISTAKES += [
         for mode in ("token-mean", *SEQ_MODES)
     ),
     Mistake(
+        "padding is counted in the denominator in mode 'token-mean': divide by the number of valid tokens, "
+        "mask.sum(), not by the padded size",
+        aggregate_with(**{"token-mean": lambda x, m, L: (x * m).mean()}),
+    ),
+    Mistake(
+        "padding is counted in each response's denominator in mode 'seq-mean-token-mean': divide each response's "
+        "sum by its number of valid tokens, mask.sum(-1), not by the padded length",
+        aggregate_with(**{"seq-mean-token-mean": lambda x, m, L: (x * m).mean(-1).mean()}),
+    ),
+    Mistake(
         "'token-mean' sums each response's tokens and averages over responses: that divides by the number of "
         "responses, not of tokens; DAPO's token mean is (loss * mask).sum() / mask.sum() over the whole batch",
         aggregate_with(**{"token-mean": lambda x, m, L: seq_sum(x, m).mean()}),

@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from course_lib.checks.kinds import _kind_hint, _kind_name
+from course_lib.checks.kinds import _kind_hint, _kind_name, _shape_hint
 
 # Bound once, at import: a solution that later replaces torch.allclose (or torch.equal,
 # torch.isnan) globally cannot make a wrong answer compare equal to the reference.
@@ -289,7 +289,10 @@ def _differences(expected: _Outcome, got: _Outcome, rtol: float, atol: float):
                     )
                 continue
             if tuple(value.shape) != tuple(exp.shape):
-                yield what, f"{what} has shape {tuple(value.shape)}, expected {tuple(exp.shape)}"
+                yield (
+                    what,
+                    f"{what} has shape {tuple(value.shape)}, expected {tuple(exp.shape)}{_shape_hint(value, exp)}",
+                )
                 continue
             value64, exp64 = value.to(torch.float64), exp.to(torch.float64)
             if _isnan(value64).any() and not _isnan(exp64).any():

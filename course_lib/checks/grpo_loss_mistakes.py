@@ -113,6 +113,8 @@ def wrong_grpo(
                     kl_kind,
                 ),
             }
+        if rewards is None:
+            right.pop("reward_mean", None)  # promised only with rewards
         return loss, right
 
     return loss_fn
@@ -369,6 +371,18 @@ GRPO_LOSS_MISTAKES = [
         "info's adv_abs_mean is the mean advantage (about 0 after centring); report the mean of its "
         "absolute value, adv.abs().mean()",
         wrong_grpo(info=info_adv(lambda a: a.mean())),
+    ),
+    *(
+        Mistake(
+            f"info's reward_mean is {words}; it is the mean reward of the batch, rewards.mean()",
+            wrong_grpo(
+                info=lambda p, p_old, q, adv, valid, eps, high, coef, kind, value=value: {"reward_mean": value(adv)}
+            ),
+        )
+        for words, value in (
+            ("the mean |advantage|", lambda a: float(a.abs().mean())),
+            ("the mean advantage (about 0 after centring)", lambda a: float(a.mean())),
+        )
     ),
     Mistake(
         "info's adv_abs_mean is the advantages' std; report the mean of their absolute value, adv.abs().mean()",

@@ -145,6 +145,11 @@ def check_kl_estimate(fn) -> bool:
             estimator(k2=lambda p, q: 0.5 * (p**2 - q**2)),
         ),
         Mistake(
+            "k2 squares the difference of the probabilities, exp(logp) - exp(logp_ref); it squares the difference "
+            "of the log-probs: 0.5 * (logp - logp_ref)**2",
+            estimator(k2=lambda p, q: 0.5 * (p.exp() - q.exp()) ** 2),
+        ),
+        Mistake(
             "k1 is squared: k1 = logp - logp_ref, the log-ratio itself (it can be negative)",
             estimator(k1=lambda p, q: (p - q) ** 2),
         ),

@@ -42,6 +42,7 @@ def _accounting_with(
     total_without_optimizer=False,
     fp64_bytes=8,
     unit=1,
+    frozen_bytes=None,
 ):
     """A wrong memory_accounting: the reference formula with one classic slip switched on (``master="different"``:
     a master copy whenever the two dtypes differ; ``unit``: bytes per reported unit, 1e9 for gigabytes)."""
@@ -67,14 +68,15 @@ def _accounting_with(
         copy_bytes = w if master_like_weights else o
         copy = {"mixed": copy_bytes if narrower else 0, "never": 0, "always": o, "different": o if w != o else 0}
         grad = (o if grads_like_optimizer else w) if trained_grads else 0  # bytes of one gradient
+        frozen = {None: w, "optimizer": o, "fp32": 4}  # bytes per parameter of a frozen model
         trained = n_params_actor + (n_params_critic if critic_optimizer else 0)
         if frozen_optimizer:
             trained += n_params_ref + n_params_reward
         account = {
             "actor": n_params_actor * (w + grad),
             "critic": n_params_critic * (w + (grad if critic_grads else 0)),
-            "reference": n_params_ref * w * (2 if frozen_grads else 1),
-            "reward": n_params_reward * w * (2 if frozen_grads else 1),
+            "reference": n_params_ref * frozen[frozen_bytes] * (2 if frozen_grads else 1),
+            "reward": n_params_reward * frozen[frozen_bytes] * (2 if frozen_grads else 1),
             "optimizer": trained * (adam_states * o + copy[master]),
         }
         if grads_in_optimizer_row:  # the gradients moved from the models' rows to the optimizer's
@@ -218,6 +220,14 @@ def check_memory_accounting(fn) -> bool:
         Mistake(
             "the total leaves out the optimizer row: it is the sum of every row, the optimizer's included",
             _accounting_with(total_without_optimizer=True),
+        ),
+        *(
+            Mistake(
+                f"the frozen reference (and reward model) are counted in {words}; a frozen model is loaded in "
+                "weights_dtype like the actor (bf16: 2 bytes per parameter)",
+                _accounting_with(frozen_bytes=frozen),
+            )
+            for words, frozen in (("optimizer_dtype", "optimizer"), ("fp32 (4 bytes) whatever weights_dtype", "fp32"))
         ),
         Mistake("fp64 takes 8 bytes per number (64 bits), not 4", _accounting_with(fp64_bytes=4)),
         Mistake(

@@ -35,6 +35,7 @@ def wrong_ppo_loss(
     policy_over_padding=False,
     policy_sum=False,
     value_factor=1.0,
+    coef_on_policy=False,
 ):
     """A wrong PPO loss: the reference's three terms with one slip switched on by the options."""
 
@@ -82,6 +83,8 @@ def wrong_ppo_loss(
             h_term = h.sum() / valid.sum()
         else:
             h_term = _mean(h, h_mask)
+        if coef_on_policy:  # value_loss_coef * (policy_loss + value_loss)
+            return scale * (c_v * (p_loss + v_loss) + sign * c_e * h_term)
         return scale * (p_loss + c_v * v_loss + sign * c_e * h_term)
 
     return wrong
@@ -175,6 +178,11 @@ PPO_LOSS_MISTAKES += [
         "the policy loss is summed over the entries; average it over the valid entries (the clipped surrogate "
         "loss's mean)",
         wrong_ppo_loss(policy_sum=True),
+    ),
+    Mistake(
+        "value_loss_coef multiplies the policy loss too (value_loss_coef * (policy_loss + value_loss)); it weighs "
+        "the value loss alone: policy_loss + value_loss_coef * value_loss - entropy_coef * entropy",
+        wrong_ppo_loss(coef_on_policy=True),
     ),
     Mistake(
         "the value loss's 0.5 is applied twice: value_loss already holds the 0.5, so the loss adds "

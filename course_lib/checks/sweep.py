@@ -27,6 +27,7 @@ def _sweep_reader(
     best_column_apart=False,
     tol_used=None,
     saturation_column=False,
+    columns_first=False,
 ):
     """A wrong read_sweep: the reference with one classic slip switched on (``within``: ``"relative"``, a reward
     within ``tol`` times the best, or ``"strict"``, strictly above best - tol)."""
@@ -45,6 +46,8 @@ def _sweep_reader(
         else:
             i, j = divmod(flat, n_cols)
         i, j = min(i, n_rows - 1), min(j, n_cols - 1)
+        if columns_first:  # argmax of the transposed table: among ties, the smallest clip range first
+            j, i = divmod(int(torch.argmax(reward.T)), n_rows)
         if best_column_apart:  # the best row, then the best column of the whole table, each on its own
             i, j = int(torch.argmax(reward.max(dim=1).values)), int(torch.argmax(reward.max(dim=0).values))
         per_group = reward.mean(dim=1) if mean_over_eps else reward.max(dim=1).values
@@ -213,6 +216,11 @@ def check_read_sweep(fn) -> bool:
             "the best clip range was taken over the whole table (reward.max(dim=0)), apart from the best group "
             "size; both come from one entry, the best configuration: divmod(argmax(reward), len(clip_eps))",
             _sweep_reader(best_column_apart=True),
+        ),
+        Mistake(
+            "among equal rewards you took the smallest clip range first (the argmax of reward.T); the cheapest "
+            "configuration is the smallest group size first, then the smallest clip range: torch.argmax(reward)",
+            _sweep_reader(columns_first=True),
         ),
         Mistake(
             "tol is ignored (0.1 is used whatever is passed): compare with best - tol for the tol given",

@@ -80,6 +80,10 @@ def _reward_mistakes():
         except ValueError:
             return 0.0
 
+    def strips_completion(c, a):
+        head, eos, _ = c.strip().partition("$")
+        return float(bool(eos) and head == a)
+
     def last_eos(c, a):
         head, eos, _ = c.rpartition("$")
         return float(bool(eos) and head == a)
@@ -129,6 +133,11 @@ def _reward_mistakes():
             "the text is split at the *last* EOS (rsplit, rpartition); the model stopped at the first one: split "
             "there, c.split('$', 1)",
             last_eos,
+        ),
+        Mistake(
+            "the completion is stripped of spaces first (.strip()), so ' 132$' passes: the completion must be "
+            "exactly the digits then EOS",
+            strips_completion,
         ),
     ]
 

@@ -143,6 +143,8 @@ def _wrong_step(
             optimizer.zero_grad()
         if clip and clipper == "value":
             torch.nn.utils.clip_grad_value_(policy.parameters(), max_grad_norm)
+        elif clip and clipper == "l1":
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm, norm_type=1.0)
         elif clip:
             norm = max_grad_norm if clipper == "norm" else clipper
             torch.nn.utils.clip_grad_norm_(policy.parameters(), norm)
@@ -218,6 +220,11 @@ def _step_mistakes():
             "each gradient entry is clipped (clip_grad_value_); the step clips the global gradient norm, "
             "torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)",
             _wrong_step(clipper="value"),
+        ),
+        Mistake(
+            "the gradient norm is clipped with norm_type=1 (the sum of absolute values); the step clips the global "
+            "L2 norm, clip_grad_norm_'s default norm_type=2",
+            _wrong_step(clipper="l1"),
         ),
         Mistake(
             "max_grad_norm is ignored (1.0 is used whatever is passed): clip_grad_norm_(policy.parameters(), "
