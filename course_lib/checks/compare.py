@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from course_lib.checks.kinds import _kind_hint, _kind_name, same_kind
+from course_lib.checks.kinds import _kind_hint, _kind_name, _shape_hint, same_kind
 
 # Bound once, at import: a solution that later replaces torch.allclose (or torch.equal,
 # torch.isnan) globally cannot make a wrong answer compare equal to the reference.
@@ -122,6 +122,11 @@ def _crash_hint(error: Exception) -> str:
         return " (~ negates bool tensors only: for 0/1 numbers use 1 - x, after x.float() where x is bool)"
     if "with a bool tensor is not supported" in text or "with two bool tensors is not supported" in text:
         return " (a bool tensor such as dones or a mask: convert it first, for example dones.float())"
+    if "'NoneType' object" in text:
+        return (
+            " (something is None on this case: an optional argument this case leaves out (None), or a value"
+            " taken from a function that returns nothing?)"
+        )
     if isinstance(error, ZeroDivisionError):
         return (
             " (a Python division by a count, a size or a binomial that is 0 on this case: what should it give there?)"
@@ -284,7 +289,10 @@ def _differences(expected: _Outcome, got: _Outcome, rtol: float, atol: float):
                     )
                 continue
             if tuple(value.shape) != tuple(exp.shape):
-                yield what, f"{what} has shape {tuple(value.shape)}, expected {tuple(exp.shape)}"
+                yield (
+                    what,
+                    f"{what} has shape {tuple(value.shape)}, expected {tuple(exp.shape)}{_shape_hint(value, exp)}",
+                )
                 continue
             value64, exp64 = value.to(torch.float64), exp.to(torch.float64)
             if _isnan(value64).any() and not _isnan(exp64).any():

@@ -180,6 +180,7 @@ def _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol,
             if (
                 _compare(own, _component(got, what), rtol, atol) is None
                 and _compare(own, _component(expected, what), rtol, atol) is not None
+                and _same_values_for_a_gradient(what, wrong, got, rtol, atol)
                 and (others is None or others.consistent(mistake, component=what))
             ):
                 raise AssertionError(
@@ -196,6 +197,15 @@ def _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol,
         raise AssertionError(f"{name}: {described}\n  seen on the case: {where}\n  {problem}{evidence}")
     # 4. Nothing explains the evidence: the difference, and what to replay it with.
     raise AssertionError(f"{name}: {problem}\n  on the case: {where}{evidence}")
+
+
+def _same_values_for_a_gradient(what: str, wrong: _Outcome, got: _Outcome, rtol, atol) -> bool:
+    """Whether a mistake named for a gradient (the first difference, so the student's values are right) gives the
+    student's values too: one that reproduces the gradient with other values (k1's gradient under k3's values) is
+    not what the student wrote."""
+    if not what.startswith("gradient of "):
+        return True
+    return _compare(_Outcome(values=wrong.values), _Outcome(values=got.values), rtol, atol) is None
 
 
 def _structure(others, case, dtype, rtol, atol) -> str | None:

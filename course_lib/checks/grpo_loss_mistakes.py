@@ -30,6 +30,7 @@ def wrong_grpo(
     old_kl=False,
     ratio_ref=False,
     renormalise_adv=False,
+    kl_token_mean=False,
 ):
     def loss_fn(
         logp,
@@ -64,18 +65,22 @@ def wrong_grpo(
         )
         kind = kl_kind if kl_kind_used is None else kl_kind_used
         coef = kl_coef if kl_coef_used is None else kl_coef_used
+        k = None
         if logp_ref is not None:
             k = (
                 kl(logp, logp_ref, kind)
                 if kl
                 else kl_estimate(logp_old.detach() if old_kl else logp, logp_ref.detach(), kind)
             )
-            surrogate = surrogate + coef * k
+            if not kl_token_mean:
+                surrogate = surrogate + coef * k
         loss = (
             agg(surrogate, mask)
             if agg
             else aggregate_loss(surrogate, mask, loss_agg, None if ignore_max_len else max_len)
         )
+        if kl_token_mean and k is not None:  # the KL averaged apart, over every valid token of the batch
+            loss = loss + coef * masked_mean(k, mask)
         _, right = grpo_loss(
             logp.detach(),
             logp_old.detach(),
@@ -91,6 +96,8 @@ def wrong_grpo(
             high,
             None if adv is None else adv.detach(),
         )  # the info, right unless the mistake is in it (or in clip_eps_high)
+        if adv_fn is not None or renormalise_adv:  # the advantages are the student's own: so is their magnitude
+            right["adv_abs_mean"] = float(adv_used.abs().mean())
         if info is not None:
             right = {
                 **right,
@@ -106,6 +113,8 @@ def wrong_grpo(
                     kl_kind,
                 ),
             }
+        if rewards is None:
+            right.pop("reward_mean", None)  # promised only with rewards
         return loss, right
 
     return loss_fn
@@ -115,10 +124,17 @@ def ratio_of(logp, logp_old):
     return torch.exp(logp - logp_old)
 
 
-def info_clip_fraction(binding=False, every_token=False):
+def info_clip_fraction(binding=False, every_token=False, bounds="right"):
+    """clip_fraction counted a wrong way; ``bounds``: ``"low"`` (clip_eps on both sides, clip_eps_high ignored)
+    or ``"high"`` (clip_eps_high on both sides)."""
+
     def info(p, p_old, q, adv, valid, eps, high, coef, kind):
         ratio = ratio_of(p, p_old)
         a = adv[..., None].expand_as(p)
+        if bounds == "low":
+            high = eps
+        if bounds == "high":
+            eps = high
         out = (ratio < 1 - eps) | (ratio > 1 + high)
         if binding:
             out = ((ratio > 1 + high) & (a > 0)) | ((ratio < 1 - eps) & (a < 0))
@@ -295,6 +311,47 @@ GRPO_LOSS_MISTAKES = [
         wrong_grpo(info=info_clip_fraction(binding=True)),
     ),
     Mistake(
+        "info's clip_fraction ignores clip_eps_high: it counts the tokens whose ratio lies outside "
+        "[1 - clip_eps, 1 + clip_eps_high], the range the loss clips to",
+        wrong_grpo(info=info_clip_fraction(bounds="low")),
+    ),
+    Mistake(
+        "clip_eps_high is used on both sides: the ratio is clipped to [1 - clip_eps, 1 + clip_eps_high], "
+        "clip_eps below and clip_eps_high above",
+        wrong_grpo(
+            per_token=lambda p, p_old, a, eps, hi: (
+                -torch.minimum(ratio_of(p, p_old.detach()) * a, ratio_of(p, p_old.detach()).clamp(1 - hi, 1 + hi) * a)
+            ),
+            info=info_clip_fraction(bounds="high"),
+        ),
+    ),
+    Mistake(
+        "the KL term is averaged apart, over every valid token of the batch, and added to the aggregated loss; "
+        "it is part of every token's loss, kl_coef * KL added before aggregate_loss, so it is aggregated the "
+        "loss_agg way too",
+        wrong_grpo(kl_token_mean=True),
+    ),
+    Mistake(
+        "the clipped surrogate sends no gradient (it is computed from logp.detach()): only the KL term trains "
+        "the policy; the ratio is exp(logp - logp_old.detach()), with logp as it comes",
+        wrong_grpo(
+            per_token=lambda p, p_old, a, eps, hi: (
+                -torch.minimum(
+                    ratio_of(p.detach(), p_old.detach()) * a,
+                    ratio_of(p.detach(), p_old.detach()).clamp(1 - eps, 1 + hi) * a,
+                )
+            )
+        ),
+    ),
+    *(
+        Mistake(
+            f"the group advantages use eps = {constant:g}; the course's is 1e-6 (group_advantages' default): "
+            "(r - mean) / (std + 1e-6)",
+            wrong_grpo(adv_fn=lambda r, n, constant=constant: group_advantages(r.detach(), n, eps=constant)),
+        )
+        for constant in (1e-4, 1e-8, 1e-5)
+    ),
+    Mistake(
         "info's clip_fraction counts padding tokens too: count valid tokens only (mask)",
         wrong_grpo(info=info_clip_fraction(every_token=True)),
     ),
@@ -314,6 +371,18 @@ GRPO_LOSS_MISTAKES = [
         "info's adv_abs_mean is the mean advantage (about 0 after centring); report the mean of its "
         "absolute value, adv.abs().mean()",
         wrong_grpo(info=info_adv(lambda a: a.mean())),
+    ),
+    *(
+        Mistake(
+            f"info's reward_mean is {words}; it is the mean reward of the batch, rewards.mean()",
+            wrong_grpo(
+                info=lambda p, p_old, q, adv, valid, eps, high, coef, kind, value=value: {"reward_mean": value(adv)}
+            ),
+        )
+        for words, value in (
+            ("the mean |advantage|", lambda a: float(a.abs().mean())),
+            ("the mean advantage (about 0 after centring)", lambda a: float(a.mean())),
+        )
     ),
     Mistake(
         "info's adv_abs_mean is the advantages' std; report the mean of their absolute value, adv.abs().mean()",

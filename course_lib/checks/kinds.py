@@ -2,7 +2,8 @@
 
 ``check_against_reference(..., check_dtype=True)`` wraps a check's ``outputs`` in :func:`_with_dtypes`, which adds
 one output ``dtype of <name>`` per output, a code for its kind; :mod:`course_lib.checks.compare` tells a difference
-there in words (:func:`_kind_name`) with the call that converts it (:func:`_kind_hint`), after every value.
+there in words (:func:`_kind_name`) with the call that converts it (:func:`_kind_hint`), after every value. A wrong
+shape, the other way an output can be of the wrong kind, gets its likely cause from :func:`_shape_hint`.
 """
 
 from __future__ import annotations
@@ -78,3 +79,18 @@ def _kind_name(code: int) -> str:
     if code == _OTHER:
         return "another type"
     return f"a {str(DTYPES[code]).replace('torch.', '')} tensor"
+
+
+def _shape_hint(got: torch.Tensor, expected: torch.Tensor) -> str:
+    """What a wrong shape likely is, where its sizes say so: an axis of size 1 too many or too few, a reduction too
+    many (one number where one per entry is asked) or one missing."""
+    squeezed = [n for n in got.shape if n != 1] == [n for n in expected.shape if n != 1]
+    if got.numel() == expected.numel() and squeezed:
+        return (
+            " (the same entries, with an axis of size 1 added or dropped: a keepdim=True, [..., None] or .squeeze()?)"
+        )
+    if got.dim() == 0:
+        return " (one number where the answer keeps an axis: a .mean() or .sum() too many?)"
+    if expected.dim() == 0:
+        return " (several numbers where the answer is one: a final .mean() or .sum() missing?)"
+    return ""

@@ -121,5 +121,50 @@ def check_kl_estimate(fn) -> bool:
             "k3's log-ratio term has the wrong sign: k3 = exp(log_r) - log_r - 1 with log_r = logp_ref - logp",
             estimator(k3=lambda p, q: torch.exp(q - p) + (q - p) - 1),
         ),
+        Mistake(
+            "k3 is missing its -log_r term: k3 = exp(log_r) - log_r - 1 with log_r = logp_ref - logp",
+            estimator(k3=lambda p, q: torch.exp(q - p) - 1),
+        ),
+        Mistake(
+            "k3 is halved: k3 = exp(log_r) - log_r - 1 has no factor 0.5 (k2 has one)",
+            estimator(k3=lambda p, q: 0.5 * (torch.exp(q - p) - (q - p) - 1)),
+        ),
+        Mistake(
+            "k3 is replaced by its Taylor expansion (r - 1)^2 / 2, which only agrees near r = 1; k3 = exp(log_r) - "
+            "log_r - 1 exactly, with log_r = logp_ref - logp",
+            estimator(k3=lambda p, q: 0.5 * torch.expm1(q - p) ** 2),
+        ),
+        Mistake(
+            "k3's values are right but its gradient is not: exp(log_r) is detached; every term of "
+            "exp(log_r) - log_r - 1 carries the gradient of logp",
+            estimator(k3=lambda p, q: torch.exp(q - p).detach() - (q - p) - 1),
+        ),
+        Mistake(
+            "k2 is 0.5 * (logp - logp_ref)**2, the square of the difference, not the difference of the squares "
+            "0.5 * (logp**2 - logp_ref**2)",
+            estimator(k2=lambda p, q: 0.5 * (p**2 - q**2)),
+        ),
+        Mistake(
+            "k2 squares the difference of the probabilities, exp(logp) - exp(logp_ref); it squares the difference "
+            "of the log-probs: 0.5 * (logp - logp_ref)**2",
+            estimator(k2=lambda p, q: 0.5 * (p.exp() - q.exp()) ** 2),
+        ),
+        Mistake(
+            "k1 is squared: k1 = logp - logp_ref, the log-ratio itself (it can be negative)",
+            estimator(k1=lambda p, q: (p - q) ** 2),
+        ),
+        *(
+            Mistake(
+                f"the estimates are {words}; kl_estimate returns one estimate per token, the shape of logp "
+                "([...]): the loss reduces them later",
+                lambda logp, logp_ref, kind, reduce=reduce: reduce(kl_estimate(logp, logp_ref, kind)),
+            )
+            for words, reduce in (
+                ("averaged to one number", lambda k: k.mean()),
+                ("summed to one number", lambda k: k.sum()),
+                ("summed over the last axis (one per sequence)", lambda k: k.sum(-1) if k.dim() else k),
+                ("averaged over the last axis (one per sequence)", lambda k: k.mean(-1) if k.dim() else k),
+            )
+        ),
     ]
     return check_against_reference(fn, kl_estimate, cases, name="kl_estimate", mistakes=mistakes, check_dtype=True)

@@ -35,8 +35,17 @@ def _accounting_with(
     weights_always_fp32=False,
     optimizer_like_weights=False,
     master_from_declared=False,
+    grads_like_optimizer=False,
+    master_like_weights=False,
+    critic_grads=True,
+    grads_in_optimizer_row=False,
+    total_without_optimizer=False,
+    fp64_bytes=8,
+    unit=1,
+    frozen_bytes=None,
 ):
-    """A wrong memory_accounting: the reference formula with one classic slip switched on."""
+    """A wrong memory_accounting: the reference formula with one classic slip switched on (``master="different"``:
+    a master copy whenever the two dtypes differ; ``unit``: bytes per reported unit, 1e9 for gigabytes)."""
 
     def wrong(
         n_params_actor,
@@ -46,7 +55,8 @@ def _accounting_with(
         weights_dtype="bf16",
         optimizer_dtype="fp32",
     ):
-        w, o = DTYPE_BYTES[weights_dtype], DTYPE_BYTES[optimizer_dtype]
+        sizes = {**DTYPE_BYTES, "fp64": fp64_bytes}
+        w, o = sizes[weights_dtype], sizes[optimizer_dtype]
         declared_narrower = w < o  # what the dtypes say, before any slip
         if weights_always_fp32:
             w = 4
@@ -55,20 +65,27 @@ def _accounting_with(
         narrower = declared_narrower if master_from_declared else w < o
         if bits:
             w, o = 8 * w, 8 * o
-        copy = {"mixed": o if narrower else 0, "never": 0, "always": o}[master]
-        grads = 2 if trained_grads else 1
+        copy_bytes = w if master_like_weights else o
+        copy = {"mixed": copy_bytes if narrower else 0, "never": 0, "always": o, "different": o if w != o else 0}
+        grad = (o if grads_like_optimizer else w) if trained_grads else 0  # bytes of one gradient
+        frozen = {None: w, "optimizer": o, "fp32": 4}  # bytes per parameter of a frozen model
         trained = n_params_actor + (n_params_critic if critic_optimizer else 0)
         if frozen_optimizer:
             trained += n_params_ref + n_params_reward
         account = {
-            "actor": n_params_actor * grads * w,
-            "critic": n_params_critic * grads * w,
-            "reference": n_params_ref * w * (2 if frozen_grads else 1),
-            "reward": n_params_reward * w * (2 if frozen_grads else 1),
-            "optimizer": trained * (adam_states * o + copy),
+            "actor": n_params_actor * (w + grad),
+            "critic": n_params_critic * (w + (grad if critic_grads else 0)),
+            "reference": n_params_ref * frozen[frozen_bytes] * (2 if frozen_grads else 1),
+            "reward": n_params_reward * frozen[frozen_bytes] * (2 if frozen_grads else 1),
+            "optimizer": trained * (adam_states * o + copy[master]),
         }
+        if grads_in_optimizer_row:  # the gradients moved from the models' rows to the optimizer's
+            account["actor"], account["critic"] = n_params_actor * w, n_params_critic * w
+            account["optimizer"] += (n_params_actor + n_params_critic) * grad
         account["total"] = sum(account.values())
-        return account
+        if total_without_optimizer:
+            account["total"] -= account["optimizer"]
+        return {key: value / unit for key, value in account.items()} if unit != 1 else account
 
     return wrong
 
@@ -174,6 +191,52 @@ def check_memory_accounting(fn) -> bool:
         Mistake(
             "Adam's states are stored in optimizer_dtype (fp32: 4 bytes each), not in the weights' dtype",
             _accounting_with(optimizer_like_weights=True),
+        ),
+        Mistake(
+            "the gradients are counted in optimizer_dtype; they are stored like the weights, in weights_dtype "
+            "(bf16: 2 bytes each), so the actor and critic rows are 2 x weights_dtype bytes per parameter",
+            _accounting_with(grads_like_optimizer=True),
+        ),
+        Mistake(
+            "the master copy is counted in weights_dtype; it is a copy in optimizer_dtype (fp32: 4 bytes), that is "
+            "its point: updates too small for bf16 accumulate there",
+            _accounting_with(master_like_weights=True),
+        ),
+        Mistake(
+            "a master copy is counted whenever the two dtypes differ; only weights *narrower* than optimizer_dtype "
+            "need one (fp64 weights with fp32 Adam do not)",
+            _accounting_with(master="different"),
+        ),
+        Mistake(
+            "the critic row has no gradients: the critic is trained too, so it stores weights + gradients, "
+            "2 x weights_dtype bytes per parameter, like the actor",
+            _accounting_with(critic_grads=False),
+        ),
+        Mistake(
+            "the gradients are counted in the optimizer row; they belong to the model they train: the actor and "
+            "critic rows are weights + gradients, the optimizer row Adam's states (and the master copy) only",
+            _accounting_with(grads_in_optimizer_row=True),
+        ),
+        Mistake(
+            "the total leaves out the optimizer row: it is the sum of every row, the optimizer's included",
+            _accounting_with(total_without_optimizer=True),
+        ),
+        *(
+            Mistake(
+                f"the frozen reference (and reward model) are counted in {words}; a frozen model is loaded in "
+                "weights_dtype like the actor (bf16: 2 bytes per parameter)",
+                _accounting_with(frozen_bytes=frozen),
+            )
+            for words, frozen in (("optimizer_dtype", "optimizer"), ("fp32 (4 bytes) whatever weights_dtype", "fp32"))
+        ),
+        Mistake("fp64 takes 8 bytes per number (64 bits), not 4", _accounting_with(fp64_bytes=4)),
+        Mistake(
+            "the sizes are in gigabytes; the exercise asks for bytes, as ints (no division by 1e9 or 2**30)",
+            _accounting_with(unit=1e9),
+        ),
+        Mistake(
+            "the sizes are in gibibytes; the exercise asks for bytes, as ints (no division by 1e9 or 2**30)",
+            _accounting_with(unit=2**30),
         ),
     ]
     return check_against_reference(

@@ -11,14 +11,9 @@ import torch
 
 from course_lib.checks import Case, Mistake, check_against_reference, forget_pass, record_pass
 from course_lib.checks.ppo_cases import padded_case, policy_case, value_case
-from course_lib.checks.ppo_mistakes import (
-    N_HIGH,
-    SURROGATE_MISTAKES,
-    surrogate,
-    wrong_loss,
-    wrong_ppo_loss,
-    wrong_value_loss,
-)
+from course_lib.checks.ppo_loss_mistakes import PPO_LOSS_MISTAKES
+from course_lib.checks.ppo_mistakes import SURROGATE_MISTAKES, surrogate, wrong_loss
+from course_lib.checks.value_mistakes import VALUE_MISTAKES
 from course_lib.ppo import PPOLoss, clipped_surrogate, clipped_surrogate_loss, value_loss
 
 
@@ -115,6 +110,34 @@ def check_clipped_surrogate_loss(fn) -> bool:
             "not by mask.numel()",
             wrong_loss(reduce="numel"),
         ),
+        Mistake(
+            "each row is averaged first, then the rows: rows with fewer valid entries weigh more; the loss is the "
+            "mean over all valid entries at once, sum / mask.sum()",
+            wrong_loss(reduce="per_row"),
+        ),
+        Mistake(
+            "approx_kl counts the padding: it is the mean over the valid entries only (divide by mask.sum())",
+            wrong_loss(kl_count="all"),
+        ),
+        Mistake(
+            "clip_fraction's upper bound ignores clip_eps_high: it counts ratios outside "
+            "[1 - clip_eps, 1 + clip_eps_high], the range the loss clips to",
+            wrong_loss(fraction_high=False),
+        ),
+        *(
+            Mistake(
+                "the advantages are normalised inside the loss (CleanRL's norm_adv, done before the call there): "
+                "clipped_surrogate_loss uses adv as given",
+                wrong_loss(normalise_adv=pool),
+            )
+            for pool in ("valid", "all")
+        ),
+        Mistake(
+            "the loss is right, but its gradient is NaN: the padding's -inf (or NaN) log-probs reach the ratio, "
+            "and torch.where(mask, loss, 0) afterwards still sends 0 * NaN = NaN back through them; select the "
+            "valid log-probs first, torch.where(mask, logp, 0), before the ratio",
+            wrong_loss(padding="where_after"),
+        ),
         Mistake("you summed the per-entry losses; average them over the valid entries", wrong_loss(reduce="sum")),
         Mistake(
             "the padding's -inf (or NaN) log-probs reach the loss: x * mask is NaN there (0 * inf), and so is the "
@@ -184,60 +207,7 @@ def check_value_loss(fn) -> bool:
         value_case("value clipping with clip_eps = 0.2", 2, (4, 6), clip_eps=0.2),
         value_case("value clipping with clip_eps = 0.1 and a mask", 3, (2, 3, 4), clip_eps=0.1, mask_p=0.6),
     ]
-    mistakes = [
-        Mistake(
-            "the factor 0.5 is missing: the course's value loss is 0.5 * (values - returns)^2 "
-            "(as CleanRL; SB3 leaves it out)",
-            wrong_value_loss(half=False),
-        ),
-        Mistake(
-            "gradient flows into returns: the targets are constants, use returns.detach()",
-            wrong_value_loss(detach_returns=False),
-        ),
-        Mistake(
-            "value clipping takes the min of the two errors; PPO takes the max (the pessimistic one)",
-            wrong_value_loss(reduce=torch.minimum),
-        ),
-        Mistake(
-            "gradient flows into values_old: it is a constant, use values_old.detach()",
-            wrong_value_loss(detach_old=False),
-        ),
-        Mistake(
-            "clip the change values - values_old to [-clip_eps, clip_eps] and add it to values_old; "
-            "do not clip the values themselves",
-            wrong_value_loss(clip_values=True),
-        ),
-        Mistake("the mask is ignored: average only over valid entries", wrong_value_loss(ignore_mask=True)),
-        Mistake(
-            "this is the Huber loss (smooth_l1_loss); the course's value loss is the squared error, "
-            "0.5 * (values - returns)^2 averaged over the valid entries",
-            wrong_value_loss(huber=True),
-        ),
-        Mistake(
-            "this is the Huber loss (smooth_l1_loss) for the unclipped error; the course's value loss is the "
-            "squared error, 0.5 * (values - returns)^2, in both branches",
-            wrong_value_loss(huber="unclipped"),
-        ),
-        Mistake(
-            "padding is counted in the denominator: divide by the number of valid entries, mask.sum(), not by "
-            "mask.numel()",
-            wrong_value_loss(denominator="numel"),
-        ),
-        Mistake(
-            "the factor 0.5 is applied twice (0.25 in all): the loss is 0.5 * mean((values - returns)^2)",
-            wrong_value_loss(factor=0.25),
-        ),
-        Mistake(
-            "clip_eps is ignored: with clip_eps given, the loss is the max of the unclipped error and the error "
-            "of values_old + clip(values - values_old, -clip_eps, clip_eps)",
-            wrong_value_loss(never_clip=True),
-        ),
-        Mistake(
-            "only the clipped error is used; the loss is the max (the pessimistic one) of the clipped and "
-            "unclipped errors",
-            wrong_value_loss(reduce=lambda unclipped, clipped: clipped),
-        ),
-    ]
+    mistakes = VALUE_MISTAKES
     return check_against_reference(fn, value_loss, cases, name="value_loss", mistakes=mistakes, check_dtype=True)
 
 
@@ -315,59 +285,7 @@ def check_ppo_loss(fn) -> bool:
             entropy_coef=0.0,
         ),
     ]
-    mistakes = [
-        Mistake(
-            "the entropy term has the wrong sign: subtract entropy_coef * mean(entropy), "
-            "so that more entropy lowers the loss",
-            wrong_ppo_loss(sign=1.0),
-        ),
-        Mistake("the value loss lacks its factor 0.5 (0.5 * (values - returns)^2)", wrong_ppo_loss(half=False)),
-        Mistake(
-            "value_loss_coef is ignored (0.5 is used whatever is passed): the loss adds "
-            "self.value_loss_coef * value_loss",
-            wrong_ppo_loss(value_loss_coef_used=0.5),
-        ),
-        Mistake(
-            "value_loss_coef is ignored (the value loss is added with weight 1): the loss adds "
-            "self.value_loss_coef * value_loss",
-            wrong_ppo_loss(value_loss_coef_used=1.0),
-        ),
-        Mistake(
-            "entropy_coef is ignored (0.01 is used whatever is passed): the loss subtracts "
-            "self.entropy_coef * mean(entropy)",
-            wrong_ppo_loss(entropy_coef_used=0.01),
-        ),
-        Mistake(
-            "the entropy bonus is missing: subtract entropy_coef * mean(entropy)",
-            wrong_ppo_loss(entropy_coef_used=0.0),
-        ),
-        Mistake(
-            "clip_epsilon is ignored (0.2 is used whatever is passed): pass self.clip_epsilon to the surrogate",
-            wrong_ppo_loss(clip=0.2),
-        ),
-        Mistake(
-            "the entropy is detached: it carries the gradient that keeps the policy exploring; "
-            "subtract entropy_coef * entropy.mean() as it comes",
-            wrong_ppo_loss(detach_entropy=True),
-        ),
-        Mistake("the entropy is summed; subtract entropy_coef times its mean", wrong_ppo_loss(entropy_sum=True)),
-        Mistake(
-            "the entropy is averaged over the padding too: its mean is over the valid entries, masked_mean(entropy, "
-            "mask)",
-            wrong_ppo_loss(entropy_over_padding=True),
-        ),
-        Mistake(
-            "the value loss is averaged over the padding too: pass the mask to value_loss",
-            wrong_ppo_loss(value_over_padding=True),
-        ),
-        Mistake(
-            "gradient flows into returns: the value targets are constants, use returns.detach()",
-            wrong_ppo_loss(returns_attached=True),
-        ),
-    ] + [
-        Mistake(message, wrong_ppo_loss(policy=surrogate(**options)))
-        for message, options in SURROGATE_MISTAKES[:-N_HIGH]
-    ]
+    mistakes = PPO_LOSS_MISTAKES
     passed = check_against_reference(
         fn, _ppo_loss_reference, cases, name="PPOLoss", mistakes=mistakes, check_dtype=True
     )

@@ -13,8 +13,10 @@ import torch
 from course_lib.ppo import clipped_surrogate
 
 
-def surrogate(ratio_fn=None, objective=None, clip_eps_high_used=True, attached=None):
-    """Build a wrong clipped surrogate: a different ratio or objective, or a constant left attached."""
+def surrogate(ratio_fn=None, objective=None, clip_eps_high_used=True, attached=None, low="clip_eps"):
+    """Build a wrong clipped surrogate: a different ratio or objective, or a constant left attached.
+
+    ``low``: the lower clip bound's argument, for the diagnostics :func:`wrong_loss` reports with it."""
 
     def per_element(logp, logp_old, adv, clip_eps, clip_eps_high=None):
         high = clip_eps if (clip_eps_high is None or not clip_eps_high_used) else clip_eps_high
@@ -25,6 +27,7 @@ def surrogate(ratio_fn=None, objective=None, clip_eps_high_used=True, attached=N
             return objective(ratio, adv, clip_eps, high, logp - logp_old)
         return -torch.minimum(ratio * adv, torch.clamp(ratio, 1 - clip_eps, 1 + high) * adv)
 
+    per_element.low = low
     return per_element
 
 
@@ -108,29 +111,60 @@ SURROGATE_MISTAKES = [
     ("gradient flows into logp_old: the old log-probs are constants, use logp_old.detach()", dict(attached="logp_old")),
     ("gradient flows into adv: the advantages are constants, use adv.detach()", dict(attached="adv")),
     (
+        "this is dual-clip PPO (Ye et al. 2020): for adv < 0 the loss is also capped at -3 * adv; the course's "
+        "PPO has no third clip, -min(ratio * adv, clip(ratio) * adv) alone",
+        dict(
+            objective=lambda r, a, lo, hi, lr: torch.where(
+                a < 0,
+                torch.minimum(-torch.minimum(r * a, torch.clamp(r, 1 - lo, 1 + hi) * a), -3.0 * a),
+                -torch.minimum(r * a, torch.clamp(r, 1 - lo, 1 + hi) * a),
+            )
+        ),
+    ),
+    (
         "clip_eps_high is ignored: the upper clip is 1 + clip_eps_high (it defaults to clip_eps)",
         dict(clip_eps_high_used=False),
     ),
+    (
+        "clip_eps_high is used on both sides: the ratio is clipped to [1 - clip_eps, 1 + clip_eps_high], "
+        "clip_eps below and clip_eps_high above",
+        dict(objective=lambda r, a, lo, hi, lr: -torch.minimum(r * a, torch.clamp(r, 1 - hi, 1 + hi) * a), low="high"),
+    ),
 ]
-N_HIGH = 1  # the last entries concern clip_eps_high, which only clipped_surrogate takes
+N_HIGH = 2  # the last entries concern clip_eps_high, which only clipped_surrogate takes
 
 
-def wrong_loss(per_element=None, *, ignore_mask=False, reduce="mean", padding="zeroed", **info_mistakes):
+def wrong_loss(
+    per_element=None, *, ignore_mask=False, reduce="mean", padding="zeroed", normalise_adv=None, **info_mistakes
+):
     """A wrong clipped_surrogate_loss built from a wrong per-element loss, reduction or diagnostic.
 
     ``padding="multiplied"``: the padding's log-probs reach the loss and are only multiplied by the mask
-    (``x * mask`` is NaN where x is -inf or NaN); otherwise they are zeroed first, as the reference does.
+    (``x * mask`` is NaN where x is -inf or NaN); ``"where_after"``: they reach the ratio, and the per-entry loss
+    is selected with ``torch.where`` afterwards (the value is right, its gradient NaN); otherwise they are zeroed
+    first, as the reference does. ``normalise_adv``: ``"valid"`` or ``"all"``, the advantages normalised inside
+    the loss (over the valid entries, or over every entry) as CleanRL's ``norm_adv`` does before the call.
     """
 
     def loss_fn(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
         valid_bool = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()
+        if normalise_adv is not None:
+            pool = adv.detach()[valid_bool] if normalise_adv == "valid" else adv.detach()
+            spread = ((pool - pool.mean()) ** 2).sum() / (pool.numel() - 1)  # torch.std, without its warning at n=1
+            adv = (adv.detach() - pool.mean()) / (spread.sqrt() + 1e-8)
         if padding == "zeroed":
             logp = torch.where(valid_bool, logp, torch.zeros_like(logp))
             logp_old = torch.where(valid_bool, logp_old, torch.zeros_like(logp_old))
             adv = torch.where(valid_bool, adv, torch.zeros_like(adv))
         per = (per_element or clipped_surrogate)(logp, logp_old, adv, clip_eps, clip_eps_high)
+        if padding == "where_after":
+            per = torch.where(valid_bool, per, torch.zeros_like(per))
+            logp = torch.where(valid_bool, logp, torch.zeros_like(logp))  # for the diagnostics, which are right
+            logp_old = torch.where(valid_bool, logp_old, torch.zeros_like(logp_old))
         valid = torch.ones_like(logp) if (mask is None or ignore_mask) else mask.to(logp.dtype)
-        if reduce == "sum":
+        if reduce == "per_row":
+            loss = ((per * valid).sum(-1) / valid.sum(-1).clamp(min=1)).mean()
+        elif reduce == "sum":
             loss = (per * valid).sum()
         elif reduce == "numel":
             loss = (per * valid).sum() / valid.numel()
@@ -139,7 +173,8 @@ def wrong_loss(per_element=None, *, ignore_mask=False, reduce="mean", padding="z
         else:
             loss = (per * valid).sum() / valid.sum().clamp(min=1)
         high = clip_eps if clip_eps_high is None else clip_eps_high
-        return loss, wrong_info(logp, logp_old, adv, clip_eps, mask, high=high, **info_mistakes)
+        low = high if getattr(per_element, "low", "clip_eps") == "high" else clip_eps
+        return loss, wrong_info(logp, logp_old, adv, low, mask, high=high, **info_mistakes)
 
     return loss_fn
 
@@ -156,8 +191,11 @@ def wrong_info(
     active="binding",
     kl="k3",
     count="valid",
+    kl_count=None,
+    fraction_high=True,
 ):
-    """PPO's three diagnostics, each possibly computed a wrong way."""
+    """PPO's three diagnostics, each possibly computed a wrong way (``kl_count``: approx_kl's own ``count``;
+    ``fraction_high=False``: clip_fraction's upper bound is 1 + clip_eps, whatever ``high`` is)."""
     with torch.no_grad():
         valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()
         log_ratio = logp.detach() - logp_old.detach()
@@ -167,7 +205,12 @@ def wrong_info(
         outside = low | high
         n = float(valid.sum().clamp(min=1)) if count == "valid" else float(valid.numel())
         where = valid if count == "valid" else torch.ones_like(valid)
+        if not fraction_high:
+            outside = low | (ratio > 1 + clip_eps)
         frac = {"outside": outside, "binding": binding, "high": high}
+        kl_count = count if kl_count is None else kl_count
+        kl_n = float(valid.sum().clamp(min=1)) if kl_count == "valid" else float(valid.numel())
+        kl_where = valid if kl_count == "valid" else torch.ones_like(valid)
         estimate = {
             "k3": (ratio - 1) - log_ratio,
             "k1": -log_ratio,
@@ -178,93 +221,5 @@ def wrong_info(
         return {
             "clip_fraction": float((frac[clip_fraction] & where).sum()) / n,
             "clip_active_fraction": float((frac[active] & where).sum()) / n,
-            "approx_kl": float(torch.where(where, estimate, torch.zeros_like(estimate)).sum()) / n,
+            "approx_kl": float(torch.where(kl_where, estimate, torch.zeros_like(estimate)).sum()) / kl_n,
         }
-
-
-def wrong_value_loss(
-    *,
-    half=True,
-    reduce=torch.maximum,
-    detach_returns=True,
-    detach_old=True,
-    clip_values=False,
-    ignore_mask=False,
-    never_clip=False,
-    denominator="valid",
-    factor=0.5,
-    huber=False,
-):
-    def wrong(values, returns, values_old=None, clip_eps=None, mask=None):
-        if detach_returns:
-            returns = returns.detach()
-        error = (values - returns) ** 2
-        if huber:
-            error = 2.0 * torch.nn.functional.smooth_l1_loss(values, returns, reduction="none")  # 0.5 below
-        if clip_eps is not None and not never_clip:
-            old = values_old.detach() if detach_old else values_old
-            clipped = (
-                torch.clamp(values, -clip_eps, clip_eps)
-                if clip_values
-                else old + torch.clamp(values - old, -clip_eps, clip_eps)
-            )
-            clipped_error = (clipped - returns) ** 2
-            if huber is True:  # the Huber loss used for both errors ("unclipped": for the first one only)
-                clipped_error = 2.0 * torch.nn.functional.smooth_l1_loss(clipped, returns, reduction="none")
-            error = reduce(error, clipped_error)
-        valid = torch.ones_like(values) if (mask is None or ignore_mask) else mask.to(values.dtype)
-        count = valid.numel() if denominator == "numel" else valid.sum()
-        return (factor if half else 1.0) * (error * valid).sum() / count
-
-    return wrong
-
-
-def wrong_ppo_loss(
-    *,
-    sign=-1.0,
-    half=True,
-    policy=None,
-    value_loss_coef_used=None,
-    entropy_coef_used=None,
-    clip=None,
-    detach_entropy=False,
-    entropy_sum=False,
-    returns_attached=False,
-    entropy_over_padding=False,
-    value_over_padding=False,
-):
-    def wrong(
-        policy_logprobs,
-        old_policy_logprobs,
-        values,
-        returns,
-        advantages,
-        entropy,
-        mask=None,
-        clip_epsilon=0.2,
-        value_loss_coef=0.5,
-        entropy_coef=0.01,
-    ):
-        c_v = value_loss_coef if value_loss_coef_used is None else value_loss_coef_used
-        c_e = entropy_coef if entropy_coef_used is None else entropy_coef_used
-        eps = clip_epsilon if clip is None else clip
-        valid = torch.ones_like(values, dtype=torch.bool) if mask is None else mask.bool()
-        everything = torch.ones_like(valid)
-        # The padding's log-probs may be -inf: selected away before the ratio, as the reference does.
-        logp = torch.where(valid, policy_logprobs, torch.zeros_like(policy_logprobs))
-        logp_old = torch.where(valid, old_policy_logprobs, torch.zeros_like(old_policy_logprobs))
-        per = (policy or clipped_surrogate)(logp, logp_old, advantages, eps)
-        target = returns if returns_attached else returns.detach()
-        v_mask = everything if value_over_padding else valid
-        v_loss = (0.5 if half else 1.0) * _mean(((values - target) ** 2), v_mask)
-        h = entropy.detach() if detach_entropy else entropy
-        h_mask = everything if entropy_over_padding else valid
-        h_term = (h * h_mask).sum() if entropy_sum else _mean(h, h_mask)
-        return _mean(per, valid) + c_v * v_loss + sign * c_e * h_term
-
-    return wrong
-
-
-def _mean(x, mask):
-    """The mean of the entries where ``mask`` holds (0 when none does)."""
-    return torch.where(mask, x, torch.zeros_like(x)).sum() / mask.sum().clamp(min=1)

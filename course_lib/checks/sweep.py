@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from course_lib.checks import Case, Mistake, check_against_reference
+from course_lib.checks.compare import Unfit
 from course_lib.lectures.sweep import read_sweep
 
 
@@ -21,10 +22,18 @@ def _sweep_reader(
     plateau=False,
     against_last=False,
     argmax_saturation=False,
+    within="absolute",
+    largest_within=False,
+    best_column_apart=False,
+    tol_used=None,
+    saturation_column=False,
+    columns_first=False,
 ):
-    """A wrong read_sweep: the reference with one classic slip switched on."""
+    """A wrong read_sweep: the reference with one classic slip switched on (``within``: ``"relative"``, a reward
+    within ``tol`` times the best, or ``"strict"``, strictly above best - tol)."""
 
     def wrong(group_sizes, clip_eps, reward, tol=0.1):
+        tol = tol if tol_used is None else tol_used
         n_rows, n_cols = reward.shape
         if last_tie:  # the last maximal entry: the largest group size among equals
             flat = n_rows * n_cols - 1 - int(torch.argmax(reward.flatten().flip(0)))
@@ -37,7 +46,13 @@ def _sweep_reader(
         else:
             i, j = divmod(flat, n_cols)
         i, j = min(i, n_rows - 1), min(j, n_cols - 1)
+        if columns_first:  # argmax of the transposed table: among ties, the smallest clip range first
+            j, i = divmod(int(torch.argmax(reward.T)), n_rows)
+        if best_column_apart:  # the best row, then the best column of the whole table, each on its own
+            i, j = int(torch.argmax(reward.max(dim=1).values)), int(torch.argmax(reward.max(dim=0).values))
         per_group = reward.mean(dim=1) if mean_over_eps else reward.max(dim=1).values
+        if saturation_column:  # each group size at the best configuration's clip range only
+            per_group = reward[:, j]
         if argmax_saturation:
             k = int(torch.argmax(per_group))
         elif plateau:  # stops at the first step that gains less than tol: a noisy dip ends it early
@@ -46,8 +61,14 @@ def _sweep_reader(
             k = int(flat_steps[0, 0]) if len(flat_steps) else n_rows - 1
         else:
             target = per_group[-1] if against_last else reward.max()
-            within = (per_group >= target - tol).nonzero()
-            k = int(within[0, 0]) if len(within) else n_rows - 1
+            if within == "relative":
+                close = per_group >= target * (1 - tol)
+            elif within == "strict":
+                close = per_group > target - tol
+            else:
+                close = per_group >= target - tol
+            found = close.nonzero()
+            k = int(found[-1 if largest_within else 0, 0]) if len(found) else n_rows - 1
         if indices:
             return i, j, k
         return int(group_sizes[i]), float(clip_eps[j]), int(group_sizes[k])
@@ -123,6 +144,15 @@ def check_read_sweep(fn) -> bool:
             },
         ),
         Case(
+            "a loose tolerance, tol=0.5: the reward at group size 4 is within it",
+            {
+                "group_sizes": G3,
+                "clip_eps": E4[:2],
+                "reward": torch.tensor([[3.0, 3.2], [3.7, 3.6], [4.0, 3.9]], dtype=torch.float64),
+                "tol": 0.5,
+            },
+        ),
+        Case(
             "a single configuration",
             {
                 "group_sizes": torch.tensor([8]),
@@ -168,5 +198,50 @@ def check_read_sweep(fn) -> bool:
             "that is the best group size; saturation is the *smallest* group size within tol of the best",
             _sweep_reader(argmax_saturation=True),
         ),
+        Mistake(
+            "tol is read as relative (within tol * best of the best); it is absolute: a reward counts as saturated "
+            "when it is at least best - tol",
+            _sweep_reader(within="relative"),
+        ),
+        Mistake(
+            "saturation asks for a reward strictly above best - tol; one exactly at best - tol counts too "
+            "(>=, so that tol = 0 finds the best itself)",
+            _sweep_reader(within="strict"),
+        ),
+        Mistake(
+            "that is the *largest* group size within tol of the best; saturation is the smallest one",
+            _sweep_reader(largest_within=True),
+        ),
+        Mistake(
+            "the best clip range was taken over the whole table (reward.max(dim=0)), apart from the best group "
+            "size; both come from one entry, the best configuration: divmod(argmax(reward), len(clip_eps))",
+            _sweep_reader(best_column_apart=True),
+        ),
+        Mistake(
+            "among equal rewards you took the smallest clip range first (the argmax of reward.T); the cheapest "
+            "configuration is the smallest group size first, then the smallest clip range: torch.argmax(reward)",
+            _sweep_reader(columns_first=True),
+        ),
+        Mistake(
+            "tol is ignored (0.1 is used whatever is passed): compare with best - tol for the tol given",
+            _sweep_reader(tol_used=0.1),
+        ),
+        Mistake(
+            "saturation reads only the best configuration's clip range (one column); take each group size at its "
+            "own best clip range, reward.max(dim=1)",
+            _sweep_reader(saturation_column=True),
+        ),
     ]
-    return check_against_reference(fn, read_sweep, cases, name="read_sweep", mistakes=mistakes, check_dtype=True)
+    return check_against_reference(
+        fn, read_sweep, cases, name="read_sweep", mistakes=mistakes, outputs=_sweep_outputs, check_dtype=True
+    )
+
+
+def _sweep_outputs(result):
+    """The three values; the two group sizes must be ints (values of group_sizes, an integer tensor)."""
+    if not (isinstance(result, tuple) and len(result) == 3):
+        raise Unfit("it should return a tuple of 3 (best_group_size, best_clip_eps, saturation_group_size)")
+    for index in (0, 2):
+        if isinstance(result[index], float):
+            raise Unfit(f"output[{index}] is a float ({result[index]!r}); a group size is an int: int(group_sizes[i])")
+    return {f"output[{i}]": value for i, value in enumerate(result)}

@@ -109,3 +109,10 @@ VARIANTS = [
     ("addition_exact_reward", reward_regex),
     ("completion_mask", mask_loop),
 ]
+
+
+# Round seven of issue 44: new wrong answers to chapter(s) 08, written as students write them, each with the phrase
+# its message names it by (tests/catalogue_round7_05_08.py).
+from catalogue_round7_05_08 import ROWS as ROUND_SEVEN  # noqa: E402
+
+MUTANTS += [(row["exercise"], row["student"], row["named"]) for row in ROUND_SEVEN if row["chapter"] == "08"]

@@ -63,6 +63,38 @@ def _mask_runs_on(completion_ids, eos_id):
     return (eos_so_far <= 1).float()  # 1 until the second EOS: the tokens after the first stay in
 
 
+def _mask_every_eos_kept(completion_ids, eos_id):
+    is_eos = completion_ids == eos_id
+    return ((torch.cumsum(is_eos.long(), -1) == 0) | is_eos).float()  # a later EOS comes back in
+
+
+def _mask_shifted_the_other_way(completion_ids, eos_id):
+    is_eos = (completion_ids == eos_id).long()
+    next_is_eos = torch.cat([is_eos[..., 1:], torch.zeros_like(is_eos[..., :1])], -1)  # the EOS one step *later*
+    return (torch.cumsum(next_is_eos, -1) == 0).float()
+
+
+def _mask_first_row_for_all(completion_ids, eos_id):
+    # The first row's first EOS, used for every row.
+    first_row = completion_ids.reshape(-1, completion_ids.shape[-1])[:1]
+    return (
+        completion_mask(first_row, eos_id)
+        .expand(completion_ids.reshape(-1, completion_ids.shape[-1]).shape)
+        .reshape(completion_ids.shape)
+    )
+
+
+def _mask_keeps_a_batch_axis(completion_ids, eos_id):
+    return completion_mask(completion_ids[None] if completion_ids.dim() == 1 else completion_ids, eos_id)
+
+
+def _mask_rows_of_two_axes_only(completion_ids, eos_id):
+    # A loop over rows of a (B, L) batch: the rows of a (B, G, L) batch are groups, where no id equals eos_id.
+    if completion_ids.dim() != 2:
+        return torch.ones(completion_ids.shape)
+    return completion_mask(completion_ids, eos_id)
+
+
 def _mask_along(axis):
     # The running count taken along an axis counted from the front: the tokens for one rank of ids only.
     def wrong(completion_ids, eos_id):
@@ -139,6 +171,32 @@ def check_completion_mask(fn) -> bool:
         ),
     ]
 
+    mistakes += [
+        Mistake(
+            "every EOS is kept, the later ones too ((cumsum(is_eos) == 0) | is_eos): only the first EOS belongs to "
+            "the completion; what follows it, another EOS included, is 0: (cumsum(is_eos) - is_eos) == 0",
+            _mask_every_eos_kept,
+        ),
+        Mistake(
+            "the shift goes the wrong way: you counted the EOS one step *later* (is_eos[..., 1:]), so the mask "
+            "stops before the token ahead of EOS; count the EOS strictly before t, cumsum(is_eos) - is_eos",
+            _mask_shifted_the_other_way,
+        ),
+        Mistake(
+            "every row uses the first row's EOS position: each row's mask depends on where its own first EOS is",
+            _mask_first_row_for_all,
+        ),
+        Mistake(
+            "a 1-D row gets a batch axis it did not have: the mask has the shape of completion_ids, [..., L]",
+            _mask_keeps_a_batch_axis,
+        ),
+        Mistake(
+            "only a (B, L) batch is handled: a (B, G, L) batch's rows are groups, no id equals eos_id there, and "
+            "they stay valid; work along the last axis whatever the shape (cumsum(dim=-1), or a loop over "
+            "ids.reshape(-1, L))",
+            _mask_rows_of_two_axes_only,
+        ),
+    ]
     mistakes += [
         Mistake(
             f"the running count of EOS is taken along dim={axis}, an axis counted from the front: that is the "

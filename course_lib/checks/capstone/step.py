@@ -15,6 +15,7 @@ from course_lib.checks import (
     recording,
 )
 from course_lib.checks.capstone.mask import _mask_drops_eos
+from course_lib.checks.compare import _crash_hint
 from course_lib.grpo import grpo_loss
 from course_lib.lectures.capstone import grpo_step
 from course_lib.lm_sampling import completion_mask, token_logps
@@ -67,6 +68,8 @@ def _step_setup(seed: int, kl_coef: float, variant: str = ""):
         kl_coef=kl_coef,
         max_grad_norm=0.5,
     )
+    if variant == "narrow_clip":  # a clip range other than the default, so that a step that ignores it shows
+        kwargs["clip_eps"] = 0.1
     if variant == "defaults":
         kwargs["ref_model"] = ref
         for default in ("clip_eps", "kl_coef", "max_grad_norm"):
@@ -89,7 +92,21 @@ def _logp(model, prompts, completions, shifted: bool = True, tiled: bool = False
     return rearrange(out, "(B G) L -> B G L", G=G)
 
 
-def _wrong_step(shifted=True, mask="eos", clip=True, zero_grad=True, tiled=False, regrouped=False):
+def _wrong_step(
+    shifted=True,
+    mask="eos",
+    clip=True,
+    zero_grad=True,
+    tiled=False,
+    regrouped=False,
+    recompute_old=False,
+    loss_options=None,
+    clipper="norm",
+):
+    """A wrong step: one slip switched on. ``loss_options``: what is passed to grpo_loss in place of
+    ``clip_eps=clip_eps, kl_coef=kl_coef`` (``{"clip_eps": None}`` leaves clip_eps out: its default is used);
+    ``clipper``: ``"norm"``, ``"value"`` (clip_grad_value_) or a number (the norm used whatever is passed)."""
+
     def step(
         policy,
         ref_model,
@@ -104,6 +121,8 @@ def _wrong_step(shifted=True, mask="eos", clip=True, zero_grad=True, tiled=False
         max_grad_norm=1.0,
     ):
         logp = _logp(policy, prompts, completions, shifted, tiled, regrouped)
+        if recompute_old:
+            logp_old = logp.detach()
         logp_ref = None
         if ref_model is not None and kl_coef > 0:
             with torch.no_grad():
@@ -114,14 +133,21 @@ def _wrong_step(shifted=True, mask="eos", clip=True, zero_grad=True, tiled=False
             m = _mask_drops_eos(completions, eos_id)
         else:
             m = torch.ones(completions.shape)
-        loss, _ = grpo_loss(logp, logp_old, logp_ref, rewards, m, clip_eps=clip_eps, kl_coef=kl_coef)
+        options = {"clip_eps": clip_eps, "kl_coef": kl_coef, **(loss_options or {})}
+        options = {key: value for key, value in options.items() if value is not None}
+        loss, _ = grpo_loss(logp, logp_old, logp_ref, rewards, m, **options)
         if zero_grad is True:
             optimizer.zero_grad()
         loss.backward()
         if zero_grad == "after":
             optimizer.zero_grad()
-        if clip:
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+        if clip and clipper == "value":
+            torch.nn.utils.clip_grad_value_(policy.parameters(), max_grad_norm)
+        elif clip and clipper == "l1":
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm, norm_type=1.0)
+        elif clip:
+            norm = max_grad_norm if clipper == "norm" else clipper
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), norm)
         optimizer.step()
         return loss.item()
 
@@ -165,6 +191,46 @@ def _step_mistakes():
             "with, '(B G) L -> B G L'",
             _wrong_step(regrouped=True),
         ),
+        Mistake(
+            "logp_old is recomputed from the policy (logp.detach()), so every ratio is 1 and the clip never acts; "
+            "use the logp_old passed in: the log-probs of the policy that sampled the completions",
+            _wrong_step(recompute_old=True),
+        ),
+        Mistake(
+            "kl_coef is not passed to grpo_loss, so its default 0.04 is used whatever is asked: pass kl_coef=kl_coef",
+            _wrong_step(loss_options={"kl_coef": None}),
+        ),
+        Mistake(
+            "clip_eps is not passed to grpo_loss, so its default 0.2 is used whatever is asked: pass clip_eps=clip_eps",
+            _wrong_step(loss_options={"clip_eps": None}),
+        ),
+        *(
+            Mistake(
+                f"the KL estimator is {kind}; the step uses k3 (grpo_loss's default kl_kind)",
+                _wrong_step(loss_options={"kl_kind": kind}),
+            )
+            for kind in ("k1", "k2")
+        ),
+        Mistake(
+            "normalize_std=False (Dr. GRPO) is passed: the step uses GRPO's advantages, divided by the group std "
+            "(grpo_loss's default)",
+            _wrong_step(loss_options={"normalize_std": False}),
+        ),
+        Mistake(
+            "each gradient entry is clipped (clip_grad_value_); the step clips the global gradient norm, "
+            "torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)",
+            _wrong_step(clipper="value"),
+        ),
+        Mistake(
+            "the gradient norm is clipped with norm_type=1 (the sum of absolute values); the step clips the global "
+            "L2 norm, clip_grad_norm_'s default norm_type=2",
+            _wrong_step(clipper="l1"),
+        ),
+        Mistake(
+            "max_grad_norm is ignored (1.0 is used whatever is passed): clip_grad_norm_(policy.parameters(), "
+            "max_grad_norm)",
+            _wrong_step(clipper=1.0),
+        ),
     ]
 
 
@@ -189,6 +255,7 @@ def check_grpo_step(fn) -> bool:
         (2, 0.1, "ref_model=None with kl_coef=0.1: no KL term (there is no reference to compare with)", "no_ref"),
         # seed 20: the gradient norm is 1.8, so the default max_grad_norm=1.0 binds (and 2.0 would not)
         (20, 0.04, "clip_eps, kl_coef and max_grad_norm left at their defaults (0.2, 0.04, 1.0), with KL", "defaults"),
+        (3, 0.1, "clip_eps=0.1 (not the default 0.2), with KL", "narrow_clip"),
     ]
     session = recording.current()
     if session is not None:  # at grading, a model, batch and KL weight drawn afresh too
@@ -203,7 +270,7 @@ def check_grpo_step(fn) -> bool:
             raise
         except Exception as error:  # noqa: BLE001 - any crash becomes feedback
             raise AssertionError(
-                f"{name} raised {type(error).__name__}: {error}\n  on the case: {description}"
+                f"{name} raised {type(error).__name__}: {error}{_crash_hint(error)}\n  on the case: {description}"
             ) from error
         return float(loss), params.double()
 
