@@ -59,6 +59,31 @@ def _product_from_k(n, c, k):
     return pass_at_k(n, torch.where((c > 0) & (n - c >= k), n - k, c), k)
 
 
+def _product_with(*, first=1, last=0, numerator=lambda k: k.double(), floor=False, complement=True):
+    """The guarded product over i = n - c + first, ..., n - last of (1 - numerator / i), then 1 minus it (or not):
+    the reference at first=1, last=0, where the slips of a loop's bounds, of k and of the division are one argument
+    each."""
+
+    def wrong(n, c, k):
+        n, c, k = torch.broadcast_tensors(*(torch.as_tensor(x).long() for x in (n, c, k)))
+        count = c + 1 - first - last  # factors in the product
+        j = torch.arange(max(int(count.max()), 0), dtype=torch.float64)
+        i = (n - c + first).double()[..., None] + j
+        top = numerator(k)[..., None]
+        ratio = torch.div(top, i, rounding_mode="floor") if floor else top / i
+        all_wrong = torch.where(j < count.double()[..., None], 1.0 - ratio, 1.0).prod(-1)
+        if complement:
+            return torch.where(n - c < k, (c > 0).double(), 1.0 - all_wrong)
+        return torch.where(n - c < k, (c == 0).double(), all_wrong)
+
+    return wrong
+
+
+def _union_bound(n, c, k):
+    n, c, k = (torch.as_tensor(x).double() for x in (n, c, k))
+    return torch.clamp(k * c / n, max=1.0)
+
+
 def _draw_pass_at_k(g: torch.Generator) -> list[Case]:
     """Fresh counts: ints and integer tensors, k above and below n - c, c = 0 and c = n among them."""
     t = torch.tensor
@@ -167,7 +192,45 @@ def check_pass_at_k(fn) -> bool:
                 * torch.ones_like(torch.as_tensor(k).double())
             ),
         ),
+        Mistake(
+            "this is the chance that all k draws are wrong, C(n - c, k) / C(n, k); pass@k is 1 minus it, the chance "
+            "that at least one of the k is right",
+            _product_with(complement=False),
+        ),
+        Mistake(
+            "this is the union bound min(1, k * c / n), which counts a draw with two right samples twice; the "
+            "unbiased estimate is 1 - C(n - c, k) / C(n, k)",
+            _union_bound,
+        ),
+        Mistake(
+            "off by one: the product stops one factor short, at i = n - 1; it runs over i = n - c + 1, ..., n "
+            "(range(n - c + 1, n + 1): a range leaves out its end)",
+            _product_with(last=1),
+        ),
+        Mistake(
+            "k / i is an integer division (// or rounding_mode='floor'), 0 whenever k < i: each factor 1 - k / i is "
+            "a fraction, so divide as floats",
+            _product_with(floor=True),
+        ),
+        Mistake(
+            "each factor uses k - 1; it is 1 - k / i: the chance that sample i is left out of a draw of k",
+            _product_with(numerator=lambda k: (k - 1).double()),
+        ),
     ]
+    try:
+        return _check(fn, cases, mistakes)
+    except AssertionError as error:
+        first, _, rest = str(error).partition("\n")
+        if "Boolean value of Tensor" in first and "raised" in first:
+            raise AssertionError(
+                f"{first} (an `if`, `and`, `or` or `min()` on a tensor of several counts, as in Chen et al.'s "
+                "code for one prompt: pass_at_k takes tensors of counts, one per prompt, as well as ints; write "
+                f"each branch with torch.where)\n{rest}"
+            ) from None
+        raise
+
+
+def _check(fn, cases, mistakes) -> bool:
     return check_against_reference(
         fn,
         pass_at_k,
