@@ -778,7 +778,7 @@ def w11_gspo_batch_token_count(logp, logp_old, mask):
 
 
 def w11_gspo_numerator_unmasked(logp, logp_old, mask):
-    diff = (logp - logp_old.detach()).nan_to_num(0.0, posinf=0.0, neginf=0.0)
+    diff = logp - logp_old.detach()
     return diff.sum(-1) / mask.sum(-1).clamp(min=1)
 
 
@@ -789,7 +789,8 @@ def w11_gspo_over_batch_axis(logp, logp_old, mask):
 
 def w11_gspo_times_length(logp, logp_old, mask):
     diff = _where(logp - logp_old.detach(), mask)
-    return diff.sum(-1) / mask.sum(-1).clamp(min=1) * mask.shape[-1]
+    share = mask.float().mean(-1)  # the fraction of valid tokens, not their number
+    return torch.where(share > 0, diff.sum(-1) / share.clamp(min=1e-9), 0.0)
 
 
 def w11_gspo_masked_fill_wrong_way(logp, logp_old, mask):
@@ -1288,7 +1289,7 @@ ROWS = [
         "gspo_sequence_log_ratio",
         "11",
         w11_gspo_times_length,
-        "Multiplies the mean by the padded length T.",
+        "Divides the masked sum by mask.mean(-1), the fraction of valid tokens, which multiplies the mean by T.",
     ),
     _row(
         "gspo_sequence_log_ratio",
