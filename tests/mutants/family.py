@@ -4,6 +4,7 @@
 ``cispo_loss(logp, logp_old, adv, clip_eps_high, clip_eps=None)``, checked by ``course_lib.checks.family``.
 """
 
+import catalogue_round7_09_11 as round7
 import torch
 
 # ---------------------------------------------------------------------------
@@ -273,4 +274,35 @@ VARIANTS = [
     ("rloo_advantages", rloo_scaled_centred),
     ("gspo_sequence_log_ratio", gspo_masked_select),
     ("cispo_loss", cispo_with_min_and_where),
+]
+
+# Round seven (chapter 11): the new wrong answers of tests/catalogue_round7_09_11.py, each named by its check.
+MUTANTS += [
+    ("rloo_advantages", round7.w11_rloo_factor_inverted, "(G - 1) / G"),
+    ("rloo_advantages", round7.w11_rloo_precedence, "precedence"),
+    ("rloo_advantages", round7.w11_rloo_whole_batch, "whole batch"),
+    ("rloo_advantages", round7.w11_rloo_g_from_first_axis, "B - 1"),
+    ("rloo_advantages", round7.w11_rloo_factor_on_mean, "subtract r_i from the sum"),
+    ("rloo_advantages", round7.w11_rloo_in_place, "in place"),
+    ("rloo_advantages", round7.w11_rloo_float32, "float32"),
+    ("rloo_advantages", round7.w11_rloo_others_mean_only, "baseline alone"),
+    ("rloo_advantages", round7.w11_rloo_centred_then_scaled_by_g, "G / (G + 1)"),
+    ("gspo_sequence_log_ratio", round7.w11_gspo_sign_reversed, "sign is reversed"),
+    ("gspo_sequence_log_ratio", round7.w11_gspo_logp_detached, "logp is detached"),
+    ("gspo_sequence_log_ratio", round7.w11_gspo_keepdim, "keepdim"),
+    ("gspo_sequence_log_ratio", round7.w11_gspo_batch_token_count, "whole batch"),
+    ("gspo_sequence_log_ratio", round7.w11_gspo_numerator_unmasked, "numerator"),
+    ("gspo_sequence_log_ratio", round7.w11_gspo_over_batch_axis, "first axis"),
+    ("gspo_sequence_log_ratio", round7.w11_gspo_times_length, "mask.mean(-1)"),
+    ("gspo_sequence_log_ratio", round7.w11_gspo_masked_fill_wrong_way, "masked_fill"),
+    ("gspo_sequence_log_ratio", round7.w11_gspo_float32, "float32"),
+    ("cispo_loss", round7.w11_cispo_mean, "averaged over every token"),
+    ("cispo_loss", round7.w11_cispo_ratio_inverted, "inverted"),
+    ("cispo_loss", round7.w11_cispo_none_lower_bound_crash, "clip_eps is None by default"),
+    ("cispo_loss", round7.w11_cispo_times_ratio, "multiplies the ratio"),
+    ("cispo_loss", round7.w11_cispo_log_ratio_clipped, "log ratio is clipped"),
+    ("cispo_loss", round7.w11_cispo_cap_for_positive_only, "only where the advantage is positive"),
+    ("cispo_loss", round7.w11_cispo_sequence_mean, "each response's tokens"),
+    ("cispo_loss", round7.w11_cispo_float32, "float32"),
+    ("cispo_loss", round7.w11_cispo_logp_old_weighted, "log ratio logp - logp_old"),
 ]

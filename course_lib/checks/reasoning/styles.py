@@ -243,7 +243,7 @@ def check_style_share(fn) -> bool:
         ),
         Mistake(
             "the denominator is the number of prompts (rows), not of completions: flatten the labels first",
-            lambda labels, style: float((flatten(labels) == style).sum() / len(labels)),
+            lambda labels, style: float((flatten(labels) == style).sum() / max(1, len(labels))),
         ),
         Mistake(
             "labels.count() counts only the top level: in a nested list [B][G] each entry is a row, never a label "
