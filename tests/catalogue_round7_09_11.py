@@ -863,6 +863,184 @@ def w11_cispo_logp_old_weighted(logp, logp_old, adv, clip_eps_high, clip_eps=Non
     return -weight * adv.detach() * (logp - logp_old.detach())  # a log ratio where logp belongs
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Held out: written after the mistakes above were catalogued, and run once before any change for them
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def h09_reward_own_regex(prompts, completions, answer, **kwargs):
+    rewards = []
+    for completion, truth in zip(completions, answer):
+        if truth is None:
+            rewards.append(None)
+            continue
+        found = re.search(r"Answer:\s*(-?[\d.,]+)", _text(completion))
+        said = float(found.group(1).replace(",", "").rstrip(".")) if found else None
+        rewards.append(float(said is not None and said == float(truth)))
+    return rewards
+
+
+def h09_reward_int_compare(prompts, completions, answer, **kwargs):
+    rewards = []
+    for completion, truth in zip(completions, answer):
+        if truth is None:
+            rewards.append(None)
+            continue
+        text = _text(completion)
+        said = text.rsplit("Answer:", 1)[-1].strip() if "Answer:" in text else ""
+        rewards.append(float(said.isdigit() and int(said) == int(truth)))
+    return rewards
+
+
+def h09_logps_every_eos_kept(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    P = prompt_mask.shape[1]
+    logits = _scaled_logits(model, sequences, prompt_mask, temperature)
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, sequences[:, P:].unsqueeze(-1)).squeeze(-1)
+    is_eos = sequences[:, P:] == eos_id
+    mask = (is_eos.long().cumsum(-1) == 0) | is_eos  # before the first EOS, and every EOS
+    return logp, mask.float()
+
+
+def h09_logps_mask_from_pad(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    P = prompt_mask.shape[1]
+    logits = _scaled_logits(model, sequences, prompt_mask, temperature)
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, sequences[:, P:].unsqueeze(-1)).squeeze(-1)
+    return logp, (sequences[:, P:] != model.config.pad_token_id).float()
+
+
+def h09_config_warmup_without_minibatches(cfg, num_processes=1):
+    kwargs = _config(cfg, num_processes)
+    kwargs["warmup_steps"] = cfg.warmup_iterations * cfg.update_epochs
+    return kwargs
+
+
+def h09_config_max_steps_times_processes(cfg, num_processes=1):
+    kwargs = _config(cfg, num_processes)
+    kwargs["max_steps"] = kwargs["max_steps"] * num_processes
+    return kwargs
+
+
+def h09_config_epochs_times_minibatches(cfg, num_processes=1):
+    kwargs = _config(cfg, num_processes)
+    kwargs["num_iterations"] = cfg.update_epochs * cfg.num_minibatches
+    return kwargs
+
+
+def h10_pass_at_k_plug_in_capped(n, c, k):
+    n, c, k = _broadcast(n, c, k)
+    return 1.0 - (1.0 - c.double() / n.double()) ** torch.minimum(k, n).double()
+
+
+def h10_pass_at_k_averaged(n, c, k):
+    n, c, k = _broadcast(n, c, k)
+    j = torch.arange(int(c.max()), dtype=torch.float64)
+    i = (n - c + 1).double()[..., None] + j
+    factors = torch.where(j < c[..., None], 1.0 - k.double()[..., None] / i, 1.0)
+    per_prompt = torch.where(n - c < k, (c > 0).double(), 1.0 - factors.prod(-1))
+    return per_prompt.mean()  # pass@k over the prompts, as a paper reports it
+
+
+def h10_weight_token_mean_row_loop(length, mode, max_len=None):
+    o = length.double() if not length.is_floating_point() else length
+    N = o.numel()
+    top = o.max().clamp(min=1) if max_len is None else max_len
+    if mode == "token-mean":
+        w = torch.empty_like(o)
+        rows = o.reshape(-1, o.shape[-1])
+        for r, row in enumerate(rows):
+            w.view(-1, o.shape[-1])[r] = 1.0 / row.sum().clamp(min=1)
+    elif mode == "seq-mean-token-mean":
+        w = 1.0 / (N * o.clamp(min=1))
+    else:
+        w = torch.ones_like(o) / (N * top)
+    return torch.where(o > 0, w, torch.zeros_like(w))
+
+
+def h10_weight_nan_for_empty(length, mode, max_len=None):
+    o = length.double() if not length.is_floating_point() else length
+    N = o.numel()
+    top = o.max().clamp(min=1) if max_len is None else max_len
+    if mode == "seq-mean-token-mean":
+        return 1.0 / (N * o) * (o > 0)  # inf * 0
+    if mode == "token-mean":
+        return torch.ones_like(o) / o.sum() * (o > 0)
+    return torch.ones_like(o) / (N * top) * (o > 0)
+
+
+def h10_style_leading_zero_totals(text, n_digits=3):
+    if "$" not in text:
+        return "malformed"
+    body = text.split("$")[0]
+    return _style(
+        body, n_digits, lambda totals, n: len(totals) == n and all(re.fullmatch(r"[01]?[0-9]", t) for t in totals)
+    )
+
+
+def h10_style_default_two_digits(text, n_digits=2):
+    if "$" not in text:
+        return "malformed"
+    return _style(text.split("$")[0], n_digits, _right_totals)
+
+
+def h10_style_no_eos_check(text, n_digits=3):
+    body = text.split("$")[0]  # a text with no EOS is read whole
+    return _style(body, n_digits, _right_totals)
+
+
+def h10_share_counter(labels, style):
+    from collections import Counter
+
+    flat = _flat(labels).tolist()
+    if not flat:
+        raise ValueError("labels: empty")
+    return Counter(flat)[style] / len(labels)
+
+
+def h11_rloo_mean_not_sum(rewards):
+    G = rewards.shape[-1]
+    if G == 1:
+        return torch.zeros_like(rewards)
+    return rewards - (rewards.mean(-1, keepdim=True) - rewards) / (G - 1)
+
+
+def h11_rloo_loop_global_mean(rewards):
+    B, G = rewards.shape
+    out = torch.zeros_like(rewards)
+    if G == 1:
+        return out
+    for i in range(G):
+        others = torch.cat([rewards[:, :i], rewards[:, i + 1 :]], dim=-1)
+        out[:, i] = rewards[:, i] - others.mean()  # every prompt's others together
+    return out
+
+
+def h11_gspo_boolean_index(logp, logp_old, mask):
+    diff = logp - logp_old.detach()
+    return diff[mask.bool()].mean()  # one number for the batch
+
+
+def h11_gspo_longest_count(logp, logp_old, mask):
+    diff = _where(logp - logp_old.detach(), mask)
+    return diff.sum(-1) / mask.sum(-1).max().clamp(min=1)
+
+
+def h11_cispo_probability(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    return -_weight(logp, logp_old, clip_eps_high, clip_eps) * adv.detach() * logp.exp()
+
+
+def h11_cispo_clip_eps_both_bounds(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    ratio = torch.exp(logp - logp_old.detach())
+    if clip_eps is None:
+        weight = ratio.clamp(max=1 + clip_eps_high)
+    else:
+        weight = ratio.clamp(1 - clip_eps, 1 + clip_eps)
+    return -weight.detach() * adv.detach() * logp
+
+
+def h11_cispo_summed(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    return (-_weight(logp, logp_old, clip_eps_high, clip_eps) * adv.detach() * logp).sum(-1)
+
+
 def _row(exercise, chapter, student, mistake=None):
     return {"exercise": exercise, "chapter": chapter, "student": student, "right": mistake is None, "mistake": mistake}
 
@@ -1343,4 +1521,128 @@ ROWS = [
         w11_cispo_logp_old_weighted,
         "Multiplies the weight by the log ratio logp - logp_old instead of logp.",
     ),
+    # held out
+    _row(
+        "answer_reward",
+        "09",
+        h09_reward_own_regex,
+        "Reads the number after the first 'Answer:' with its own regex (no \\boxed{}, no '$7$').",
+    ),
+    _row(
+        "answer_reward",
+        "09",
+        h09_reward_int_compare,
+        "Compares the text after the last 'Answer:' as integers only (isdigit), so '12.0', '1,000' and '$7$' fail "
+        "and \\boxed{} is never read.",
+    ),
+    _row(
+        "completion_logps",
+        "09",
+        h09_logps_every_eos_kept,
+        "Keeps every EOS in the mask (before the first EOS, or any EOS), not only the first.",
+    ),
+    _row(
+        "completion_logps",
+        "09",
+        h09_logps_mask_from_pad,
+        "Builds the mask as completion != PAD, which keeps the tokens after EOS when the padding is EOS.",
+    ),
+    _row(
+        "grpo_config_kwargs",
+        "09",
+        h09_config_warmup_without_minibatches,
+        "Sets warmup_steps = warmup_iterations * update_epochs, forgetting num_minibatches.",
+    ),
+    _row(
+        "grpo_config_kwargs",
+        "09",
+        h09_config_max_steps_times_processes,
+        "Multiplies max_steps by num_processes.",
+    ),
+    _row(
+        "grpo_config_kwargs",
+        "09",
+        h09_config_epochs_times_minibatches,
+        "Sets num_iterations = update_epochs * num_minibatches instead of update_epochs.",
+    ),
+    _row(
+        "pass_at_k",
+        "10",
+        h10_pass_at_k_plug_in_capped,
+        "Uses the plug-in estimate 1 - (1 - c/n)^min(k, n).",
+    ),
+    _row("pass_at_k", "10", h10_pass_at_k_averaged, "Returns the mean of pass@k over the prompts, one number."),
+    _row(
+        "aggregation_token_weight",
+        "10",
+        h10_weight_token_mean_row_loop,
+        "Under token-mean divides by each row's own total (a loop over rows) instead of the total of every entry.",
+    ),
+    _row(
+        "aggregation_token_weight",
+        "10",
+        h10_weight_nan_for_empty,
+        "Multiplies by (o > 0) to zero the empty responses, so 1 / 0 * 0 gives NaN under seq-mean-token-mean.",
+    ),
+    _row(
+        "completion_style",
+        "10",
+        h10_style_leading_zero_totals,
+        "Accepts totals with a leading zero ('05') in a scratchpad.",
+    ),
+    _row(
+        "completion_style",
+        "10",
+        h10_style_default_two_digits,
+        "Gives n_digits a default of 2 instead of 3.",
+    ),
+    _row(
+        "completion_style",
+        "10",
+        h10_style_no_eos_check,
+        "Never checks for EOS: a text without '$' is read whole.",
+    ),
+    _row(
+        "style_share",
+        "10",
+        h10_share_counter,
+        "Divides the count by len(labels), the number of rows of a nested list.",
+    ),
+    _row(
+        "rloo_advantages",
+        "11",
+        h11_rloo_mean_not_sum,
+        "Takes the group's mean where the others' sum needs the group's sum: (mean - r) / (G - 1).",
+    ),
+    _row(
+        "rloo_advantages",
+        "11",
+        h11_rloo_loop_global_mean,
+        "In a loop over responses, averages the other columns of every prompt together (others.mean() over the batch).",
+    ),
+    _row(
+        "gspo_sequence_log_ratio",
+        "11",
+        h11_gspo_boolean_index,
+        "Indexes the valid tokens with the boolean mask and takes one mean over the whole batch.",
+    ),
+    _row(
+        "gspo_sequence_log_ratio",
+        "11",
+        h11_gspo_longest_count,
+        "Divides every response's sum by the longest response's count.",
+    ),
+    _row(
+        "cispo_loss",
+        "11",
+        h11_cispo_probability,
+        "Multiplies the weight by the probability exp(logp) instead of logp.",
+    ),
+    _row(
+        "cispo_loss",
+        "11",
+        h11_cispo_clip_eps_both_bounds,
+        "When clip_eps is given uses it for both bounds, [1 - clip_eps, 1 + clip_eps], ignoring clip_eps_high.",
+    ),
+    _row("cispo_loss", "11", h11_cispo_summed, "Returns the sum over each response's tokens."),
 ]

@@ -278,6 +278,13 @@ VARIANTS = [
 
 # Round seven (chapter 11): the new wrong answers of tests/catalogue_round7_09_11.py, each named by its check.
 MUTANTS += [
+    ("rloo_advantages", round7.h11_rloo_mean_not_sum, "group's mean"),
+    ("rloo_advantages", round7.h11_rloo_loop_global_mean, "every prompt at once"),
+    ("gspo_sequence_log_ratio", round7.h11_gspo_boolean_index, "one number for the whole batch"),
+    ("gspo_sequence_log_ratio", round7.h11_gspo_longest_count, "longest response"),
+    ("cispo_loss", round7.h11_cispo_probability, "probability"),
+    ("cispo_loss", round7.h11_cispo_clip_eps_both_bounds, "both bounds"),
+    ("cispo_loss", round7.h11_cispo_summed, "summed over each response"),
     ("rloo_advantages", round7.w11_rloo_factor_inverted, "(G - 1) / G"),
     ("rloo_advantages", round7.w11_rloo_precedence, "precedence"),
     ("rloo_advantages", round7.w11_rloo_whole_batch, "whole batch"),

@@ -458,6 +458,11 @@ VARIANTS = [
 
 # Round seven (chapter 09): the new wrong answers of tests/catalogue_round7_09_11.py, each named by its check.
 MUTANTS += [
+    ("completion_logps", round7.h09_logps_every_eos_kept, "to the last EOS"),
+    ("completion_logps", round7.h09_logps_mask_from_pad, "'token != PAD'"),
+    ("grpo_config_kwargs", round7.h09_config_warmup_without_minibatches, "warmup_steps forgets num_minibatches"),
+    ("grpo_config_kwargs", round7.h09_config_max_steps_times_processes, "multiplied by num_processes"),
+    ("grpo_config_kwargs", round7.h09_config_epochs_times_minibatches, "num_iterations is the number of epochs"),
     ("answer_reward", round7.w09_reward_last_number, "last number"),
     ("answer_reward", round7.w09_reward_substring, "appears somewhere"),
     ("answer_reward", round7.w09_reward_arguments_swapped, "arguments are swapped"),

@@ -384,6 +384,14 @@ VARIANTS = [
 
 # Round seven (chapter 10): the new wrong answers of tests/catalogue_round7_09_11.py, each named by its check.
 MUTANTS += [
+    ("pass_at_k", round7.h10_pass_at_k_plug_in_capped, "capped at n"),
+    ("pass_at_k", round7.h10_pass_at_k_averaged, "averaged over the prompts"),
+    ("aggregation_token_weight", round7.h10_weight_token_mean_row_loop, "aggregated alone"),
+    ("aggregation_token_weight", round7.h10_weight_nan_for_empty, "inf * 0 is NaN"),
+    ("completion_style", round7.h10_style_leading_zero_totals, "leading zero"),
+    ("completion_style", round7.h10_style_default_two_digits, "defaults to 3"),
+    ("completion_style", round7.h10_style_no_eos_check, "no EOS"),
+    ("style_share", round7.h10_share_counter, "number of prompts"),
     ("pass_at_k", round7.w10_pass_at_k_chen_scalar_port, "torch.where"),
     ("pass_at_k", round7.w10_pass_at_k_all_wrong_probability, "1 minus it"),
     ("pass_at_k", round7.w10_pass_at_k_union_bound, "union bound"),

@@ -173,6 +173,29 @@ def check_cispo_loss(fn) -> bool:
                 logp, logp_old, adv, clip_eps_high, clip_eps
             ).mean(-1),
         ),
+        *[
+            Mistake(
+                f"the loss is summed {where}; cispo_loss returns the per-token loss, shape [..., T]: the "
+                "aggregation comes after it, in aggregate_loss",
+                lambda logp, logp_old, adv, clip_eps_high, clip_eps=None, _dims=dims: cispo_loss(
+                    logp, logp_old, adv, clip_eps_high, clip_eps
+                ).sum(*_dims),
+            )
+            for where, dims in (("over every token", ()), ("over each response's tokens (the last axis)", (-1,)))
+        ],
+        Mistake(
+            "the weight multiplies the probability exp(logp); CISPO's loss is -w * A * logp, the log-prob",
+            lambda logp, logp_old, adv, clip_eps_high, clip_eps=None: (
+                -_weight(logp, logp_old, clip_eps_high, clip_eps) * adv.detach() * logp.exp()
+            ),
+        ),
+        Mistake(
+            "with clip_eps given, both bounds use it, [1 - clip_eps, 1 + clip_eps]; the upper bound is always "
+            "1 + clip_eps_high: [1 - clip_eps, 1 + clip_eps_high]",
+            lambda logp, logp_old, adv, clip_eps_high, clip_eps=None: cispo_loss(
+                logp, logp_old, adv, clip_eps_high if clip_eps is None else clip_eps, clip_eps
+            ),
+        ),
         Mistake(
             "the ratio is inverted: the importance weight is pi_theta / pi_old = exp(logp - logp_old), not "
             "exp(logp_old - logp)",

@@ -183,6 +183,16 @@ def check_gspo_sequence_log_ratio(fn) -> bool:
             with_detach(lambda p, q, m: (p - q).sum(-1) / count(m)),
         ),
         Mistake(
+            "this is one number for the whole batch, the mean over every valid token of every response (x[mask] "
+            "flattens the batch); GSPO's log ratio is one per response: sum(-1) / mask.sum(-1)",
+            with_detach(lambda p, q, m: (p - q)[m.bool()].mean()),
+        ),
+        Mistake(
+            "every response's sum is divided by the longest response's count, mask.sum(-1).max(); each divides "
+            "by its own, mask.sum(-1)",
+            with_detach(lambda p, q, m: valid(p - q, m).sum(-1) / m.to(F64).sum(-1).max().clamp(min=1)),
+        ),
+        Mistake(
             "the mean runs over the first axis (the batch); the tokens of a response are the last axis: "
             "sum(-1) / mask.sum(-1)",
             with_detach(lambda p, q, m: valid(p - q, m).sum(0) / m.to(F64).sum(0).clamp(min=1)),

@@ -118,6 +118,16 @@ def check_rloo_advantages(fn) -> bool:
             lambda rewards: torch.zeros_like(rewards) if rewards.shape[-1] == 1 else rewards - rloo_advantages(rewards),
         ),
         Mistake(
+            "the others' sum uses the group's mean where it needs the group's sum: (sum - r_i) / (G - 1), with "
+            "sum = rewards.sum(-1, keepdim=True) (or G * the mean)",
+            lambda rewards: rloo_with()(rewards) if rewards.shape[-1] == 1 else _mean_for_sum(rewards),
+        ),
+        Mistake(
+            "the other responses are averaged over every prompt at once (one mean of a (B, G - 1) block); each "
+            "prompt's baseline is the mean of its own row's others: .mean(-1), or (sum - r_i) / (G - 1) per row",
+            _others_of_every_prompt,
+        ),
+        Mistake(
             "a group of one has no other response to compare with: its advantage is 0 (as TRL's RLOOTrainer gives), "
             "not its raw reward (verl's convention); return zeros when G == 1",
             lambda rewards: rewards.clone() if rewards.shape[-1] == 1 else rloo_advantages(rewards),
@@ -138,6 +148,20 @@ def _centred_times(factor):
         return factor(G) * (rewards - rewards.mean(-1, keepdim=True))
 
     return wrong
+
+
+def _mean_for_sum(rewards):
+    G = rewards.shape[-1]
+    return rewards - (rewards.mean(-1, keepdim=True) - rewards) / (G - 1)
+
+
+def _others_of_every_prompt(rewards):
+    """Response i's baseline: the mean of column i's others over every row together."""
+    G = rewards.shape[-1]
+    if G == 1:
+        return torch.zeros_like(rewards)
+    others_sum = rewards.sum() - rewards.sum(0, keepdim=True)  # (1, G): every entry outside column i
+    return rewards - others_sum / (rewards.shape[0] * (G - 1))
 
 
 def _whole_batch(rewards):

@@ -78,11 +78,12 @@ def _config_cases() -> list[Case]:
             },
         ),
         Case(
-            "a constant learning rate after 3 warm-up rounds; temperature 0.7, top_p 0.9, 3 epochs",
+            "a constant learning rate after 3 warm-up rounds; temperature 0.7, top_p 0.9, 3 epochs of 2 minibatches",
             {
                 "cfg": LMRLConfig(
                     prompts_per_step=4,
                     group_size=2,
+                    num_minibatches=2,
                     lr_schedule="constant",
                     warmup_iterations=3,
                     temperature=0.7,

@@ -85,6 +85,35 @@ def _micro_batch_ignored(cfg, num_processes=1):
     return grpo_config_kwargs(dataclasses.replace(cfg, micro_batch_size=None), num_processes)
 
 
+def _steps(field: str, rounds: str, how: str, change) -> Mistake:
+    """``field`` (a count of optimiser steps, ``rounds`` of them a round each) computed with one factor wrong."""
+    return Mistake(
+        f"{field} {how}: it counts optimiser steps, {rounds} * update_epochs * num_minibatches (each round takes "
+        "update_epochs * num_minibatches of them, all processes together)",
+        _config_with(**{field: change}),
+    )
+
+
+def _step_slips() -> list[Mistake]:
+    """The slips of the two step counts, max_steps and warmup_steps: a factor forgotten or one too many (max_steps
+    without num_minibatches has a mistake of its own in :mod:`.config`)."""
+    slips = []
+    for field, rounds in (("max_steps", "iterations"), ("warmup_steps", "warmup_iterations")):
+        slips += [
+            _steps(field, rounds, "is multiplied by num_processes", lambda c, n, k, f=field: k[f] * n),
+            _steps(field, rounds, "forgets update_epochs", lambda c, n, k, f=field: k[f] // c.update_epochs),
+        ]
+    slips.append(
+        _steps(
+            "warmup_steps",
+            "warmup_iterations",
+            "forgets num_minibatches",
+            lambda c, n, k: k["warmup_steps"] // c.num_minibatches,
+        )
+    )
+    return slips
+
+
 BOOKKEEPING = [
     Mistake(
         "epsilon_high is the clip's width above 1, like clip_eps_high (TRL caps the ratio at 1 + epsilon_high): "
@@ -116,4 +145,10 @@ BOOKKEEPING = [
         "without gradient_accumulation_steps",
         _config_with(max_steps=lambda c, n, k: k["max_steps"] * k["gradient_accumulation_steps"]),
     ),
+    Mistake(
+        "num_iterations is the number of epochs over one generated batch, update_epochs; the minibatches of an "
+        "epoch are steps_per_generation's business, not num_iterations'",
+        _config_with(num_iterations=lambda c, n, k: c.update_epochs * c.num_minibatches),
+    ),
+    *_step_slips(),
 ]

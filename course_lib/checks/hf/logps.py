@@ -174,6 +174,7 @@ def _logp_with(
             "last": t[None] <= last[:, None],
             "sequence": ((in_sequence.cumsum(-1) - in_sequence) == 0)[:, P:],
             "second": (is_eos.cumsum(-1) - is_eos) <= 1,
+            "not_pad": completion != model.config.pad_token_id,
         }[mask_kind].float()  # "last": through the last EOS; "second": through the second
         if mask_dtype is not None:
             mask = mask.to(mask_dtype)
@@ -272,6 +273,11 @@ def check_completion_logps(fn) -> bool:
             "left-padded with another token (Qwen pads with <|endoftext|>, its EOS) is then attended; use "
             "attention_mask=cat([prompt_mask, ones]), as generate() did",
             _logp_with(attend="pad"),
+        ),
+        Mistake(
+            "the mask is 'token != PAD': where the padding after EOS is EOS itself (Qwen pads with <|endoftext|>) "
+            "it keeps the padding; keep every token through the first EOS, (cumsum(is_eos) - is_eos) == 0",
+            _logp_with(mask_kind="not_pad"),
         ),
         Mistake(
             "the mask runs past the first EOS, to the second: (cumsum(is_eos) - is_eos) == 0 keeps every token "

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 
@@ -334,4 +335,30 @@ def check_answer_reward(fn) -> bool:
         hint = _reward_hint(str(error))
         if hint and "raised" in str(error):
             raise AssertionError(f"{error}\n  {hint}") from None
+        first, _, rest = str(error).partition("\n")
+        row = _first_row_that_differs(fn) if first.startswith("answer_reward: rewards differs") else None
+        if row is not None:
+            raise AssertionError(f"{first}; {row}\n{rest}") from None
         raise
+
+
+def _first_row_that_differs(fn) -> str | None:
+    """The first completion of the fixed cases whose reward differs from the reference's, in words; None when the
+    lists do not line up row by row (a length, a crash: the plain difference says it)."""
+    for case in _reward_cases():
+        try:
+            got = fn(**copy.deepcopy(case.kwargs))
+        except Exception:  # noqa: BLE001 - the check itself has said what a crash says
+            return None
+        expected = answer_reward(**copy.deepcopy(case.kwargs))
+        if not isinstance(got, (list, tuple)) or len(got) != len(expected):
+            return None
+        for completion, truth, want, have in zip(case.kwargs["completions"], case.kwargs["answer"], expected, got):
+            if want != have:
+                return (
+                    f"the first row that differs is the completion {completion_text(completion)!r} with answer "
+                    f"{truth!r}: math_answer_reward(text, answer) gives {want}, yours {have}. Is the final answer "
+                    "found and compared as chapter 01's math_answer_reward does it (\\boxed{...} first, then the "
+                    "last 'Answer:'; '12.0' = '12', '1,000' = '1000', '$7$' = '7')? Calling it does both"
+                )
+    return None

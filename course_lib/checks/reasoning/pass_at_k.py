@@ -104,6 +104,11 @@ def _plug_in(n, c, k):
     return 1.0 - (1.0 - c / n) ** k
 
 
+def _plug_in_capped(n, c, k):
+    n, c, k = (torch.as_tensor(x).double() for x in (n, c, k))
+    return 1.0 - (1.0 - c / n) ** torch.minimum(k, n)
+
+
 def _same_factor(n, c, k):
     n, c, k = (torch.as_tensor(x).double() for x in (n, c, k))
     return 1.0 - torch.clamp(1.0 - k / n, min=0.0) ** c
@@ -149,6 +154,16 @@ def check_pass_at_k(fn) -> bool:
             "this is the plug-in estimate 1 - (1 - c/n)**k, which draws with replacement and is biased low; "
             "the unbiased one draws k of the n samples without replacement: 1 - C(n-c, k) / C(n, k)",
             _plug_in,
+        ),
+        Mistake(
+            "this is the plug-in estimate 1 - (1 - c/n)**k (with k capped at n), which draws with replacement and "
+            "is biased low; the unbiased one draws k of the n samples without replacement: 1 - C(n-c, k) / C(n, k)",
+            _plug_in_capped,
+        ),
+        Mistake(
+            "pass@k is averaged over the prompts (one number); pass_at_k returns one estimate per entry of the "
+            "broadcast counts, the average is taken afterwards",
+            lambda n, c, k: pass_at_k(n, c, k).mean(),
         ),
         Mistake(
             "every factor uses n: the product runs over i = n - c + 1, ..., n, each factor (1 - k / i) with its own i",

@@ -99,6 +99,16 @@ RULE_MISTAKES = [
         _rule(total=r"[0-9]{1,2}", largest=99),
     ),
     Mistake(
+        "a column total is written without a leading zero ('05' is malformed; '0' alone is a total): 1?[0-9], "
+        "not [01]?[0-9]",
+        _rule(total=r"[01]?[0-9]"),
+    ),
+    Mistake(
+        "n_digits defaults to 3 in the exercise's signature, completion_style(text, n_digits=3): a call without it "
+        "reads three totals",
+        lambda text, n_digits=2: _classify(text, n_digits),
+    ),
+    Mistake(
         "a column total can be 19: 9 + 9 and the carry of 1 from the column before",
         _rule(largest=18),
     ),

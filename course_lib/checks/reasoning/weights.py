@@ -165,6 +165,11 @@ def check_aggregation_token_weight(fn) -> bool:
             _weights_with(**{"seq-mean-token-mean": lambda o, N, L: 1 / (N * o)}),
         ),
         Mistake(
+            "an empty response's weight is zeroed with w * (o > 0), but its w is 1 / 0 = inf and inf * 0 is NaN: "
+            "select with torch.where(o > 0, w, 0) (and divide by o.clamp(min=1))",
+            _weights_with(**{"seq-mean-token-mean": lambda o, N, L: 1 / (N * o) * (o > 0)}),
+        ),
+        Mistake(
             "each row (the last axis) is aggregated alone; every entry of length is one response of the same "
             "aggregation, a (B, G) table included: N = length.numel(), the total and the longest over all entries",
             _per_row_in(*LOSS_AGG_MODES),
