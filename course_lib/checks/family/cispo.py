@@ -184,6 +184,10 @@ def check_cispo_loss(fn) -> bool:
             for where, dims in (("over every token", ()), ("over each response's tokens (the last axis)", (-1,)))
         ],
         Mistake(
+            "the weight is capped at 1 - clip_eps_high, below 1; the cap is 1 + clip_eps_high, above it",
+            cispo_with(cap=lambda high: 1 - high),
+        ),
+        Mistake(
             "the weight multiplies the probability exp(logp); CISPO's loss is -w * A * logp, the log-prob",
             lambda logp, logp_old, adv, clip_eps_high, clip_eps=None: (
                 -_weight(logp, logp_old, clip_eps_high, clip_eps) * adv.detach() * logp.exp()

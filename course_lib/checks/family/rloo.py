@@ -114,6 +114,16 @@ def check_rloo_advantages(fn) -> bool:
             _divided_by_b_minus_1,
         ),
         Mistake(
+            "the baseline is added to r_i; the advantage is r_i minus the mean of the others",
+            lambda rewards: (
+                2 * rewards - rloo_advantages(rewards) if rewards.shape[-1] > 1 else rloo_advantages(rewards)
+            ),
+        ),
+        Mistake(
+            "the others' sum is multiplied by G - 1; their mean divides it by G - 1: (sum - r_i) / (G - 1)",
+            rloo_with(divisor=lambda G: 1 / (G - 1)),
+        ),
+        Mistake(
             "this is the baseline alone, the mean of the other responses' rewards; the advantage is r_i minus it",
             lambda rewards: torch.zeros_like(rewards) if rewards.shape[-1] == 1 else rewards - rloo_advantages(rewards),
         ),

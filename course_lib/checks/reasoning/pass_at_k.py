@@ -223,6 +223,11 @@ def check_pass_at_k(fn) -> bool:
             _product_with(last=1),
         ),
         Mistake(
+            "off by one: the product takes one factor too many, up to i = n + 1; it runs over the c values "
+            "i = n - c + 1, ..., n (j < c, not j <= c)",
+            _product_with(last=-1),
+        ),
+        Mistake(
             "k / i is an integer division (// or rounding_mode='floor'), 0 whenever k < i: each factor 1 - k / i is "
             "a fraction, so divide as floats",
             _product_with(floor=True),

@@ -260,6 +260,10 @@ def check_style_share(fn) -> bool:
             lambda labels, style: 100.0 * style_share(labels, style),
         ),
         Mistake(
+            "this is the share of the other labels, 1 - share: count the labels equal to style (==, not !=)",
+            lambda labels, style: 1.0 - style_share(labels, style),
+        ),
+        Mistake(
             "this is the odds, count / (total - count); the share divides the count by every completion, count / total",
             lambda labels, style: float((flatten(labels) == style).sum() / max(1, (flatten(labels) != style).sum())),
         ),
