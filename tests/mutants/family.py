@@ -313,3 +313,30 @@ MUTANTS += [
     ("cispo_loss", round7.w11_cispo_float32, "float32"),
     ("cispo_loss", round7.w11_cispo_logp_old_weighted, "log ratio logp - logp_old"),
 ]
+
+
+def rloo_baseline_added(rewards):
+    G = rewards.shape[-1]
+    if G == 1:
+        return torch.zeros_like(rewards)
+    return rewards + (rewards.sum(-1, keepdim=True) - rewards) / (G - 1)
+
+
+def rloo_others_times_g_minus_1(rewards):
+    G = rewards.shape[-1]
+    if G == 1:
+        return torch.zeros_like(rewards)
+    return rewards - (rewards.sum(-1, keepdim=True) - rewards) * (G - 1)
+
+
+def cispo_cap_below_one(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    low = None if clip_eps is None else 1 - clip_eps
+    weight = torch.exp(logp - logp_old.detach()).clamp(min=low, max=1 - clip_eps_high).detach()
+    return -weight * adv.detach() * logp
+
+
+MUTANTS += [
+    ("rloo_advantages", rloo_baseline_added, "baseline is added"),
+    ("rloo_advantages", rloo_others_times_g_minus_1, "multiplied by G - 1"),
+    ("cispo_loss", cispo_cap_below_one, "1 - clip_eps_high"),
+]

@@ -428,3 +428,24 @@ MUTANTS += [
 VARIANTS += [
     ("pass_at_k", round7.r10_pass_at_k_guard_k_at_least_n),
 ]
+
+
+def pass_product_one_long(n, c, k):
+    n, c, k = torch.broadcast_tensors(*(torch.as_tensor(x).long() for x in (n, c, k)))
+    j = torch.arange(int(c.max()) + 1, dtype=torch.float64)
+    i = (n - c + 1).double()[..., None] + j
+    factors = torch.where(j <= c[..., None], 1.0 - k.double()[..., None] / i, 1.0)  # j <= c: one factor too many
+    return torch.where(n - c < k, (c > 0).double(), 1.0 - factors.prod(-1))
+
+
+def share_of_the_others(labels, style):
+    flat = np.asarray(labels, dtype=object).reshape(-1)
+    if flat.size == 0:
+        raise ValueError("labels: empty")
+    return float(np.mean(flat != style))
+
+
+MUTANTS += [
+    ("pass_at_k", pass_product_one_long, "one factor too many"),
+    ("style_share", share_of_the_others, "other labels"),
+]
