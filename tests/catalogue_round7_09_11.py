@@ -1041,6 +1041,159 @@ def h11_cispo_summed(logp, logp_old, adv, clip_eps_high, clip_eps=None):
     return (-_weight(logp, logp_old, clip_eps_high, clip_eps) * adv.detach() * logp).sum(-1)
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# A second held-out batch: written after the first held-out batch's fixes, and run once to measure them
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def g09_reward_str_of_none(prompts, completions, answer, **kwargs):
+    return [math_answer_reward(_text(c), str(a)) for c, a in zip(completions, answer)]
+
+
+def g09_reward_numpy_array(prompts, completions, answer, **kwargs):
+    scores = [np.nan if a is None else math_answer_reward(_text(c), a) for c, a in zip(completions, answer)]
+    return np.array(scores)
+
+
+def g09_logps_attend_everything(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    P = prompt_mask.shape[1]
+    completion_ids = sequences[:, P:]
+    real = torch.cat([prompt_mask.long(), torch.ones_like(completion_ids)], dim=1)
+    position_ids = (real.cumsum(-1) - 1).clamp(min=0)
+    logits = model(input_ids=sequences, attention_mask=torch.ones_like(sequences), position_ids=position_ids).logits
+    logits = logits[:, P - 1 : -1].float() / temperature
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, completion_ids.unsqueeze(-1)).squeeze(-1)
+    return logp, _first_eos_mask(completion_ids, eos_id)
+
+
+def g09_logps_mask_cumsum_at_most_one(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    P = prompt_mask.shape[1]
+    logits = _scaled_logits(model, sequences, prompt_mask, temperature)
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, sequences[:, P:].unsqueeze(-1)).squeeze(-1)
+    mask = (sequences[:, P:] == eos_id).long().cumsum(-1) <= 1
+    return logp, mask.float()
+
+
+def g09_config_micro_defaults_to_one(cfg, num_processes=1):
+    kwargs = _config(cfg, num_processes)
+    per_process = cfg.prompts_per_step * cfg.group_size // cfg.num_minibatches // num_processes
+    accumulation = per_process // (cfg.micro_batch_size or 1)
+    kwargs["gradient_accumulation_steps"] = accumulation
+    kwargs["steps_per_generation"] = cfg.num_minibatches * accumulation
+    return kwargs
+
+
+def g09_config_dapo_default_high(cfg, num_processes=1):
+    kwargs = _config(cfg, num_processes)
+    kwargs["epsilon_high"] = cfg.clip_eps_high or 0.28
+    return kwargs
+
+
+def g10_pass_at_k_lgamma_unguarded(n, c, k):
+    n, c, k = (torch.as_tensor(x).double() for x in (n, c, k))
+    log_ratio = torch.lgamma(n - c + 1) - torch.lgamma(n - c - k + 1) - torch.lgamma(n + 1) + torch.lgamma(n - k + 1)
+    return 1.0 - torch.exp(log_ratio)
+
+
+def g10_pass_at_k_float32_product(n, c, k):
+    """Right: the factors multiplied in float32, the result in float64 (within the check's tolerance)."""
+    n, c, k = _broadcast(n, c, k)
+    j = torch.arange(int(c.max()), dtype=torch.float32)
+    i = (n - c + 1).float()[..., None] + j
+    factors = torch.where(j < c[..., None], 1.0 - k.float()[..., None] / i, torch.ones(()))
+    return torch.where(n - c < k, (c > 0).double(), 1.0 - factors.prod(-1).double())
+
+
+def g10_weight_dr_grpo_empty_not_zero(length, mode, max_len=None):
+    o = length.double() if not length.is_floating_point() else length
+    N = o.numel()
+    top = o.max().clamp(min=1) if max_len is None else max_len
+    if mode == "seq-mean-token-sum-norm":
+        return torch.ones_like(o) / (N * top)  # the same constant for every entry
+    if mode == "token-mean":
+        return torch.where(o > 0, 1.0 / o.sum(), 0.0)
+    return torch.where(o > 0, 1.0 / (N * o.clamp(min=1)), 0.0)
+
+
+def g10_weight_seq_mean_row_loop(length, mode, max_len=None):
+    o = length.double() if not length.is_floating_point() else length
+    if mode != "seq-mean-token-mean":
+        N = o.numel()
+        top = o.max().clamp(min=1) if max_len is None else max_len
+        w = torch.ones_like(o) / (o.sum() if mode == "token-mean" else N * top)
+        return torch.where(o > 0, w, 0.0)
+    w = torch.zeros_like(o)
+    for row, lengths in zip(w.view(-1, o.shape[-1]), o.view(-1, o.shape[-1])):
+        for g, n_tokens in enumerate(lengths.tolist()):
+            row[g] = 1.0 / (len(lengths) * n_tokens) if n_tokens > 0 else 0.0
+    return w
+
+
+def g10_style_index_of_eos(text, n_digits=3):
+    body = text[: text.index("$")]  # raises where there is no EOS
+    return _style(body, n_digits, _right_totals)
+
+
+def g10_style_int_totals(text, n_digits=3):
+    if "$" not in text:
+        return "malformed"
+    body = text.split("$")[0]
+
+    def totals_ok(totals, n):
+        try:
+            return len(totals) == n and all(0 <= int(t) <= 19 for t in totals)
+        except ValueError:
+            return False
+
+    return _style(body, n_digits, totals_ok)
+
+
+def g10_share_generator(labels, style):
+    if len(labels) == 0:
+        raise ValueError("labels: empty")
+    return float(sum(label == style for label in labels) / len(labels))
+
+
+def g11_rloo_max_one(rewards):
+    G = rewards.shape[-1]
+    baseline = (rewards.sum(-1, keepdim=True) - rewards) / max(G - 1, 1)
+    return rewards - baseline
+
+
+def g11_rloo_slice_keeps_self(rewards):
+    B, G = rewards.shape
+    out = torch.zeros_like(rewards)
+    if G == 1:
+        return out
+    for i in range(G):
+        others = torch.cat([rewards[:, :i], rewards[:, i:]], dim=-1)  # i:, not i + 1:
+        out[:, i] = rewards[:, i] - others.mean(-1)
+    return out
+
+
+def g11_gspo_times_mask_no_clamp(logp, logp_old, mask):
+    m = mask.to(logp.dtype)
+    return ((logp - logp_old.detach()) * m).sum(-1) / m.sum(-1)
+
+
+def g11_gspo_no_grad(logp, logp_old, mask):
+    with torch.no_grad():
+        diff = _where(logp - logp_old, mask)
+        return diff.sum(-1) / mask.sum(-1).clamp(min=1)
+
+
+def g11_cispo_where_not_detached(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    ratio = torch.exp(logp - logp_old.detach())
+    weight = torch.where(ratio > 1 + clip_eps_high, torch.full_like(ratio, 1 + clip_eps_high), ratio)
+    if clip_eps is not None:
+        weight = torch.where(weight < 1 - clip_eps, torch.full_like(ratio, 1 - clip_eps), weight)
+    return -weight * adv.detach() * logp
+
+
+def g11_cispo_all_detached(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    return (-_weight(logp, logp_old, clip_eps_high, clip_eps) * adv * logp).detach()
+
+
 def _row(exercise, chapter, student, mistake=None):
     return {"exercise": exercise, "chapter": chapter, "student": student, "right": mistake is None, "mistake": mistake}
 
@@ -1645,4 +1798,118 @@ ROWS = [
         "When clip_eps is given uses it for both bounds, [1 - clip_eps, 1 + clip_eps], ignoring clip_eps_high.",
     ),
     _row("cispo_loss", "11", h11_cispo_summed, "Returns the sum over each response's tokens."),
+    # second held-out batch
+    _row(
+        "answer_reward",
+        "09",
+        g09_reward_str_of_none,
+        "Scores rows whose answer is None against the string 'None' (0.0) instead of returning None.",
+    ),
+    _row(
+        "answer_reward",
+        "09",
+        g09_reward_numpy_array,
+        "Returns a numpy array, NaN for no answer, instead of a list with None.",
+    ),
+    _row(
+        "completion_logps",
+        "09",
+        g09_logps_attend_everything,
+        "Passes an attention mask of ones, so the padded prompts attend to their PAD tokens.",
+    ),
+    _row(
+        "completion_logps",
+        "09",
+        g09_logps_mask_cumsum_at_most_one,
+        "Builds the mask as cumsum(is_eos) <= 1, which keeps the tokens after the first EOS up to the second.",
+    ),
+    _row(
+        "grpo_config_kwargs",
+        "09",
+        g09_config_micro_defaults_to_one,
+        "Takes micro_batch_size None as 1 for gradient_accumulation_steps (one completion per pass).",
+    ),
+    _row(
+        "grpo_config_kwargs",
+        "09",
+        g09_config_dapo_default_high,
+        "Sets epsilon_high to 0.28 (DAPO's) when clip_eps_high is None instead of clip_eps.",
+    ),
+    _row(
+        "pass_at_k",
+        "10",
+        g10_pass_at_k_lgamma_unguarded,
+        "Uses log-gamma binomials with no guard for n - c < k or k > n (lgamma at a non-positive integer).",
+    ),
+    _row(
+        "pass_at_k",
+        "10",
+        g10_pass_at_k_float32_product,
+    ),
+    _row(
+        "aggregation_token_weight",
+        "10",
+        g10_weight_dr_grpo_empty_not_zero,
+        "Gives empty responses Dr. GRPO's constant weight instead of 0.",
+    ),
+    _row(
+        "aggregation_token_weight",
+        "10",
+        g10_weight_seq_mean_row_loop,
+        "Under seq-mean-token-mean takes N as each row's length (a loop over rows) instead of every entry.",
+    ),
+    _row(
+        "completion_style",
+        "10",
+        g10_style_index_of_eos,
+        "Finds EOS with text.index('$'), which raises ValueError when there is none.",
+    ),
+    _row(
+        "completion_style",
+        "10",
+        g10_style_int_totals,
+        "Reads each total with int(), so '05' and '+4' count as totals.",
+    ),
+    _row(
+        "style_share",
+        "10",
+        g10_share_generator,
+        "Counts label == style over the top level of labels, so a nested list or array compares rows.",
+    ),
+    _row(
+        "rloo_advantages",
+        "11",
+        g11_rloo_max_one,
+        "Divides by max(G - 1, 1), so a group of one keeps its raw reward instead of 0.",
+    ),
+    _row(
+        "rloo_advantages",
+        "11",
+        g11_rloo_slice_keeps_self,
+        "Slices the others as [:i] and [i:], which keeps the response itself in its baseline.",
+    ),
+    _row(
+        "gspo_sequence_log_ratio",
+        "11",
+        g11_gspo_times_mask_no_clamp,
+        "Multiplies by the mask (NaN padding survives) and divides by mask.sum(-1) with no clamp (NaN for empty).",
+    ),
+    _row(
+        "gspo_sequence_log_ratio",
+        "11",
+        g11_gspo_no_grad,
+        "Computes everything under torch.no_grad(), so the result has no gradient.",
+    ),
+    _row(
+        "cispo_loss",
+        "11",
+        g11_cispo_where_not_detached,
+        "Clips the weight with torch.where and never detaches it.",
+    ),
+    _row(
+        "cispo_loss",
+        "11",
+        g11_cispo_all_detached,
+        "Detaches the whole loss, so no gradient reaches logp.",
+    ),
 ]

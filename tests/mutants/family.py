@@ -278,6 +278,10 @@ VARIANTS = [
 
 # Round seven (chapter 11): the new wrong answers of tests/catalogue_round7_09_11.py, each named by its check.
 MUTANTS += [
+    ("rloo_advantages", round7.g11_rloo_max_one, "raw reward"),
+    ("rloo_advantages", round7.g11_rloo_slice_keeps_self, "includes the response itself"),
+    ("gspo_sequence_log_ratio", round7.g11_gspo_times_mask_no_clamp, "divides 0 by 0"),
+    ("cispo_loss", round7.g11_cispo_where_not_detached, "not detached"),
     ("rloo_advantages", round7.h11_rloo_mean_not_sum, "group's mean"),
     ("rloo_advantages", round7.h11_rloo_loop_global_mean, "every prompt at once"),
     ("gspo_sequence_log_ratio", round7.h11_gspo_boolean_index, "one number for the whole batch"),

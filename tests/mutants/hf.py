@@ -458,6 +458,10 @@ VARIANTS = [
 
 # Round seven (chapter 09): the new wrong answers of tests/catalogue_round7_09_11.py, each named by its check.
 MUTANTS += [
+    ("completion_logps", round7.g09_logps_attend_everything, "all ones"),
+    ("completion_logps", round7.g09_logps_mask_cumsum_at_most_one, "cumsum(is_eos) <= 1"),
+    ("grpo_config_kwargs", round7.g09_config_micro_defaults_to_one, "micro_batch_size None"),
+    ("grpo_config_kwargs", round7.g09_config_dapo_default_high, "DAPO's 0.28"),
     ("completion_logps", round7.h09_logps_every_eos_kept, "to the last EOS"),
     ("completion_logps", round7.h09_logps_mask_from_pad, "'token != PAD'"),
     ("grpo_config_kwargs", round7.h09_config_warmup_without_minibatches, "warmup_steps forgets num_minibatches"),

@@ -369,7 +369,7 @@ MUTANTS = [
     ("style_share", share_over_wellformed, "malformed"),
     ("style_share", share_per_row, "number of prompts"),
     ("style_share", share_first_row, "only the first row"),
-    ("style_share", share_list_count, "counts only the top level"),
+    ("style_share", share_list_count, "counted at the top level"),
     ("style_share", share_of_nothing_is_nan, "must raise ValueError"),
     ("aggregation_token_weight", weights_by_autograd, "calls course_lib's own grpo.aggregate_loss"),
 ]
@@ -384,6 +384,12 @@ VARIANTS = [
 
 # Round seven (chapter 10): the new wrong answers of tests/catalogue_round7_09_11.py, each named by its check.
 MUTANTS += [
+    ("pass_at_k", round7.g10_pass_at_k_lgamma_unguarded, "log-gamma ratio"),
+    ("aggregation_token_weight", round7.g10_weight_dr_grpo_empty_not_zero, "no token to weigh"),
+    ("aggregation_token_weight", round7.g10_weight_seq_mean_row_loop, "aggregated alone"),
+    ("completion_style", round7.g10_style_index_of_eos, "text.index('$')"),
+    ("completion_style", round7.g10_style_int_totals, "read with int()"),
+    ("style_share", round7.g10_share_generator, "top level"),
     ("pass_at_k", round7.h10_pass_at_k_plug_in_capped, "capped at n"),
     ("pass_at_k", round7.h10_pass_at_k_averaged, "averaged over the prompts"),
     ("aggregation_token_weight", round7.h10_weight_token_mean_row_loop, "aggregated alone"),
@@ -426,6 +432,7 @@ MUTANTS += [
     ("style_share", round7.w10_share_distinct_styles, "distinct labels"),
 ]
 VARIANTS += [
+    ("pass_at_k", round7.g10_pass_at_k_float32_product),
     ("pass_at_k", round7.r10_pass_at_k_guard_k_at_least_n),
 ]
 

@@ -160,6 +160,11 @@ def check_gspo_sequence_log_ratio(fn) -> bool:
             attached(lambda p, q, m: ((p - q) * m).sum(-1) / count(m)),
         ),
         Mistake(
+            "x * mask keeps the padding's NaN or inf (NaN * 0 and inf * 0 are NaN), and an empty response divides "
+            "0 by 0: torch.where(mask.bool(), logp - logp_old, 0).sum(-1) / mask.sum(-1).clamp(min=1)",
+            with_detach(lambda p, q, m: ((p - q) * m).sum(-1) / m.to(F64).sum(-1)),
+        ),
+        Mistake(
             "the sign is reversed: GSPO's log ratio averages logp - logp_old (new over old), not logp_old - logp",
             with_detach(lambda p, q, m: valid(q - p, m).sum(-1) / count(m)),
         ),

@@ -150,5 +150,22 @@ BOOKKEEPING = [
         "epoch are steps_per_generation's business, not num_iterations'",
         _config_with(num_iterations=lambda c, n, k: c.update_epochs * c.num_minibatches),
     ),
+    Mistake(
+        "with micro_batch_size None, a forward pass takes a process's whole share of the minibatch (one pass per "
+        "optimiser step), not one completion: gradient_accumulation_steps is 1 then",
+        _config_with(
+            gradient_accumulation_steps=lambda c, n, k: _share(c, n) // (c.micro_batch_size or 1),
+            steps_per_generation=lambda c, n, k: c.num_minibatches * (_share(c, n) // (c.micro_batch_size or 1)),
+        ),
+    ),
+    Mistake(
+        "with clip_eps_high None, epsilon_high is clip_eps (a symmetric clip), not DAPO's 0.28",
+        _config_with(epsilon_high=lambda c, n, k: c.clip_eps_high or 0.28),
+    ),
     *_step_slips(),
 ]
+
+
+def _share(cfg, num_processes) -> int:
+    """One process's completions per optimiser step."""
+    return cfg.prompts_per_step * cfg.group_size // cfg.num_minibatches // num_processes

@@ -145,6 +145,8 @@ def _logp_with(
         if attend == "pad":  # every PAD hidden, prompt_mask never read
             attention = (sequences != model.config.pad_token_id).long()
         position_ids = (attention.cumsum(-1) - 1).clamp(min=0) if attend and positions else None
+        if attend == "ones":  # the positions right, every token attended, the left padding too
+            attention = torch.ones_like(sequences)
         if positions == "from_one":
             position_ids = attention.cumsum(-1)
         with torch.set_grad_enabled(grad):
@@ -175,6 +177,7 @@ def _logp_with(
             "sequence": ((in_sequence.cumsum(-1) - in_sequence) == 0)[:, P:],
             "second": (is_eos.cumsum(-1) - is_eos) <= 1,
             "not_pad": completion != model.config.pad_token_id,
+            "cumsum": is_eos.cumsum(-1) <= 1,
         }[mask_kind].float()  # "last": through the last EOS; "second": through the second
         if mask_dtype is not None:
             mask = mask.to(mask_dtype)
@@ -278,6 +281,16 @@ def check_completion_logps(fn) -> bool:
             "the mask is 'token != PAD': where the padding after EOS is EOS itself (Qwen pads with <|endoftext|>) "
             "it keeps the padding; keep every token through the first EOS, (cumsum(is_eos) - is_eos) == 0",
             _logp_with(mask_kind="not_pad"),
+        ),
+        Mistake(
+            "the attention mask is all ones, so the padded prompts attend to their left padding: "
+            "attention_mask=cat([prompt_mask, ones]) hides it, as generate() did",
+            _logp_with(attend="ones"),
+        ),
+        Mistake(
+            "cumsum(is_eos) <= 1 keeps the tokens after the first EOS (their cumsum is still 1) up to the next EOS: "
+            "keep a token when no EOS came before it, (cumsum(is_eos) - is_eos) == 0",
+            _logp_with(mask_kind="cumsum"),
         ),
         Mistake(
             "the mask runs past the first EOS, to the second: (cumsum(is_eos) - is_eos) == 0 keeps every token "

@@ -104,6 +104,11 @@ RULE_MISTAKES = [
         _rule(total=r"[01]?[0-9]"),
     ),
     Mistake(
+        "each total is read with int(), which also takes '05' and '+4'; a total is written in digits without a "
+        "leading zero, 0 to 19: re.fullmatch(r'1?[0-9]', total)",
+        _rule(total=r"\+?[0-9]+"),
+    ),
+    Mistake(
         "n_digits defaults to 3 in the exercise's signature, completion_style(text, n_digits=3): a call without it "
         "reads three totals",
         lambda text, n_digits=2: _classify(text, n_digits),

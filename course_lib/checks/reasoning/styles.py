@@ -152,6 +152,19 @@ def check_completion_style(fn) -> bool:
         ),
         *RULE_MISTAKES,
     ]
+    try:
+        return _check_styles(fn, cases, mistakes, as_number)
+    except AssertionError as error:
+        first, _, rest = str(error).partition("\n")
+        if "raised ValueError: substring not found" in first:
+            raise AssertionError(
+                f"{first} (text.index('$') raises where there is no EOS: a completion that never stopped is "
+                f"malformed; test '$' in text, or cut with text.partition('$'))\n{rest}"
+            ) from None
+        raise
+
+
+def _check_styles(fn, cases, mistakes, as_number) -> bool:
     return check_against_reference(
         fn,
         completion_style,
@@ -246,8 +259,9 @@ def check_style_share(fn) -> bool:
             lambda labels, style: float((flatten(labels) == style).sum() / max(1, len(labels))),
         ),
         Mistake(
-            "labels.count() counts only the top level: in a nested list [B][G] each entry is a row, never a label "
-            "(and a numpy array has no count()); flatten first, np.asarray(labels).reshape(-1)",
+            "the labels are counted at the top level only (labels.count(style), or label == style for each entry): "
+            "in a nested list [B][G] or a 2-D array each entry is a row, never a label; flatten first, "
+            "np.asarray(labels).reshape(-1)",
             top_level_count,
         ),
         Mistake(
