@@ -4,6 +4,7 @@
 ``cispo_loss(logp, logp_old, adv, clip_eps_high, clip_eps=None)``, checked by ``course_lib.checks.family``.
 """
 
+import catalogue_round7_09_11 as round7
 import torch
 
 # ---------------------------------------------------------------------------
@@ -273,4 +274,73 @@ VARIANTS = [
     ("rloo_advantages", rloo_scaled_centred),
     ("gspo_sequence_log_ratio", gspo_masked_select),
     ("cispo_loss", cispo_with_min_and_where),
+]
+
+# Round seven (chapter 11): the new wrong answers of tests/catalogue_round7_09_11.py, each named by its check.
+MUTANTS += [
+    ("rloo_advantages", round7.g11_rloo_max_one, "raw reward"),
+    ("rloo_advantages", round7.g11_rloo_slice_keeps_self, "includes the response itself"),
+    ("gspo_sequence_log_ratio", round7.g11_gspo_times_mask_no_clamp, "divides 0 by 0"),
+    ("cispo_loss", round7.g11_cispo_where_not_detached, "not detached"),
+    ("rloo_advantages", round7.h11_rloo_mean_not_sum, "group's mean"),
+    ("rloo_advantages", round7.h11_rloo_loop_global_mean, "every prompt at once"),
+    ("gspo_sequence_log_ratio", round7.h11_gspo_boolean_index, "one number for the whole batch"),
+    ("gspo_sequence_log_ratio", round7.h11_gspo_longest_count, "longest response"),
+    ("cispo_loss", round7.h11_cispo_probability, "probability"),
+    ("cispo_loss", round7.h11_cispo_clip_eps_both_bounds, "both bounds"),
+    ("cispo_loss", round7.h11_cispo_summed, "summed over each response"),
+    ("rloo_advantages", round7.w11_rloo_factor_inverted, "(G - 1) / G"),
+    ("rloo_advantages", round7.w11_rloo_precedence, "precedence"),
+    ("rloo_advantages", round7.w11_rloo_whole_batch, "whole batch"),
+    ("rloo_advantages", round7.w11_rloo_g_from_first_axis, "B - 1"),
+    ("rloo_advantages", round7.w11_rloo_factor_on_mean, "subtract r_i from the sum"),
+    ("rloo_advantages", round7.w11_rloo_in_place, "in place"),
+    ("rloo_advantages", round7.w11_rloo_float32, "float32"),
+    ("rloo_advantages", round7.w11_rloo_others_mean_only, "baseline alone"),
+    ("rloo_advantages", round7.w11_rloo_centred_then_scaled_by_g, "G / (G + 1)"),
+    ("gspo_sequence_log_ratio", round7.w11_gspo_sign_reversed, "sign is reversed"),
+    ("gspo_sequence_log_ratio", round7.w11_gspo_logp_detached, "logp is detached"),
+    ("gspo_sequence_log_ratio", round7.w11_gspo_keepdim, "keepdim"),
+    ("gspo_sequence_log_ratio", round7.w11_gspo_batch_token_count, "whole batch"),
+    ("gspo_sequence_log_ratio", round7.w11_gspo_numerator_unmasked, "numerator"),
+    ("gspo_sequence_log_ratio", round7.w11_gspo_over_batch_axis, "first axis"),
+    ("gspo_sequence_log_ratio", round7.w11_gspo_times_length, "mask.mean(-1)"),
+    ("gspo_sequence_log_ratio", round7.w11_gspo_masked_fill_wrong_way, "masked_fill"),
+    ("gspo_sequence_log_ratio", round7.w11_gspo_float32, "float32"),
+    ("cispo_loss", round7.w11_cispo_mean, "averaged over every token"),
+    ("cispo_loss", round7.w11_cispo_ratio_inverted, "inverted"),
+    ("cispo_loss", round7.w11_cispo_none_lower_bound_crash, "clip_eps is None by default"),
+    ("cispo_loss", round7.w11_cispo_times_ratio, "multiplies the ratio"),
+    ("cispo_loss", round7.w11_cispo_log_ratio_clipped, "log ratio is clipped"),
+    ("cispo_loss", round7.w11_cispo_cap_for_positive_only, "only where the advantage is positive"),
+    ("cispo_loss", round7.w11_cispo_sequence_mean, "each response's tokens"),
+    ("cispo_loss", round7.w11_cispo_float32, "float32"),
+    ("cispo_loss", round7.w11_cispo_logp_old_weighted, "log ratio logp - logp_old"),
+]
+
+
+def rloo_baseline_added(rewards):
+    G = rewards.shape[-1]
+    if G == 1:
+        return torch.zeros_like(rewards)
+    return rewards + (rewards.sum(-1, keepdim=True) - rewards) / (G - 1)
+
+
+def rloo_others_times_g_minus_1(rewards):
+    G = rewards.shape[-1]
+    if G == 1:
+        return torch.zeros_like(rewards)
+    return rewards - (rewards.sum(-1, keepdim=True) - rewards) * (G - 1)
+
+
+def cispo_cap_below_one(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    low = None if clip_eps is None else 1 - clip_eps
+    weight = torch.exp(logp - logp_old.detach()).clamp(min=low, max=1 - clip_eps_high).detach()
+    return -weight * adv.detach() * logp
+
+
+MUTANTS += [
+    ("rloo_advantages", rloo_baseline_added, "baseline is added"),
+    ("rloo_advantages", rloo_others_times_g_minus_1, "multiplied by G - 1"),
+    ("cispo_loss", cispo_cap_below_one, "1 - clip_eps_high"),
 ]

@@ -4,6 +4,7 @@
 eos_id, temperature=1.0)`` and ``grpo_config_kwargs(cfg, num_processes=1)``, checked by ``course_lib.checks.hf``.
 """
 
+import catalogue_round7_09_11 as round7
 import torch
 
 from course_lib.rewards import math_answer_reward
@@ -453,4 +454,45 @@ VARIANTS = [
     ("completion_logps", logps_with_positions_and_loop),
     ("grpo_config_kwargs", config_explicit_defaults_and_bools),
     ("grpo_config_kwargs", config_accumulation_left_default),
+]
+
+# Round seven (chapter 09): the new wrong answers of tests/catalogue_round7_09_11.py, each named by its check.
+MUTANTS += [
+    ("completion_logps", round7.g09_logps_attend_everything, "all ones"),
+    ("completion_logps", round7.g09_logps_mask_cumsum_at_most_one, "cumsum(is_eos) <= 1"),
+    ("grpo_config_kwargs", round7.g09_config_micro_defaults_to_one, "micro_batch_size None"),
+    ("grpo_config_kwargs", round7.g09_config_dapo_default_high, "DAPO's 0.28"),
+    ("completion_logps", round7.h09_logps_every_eos_kept, "to the last EOS"),
+    ("completion_logps", round7.h09_logps_mask_from_pad, "'token != PAD'"),
+    ("grpo_config_kwargs", round7.h09_config_warmup_without_minibatches, "warmup_steps forgets num_minibatches"),
+    ("grpo_config_kwargs", round7.h09_config_max_steps_times_processes, "multiplied by num_processes"),
+    ("grpo_config_kwargs", round7.h09_config_epochs_times_minibatches, "num_iterations is the number of epochs"),
+    ("answer_reward", round7.w09_reward_last_number, "last number"),
+    ("answer_reward", round7.w09_reward_substring, "appears somewhere"),
+    ("answer_reward", round7.w09_reward_arguments_swapped, "arguments are swapped"),
+    ("answer_reward", round7.w09_reward_scores_prompts, "prompts are scored"),
+    ("answer_reward", round7.w09_reward_skips_missing_answers, "left out"),
+    ("answer_reward", round7.w09_reward_first_answer_marker, "first 'Answer:'"),
+    ("answer_reward", round7.w09_reward_plus_minus_one, "gets -1"),
+    ("answer_reward", round7.w09_reward_whole_text_equal, "whole completion"),
+    ("completion_logps", round7.w09_logps_tokens_shifted, "score the token before"),
+    ("completion_logps", round7.w09_logps_softmax_over_time, "time axis"),
+    ("completion_logps", round7.w09_logps_times_temperature, "multiplied by the temperature"),
+    ("completion_logps", round7.w09_logps_returns_mask_first, "wrong order"),
+    ("completion_logps", round7.w09_logps_bool_mask, "not a float tensor"),
+    ("completion_logps", round7.w09_logps_attention_from_pad, "PAD id"),
+    ("completion_logps", round7.w09_logps_mask_one_past_eos, "to the second"),
+    ("completion_logps", round7.w09_logps_positions_ignore_padding, "positions count the left padding"),
+    ("grpo_config_kwargs", round7.w09_config_no_temperature, "temperature is left at TRL's default"),
+    ("grpo_config_kwargs", round7.w09_config_no_overlong_filter, "mask_truncated_completions is left at TRL's default"),
+    ("grpo_config_kwargs", round7.w09_config_epsilon_high_as_cap, "not the cap"),
+    ("grpo_config_kwargs", round7.w09_config_num_generations_is_b, "num_generations is the group size"),
+    ("grpo_config_kwargs", round7.w09_config_micro_batch_ignored, "micro_batch_size is ignored"),
+    ("grpo_config_kwargs", round7.w09_config_steps_per_generation_is_m, "steps_per_generation counts forward passes"),
+    ("grpo_config_kwargs", round7.w09_config_token_mean_is_bnpo, "'bnpo'"),
+    ("grpo_config_kwargs", round7.w09_config_max_steps_counts_forward_passes, "max_steps counts optimiser steps"),
+    ("grpo_config_kwargs", round7.w09_config_warmup_ratio, "warmup_ratio"),
+]
+VARIANTS += [
+    ("grpo_config_kwargs", round7.r09_config_constant_with_zero_warmup),
 ]

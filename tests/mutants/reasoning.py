@@ -9,6 +9,7 @@ import math
 import re
 from fractions import Fraction
 
+import catalogue_round7_09_11 as round7
 import numpy as np
 import torch
 
@@ -368,7 +369,7 @@ MUTANTS = [
     ("style_share", share_over_wellformed, "malformed"),
     ("style_share", share_per_row, "number of prompts"),
     ("style_share", share_first_row, "only the first row"),
-    ("style_share", share_list_count, "counts only the top level"),
+    ("style_share", share_list_count, "counted at the top level"),
     ("style_share", share_of_nothing_is_nan, "must raise ValueError"),
     ("aggregation_token_weight", weights_by_autograd, "calls course_lib's own grpo.aggregate_loss"),
 ]
@@ -379,4 +380,79 @@ VARIANTS = [
     ("aggregation_token_weight", _weights(_right)),
     ("completion_style", style_by_split),
     ("style_share", share_loop),
+]
+
+# Round seven (chapter 10): the new wrong answers of tests/catalogue_round7_09_11.py, each named by its check.
+MUTANTS += [
+    ("pass_at_k", round7.g10_pass_at_k_lgamma_unguarded, "log-gamma ratio"),
+    ("aggregation_token_weight", round7.g10_weight_dr_grpo_empty_not_zero, "no token to weigh"),
+    ("aggregation_token_weight", round7.g10_weight_seq_mean_row_loop, "aggregated alone"),
+    ("completion_style", round7.g10_style_index_of_eos, "text.index('$')"),
+    ("completion_style", round7.g10_style_int_totals, "read with int()"),
+    ("style_share", round7.g10_share_generator, "top level"),
+    ("pass_at_k", round7.h10_pass_at_k_plug_in_capped, "capped at n"),
+    ("pass_at_k", round7.h10_pass_at_k_averaged, "averaged over the prompts"),
+    ("aggregation_token_weight", round7.h10_weight_token_mean_row_loop, "aggregated alone"),
+    ("aggregation_token_weight", round7.h10_weight_nan_for_empty, "inf * 0 is NaN"),
+    ("completion_style", round7.h10_style_leading_zero_totals, "leading zero"),
+    ("completion_style", round7.h10_style_default_two_digits, "defaults to 3"),
+    ("completion_style", round7.h10_style_no_eos_check, "no EOS"),
+    ("style_share", round7.h10_share_counter, "number of prompts"),
+    ("pass_at_k", round7.w10_pass_at_k_chen_scalar_port, "torch.where"),
+    ("pass_at_k", round7.w10_pass_at_k_all_wrong_probability, "1 minus it"),
+    ("pass_at_k", round7.w10_pass_at_k_union_bound, "union bound"),
+    ("pass_at_k", round7.w10_pass_at_k_product_one_short, "one factor short"),
+    ("pass_at_k", round7.w10_pass_at_k_integer_division, "integer division"),
+    ("pass_at_k", round7.w10_pass_at_k_float32, "float32"),
+    ("pass_at_k", round7.w10_pass_at_k_k_minus_one, "k - 1"),
+    ("pass_at_k", round7.w10_pass_at_k_python_float, "Python number"),
+    ("aggregation_token_weight", round7.w10_weight_per_row, "aggregated alone"),
+    ("aggregation_token_weight", round7.w10_weight_n_from_first_axis, "first axis"),
+    ("aggregation_token_weight", round7.w10_weight_empty_divides_by_zero, "1 / 0"),
+    ("aggregation_token_weight", round7.w10_weight_token_mean_empty_not_zero, "no token to weigh"),
+    ("aggregation_token_weight", round7.w10_weight_default_float32, "float32"),
+    ("aggregation_token_weight", round7.w10_weight_dr_grpo_mean_length, "mean length"),
+    ("aggregation_token_weight", round7.w10_weight_token_mean_normalised_per_response, "share of the tokens"),
+    ("completion_style", round7.w10_style_prefix_match, "re.fullmatch"),
+    ("completion_style", round7.w10_style_totals_not_counted, "any number of them"),
+    ("completion_style", round7.w10_style_totals_one_per_answer_digit, "n_digits + 1"),
+    ("completion_style", round7.w10_style_fixed_dot_count, "any run of one or more dots"),
+    ("completion_style", round7.w10_style_empty_answer_allowed, "at least one digit"),
+    ("completion_style", round7.w10_style_no_leading_zero_answer, "leading zeros in the answer"),
+    ("completion_style", round7.w10_style_single_digit_totals, "10 to 19"),
+    ("completion_style", round7.w10_style_empty_brackets_are_filler, "empty brackets"),
+    ("completion_style", round7.w10_style_totals_up_to_18, "can be 19"),
+    ("style_share", round7.w10_share_percent, "percentage"),
+    ("style_share", round7.w10_share_nan_for_empty, "must raise ValueError"),
+    ("style_share", round7.w10_share_list_compared_whole, "compares the whole list"),
+    ("style_share", round7.w10_share_odds, "odds"),
+    ("style_share", round7.w10_share_rounded, "rounded"),
+    ("style_share", round7.w10_share_floor_division, "floor division"),
+    ("style_share", round7.w10_share_tensor, "Python number"),
+    ("style_share", round7.w10_share_distinct_styles, "distinct labels"),
+]
+VARIANTS += [
+    ("pass_at_k", round7.g10_pass_at_k_float32_product),
+    ("pass_at_k", round7.r10_pass_at_k_guard_k_at_least_n),
+]
+
+
+def pass_product_one_long(n, c, k):
+    n, c, k = torch.broadcast_tensors(*(torch.as_tensor(x).long() for x in (n, c, k)))
+    j = torch.arange(int(c.max()) + 1, dtype=torch.float64)
+    i = (n - c + 1).double()[..., None] + j
+    factors = torch.where(j <= c[..., None], 1.0 - k.double()[..., None] / i, 1.0)  # j <= c: one factor too many
+    return torch.where(n - c < k, (c > 0).double(), 1.0 - factors.prod(-1))
+
+
+def share_of_the_others(labels, style):
+    flat = np.asarray(labels, dtype=object).reshape(-1)
+    if flat.size == 0:
+        raise ValueError("labels: empty")
+    return float(np.mean(flat != style))
+
+
+MUTANTS += [
+    ("pass_at_k", pass_product_one_long, "one factor too many"),
+    ("style_share", share_of_the_others, "other labels"),
 ]

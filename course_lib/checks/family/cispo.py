@@ -159,10 +159,112 @@ def check_cispo_loss(fn) -> bool:
             "-clip(ratio).detach() * A * logp, so every token keeps its gradient",
             _clipped_ratio_as_loss,
         ),
+        Mistake(
+            "the loss is averaged over every token; cispo_loss returns the per-token loss, shape [..., T]: the "
+            "aggregation (a token mean, a per-sequence mean) comes after it, in aggregate_loss",
+            lambda logp, logp_old, adv, clip_eps_high, clip_eps=None: cispo_loss(
+                logp, logp_old, adv, clip_eps_high, clip_eps
+            ).mean(),
+        ),
+        Mistake(
+            "the loss is averaged over each response's tokens (the last axis); cispo_loss returns the per-token "
+            "loss, shape [..., T]: the aggregation comes after it, in aggregate_loss",
+            lambda logp, logp_old, adv, clip_eps_high, clip_eps=None: cispo_loss(
+                logp, logp_old, adv, clip_eps_high, clip_eps
+            ).mean(-1),
+        ),
+        *[
+            Mistake(
+                f"the loss is summed {where}; cispo_loss returns the per-token loss, shape [..., T]: the "
+                "aggregation comes after it, in aggregate_loss",
+                lambda logp, logp_old, adv, clip_eps_high, clip_eps=None, _dims=dims: cispo_loss(
+                    logp, logp_old, adv, clip_eps_high, clip_eps
+                ).sum(*_dims),
+            )
+            for where, dims in (("over every token", ()), ("over each response's tokens (the last axis)", (-1,)))
+        ],
+        Mistake(
+            "the weight is capped at 1 - clip_eps_high, below 1; the cap is 1 + clip_eps_high, above it",
+            cispo_with(cap=lambda high: 1 - high),
+        ),
+        Mistake(
+            "the weight multiplies the probability exp(logp); CISPO's loss is -w * A * logp, the log-prob",
+            lambda logp, logp_old, adv, clip_eps_high, clip_eps=None: (
+                -_weight(logp, logp_old, clip_eps_high, clip_eps) * adv.detach() * logp.exp()
+            ),
+        ),
+        Mistake(
+            "with clip_eps given, both bounds use it, [1 - clip_eps, 1 + clip_eps]; the upper bound is always "
+            "1 + clip_eps_high: [1 - clip_eps, 1 + clip_eps_high]",
+            lambda logp, logp_old, adv, clip_eps_high, clip_eps=None: cispo_loss(
+                logp, logp_old, adv, clip_eps_high if clip_eps is None else clip_eps, clip_eps
+            ),
+        ),
+        Mistake(
+            "the ratio is inverted: the importance weight is pi_theta / pi_old = exp(logp - logp_old), not "
+            "exp(logp_old - logp)",
+            _ratio_inverted,
+        ),
+        Mistake(
+            "the detached weight multiplies the ratio; CISPO multiplies it by logp, -w * A * logp, so the gradient "
+            "is -w * A * grad logp (REINFORCE, weighted)",
+            lambda logp, logp_old, adv, clip_eps_high, clip_eps=None: (
+                -_weight(logp, logp_old, clip_eps_high, clip_eps) * adv.detach() * torch.exp(logp - logp_old.detach())
+            ),
+        ),
+        Mistake(
+            "the weight multiplies the log ratio logp - logp_old; CISPO's loss is -w * A * logp (the same gradient, "
+            "but another value)",
+            lambda logp, logp_old, adv, clip_eps_high, clip_eps=None: (
+                -_weight(logp, logp_old, clip_eps_high, clip_eps) * adv.detach() * (logp - logp_old.detach())
+            ),
+        ),
+        Mistake(
+            "the log ratio is clipped at clip_eps_high (a cap of e^eps); the ratio itself is capped at "
+            "1 + clip_eps_high: torch.clamp(ratio, max=1 + clip_eps_high)",
+            _log_ratio_clipped,
+        ),
+        Mistake(
+            "the weight is capped only where the advantage is positive (PPO's clip binds one side per sign); "
+            "CISPO caps every token's weight at 1 + clip_eps_high, whatever the advantage's sign",
+            _capped_where_positive,
+        ),
     ]
-    return check_against_reference(
-        fn, cispo_loss, cases, name="cispo_loss", mistakes=mistakes, draw=_draw_cispo, check_dtype=True
-    )
+    try:
+        return check_against_reference(
+            fn, cispo_loss, cases, name="cispo_loss", mistakes=mistakes, draw=_draw_cispo, check_dtype=True
+        )
+    except AssertionError as error:
+        first, _, rest = str(error).partition("\n")
+        if "raised TypeError" in first and "'NoneType'" in first:
+            raise AssertionError(
+                f"{first} (clip_eps is None by default, and then there is no lower bound: "
+                f"clamp(ratio, min=None if clip_eps is None else 1 - clip_eps, max=1 + clip_eps_high))\n{rest}"
+            ) from None
+        raise
+
+
+def _weight(logp, logp_old, clip_eps_high, clip_eps=None):
+    """CISPO's detached weight, clip(exp(logp - logp_old), 1 - clip_eps, 1 + clip_eps_high)."""
+    low = None if clip_eps is None else 1 - clip_eps
+    return torch.exp(logp - logp_old.detach()).clamp(min=low, max=1 + clip_eps_high).detach()
+
+
+def _ratio_inverted(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    low = None if clip_eps is None else 1 - clip_eps
+    weight = torch.exp(logp_old.detach() - logp).clamp(min=low, max=1 + clip_eps_high).detach()
+    return -weight * adv.detach() * logp
+
+
+def _log_ratio_clipped(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    log_ratio = (logp - logp_old.detach()).clamp(min=None if clip_eps is None else -clip_eps, max=clip_eps_high)
+    return -torch.exp(log_ratio).detach() * adv.detach() * logp
+
+
+def _capped_where_positive(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    ratio = torch.exp(logp - logp_old.detach()).detach()
+    weight = torch.where(adv > 0, _weight(logp, logp_old, clip_eps_high, clip_eps), ratio)
+    return -weight * adv.detach() * logp
 
 
 def _floor_defaults_to_high(logp, logp_old, adv, clip_eps_high, clip_eps=None):

@@ -159,6 +159,59 @@ def check_gspo_sequence_log_ratio(fn) -> bool:
             "padding's NaN or inf: torch.where(mask.bool(), ..., 0)",
             attached(lambda p, q, m: ((p - q) * m).sum(-1) / count(m)),
         ),
+        Mistake(
+            "x * mask keeps the padding's NaN or inf (NaN * 0 and inf * 0 are NaN), and an empty response divides "
+            "0 by 0: torch.where(mask.bool(), logp - logp_old, 0).sum(-1) / mask.sum(-1).clamp(min=1)",
+            with_detach(lambda p, q, m: ((p - q) * m).sum(-1) / m.to(F64).sum(-1)),
+        ),
+        Mistake(
+            "the sign is reversed: GSPO's log ratio averages logp - logp_old (new over old), not logp_old - logp",
+            with_detach(lambda p, q, m: valid(q - p, m).sum(-1) / count(m)),
+        ),
+        Mistake(
+            "logp is detached (no gradient reaches the policy) and logp_old is not: the other way round, "
+            "logp - logp_old.detach()",
+            attached(lambda p, q, m: valid(p.detach() - q, m).sum(-1) / count(m)),
+        ),
+        Mistake(
+            "the mean keeps the token axis (keepdim=True): one log ratio per response is shape [...], not [..., 1]",
+            with_detach(lambda p, q, m: valid(p - q, m).sum(-1, keepdim=True) / count(m)[..., None]),
+        ),
+        Mistake(
+            "each response's sum is divided by the valid tokens of the whole batch, mask.sum(); each response "
+            "divides by its own count, mask.sum(-1)",
+            with_detach(lambda p, q, m: valid(p - q, m).sum(-1) / m.to(F64).sum().clamp(min=1)),
+        ),
+        Mistake(
+            "the padding is summed in the numerator (only the count is masked): drop it before summing, "
+            "torch.where(mask.bool(), logp - logp_old, 0).sum(-1)",
+            with_detach(lambda p, q, m: (p - q).sum(-1) / count(m)),
+        ),
+        Mistake(
+            "this is one number for the whole batch, the mean over every valid token of every response (x[mask] "
+            "flattens the batch); GSPO's log ratio is one per response: sum(-1) / mask.sum(-1)",
+            with_detach(lambda p, q, m: (p - q)[m.bool()].mean()),
+        ),
+        Mistake(
+            "every response's sum is divided by the longest response's count, mask.sum(-1).max(); each divides "
+            "by its own, mask.sum(-1)",
+            with_detach(lambda p, q, m: valid(p - q, m).sum(-1) / m.to(F64).sum(-1).max().clamp(min=1)),
+        ),
+        Mistake(
+            "the mean runs over the first axis (the batch); the tokens of a response are the last axis: "
+            "sum(-1) / mask.sum(-1)",
+            with_detach(lambda p, q, m: valid(p - q, m).sum(0) / m.to(F64).sum(0).clamp(min=1)),
+        ),
+        Mistake(
+            "the sum is divided by mask.mean(-1), the fraction of valid tokens, not by their number mask.sum(-1): "
+            "that multiplies the mean by T, the padded length",
+            with_detach(lambda p, q, m: empty_is_zero(valid(p - q, m).sum(-1) / count(m) * m.shape[-1], m)),
+        ),
+        Mistake(
+            "masked_fill(mask, 0) fills where the mask is True, the valid tokens, and keeps the padding: fill "
+            "where it is False, masked_fill(~mask.bool(), 0) (or torch.where(mask.bool(), x, 0))",
+            with_detach(lambda p, q, m: torch.where(m.bool(), 0.0, p - q).sum(-1) / count(m)),
+        ),
     ]
     return check_against_reference(
         fn,

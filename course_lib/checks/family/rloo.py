@@ -40,13 +40,13 @@ def check_rloo_advantages(fn) -> bool:
     """Check a student's ``rloo_advantages(rewards)``."""
     cases = _rloo_cases()
 
-    def rloo_with(*, divisor=lambda G: G - 1, keep_self=False, dim=-1, sign=1.0, g1_zero=True):
+    def rloo_with(*, divisor=lambda G: G - 1, keep_self=False, dim=-1, sign=1.0, g1_zero=True, shift=0.0):
         def wrong(rewards):
             if rewards.shape[dim] == 1 and g1_zero:  # nothing to leave one out of, along the axis used
                 return torch.zeros_like(rewards)
             total = rewards.sum(dim=dim, keepdim=True)
             others = total if keep_self else total - rewards
-            return sign * (rewards - others / divisor(rewards.shape[dim]))
+            return sign * (rewards - (others / divisor(rewards.shape[dim]) + shift))
 
         return wrong
 
@@ -90,10 +90,104 @@ def check_rloo_advantages(fn) -> bool:
             "a group of one (G=1) divides 0 by G - 1 = 0 and gives NaN: return zeros when G == 1",
             rloo_with(g1_zero=False),
         ),
+        *[
+            Mistake(
+                f"RLOO is the centred reward times G / (G - 1), r_i - mean(r) scaled up (the mean of the others sits "
+                f"further from r_i than the group mean does); yours scales it by {name}",
+                _centred_times(factor),
+            )
+            for name, factor in (("(G - 1) / G", lambda G: (G - 1) / G), ("G / (G + 1)", lambda G: G / (G + 1)))
+        ],
+        Mistake(
+            "operator precedence: (sum - r_i) / G - 1 divides by G, then subtracts 1; the others' mean is "
+            "(sum - r_i) / (G - 1), with the brackets",
+            rloo_with(divisor=lambda G: G, shift=1.0),
+        ),
+        Mistake(
+            "the responses left one out of are the whole batch's (rewards.sum() over every prompt); RLOO's baseline "
+            "is the mean of the other responses to the same prompt: sum over the last axis, keepdim=True",
+            _whole_batch,
+        ),
+        Mistake(
+            "the others' sum is divided by B - 1, B read from the first axis (rewards.shape[0]); G is the group "
+            "size, the last axis: rewards.shape[-1] - 1",
+            _divided_by_b_minus_1,
+        ),
+        Mistake(
+            "the baseline is added to r_i; the advantage is r_i minus the mean of the others",
+            lambda rewards: (
+                2 * rewards - rloo_advantages(rewards) if rewards.shape[-1] > 1 else rloo_advantages(rewards)
+            ),
+        ),
+        Mistake(
+            "the others' sum is multiplied by G - 1; their mean divides it by G - 1: (sum - r_i) / (G - 1)",
+            rloo_with(divisor=lambda G: 1 / (G - 1)),
+        ),
+        Mistake(
+            "this is the baseline alone, the mean of the other responses' rewards; the advantage is r_i minus it",
+            lambda rewards: torch.zeros_like(rewards) if rewards.shape[-1] == 1 else rewards - rloo_advantages(rewards),
+        ),
+        Mistake(
+            "the others' sum uses the group's mean where it needs the group's sum: (sum - r_i) / (G - 1), with "
+            "sum = rewards.sum(-1, keepdim=True) (or G * the mean)",
+            lambda rewards: rloo_with()(rewards) if rewards.shape[-1] == 1 else _mean_for_sum(rewards),
+        ),
+        Mistake(
+            "the other responses are averaged over every prompt at once (one mean of a (B, G - 1) block); each "
+            "prompt's baseline is the mean of its own row's others: .mean(-1), or (sum - r_i) / (G - 1) per row",
+            _others_of_every_prompt,
+        ),
+        Mistake(
+            "a group of one has no other response to compare with: its advantage is 0 (as TRL's RLOOTrainer gives), "
+            "not its raw reward (verl's convention); return zeros when G == 1",
+            lambda rewards: rewards.clone() if rewards.shape[-1] == 1 else rloo_advantages(rewards),
+        ),
     ]
     return check_against_reference(
         fn, rloo_advantages, cases, name="rloo_advantages", mistakes=mistakes, draw=_draw_rewards, check_dtype=True
     )
+
+
+def _centred_times(factor):
+    """The group-centred rewards times ``factor(G)`` (RLOO's is G / (G - 1)); 0 for a group of one."""
+
+    def wrong(rewards):
+        G = rewards.shape[-1]
+        if G == 1:
+            return torch.zeros_like(rewards)
+        return factor(G) * (rewards - rewards.mean(-1, keepdim=True))
+
+    return wrong
+
+
+def _mean_for_sum(rewards):
+    G = rewards.shape[-1]
+    return rewards - (rewards.mean(-1, keepdim=True) - rewards) / (G - 1)
+
+
+def _others_of_every_prompt(rewards):
+    """Response i's baseline: the mean of column i's others over every row together."""
+    G = rewards.shape[-1]
+    if G == 1:
+        return torch.zeros_like(rewards)
+    others_sum = rewards.sum() - rewards.sum(0, keepdim=True)  # (1, G): every entry outside column i
+    return rewards - others_sum / (rewards.shape[0] * (G - 1))
+
+
+def _whole_batch(rewards):
+    """Each reward minus the mean of every other reward of the batch, all prompts together."""
+    n = rewards.numel()
+    if n == 1:
+        return torch.zeros_like(rewards)
+    return rewards - (rewards.sum() - rewards) / (n - 1)
+
+
+def _divided_by_b_minus_1(rewards):
+    """The others' sum over the group divided by B - 1 (the first axis), not G - 1; 0 for a group of one."""
+    B, G = rewards.shape
+    if G == 1:
+        return torch.zeros_like(rewards)
+    return rewards - (rewards.sum(-1, keepdim=True) - rewards) / max(B - 1, 1)
 
 
 def _group_std(rewards: torch.Tensor) -> torch.Tensor:

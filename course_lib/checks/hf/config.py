@@ -9,6 +9,7 @@ import dataclasses
 import torch
 
 from course_lib.checks import Case, Mistake, check_against_reference, drawing
+from course_lib.checks.hf.config_mistakes import BOOKKEEPING, _config_with, left_at_default
 from course_lib.checks.hf.grpo_config import coded_fields, config_fields
 from course_lib.hf.trl_contract import LOSS_TYPES, _check_translatable, grpo_config_kwargs
 from course_lib.lm_rl import LMRLConfig
@@ -77,11 +78,12 @@ def _config_cases() -> list[Case]:
             },
         ),
         Case(
-            "a constant learning rate after 3 warm-up rounds; temperature 0.7, top_p 0.9, 3 epochs",
+            "a constant learning rate after 3 warm-up rounds; temperature 0.7, top_p 0.9, 3 epochs of 2 minibatches",
             {
                 "cfg": LMRLConfig(
                     prompts_per_step=4,
                     group_size=2,
+                    num_minibatches=2,
                     lr_schedule="constant",
                     warmup_iterations=3,
                     temperature=0.7,
@@ -174,21 +176,6 @@ def _draw_configs(g: torch.Generator) -> list[Case]:
         )
     )
     return cases
-
-
-def _config_with(**changes):
-    """The reference's kwargs with some fields computed wrongly (a value, or a function of cfg and num_processes)."""
-
-    def wrong(cfg, num_processes=1):
-        kwargs = grpo_config_kwargs(cfg, num_processes)
-        for key, change in changes.items():
-            if change is None:
-                kwargs.pop(key)
-            else:
-                kwargs[key] = change(cfg, num_processes, kwargs) if callable(change) else change
-        return kwargs
-
-    return wrong
 
 
 def check_grpo_config_kwargs(fn) -> bool:
@@ -294,6 +281,8 @@ def check_grpo_config_kwargs(fn) -> bool:
             "num_iterations is TRL's epochs over one generated batch: update_epochs",
             _config_with(num_iterations=lambda c, n, k: c.num_minibatches),
         ),
+        *BOOKKEEPING,
+        *left_at_default(),
     ]
     return check_against_reference(
         fn,

@@ -102,6 +102,8 @@ def config_fields(result) -> dict:
             v = {True: "group", False: "none"}.get(v, v)
         if key == "epsilon_high" and v is None:  # the trainer's default: epsilon
             v = config.epsilon
+        if key == "lr_scheduler_type" and v == "constant_with_warmup" and not _warms_up(config):
+            v = "constant"  # no warm-up step: the same constant rate as HF's "constant"
         if key in NAMES:
             if v not in NAMES[key]:
                 raise Unfit(f"{key}={v!r} is not one of TRL's names: {', '.join(NAMES[key])}")
@@ -111,6 +113,11 @@ def config_fields(result) -> dict:
         else:
             raise Unfit(f"{key} should be a number, got {type(v).__name__}")
     return out
+
+
+def _warms_up(config) -> bool:
+    """Whether the config's schedule has a warm-up (steps, or a ratio where transformers still has one)."""
+    return bool(config.warmup_steps) or bool(getattr(config, "warmup_ratio", 0))
 
 
 def _coded(key: str) -> str:

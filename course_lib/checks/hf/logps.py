@@ -67,6 +67,7 @@ def _logp_outputs(result) -> dict:
         "mask": mask64,
         "logp (where mask is 1)": valid,
         "logp carries a gradient (1 = yes)": torch.tensor(float(logp.requires_grad), dtype=F64),
+        "mask is a float tensor (1 = yes)": torch.tensor(float(mask.is_floating_point()), dtype=F64),
     }
 
 
@@ -123,12 +124,31 @@ def _logp_cases() -> list[Case]:
     ]
 
 
-def _logp_with(*, shift=1, attend=True, positions=True, where="logits", mask_kind="first", grad=True, log=True):
+def _logp_with(
+    *,
+    shift=1,
+    attend=True,
+    positions=True,
+    where="logits",
+    mask_kind="first",
+    grad=True,
+    log=True,
+    token_shift=0,
+    softmax_dim=-1,
+    mask_dtype=None,
+    swapped=False,
+):
     def wrong(model, sequences, prompt_mask, eos_id, temperature=1.0):
         P, L = prompt_mask.shape[1], sequences.shape[1] - prompt_mask.shape[1]
         completion = sequences[:, P:]
         attention = torch.cat([prompt_mask.long(), torch.ones_like(completion)], dim=1)
+        if attend == "pad":  # every PAD hidden, prompt_mask never read
+            attention = (sequences != model.config.pad_token_id).long()
         position_ids = (attention.cumsum(-1) - 1).clamp(min=0) if attend and positions else None
+        if attend == "ones":  # the positions right, every token attended, the left padding too
+            attention = torch.ones_like(sequences)
+        if positions == "from_one":
+            position_ids = attention.cumsum(-1)
         with torch.set_grad_enabled(grad):
             logits = model(
                 input_ids=sequences, attention_mask=attention if attend else None, position_ids=position_ids
@@ -136,10 +156,13 @@ def _logp_with(*, shift=1, attend=True, positions=True, where="logits", mask_kin
             logits = logits[:, P - shift : P - shift + L]  # (B, L, V)
             if where == "logits":
                 logits = logits / temperature
-            logp = torch.log_softmax(logits, dim=-1)
+            if where == "times":
+                logits = logits * temperature
+            logp = torch.log_softmax(logits, dim=softmax_dim)
             if where == "logp":
                 logp = logp / temperature
-            logp = logp.gather(-1, completion[..., None]).squeeze(-1)  # (B, L)
+            scored = sequences[:, P - token_shift : P - token_shift + L]  # the tokens each row's logits score
+            logp = logp.gather(-1, scored[..., None]).squeeze(-1)  # (B, L)
             if not log:
                 logp = logp.exp()
         is_eos, t = (completion == eos_id).long(), torch.arange(L)
@@ -152,8 +175,13 @@ def _logp_with(*, shift=1, attend=True, positions=True, where="logits", mask_kin
             "not_eos": completion != eos_id,
             "last": t[None] <= last[:, None],
             "sequence": ((in_sequence.cumsum(-1) - in_sequence) == 0)[:, P:],
-        }[mask_kind].float()  # "last": through the last EOS
-        return logp, mask
+            "second": (is_eos.cumsum(-1) - is_eos) <= 1,
+            "not_pad": completion != model.config.pad_token_id,
+            "cumsum": is_eos.cumsum(-1) <= 1,
+        }[mask_kind].float()  # "last": through the last EOS; "second": through the second
+        if mask_dtype is not None:
+            mask = mask.to(mask_dtype)
+        return (mask, logp) if swapped else (logp, mask)
 
     return wrong
 
@@ -207,6 +235,11 @@ def check_completion_logps(fn) -> bool:
             _logp_with(positions=False),
         ),
         Mistake(
+            "the positions start at 1: attention_mask.cumsum(-1) counts the first real token as 1; generate() "
+            "numbers it 0: position_ids=(attention_mask.cumsum(-1) - 1).clamp(min=0)",
+            _logp_with(positions="from_one"),
+        ),
+        Mistake(
             "no temperature: sampling divided the logits by it, so must the log-probs (else the ratio "
             "compares two different distributions): log_softmax(logits / temperature)",
             _logp_with(where="none"),
@@ -215,6 +248,55 @@ def check_completion_logps(fn) -> bool:
             "the temperature divides the log-probs; it divides the logits, before log_softmax", _logp_with(where="logp")
         ),
         Mistake("these are probabilities; the loss needs log-probs: log_softmax, then gather", _logp_with(log=False)),
+        Mistake(
+            "each completion token's logits score the token before it: the logits at P - 1 + t are right, but the "
+            "ids gathered are sequences[:, P - 1:-1]; gather the completion's own ids, sequences[:, P:]",
+            _logp_with(token_shift=1),
+        ),
+        Mistake(
+            "log_softmax runs over the time axis (dim=1); a distribution is over the vocabulary, the last axis of "
+            "the (B, L, V) logits: log_softmax(logits, dim=-1)",
+            _logp_with(softmax_dim=1),
+        ),
+        Mistake(
+            "the logits are multiplied by the temperature; sampling divides them by it: logits / temperature",
+            _logp_with(where="times"),
+        ),
+        Mistake(
+            "the two outputs are in the wrong order: return (logp, mask), the log-probs first",
+            _logp_with(swapped=True),
+        ),
+        Mistake(
+            "the mask is not a float tensor (bool or integer); the exercise returns a float mask, 1.0 through the "
+            "first EOS and 0.0 after: mask.float()",
+            _logp_with(mask_dtype=torch.bool),
+        ),
+        Mistake(
+            "the attention mask is built from the PAD id (sequences != PAD) instead of prompt_mask: a prompt "
+            "left-padded with another token (Qwen pads with <|endoftext|>, its EOS) is then attended; use "
+            "attention_mask=cat([prompt_mask, ones]), as generate() did",
+            _logp_with(attend="pad"),
+        ),
+        Mistake(
+            "the mask is 'token != PAD': where the padding after EOS is EOS itself (Qwen pads with <|endoftext|>) "
+            "it keeps the padding; keep every token through the first EOS, (cumsum(is_eos) - is_eos) == 0",
+            _logp_with(mask_kind="not_pad"),
+        ),
+        Mistake(
+            "the attention mask is all ones, so the padded prompts attend to their left padding: "
+            "attention_mask=cat([prompt_mask, ones]) hides it, as generate() did",
+            _logp_with(attend="ones"),
+        ),
+        Mistake(
+            "cumsum(is_eos) <= 1 keeps the tokens after the first EOS (their cumsum is still 1) up to the next EOS: "
+            "keep a token when no EOS came before it, (cumsum(is_eos) - is_eos) == 0",
+            _logp_with(mask_kind="cumsum"),
+        ),
+        Mistake(
+            "the mask runs past the first EOS, to the second: (cumsum(is_eos) - is_eos) == 0 keeps every token "
+            "through the first EOS and nothing after it",
+            _logp_with(mask_kind="second"),
+        ),
         Mistake(
             "logp carries no gradient (torch.no_grad or .detach()): the loss differentiates it with respect "
             "to the model's parameters",

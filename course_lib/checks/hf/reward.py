@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import copy
 import math
+import re
 
 import torch
 
@@ -114,6 +116,16 @@ def _reward_cases() -> list[Case]:
             },
         ),
         Case(
+            "few-shot prompts that hold a worked example ('Answer: 4'), and completions that correct themselves "
+            "('Answer: 5. No, wait. Answer: 4'): the final answer is the last one stated, in the completion",
+            {
+                "prompts": ["Q: 2 + 2? Answer: 4\nQ: 1 + 3?"] * 2 + ["Q: 2 + 2? Answer: 4\nQ: 6 + 7?"] * 2,
+                "answer": ["4", "4", "13", "13"],
+                "completions": ["Answer: 5. No, wait. Answer: 4", "Answer: 4. Hmm, no: Answer: 5", "13", "Answer: 12"],
+                "completion_ids": [[5, 0]] * 4,
+            },
+        ),
+        Case(
             "B=3 prompts, G=2, two prompts with the same answer",
             {
                 "prompts": [q for q in three for _ in range(2)],
@@ -169,15 +181,39 @@ def _string_score(text: str, truth: str) -> float:
     return float(text.rsplit("Answer:", 1)[-1].strip() == truth.strip())
 
 
-def _reward_with(*, text=completion_text, none=None, align="same", dedupe=False, score=math_answer_reward):
+def _last_number(text: str, truth: str) -> float:
+    """The last number anywhere in the text (thousands separators dropped), compared with the truth as a number."""
+    numbers = re.findall(r"-?\d+(?:\.\d+)?", text.replace(",", ""))
+    try:
+        return float(bool(numbers) and float(numbers[-1]) == float(truth))
+    except ValueError:
+        return 0.0
+
+
+def _first_marker(text: str, truth: str) -> float:
+    """math_answer_reward of what follows the first 'Answer:' of the text (the last one elsewhere)."""
+    if "Answer:" in text:
+        text = "Answer: " + text.split("Answer:")[1].strip()
+    return math_answer_reward(text, truth)
+
+
+def _reward_with(
+    *, text=completion_text, none=None, align="same", dedupe=False, score=math_answer_reward, source="completions"
+):
     def wrong(prompts, completions, answer, **kwargs):
         firsts = [i for i, p in enumerate(prompts) if prompts.index(p) == i]  # each distinct prompt once
         if dedupe:  # one reward per prompt
             return [score(text(completions[i]), answer[i]) for i in firsts]
         G = len(completions) // len(firsts) if align == "per_prompt" else 1
-        return [none if answer[i // G] is None else score(text(c), answer[i // G]) for i, c in enumerate(completions)]
+        scored = prompts if source == "prompts" else completions
+        return [none if answer[i // G] is None else score(text(c), answer[i // G]) for i, c in enumerate(scored)]
 
     return wrong
+
+
+def _reward_without_missing(prompts, completions, answer, **kwargs):
+    """The rows whose answer is None left out of the list (it no longer lines up with completions)."""
+    return [math_answer_reward(completion_text(c), a) for c, a in zip(completions, answer) if a is not None]
 
 
 def _reward_hint(message: str) -> str:
@@ -238,6 +274,46 @@ def check_answer_reward(fn) -> bool:
             _reward_with(score=_string_score),
         ),
         Mistake(
+            "the answer is taken as the last number in the text; chapter 01's rule reads only a \\boxed{...} or the "
+            "text after the last 'Answer:' (or 'the answer is'), never the last number ('I think it is 12' states "
+            "no answer): score with math_answer_reward(text, answer)",
+            _reward_with(score=_last_number),
+        ),
+        Mistake(
+            "the reward is 1 whenever the answer appears somewhere in the text ('12' is in '12.5' and in 'not 12'): "
+            "extract the final answer first, math_answer_reward(text, answer)",
+            _reward_with(score=lambda text, truth: float(truth.strip() in text)),
+        ),
+        Mistake(
+            "the whole completion is compared with the answer, so 'Answer: 12' never equals '12': extract the "
+            "final answer first, math_answer_reward(text, answer)",
+            _reward_with(score=lambda text, truth: float(text.strip() == truth.strip())),
+        ),
+        Mistake(
+            "the answer is read after the first 'Answer:'; a completion that corrects itself states its final "
+            "answer last: the text after the last 'Answer:' counts (math_answer_reward reads it so)",
+            _reward_with(score=_first_marker),
+        ),
+        Mistake(
+            "math_answer_reward's arguments are swapped, so no answer is ever found (every reward 0): it takes "
+            "(response_text, ground_truth), math_answer_reward(text, answer)",
+            _reward_with(score=lambda text, truth: math_answer_reward(truth, text)),
+        ),
+        Mistake(
+            "the prompts are scored, not the completions: the text to score is completions[i] (its last message "
+            "when it is a conversation)",
+            _reward_with(source="prompts"),
+        ),
+        Mistake(
+            "a wrong answer gets -1; math_answer_reward's reward is 1.0 for a right answer and 0.0 for a wrong one",
+            _reward_with(score=lambda text, truth: 2.0 * math_answer_reward(text, truth) - 1.0),
+        ),
+        Mistake(
+            "the rows whose answer is None are left out, so the rewards no longer line up with the completions: "
+            "TRL needs one entry per completion, None where the row has no answer",
+            _reward_without_missing,
+        ),
+        Mistake(
             "a row with answer None gets 0.0, a punishment; return None: TRL reads it as no reward (NaN) and "
             "leaves it out of the sum over reward functions",
             _reward_with(none=0.0),
@@ -259,4 +335,30 @@ def check_answer_reward(fn) -> bool:
         hint = _reward_hint(str(error))
         if hint and "raised" in str(error):
             raise AssertionError(f"{error}\n  {hint}") from None
+        first, _, rest = str(error).partition("\n")
+        row = _first_row_that_differs(fn) if first.startswith("answer_reward: rewards differs") else None
+        if row is not None:
+            raise AssertionError(f"{first}; {row}\n{rest}") from None
         raise
+
+
+def _first_row_that_differs(fn) -> str | None:
+    """The first completion of the fixed cases whose reward differs from the reference's, in words; None when the
+    lists do not line up row by row (a length, a crash: the plain difference says it)."""
+    for case in _reward_cases():
+        try:
+            got = fn(**copy.deepcopy(case.kwargs))
+        except Exception:  # noqa: BLE001 - the check itself has said what a crash says
+            return None
+        expected = answer_reward(**copy.deepcopy(case.kwargs))
+        if not isinstance(got, (list, tuple)) or len(got) != len(expected):
+            return None
+        for completion, truth, want, have in zip(case.kwargs["completions"], case.kwargs["answer"], expected, got):
+            if want != have:
+                return (
+                    f"the first row that differs is the completion {completion_text(completion)!r} with answer "
+                    f"{truth!r}: math_answer_reward(text, answer) gives {want}, yours {have}. Is the final answer "
+                    "found and compared as chapter 01's math_answer_reward does it (\\boxed{...} first, then the "
+                    "last 'Answer:'; '12.0' = '12', '1,000' = '1000', '$7$' = '7')? Calling it does both"
+                )
+    return None

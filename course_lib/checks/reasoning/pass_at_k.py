@@ -43,6 +43,13 @@ def _binomials(n, c, k):
     return 1.0 - comb(n - c, k) / comb(n, k)
 
 
+def _log_gamma_unguarded(n, c, k):
+    """1 - C(n - c, k) / C(n, k) in log space (no overflow), with no guard where n - c < k."""
+    n, c, k = (torch.as_tensor(x).double() for x in (n, c, k))
+    log_ratio = torch.lgamma(n - c + 1) - torch.lgamma(n - c - k + 1) - torch.lgamma(n + 1) + torch.lgamma(n - k + 1)
+    return 1.0 - torch.exp(log_ratio)
+
+
 def _product_one_early(n, c, k):
     """The product over i = n - c, ..., n - 1: each factor one step early."""
     n, c, k = torch.broadcast_tensors(*(torch.as_tensor(x).long() for x in (n, c, k)))
@@ -57,6 +64,31 @@ def _product_from_k(n, c, k):
     of c = n - k."""
     n, c, k = torch.broadcast_tensors(*(torch.as_tensor(x).long() for x in (n, c, k)))
     return pass_at_k(n, torch.where((c > 0) & (n - c >= k), n - k, c), k)
+
+
+def _product_with(*, first=1, last=0, numerator=lambda k: k.double(), floor=False, complement=True):
+    """The guarded product over i = n - c + first, ..., n - last of (1 - numerator / i), then 1 minus it (or not):
+    the reference at first=1, last=0, where the slips of a loop's bounds, of k and of the division are one argument
+    each."""
+
+    def wrong(n, c, k):
+        n, c, k = torch.broadcast_tensors(*(torch.as_tensor(x).long() for x in (n, c, k)))
+        count = c + 1 - first - last  # factors in the product
+        j = torch.arange(max(int(count.max()), 0), dtype=torch.float64)
+        i = (n - c + first).double()[..., None] + j
+        top = numerator(k)[..., None]
+        ratio = torch.div(top, i, rounding_mode="floor") if floor else top / i
+        all_wrong = torch.where(j < count.double()[..., None], 1.0 - ratio, 1.0).prod(-1)
+        if complement:
+            return torch.where(n - c < k, (c > 0).double(), 1.0 - all_wrong)
+        return torch.where(n - c < k, (c == 0).double(), all_wrong)
+
+    return wrong
+
+
+def _union_bound(n, c, k):
+    n, c, k = (torch.as_tensor(x).double() for x in (n, c, k))
+    return torch.clamp(k * c / n, max=1.0)
 
 
 def _draw_pass_at_k(g: torch.Generator) -> list[Case]:
@@ -77,6 +109,11 @@ def _draw_pass_at_k(g: torch.Generator) -> list[Case]:
 def _plug_in(n, c, k):
     n, c, k = (torch.as_tensor(x).double() for x in (n, c, k))
     return 1.0 - (1.0 - c / n) ** k
+
+
+def _plug_in_capped(n, c, k):
+    n, c, k = (torch.as_tensor(x).double() for x in (n, c, k))
+    return 1.0 - (1.0 - c / n) ** torch.minimum(k, n)
 
 
 def _same_factor(n, c, k):
@@ -103,8 +140,8 @@ def check_pass_at_k(fn) -> bool:
             {"n": 3, "c": t([1, 2]), "k": 4},
         ),
         Case(
-            "large n: n=5000, c=2500, k=200 (C(5000, 200) is about 1e400, past what a float64 holds)",
-            {"n": 5000, "c": 2500, "k": 200},
+            "large n: n=5000, c=100, k=200 (C(4900, 200) and C(5000, 200) are both past 1e308, what a float64 holds)",
+            {"n": 5000, "c": 100, "k": 200},
         ),
         Case(
             "six prompts with n=64 samples each, c = 0, 1, 3, 10, 32, 64 right, k=8 (c a tensor of shape (6,))",
@@ -126,14 +163,29 @@ def check_pass_at_k(fn) -> bool:
             _plug_in,
         ),
         Mistake(
+            "this is the plug-in estimate 1 - (1 - c/n)**k (with k capped at n), which draws with replacement and "
+            "is biased low; the unbiased one draws k of the n samples without replacement: 1 - C(n-c, k) / C(n, k)",
+            _plug_in_capped,
+        ),
+        Mistake(
+            "pass@k is averaged over the prompts (one number); pass_at_k returns one estimate per entry of the "
+            "broadcast counts, the average is taken afterwards",
+            lambda n, c, k: pass_at_k(n, c, k).mean(),
+        ),
+        Mistake(
             "every factor uses n: the product runs over i = n - c + 1, ..., n, each factor (1 - k / i) with its own i",
             _same_factor,
         ),
         Mistake(
-            "the binomial coefficients overflow for large n (C(5000, 200) is about 1e400, past float64's "
+            "the binomial coefficients overflow for large n (C(5000, 200) is about 1e363, past float64's "
             "1e308, and inf / inf is NaN): compute the ratio C(n-c, k) / C(n, k) as the product "
             "prod_{i=n-c+1}^{n} (1 - k/i), whose factors all lie in [0, 1)",
             _binomials,
+        ),
+        Mistake(
+            "where n - c < k (k > n among them) the log-gamma ratio has no value: lgamma(n - c - k + 1) is lgamma "
+            "of 0 or less, inf, and inf - inf is NaN; return 1 there when c > 0 (0 when c = 0), with torch.where",
+            _log_gamma_unguarded,
         ),
         Mistake(
             "k > n is not handled: the product is only meaningful for k <= n; when n - c < k return 1 "
@@ -167,7 +219,50 @@ def check_pass_at_k(fn) -> bool:
                 * torch.ones_like(torch.as_tensor(k).double())
             ),
         ),
+        Mistake(
+            "this is the chance that all k draws are wrong, C(n - c, k) / C(n, k); pass@k is 1 minus it, the chance "
+            "that at least one of the k is right",
+            _product_with(complement=False),
+        ),
+        Mistake(
+            "this is the union bound min(1, k * c / n), which counts a draw with two right samples twice; the "
+            "unbiased estimate is 1 - C(n - c, k) / C(n, k)",
+            _union_bound,
+        ),
+        Mistake(
+            "off by one: the product stops one factor short, at i = n - 1; it runs over i = n - c + 1, ..., n "
+            "(range(n - c + 1, n + 1): a range leaves out its end)",
+            _product_with(last=1),
+        ),
+        Mistake(
+            "off by one: the product takes one factor too many, up to i = n + 1; it runs over the c values "
+            "i = n - c + 1, ..., n (j < c, not j <= c)",
+            _product_with(last=-1),
+        ),
+        Mistake(
+            "k / i is an integer division (// or rounding_mode='floor'), 0 whenever k < i: each factor 1 - k / i is "
+            "a fraction, so divide as floats",
+            _product_with(floor=True),
+        ),
+        Mistake(
+            "each factor uses k - 1; it is 1 - k / i: the chance that sample i is left out of a draw of k",
+            _product_with(numerator=lambda k: (k - 1).double()),
+        ),
     ]
+    try:
+        return _check(fn, cases, mistakes)
+    except AssertionError as error:
+        first, _, rest = str(error).partition("\n")
+        if "Boolean value of Tensor" in first and "raised" in first:
+            raise AssertionError(
+                f"{first} (an `if`, `and`, `or` or `min()` on a tensor of several counts, as in Chen et al.'s "
+                "code for one prompt: pass_at_k takes tensors of counts, one per prompt, as well as ints; write "
+                f"each branch with torch.where)\n{rest}"
+            ) from None
+        raise
+
+
+def _check(fn, cases, mistakes) -> bool:
     return check_against_reference(
         fn,
         pass_at_k,

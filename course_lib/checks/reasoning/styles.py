@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from course_lib.checks import Case, Mistake, check_against_reference, drawing
+from course_lib.checks.reasoning.style_rules import RULE_MISTAKES
 from course_lib.lectures.reasoning import style_share
 from course_lib.tasks_reasoning import STYLES, completion_style
 
@@ -26,6 +27,7 @@ _CLASSIFIER_CASES = [  # (text, n_digits): each teaches one rule of the module d
     ("1045$[15,14,10]", 3),
     ("[15,14]132$", 2),
     ("[7,0]7$", 2),
+    ("[18,19,19]1998$", 3),  # 999 + 999: 9 + 9 = 18, then 9 + 9 and a carry = 19, twice
     ("[18]18$", 1),
     ("1045", 3),
     ("[15,14,10]1045", 3),
@@ -148,7 +150,21 @@ def check_completion_style(fn) -> bool:
             "and int() reads a sign; the answer and the totals are digits only (re.fullmatch(r'[0-9]+', ...))",
             keep(_signed_numbers),
         ),
+        *RULE_MISTAKES,
     ]
+    try:
+        return _check_styles(fn, cases, mistakes, as_number)
+    except AssertionError as error:
+        first, _, rest = str(error).partition("\n")
+        if "raised ValueError: substring not found" in first:
+            raise AssertionError(
+                f"{first} (text.index('$') raises where there is no EOS: a completion that never stopped is "
+                f"malformed; test '$' in text, or cut with text.partition('$'))\n{rest}"
+            ) from None
+        raise
+
+
+def _check_styles(fn, cases, mistakes, as_number) -> bool:
     return check_against_reference(
         fn,
         completion_style,
@@ -240,17 +256,48 @@ def check_style_share(fn) -> bool:
         ),
         Mistake(
             "the denominator is the number of prompts (rows), not of completions: flatten the labels first",
-            lambda labels, style: float((flatten(labels) == style).sum() / len(labels)),
+            lambda labels, style: float((flatten(labels) == style).sum() / max(1, len(labels))),
         ),
         Mistake(
-            "labels.count() counts only the top level: in a nested list [B][G] each entry is a row, never a label "
-            "(and a numpy array has no count()); flatten first, np.asarray(labels).reshape(-1)",
+            "the labels are counted at the top level only (labels.count(style), or label == style for each entry): "
+            "in a nested list [B][G] or a 2-D array each entry is a row, never a label; flatten first, "
+            "np.asarray(labels).reshape(-1)",
             top_level_count,
         ),
         Mistake(
             "only the first row (the first prompt's group, or the first label of a flat list) is counted: the "
             "share is over every completion of every prompt; flatten the labels first",
             lambda labels, style: float(np.mean(np.asarray(labels, dtype=object)[0] == style)),
+        ),
+        Mistake(
+            "this is a percentage (the share times 100); style_share is a fraction in [0, 1]",
+            lambda labels, style: 100.0 * style_share(labels, style),
+        ),
+        Mistake(
+            "this is the share of the other labels, 1 - share: count the labels equal to style (==, not !=)",
+            lambda labels, style: 1.0 - style_share(labels, style),
+        ),
+        Mistake(
+            "this is the odds, count / (total - count); the share divides the count by every completion, count / total",
+            lambda labels, style: float((flatten(labels) == style).sum() / max(1, (flatten(labels) != style).sum())),
+        ),
+        Mistake(
+            "the share is rounded; return it as it is (round only when you print it)",
+            lambda labels, style: round(style_share(labels, style), 2),
+        ),
+        Mistake(
+            "count // total is a floor division, 0 for every share below 1: divide with /",
+            lambda labels, style: float(int((flatten(labels) == style).sum()) // flatten(labels).size),
+        ),
+        Mistake(
+            "labels == style compares the whole list with the string, one False (only a numpy array compares "
+            "entry by entry): compare each label, np.asarray(labels) == style",
+            lambda labels, style: float(np.mean(labels == style)),
+        ),
+        Mistake(
+            "the count is divided by the number of distinct labels seen; the share divides it by the number of "
+            "completions",
+            lambda labels, style: float((flatten(labels) == style).sum() / max(1, len(set(flatten(labels).tolist())))),
         ),
     ]
     return check_against_reference(

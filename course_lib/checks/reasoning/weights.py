@@ -16,10 +16,44 @@ from course_lib.lectures.reasoning import aggregation_token_weight
 
 def _weights_with(**wrong):
     def weights(length, mode, max_len=None):
+        right = aggregation_token_weight(length, mode, max_len)
         if mode in wrong:
             o = length.double()
-            return wrong[mode](o, o.numel(), o.max() if max_len is None else max_len)
-        return aggregation_token_weight(length, mode, max_len)
+            return wrong[mode](o, o.numel(), o.max() if max_len is None else max_len).to(right.dtype)
+        return right
+
+    return weights
+
+
+def _per_row_in(*modes):
+    """Each row (a slice along the last axis) aggregated alone under ``modes``: N, the total and the longest length
+    are each row's own, where every entry of ``length`` is aggregated together."""
+
+    def weights(length, mode, max_len=None):
+        if mode not in modes:
+            return aggregation_token_weight(length, mode, max_len)
+        rows = length.reshape(-1, length.shape[-1])
+        alone = [aggregation_token_weight(row, mode, max_len) for row in rows]
+        return torch.stack(alone).reshape(length.shape)
+
+    return weights
+
+
+def _n_from_first_axis(length, mode, max_len=None):
+    """N = len(length), the first axis's size, where N counts every entry."""
+    right = aggregation_token_weight(length, mode, max_len)
+    return right if mode == "token-mean" else right * length.numel() / len(length)
+
+
+def _dr_grpo_constant(rule):
+    """Dr. GRPO's constant, when max_len is None, ``rule(o)`` instead of the longest length."""
+
+    def weights(length, mode, max_len=None):
+        right = aggregation_token_weight(length, mode, max_len)
+        if mode != "seq-mean-token-sum-norm" or max_len is not None:
+            return right
+        o = length.to(right.dtype)
+        return torch.where(o > 0, 1.0 / (o.numel() * rule(o)), 0.0).to(right.dtype)
 
     return weights
 
@@ -112,6 +146,60 @@ def check_aggregation_token_weight(fn) -> bool:
                     "seq-mean-token-sum-norm": lambda o, N, L: torch.ones_like(o) / (N * L),
                 }
             ),
+        ),
+        *[
+            Mistake(
+                "an empty response (length 0) has no token to weigh: its weight is 0, not the weight a token would "
+                f"have (under mode={mode!r})",
+                _weights_with(**{mode: rule}),
+            )
+            for mode, rule in (
+                ("seq-mean-token-mean", lambda o, N, L: 1 / (N * o.clamp(min=1))),
+                ("token-mean", lambda o, N, L: torch.ones_like(o) / o.sum()),
+                ("seq-mean-token-sum-norm", lambda o, N, L: torch.ones_like(o) / (N * L)),
+            )
+        ],
+        Mistake(
+            "an empty response (length 0) divides by |o_i| = 0 (1 / 0 = inf): its weight is 0, it has no token; "
+            "divide by o.clamp(min=1) and set the empty ones to 0 with torch.where(o > 0, w, 0)",
+            _weights_with(**{"seq-mean-token-mean": lambda o, N, L: 1 / (N * o)}),
+        ),
+        Mistake(
+            "an empty response's weight is zeroed with w * (o > 0), but its w is 1 / 0 = inf and inf * 0 is NaN: "
+            "select with torch.where(o > 0, w, 0) (and divide by o.clamp(min=1))",
+            _weights_with(**{"seq-mean-token-mean": lambda o, N, L: 1 / (N * o) * (o > 0)}),
+        ),
+        Mistake(
+            "each row (the last axis) is aggregated alone; every entry of length is one response of the same "
+            "aggregation, a (B, G) table included: N = length.numel(), the total and the longest over all entries",
+            _per_row_in(*LOSS_AGG_MODES),
+        ),
+        *[
+            Mistake(
+                f"under mode={mode!r} each row (the last axis) is aggregated alone; every entry of length is one "
+                "response of the same aggregation: N = length.numel(), the total and the longest over all entries",
+                _per_row_in(mode),
+            )
+            for mode in LOSS_AGG_MODES
+        ],
+        Mistake(
+            "N is len(length), the size of the first axis; N counts every response, length.numel(), a (B, G) table "
+            "holds B * G of them",
+            _n_from_first_axis,
+        ),
+        Mistake(
+            "with max_len=None Dr. GRPO's constant is the longest length, length.max(), not the mean length",
+            _dr_grpo_constant(lambda o: o.mean()),
+        ),
+        Mistake(
+            "with max_len=None Dr. GRPO's constant is the longest length, length.max(), not length.shape[-1] (the "
+            "number of responses along the last axis: length holds lengths, not tokens)",
+            _dr_grpo_constant(lambda o: o.shape[-1]),
+        ),
+        Mistake(
+            "under token-mean this is a response's share of the tokens, |o_i| / sum_j |o_j|; the weight of one of "
+            "its tokens is 1 / sum_j |o_j|, the same for every token",
+            _weights_with(**{"token-mean": lambda o, N, L: nonzero(o, o / o.sum())}),
         ),
     ]
     return check_against_reference(
