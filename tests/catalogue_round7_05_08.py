@@ -1620,7 +1620,7 @@ ROWS = [
         "07",
         w07_sweep_tensors,
         "Returns 0-d tensors instead of Python numbers.",
-        "the exercise asks for a Python number",
+        "the exercise asks for a Python int",
     ),
     _row(
         "read_sweep",

@@ -78,7 +78,9 @@ def _kind_name(code: int) -> str:
         return "a Python int"
     if code == _OTHER:
         return "another type"
-    return f"a {str(DTYPES[code]).replace('torch.', '')} tensor"
+    name = str(DTYPES[code]).replace("torch.", "")
+    article = "an" if name.startswith("int") else "a"
+    return f"{article} {name} tensor"
 
 
 def _shape_hint(got: torch.Tensor, expected: torch.Tensor) -> str:
