@@ -45,7 +45,7 @@ def pass_at_k(n, c, k) -> torch.Tensor:
         pass@k = 1 - C(n - c, k) / C(n, k) = 1 - prod_{i = n - c + 1}^{n} (1 - k / i).
 
     The product (the numerically stable form of Chen et al.'s code) never forms a binomial
-    coefficient: ``C(5000, 200)`` is about 1e400, past what a float64 holds, while each factor
+    coefficient: ``C(5000, 200)`` is about 1e363, past what a float64 holds, while each factor
     lies in ``[0, 1)``. Its average over prompts is unbiased for the model's pass@k; the plug-in
     ``1 - (1 - c / n) ** k`` is not: it draws with replacement, never exceeds this estimate, and
     underestimates pass@k on average whenever ``1 < k`` (Jensen: ``(1 - p) ** k`` is convex in ``p``).
