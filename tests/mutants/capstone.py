@@ -116,3 +116,8 @@ VARIANTS = [
 from catalogue_round7_05_08 import ROWS as ROUND_SEVEN  # noqa: E402
 
 MUTANTS += [(row["exercise"], row["student"], row["named"]) for row in ROUND_SEVEN if row["chapter"] == "08"]
+
+# Class seven's student whose own, right step returns the loss as a 0-dim tensor (the docstring says float).
+from class_seven_students import w119_grpo_step_returns_tensor  # noqa: E402
+
+MUTANTS.append(("grpo_step", w119_grpo_step_returns_tensor, "the exercise asks for a Python float"))

@@ -239,9 +239,11 @@ def _run_step(fn, seed, kl_coef, variant=""):
     loss = fn(**kwargs)
     if loss is None:
         raise AssertionError("grpo_step returned None: return the loss (loss.item())")
+    # The docstring promises a Python float (what a training loop logs): whether it is one is the third value.
+    is_number = isinstance(loss, (int, float)) and not isinstance(loss, bool)
     loss = float(loss.detach() if torch.is_tensor(loss) else loss)
     params = torch.cat([p.detach().flatten() for p in kwargs["policy"].parameters()])
-    return loss, params
+    return loss, params, is_number
 
 
 def check_grpo_step(fn) -> bool:
@@ -265,25 +267,25 @@ def check_grpo_step(fn) -> bool:
 
     def ask(seed, kl_coef, description, variant):
         try:
-            loss, params = _run_step(fn, seed, kl_coef, variant)
+            loss, params, is_number = _run_step(fn, seed, kl_coef, variant)
         except (NotImplementedError, AssertionError):
             raise
         except Exception as error:  # noqa: BLE001 - any crash becomes feedback
             raise AssertionError(
                 f"{name} raised {type(error).__name__}: {error}{_crash_hint(error)}\n  on the case: {description}"
             ) from error
-        return float(loss), params.double()
+        return loss, params.double(), float(is_number)  # plain data, for the grading kernel's record
 
     # Both cases are asked before any is judged, and recorded in the grading kernel (checks.recording).
     replies = [recording.replayable(lambda case=case: ask(*case)) for case in cases]
 
     def same(reply, other):
-        (loss, params), (other_loss, other_params) = reply, other
+        (loss, params, _), (other_loss, other_params, _) = reply, other
         same_loss = abs(loss - other_loss) <= 1e-5 + 1e-4 * abs(other_loss)
         return same_loss and torch.allclose(params, other_params.double(), rtol=1e-4, atol=1e-6)
 
-    for (seed, kl_coef, description, variant), (got_loss, got_params) in zip(cases, replies):
-        exp_loss, exp_params = _run_step(grpo_step, seed, kl_coef, variant)
+    for (seed, kl_coef, description, variant), (got_loss, got_params, _) in zip(cases, replies):
+        exp_loss, exp_params, _ = _run_step(grpo_step, seed, kl_coef, variant)
         exp_params = exp_params.double()
         same_loss = abs(got_loss - exp_loss) <= 1e-5 + 1e-4 * abs(exp_loss)
         same_params = torch.allclose(got_params, exp_params, rtol=1e-4, atol=1e-6)
@@ -301,6 +303,12 @@ def check_grpo_step(fn) -> bool:
             else "the loss is right but the parameters after the step differ (clipping? zero_grad? the optimizer?)"
         )
         raise AssertionError(f"{name}: {what}\n  on the case: {description}")
+    # Every value is right: now the kind (told last, as every check tells a kind).
+    if not all(is_number for _, _, is_number in replies):
+        raise AssertionError(
+            f"{name}: the loss and the update are right, but the loss is returned as a tensor; the exercise asks "
+            "for a Python float (`loss.item()`)"
+        )
     recording.report(f"\u2714 {name}: same loss and same parameter update as the reference, with and without KL.")
     record_pass(name, fn)
     return True
