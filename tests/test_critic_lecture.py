@@ -52,8 +52,6 @@ def test_matched_differences_only_at_shared_rates():
 
 def test_the_shipped_report_reads():
     path = Path(course_lib.__file__).parent / "lectures" / "data" / "critic_10.json"
-    if not path.exists():
-        pytest.skip("critic_10.json is not shipped yet")
     results = json.loads(path.read_text())
     scores = critic.report_scores(results)
     assert {len(by_seed) for by_seed in scores.values()} == {len(results["seeds"])}
