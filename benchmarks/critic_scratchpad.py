@@ -25,7 +25,28 @@ Under protocol version 2 (``benchmarks/PROTOCOL.md``), in three stages:
    correction, each beside the same difference at every rate both were tuned at, and the last line
    ``critic: seeds=S grpo_mean=X rung5_mean=Y ppo_mean=Z ppo_minus_rung5=+d±h[lo,hi] ppo_minus_grpo=+d±h[lo,hi]``.
 
-Nothing has been run under it yet. Usage::
+Run once (2026-11-27 to 28, one process at a time on a 2-core machine shared with other work): the tuning, 44 runs
+without the loop's shortcuts (PROTOCOL.md, rule 10), as ``--freeze`` printed it, validation accuracy, mean (worst
+seed) over tuning seeds 0 to 3, ``*`` the pick::
+
+    GRPO     lr 0.0005: 0.962 (0.944)   lr 0.001: 0.964 (0.938)*   lr 0.002: 0.961 (0.942)
+    rung 5   lr 0.00025: 0.957 (0.934)  lr 0.0005: 0.967 (0.946)*  lr 0.001: 0.964 (0.938)   lr 0.002: 0.952 (0.936)
+    PPO      lr 0.00025: 0.961 (0.934)  lr 0.0005: 0.965 (0.938)*  lr 0.001: 0.964 (0.944)   lr 0.002: 0.953 (0.936)
+
+and the report on ``critic-1`` (72 runs, 4,298 s of wall time for the last 56), as it printed::
+
+    test accuracy (greedy), 24 seeds (protocol v2)
+      GRPO    lr=0.001   [ca959812] mean 0.952  worst 0.922  std 0.016
+      rung 5  lr=0.0005  [116bae9c] mean 0.946  worst 0.880  std 0.023
+      PPO     lr=0.0005  [f95cd85b] mean 0.951  worst 0.918  std 0.018
+    3 intervals read together; Holm's correction at family level 0.05:
+      rung 5 - GRPO  -0.005 [-0.011, +0.000]  p 0.064  Holm 0.128  unresolved
+      PPO - rung 5   +0.005 [+0.001, +0.009]  p 0.030  Holm 0.089  unresolved
+      PPO - GRPO     -0.000 [-0.004, +0.003]  p 0.836  Holm 0.836  unresolved
+    critic: seeds=24 grpo_mean=0.952 rung5_mean=0.946 ppo_mean=0.951 ppo_minus_rung5=+0.005±0.004[+0.001,+0.009]
+    ppo_minus_grpo=-0.000±0.003[-0.004,+0.003]
+
+Chapter 10's section 8 reads it (``course_lib/lectures/critic.py``). Usage::
 
     python benchmarks/critic_scratchpad.py --tune
     python benchmarks/critic_scratchpad.py --freeze
