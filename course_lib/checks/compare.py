@@ -122,6 +122,11 @@ def _crash_hint(error: Exception) -> str:
         return " (~ negates bool tensors only: for 0/1 numbers use 1 - x, after x.float() where x is bool)"
     if "with a bool tensor is not supported" in text or "with two bool tensors is not supported" in text:
         return " (a bool tensor such as dones or a mask: convert it first, for example dones.float())"
+    if "expected np.ndarray (got numpy." in text:
+        return (
+            " (torch.from_numpy takes an array, and a numpy sum down to one number is a numpy scalar: "
+            "torch.as_tensor takes both; or stay in torch, which keeps the inputs' dtype)"
+        )
     if isinstance(error, ZeroDivisionError):
         return (
             " (a Python division by a count, a size or a binomial that is 0 on this case: what should it give there?)"
@@ -166,7 +171,9 @@ def _outcome(result, args, grad, select, name) -> _Outcome:
         if not first.requires_grad:
             raise AssertionError(
                 f"{name}: the result carries no gradient with respect to {', '.join(grad)}; "
-                "did you call .detach(), .item(), .numpy() or torch.no_grad() on the way?"
+                "did you call .detach(), .item(), .numpy() or torch.no_grad() on the way, or return a new tensor "
+                "(torch.tensor(0.0), torch.zeros(...)) that no gradient reaches? (an input's .sum() * 0 is a 0 "
+                "that keeps it)"
             )
         # A fixed weighting turns a per-element output into a scalar without hiding entries.
         g = torch.Generator().manual_seed(1234)
