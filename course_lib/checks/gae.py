@@ -2,7 +2,8 @@
 
 The checks import the reference implementations of ``course_lib.gae``; the maths module never
 imports its checks, so the file a student opens is the maths alone. The wrong implementations of
-``compute_gae`` and ``td_residuals`` that the checks name are built in :mod:`course_lib.checks.gae_mistakes`;
+``compute_gae`` and ``td_residuals`` that the checks name are built in :mod:`course_lib.checks.gae_mistakes` and
+:mod:`course_lib.checks.td_mistakes`;
 the table's, a column at a time, are here.
 """
 
@@ -11,7 +12,8 @@ from __future__ import annotations
 import torch
 
 from course_lib.checks import Case, check_against_reference, forget_pass, record_pass, recording
-from course_lib.checks.gae_mistakes import GAE_MISTAKES, TD_MISTAKES, gae_mistake
+from course_lib.checks.gae_mistakes import GAE_MISTAKES, GAE_MISTAKES_MORE, gae_mistake
+from course_lib.checks.td_mistakes import TD_MISTAKES, TD_MISTAKES_MORE
 from course_lib.gae import compute_gae, gae_table_episode, td_residuals
 
 
@@ -57,14 +59,24 @@ def _gae_cases(with_lam: bool) -> list[Case]:
 def check_compute_gae(fn) -> bool:
     """Check a student's ``compute_gae(rewards, values, dones, last_values, gamma, lam)``."""
     return check_against_reference(
-        fn, compute_gae, _gae_cases(with_lam=True), name="compute_gae", mistakes=GAE_MISTAKES, check_dtype=True
+        fn,
+        compute_gae,
+        _gae_cases(with_lam=True),
+        name="compute_gae",
+        mistakes=GAE_MISTAKES + GAE_MISTAKES_MORE,
+        check_dtype=True,
     )
 
 
 def check_td_residuals(fn) -> bool:
     """Check a student's ``td_residuals(rewards, values, dones, last_values, gamma)``."""
     return check_against_reference(
-        fn, td_residuals, _gae_cases(with_lam=False), name="td_residuals", mistakes=TD_MISTAKES, check_dtype=True
+        fn,
+        td_residuals,
+        _gae_cases(with_lam=False),
+        name="td_residuals",
+        mistakes=TD_MISTAKES + TD_MISTAKES_MORE,
+        check_dtype=True,
     )
 
 
