@@ -1181,7 +1181,7 @@ ROWS = [
     _row("td_residuals", "04", w04_td_dones_as_keep_mask, "dones used as the keep mask (1 = goes on)."),
     _row("td_residuals", "04", w04_td_next_minus_current_swapped, "V(s_t) and V(s_{t+1}) swapped."),
     _row("td_residuals", "04", w04_td_float32, "Computed in float32."),
-    _row("td_residuals", "04", w04_td_terminal_reward_only, "A terminal step's residual is r_t alone (written with where)."),
+    _row("td_residuals", "04", w04_td_terminal_reward_only, "At a terminal step r_t alone (a where)."),
     _row("td_residuals", "04", w04_td_bootstrap_cut_by_last_done, "Only the last step's done is used."),
     _row("td_residuals", "04", w04_td_lam_as_gamma, "gamma ** 2 multiplies V(s_{t+1})."),
     _row("td_residuals", "04", r04_td_where),

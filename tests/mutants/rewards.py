@@ -9,6 +9,28 @@ import math
 import re
 
 import torch
+from catalogue_round7_00_04 import (
+    r01_math_helpers,
+    r01_sort_loops,
+    w01_math_answer_to_end_of_text,
+    w01_math_boxed_only,
+    w01_math_case_sensitive,
+    w01_math_greedy_boxed,
+    w01_math_int_compare,
+    w01_math_keeps_dollars,
+    w01_math_keeps_thousands_separator,
+    w01_math_no_answer_colon,
+    w01_math_truth_not_stripped,
+    w01_sort_all_or_nothing_ordering,
+    w01_sort_all_ordered_pairs,
+    w01_sort_counts_every_match,
+    w01_sort_descending_pairs,
+    w01_sort_diff_positive,
+    w01_sort_inclusion_fraction,
+    w01_sort_inclusion_same_position,
+    w01_sort_ordering_halved,
+    w01_sort_ordering_on_prompt,
+)
 
 # ---------------------------------------------------------------------------
 # sort_inclusion_ordering_reward
@@ -247,4 +269,33 @@ VARIANTS = [
     ("math_answer_reward", math_variant),
     ("math_answer_reward", math_variant_int),
     ("math_answer_reward", math_variant_tensor),
+]
+
+
+# Round seven of issue 44 (chapters 00 to 04): the wrong answers of tests/catalogue_round7_00_04.py, each
+# named by the mistake it makes, and its right variants.
+MUTANTS += [
+    ("sort_inclusion_ordering_reward", w01_sort_ordering_on_prompt, "your ordering points look at the prompt;"),
+    ("sort_inclusion_ordering_reward", w01_sort_descending_pairs, "you count pairs in decreasing order (>=);"),
+    ("sort_inclusion_ordering_reward", w01_sort_inclusion_same_position, "your inclusion points count the positions"),
+    ("sort_inclusion_ordering_reward", w01_sort_inclusion_fraction, "your inclusion points are a fraction"),
+    ("sort_inclusion_ordering_reward", w01_sort_all_ordered_pairs, "you count every pair i < j in order; the"),
+    ("sort_inclusion_ordering_reward", w01_sort_all_or_nothing_ordering, "you give the ordering points only when the"),
+    ("sort_inclusion_ordering_reward", w01_sort_counts_every_match, "your inclusion points count every matching"),
+    ("sort_inclusion_ordering_reward", w01_sort_diff_positive, "a repeated token costs you a point (+1 for a"),
+    ("sort_inclusion_ordering_reward", w01_sort_ordering_halved, "your ordering points are rescaled (times T /"),
+    ("math_answer_reward", w01_math_case_sensitive, "you match the answer statement case by case"),
+    ("math_answer_reward", w01_math_keeps_thousands_separator, "you keep thousands separators, so '1,000'"),
+    ("math_answer_reward", w01_math_keeps_dollars, "you keep dollar signs, so '$14$' differs"),
+    ("math_answer_reward", w01_math_answer_to_end_of_text, "your stated answer runs to the end of the"),
+    ("math_answer_reward", w01_math_boxed_only, "you read only \\boxed{...}; without a box,"),
+    ("math_answer_reward", w01_math_truth_not_stripped, "you normalise the answer and not the ground"),
+    ("math_answer_reward", w01_math_greedy_boxed, "your \\boxed\\{(.*)\\} is greedy: it runs to"),
+    ("math_answer_reward", w01_math_no_answer_colon, "you read 'the answer is' and not 'Answer:';"),
+    ("math_answer_reward", w01_math_int_compare, "you compare numbers after int(), which cuts"),
+]
+
+VARIANTS += [
+    ("sort_inclusion_ordering_reward", r01_sort_loops),
+    ("math_answer_reward", r01_math_helpers),
 ]
