@@ -7,6 +7,9 @@ G = 1); a dtype, in-place or detach slip. None repeats a mistake of the catalogu
 blind classes (``tests/class_*_students.py``) as it stood when this round began. ``ROWS`` lists them with the
 truth: for a wrong answer, one sentence saying what the student did; a right variant has none.
 
+Wave one (``wave=1``, the rows first listed) was written and run before any check changed; wave two (``wave=2``), after
+the fixes for wave one, to measure how far the new names reach beyond the answers they were made for.
+
 ``tests/run_class_four.py --students catalogue_round7_00_04`` runs each exercise's check on each student once, as
 its check cell does; ``tests/test_catalogue_round7_00_04.py`` asserts that each wrong answer is rejected and named.
 This module holds no tests (pytest does not collect it): it is data.
@@ -1016,12 +1019,254 @@ def r04_td_where(rewards, values, dones, last_values, gamma):
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Wave two, every chapter: written after the fixes for wave one
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def w00_return_gamma_squared(rewards, gamma):
+    t = torch.arange(rewards.shape[-1], dtype=rewards.dtype)
+    return (rewards * (gamma**2) ** t).sum(-1)
+
+
+def w00_return_slice_skip(rewards, gamma):
+    t = torch.arange(rewards.shape[-1] - 1, dtype=rewards.dtype)
+    return (rewards[..., 1:] * gamma**t).sum(-1)  # r_1.. weighted from gamma^0
+
+
+def w00_rtg_one_minus_gamma(rewards, gamma):
+    out = torch.zeros_like(rewards)
+    run = torch.zeros_like(rewards[..., 0])
+    for t in reversed(range(rewards.shape[-1])):
+        run = rewards[..., t] + (1 - gamma) * run
+        out[..., t] = run
+    return out
+
+
+def w00_rtg_cumsum_discount_trick(rewards, gamma):
+    # cumsum of gamma^k r_k from the end, divided by gamma^t: NaN-free for gamma>0 only
+    T = rewards.shape[-1]
+    p = torch.tensor(gamma, dtype=rewards.dtype) ** torch.arange(T, dtype=rewards.dtype)
+    s = (rewards * p).flip(-1).cumsum(-1).flip(-1)
+    return torch.where(p > 0, s / p, rewards)
+
+
+def w00_rtg_in_place_then_clone(rewards, gamma):
+    r = rewards
+    for t in reversed(range(r.shape[-1] - 1)):
+        r[..., t] = r[..., t] + gamma * r[..., t + 1]
+    return r.clone()
+
+
+def w01_sort_inclusion_response_unique(prompt, response):
+    prompt, response = torch.broadcast_tensors(prompt, response)
+    T = prompt.shape[-1]
+    out = []
+    for p, r in zip(prompt.reshape(-1, T).tolist(), response.reshape(-1, T).tolist()):
+        inc = sum(1 for tok in set(r) if tok in p)  # distinct response tokens in prompt
+        out.append(inc + sum(a <= b for a, b in zip(r, r[1:])))
+    return torch.tensor(out, dtype=torch.float32).reshape(prompt.shape[:-1])
+
+
+def w01_sort_sorted_compare_ordering(prompt, response):
+    inc = (prompt[..., :, None] == response[..., None, :]).any(-1).sum(-1)
+    ordered = (response == response.sort(-1).values).sum(-1)  # positions already in sorted place
+    return (inc + ordered).float()
+
+
+def w01_sort_int_output(prompt, response):
+    inc = (prompt[..., :, None] == response[..., None, :]).any(-1).sum(-1)
+    return (inc + (response[..., :-1] <= response[..., 1:]).sum(-1)).double()
+
+
+def w01_math_strip_only(response_text, ground_truth):
+    m = list(re.finditer(r"(?i)\\boxed\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}", response_text))
+    if m:
+        ans = m[-1].group(1)
+    else:
+        s = list(re.finditer(r"(?i)\banswer(?:\s+is\b\s*:?|\s*:)", response_text))
+        if not s:
+            return 0.0
+        ans = re.split(r"[.!?](?:\s|$)|[\n<]", response_text[s[-1].end() :].strip())[0]
+    a = ans.strip().strip("$").strip().rstrip(".,;:!?").replace(",", "")
+    g = ground_truth.strip().strip("$").rstrip(".").replace(",", "")
+    try:
+        return float(float(a) == float(g))
+    except ValueError:
+        return float(a == g)
+
+
+def w01_math_first_box_nested(response_text, ground_truth):
+    i = response_text.find("\\boxed{")
+    if i < 0:
+        s = list(re.finditer(r"(?i)\banswer(?:\s+is\b\s*:?|\s*:)", response_text))
+        if not s:
+            return 0.0
+        ans = re.split(r"[.!?](?:\s|$)|[\n<]", response_text[s[-1].end() :].strip())[0]
+    else:
+        depth, j = 0, i + 6
+        for j in range(i + 6, len(response_text)):
+            depth += {"{": 1, "}": -1}.get(response_text[j], 0)
+            if depth == 0:
+                break
+        ans = response_text[i + 7 : j]
+    a = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", ans.replace("$", "").strip().rstrip(".,;:!?"))
+    g = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", ground_truth.replace("$", "").strip().rstrip(".,;:!?"))
+    try:
+        return float(float(a) == float(g))
+    except ValueError:
+        return float(a == g)
+
+
+def w02_gather_squeeze_everything(logits, tokens):
+    return torch.log_softmax(logits, -1).gather(-1, tokens[..., None].long()).squeeze()  # squeeze all
+
+
+def w02_gather_softmax_dim0(logits, tokens):
+    return torch.log_softmax(logits, 0).gather(-1, tokens.long()[..., None]).squeeze(-1)
+
+
+def w02_reinforce_sum_over_batch_mean_over_T(logp, deltas, mask=None):
+    valid = torch.ones_like(logp) if mask is None else mask.to(logp.dtype)
+    lp = torch.where(valid > 0, logp, torch.zeros_like(logp))
+    per = -(deltas.detach()[..., None] * lp)
+    return (per.sum(-1) / valid.sum(-1).clamp(min=1)).sum()  # sum over responses of their token means
+
+
+def r02_reinforce_nansum(logp, deltas, mask=None):
+    valid = torch.ones_like(logp) if mask is None else mask.to(logp.dtype)
+    per = -(deltas.detach()[..., None] * logp * valid)
+    return per.nansum() / valid.sum().clamp(min=1)
+
+
+def w02_reinforce_centred_deltas(logp, deltas, mask=None):
+    valid = torch.ones_like(logp) if mask is None else mask.to(logp.dtype)
+    lp = torch.where(valid > 0, logp, torch.zeros_like(logp))
+    adv = deltas.detach() - deltas.detach().mean()
+    return -(adv[..., None] * lp).sum() / valid.sum().clamp(min=1)
+
+
+def w02_mc_baseline(logits, reward_per_action, n_samples, generator=None):
+    pi = torch.softmax(logits, -1)
+    a = torch.multinomial(pi, n_samples, replacement=True, generator=generator)
+    score = F.one_hot(a, len(pi)).to(pi.dtype) - pi
+    b = reward_per_action[a].mean()
+    return ((reward_per_action[a] - b)[:, None] * score).mean(0)
+
+
+def w03_deltas_unbiased_false(rewards, mode, eps=1e-6):
+    if mode == "rewards":
+        return rewards.clone()
+    c = rewards - rewards.mean(-1, keepdim=True)
+    c = torch.where((rewards == rewards[..., :1]).all(-1, keepdim=True), 0.0, c)
+    if mode == "centered_rewards":
+        return c
+    return c / (rewards.std(-1, keepdim=True, unbiased=False) + eps)
+
+
+def w03_deltas_eps_fixed(rewards, mode, eps=1e-6):
+    if mode == "rewards":
+        return rewards.clone()
+    c = rewards - rewards.mean(-1, keepdim=True)
+    c = torch.where((rewards == rewards[..., :1]).all(-1, keepdim=True), 0.0, c)
+    if mode == "centered_rewards" or rewards.shape[-1] == 1:
+        return c
+    return c / (rewards.std(-1, keepdim=True) + 1e-4)
+
+
+def w03_variance_mean_of_sq_norm(grad_samples):
+    c = grad_samples - grad_samples.mean(0)
+    return float((c**2).sum(1).mean())
+
+
+def w03_variance_trace_over_N(grad_samples):
+    return float(torch.cov(grad_samples.T).trace() / grad_samples.shape[0])
+
+
+def w04_td_no_gamma_last(rewards, values, dones, last_values, gamma):
+    nxt = torch.cat([values[..., 1:], last_values[..., None]], -1)
+    keep = 1 - dones.to(rewards.dtype)
+    d = rewards + gamma * keep * nxt - values
+    d[..., -1] = rewards[..., -1] + keep[..., -1] * last_values - values[..., -1]
+    return d
+
+
+def r04_td_dones_equal_zero(rewards, values, dones, last_values, gamma):
+    nxt = torch.cat([values[..., 1:], last_values[..., None]], -1)
+    return rewards + gamma * nxt * (dones == 0) - values
+
+
+def w04_gae_cut_after_adding(rewards, values, dones, last_values, gamma, lam):
+    d = dones.to(rewards.dtype)
+    nxt = torch.cat([values[..., 1:], last_values[..., None]], -1)
+    delta = rewards + gamma * (1 - d) * nxt - values
+    adv = torch.zeros_like(delta)
+    run = torch.zeros_like(delta[..., 0])
+    for t in reversed(range(delta.shape[-1])):
+        run = delta[..., t] + gamma * lam * run
+        run = run * (1 - d[..., t])  # reset after adding
+        adv[..., t] = run
+    return adv, adv + values
+
+
+def w04_gae_lam_squared(rewards, values, dones, last_values, gamma, lam):
+    d = dones.to(rewards.dtype)
+    nxt = torch.cat([values[..., 1:], last_values[..., None]], -1)
+    delta = rewards + gamma * (1 - d) * nxt - values
+    adv = torch.zeros_like(delta)
+    run = torch.zeros_like(delta[..., 0])
+    for t in reversed(range(delta.shape[-1])):
+        run = delta[..., t] + gamma * lam * lam * (1 - d[..., t]) * run
+        adv[..., t] = run
+    return adv, adv + values
+
+
+def w04_gae_normalised_whole_batch(rewards, values, dones, last_values, gamma, lam):
+    d = dones.to(rewards.dtype)
+    nxt = torch.cat([values[..., 1:], last_values[..., None]], -1)
+    delta = rewards + gamma * (1 - d) * nxt - values
+    adv = torch.zeros_like(delta)
+    run = torch.zeros_like(delta[..., 0])
+    for t in reversed(range(delta.shape[-1])):
+        run = delta[..., t] + gamma * lam * (1 - d[..., t]) * run
+        adv[..., t] = run
+    ret = adv + values
+    return (adv - adv.mean()) / (adv.std() + 1e-8), ret
+
+
+def w04_table_lam_one():
+    r, v, d, g, _ = [1.0, 0.0, 2.0, 0.0, 1.0], [2.0, 1.5, 1.0, 1.0, 0.5, 1.0], [0, 0, 1, 0, 0], 0.9, 0.8
+    de = [r[t] + g * (1 - d[t]) * v[t + 1] - v[t] for t in range(5)]
+    a, run = [0.0] * 5, 0.0
+    for t in reversed(range(5)):
+        run = de[t] + g * (1 - d[t]) * run  # lam forgotten
+        a[t] = run
+    return de, a
+
+
+def w04_table_delta_no_last_bootstrap():
+    r, v, d, g, lam = [1.0, 0.0, 2.0, 0.0, 1.0], [2.0, 1.5, 1.0, 1.0, 0.5, 0.0], [0, 0, 1, 0, 0], 0.9, 0.8
+    de = [r[t] + g * (1 - d[t]) * v[t + 1] - v[t] for t in range(5)]
+    a, run = [0.0] * 5, 0.0
+    for t in reversed(range(5)):
+        run = de[t] + g * lam * (1 - d[t]) * run
+        a[t] = run
+    return de, a
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # The list: what each student wrote, and the truth about it
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _row(exercise, chapter, student, mistake=None):
-    return {"exercise": exercise, "chapter": chapter, "student": student, "right": mistake is None, "mistake": mistake}
+def _row(exercise, chapter, student, mistake=None, wave=1):
+    return {
+        "exercise": exercise,
+        "chapter": chapter,
+        "student": student,
+        "right": mistake is None,
+        "mistake": mistake,
+        "wave": wave,
+    }
 
 
 ROWS = [
@@ -1185,4 +1430,46 @@ ROWS = [
     _row("td_residuals", "04", w04_td_bootstrap_cut_by_last_done, "Only the last step's done is used."),
     _row("td_residuals", "04", w04_td_lam_as_gamma, "gamma ** 2 multiplies V(s_{t+1})."),
     _row("td_residuals", "04", r04_td_where),
+]
+
+# Wave two: written after the fixes above, to see how far the new names reach (their first sight is in the report).
+ROWS += [
+    _row("discounted_return", "00", w00_return_gamma_squared, "gamma ** 2 per step.", wave=2),
+    _row("discounted_return", "00", w00_return_slice_skip, "rewards[..., 1:] weighted from gamma ** 0: G_1.", wave=2),
+    _row("reward_to_go", "00", w00_rtg_one_minus_gamma, "1 - gamma per step.", wave=2),
+    _row("reward_to_go", "00", w00_rtg_in_place_then_clone, "Accumulates in place, returns a clone.", wave=2),
+    _row(
+        "sort_inclusion_ordering_reward",
+        "01",
+        w01_sort_inclusion_response_unique,
+        "Inclusion counts the distinct response tokens found in the prompt.",
+        wave=2,
+    ),
+    _row(
+        "sort_inclusion_ordering_reward",
+        "01",
+        w01_sort_sorted_compare_ordering,
+        "Ordering counts positions holding their sorted value.",
+        wave=2,
+    ),
+    _row("sort_inclusion_ordering_reward", "01", w01_sort_int_output, "Returns float64, not float32.", wave=2),
+    _row("math_answer_reward", "01", w01_math_strip_only, "Removes every comma, not only separators.", wave=2),
+    _row("math_answer_reward", "01", w01_math_first_box_nested, "Reads the first box.", wave=2),
+    _row("gather_log_probs", "02", w02_gather_squeeze_everything, ".squeeze() with no axis.", wave=2),
+    _row("gather_log_probs", "02", w02_gather_softmax_dim0, "log_softmax over dim 0.", wave=2),
+    _row("reinforce_loss", "02", w02_reinforce_sum_over_batch_mean_over_T, "Sum over rows of row means.", wave=2),
+    _row("reinforce_loss", "02", r02_reinforce_nansum, wave=2),
+    _row("reinforce_loss", "02", w02_reinforce_centred_deltas, "Deltas centred inside the loss.", wave=2),
+    _row("mc_policy_gradient", "02", w02_mc_baseline, "The samples' mean reward subtracted.", wave=2),
+    _row("compute_deltas", "03", w03_deltas_unbiased_false, "unbiased=False: the population std.", wave=2),
+    _row("compute_deltas", "03", w03_deltas_eps_fixed, "eps fixed at 1e-4.", wave=2),
+    _row("gradient_variance", "03", w03_variance_mean_of_sq_norm, "Mean squared norm: divides by N.", wave=2),
+    _row("gradient_variance", "03", w03_variance_trace_over_N, "The covariance's trace over N.", wave=2),
+    _row("td_residuals", "04", w04_td_no_gamma_last, "The last bootstrap without gamma.", wave=2),
+    _row("td_residuals", "04", r04_td_dones_equal_zero, wave=2),
+    _row("compute_gae", "04", w04_gae_cut_after_adding, "(1 - done) multiplies the whole sum.", wave=2),
+    _row("compute_gae", "04", w04_gae_lam_squared, "gamma * lam ** 2.", wave=2),
+    _row("compute_gae", "04", w04_gae_normalised_whole_batch, "Advantages normalised over the batch.", wave=2),
+    _row("gae_table", "04", w04_table_lam_one, "lam left out of the recursion.", wave=2),
+    _row("gae_table", "04", w04_table_delta_no_last_bootstrap, "delta_4 without the bootstrap.", wave=2),
 ]

@@ -121,6 +121,14 @@ def _spread(fn):
 
 
 DELTAS_MISTAKES_MORE = [
+    *(
+        Mistake(
+            f"eps is fixed at {eps:g} in yours, whatever the eps argument is: divide by std + eps with the eps "
+            "passed in (1e-6 unless given)",
+            wrong_deltas(eps_used=eps),
+        )
+        for eps in (1e-2, 1e-3, 1e-4, 1e-5, 1e-7)
+    ),
     Mistake(
         "eps is a floor in yours (std.clamp(min=eps)); the exercise adds it: centred / (std + eps), which "
         "differs wherever the std is near eps or below it",

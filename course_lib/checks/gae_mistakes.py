@@ -325,7 +325,29 @@ def _next_delta(rewards, values, dones, last_values, gamma, lam):
     return adv, adv + values
 
 
+def _zeroed_after_adding(rewards, values, dones, last_values, gamma, lam):
+    """A_t = (delta_t + gamma * lam * A_{t+1}) * (1 - done_t): the cut applied to the whole sum, after it."""
+    keep = 1.0 - dones.to(rewards.dtype)
+    deltas = td_residuals(rewards, values, dones, last_values, gamma)
+    adv = torch.empty_like(deltas)
+    running = torch.zeros_like(deltas[..., 0])
+    for t in reversed(range(deltas.shape[-1])):
+        running = (deltas[..., t] + gamma * lam * running) * keep[..., t]
+        adv[..., t] = running
+    return adv, adv + values
+
+
 GAE_MISTAKES_MORE = [
+    Mistake(
+        "you multiplied the whole sum by (1 - done_t), so a terminal step's advantage is 0 and that 0 flows "
+        "back into the steps before it; cut only what comes after: "
+        "A_t = delta_t + gamma * lam * (1 - done_t) * A_{t+1}",
+        _zeroed_after_adding,
+    ),
+    Mistake(
+        "lam is applied twice: the recursion's factor is gamma * lam, not gamma * lam ** 2",
+        gae_mistake(factor=lambda gamma, lam: gamma * lam * lam),
+    ),
     Mistake(
         "your two outputs are swapped: compute_gae returns (advantages, returns), in that order",
         _swapped,

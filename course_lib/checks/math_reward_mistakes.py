@@ -163,7 +163,22 @@ def _mistake_whole_numbers(response_text, ground_truth):
     return _same_answer(answer, ground_truth)
 
 
+def _every_comma_removed(text):
+    return normalize_answer(text.replace(",", ""))
+
+
+def _mistake_every_comma(response_text, ground_truth):
+    return _compare_with(
+        _answer_with(response_text, normalise=_every_comma_removed), _every_comma_removed(ground_truth)
+    )
+
+
 MATH_MISTAKES_MORE = [
+    Mistake(
+        "you remove every comma; only a thousands separator goes (a ',' between a digit and exactly three "
+        "digits: '1,000' is 1000, '1,2' stays '1,2')",
+        _mistake_every_comma,
+    ),
     Mistake(
         "you match the answer statement case by case ('the ANSWER is' is missed): match 'the answer is' and "
         "'Answer:' in any case, re.IGNORECASE",

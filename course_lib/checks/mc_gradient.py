@@ -178,6 +178,11 @@ def check_mc_policy_gradient(fn) -> bool:
         pi, a = sampled(logits, n_samples, generator)
         return (reward_per_action[a, None] * pi[a, None] * score_of(logits, a, "right")).sum(0)
 
+    def sample_mean_baseline(logits, reward_per_action, n_samples, generator):
+        _, a = sampled(logits, n_samples, generator)
+        centred = reward_per_action[a] - reward_per_action[a].mean()  # (n,): the sample's own reward included
+        return (centred[:, None] * score_of(logits, a, "right")).mean(0)
+
     def narrow_one_hot(logits, reward_per_action, n_samples, generator):
         pi, a = sampled(logits, n_samples, generator)
         onehot = torch.nn.functional.one_hot(a).to(pi.dtype)  # (n, max(a) + 1): no num_classes
@@ -261,6 +266,12 @@ def check_mc_policy_gradient(fn) -> bool:
                 "you weighted each sample by pi(a) as well and summed: sampling from pi already weights each "
                 "action by its probability; average r[a] * (onehot(a) - pi) over the samples",
                 pi_weighted_sum,
+            ),
+            (
+                "you subtracted the mean reward of the samples (a baseline); the exercise averages "
+                "r[a] * (onehot(a) - pi) as it is, and a baseline that includes a sample's own reward biases "
+                "the estimate",
+                sample_mean_baseline,
             ),
             (
                 "F.one_hot(a) without num_classes is only as wide as the largest action drawn, so an action never "

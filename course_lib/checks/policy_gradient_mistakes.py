@@ -54,6 +54,11 @@ GATHER_MISTAKES_MORE = [
         lambda logits, tokens: torch.log_softmax(logits, -1).gather(-1, tokens.long()[..., None]),
     ),
     Mistake(
+        "you squeezed every axis of 1 (.squeeze() with no axis), so a single token (T = 1) or a batch of one "
+        "loses its axis too: squeeze only the gathered one, .squeeze(-1)",
+        lambda logits, tokens: torch.log_softmax(logits, -1).gather(-1, tokens.long()[..., None]).squeeze(),
+    ),
+    Mistake(
         "you took the largest log-prob of each position (.max(-1)), whatever token was taken: gather the entry "
         "of tokens[..., t] itself",
         lambda logits, tokens: torch.log_softmax(logits, -1).max(-1).values,
@@ -126,7 +131,28 @@ def _row_sums_over_count(logp, deltas, mask=None):
     return (per_token.sum(-1) / valid.sum().clamp(min=1)).mean()
 
 
+def _centred_deltas(logp, deltas, mask=None):
+    return _token_mean(logp, deltas - deltas.mean(), mask)
+
+
+def _sum_of_row_means(logp, deltas, mask=None):
+    """Each response's token mean, summed over the responses (not averaged, and not a token mean)."""
+    valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()
+    per_token = -(deltas.detach()[..., None] * torch.where(valid, logp, torch.zeros_like(logp)))
+    return (per_token.sum(-1) / valid.sum(-1).clamp(min=1)).sum()
+
+
 REINFORCE_MISTAKES_MORE = [
+    Mistake(
+        "you subtracted the mean of the deltas inside the loss (a baseline); reinforce_loss weights each "
+        "response by its deltas as given: baselines are compute_deltas' job",
+        _centred_deltas,
+    ),
+    Mistake(
+        "you averaged each response over its tokens and summed over the responses; reinforce_loss averages "
+        "-deltas * logp over all valid tokens of the batch at once",
+        _sum_of_row_means,
+    ),
     *(
         Mistake(
             "you normalised the deltas inside the loss (minus their mean, over their std); reinforce_loss weights "

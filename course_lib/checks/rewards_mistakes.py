@@ -106,7 +106,17 @@ def mistake_ordering_rescaled(prompt, response):
     return (inclusion_of(prompt, response) + ordering_of(response) * T / max(T - 1, 1)).float()
 
 
+def mistake_ordering_in_place(prompt, response):
+    in_place = (response == response.sort(-1).values).sum(-1)  # positions holding their sorted value
+    return (inclusion_of(prompt, response) + in_place).float()
+
+
 SORT_MISTAKES_MORE = [
+    Mistake(
+        "your ordering points count the positions where the response already holds its own sorted value; "
+        "they count the adjacent pairs in order, response[t] <= response[t + 1] (T - 1 of them)",
+        mistake_ordering_in_place,
+    ),
     Mistake(
         "your ordering points look at the prompt; they are the response's: one point for each adjacent pair "
         "response[t] <= response[t + 1]",

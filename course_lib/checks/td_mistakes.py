@@ -113,7 +113,19 @@ def _last_done_only(rewards, values, dones, last_values, gamma):
     return rewards + gamma * keep * _next_values(values, last_values) - values
 
 
+def _last_without_gamma(rewards, values, dones, last_values, gamma):
+    deltas = td_residuals(rewards, values, dones, last_values, gamma)
+    keep = _keep(rewards, dones)
+    deltas[..., -1] = rewards[..., -1] + keep[..., -1] * last_values - values[..., -1]
+    return deltas
+
+
 TD_MISTAKES_MORE = [
+    Mistake(
+        "the last step bootstraps from last_values without gamma; it is discounted like every other step: "
+        "delta_{T-1} = r_{T-1} + gamma * (1 - done_{T-1}) * last_values - V(s_{T-1})",
+        _last_without_gamma,
+    ),
     Mistake(
         "at a terminal step your residual is r_t alone (V(s_t) is cut with the bootstrap, say by a (1 - dones) "
         "that multiplies it too); only gamma * V(s_{t+1}) is cut there: delta_t = r_t - V(s_t)",

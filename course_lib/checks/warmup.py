@@ -93,6 +93,21 @@ def _return_without(rewards, gamma, step):
 
 _RETURN_MISTAKES += [
     Mistake(
+        "your discount per step is gamma ** 2 (gamma applied twice): r_t's weight is gamma ** t",
+        lambda rewards, gamma: discounted_return(rewards, gamma**2),
+    ),
+    Mistake(
+        "your discount per step is 1 - gamma; gamma itself is the discount: r_t's weight is gamma ** t",
+        lambda rewards, gamma: discounted_return(rewards, 1 - gamma),
+    ),
+    Mistake(
+        "you dropped r_0 and discounted from r_1 on (rewards[..., 1:] weighted from gamma ** 0): that is the return "
+        "from step 1, G_1; the return starts at step 0 with r_0",
+        lambda rewards, gamma: torch.cat([reward_to_go(rewards, gamma), torch.zeros_like(rewards[..., :1])], -1)[
+            ..., 1
+        ],
+    ),
+    Mistake(
         "gamma ** t written as exp(t * log(gamma)) gives NaN at gamma = 0 (log(0) = -inf, and 0 * -inf is NaN at "
         "t = 0): use gamma ** t, where 0 ** 0 is 1",
         _return_exp_log,
@@ -280,6 +295,14 @@ def _rtg_normalised(eps):
 
 
 _RTG_MISTAKES += [
+    Mistake(
+        "your discount per step is gamma ** 2 (gamma applied twice): G_t = r_t + gamma * G_{t+1}",
+        lambda rewards, gamma: reward_to_go(rewards, gamma**2),
+    ),
+    Mistake(
+        "your discount per step is 1 - gamma; gamma itself is the discount: G_t = r_t + gamma * G_{t+1}",
+        lambda rewards, gamma: reward_to_go(rewards, 1 - gamma),
+    ),
     Mistake(
         "you flipped the rewards and accumulated them (cumsum), but never flipped the result back: "
         "flip, accumulate, then .flip(-1) again, so that index t holds G_t",

@@ -8,6 +8,7 @@ import torch
 from catalogue_round7_00_04 import (
     r03_deltas_std_mean,
     r03_variance_cov_trace,
+    w03_deltas_eps_fixed,
     w03_deltas_eps_in_numerator,
     w03_deltas_g1_nan_to_num,
     w03_deltas_in_place,
@@ -17,14 +18,17 @@ from catalogue_round7_00_04 import (
     w03_deltas_min_max,
     w03_deltas_no_keepdim,
     w03_deltas_std_floor,
+    w03_deltas_unbiased_false,
     w03_variance_cov_diag_mean,
     w03_variance_max_coordinate,
+    w03_variance_mean_of_sq_norm,
     w03_variance_norm_of_mean_subtracted,
     w03_variance_of_norms,
     w03_variance_of_the_sum,
     w03_variance_scalar_mean,
     w03_variance_sqrt,
     w03_variance_std_sum,
+    w03_variance_trace_over_N,
 )
 
 # ---------------------------------------------------------------------------
@@ -297,4 +301,12 @@ MUTANTS += [
 VARIANTS += [
     ("compute_deltas", r03_deltas_std_mean),
     ("gradient_variance", r03_variance_cov_trace),
+]
+
+# Wave two of round seven, written after the fixes for wave one.
+MUTANTS += [
+    ("compute_deltas", w03_deltas_unbiased_false, "the std divides by G, not G - 1: use"),
+    ("compute_deltas", w03_deltas_eps_fixed, "eps is fixed at 0.0001 in yours, whatever"),
+    ("gradient_variance", w03_variance_mean_of_sq_norm, "the variance divides by N, not N - 1: use"),
+    ("gradient_variance", w03_variance_trace_over_N, "this is the variance of the mean of the N"),
 ]

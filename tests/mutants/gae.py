@@ -8,20 +8,26 @@ import torch
 from catalogue_round7_00_04 import (
     r04_gae_cleanrl_style,
     r04_table_numpy,
+    r04_td_dones_equal_zero,
     r04_td_where,
     w04_gae_bootstrap_added_at_end,
+    w04_gae_cut_after_adding,
     w04_gae_dones_as_keep_mask,
     w04_gae_lam_in_delta,
+    w04_gae_lam_squared,
     w04_gae_next_delta_not_advantage,
     w04_gae_normalise_per_row,
+    w04_gae_normalised_whole_batch,
     w04_gae_outputs_swapped,
     w04_gae_python_scalars,
     w04_gae_returns_next_values,
     w04_gae_terminal_advantage_zero,
+    w04_table_delta_no_last_bootstrap,
     w04_table_deltas_reversed,
     w04_table_done_of_previous_step,
     w04_table_four_entries,
     w04_table_gamma_squared_delta,
+    w04_table_lam_one,
     w04_table_lambda_returns_as_deltas,
     w04_table_monte_carlo_advantages,
     w04_table_rounded_one_decimal,
@@ -34,6 +40,7 @@ from catalogue_round7_00_04 import (
     w04_td_lam_as_gamma,
     w04_td_last_values_everywhere,
     w04_td_next_minus_current_swapped,
+    w04_td_no_gamma_last,
     w04_td_terminal_reward_only,
     w04_td_values_cut_too,
 )
@@ -589,4 +596,18 @@ VARIANTS += [
     ("gae_table", r04_table_numpy),
     ("compute_gae", r04_gae_cleanrl_style),
     ("td_residuals", r04_td_where),
+]
+
+# Wave two of round seven, written after the fixes for wave one.
+MUTANTS += [
+    ("td_residuals", w04_td_no_gamma_last, "the last step bootstraps from last_values"),
+    ("compute_gae", w04_gae_cut_after_adding, "you multiplied the whole sum by (1 -"),
+    ("compute_gae", w04_gae_lam_squared, "lam is applied twice: the recursion's factor"),
+    ("compute_gae", w04_gae_normalised_whole_batch, "you normalised the advantages; compute_gae"),
+    ("gae_table", w04_table_lam_one, "the deltas are right; advantages[3] = 0.71"),
+    ("gae_table", w04_table_delta_no_last_bootstrap, "the last step bootstraps from last_values ="),
+]
+
+VARIANTS += [
+    ("td_residuals", r04_td_dones_equal_zero),
 ]

@@ -8,6 +8,7 @@ exercise asks, so its mistake is diagnosed by name; the last ones sample another
 import torch
 from catalogue_round7_00_04 import (
     r02_mc_autograd,
+    w02_mc_baseline,
     w02_mc_divides_by_n_minus_one,
     w02_mc_float32,
     w02_mc_mean_reward_times_mean_score,
@@ -203,4 +204,9 @@ MUTANTS += [
 
 VARIANTS += [
     ("mc_policy_gradient", r02_mc_autograd),
+]
+
+# Wave two of round seven, written after the fixes for wave one.
+MUTANTS += [
+    ("mc_policy_gradient", w02_mc_baseline, "you subtracted the mean reward of the"),
 ]

@@ -10,6 +10,7 @@ from catalogue_round7_00_04 import (
     r02_gather_take_along_dim,
     r02_reinforce_masked_fill,
     r02_reinforce_masked_select,
+    r02_reinforce_nansum,
     w02_gather_cross_entropy_mean,
     w02_gather_detached,
     w02_gather_float32,
@@ -19,14 +20,18 @@ from catalogue_round7_00_04 import (
     w02_gather_logsumexp_wrong_axis,
     w02_gather_minus_max_only,
     w02_gather_onehot_mean,
+    w02_gather_softmax_dim0,
+    w02_gather_squeeze_everything,
     w02_gather_temperature,
     w02_reinforce_batch_mean_of_sums,
+    w02_reinforce_centred_deltas,
     w02_reinforce_drgrpo_constant,
     w02_reinforce_fresh_zero,
     w02_reinforce_mean_of_deltas_times_mean_logp,
     w02_reinforce_neg_logp_mean_only,
     w02_reinforce_normalises_deltas,
     w02_reinforce_squared_deltas,
+    w02_reinforce_sum_over_batch_mean_over_T,
 )
 
 # ---------------------------------------------------------------------------
@@ -283,4 +288,16 @@ VARIANTS += [
     ("gather_log_probs", r02_gather_take_along_dim),
     ("reinforce_loss", r02_reinforce_masked_fill),
     ("reinforce_loss", r02_reinforce_masked_select),
+]
+
+# Wave two of round seven, written after the fixes for wave one.
+MUTANTS += [
+    ("gather_log_probs", w02_gather_squeeze_everything, "you squeezed every axis of 1 (.squeeze()"),
+    ("gather_log_probs", w02_gather_softmax_dim0, "the log_softmax normalises over dim=0, an"),
+    ("reinforce_loss", w02_reinforce_sum_over_batch_mean_over_T, "you averaged each response over its tokens"),
+    ("reinforce_loss", w02_reinforce_centred_deltas, "you subtracted the mean of the deltas inside"),
+]
+
+VARIANTS += [
+    ("reinforce_loss", r02_reinforce_nansum),
 ]

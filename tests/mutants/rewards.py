@@ -15,11 +15,13 @@ from catalogue_round7_00_04 import (
     w01_math_answer_to_end_of_text,
     w01_math_boxed_only,
     w01_math_case_sensitive,
+    w01_math_first_box_nested,
     w01_math_greedy_boxed,
     w01_math_int_compare,
     w01_math_keeps_dollars,
     w01_math_keeps_thousands_separator,
     w01_math_no_answer_colon,
+    w01_math_strip_only,
     w01_math_truth_not_stripped,
     w01_sort_all_or_nothing_ordering,
     w01_sort_all_ordered_pairs,
@@ -27,9 +29,12 @@ from catalogue_round7_00_04 import (
     w01_sort_descending_pairs,
     w01_sort_diff_positive,
     w01_sort_inclusion_fraction,
+    w01_sort_inclusion_response_unique,
     w01_sort_inclusion_same_position,
+    w01_sort_int_output,
     w01_sort_ordering_halved,
     w01_sort_ordering_on_prompt,
+    w01_sort_sorted_compare_ordering,
 )
 
 # ---------------------------------------------------------------------------
@@ -298,4 +303,13 @@ MUTANTS += [
 VARIANTS += [
     ("sort_inclusion_ordering_reward", r01_sort_loops),
     ("math_answer_reward", r01_math_helpers),
+]
+
+# Wave two of round seven, written after the fixes for wave one.
+MUTANTS += [
+    ("sort_inclusion_ordering_reward", w01_sort_inclusion_response_unique, "the distinct values shared by prompt"),
+    ("sort_inclusion_ordering_reward", w01_sort_sorted_compare_ordering, "already holds its own sorted value"),
+    ("sort_inclusion_ordering_reward", w01_sort_int_output, "float64 tensor; the exercise asks for a float32"),
+    ("math_answer_reward", w01_math_strip_only, "you remove every comma; only a thousands"),
+    ("math_answer_reward", w01_math_first_box_nested, "you take the first \\boxed{...}; when a"),
 ]

@@ -12,6 +12,7 @@ from catalogue_round7_00_04 import (
     r00_return_horner_backwards,
     r00_rtg_cumsum_scaled,
     w00_return_exp_log_gamma,
+    w00_return_gamma_squared,
     w00_return_gamma_times_t,
     w00_return_keepdim,
     w00_return_last_step_value,
@@ -19,14 +20,17 @@ from catalogue_round7_00_04 import (
     w00_return_one_minus_gamma,
     w00_return_skips_first_reward,
     w00_return_skips_last_reward,
+    w00_return_slice_skip,
     w00_return_sum_everything,
     w00_rtg_abs_gap,
     w00_rtg_flip_cumsum_not_flipped_back,
     w00_rtg_float32_buffer,
     w00_rtg_gamma_power_t_only,
+    w00_rtg_in_place_then_clone,
     w00_rtg_last_never_written,
     w00_rtg_loop_starts_one_early,
     w00_rtg_normalised,
+    w00_rtg_one_minus_gamma,
     w00_rtg_stack_time_first,
     w00_rtg_strict_triangle,
 )
@@ -268,4 +272,12 @@ MUTANTS += [
 VARIANTS += [
     ("discounted_return", r00_return_horner_backwards),
     ("reward_to_go", r00_rtg_cumsum_scaled),
+]
+
+# Wave two of round seven, written after the fixes for wave one.
+MUTANTS += [
+    ("discounted_return", w00_return_gamma_squared, "your discount per step is gamma ** 2 (gamma"),
+    ("discounted_return", w00_return_slice_skip, "you dropped r_0 and discounted from r_1 on"),
+    ("reward_to_go", w00_rtg_one_minus_gamma, "your discount per step is 1 - gamma; gamma"),
+    ("reward_to_go", w00_rtg_in_place_then_clone, "changed its input `rewards` in place"),
 ]
