@@ -8,7 +8,8 @@ blind classes (``tests/class_*_students.py``) as it stood when this round began.
 truth: for a wrong answer, one sentence saying what the student did; a right variant has none.
 
 Wave one (``wave=1``, the rows first listed) was written and run before any check changed; wave two (``wave=2``), after
-the fixes for wave one, to measure how far the new names reach beyond the answers they were made for.
+the fixes for wave one, to measure how far the new names reach beyond the answers they were made for; wave three
+(``wave=3``) after the fixes for wave two, the same way.
 
 ``tests/run_class_four.py --students catalogue_round7_00_04`` runs each exercise's check on each student once, as
 its check cell does; ``tests/test_catalogue_round7_00_04.py`` asserts that each wrong answer is rejected and named.
@@ -1254,6 +1255,166 @@ def w04_table_delta_no_last_bootstrap():
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Wave three, every chapter: written after the fixes for wave two
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def w00_return_reversed_weights_loop(rewards, gamma):
+    T = rewards.shape[-1]
+    total = torch.zeros_like(rewards[..., 0])
+    for t in range(T):
+        total = total + gamma ** (T - t) * rewards[..., t]
+    return total
+
+
+def w00_return_python_loop_list(rewards, gamma):
+    rows = rewards.reshape(-1, rewards.shape[-1]).tolist()
+    totals = [sum(gamma**t * r for t, r in enumerate(row)) for row in rows]
+    return torch.tensor(totals).reshape(rewards.shape[:-1])  # float32: torch.tensor's default
+
+
+def w00_rtg_discount_cumprod_wrong(rewards, gamma):
+    T = rewards.shape[-1]
+    out = torch.zeros_like(rewards)
+    for t in range(T):
+        out[..., t] = (rewards[..., t:] * gamma ** torch.arange(1, T - t + 1, dtype=rewards.dtype)).sum(-1)
+    return out
+
+
+def w00_rtg_mean_not_sum(rewards, gamma):
+    T = rewards.shape[-1]
+    out = torch.zeros_like(rewards)
+    for t in range(T):
+        out[..., t] = (rewards[..., t:] * gamma ** torch.arange(T - t, dtype=rewards.dtype)).mean(-1)
+    return out
+
+
+def w01_sort_inclusion_response_positions(prompt, response):
+    inc = (response[..., :, None] == prompt[..., None, :]).any(-1).sum(-1)
+    return (inc + (response[..., :-1] <= response[..., 1:]).sum(-1)).float()
+
+
+def w01_sort_only_inclusion_unique_prompt(prompt, response):
+    prompt, response = torch.broadcast_tensors(prompt, response)
+    T = prompt.shape[-1]
+    out = []
+    for p, r in zip(prompt.reshape(-1, T).tolist(), response.reshape(-1, T).tolist()):
+        out.append(sum(1 for tok in set(p) if tok in r) + sum(a <= b for a, b in zip(r, r[1:])))
+    return torch.tensor(out, dtype=torch.float32).reshape(prompt.shape[:-1])
+
+
+def w01_math_last_line(response_text, ground_truth):
+    def last_box(t):
+        s = t.rfind("\\boxed{")
+        while s != -1:
+            depth, b = 1, s + 7
+            for k in range(b, len(t)):
+                depth += {"{": 1, "}": -1}.get(t[k], 0)
+                if depth == 0:
+                    return t[b:k]
+            s = t.rfind("\\boxed{", 0, s)
+        return None
+
+    ans = last_box(response_text)
+    if ans is None:
+        m = list(re.finditer(r"(?i)\banswer(?:\s+is\b\s*:?|\s*:)", response_text))
+        if not m:
+            return 0.0
+        ans = response_text[m[-1].end() :].strip().split("\n")[0]  # to the end of the line only
+        ans = re.split(r"<", ans)[0]
+
+    def norm(x):
+        x = x.replace("$", "").strip()
+        x = x.rstrip(".,;:!?").strip()
+        x = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", x)
+        return re.sub(r"^([+-]?\d+)\.0+$", r"\1", x)
+
+    a, g = norm(ans), norm(ground_truth)
+    if not a:
+        return 0.0
+    try:
+        return float(float(a) == float(g))
+    except ValueError:
+        return float(a == g)
+
+
+def w02_gather_softmax_then_log_of_gathered_eps(logits, tokens):
+    p = F.softmax(logits, dim=-1)
+    return torch.log(torch.gather(p, -1, tokens.long().unsqueeze(-1)).squeeze(-1) + 1e-9)
+
+
+def w02_reinforce_mean_over_T_only(logp, deltas, mask=None):
+    valid = torch.ones_like(logp) if mask is None else mask.to(logp.dtype)
+    lp = torch.where(valid > 0, logp, torch.zeros_like(logp))
+    return (-(deltas.detach()[..., None] * lp)).sum() / logp.shape[-1]
+
+
+def w02_reinforce_max_len_per_row(logp, deltas, mask=None):
+    valid = torch.ones_like(logp) if mask is None else mask.to(logp.dtype)
+    lp = torch.where(valid > 0, logp, torch.zeros_like(logp))
+    per = -(deltas.detach()[..., None] * lp)
+    return per.sum() / valid.sum(-1).max().clamp(min=1) / max(valid[..., 0].numel(), 1)
+
+
+def w02_mc_score_softmax_grad_wrt_a(logits, reward_per_action, n_samples, generator=None):
+    pi = torch.softmax(logits, -1)
+    a = torch.multinomial(pi, n_samples, replacement=True, generator=generator)
+    onehot = F.one_hot(a, len(pi)).to(pi.dtype)
+    return (reward_per_action[a, None] * onehot * (1 - pi)).mean(0)
+
+
+def w03_deltas_center_then_std_of_centred_biased(rewards, mode, eps=1e-6):
+    if mode == "rewards":
+        return rewards.clone()
+    c = rewards - rewards.mean(-1, keepdim=True)
+    c = torch.where((rewards == rewards[..., :1]).all(-1, keepdim=True), 0.0, c)
+    if mode == "centered_rewards":
+        return c
+    return c / (c.pow(2).mean(-1, keepdim=True).sqrt() + eps)
+
+
+def w03_variance_numpy_default(grad_samples):
+    return float(np.var(grad_samples.numpy(), axis=0).sum())
+
+
+def w04_gae_returns_lam1(rewards, values, dones, last_values, gamma, lam):
+    d = dones.to(rewards.dtype)
+    nxt = torch.cat([values[..., 1:], last_values[..., None]], -1)
+    delta = rewards + gamma * (1 - d) * nxt - values
+    adv = torch.zeros_like(delta)
+    run = torch.zeros_like(delta[..., 0])
+    ret = torch.zeros_like(delta)
+    g = last_values.clone()
+    for t in reversed(range(delta.shape[-1])):
+        run = delta[..., t] + gamma * lam * (1 - d[..., t]) * run
+        adv[..., t] = run
+        g = rewards[..., t] + gamma * (1 - d[..., t]) * g
+        ret[..., t] = g
+    return adv, ret
+
+
+def w04_gae_delta_minus_next(rewards, values, dones, last_values, gamma, lam):
+    d = dones.to(rewards.dtype)
+    nxt = torch.cat([values[..., 1:], last_values[..., None]], -1)
+    delta = rewards + gamma * (1 - d) * nxt - values
+    adv = torch.zeros_like(delta)
+    run = torch.zeros_like(delta[..., 0])
+    for t in reversed(range(delta.shape[-1])):
+        run = delta[..., t] - gamma * lam * (1 - d[..., t]) * run
+        adv[..., t] = run
+    return adv, adv + values
+
+
+def w04_table_advantages_from_t0():
+    r, v, d, g, lam = [1.0, 0.0, 2.0, 0.0, 1.0], [2.0, 1.5, 1.0, 1.0, 0.5, 1.0], [0, 0, 1, 0, 0], 0.9, 0.8
+    de = [r[t] + g * (1 - d[t]) * v[t + 1] - v[t] for t in range(5)]
+    a = [0.0] * 5
+    for t in range(5):
+        a[t] = de[t] + (g * lam * (1 - d[t]) * de[t + 1] if t < 4 else 0.0)
+    return de, a
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # The list: what each student wrote, and the truth about it
 # ---------------------------------------------------------------------------------------------------------------
 
@@ -1472,4 +1633,23 @@ ROWS += [
     _row("compute_gae", "04", w04_gae_normalised_whole_batch, "Advantages normalised over the batch.", wave=2),
     _row("gae_table", "04", w04_table_lam_one, "lam left out of the recursion.", wave=2),
     _row("gae_table", "04", w04_table_delta_no_last_bootstrap, "delta_4 without the bootstrap.", wave=2),
+]
+
+# Wave three: written after the fixes for wave two, the same way.
+ROWS += [
+    _row("discounted_return", "00", w00_return_reversed_weights_loop, "Weights gamma ** (T - t).", wave=3),
+    _row("discounted_return", "00", w00_return_python_loop_list, "Python floats: a float32 tensor back.", wave=3),
+    _row("reward_to_go", "00", w00_rtg_discount_cumprod_wrong, "Weights gamma ** (k - t + 1).", wave=3),
+    _row("reward_to_go", "00", w00_rtg_mean_not_sum, "The mean of the discounted rest.", wave=3),
+    _row("sort_inclusion_ordering_reward", "01", w01_sort_inclusion_response_positions, "Response side.", wave=3),
+    _row("sort_inclusion_ordering_reward", "01", w01_sort_only_inclusion_unique_prompt, "A set.", wave=3),
+    _row("math_answer_reward", "01", w01_math_last_line, "The answer runs to the end of its line.", wave=3),
+    _row("gather_log_probs", "02", w02_gather_softmax_then_log_of_gathered_eps, "log(p + 1e-9).", wave=3),
+    _row("reinforce_loss", "02", w02_reinforce_mean_over_T_only, "The masked sum over T.", wave=3),
+    _row("mc_policy_gradient", "02", w02_mc_score_softmax_grad_wrt_a, "Score onehot(a) * (1 - pi).", wave=3),
+    _row("compute_deltas", "03", w03_deltas_center_then_std_of_centred_biased, "Population std.", wave=3),
+    _row("gradient_variance", "03", w03_variance_numpy_default, "np.var: ddof=0.", wave=3),
+    _row("compute_gae", "04", w04_gae_returns_lam1, "Returns: the discounted rewards.", wave=3),
+    _row("compute_gae", "04", w04_gae_delta_minus_next, "The recursion subtracts.", wave=3),
+    _row("gae_table", "04", w04_table_advantages_from_t0, "A_t = delta_t + gamma lam delta_{t+1}.", wave=3),
 ]

@@ -345,6 +345,11 @@ GAE_MISTAKES_MORE = [
         _zeroed_after_adding,
     ),
     Mistake(
+        "you subtracted gamma * lam * A_{t+1}; the recursion adds it: A_t = delta_t + gamma * lam * (1 - done_t) "
+        "* A_{t+1}",
+        gae_mistake(factor=lambda gamma, lam: -gamma * lam),
+    ),
+    Mistake(
         "lam is applied twice: the recursion's factor is gamma * lam, not gamma * lam ** 2",
         gae_mistake(factor=lambda gamma, lam: gamma * lam * lam),
     ),

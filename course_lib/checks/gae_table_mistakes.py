@@ -134,7 +134,7 @@ def column_slip(name: str, got: torch.Tensor, want: torch.Tensor, atol: float) -
 
 def whole_column_advantages(ep: dict, deltas: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
     """Whole advantage columns that are something else: the discounted returns of the rewards (with and without
-    the bootstrap from last_values)."""
+    the bootstrap from last_values), and delta_t plus the next residual only."""
     r, d, g = ep["rewards"], ep["dones"].to(torch.float64), ep["gamma"]
     columns = []
     for start, words in ((0.0, "without the bootstrap"), (float(ep["last_values"]), "bootstrapped from V(s_5)")):
@@ -147,4 +147,13 @@ def whole_column_advantages(ep: dict, deltas: torch.Tensor) -> list[tuple[str, t
             "A_t = delta_t + gamma * lam * (1 - done_t) * A_{{t+1}}, not the rewards"
         )
         columns.append((message, returns))
+    keep = 1 - d
+    following = torch.cat([deltas[1:], deltas.new_zeros(1)])  # (5,): delta_{t+1}, 0 after t = 4
+    columns.append(
+        (
+            "you added gamma * lam * delta_{{t+1}}, the next residual; the recursion adds the next *advantage*, "
+            "A_t = delta_t + gamma * lam * (1 - done_t) * A_{{t+1}}, which carries every later residual",
+            deltas + g * ep["lam"] * keep * following,
+        )
+    )
     return columns

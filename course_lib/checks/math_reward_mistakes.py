@@ -78,7 +78,7 @@ def _mistake_raw_substring(response_text, ground_truth):
 # Round seven: one step of the docstring's recipe left out or done another way, the rest right.
 
 
-def _answer_with(response_text, statement=_STATEMENT, boxed=True, cut=True, normalise=normalize_answer):
+def _answer_with(response_text, statement=_STATEMENT, boxed=True, cut=True, normalise=normalize_answer, sentence=True):
     """The reference's extraction with its parts as arguments: the statement's pattern, whether \\boxed{...} is read,
     whether the stated answer ends at its sentence, and the normalisation."""
     answer = _last_boxed(response_text) if boxed else None
@@ -87,7 +87,8 @@ def _answer_with(response_text, statement=_STATEMENT, boxed=True, cut=True, norm
         if not statements:
             return None
         rest = response_text[statements[-1].end() :].lstrip()
-        answer = _SENTENCE_END.split(re.split(r"[\n<]", rest)[0])[0] if cut else rest
+        line = re.split(r"[\n<]", rest)[0]
+        answer = (_SENTENCE_END.split(line)[0] if sentence else line) if cut else rest
     return normalise(answer) or None
 
 
@@ -127,6 +128,10 @@ def _mistake_dollars_kept(response_text, ground_truth):
 
 def _mistake_to_end_of_text(response_text, ground_truth):
     return _same_answer(_answer_with(response_text, cut=False), ground_truth)
+
+
+def _mistake_to_end_of_line(response_text, ground_truth):
+    return _same_answer(_answer_with(response_text, sentence=False), ground_truth)
 
 
 def _mistake_boxed_only(response_text, ground_truth):
@@ -202,6 +207,11 @@ MATH_MISTAKES_MORE = [
         "your stated answer runs to the end of the text; it ends at the end of its sentence ('.', '!' or '?' "
         "followed by a space or the end), its line, or the next '<'",
         _mistake_to_end_of_text,
+    ),
+    Mistake(
+        "your stated answer runs to the end of its line; it ends at the end of its sentence too ('.', '!' or '?' "
+        "followed by a space or the end)",
+        _mistake_to_end_of_line,
     ),
     Mistake(
         "you read only \\boxed{...}; without a box, the answer is the text after the last 'the answer is' or 'Answer:'",

@@ -155,6 +155,8 @@ def check_mc_policy_gradient(fn) -> bool:
         onehot = torch.nn.functional.one_hot(a, len(pi)).to(pi.dtype)
         if score == "pi_of_action":
             return onehot - pi[a, None]
+        if score == "diagonal":
+            return onehot * (1 - pi)
         if score == "log_pi":
             return onehot - torch.log_softmax(logits, dim=-1)
         return onehot - pi
@@ -246,6 +248,11 @@ def check_mc_policy_gradient(fn) -> bool:
                 "your score subtracts pi[a], the sampled action's probability, from every entry; the score of a "
                 "softmax is onehot(a) - pi, the whole vector of probabilities",
                 score_slip("pi_of_action"),
+            ),
+            (
+                "your score is onehot(a) * (1 - pi): only the sampled action's entry; every other entry j of the "
+                "score is -pi[j] (the gradient of log pi(a) moves every logit): onehot(a) - pi",
+                score_slip("diagonal"),
             ),
             (
                 "your score subtracts log pi; the score of a softmax is onehot(a) - pi, the probabilities "

@@ -44,8 +44,8 @@ def _tempered(temperature: float):
 
 
 _FLOOR = (
-    "log(softmax(...)) kept away from 0 ({how}, eps = {eps:g}) is wrong for unlikely tokens: a token far below "
-    "the best one has a log-prob far below log(eps); use torch.log_softmax, which is exact there"
+    "log(softmax(...)) kept away from 0 (+ eps or clamp(min=eps), here eps = {eps:g}) is wrong for unlikely tokens: "
+    "a token far below the best one has a log-prob far below log(eps); use torch.log_softmax, which is exact there"
 )
 
 GATHER_MISTAKES_MORE = [
@@ -86,9 +86,9 @@ GATHER_MISTAKES_MORE = [
         ).mean(-1),
     ),
     *(
-        Mistake(_FLOOR.format(how=words, eps=eps), _floored(eps, how))
-        for eps in (1e-6, 1e-10, 1e-12, 1e-20, 1e-30, 1e-45)
-        for how, words in (("clamp", "clamp(min=eps)"), ("plus", "+ eps"))
+        Mistake(_FLOOR.format(eps=eps), _floored(eps, how))
+        for eps in [10.0**-k for k in range(4, 46) if k != 8]
+        for how in ("clamp", "plus")
     ),
     *(
         Mistake(
@@ -142,7 +142,19 @@ def _sum_of_row_means(logp, deltas, mask=None):
     return (per_token.sum(-1) / valid.sum(-1).clamp(min=1)).sum()
 
 
+def _over_length(logp, deltas, mask=None):
+    """The masked sum divided by T, the padded length, once: neither the token count nor a per-row mean."""
+    valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()
+    per_token = -(deltas.detach()[..., None] * torch.where(valid, logp, torch.zeros_like(logp)))
+    return per_token.sum() / logp.shape[-1]
+
+
 REINFORCE_MISTAKES_MORE = [
+    Mistake(
+        "you divided the summed loss by T, the padded length, once; the token mean divides by the number of "
+        "valid tokens of the whole batch, mask.sum() (B * T without a mask)",
+        _over_length,
+    ),
     Mistake(
         "you subtracted the mean of the deltas inside the loss (a baseline); reinforce_loss weights each "
         "response by its deltas as given: baselines are compute_deltas' job",

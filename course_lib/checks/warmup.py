@@ -93,6 +93,11 @@ def _return_without(rewards, gamma, step):
 
 _RETURN_MISTAKES += [
     Mistake(
+        "your weights are gamma ** (T - t): backwards, and one power too many; r_t's weight is gamma ** t "
+        "(the first reward gets weight 1)",
+        lambda rewards, gamma: _weighted_sum(rewards, gamma, _steps(rewards).flip(0) + 1),
+    ),
+    Mistake(
         "your discount per step is gamma ** 2 (gamma applied twice): r_t's weight is gamma ** t",
         lambda rewards, gamma: discounted_return(rewards, gamma**2),
     ),
@@ -263,6 +268,12 @@ def _rtg_every_step(rewards, gamma):
     return rewards @ (gamma ** (t[None, :] - t[:, None]).abs()).T
 
 
+def _rtg_mean_of_rest(rewards, gamma):
+    """G_t divided by the number of steps from t to the end, T - t."""
+    remaining = torch.arange(rewards.shape[-1], 0, -1, dtype=rewards.dtype)  # (T,): T - t
+    return reward_to_go(rewards, gamma) / remaining
+
+
 def _rtg_last_zero(rewards, gamma):
     out = reward_to_go(rewards, gamma)
     out[..., -1] = 0.0
@@ -295,6 +306,11 @@ def _rtg_normalised(eps):
 
 
 _RTG_MISTAKES += [
+    Mistake(
+        "you averaged the discounted rewards from step t on (.mean()); the reward-to-go is their sum: "
+        "G_t = sum_{k >= t} gamma ** (k - t) * r_k",
+        _rtg_mean_of_rest,
+    ),
     Mistake(
         "your discount per step is gamma ** 2 (gamma applied twice): G_t = r_t + gamma * G_{t+1}",
         lambda rewards, gamma: reward_to_go(rewards, gamma**2),

@@ -8,6 +8,7 @@ import torch
 from catalogue_round7_00_04 import (
     r03_deltas_std_mean,
     r03_variance_cov_trace,
+    w03_deltas_center_then_std_of_centred_biased,
     w03_deltas_eps_fixed,
     w03_deltas_eps_in_numerator,
     w03_deltas_g1_nan_to_num,
@@ -23,6 +24,7 @@ from catalogue_round7_00_04 import (
     w03_variance_max_coordinate,
     w03_variance_mean_of_sq_norm,
     w03_variance_norm_of_mean_subtracted,
+    w03_variance_numpy_default,
     w03_variance_of_norms,
     w03_variance_of_the_sum,
     w03_variance_scalar_mean,
@@ -309,4 +311,10 @@ MUTANTS += [
     ("compute_deltas", w03_deltas_eps_fixed, "eps is fixed at 0.0001 in yours, whatever"),
     ("gradient_variance", w03_variance_mean_of_sq_norm, "the variance divides by N, not N - 1: use"),
     ("gradient_variance", w03_variance_trace_over_N, "this is the variance of the mean of the N"),
+]
+
+# Wave three of round seven, written after the fixes for wave two.
+MUTANTS += [
+    ("compute_deltas", w03_deltas_center_then_std_of_centred_biased, "the std divides by G, not G - 1: use"),
+    ("gradient_variance", w03_variance_numpy_default, "the variance divides by N, not N - 1: use"),
 ]

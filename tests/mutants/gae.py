@@ -12,6 +12,7 @@ from catalogue_round7_00_04 import (
     r04_td_where,
     w04_gae_bootstrap_added_at_end,
     w04_gae_cut_after_adding,
+    w04_gae_delta_minus_next,
     w04_gae_dones_as_keep_mask,
     w04_gae_lam_in_delta,
     w04_gae_lam_squared,
@@ -20,8 +21,10 @@ from catalogue_round7_00_04 import (
     w04_gae_normalised_whole_batch,
     w04_gae_outputs_swapped,
     w04_gae_python_scalars,
+    w04_gae_returns_lam1,
     w04_gae_returns_next_values,
     w04_gae_terminal_advantage_zero,
+    w04_table_advantages_from_t0,
     w04_table_delta_no_last_bootstrap,
     w04_table_deltas_reversed,
     w04_table_done_of_previous_step,
@@ -610,4 +613,11 @@ MUTANTS += [
 
 VARIANTS += [
     ("td_residuals", r04_td_dones_equal_zero),
+]
+
+# Wave three of round seven, written after the fixes for wave two.
+MUTANTS += [
+    ("compute_gae", w04_gae_returns_lam1, "returns should be advantages + values (the"),
+    ("compute_gae", w04_gae_delta_minus_next, "you subtracted gamma * lam * A_{t+1}; the"),
+    ("gae_table", w04_table_advantages_from_t0, "you added gamma * lam * delta_{t+1}, the"),
 ]

@@ -17,6 +17,7 @@ from catalogue_round7_00_04 import (
     w02_mc_reward_of_index,
     w02_mc_score_log_pi,
     w02_mc_score_pi_of_action,
+    w02_mc_score_softmax_grad_wrt_a,
 )
 
 
@@ -209,4 +210,9 @@ VARIANTS += [
 # Wave two of round seven, written after the fixes for wave one.
 MUTANTS += [
     ("mc_policy_gradient", w02_mc_baseline, "you subtracted the mean reward of the"),
+]
+
+# Wave three of round seven, written after the fixes for wave two.
+MUTANTS += [
+    ("mc_policy_gradient", w02_mc_score_softmax_grad_wrt_a, "your score is onehot(a) * (1 - pi): only the"),
 ]

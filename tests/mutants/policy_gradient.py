@@ -21,6 +21,7 @@ from catalogue_round7_00_04 import (
     w02_gather_minus_max_only,
     w02_gather_onehot_mean,
     w02_gather_softmax_dim0,
+    w02_gather_softmax_then_log_of_gathered_eps,
     w02_gather_squeeze_everything,
     w02_gather_temperature,
     w02_reinforce_batch_mean_of_sums,
@@ -28,6 +29,7 @@ from catalogue_round7_00_04 import (
     w02_reinforce_drgrpo_constant,
     w02_reinforce_fresh_zero,
     w02_reinforce_mean_of_deltas_times_mean_logp,
+    w02_reinforce_mean_over_T_only,
     w02_reinforce_neg_logp_mean_only,
     w02_reinforce_normalises_deltas,
     w02_reinforce_squared_deltas,
@@ -300,4 +302,10 @@ MUTANTS += [
 
 VARIANTS += [
     ("reinforce_loss", r02_reinforce_nansum),
+]
+
+# Wave three of round seven, written after the fixes for wave two.
+MUTANTS += [
+    ("gather_log_probs", w02_gather_softmax_then_log_of_gathered_eps, "log(softmax(...)) kept away from 0 (+ eps or"),
+    ("reinforce_loss", w02_reinforce_mean_over_T_only, "you divided the summed loss by T, the padded"),
 ]

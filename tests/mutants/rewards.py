@@ -20,6 +20,7 @@ from catalogue_round7_00_04 import (
     w01_math_int_compare,
     w01_math_keeps_dollars,
     w01_math_keeps_thousands_separator,
+    w01_math_last_line,
     w01_math_no_answer_colon,
     w01_math_strip_only,
     w01_math_truth_not_stripped,
@@ -29,9 +30,11 @@ from catalogue_round7_00_04 import (
     w01_sort_descending_pairs,
     w01_sort_diff_positive,
     w01_sort_inclusion_fraction,
+    w01_sort_inclusion_response_positions,
     w01_sort_inclusion_response_unique,
     w01_sort_inclusion_same_position,
     w01_sort_int_output,
+    w01_sort_only_inclusion_unique_prompt,
     w01_sort_ordering_halved,
     w01_sort_ordering_on_prompt,
     w01_sort_sorted_compare_ordering,
@@ -312,4 +315,11 @@ MUTANTS += [
     ("sort_inclusion_ordering_reward", w01_sort_int_output, "float64 tensor; the exercise asks for a float32"),
     ("math_answer_reward", w01_math_strip_only, "you remove every comma; only a thousands"),
     ("math_answer_reward", w01_math_first_box_nested, "you take the first \\boxed{...}; when a"),
+]
+
+# Wave three of round seven, written after the fixes for wave two.
+MUTANTS += [
+    ("sort_inclusion_ordering_reward", w01_sort_inclusion_response_positions, "you count the response tokens that appear in"),
+    ("sort_inclusion_ordering_reward", w01_sort_only_inclusion_unique_prompt, "you count the distinct values shared by"),
+    ("math_answer_reward", w01_math_last_line, "your stated answer runs to the end of its"),
 ]

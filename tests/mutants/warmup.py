@@ -18,17 +18,21 @@ from catalogue_round7_00_04 import (
     w00_return_last_step_value,
     w00_return_numpy,
     w00_return_one_minus_gamma,
+    w00_return_python_loop_list,
+    w00_return_reversed_weights_loop,
     w00_return_skips_first_reward,
     w00_return_skips_last_reward,
     w00_return_slice_skip,
     w00_return_sum_everything,
     w00_rtg_abs_gap,
+    w00_rtg_discount_cumprod_wrong,
     w00_rtg_flip_cumsum_not_flipped_back,
     w00_rtg_float32_buffer,
     w00_rtg_gamma_power_t_only,
     w00_rtg_in_place_then_clone,
     w00_rtg_last_never_written,
     w00_rtg_loop_starts_one_early,
+    w00_rtg_mean_not_sum,
     w00_rtg_normalised,
     w00_rtg_one_minus_gamma,
     w00_rtg_stack_time_first,
@@ -280,4 +284,12 @@ MUTANTS += [
     ("discounted_return", w00_return_slice_skip, "you dropped r_0 and discounted from r_1 on"),
     ("reward_to_go", w00_rtg_one_minus_gamma, "your discount per step is 1 - gamma; gamma"),
     ("reward_to_go", w00_rtg_in_place_then_clone, "changed its input `rewards` in place"),
+]
+
+# Wave three of round seven, written after the fixes for wave two.
+MUTANTS += [
+    ("discounted_return", w00_return_reversed_weights_loop, "your weights are gamma ** (T - t):"),
+    ("discounted_return", w00_return_python_loop_list, "float32 tensor; the exercise asks for a float64"),
+    ("reward_to_go", w00_rtg_discount_cumprod_wrong, "r_t itself is discounted: G_t = r_t + gamma"),
+    ("reward_to_go", w00_rtg_mean_not_sum, "you averaged the discounted rewards from"),
 ]
