@@ -319,7 +319,7 @@ MUTANTS += [
 
 # Wave three of round seven, written after the fixes for wave two.
 MUTANTS += [
-    ("sort_inclusion_ordering_reward", w01_sort_inclusion_response_positions, "you count the response tokens that appear in"),
-    ("sort_inclusion_ordering_reward", w01_sort_only_inclusion_unique_prompt, "you count the distinct values shared by"),
+    ("sort_inclusion_ordering_reward", w01_sort_inclusion_response_positions, "the response tokens that appear"),
+    ("sort_inclusion_ordering_reward", w01_sort_only_inclusion_unique_prompt, "the distinct values shared"),
     ("math_answer_reward", w01_math_last_line, "your stated answer runs to the end of its"),
 ]
