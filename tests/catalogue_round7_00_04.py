@@ -9,7 +9,7 @@ truth: for a wrong answer, one sentence saying what the student did; a right var
 
 Wave one (``wave=1``, the rows first listed) was written and run before any check changed; wave two (``wave=2``), after
 the fixes for wave one, to measure how far the new names reach beyond the answers they were made for; wave three
-(``wave=3``) after the fixes for wave two, the same way.
+(``wave=3``) after the fixes for wave two, and wave four (``wave=4``) after wave three's, the same way.
 
 ``tests/run_class_four.py --students catalogue_round7_00_04`` runs each exercise's check on each student once, as
 its check cell does; ``tests/test_catalogue_round7_00_04.py`` asserts that each wrong answer is rejected and named.
@@ -1415,6 +1415,113 @@ def w04_table_advantages_from_t0():
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Wave four, every chapter: written after the fixes for wave three
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def w00_return_einsum_wrong_axis(rewards, gamma):
+    T = rewards.shape[-1]
+    w = gamma ** torch.arange(T, dtype=rewards.dtype)
+    return torch.einsum("t,...t->...", w.flip(0), rewards)
+
+
+def w00_rtg_cumsum_times_discount(rewards, gamma):
+    T = rewards.shape[-1]
+    w = gamma ** torch.arange(T, dtype=rewards.dtype)
+    return (rewards * w).flip(-1).cumsum(-1).flip(-1) * w  # times instead of divided
+
+
+def w00_rtg_zero_at_t0(rewards, gamma):
+    out = torch.zeros_like(rewards)
+    run = torch.zeros_like(rewards[..., 0])
+    for t in reversed(range(1, rewards.shape[-1])):
+        run = rewards[..., t] + gamma * run
+        out[..., t] = run
+    out[..., 0] = rewards[..., 0]
+    return out
+
+
+def w01_math_float_tolerance(response_text, ground_truth):
+    def last_box(t):
+        s = t.rfind("\\boxed{")
+        while s != -1:
+            depth, b = 1, s + 7
+            for k in range(b, len(t)):
+                depth += {"{": 1, "}": -1}.get(t[k], 0)
+                if depth == 0:
+                    return t[b:k]
+            s = t.rfind("\\boxed{", 0, s)
+        return None
+
+    ans = last_box(response_text)
+    if ans is None:
+        m = list(re.finditer(r"(?i)\banswer(?:\s+is\b\s*:?|\s*:)", response_text))
+        if not m:
+            return 0.0
+        ans = re.split(r"[.!?](?:\s|$)", re.split(r"[\n<]", response_text[m[-1].end() :].strip())[0])[0]
+
+    def norm(x):
+        x = x.replace("$", "").strip().rstrip(".,;:!?").strip()
+        return re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", x)
+
+    a, g = norm(ans), norm(ground_truth)
+    if not a:
+        return 0.0
+    try:
+        return float(abs(float(a) - float(g)) < 0.5)  # "close enough"
+    except ValueError:
+        return float(a.lower() == g.lower())
+
+
+def w02_gather_dim_two(logits, tokens):
+    dim = -1 if logits.dim() == 2 else 2
+    return torch.log_softmax(logits, dim).gather(-1, tokens.long()[..., None]).squeeze(-1)
+
+
+def w02_reinforce_logp_detached(logp, deltas, mask=None):
+    valid = torch.ones_like(logp) if mask is None else mask.to(logp.dtype)
+    lp = torch.where(valid > 0, logp, torch.zeros_like(logp))
+    return -(deltas[..., None] * lp.detach()).sum() / valid.sum().clamp(min=1)
+
+
+def w03_deltas_sqrt_var_plus_eps(rewards, mode, eps=1e-6):
+    if mode == "rewards":
+        return rewards.clone()
+    c = rewards - rewards.mean(-1, keepdim=True)
+    c = torch.where((rewards == rewards[..., :1]).all(-1, keepdim=True), 0.0, c)
+    if mode == "centered_rewards" or rewards.shape[-1] == 1:
+        return c
+    return c / (rewards.var(-1, keepdim=True) + eps).sqrt()
+
+
+def w03_variance_times_n_minus_one_over_n(grad_samples):
+    N, P = grad_samples.shape
+    return float(((grad_samples - grad_samples.mean(0)) ** 2).sum() / (N - 1) / P * P + 0.0) * (N - 1) / N
+
+
+def w04_gae_last_bootstrap_zero(rewards, values, dones, last_values, gamma, lam):
+    d = dones.to(rewards.dtype)
+    nxt = torch.cat([values[..., 1:], torch.zeros_like(last_values)[..., None]], -1)
+    delta = rewards + gamma * (1 - d) * nxt - values
+    adv = torch.zeros_like(delta)
+    run = torch.zeros_like(delta[..., 0])
+    for t in reversed(range(delta.shape[-1])):
+        run = delta[..., t] + gamma * lam * (1 - d[..., t]) * run
+        adv[..., t] = run
+    return adv, adv + values
+
+
+def w04_table_lam_in_delta():
+    r, v, d, g, lam = [1.0, 0.0, 2.0, 0.0, 1.0], [2.0, 1.5, 1.0, 1.0, 0.5, 1.0], [0, 0, 1, 0, 0], 0.9, 0.8
+    de = [r[t] + lam * (1 - d[t]) * v[t + 1] - v[t] for t in range(5)]
+    a, run = [0.0] * 5, 0.0
+    for t in reversed(range(5)):
+        run = de[t] + g * lam * (1 - d[t]) * run
+        a[t] = run
+    return de, a
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # The list: what each student wrote, and the truth about it
 # ---------------------------------------------------------------------------------------------------------------
 
@@ -1652,4 +1759,18 @@ ROWS += [
     _row("compute_gae", "04", w04_gae_returns_lam1, "Returns: the discounted rewards.", wave=3),
     _row("compute_gae", "04", w04_gae_delta_minus_next, "The recursion subtracts.", wave=3),
     _row("gae_table", "04", w04_table_advantages_from_t0, "A_t = delta_t + gamma lam delta_{t+1}.", wave=3),
+]
+
+# Wave four: written after the fixes for wave three, the same way.
+ROWS += [
+    _row("discounted_return", "00", w00_return_einsum_wrong_axis, "The weights flipped in an einsum.", wave=4),
+    _row("reward_to_go", "00", w00_rtg_cumsum_times_discount, "The cumsum multiplied by gamma ** t.", wave=4),
+    _row("reward_to_go", "00", w00_rtg_zero_at_t0, "G_0 set to r_0.", wave=4),
+    _row("math_answer_reward", "01", w01_math_float_tolerance, "Numbers within 0.5 accepted.", wave=4),
+    _row("gather_log_probs", "02", w02_gather_dim_two, "log_softmax over dim 2 for 3-d logits.", wave=4),
+    _row("reinforce_loss", "02", w02_reinforce_logp_detached, "logp detached, deltas attached.", wave=4),
+    _row("compute_deltas", "03", w03_deltas_sqrt_var_plus_eps, "sqrt(var + eps).", wave=4),
+    _row("gradient_variance", "03", w03_variance_times_n_minus_one_over_n, "Divides by N.", wave=4),
+    _row("compute_gae", "04", w04_gae_last_bootstrap_zero, "last_values never used.", wave=4),
+    _row("gae_table", "04", w04_table_lam_in_delta, "lam in place of gamma in the deltas.", wave=4),
 ]

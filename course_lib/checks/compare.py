@@ -322,6 +322,8 @@ def _pattern(expected: torch.Tensor, got: torch.Tensor, rtol: float, atol: float
         return ""
     if close(got, -expected):
         return " by its sign (every entry negated)"
+    if not bool(got.any()):
+        return " (yours is 0 in every entry)"
     nonzero = expected.abs() > atol
     if nonzero.any():
         factor = (got[nonzero] / expected[nonzero]).median().item()

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import torch
 
+from course_lib.gae import gae_table_episode
+
+_LAM = gae_table_episode()["lam"]  # the table's one episode: its lam, for the delta that takes lam for gamma
+
 # Each wrong delta column: a message (formatted with t) and the column the mistake produces.
 TABLE_DELTA_MISTAKES = [
     (
@@ -20,6 +24,11 @@ TABLE_DELTA_MISTAKES = [
     (
         "at the terminal step t = {t} you cut the reward too: only the bootstrap is cut, delta_{t} = r_{t} - V(s_{t})",
         lambda r, v, d, vn, dn, g: (1 - d) * (r + g * vn) - v,
+    ),
+    (
+        "delta_{t} discounts V(s_{t1}) by lam; the residual's discount is gamma: "
+        "delta_t = r_t + gamma * (1 - done_t) * V(s_{{t+1}}) - V(s_t)",
+        lambda r, v, d, vn, dn, g: r + _LAM * (1 - d) * vn - v,
     ),
     (
         "gamma is applied twice: delta_t = r_t + gamma * V(s_{{t+1}}) - V(s_t), not gamma ** 2 * V(s_{{t+1}})",

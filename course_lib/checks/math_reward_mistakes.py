@@ -178,7 +178,25 @@ def _mistake_every_comma(response_text, ground_truth):
     )
 
 
+def _with_tolerance(tolerance):
+    def wrong(response_text, ground_truth):
+        answer, truth = extract_final_answer(response_text), normalize_answer(ground_truth)
+        if answer is not None and _NUMBER.fullmatch(answer) and _NUMBER.fullmatch(truth):
+            return float(abs(float(answer) - float(truth)) < tolerance)
+        return _same_answer(answer, ground_truth)
+
+    return wrong
+
+
 MATH_MISTAKES_MORE = [
+    *(
+        Mistake(
+            f"you accept a number within {tolerance:g} of the ground truth; the answer must equal it: "
+            "float(answer) == float(ground_truth) (14.2 is not 14)",
+            _with_tolerance(tolerance),
+        )
+        for tolerance in (0.5, 1.0)
+    ),
     Mistake(
         "you remove every comma; only a thousands separator goes (a ',' between a digit and exactly three "
         "digits: '1,000' is 1000, '1,2' stays '1,2')",

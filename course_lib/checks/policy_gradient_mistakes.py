@@ -149,7 +149,19 @@ def _over_length(logp, deltas, mask=None):
     return per_token.sum() / logp.shape[-1]
 
 
+def _detach_swapped(logp, deltas, mask=None):
+    """logp detached and deltas left attached: the gradient reaches the weights and not the policy."""
+    valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()
+    per_token = -(deltas[..., None] * torch.where(valid, logp, torch.zeros_like(logp)).detach())
+    return per_token.sum() / valid.sum().clamp(min=1)
+
+
 REINFORCE_MISTAKES_MORE = [
+    Mistake(
+        "you detached logp and left deltas attached: the gradient must flow through logp (the policy's "
+        "log-probs), and deltas are the constants: -(deltas.detach()[..., None] * logp)",
+        _detach_swapped,
+    ),
     Mistake(
         "you divided the summed loss by T, the padded length, once; the token mean divides by the number of "
         "valid tokens of the whole batch, mask.sum() (B * T without a mask)",

@@ -240,6 +240,7 @@ _MATH_CASES = [
     ("The answer is fourteen.", "14", 0.0, "an answer in words against a number: they compare as strings"),
     ("The answer is 2.5", "2", 0.0, "a decimal answer against a whole number: 2.5 is not 2"),
     ("The answer is 1,2", "12", 0.0, "a comma that is no thousands separator: '1,2' is not 12"),
+    ("The answer is 14.2", "14", 0.0, "an answer close to the ground truth is still another number"),
 ]
 
 

@@ -268,6 +268,12 @@ def _rtg_every_step(rewards, gamma):
     return rewards @ (gamma ** (t[None, :] - t[:, None]).abs()).T
 
 
+def _rtg_first_reward_only(rewards, gamma):
+    out = reward_to_go(rewards, gamma)
+    out[..., 0] = rewards[..., 0]
+    return out
+
+
 def _rtg_mean_of_rest(rewards, gamma):
     """G_t divided by the number of steps from t to the end, T - t."""
     remaining = torch.arange(rewards.shape[-1], 0, -1, dtype=rewards.dtype)  # (T,): T - t
@@ -306,6 +312,16 @@ def _rtg_normalised(eps):
 
 
 _RTG_MISTAKES += [
+    Mistake(
+        "you multiplied the discounted cumsum by gamma ** t; the discount from step t restarts, so it is "
+        "divided by gamma ** t (or, with no division at all, accumulated backwards: G_t = r_t + gamma * G_{t+1})",
+        lambda rewards, gamma: reward_to_go(rewards, gamma) * (gamma ** _steps(rewards)) ** 2,
+    ),
+    Mistake(
+        "G_0 is r_0 alone: your loop stops at t = 1 and sets G_0 to the first reward; G_0 = r_0 + gamma * G_1, "
+        "the same recursion as every other step",
+        _rtg_first_reward_only,
+    ),
     Mistake(
         "you averaged the discounted rewards from step t on (.mean()); the reward-to-go is their sum: "
         "G_t = sum_{k >= t} gamma ** (k - t) * r_k",

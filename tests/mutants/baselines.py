@@ -18,6 +18,7 @@ from catalogue_round7_00_04 import (
     w03_deltas_mean_abs_deviation,
     w03_deltas_min_max,
     w03_deltas_no_keepdim,
+    w03_deltas_sqrt_var_plus_eps,
     w03_deltas_std_floor,
     w03_deltas_unbiased_false,
     w03_variance_cov_diag_mean,
@@ -30,6 +31,7 @@ from catalogue_round7_00_04 import (
     w03_variance_scalar_mean,
     w03_variance_sqrt,
     w03_variance_std_sum,
+    w03_variance_times_n_minus_one_over_n,
     w03_variance_trace_over_N,
 )
 
@@ -317,4 +319,10 @@ MUTANTS += [
 MUTANTS += [
     ("compute_deltas", w03_deltas_center_then_std_of_centred_biased, "the std divides by G, not G - 1: use"),
     ("gradient_variance", w03_variance_numpy_default, "the variance divides by N, not N - 1: use"),
+]
+
+# Wave four of round seven, written after the fixes for wave three.
+MUTANTS += [
+    ("compute_deltas", w03_deltas_sqrt_var_plus_eps, "eps is inside the square root (sqrt(var"),
+    ("gradient_variance", w03_variance_times_n_minus_one_over_n, "the variance divides by N, not N - 1:"),
 ]

@@ -16,6 +16,7 @@ from catalogue_round7_00_04 import (
     w04_gae_dones_as_keep_mask,
     w04_gae_lam_in_delta,
     w04_gae_lam_squared,
+    w04_gae_last_bootstrap_zero,
     w04_gae_next_delta_not_advantage,
     w04_gae_normalise_per_row,
     w04_gae_normalised_whole_batch,
@@ -30,6 +31,7 @@ from catalogue_round7_00_04 import (
     w04_table_done_of_previous_step,
     w04_table_four_entries,
     w04_table_gamma_squared_delta,
+    w04_table_lam_in_delta,
     w04_table_lam_one,
     w04_table_lambda_returns_as_deltas,
     w04_table_monte_carlo_advantages,
@@ -620,4 +622,10 @@ MUTANTS += [
     ("compute_gae", w04_gae_returns_lam1, "returns should be advantages + values (the"),
     ("compute_gae", w04_gae_delta_minus_next, "you subtracted gamma * lam * A_{t+1}; the"),
     ("gae_table", w04_table_advantages_from_t0, "you added gamma * lam * delta_{t+1}, the"),
+]
+
+# Wave four of round seven, written after the fixes for wave three.
+MUTANTS += [
+    ("compute_gae", w04_gae_last_bootstrap_zero, "last_values is ignored, so the"),
+    ("gae_table", w04_table_lam_in_delta, "delta_0 discounts V(s_1) by lam; the"),
 ]

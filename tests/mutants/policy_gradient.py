@@ -13,6 +13,7 @@ from catalogue_round7_00_04 import (
     r02_reinforce_nansum,
     w02_gather_cross_entropy_mean,
     w02_gather_detached,
+    w02_gather_dim_two,
     w02_gather_float32,
     w02_gather_greedy_max,
     w02_gather_keeps_last_axis,
@@ -28,6 +29,7 @@ from catalogue_round7_00_04 import (
     w02_reinforce_centred_deltas,
     w02_reinforce_drgrpo_constant,
     w02_reinforce_fresh_zero,
+    w02_reinforce_logp_detached,
     w02_reinforce_mean_of_deltas_times_mean_logp,
     w02_reinforce_mean_over_T_only,
     w02_reinforce_neg_logp_mean_only,
@@ -308,4 +310,10 @@ VARIANTS += [
 MUTANTS += [
     ("gather_log_probs", w02_gather_softmax_then_log_of_gathered_eps, "log(softmax(...)) kept away from 0 (+ eps or"),
     ("reinforce_loss", w02_reinforce_mean_over_T_only, "you divided the summed loss by T, the padded"),
+]
+
+# Wave four of round seven, written after the fixes for wave three.
+MUTANTS += [
+    ("gather_log_probs", w02_gather_dim_two, "the log_softmax normalises over dim=2,"),
+    ("reinforce_loss", w02_reinforce_logp_detached, "you detached logp and left deltas"),
 ]

@@ -16,6 +16,7 @@ from catalogue_round7_00_04 import (
     w01_math_boxed_only,
     w01_math_case_sensitive,
     w01_math_first_box_nested,
+    w01_math_float_tolerance,
     w01_math_greedy_boxed,
     w01_math_int_compare,
     w01_math_keeps_dollars,
@@ -322,4 +323,9 @@ MUTANTS += [
     ("sort_inclusion_ordering_reward", w01_sort_inclusion_response_positions, "the response tokens that appear"),
     ("sort_inclusion_ordering_reward", w01_sort_only_inclusion_unique_prompt, "the distinct values shared"),
     ("math_answer_reward", w01_math_last_line, "your stated answer runs to the end of its"),
+]
+
+# Wave four of round seven, written after the fixes for wave three.
+MUTANTS += [
+    ("math_answer_reward", w01_math_float_tolerance, "you accept a number within 0.5 of the"),
 ]

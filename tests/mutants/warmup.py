@@ -11,6 +11,7 @@ import torch
 from catalogue_round7_00_04 import (
     r00_return_horner_backwards,
     r00_rtg_cumsum_scaled,
+    w00_return_einsum_wrong_axis,
     w00_return_exp_log_gamma,
     w00_return_gamma_squared,
     w00_return_gamma_times_t,
@@ -25,6 +26,7 @@ from catalogue_round7_00_04 import (
     w00_return_slice_skip,
     w00_return_sum_everything,
     w00_rtg_abs_gap,
+    w00_rtg_cumsum_times_discount,
     w00_rtg_discount_cumprod_wrong,
     w00_rtg_flip_cumsum_not_flipped_back,
     w00_rtg_float32_buffer,
@@ -37,6 +39,7 @@ from catalogue_round7_00_04 import (
     w00_rtg_one_minus_gamma,
     w00_rtg_stack_time_first,
     w00_rtg_strict_triangle,
+    w00_rtg_zero_at_t0,
 )
 
 # ---------------------------------------------------------------------------
@@ -292,4 +295,11 @@ MUTANTS += [
     ("discounted_return", w00_return_python_loop_list, "float32 tensor; the exercise asks for a float64"),
     ("reward_to_go", w00_rtg_discount_cumprod_wrong, "r_t itself is discounted: G_t = r_t + gamma"),
     ("reward_to_go", w00_rtg_mean_not_sum, "you averaged the discounted rewards from"),
+]
+
+# Wave four of round seven, written after the fixes for wave three.
+MUTANTS += [
+    ("discounted_return", w00_return_einsum_wrong_axis, "your discount runs backwards (gamma **"),
+    ("reward_to_go", w00_rtg_cumsum_times_discount, "you multiplied the discounted cumsum by"),
+    ("reward_to_go", w00_rtg_zero_at_t0, "G_0 is r_0 alone: your loop stops at t"),
 ]
