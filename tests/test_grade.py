@@ -1486,7 +1486,7 @@ def test_a_check_that_calls_the_function_itself_is_replayed_in_the_judge(tmp_pat
     from course_lib.rewards import math_answer_reward
 
     assert _record_and_judge(tmp_path / "a", check_math_answer_reward, math_answer_reward) == (
-        "\u2714 math_answer_reward: correct on all 35 cases.",
+        "\u2714 math_answer_reward: correct on all 38 cases.",
         True,
     )
     # Wrong in the kernel already: the kernel fails it, with the notebook's message.

@@ -10,58 +10,20 @@ import torch
 
 from course_lib.baselines import MODES, compute_deltas, gradient_variance
 from course_lib.checks import Case, Mistake, check_against_reference
+from course_lib.checks.baselines_mistakes import (
+    DELTAS_MISTAKES_MORE,
+    VARIANCE_MISTAKES_MORE,
+    _std,
+    batch_std,
+    group_std,
+    population_std,
+    wrong_deltas,
+    zeroed_below_eps,
+)
 
-# The classic wrong ways to turn a group's rewards into deltas, which check_compute_deltas names (chapter 06's
-# check_group_advantages names them too: group_advantages is compute_deltas in two of its modes).
-
-
-def group_std(r):
-    """Each group's std, Bessel-corrected: the right one."""
-    return _std(r, dim=-1)
-
-
-def population_std(r):
-    """Each group's std divided by G, not G - 1."""
-    return _std(r, dim=-1, correction=0)
-
-
-def batch_std(r):
-    """The std of the whole batch, for every entry."""
-    return _std(r.flatten(), dim=0).expand_as(r)
-
-
-def wrong_deltas(
-    centre=True, mean_dim=-1, std_fn=group_std, eps_where="outside", g1_zero=True, eps_used=None, modes=None
-):
-    """A wrong ``compute_deltas(rewards, mode, eps)``: each option is one mistake (the defaults are right).
-
-    ``centre=False`` skips the mean before dividing (mode 'normalized_rewards'), ``centre="never"`` in both
-    modes; ``mean_dim`` is the mean's axis (``None``: the whole batch); ``std_fn`` the
-    spread divided by; ``eps_where`` ``"inside"`` a square root or ``"none"``; ``g1_zero=False`` divides a group of
-    one by its NaN std; ``eps_used`` replaces the ``eps`` passed; ``modes`` maps a mode to the one computed.
-    """
-
-    def wrong(rewards, mode, eps=1e-6):
-        mode = (modes or {}).get(mode, mode)
-        eps = eps if eps_used is None else eps_used
-        if mode == "rewards":
-            return rewards.clone()
-        mean = rewards.mean() if mean_dim is None else rewards.mean(dim=mean_dim, keepdim=True)
-        if mode == "centered_rewards":
-            return rewards.clone() if centre == "never" else rewards - mean
-        x = rewards - mean if centre is True else rewards.clone()
-        if rewards.shape[-1] == 1 and g1_zero:
-            return torch.zeros_like(rewards)
-        spread = std_fn(rewards)
-        if eps_where == "outside":
-            return x / (spread + eps)
-        if eps_where == "floor":
-            return x / spread.clamp(min=eps)
-        if eps_where == "inside":
-            return x / torch.sqrt(spread + eps)  # spread is a variance here
-        return x / spread
-
-    return wrong
+# chapter 06's check_group_advantages names these too: group_advantages is compute_deltas in two of its modes
+__all__ = ["check_compute_deltas", "check_gradient_variance", "_std", "batch_std", "group_std", "population_std"]
+__all__ += ["wrong_deltas", "zeroed_below_eps"]
 
 
 def check_compute_deltas(fn) -> bool:
@@ -102,6 +64,26 @@ def check_compute_deltas(fn) -> bool:
         Case(
             "eps=0.5 given explicitly, mode='normalized_rewards'",
             {"rewards": grids[0][1], "mode": "normalized_rewards", "eps": 0.5},
+        )
+    )
+    # eps must matter: a group whose std is below eps, passed explicitly and by default (std + eps, not a floor).
+    cases.append(
+        Case(
+            "eps=0.5 given explicitly, a group whose std (0.1) is below it, mode='normalized_rewards'",
+            {
+                "rewards": torch.tensor([[0.0, 0.1, 0.2], [1.0, 0.0, 2.0]], dtype=torch.float64),
+                "mode": "normalized_rewards",
+                "eps": 0.5,
+            },
+        )
+    )
+    cases.append(
+        Case(
+            "a group whose std (1e-7) is below the default eps, mode='normalized_rewards'",
+            {
+                "rewards": torch.tensor([[0.0, 1e-7, 2e-7], [1.0, 0.0, 2.0]], dtype=torch.float64),
+                "mode": "normalized_rewards",
+            },
         )
     )
 
@@ -204,22 +186,11 @@ def check_compute_deltas(fn) -> bool:
             "you subtracted the mean in mode 'rewards', which must return the rewards unchanged",
             wrong_deltas(std_fn=group_std, modes={"rewards": "centered_rewards"}),
         ),
+        *DELTAS_MISTAKES_MORE,
     ]
     return check_against_reference(
         fn, compute_deltas, cases, name="compute_deltas", mistakes=mistakes, check_dtype=True
     )
-
-
-def _std(r: torch.Tensor, dim: int, correction: int = 1) -> torch.Tensor:
-    """``torch.std(r, dim, keepdim=True)`` without its warning for a single entry (it gives NaN).
-
-    The checks' mistakes use it: a wrong implementation replayed on a group of one
-    should give its NaN quietly, not print a warning into the student's notebook.
-    """
-    if r.shape[dim] - correction > 0:  # torch's own std, so a mistake rounds as a student's torch.std does
-        return r.std(dim=dim, keepdim=True, correction=correction)
-    centred = r - r.mean(dim=dim, keepdim=True)
-    return ((centred**2).sum(dim=dim, keepdim=True) / (r.shape[dim] - correction)).sqrt()
 
 
 def check_gradient_variance(fn) -> bool:
@@ -266,16 +237,8 @@ def check_gradient_variance(fn) -> bool:
             "you did not subtract the mean: that is the second moment, not the variance",
             lambda grad_samples: (grad_samples**2).sum(dim=1).mean(),
         ),
+        *VARIANCE_MISTAKES_MORE,
     ]
     return check_against_reference(
         fn, gradient_variance, cases, name="gradient_variance", mistakes=mistakes, check_dtype=True
     )
-
-
-def zeroed_below_eps(rewards, normalize_std=True, eps=1e-6):
-    """group_advantages with "no spread" read as std < eps instead of rewards all equal (chapter 06's mistake)."""
-    G = rewards.shape[-1]
-    std = group_std(rewards) if G > 1 else torch.zeros_like(rewards[..., :1])
-    flat = std < eps  # (B, 1)
-    centred = torch.where(flat, torch.zeros_like(rewards), rewards - rewards.mean(-1, keepdim=True))
-    return centred if not normalize_std else torch.where(flat, torch.zeros_like(centred), centred / (std + eps))

@@ -127,6 +127,11 @@ def _crash_hint(error: Exception) -> str:
             " (something is None on this case: an optional argument this case leaves out (None), or a value"
             " taken from a function that returns nothing?)"
         )
+    if "expected np.ndarray (got numpy." in text:
+        return (
+            " (torch.from_numpy takes an array, and a numpy sum down to one number is a numpy scalar: "
+            "torch.as_tensor takes both; or stay in torch, which keeps the inputs' dtype)"
+        )
     if isinstance(error, ZeroDivisionError):
         return (
             " (a Python division by a count, a size or a binomial that is 0 on this case: what should it give there?)"
@@ -171,7 +176,9 @@ def _outcome(result, args, grad, select, name) -> _Outcome:
         if not first.requires_grad:
             raise AssertionError(
                 f"{name}: the result carries no gradient with respect to {', '.join(grad)}; "
-                "did you call .detach(), .item(), .numpy() or torch.no_grad() on the way?"
+                "did you call .detach(), .item(), .numpy() or torch.no_grad() on the way, or return a new tensor "
+                "(torch.tensor(0.0), torch.zeros(...)) that no gradient reaches? (an input's .sum() * 0 is a 0 "
+                "that keeps it)"
             )
         # A fixed weighting turns a per-element output into a scalar without hiding entries.
         g = torch.Generator().manual_seed(1234)
@@ -323,6 +330,8 @@ def _pattern(expected: torch.Tensor, got: torch.Tensor, rtol: float, atol: float
         return ""
     if close(got, -expected):
         return " by its sign (every entry negated)"
+    if not bool(got.any()):
+        return " (yours is 0 in every entry)"
     nonzero = expected.abs() > atol
     if nonzero.any():
         factor = (got[nonzero] / expected[nonzero]).median().item()

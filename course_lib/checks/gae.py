@@ -2,7 +2,8 @@
 
 The checks import the reference implementations of ``course_lib.gae``; the maths module never
 imports its checks, so the file a student opens is the maths alone. The wrong implementations of
-``compute_gae`` and ``td_residuals`` that the checks name are built in :mod:`course_lib.checks.gae_mistakes`;
+``compute_gae`` and ``td_residuals`` that the checks name are built in :mod:`course_lib.checks.gae_mistakes` and
+:mod:`course_lib.checks.td_mistakes`;
 the table's, a column at a time, are here.
 """
 
@@ -11,7 +12,15 @@ from __future__ import annotations
 import torch
 
 from course_lib.checks import Case, check_against_reference, forget_pass, record_pass, recording
-from course_lib.checks.gae_mistakes import GAE_MISTAKES, TD_MISTAKES, gae_mistake
+from course_lib.checks.gae_mistakes import GAE_MISTAKES, GAE_MISTAKES_MORE, gae_mistake
+from course_lib.checks.gae_table_mistakes import (
+    TABLE_ADV_MISTAKES,
+    TABLE_DELTA_MISTAKES,
+    column_slip,
+    explains,
+    whole_column_advantages,
+)
+from course_lib.checks.td_mistakes import TD_MISTAKES, TD_MISTAKES_MORE
 from course_lib.gae import compute_gae, gae_table_episode, td_residuals
 
 
@@ -57,14 +66,24 @@ def _gae_cases(with_lam: bool) -> list[Case]:
 def check_compute_gae(fn) -> bool:
     """Check a student's ``compute_gae(rewards, values, dones, last_values, gamma, lam)``."""
     return check_against_reference(
-        fn, compute_gae, _gae_cases(with_lam=True), name="compute_gae", mistakes=GAE_MISTAKES, check_dtype=True
+        fn,
+        compute_gae,
+        _gae_cases(with_lam=True),
+        name="compute_gae",
+        mistakes=GAE_MISTAKES + GAE_MISTAKES_MORE,
+        check_dtype=True,
     )
 
 
 def check_td_residuals(fn) -> bool:
     """Check a student's ``td_residuals(rewards, values, dones, last_values, gamma)``."""
     return check_against_reference(
-        fn, td_residuals, _gae_cases(with_lam=False), name="td_residuals", mistakes=TD_MISTAKES, check_dtype=True
+        fn,
+        td_residuals,
+        _gae_cases(with_lam=False),
+        name="td_residuals",
+        mistakes=TD_MISTAKES + TD_MISTAKES_MORE,
+        check_dtype=True,
     )
 
 
@@ -73,83 +92,6 @@ def _table_parts(ep):
     v_next = torch.cat([v[1:], ep["last_values"].reshape(1)])  # (T,): V(s_{t+1})
     d_next = torch.cat([d[1:], torch.zeros(1, dtype=d.dtype)])  # (T,): done_{t+1}
     return r, v, d, v_next, d_next, ep["gamma"], ep["lam"]
-
-
-# Each wrong delta column: a message (formatted with t) and the column the mistake produces.
-_TABLE_DELTA_MISTAKES = [
-    (
-        (
-            "the episode terminates at t = {t}, so nothing after it is bootstrapped: "
-            "delta_{t} = r_{t} - V(s_{t}), without gamma * V(s_{t1})"
-        ),
-        lambda r, v, d, vn, dn, g: r + g * vn - v,
-    ),
-    (
-        "the last step bootstraps from last_values = V(s_5): delta_4 = r_4 + gamma * V(s_5) - V(s_4)",
-        lambda r, v, d, vn, dn, g: r + g * (1 - d) * torch.cat([vn[:-1], vn.new_zeros(1)]) - v,
-    ),
-    (
-        "you forgot to subtract V(s_{t}): delta_t = r_t + gamma * V(s_{{t+1}}) - V(s_t)",
-        lambda r, v, d, vn, dn, g: r + g * (1 - d) * vn,
-    ),
-    (
-        "gamma is missing: delta_t = r_t + gamma * V(s_{{t+1}}) - V(s_t)",
-        lambda r, v, d, vn, dn, g: r + (1 - d) * vn - v,
-    ),
-    (
-        "V(s_{t1}) is the value of the next state (values[{t1}], or last_values after t = 4), not V(s_{t})",
-        lambda r, v, d, vn, dn, g: r + g * (1 - d) * v - v,
-    ),
-    (
-        "the sign is flipped: delta_t = r_t + gamma * V(s_{{t+1}}) - V(s_t)",
-        lambda r, v, d, vn, dn, g: -(r + g * (1 - d) * vn - v),
-    ),
-    (
-        "step {t} is cut by its own done flag dones[{t}] (it ended the episode), not by dones[{t1}]",
-        lambda r, v, d, vn, dn, g: r + g * (1 - dn) * vn - v,
-    ),
-]
-
-# Each wrong advantage entry, from the right delta_t and the student's own A_{t+1} (right, since the
-# entries are checked from t = 4 down): (message, fn(delta, a_next, done, done_next, g, lam, v_t, v_last, last)).
-_TABLE_ADV_MISTAKES = [
-    (
-        "the episode terminates at t = {t}: A_{t} = delta_{t}, nothing of A_{t1} (the next episode) flows back",
-        lambda dl, an, d, dn, g, lam, vt, vl, last: dl + g * lam * an,
-    ),
-    (
-        "step {t} is cut by its own done flag dones[{t}], not by dones[{t1}]",
-        lambda dl, an, d, dn, g, lam, vt, vl, last: dl + g * lam * (1 - dn) * an,
-    ),
-    (
-        "the recursion multiplies A_{t1} by lam alone; it must be gamma * lam",
-        lambda dl, an, d, dn, g, lam, vt, vl, last: dl + lam * (1 - d) * an,
-    ),
-    (
-        "the recursion multiplies A_{t1} by gamma alone; it must be gamma * lam",
-        lambda dl, an, d, dn, g, lam, vt, vl, last: dl + g * (1 - d) * an,
-    ),
-    (
-        "you forgot gamma * lam: A_t = delta_t + gamma * lam * A_{{t+1}}",
-        lambda dl, an, d, dn, g, lam, vt, vl, last: dl + (1 - d) * an,
-    ),
-    (
-        "gamma is applied twice: the factor is gamma * lam, not gamma^2 * lam",
-        lambda dl, an, d, dn, g, lam, vt, vl, last: dl + g * g * lam * (1 - d) * an,
-    ),
-    (
-        "A_t is not delta_t alone (that is lam = 0): add gamma * lam * A_{{t+1}}",
-        lambda dl, an, d, dn, g, lam, vt, vl, last: dl,
-    ),
-    (
-        "A_4 = delta_4: the recursion starts from A_5 = 0 (last_values already entered through delta_4)",
-        lambda dl, an, d, dn, g, lam, vt, vl, last: dl + g * lam * vl if last else torch.tensor(float("nan")),
-    ),
-    (
-        "that is the return A_{t} + V(s_{t}); the table asks for the advantage A_{t}",
-        lambda dl, an, d, dn, g, lam, vt, vl, last: dl + g * lam * (1 - d) * an + vt,
-    ),
-]
 
 
 def _table_column(name: str, column) -> torch.Tensor:
@@ -201,13 +143,16 @@ def check_gae_table(fn, atol: float = 1e-3) -> bool:
     # 1. The deltas: every entry on its own.
     wrong = [t for t in range(5) if off(deltas[t], want_deltas[t])]
     if wrong:
+        slip = column_slip("deltas", deltas, want_deltas, atol)
+        if slip is not None:
+            raise AssertionError(f"gae_table: {slip} (the advantages are checked once the deltas are right)")
         lines = []
         for t in wrong:
             why = f"off by more than {atol:g}: delta_{t} = r_{t} + gamma * (1 - done_{t}) * V(s_{t + 1}) - V(s_{t})"
-            for message, mistake in _TABLE_DELTA_MISTAKES:
-                guess = mistake(r, v, d, v_next, d_next, g)[t]
-                if off(guess, want_deltas[t]) and not off(deltas[t], guess):
-                    why = message.format(t=t, t1=t + 1)
+            for message, mistake in TABLE_DELTA_MISTAKES:
+                # named only on evidence: the student's column is the mistake's wherever the mistake is off
+                if explains(mistake(r, v, d, v_next, d_next, g), deltas, want_deltas, t, atol):
+                    why = message.format(t=t, t1=t + 1, tm=t - 1)
                     break
             lines.append(f"  deltas[{t}] = {deltas[t].item():.4g}: {why}")
         count = "1 of the 5 deltas is" if len(wrong) == 1 else f"{len(wrong)} of the 5 deltas are"
@@ -218,20 +163,26 @@ def check_gae_table(fn, atol: float = 1e-3) -> bool:
     # 2. The advantages, from t = 4 down: the first wrong entry is diagnosed from the (right) ones after it.
     wrong = [t for t in reversed(range(5)) if off(advantages[t], want_adv[t])]
     if wrong:
+        slip = column_slip("advantages", advantages, want_adv, atol)
+        if slip is not None:
+            raise AssertionError(f"gae_table: the deltas are right; {slip}")
         t = wrong[0]
         a_next = advantages[t + 1] if t < 4 else torch.tensor(0.0, dtype=torch.float64)
         why = f"off by more than {atol:g}: A_{t} = delta_{t} + gamma * lam * (1 - done_{t}) * A_{t + 1}, with A_5 = 0"
         candidates = [
             (m, f(want_deltas[t], a_next, d[t], d_next[t], g, lam, v[t], ep["last_values"], t == 4))
-            for m, f in _TABLE_ADV_MISTAKES
+            for m, f in TABLE_ADV_MISTAKES
         ]
         forward, _ = gae_mistake(forward=True)(**ep)
         candidates.append(
             ("the recursion runs backwards: start at t = 4 with A_4 = delta_4, then t = 3, ..., 0", forward[t])
         )
+        for message, column in whole_column_advantages(ep, want_deltas):
+            if explains(column, advantages, want_adv, t, atol):
+                candidates.insert(0, (message, column[t]))
         for message, guess in candidates:
             if not torch.isnan(torch.as_tensor(guess)) and off(guess, want_adv[t]) and not off(advantages[t], guess):
-                why = message.format(t=t, t1=t + 1)
+                why = message.format(t=t, t1=t + 1, tm=t - 1)
                 break
         later = ", ".join(f"advantages[{s}]" for s in wrong[1:])
         verb = "is" if len(wrong) == 2 else "are"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from course_lib.checks import Mistake
-from course_lib.gae import discounted_returns
+from course_lib.gae import compute_gae, discounted_returns, td_residuals
 
 
 def wrong_dones(dones, *, ignore_dones=False, shift=0):
@@ -266,69 +266,131 @@ GAE_MISTAKES = [
 ]
 
 
-def td_mistake(*, ignore_dones=False, shift=0, **delta):
-    def wrong(rewards, values, dones, last_values, gamma):
-        used = wrong_dones(dones, ignore_dones=ignore_dones, shift=shift)
-        return wrong_deltas(rewards, values, used, last_values, gamma, **delta)
+# Round seven: more of what students write, each one slip in an otherwise right compute_gae.
+
+
+def _next_values(values, last_values):
+    return torch.cat([values[..., 1:], last_values.unsqueeze(-1)], dim=-1)  # (..., T): V(s_{t+1})
+
+
+def _swapped(rewards, values, dones, last_values, gamma, lam):
+    adv, returns = compute_gae(rewards, values, dones, last_values, gamma, lam)
+    return returns, adv
+
+
+def _per_row(eps):
+    def wrong(rewards, values, dones, last_values, gamma, lam):
+        adv, returns = compute_gae(rewards, values, dones, last_values, gamma, lam)
+        if adv.shape[-1] < 2:
+            return adv, returns
+        return (adv - adv.mean(-1, keepdim=True)) / (adv.std(-1, keepdim=True) + eps), returns
 
     return wrong
 
 
-TD_MISTAKES = [
+def _returns_next_values(rewards, values, dones, last_values, gamma, lam):
+    adv, _ = compute_gae(rewards, values, dones, last_values, gamma, lam)
+    return adv, adv + _next_values(values, last_values)
+
+
+def _terminal_zero(returns_after: bool):
+    def wrong(rewards, values, dones, last_values, gamma, lam):
+        adv, returns = compute_gae(rewards, values, dones, last_values, gamma, lam)
+        adv = adv * (1.0 - dones.to(adv.dtype))
+        return adv, (adv + values) if returns_after else returns
+
+    return wrong
+
+
+def _dones_as_keep(rewards, values, dones, last_values, gamma, lam):
+    return compute_gae(rewards, values, 1.0 - dones.to(rewards.dtype), last_values, gamma, lam)
+
+
+def _lam_in_delta(rewards, values, dones, last_values, gamma, lam):
+    keep = 1.0 - dones.to(rewards.dtype)
+    deltas = rewards + lam * keep * _next_values(values, last_values) - values
+    adv = torch.empty_like(deltas)
+    running = torch.zeros_like(deltas[..., 0])
+    for t in reversed(range(deltas.shape[-1])):
+        running = deltas[..., t] + gamma * lam * keep[..., t] * running
+        adv[..., t] = running
+    return adv, adv + values
+
+
+def _next_delta(rewards, values, dones, last_values, gamma, lam):
+    keep = 1.0 - dones.to(rewards.dtype)
+    deltas = td_residuals(rewards, values, dones, last_values, gamma)
+    following = torch.cat([deltas[..., 1:], torch.zeros_like(deltas[..., :1])], dim=-1)
+    adv = deltas + gamma * lam * keep * following
+    return adv, adv + values
+
+
+def _zeroed_after_adding(rewards, values, dones, last_values, gamma, lam):
+    """A_t = (delta_t + gamma * lam * A_{t+1}) * (1 - done_t): the cut applied to the whole sum, after it."""
+    keep = 1.0 - dones.to(rewards.dtype)
+    deltas = td_residuals(rewards, values, dones, last_values, gamma)
+    adv = torch.empty_like(deltas)
+    running = torch.zeros_like(deltas[..., 0])
+    for t in reversed(range(deltas.shape[-1])):
+        running = (deltas[..., t] + gamma * lam * running) * keep[..., t]
+        adv[..., t] = running
+    return adv, adv + values
+
+
+GAE_MISTAKES_MORE = [
     Mistake(
-        "the terminal step is not cut: you bootstrap through terminal steps; multiply V(s_{t+1}) "
-        "by (1 - dones[..., t])",
-        td_mistake(ignore_dones=True),
+        "you multiplied the whole sum by (1 - done_t), so a terminal step's advantage is 0 and that 0 flows "
+        "back into the steps before it; cut only what comes after: "
+        "A_t = delta_t + gamma * lam * (1 - done_t) * A_{t+1}",
+        _zeroed_after_adding,
     ),
-    Mistake("your done mask is off by one: use dones[..., t], not dones[..., t+1]", td_mistake(shift=1)),
-    Mistake("your done mask is off by one: use dones[..., t], not dones[..., t-1]", td_mistake(shift=-1)),
     Mistake(
-        "your done mask is off by one: use dones[..., t], not dones[..., t+1] (CleanRL's dones mark the first "
-        "step of the next episode; the course's mark the last step of one)",
-        td_mistake(shift=2),
+        "you subtracted gamma * lam * A_{t+1}; the recursion adds it: A_t = delta_t + gamma * lam * (1 - done_t) "
+        "* A_{t+1}",
+        gae_mistake(factor=lambda gamma, lam: -gamma * lam),
     ),
     Mistake(
-        "last_values is ignored: the last step bootstraps from last_values (V of the state after it), not from "
-        "values[..., -1] again",
-        td_mistake(next_values="repeat_last"),
+        "lam is applied twice: the recursion's factor is gamma * lam, not gamma * lam ** 2",
+        gae_mistake(factor=lambda gamma, lam: gamma * lam * lam),
     ),
     Mistake(
-        "last_values is ignored: the last step must bootstrap from gamma * last_values "
-        "(V of the state after it), not 0",
-        td_mistake(bootstrap=False),
+        "your two outputs are swapped: compute_gae returns (advantages, returns), in that order",
+        _swapped,
+    ),
+    *(
+        Mistake(
+            "you normalised the advantages within each environment (each row); compute_gae returns them raw "
+            "(PPO normalises per minibatch, in the loss)",
+            _per_row(eps),
+        )
+        for eps in (1e-8, 1e-6, 1e-5)
     ),
     Mistake(
-        "the last step bootstraps from last_values even where it terminated: cut it with "
-        "(1 - dones[..., -1]) like every other step",
-        td_mistake(cut_last=False),
+        "returns = advantages + V(s_{t+1}); the lambda-return adds the value of the step's own state: "
+        "returns = advantages + values",
+        _returns_next_values,
+    ),
+    *(
+        Mistake(
+            "you set the advantage of a terminal step to 0; the last step of an episode still has its residual, "
+            "A_t = delta_t = r_t - V(s_t): only what comes after it is cut",
+            _terminal_zero(returns_after),
+        )
+        for returns_after in (True, False)
     ),
     Mistake(
-        "values.roll(-1) wraps V(s_0) into the last step's next value: the last step bootstraps from "
-        "last_values; build the next values with torch.cat([values[..., 1:], last_values[..., None]], -1)",
-        td_mistake(next_values="roll"),
+        "you used dones as the mask of steps that go on (1 = continue, as CleanRL's nextnonterminal); here "
+        "dones[..., t] = 1 means the episode ended at t: multiply by (1 - dones[..., t])",
+        _dones_as_keep,
     ),
     Mistake(
-        "values.roll(-1) wraps V(s_0) into the last step, and the terminal steps are not cut: the last step "
-        "bootstraps from last_values, and (1 - dones[..., t]) multiplies V(s_{t+1})",
-        td_mistake(next_values="roll", ignore_dones=True),
+        "delta_t discounts V(s_{t+1}) by lam; the TD residual's discount is gamma: "
+        "delta_t = r_t + gamma * (1 - done_t) * V(s_{t+1}) - V(s_t), and lam enters only the recursion",
+        _lam_in_delta,
     ),
     Mistake(
-        "V(s_{t+1}) is values[..., t+1] (and last_values at the end), not values[..., t-1] (roll(1) shifts "
-        "the wrong way)",
-        td_mistake(next_values="previous"),
-    ),
-    Mistake("you forgot to subtract V(s_t): delta_t = r_t + gamma * V(s_{t+1}) - V(s_t)", td_mistake(subtract=False)),
-    Mistake(
-        "V(s_{t+1}) is values[..., t+1] (and last_values at the end), not values[..., t]",
-        td_mistake(next_values="current"),
-    ),
-    Mistake("gamma is missing: delta_t = r_t + gamma * V(s_{t+1}) - V(s_t)", td_mistake(use_gamma=False)),
-    Mistake(
-        "the sign is flipped: delta_t = r_t + gamma * V(s_{t+1}) - V(s_t), not V(s_t) - r_t - ...",
-        td_mistake(sign=-1.0),
-    ),
-    Mistake(
-        "the done mask removes the reward too: a terminal step still earns r_t; only gamma * V(s_{t+1}) is cut",
-        td_mistake(cut_reward=True),
+        "you added gamma * lam * delta_{t+1}, the next residual; the recursion adds the next *advantage*, "
+        "A_t = delta_t + gamma * lam * (1 - done_t) * A_{t+1}, which carries every later residual",
+        _next_delta,
     ),
 ]

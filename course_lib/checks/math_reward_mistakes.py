@@ -8,6 +8,8 @@ import re
 
 from course_lib.checks import Mistake
 from course_lib.rewards import (
+    _NUMBER,
+    _SENTENCE_END,
     _STATEMENT,
     _last_boxed,
     _same_answer,
@@ -73,6 +75,184 @@ def _mistake_raw_substring(response_text, ground_truth):
     return float(ground_truth.strip() in response_text)
 
 
+# Round seven: one step of the docstring's recipe left out or done another way, the rest right.
+
+
+def _answer_with(response_text, statement=_STATEMENT, boxed=True, cut=True, normalise=normalize_answer, sentence=True):
+    """The reference's extraction with its parts as arguments: the statement's pattern, whether \\boxed{...} is read,
+    whether the stated answer ends at its sentence, and the normalisation."""
+    answer = _last_boxed(response_text) if boxed else None
+    if answer is None:
+        statements = list(statement.finditer(response_text))
+        if not statements:
+            return None
+        rest = response_text[statements[-1].end() :].lstrip()
+        line = re.split(r"[\n<]", rest)[0]
+        answer = (_SENTENCE_END.split(line)[0] if sentence else line) if cut else rest
+    return normalise(answer) or None
+
+
+def _compare_with(answer, truth):
+    if answer is None:
+        return 0.0
+    if _NUMBER.fullmatch(answer) and _NUMBER.fullmatch(truth):
+        return float(float(answer) == float(truth))
+    return float(answer == truth)
+
+
+def _keeps_separators(text):
+    return normalize_answer(text.replace(",", "\x00")).replace("\x00", ",")
+
+
+def _keeps_dollars(text):
+    return normalize_answer(text.replace("$", "\x00")).replace("\x00", "$")
+
+
+def _mistake_case_sensitive(response_text, ground_truth):
+    statement = re.compile(r"\b(?:answer is\b\s*:?|Answer\s*:)")
+    return _same_answer(_answer_with(response_text, statement=statement), ground_truth)
+
+
+def _mistake_case_sensitive_lower(response_text, ground_truth):
+    return _same_answer(_answer_with(response_text, statement=re.compile(_STATEMENT.pattern)), ground_truth)
+
+
+def _mistake_separators_kept(response_text, ground_truth):
+    answer = _answer_with(response_text, normalise=_keeps_separators)
+    return _compare_with(answer, _keeps_separators(ground_truth))
+
+
+def _mistake_dollars_kept(response_text, ground_truth):
+    return _compare_with(_answer_with(response_text, normalise=_keeps_dollars), _keeps_dollars(ground_truth))
+
+
+def _mistake_to_end_of_text(response_text, ground_truth):
+    return _same_answer(_answer_with(response_text, cut=False), ground_truth)
+
+
+def _mistake_to_end_of_line(response_text, ground_truth):
+    return _same_answer(_answer_with(response_text, sentence=False), ground_truth)
+
+
+def _mistake_boxed_only(response_text, ground_truth):
+    answer = _last_boxed(response_text)
+    return _same_answer(None if answer is None else normalize_answer(answer) or None, ground_truth)
+
+
+def _mistake_truth_raw(response_text, ground_truth):
+    answer = extract_final_answer(response_text)
+    if answer is None:
+        return 0.0
+    try:
+        return float(answer == ground_truth or float(answer) == float(ground_truth))
+    except ValueError:
+        return float(answer == ground_truth)
+
+
+def _mistake_greedy_boxed(response_text, ground_truth):
+    boxed = re.findall(r"\\boxed\{(.*)\}", response_text)  # greedy: up to the text's last "}"
+    if not boxed:
+        return math_answer_reward(response_text, ground_truth)
+    return _same_answer(normalize_answer(boxed[-1]) or None, ground_truth)
+
+
+def _mistake_no_answer_colon(response_text, ground_truth):
+    statement = re.compile(r"\banswer\s+is\b\s*:?", re.IGNORECASE)
+    return _same_answer(_answer_with(response_text, statement=statement), ground_truth)
+
+
+def _mistake_whole_numbers(response_text, ground_truth):
+    answer, truth = extract_final_answer(response_text), normalize_answer(ground_truth)
+    if answer is not None and _NUMBER.fullmatch(answer) and _NUMBER.fullmatch(truth):
+        return float(int(float(answer)) == int(float(truth)))
+    return _same_answer(answer, ground_truth)
+
+
+def _every_comma_removed(text):
+    return normalize_answer(text.replace(",", ""))
+
+
+def _mistake_every_comma(response_text, ground_truth):
+    return _compare_with(
+        _answer_with(response_text, normalise=_every_comma_removed), _every_comma_removed(ground_truth)
+    )
+
+
+def _with_tolerance(tolerance):
+    def wrong(response_text, ground_truth):
+        answer, truth = extract_final_answer(response_text), normalize_answer(ground_truth)
+        if answer is not None and _NUMBER.fullmatch(answer) and _NUMBER.fullmatch(truth):
+            return float(abs(float(answer) - float(truth)) < tolerance)
+        return _same_answer(answer, ground_truth)
+
+    return wrong
+
+
+MATH_MISTAKES_MORE = [
+    Mistake(
+        "you accept a number within 0.5 of the ground truth; the answer must equal it: "
+        "float(answer) == float(ground_truth) (14.2 is not 14)",
+        _with_tolerance(0.5),
+    ),
+    Mistake(
+        "you remove every comma; only a thousands separator goes (a ',' between a digit and exactly three "
+        "digits: '1,000' is 1000, '1,2' stays '1,2')",
+        _mistake_every_comma,
+    ),
+    Mistake(
+        "you match the answer statement case by case ('the ANSWER is' is missed): match 'the answer is' and "
+        "'Answer:' in any case, re.IGNORECASE",
+        _mistake_case_sensitive,
+    ),
+    Mistake(
+        "you match the answer statement case by case ('Answer:' and 'the ANSWER is' are missed): match 'the "
+        "answer is' and 'Answer:' in any case, re.IGNORECASE",
+        _mistake_case_sensitive_lower,
+    ),
+    Mistake(
+        "you keep thousands separators, so '1,000' differs from '1000': remove a ',' between digits from both "
+        "the answer and the ground truth",
+        _mistake_separators_kept,
+    ),
+    Mistake(
+        "you keep dollar signs, so '$14$' differs from '14': strip '$' from the answer and the ground truth",
+        _mistake_dollars_kept,
+    ),
+    Mistake(
+        "your stated answer runs to the end of the text; it ends at the end of its sentence ('.', '!' or '?' "
+        "followed by a space or the end), its line, or the next '<'",
+        _mistake_to_end_of_text,
+    ),
+    Mistake(
+        "your stated answer runs to the end of its line; it ends at the end of its sentence too ('.', '!' or '?' "
+        "followed by a space or the end)",
+        _mistake_to_end_of_line,
+    ),
+    Mistake(
+        "you read only \\boxed{...}; without a box, the answer is the text after the last 'the answer is' or 'Answer:'",
+        _mistake_boxed_only,
+    ),
+    Mistake(
+        "you normalise the answer and not the ground truth: normalise both alike (' 14 ' and '1,000' are "
+        "ground truths too)",
+        _mistake_truth_raw,
+    ),
+    Mistake(
+        "your \\boxed\\{(.*)\\} is greedy: it runs to the last '}' of the text, across two boxes; count the "
+        "braces from the last '\\boxed{' instead",
+        _mistake_greedy_boxed,
+    ),
+    Mistake(
+        "you read 'the answer is' and not 'Answer:'; the docstring accepts both statements",
+        _mistake_no_answer_colon,
+    ),
+    Mistake(
+        "you compare numbers after int(), which cuts a decimal: 2.5 is not 2; compare float(answer) == "
+        "float(ground_truth)",
+        _mistake_whole_numbers,
+    ),
+]
+
 MATH_MISTAKES = [
     Mistake(
         "you fall back to the last number in the text when no answer is stated; a response "
@@ -108,4 +288,5 @@ MATH_MISTAKES = [
         "final answer and compare it whole (140 is not 14)",
         _mistake_raw_substring,
     ),
+    *MATH_MISTAKES_MORE,
 ]

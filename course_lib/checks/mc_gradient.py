@@ -82,6 +82,13 @@ def check_mc_policy_gradient(fn) -> bool:
         case(
             "V=3, negative rewards, n=30", 3, 30, rewards=torch.tensor([-1.0, -2.0, -0.5], dtype=torch.float64), seed=7
         ),
+        case(
+            "V=4, the last action almost never drawn (logit -9), n=5: every output still has one entry per action",
+            4,
+            5,
+            logits=torch.tensor([1.0, 0.5, 0.0, -9.0], dtype=torch.float64),
+            seed=8,
+        ),
     ]
 
     def seeded(f):
@@ -142,6 +149,52 @@ def check_mc_policy_gradient(fn) -> bool:
     def one_sample(logits, reward_per_action, n_samples, generator):
         return mc_policy_gradient(logits, reward_per_action, 1, generator)
 
+    def score_of(logits, a, score):
+        """Each sample's score, written the three ways students write it: the right one and two slips."""
+        pi = torch.softmax(logits, dim=-1)
+        onehot = torch.nn.functional.one_hot(a, len(pi)).to(pi.dtype)
+        if score == "pi_of_action":
+            return onehot - pi[a, None]
+        if score == "diagonal":
+            return onehot * (1 - pi)
+        if score == "log_pi":
+            return onehot - torch.log_softmax(logits, dim=-1)
+        return onehot - pi
+
+    def score_slip(score):
+        def wrong(logits, reward_per_action, n_samples, generator):
+            _, a = sampled(logits, n_samples, generator)
+            return (reward_per_action[a, None] * score_of(logits, a, score)).mean(0)
+
+        return wrong
+
+    def n_minus_one(logits, reward_per_action, n_samples, generator):
+        _, a = sampled(logits, n_samples, generator)
+        return (reward_per_action[a, None] * score_of(logits, a, "right")).sum(0) / max(n_samples - 1, 1)
+
+    def product_of_means(logits, reward_per_action, n_samples, generator):
+        _, a = sampled(logits, n_samples, generator)
+        return reward_per_action[a].mean() * score_of(logits, a, "right").mean(0)
+
+    def pi_weighted_sum(logits, reward_per_action, n_samples, generator):
+        pi, a = sampled(logits, n_samples, generator)
+        return (reward_per_action[a, None] * pi[a, None] * score_of(logits, a, "right")).sum(0)
+
+    def sample_mean_baseline(logits, reward_per_action, n_samples, generator):
+        _, a = sampled(logits, n_samples, generator)
+        centred = reward_per_action[a] - reward_per_action[a].mean()  # (n,): the sample's own reward included
+        return (centred[:, None] * score_of(logits, a, "right")).mean(0)
+
+    def narrow_one_hot(logits, reward_per_action, n_samples, generator):
+        pi, a = sampled(logits, n_samples, generator)
+        onehot = torch.nn.functional.one_hot(a).to(pi.dtype)  # (n, max(a) + 1): no num_classes
+        return (reward_per_action[a, None] * (onehot - pi[: onehot.shape[-1]])).mean(0)
+
+    def reward_by_position(logits, reward_per_action, n_samples, generator):
+        _, a = sampled(logits, n_samples, generator)
+        rewards = reward_per_action[torch.arange(n_samples) % len(logits)]  # (n,): by the sample's index
+        return (rewards[:, None] * score_of(logits, a, "right")).mean(0)
+
     mistakes = [
         Mistake(message, seeded(wrong))
         for message, wrong in [
@@ -191,6 +244,52 @@ def check_mc_policy_gradient(fn) -> bool:
                 exact,
             ),
             ("you used one sample, whatever n_samples is: average over all n_samples sampled actions", one_sample),
+            (
+                "your score subtracts pi[a], the sampled action's probability, from every entry; the score of a "
+                "softmax is onehot(a) - pi, the whole vector of probabilities",
+                score_slip("pi_of_action"),
+            ),
+            (
+                "your score is onehot(a) * (1 - pi): only the sampled action's entry; every other entry j of the "
+                "score is -pi[j] (the gradient of log pi(a) moves every logit): onehot(a) - pi",
+                score_slip("diagonal"),
+            ),
+            (
+                "your score subtracts log pi; the score of a softmax is onehot(a) - pi, the probabilities "
+                "themselves (the gradient of log_softmax(logits)[a])",
+                score_slip("log_pi"),
+            ),
+            (
+                "you divided the sum of the n terms by n - 1: a Monte-Carlo estimate is their plain mean, "
+                "divided by n (Bessel's n - 1 is for a variance)",
+                n_minus_one,
+            ),
+            (
+                "you multiplied the mean reward by the mean score: the mean of a product is not the product of "
+                "the means; average r[a] * (onehot(a) - pi) sample by sample",
+                product_of_means,
+            ),
+            (
+                "you weighted each sample by pi(a) as well and summed: sampling from pi already weights each "
+                "action by its probability; average r[a] * (onehot(a) - pi) over the samples",
+                pi_weighted_sum,
+            ),
+            (
+                "you subtracted the mean reward of the samples (a baseline); the exercise averages "
+                "r[a] * (onehot(a) - pi) as it is, and a baseline that includes a sample's own reward biases "
+                "the estimate",
+                sample_mean_baseline,
+            ),
+            (
+                "F.one_hot(a) without num_classes is only as wide as the largest action drawn, so an action never "
+                "drawn at the end is missing: pass num_classes=len(logits)",
+                narrow_one_hot,
+            ),
+            (
+                "each sample is weighted by the reward of the action at its index (reward_per_action[i]), not of "
+                "the action it drew: use reward_per_action[a] for the sampled a",
+                reward_by_position,
+            ),
         ]
     ]
     try:
@@ -200,7 +299,12 @@ def check_mc_policy_gradient(fn) -> bool:
     except NotImplementedError:
         raise
     except AssertionError as error:
-        if any(m.message in str(error) for m in mistakes) or "raised" in str(error).split("\n")[0]:
+        first_line = str(error).split("\n")[0]
+        if any(m.message in str(error) for m in mistakes) or "raised" in first_line:
+            raise
+        if (
+            "has shape" in first_line or "the exercise asks for" in first_line
+        ):  # a wrong shape or kind: no sampling explains it
             raise
         _statistical_check(fn, name, str(error))
         recording.report(

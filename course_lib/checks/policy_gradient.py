@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from course_lib.checks import Case, Mistake, check_against_reference
+from course_lib.checks.policy_gradient_mistakes import GATHER_MISTAKES_MORE, REINFORCE_MISTAKES_MORE
 from course_lib.policy_gradient import gather_log_probs, reinforce_loss
 
 
@@ -147,6 +148,7 @@ def check_gather_log_probs(fn) -> bool:
             "then gather the tokens' entries",
             normalised_after_gather,
         ),
+        *GATHER_MISTAKES_MORE,
     ]
     return check_against_reference(
         fn, gather_log_probs, cases, name="gather_log_probs", mistakes=mistakes, check_dtype=True
@@ -358,6 +360,7 @@ def check_reinforce_loss(fn) -> bool:
             "use deltas[..., None] * logp",
             wrong_broadcast,
         ),
+        *REINFORCE_MISTAKES_MORE,
     ]
     return check_against_reference(
         fn, reinforce_loss, cases, name="reinforce_loss", mistakes=mistakes, check_dtype=True

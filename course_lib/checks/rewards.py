@@ -20,6 +20,7 @@ from course_lib.checks import (
 )
 from course_lib.checks.math_reward_mistakes import MATH_MISTAKES as _MATH_MISTAKES
 from course_lib.checks.rewards_mistakes import (
+    SORT_MISTAKES_MORE,
     inclusion_of,
     mistake_gated_ordering,
     mistake_isin_whole_batch,
@@ -142,6 +143,7 @@ def check_sort_inclusion_ordering_reward(fn) -> bool:
             "the lecture); this one adds inclusion points and ordering points",
             mistake_positionwise,
         ),
+        *SORT_MISTAKES_MORE,
     ]
     return check_against_reference(
         fn,
@@ -236,6 +238,9 @@ _MATH_CASES = [
     ("The answer is x + 1.", "x + 1", 1.0, "a stated answer that is not a number"),
     ("The answer is blue.", "red", 0.0, "a wrong stated answer that is not a number"),
     ("The answer is fourteen.", "14", 0.0, "an answer in words against a number: they compare as strings"),
+    ("The answer is 2.5", "2", 0.0, "a decimal answer against a whole number: 2.5 is not 2"),
+    ("The answer is 1,2", "12", 0.0, "a comma that is no thousands separator: '1,2' is not 12"),
+    ("The answer is 14.2", "14", 0.0, "an answer close to the ground truth is still another number"),
 ]
 
 

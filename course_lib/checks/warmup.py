@@ -6,6 +6,8 @@ imports its checks, so the file a student opens is the maths alone.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from course_lib.checks import Case, Mistake, check_against_reference
@@ -72,6 +74,81 @@ _RETURN_MISTAKES = [
     Mistake(
         "you summed over the wrong axis: time is the last one, use .sum(dim=-1)",
         lambda rewards, gamma: (rewards * gamma ** _steps(rewards)).sum(dim=0),
+    ),
+]
+
+
+def _return_exp_log(rewards, gamma):
+    """gamma ** t written as exp(t * log(gamma)): at gamma = 0, 0 * log(0) = 0 * -inf = NaN at t = 0."""
+    log_gamma = math.log(gamma) if gamma > 0 else -math.inf
+    return (rewards * torch.exp(_steps(rewards) * log_gamma)).sum(dim=-1)
+
+
+def _return_without(rewards, gamma, step):
+    """The discounted return with the reward of one step left out (a loop's range one short at one end)."""
+    weights = gamma ** _steps(rewards)
+    weights[step] = 0.0
+    return (rewards * weights).sum(dim=-1)
+
+
+_RETURN_MISTAKES += [
+    Mistake(
+        "your weights are gamma ** (T - t): backwards, and one power too many; r_t's weight is gamma ** t "
+        "(the first reward gets weight 1)",
+        lambda rewards, gamma: _weighted_sum(rewards, gamma, _steps(rewards).flip(0) + 1),
+    ),
+    Mistake(
+        "your discount per step is gamma ** 2 (gamma applied twice): r_t's weight is gamma ** t",
+        lambda rewards, gamma: discounted_return(rewards, gamma**2),
+    ),
+    Mistake(
+        "your discount per step is 1 - gamma; gamma itself is the discount: r_t's weight is gamma ** t",
+        lambda rewards, gamma: discounted_return(rewards, 1 - gamma),
+    ),
+    Mistake(
+        "you dropped r_0 and discounted from r_1 on (rewards[..., 1:] weighted from gamma ** 0): that is the return "
+        "from step 1, G_1; the return starts at step 0 with r_0",
+        lambda rewards, gamma: torch.cat([reward_to_go(rewards, gamma), torch.zeros_like(rewards[..., :1])], -1)[
+            ..., 1
+        ],
+    ),
+    Mistake(
+        "gamma ** t written as exp(t * log(gamma)) gives NaN at gamma = 0 (log(0) = -inf, and 0 * -inf is NaN at "
+        "t = 0): use gamma ** t, where 0 ** 0 is 1",
+        _return_exp_log,
+    ),
+    Mistake(
+        "the first reward r_0 is left out (a loop that starts at t = 1): range(T) starts at 0, and r_0's weight "
+        "is gamma ** 0 = 1",
+        lambda rewards, gamma: _return_without(rewards, gamma, 0),
+    ),
+    Mistake(
+        "the last reward r_{T-1} is left out (a loop over range(T - 1), or a slice [..., :-1]): sum every step, "
+        "t = 0 to T - 1",
+        lambda rewards, gamma: _return_without(rewards, gamma, -1),
+    ),
+    Mistake(
+        "you weighted r_t by gamma * t; the discount is a power, gamma ** t",
+        lambda rewards, gamma: (rewards * (gamma * _steps(rewards))).sum(dim=-1),
+    ),
+    Mistake(
+        "your return is multiplied by (1 - gamma) (a normalised return some texts use); the exercise asks for "
+        "the plain discounted sum, sum_t gamma ** t * r_t",
+        lambda rewards, gamma: (1 - gamma) * discounted_return(rewards, gamma),
+    ),
+    Mistake(
+        "you kept the time axis as an axis of 1 (keepdim=True): the return has shape [...], one number per "
+        "episode; sum with .sum(dim=-1)",
+        lambda rewards, gamma: discounted_return(rewards, gamma)[..., None],
+    ),
+    Mistake(
+        "you summed over every axis, so a batch of episodes gives one number: sum over time only, .sum(dim=-1)",
+        lambda rewards, gamma: discounted_return(rewards, gamma).sum(),
+    ),
+    Mistake(
+        "you returned the reward-to-go of the last step, G_{T-1} = r_{T-1}; the return is the one from step 0, "
+        "G_0 (index [..., 0] of the reward-to-go, not [..., -1])",
+        lambda rewards, gamma: rewards[..., -1].clone(),
     ),
 ]
 
@@ -171,6 +248,139 @@ _RTG_MISTAKES = [
         "G_0 is never written (it stays 0): your backward loop stops at t = 1, as range(T - 1, 0, -1) does; "
         "range's stop is excluded, so go down to t = 0 with range(T - 1, -1, -1), or reversed(range(T))",
         _rtg_first_never_written,
+    ),
+]
+
+
+def _rtg_not_flipped_back(discount):
+    """The rewards flipped and accumulated (cumsum) but the result never flipped back."""
+
+    def wrong(rewards, gamma):
+        weights = gamma ** _steps(rewards) if discount else torch.ones_like(rewards[..., 0:1])
+        return (rewards.flip(-1) * weights).cumsum(-1)
+
+    return wrong
+
+
+def _rtg_every_step(rewards, gamma):
+    """Weights gamma ** |k - t| over every step k, the past included: no triangle."""
+    t = _steps(rewards)
+    return rewards @ (gamma ** (t[None, :] - t[:, None]).abs()).T
+
+
+def _rtg_first_reward_only(rewards, gamma):
+    out = reward_to_go(rewards, gamma)
+    out[..., 0] = rewards[..., 0]
+    return out
+
+
+def _rtg_mean_of_rest(rewards, gamma):
+    """G_t divided by the number of steps from t to the end, T - t."""
+    remaining = torch.arange(rewards.shape[-1], 0, -1, dtype=rewards.dtype)  # (T,): T - t
+    return reward_to_go(rewards, gamma) / remaining
+
+
+def _rtg_last_zero(rewards, gamma):
+    out = reward_to_go(rewards, gamma)
+    out[..., -1] = 0.0
+    return out
+
+
+def _rtg_without_last(rewards, gamma):
+    """A backward loop that starts at t = T - 2 from G = 0: r_{T-1} never enters, and G_{T-1} stays 0."""
+    cut = rewards.clone()
+    cut[..., -1] = 0.0
+    return _rtg_last_zero(cut, gamma)
+
+
+def _rtg_power_of_t(rewards, gamma):
+    """G_t = r_t + gamma ** (t + 1) * G_{t+1}: the exponent of the step, where one factor gamma belongs."""
+    out = torch.empty_like(rewards)
+    running = torch.zeros_like(rewards[..., 0])
+    for t in reversed(range(rewards.shape[-1])):
+        running = rewards[..., t] + gamma ** (t + 1) * running
+        out[..., t] = running
+    return out
+
+
+def _rtg_normalised(eps):
+    def wrong(rewards, gamma):
+        returns = reward_to_go(rewards, gamma)
+        return (returns - returns.mean()) / (returns.std() + eps)
+
+    return wrong
+
+
+_RTG_MISTAKES += [
+    Mistake(
+        "you multiplied the discounted cumsum by gamma ** t; the discount from step t restarts, so it is "
+        "divided by gamma ** t (or, with no division at all, accumulated backwards: G_t = r_t + gamma * G_{t+1})",
+        lambda rewards, gamma: reward_to_go(rewards, gamma) * (gamma ** _steps(rewards)) ** 2,
+    ),
+    Mistake(
+        "G_0 is r_0 alone: your loop stops at t = 1 and sets G_0 to the first reward; G_0 = r_0 + gamma * G_1, "
+        "the same recursion as every other step",
+        _rtg_first_reward_only,
+    ),
+    Mistake(
+        "you averaged the discounted rewards from step t on (.mean()); the reward-to-go is their sum: "
+        "G_t = sum_{k >= t} gamma ** (k - t) * r_k",
+        _rtg_mean_of_rest,
+    ),
+    Mistake(
+        "your discount per step is gamma ** 2 (gamma applied twice): G_t = r_t + gamma * G_{t+1}",
+        lambda rewards, gamma: reward_to_go(rewards, gamma**2),
+    ),
+    Mistake(
+        "your discount per step is 1 - gamma; gamma itself is the discount: G_t = r_t + gamma * G_{t+1}",
+        lambda rewards, gamma: reward_to_go(rewards, 1 - gamma),
+    ),
+    Mistake(
+        "you flipped the rewards and accumulated them (cumsum), but never flipped the result back: "
+        "flip, accumulate, then .flip(-1) again, so that index t holds G_t",
+        _rtg_not_flipped_back(discount=True),
+    ),
+    Mistake(
+        "you flipped the rewards and summed them (cumsum) without a discount, and never flipped the result back: "
+        "G_t = r_t + gamma * G_{t+1}, stored at index t",
+        _rtg_not_flipped_back(discount=False),
+    ),
+    Mistake(
+        "your weights count the past too (gamma ** |k - t| for every k): the reward-to-go from step t sums only "
+        "k >= t (an upper triangle, torch.triu, or a backward loop)",
+        _rtg_every_step,
+    ),
+    Mistake(
+        "r_t itself is left out: your G_t is gamma * G_{t+1} (a strict triangle, k > t); the reward-to-go from "
+        "step t includes r_t with weight 1",
+        lambda rewards, gamma: reward_to_go(rewards, gamma) - rewards,
+    ),
+    Mistake(
+        "G_{T-1} is never written (it stays 0): a loop that starts from r_{T-1} must also store it at index "
+        "T - 1; loop t = T - 1 down to 0 from G_T = 0 instead",
+        _rtg_last_zero,
+    ),
+    Mistake(
+        "r_{T-1} never enters: your backward loop starts at t = T - 2 (range(T - 2, -1, -1)); start at "
+        "t = T - 1 with range(T - 1, -1, -1), from G_T = 0",
+        _rtg_without_last,
+    ),
+    Mistake(
+        "time is on the first axis of your output: torch.stack(steps) stacks on axis 0; the returns keep the "
+        "rewards' shape [..., T], so stack with dim=-1",
+        lambda rewards, gamma: reward_to_go(rewards, gamma).movedim(-1, 0),
+    ),
+    Mistake(
+        "G_{t+1} is multiplied by gamma ** (t + 1); one step back costs one factor gamma: G_t = r_t + gamma * G_{t+1}",
+        _rtg_power_of_t,
+    ),
+    *(
+        Mistake(
+            "you normalised the returns (minus their mean, over their std); the reward-to-go is the raw "
+            "discounted sum (normalising, where wanted, is a later step's business)",
+            _rtg_normalised(eps),
+        )
+        for eps in (1e-8, 1e-6, 1e-5, 0.0)
     ),
 ]
 

@@ -5,6 +5,35 @@ checked by ``course_lib.checks.baselines.check_compute_deltas`` and ``check_grad
 """
 
 import torch
+from catalogue_round7_00_04 import (
+    r03_deltas_std_mean,
+    r03_variance_cov_trace,
+    w03_deltas_center_then_std_of_centred_biased,
+    w03_deltas_eps_fixed,
+    w03_deltas_eps_in_numerator,
+    w03_deltas_g1_nan_to_num,
+    w03_deltas_in_place,
+    w03_deltas_layer_norm,
+    w03_deltas_leave_one_out,
+    w03_deltas_mean_abs_deviation,
+    w03_deltas_min_max,
+    w03_deltas_no_keepdim,
+    w03_deltas_sqrt_var_plus_eps,
+    w03_deltas_std_floor,
+    w03_deltas_unbiased_false,
+    w03_variance_cov_diag_mean,
+    w03_variance_max_coordinate,
+    w03_variance_mean_of_sq_norm,
+    w03_variance_norm_of_mean_subtracted,
+    w03_variance_numpy_default,
+    w03_variance_of_norms,
+    w03_variance_of_the_sum,
+    w03_variance_scalar_mean,
+    w03_variance_sqrt,
+    w03_variance_std_sum,
+    w03_variance_times_n_minus_one_over_n,
+    w03_variance_trace_over_N,
+)
 
 # ---------------------------------------------------------------------------
 # compute_deltas: wrong
@@ -248,4 +277,52 @@ VARIANTS = [
     ("compute_deltas", deltas_from_population_std),
     ("gradient_variance", variance_trace_of_covariance),
     ("gradient_variance", variance_mean_squared_distance),
+]
+
+
+# Round seven of issue 44 (chapters 00 to 04): the wrong answers of tests/catalogue_round7_00_04.py, each
+# named by the mistake it makes, and its right variants.
+MUTANTS += [
+    ("compute_deltas", w03_deltas_std_floor, "eps is a floor in yours"),
+    ("compute_deltas", w03_deltas_leave_one_out, "you subtracted the mean of the *other*"),
+    ("compute_deltas", w03_deltas_layer_norm, "F.layer_norm (or sqrt(var + eps)) divides by"),
+    ("compute_deltas", w03_deltas_min_max, "you divided by the range (max - min);"),
+    ("compute_deltas", w03_deltas_in_place, "changed its input `rewards` in place"),
+    ("compute_deltas", w03_deltas_no_keepdim, "keepdim=True keeps it"),
+    ("compute_deltas", w03_deltas_eps_in_numerator, "eps is not used: you divide by the std alone"),
+    ("compute_deltas", w03_deltas_mean_abs_deviation, "you divided by the mean absolute deviation;"),
+    ("compute_deltas", w03_deltas_g1_nan_to_num, "a group of equal rewards is not set to zero"),
+    ("gradient_variance", w03_variance_std_sum, "you summed the standard deviations; the"),
+    ("gradient_variance", w03_variance_of_norms, "you took the variance of the gradients'"),
+    ("gradient_variance", w03_variance_scalar_mean, "you subtracted one mean, over every entry,"),
+    ("gradient_variance", w03_variance_max_coordinate, "you returned the largest coordinate's"),
+    ("gradient_variance", w03_variance_sqrt, "you returned the square root of the total"),
+    ("gradient_variance", w03_variance_norm_of_mean_subtracted, "the variance divides by N, not N - 1: use"),
+    ("gradient_variance", w03_variance_of_the_sum, "you took the variance of the sum of the"),
+    ("gradient_variance", w03_variance_cov_diag_mean, "you averaged the per-coordinate variances;"),
+]
+
+VARIANTS += [
+    ("compute_deltas", r03_deltas_std_mean),
+    ("gradient_variance", r03_variance_cov_trace),
+]
+
+# Wave two of round seven, written after the fixes for wave one.
+MUTANTS += [
+    ("compute_deltas", w03_deltas_unbiased_false, "the std divides by G, not G - 1: use"),
+    ("compute_deltas", w03_deltas_eps_fixed, "eps is fixed at 0.0001 in yours, whatever"),
+    ("gradient_variance", w03_variance_mean_of_sq_norm, "the variance divides by N, not N - 1: use"),
+    ("gradient_variance", w03_variance_trace_over_N, "this is the variance of the mean of the N"),
+]
+
+# Wave three of round seven, written after the fixes for wave two.
+MUTANTS += [
+    ("compute_deltas", w03_deltas_center_then_std_of_centred_biased, "the std divides by G, not G - 1: use"),
+    ("gradient_variance", w03_variance_numpy_default, "the variance divides by N, not N - 1: use"),
+]
+
+# Wave four of round seven, written after the fixes for wave three.
+MUTANTS += [
+    ("compute_deltas", w03_deltas_sqrt_var_plus_eps, "eps is inside the square root (sqrt(var"),
+    ("gradient_variance", w03_variance_times_n_minus_one_over_n, "the variance divides by N, not N - 1:"),
 ]

@@ -5,6 +5,50 @@ check's own mistake catalogue), so the test proves the check catches real code.
 """
 
 import torch
+from catalogue_round7_00_04 import (
+    r04_gae_cleanrl_style,
+    r04_table_numpy,
+    r04_td_dones_equal_zero,
+    r04_td_where,
+    w04_gae_bootstrap_added_at_end,
+    w04_gae_cut_after_adding,
+    w04_gae_delta_minus_next,
+    w04_gae_dones_as_keep_mask,
+    w04_gae_lam_in_delta,
+    w04_gae_lam_squared,
+    w04_gae_last_bootstrap_zero,
+    w04_gae_next_delta_not_advantage,
+    w04_gae_normalise_per_row,
+    w04_gae_normalised_whole_batch,
+    w04_gae_outputs_swapped,
+    w04_gae_python_scalars,
+    w04_gae_returns_lam1,
+    w04_gae_returns_next_values,
+    w04_gae_terminal_advantage_zero,
+    w04_table_advantages_from_t0,
+    w04_table_delta_no_last_bootstrap,
+    w04_table_deltas_reversed,
+    w04_table_done_of_previous_step,
+    w04_table_four_entries,
+    w04_table_gamma_squared_delta,
+    w04_table_lam_in_delta,
+    w04_table_lam_one,
+    w04_table_lambda_returns_as_deltas,
+    w04_table_monte_carlo_advantages,
+    w04_table_rounded_one_decimal,
+    w04_table_terminal_advantage_zero,
+    w04_table_terminal_reward_cut,
+    w04_td_bootstrap_cut_by_last_done,
+    w04_td_dones_as_keep_mask,
+    w04_td_float32,
+    w04_td_gamma_on_reward,
+    w04_td_lam_as_gamma,
+    w04_td_last_values_everywhere,
+    w04_td_next_minus_current_swapped,
+    w04_td_no_gamma_last,
+    w04_td_terminal_reward_only,
+    w04_td_values_cut_too,
+)
 
 # ---------------------------------------------------------------------------
 # compute_gae mutants
@@ -518,4 +562,70 @@ VARIANTS = [
     ("compute_gae", gae_matrix),
     ("compute_gae", gae_float32_inside),
     ("td_residuals", td_cleanrl_style),
+]
+
+
+# Round seven of issue 44 (chapters 00 to 04): the wrong answers of tests/catalogue_round7_00_04.py, each
+# named by the mistake it makes, and its right variants.
+MUTANTS += [
+    ("gae_table", w04_table_rounded_one_decimal, "your deltas are the right numbers rounded to"),
+    ("gae_table", w04_table_deltas_reversed, "your deltas are in reverse order: deltas[0]"),
+    ("gae_table", w04_table_done_of_previous_step, "step 2 is cut by dones[1], the step before's"),
+    ("gae_table", w04_table_monte_carlo_advantages, "the deltas are right; advantages[4] = 1 is"),
+    ("gae_table", w04_table_terminal_reward_cut, "at the terminal step t = 2 you cut the"),
+    ("gae_table", w04_table_terminal_advantage_zero, "the deltas are right; advantages[2] = 0 is"),
+    ("gae_table", w04_table_lambda_returns_as_deltas, "you forgot to subtract V(s_0): delta_t = r_t"),
+    ("gae_table", w04_table_gamma_squared_delta, "gamma is applied twice: delta_t = r_t +"),
+    ("gae_table", w04_table_four_entries, "deltas should hold 5 numbers (t = 0, ...,"),
+    ("compute_gae", w04_gae_outputs_swapped, "your two outputs are swapped: compute_gae"),
+    ("compute_gae", w04_gae_lam_in_delta, "delta_t discounts V(s_{t+1}) by lam; the TD"),
+    ("compute_gae", w04_gae_normalise_per_row, "you normalised the advantages within each"),
+    ("compute_gae", w04_gae_returns_next_values, "returns = advantages + V(s_{t+1}); the"),
+    ("compute_gae", w04_gae_terminal_advantage_zero, "you set the advantage of a terminal step to"),
+    ("compute_gae", w04_gae_dones_as_keep_mask, "you used dones as the mask of steps that go"),
+    ("compute_gae", w04_gae_next_delta_not_advantage, "you added gamma * lam * delta_{t+1}, the"),
+    ("compute_gae", w04_gae_bootstrap_added_at_end, "the last step bootstraps from last_values"),
+    ("compute_gae", w04_gae_python_scalars, "output[0] is a float32 tensor; the exercise"),
+    ("td_residuals", w04_td_values_cut_too, "at a terminal step your residual is r_t"),
+    ("td_residuals", w04_td_last_values_everywhere, "every step bootstraps from last_values;"),
+    ("td_residuals", w04_td_gamma_on_reward, "gamma multiplies r_t too; the reward of step"),
+    ("td_residuals", w04_td_dones_as_keep_mask, "you used dones as the mask of steps that go"),
+    ("td_residuals", w04_td_next_minus_current_swapped, "V(s_t) and V(s_{t+1}) are swapped: the"),
+    ("td_residuals", w04_td_float32, "output is a float32 tensor; the exercise"),
+    ("td_residuals", w04_td_terminal_reward_only, "at a terminal step your residual is r_t"),
+    ("td_residuals", w04_td_bootstrap_cut_by_last_done, "only the last step's done is used; a"),
+    ("td_residuals", w04_td_lam_as_gamma, "V(s_{t+1}) is discounted by gamma ** 2; one"),
+]
+
+VARIANTS += [
+    ("gae_table", r04_table_numpy),
+    ("compute_gae", r04_gae_cleanrl_style),
+    ("td_residuals", r04_td_where),
+]
+
+# Wave two of round seven, written after the fixes for wave one.
+MUTANTS += [
+    ("td_residuals", w04_td_no_gamma_last, "the last step bootstraps from last_values"),
+    ("compute_gae", w04_gae_cut_after_adding, "you multiplied the whole sum by (1 -"),
+    ("compute_gae", w04_gae_lam_squared, "lam is applied twice: the recursion's factor"),
+    ("compute_gae", w04_gae_normalised_whole_batch, "you normalised the advantages; compute_gae"),
+    ("gae_table", w04_table_lam_one, "the deltas are right; advantages[3] = 0.71"),
+    ("gae_table", w04_table_delta_no_last_bootstrap, "the last step bootstraps from last_values ="),
+]
+
+VARIANTS += [
+    ("td_residuals", r04_td_dones_equal_zero),
+]
+
+# Wave three of round seven, written after the fixes for wave two.
+MUTANTS += [
+    ("compute_gae", w04_gae_returns_lam1, "returns should be advantages + values (the"),
+    ("compute_gae", w04_gae_delta_minus_next, "you subtracted gamma * lam * A_{t+1}; the"),
+    ("gae_table", w04_table_advantages_from_t0, "you added gamma * lam * delta_{t+1}, the"),
+]
+
+# Wave four of round seven, written after the fixes for wave three.
+MUTANTS += [
+    ("compute_gae", w04_gae_last_bootstrap_zero, "last_values is ignored, so the"),
+    ("gae_table", w04_table_lam_in_delta, "delta_0 discounts V(s_1) by lam; the"),
 ]

@@ -6,6 +6,19 @@ exercise asks, so its mistake is diagnosed by name; the last ones sample another
 """
 
 import torch
+from catalogue_round7_00_04 import (
+    r02_mc_autograd,
+    w02_mc_baseline,
+    w02_mc_divides_by_n_minus_one,
+    w02_mc_float32,
+    w02_mc_mean_reward_times_mean_score,
+    w02_mc_one_hot_no_classes,
+    w02_mc_probs_as_weights,
+    w02_mc_reward_of_index,
+    w02_mc_score_log_pi,
+    w02_mc_score_pi_of_action,
+    w02_mc_score_softmax_grad_wrt_a,
+)
 
 
 def _sample(logits, n_samples, generator):
@@ -174,4 +187,32 @@ VARIANTS = [
     ("mc_policy_gradient", mc_counts),
     ("mc_policy_gradient", mc_loop_one_at_a_time),
     ("mc_policy_gradient", mc_inverse_cdf),
+]
+
+
+# Round seven of issue 44 (chapters 00 to 04): the wrong answers of tests/catalogue_round7_00_04.py, each
+# named by the mistake it makes, and its right variants.
+MUTANTS += [
+    ("mc_policy_gradient", w02_mc_score_pi_of_action, "your score subtracts pi[a], the sampled"),
+    ("mc_policy_gradient", w02_mc_score_log_pi, "your score subtracts log pi; the score of a"),
+    ("mc_policy_gradient", w02_mc_divides_by_n_minus_one, "you divided the sum of the n terms by n - 1:"),
+    ("mc_policy_gradient", w02_mc_one_hot_no_classes, "F.one_hot(a) without num_classes is only as"),
+    ("mc_policy_gradient", w02_mc_float32, "output is a float32 tensor; the exercise"),
+    ("mc_policy_gradient", w02_mc_mean_reward_times_mean_score, "you multiplied the mean reward by the mean"),
+    ("mc_policy_gradient", w02_mc_probs_as_weights, "you weighted each sample by pi(a) as well"),
+    ("mc_policy_gradient", w02_mc_reward_of_index, "each sample is weighted by the reward of the"),
+]
+
+VARIANTS += [
+    ("mc_policy_gradient", r02_mc_autograd),
+]
+
+# Wave two of round seven, written after the fixes for wave one.
+MUTANTS += [
+    ("mc_policy_gradient", w02_mc_baseline, "you subtracted the mean reward of the"),
+]
+
+# Wave three of round seven, written after the fixes for wave two.
+MUTANTS += [
+    ("mc_policy_gradient", w02_mc_score_softmax_grad_wrt_a, "your score is onehot(a) * (1 - pi): only the"),
 ]

@@ -6,6 +6,37 @@
 """
 
 import torch
+from catalogue_round7_00_04 import (
+    r02_gather_take_along_dim,
+    r02_reinforce_masked_fill,
+    r02_reinforce_masked_select,
+    r02_reinforce_nansum,
+    w02_gather_cross_entropy_mean,
+    w02_gather_detached,
+    w02_gather_dim_two,
+    w02_gather_float32,
+    w02_gather_greedy_max,
+    w02_gather_keeps_last_axis,
+    w02_gather_log_softmax_eps,
+    w02_gather_logsumexp_wrong_axis,
+    w02_gather_minus_max_only,
+    w02_gather_onehot_mean,
+    w02_gather_softmax_dim0,
+    w02_gather_softmax_then_log_of_gathered_eps,
+    w02_gather_squeeze_everything,
+    w02_gather_temperature,
+    w02_reinforce_batch_mean_of_sums,
+    w02_reinforce_centred_deltas,
+    w02_reinforce_drgrpo_constant,
+    w02_reinforce_fresh_zero,
+    w02_reinforce_logp_detached,
+    w02_reinforce_mean_of_deltas_times_mean_logp,
+    w02_reinforce_mean_over_T_only,
+    w02_reinforce_neg_logp_mean_only,
+    w02_reinforce_normalises_deltas,
+    w02_reinforce_squared_deltas,
+    w02_reinforce_sum_over_batch_mean_over_T,
+)
 
 # ---------------------------------------------------------------------------
 # gather_log_probs: wrong
@@ -232,4 +263,57 @@ VARIANTS = [
     ("gather_log_probs", gather_minus_logsumexp),
     ("reinforce_loss", reinforce_loop),
     ("reinforce_loss", reinforce_masked_select),
+]
+
+
+# Round seven of issue 44 (chapters 00 to 04): the wrong answers of tests/catalogue_round7_00_04.py, each
+# named by the mistake it makes, and its right variants.
+MUTANTS += [
+    ("gather_log_probs", w02_gather_keeps_last_axis, "your output keeps the gathered axis of 1,"),
+    ("gather_log_probs", w02_gather_greedy_max, "you took the largest log-prob of each"),
+    ("gather_log_probs", w02_gather_minus_max_only, "you subtracted the max logit but not the"),
+    ("gather_log_probs", w02_gather_cross_entropy_mean, "F.cross_entropy averages every token into"),
+    ("gather_log_probs", w02_gather_onehot_mean, "you averaged the one-hot product over the"),
+    ("gather_log_probs", w02_gather_detached, "carries no gradient"),
+    ("gather_log_probs", w02_gather_float32, "output is a float32 tensor; the exercise"),
+    ("gather_log_probs", w02_gather_log_softmax_eps, "log(softmax(...)) kept away from 0"),
+    ("gather_log_probs", w02_gather_temperature, "you divided the logits by a temperature"),
+    ("gather_log_probs", w02_gather_logsumexp_wrong_axis, "you normalised after the gather: log_softmax"),
+    ("reinforce_loss", w02_reinforce_normalises_deltas, "you normalised the deltas inside the loss"),
+    ("reinforce_loss", w02_reinforce_fresh_zero, "return a new tensor"),
+    ("reinforce_loss", w02_reinforce_drgrpo_constant, "you averaged over all tokens, padding"),
+    ("reinforce_loss", w02_reinforce_mean_of_deltas_times_mean_logp, "every token is weighted by the mean of"),
+    ("reinforce_loss", w02_reinforce_squared_deltas, "you weighted by |deltas|; a negative delta"),
+    ("reinforce_loss", w02_reinforce_neg_logp_mean_only, "the deltas are missing: that is the negative"),
+    ("reinforce_loss", w02_reinforce_batch_mean_of_sums, "you divided each response's sum by the"),
+]
+
+VARIANTS += [
+    ("gather_log_probs", r02_gather_take_along_dim),
+    ("reinforce_loss", r02_reinforce_masked_fill),
+    ("reinforce_loss", r02_reinforce_masked_select),
+]
+
+# Wave two of round seven, written after the fixes for wave one.
+MUTANTS += [
+    ("gather_log_probs", w02_gather_squeeze_everything, "you squeezed every axis of 1 (.squeeze()"),
+    ("gather_log_probs", w02_gather_softmax_dim0, "the log_softmax normalises over dim=0, an"),
+    ("reinforce_loss", w02_reinforce_sum_over_batch_mean_over_T, "you averaged each response over its tokens"),
+    ("reinforce_loss", w02_reinforce_centred_deltas, "you subtracted the mean of the deltas inside"),
+]
+
+VARIANTS += [
+    ("reinforce_loss", r02_reinforce_nansum),
+]
+
+# Wave three of round seven, written after the fixes for wave two.
+MUTANTS += [
+    ("gather_log_probs", w02_gather_softmax_then_log_of_gathered_eps, "log(softmax(...)) kept away from 0 (+ eps or"),
+    ("reinforce_loss", w02_reinforce_mean_over_T_only, "you divided the summed loss by T, the padded"),
+]
+
+# Wave four of round seven, written after the fixes for wave three.
+MUTANTS += [
+    ("gather_log_probs", w02_gather_dim_two, "the log_softmax normalises over dim=2,"),
+    ("reinforce_loss", w02_reinforce_logp_detached, "you detached logp and left deltas"),
 ]

@@ -9,6 +9,37 @@ import math
 import re
 
 import torch
+from catalogue_round7_00_04 import (
+    r01_math_helpers,
+    r01_sort_loops,
+    w01_math_answer_to_end_of_text,
+    w01_math_boxed_only,
+    w01_math_case_sensitive,
+    w01_math_first_box_nested,
+    w01_math_float_tolerance,
+    w01_math_greedy_boxed,
+    w01_math_int_compare,
+    w01_math_keeps_dollars,
+    w01_math_keeps_thousands_separator,
+    w01_math_last_line,
+    w01_math_no_answer_colon,
+    w01_math_strip_only,
+    w01_math_truth_not_stripped,
+    w01_sort_all_or_nothing_ordering,
+    w01_sort_all_ordered_pairs,
+    w01_sort_counts_every_match,
+    w01_sort_descending_pairs,
+    w01_sort_diff_positive,
+    w01_sort_inclusion_fraction,
+    w01_sort_inclusion_response_positions,
+    w01_sort_inclusion_response_unique,
+    w01_sort_inclusion_same_position,
+    w01_sort_int_output,
+    w01_sort_only_inclusion_unique_prompt,
+    w01_sort_ordering_halved,
+    w01_sort_ordering_on_prompt,
+    w01_sort_sorted_compare_ordering,
+)
 
 # ---------------------------------------------------------------------------
 # sort_inclusion_ordering_reward
@@ -247,4 +278,54 @@ VARIANTS = [
     ("math_answer_reward", math_variant),
     ("math_answer_reward", math_variant_int),
     ("math_answer_reward", math_variant_tensor),
+]
+
+
+# Round seven of issue 44 (chapters 00 to 04): the wrong answers of tests/catalogue_round7_00_04.py, each
+# named by the mistake it makes, and its right variants.
+MUTANTS += [
+    ("sort_inclusion_ordering_reward", w01_sort_ordering_on_prompt, "your ordering points look at the prompt;"),
+    ("sort_inclusion_ordering_reward", w01_sort_descending_pairs, "you count pairs in decreasing order (>=);"),
+    ("sort_inclusion_ordering_reward", w01_sort_inclusion_same_position, "your inclusion points count the positions"),
+    ("sort_inclusion_ordering_reward", w01_sort_inclusion_fraction, "your inclusion points are a fraction"),
+    ("sort_inclusion_ordering_reward", w01_sort_all_ordered_pairs, "you count every pair i < j in order; the"),
+    ("sort_inclusion_ordering_reward", w01_sort_all_or_nothing_ordering, "you give the ordering points only when the"),
+    ("sort_inclusion_ordering_reward", w01_sort_counts_every_match, "your inclusion points count every matching"),
+    ("sort_inclusion_ordering_reward", w01_sort_diff_positive, "a repeated token costs you a point (+1 for a"),
+    ("sort_inclusion_ordering_reward", w01_sort_ordering_halved, "your ordering points are rescaled (times T /"),
+    ("math_answer_reward", w01_math_case_sensitive, "you match the answer statement case by case"),
+    ("math_answer_reward", w01_math_keeps_thousands_separator, "you keep thousands separators, so '1,000'"),
+    ("math_answer_reward", w01_math_keeps_dollars, "you keep dollar signs, so '$14$' differs"),
+    ("math_answer_reward", w01_math_answer_to_end_of_text, "your stated answer runs to the end of the"),
+    ("math_answer_reward", w01_math_boxed_only, "you read only \\boxed{...}; without a box,"),
+    ("math_answer_reward", w01_math_truth_not_stripped, "you normalise the answer and not the ground"),
+    ("math_answer_reward", w01_math_greedy_boxed, "your \\boxed\\{(.*)\\} is greedy: it runs to"),
+    ("math_answer_reward", w01_math_no_answer_colon, "you read 'the answer is' and not 'Answer:';"),
+    ("math_answer_reward", w01_math_int_compare, "you compare numbers after int(), which cuts"),
+]
+
+VARIANTS += [
+    ("sort_inclusion_ordering_reward", r01_sort_loops),
+    ("math_answer_reward", r01_math_helpers),
+]
+
+# Wave two of round seven, written after the fixes for wave one.
+MUTANTS += [
+    ("sort_inclusion_ordering_reward", w01_sort_inclusion_response_unique, "the distinct values shared by prompt"),
+    ("sort_inclusion_ordering_reward", w01_sort_sorted_compare_ordering, "already holds its own sorted value"),
+    ("sort_inclusion_ordering_reward", w01_sort_int_output, "float64 tensor; the exercise asks for a float32"),
+    ("math_answer_reward", w01_math_strip_only, "you remove every comma; only a thousands"),
+    ("math_answer_reward", w01_math_first_box_nested, "you take the first \\boxed{...}; when a"),
+]
+
+# Wave three of round seven, written after the fixes for wave two.
+MUTANTS += [
+    ("sort_inclusion_ordering_reward", w01_sort_inclusion_response_positions, "the response tokens that appear"),
+    ("sort_inclusion_ordering_reward", w01_sort_only_inclusion_unique_prompt, "the distinct values shared"),
+    ("math_answer_reward", w01_math_last_line, "your stated answer runs to the end of its"),
+]
+
+# Wave four of round seven, written after the fixes for wave three.
+MUTANTS += [
+    ("math_answer_reward", w01_math_float_tolerance, "you accept a number within 0.5 of the"),
 ]

@@ -8,6 +8,39 @@
 import math
 
 import torch
+from catalogue_round7_00_04 import (
+    r00_return_horner_backwards,
+    r00_rtg_cumsum_scaled,
+    w00_return_einsum_wrong_axis,
+    w00_return_exp_log_gamma,
+    w00_return_gamma_squared,
+    w00_return_gamma_times_t,
+    w00_return_keepdim,
+    w00_return_last_step_value,
+    w00_return_numpy,
+    w00_return_one_minus_gamma,
+    w00_return_python_loop_list,
+    w00_return_reversed_weights_loop,
+    w00_return_skips_first_reward,
+    w00_return_skips_last_reward,
+    w00_return_slice_skip,
+    w00_return_sum_everything,
+    w00_rtg_abs_gap,
+    w00_rtg_cumsum_times_discount,
+    w00_rtg_discount_cumprod_wrong,
+    w00_rtg_flip_cumsum_not_flipped_back,
+    w00_rtg_float32_buffer,
+    w00_rtg_gamma_power_t_only,
+    w00_rtg_in_place_then_clone,
+    w00_rtg_last_never_written,
+    w00_rtg_loop_starts_one_early,
+    w00_rtg_mean_not_sum,
+    w00_rtg_normalised,
+    w00_rtg_one_minus_gamma,
+    w00_rtg_stack_time_first,
+    w00_rtg_strict_triangle,
+    w00_rtg_zero_at_t0,
+)
 
 # ---------------------------------------------------------------------------
 # discounted_return: wrong
@@ -217,4 +250,56 @@ VARIANTS = [
     ("reward_to_go", rtg_loop),
     ("reward_to_go", rtg_matrix),
     ("reward_to_go", rtg_double_loop),
+]
+
+
+# Round seven of issue 44 (chapters 00 to 04): the wrong answers of tests/catalogue_round7_00_04.py, each
+# named by the mistake it makes, and its right variants.
+MUTANTS += [
+    ("discounted_return", w00_return_exp_log_gamma, "gamma ** t written as exp(t * log(gamma))"),
+    ("discounted_return", w00_return_skips_first_reward, "the first reward r_0 is left out (a loop"),
+    ("discounted_return", w00_return_skips_last_reward, "the last reward r_{T-1} is left out (a loop"),
+    ("discounted_return", w00_return_gamma_times_t, "you weighted r_t by gamma * t; the discount"),
+    ("discounted_return", w00_return_one_minus_gamma, "your return is multiplied by (1 - gamma) (a"),
+    ("discounted_return", w00_return_keepdim, "you kept the time axis as an axis of 1"),
+    ("discounted_return", w00_return_sum_everything, "you summed over every axis, so a batch of"),
+    ("discounted_return", w00_return_last_step_value, "you returned the reward-to-go of the last"),
+    ("discounted_return", w00_return_numpy, "torch.from_numpy takes an array"),
+    ("reward_to_go", w00_rtg_flip_cumsum_not_flipped_back, "you flipped the rewards and accumulated them"),
+    ("reward_to_go", w00_rtg_abs_gap, "your weights count the past too (gamma ** |k"),
+    ("reward_to_go", w00_rtg_strict_triangle, "r_t itself is left out: your G_t is gamma *"),
+    ("reward_to_go", w00_rtg_last_never_written, "G_{T-1} is never written (it stays 0): a"),
+    ("reward_to_go", w00_rtg_loop_starts_one_early, "r_{T-1} never enters: your backward loop"),
+    ("reward_to_go", w00_rtg_stack_time_first, "time is on the first axis of your output:"),
+    ("reward_to_go", w00_rtg_normalised, "you normalised the returns (minus their"),
+    ("reward_to_go", w00_rtg_float32_buffer, "output is a float32 tensor; the exercise"),
+    ("reward_to_go", w00_rtg_gamma_power_t_only, "G_{t+1} is multiplied by gamma ** (t + 1);"),
+]
+
+VARIANTS += [
+    ("discounted_return", r00_return_horner_backwards),
+    ("reward_to_go", r00_rtg_cumsum_scaled),
+]
+
+# Wave two of round seven, written after the fixes for wave one.
+MUTANTS += [
+    ("discounted_return", w00_return_gamma_squared, "your discount per step is gamma ** 2 (gamma"),
+    ("discounted_return", w00_return_slice_skip, "you dropped r_0 and discounted from r_1 on"),
+    ("reward_to_go", w00_rtg_one_minus_gamma, "your discount per step is 1 - gamma; gamma"),
+    ("reward_to_go", w00_rtg_in_place_then_clone, "changed its input `rewards` in place"),
+]
+
+# Wave three of round seven, written after the fixes for wave two.
+MUTANTS += [
+    ("discounted_return", w00_return_reversed_weights_loop, "your weights are gamma ** (T - t):"),
+    ("discounted_return", w00_return_python_loop_list, "float32 tensor; the exercise asks for a float64"),
+    ("reward_to_go", w00_rtg_discount_cumprod_wrong, "r_t itself is discounted: G_t = r_t + gamma"),
+    ("reward_to_go", w00_rtg_mean_not_sum, "you averaged the discounted rewards from"),
+]
+
+# Wave four of round seven, written after the fixes for wave three.
+MUTANTS += [
+    ("discounted_return", w00_return_einsum_wrong_axis, "your discount runs backwards (gamma **"),
+    ("reward_to_go", w00_rtg_cumsum_times_discount, "you multiplied the discounted cumsum by"),
+    ("reward_to_go", w00_rtg_zero_at_t0, "G_0 is r_0 alone: your loop stops at t"),
 ]
