@@ -1795,7 +1795,7 @@ ROWS = [
         "08",
         w08_step_step_before_clip,
         "Steps before clipping the gradient norm, so the update is not clipped.",
-        "gradient is not clipped",
+        "an unclipped gradient",
     ),
     # held out (see above)
     _row(

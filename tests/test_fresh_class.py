@@ -29,7 +29,8 @@ from mutants.issue44 import (  # the same wrong answers, written once: the catal
 )
 from test_mutants import _check
 
-GENERIC = ("differs from the reference", "contains NaN", "has shape", "raised ", "could not be checked")
+# ") returned ": the string checks' plain difference, a call with its arguments and both answers.
+GENERIC = ("differs from the reference", "contains NaN", "has shape", "raised ", "could not be checked", ") returned ")
 
 
 # --- chapter 00 ------------------------------------------------------------------------------------------

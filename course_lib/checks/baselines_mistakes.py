@@ -120,7 +120,20 @@ def _spread(fn):
     return wrong_deltas(std_fn=fn)
 
 
+def deltas_zeroed_below_eps(rewards, mode, eps=1e-6):
+    """compute_deltas with "no spread" read as std < eps instead of rewards all equal, in both centred modes."""
+    if mode == "rewards":
+        return rewards.clone()
+    return zeroed_below_eps(rewards, mode == "normalized_rewards", eps)
+
+
 DELTAS_MISTAKES_MORE = [
+    Mistake(
+        "a group whose std is below eps is set to zero, but only a group whose rewards are all equal has nothing "
+        "to learn: rewards that differ by less than eps still give (r - mean) / (std + eps), small and not 0; "
+        "test (rewards == rewards[..., :1]).all(-1) for the equal groups",
+        deltas_zeroed_below_eps,
+    ),
     *(
         Mistake(
             f"eps is fixed at {eps:g} in yours, whatever the eps argument is: divide by std + eps with the eps "

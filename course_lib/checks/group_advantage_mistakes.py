@@ -50,6 +50,23 @@ def advantages_with(**mistake):
     return advantages
 
 
+def flag_inverted(rewards, normalize_std=True, eps=1e-6):
+    """normalize_std read backwards: the std divides when it is False, not when it is True."""
+    return advantages_by()(rewards, not normalize_std, eps)
+
+
+def tiled_statistics(rewards, normalize_std=True, eps=1e-6):
+    """TRL's flat layout (B * G rewards in a row) with each group's statistics spread back by ``.repeat(G)``,
+    which tiles ``[m_0, m_1, m_0, m_1, ...]``, where ``.repeat_interleave(G)`` gives ``[m_0, m_0, ..., m_1, ...]``."""
+    B, G = rewards.shape
+    flat = rewards.reshape(-1)  # (B * G,)
+    equal = (rewards == rewards[:, :1]).all(-1).repeat(G)  # (B * G,), tiled
+    advantages = torch.where(equal, torch.zeros_like(flat), flat - rewards.mean(-1).repeat(G))
+    if normalize_std and G > 1:
+        advantages = advantages / (rewards.std(-1).repeat(G) + eps)
+    return advantages.view(B, G)
+
+
 def batch_baseline(rewards, normalize_std=True, eps=1e-6):
     # The whole batch's mean as every group's baseline; each group's own std, and zeros where a group is equal.
     equal = (rewards == rewards[..., :1]).all(-1, keepdim=True)
@@ -184,5 +201,16 @@ GROUP_ADVANTAGE_MISTAKES += [
             advantages_by(eps_used=constant),
         )
         for constant in (1e-8, 1e-5, 1e-4)
+    ),
+    Mistake(
+        "normalize_std is read backwards: True (GRPO) divides the centred rewards by std + eps, False (Dr. GRPO) "
+        "only centres them",
+        flag_inverted,
+    ),
+    Mistake(
+        "the group statistics are spread back over the flat batch with .repeat(G), which tiles them (m_0, m_1, "
+        "m_0, m_1, ...) and gives each response another prompt's mean and std; .repeat_interleave(G) keeps each "
+        "group's together (m_0, m_0, ..., m_1, ...), or stay in the (B, G) shape with keepdim=True",
+        tiled_statistics,
     ),
 ]

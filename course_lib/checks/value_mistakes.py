@@ -164,8 +164,9 @@ VALUE_MISTAKES = [
         wrong_value_loss(factor=0.25),
     ),
     Mistake(
-        "clip_eps is ignored: with clip_eps given, the loss is the max of the unclipped error and the error "
-        "of values_old + clip(values - values_old, -clip_eps, clip_eps)",
+        "clip_eps is ignored, in effect: the value is never clipped, or clipped around the returns, where its error "
+        "never exceeds the unclipped one; with clip_eps given, the loss is the max of the unclipped error and the "
+        "error of values_old + clip(values - values_old, -clip_eps, clip_eps)",
         wrong_value_loss(never_clip=True),
     ),
     Mistake(

@@ -168,7 +168,8 @@ def _step_mistakes():
         ),
         Mistake("the padding after EOS is counted in the loss: use the completion mask", _wrong_step(mask="ones")),
         Mistake(
-            "the gradient is not clipped: call torch.nn.utils.clip_grad_norm_ before optimizer.step()",
+            "the step used an unclipped gradient: call torch.nn.utils.clip_grad_norm_ after backward() and before "
+            "optimizer.step() (not at all, or after the step, is the same to the step)",
             _wrong_step(clip=False),
         ),
         Mistake(

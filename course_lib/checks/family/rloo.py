@@ -73,6 +73,10 @@ def check_rloo_advantages(fn) -> bool:
             rloo_with(dim=0),
         ),
         Mistake(
+            "the baseline runs over the batch (dim=0); RLOO leaves one out of each prompt's own group (dim=-1)",
+            lambda rewards: torch.zeros_like(rewards) if rewards.shape[-1] == 1 else rloo_with(dim=0)(rewards),
+        ),
+        Mistake(
             "the sign is reversed: the advantage is r_i minus its baseline, not the baseline minus r_i",
             rloo_with(sign=-1.0),
         ),

@@ -333,9 +333,10 @@ def check_answer_reward(fn) -> bool:
         )
     except AssertionError as error:
         hint = _reward_hint(str(error))
-        if hint and "raised" in str(error):
-            raise AssertionError(f"{error}\n  {hint}") from None
         first, _, rest = str(error).partition("\n")
+        if hint and "raised" in first:
+            # On the first line, where a student reads first: the crash, then how TRL's call explains it.
+            raise AssertionError(f"{first} ({hint})\n{rest}") from None
         row = _first_row_that_differs(fn) if first.startswith("answer_reward: rewards differs") else None
         if row is not None:
             raise AssertionError(f"{first}; {row}\n{rest}") from None

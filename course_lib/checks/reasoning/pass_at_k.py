@@ -240,6 +240,11 @@ def check_pass_at_k(fn) -> bool:
             _product_with(last=-1),
         ),
         Mistake(
+            "off by one: the product starts one factor early, at i = n - c; it runs over the c values "
+            "i = n - c + 1, ..., n (range(n - c + 1, n + 1))",
+            _product_with(first=0),
+        ),
+        Mistake(
             "k / i is an integer division (// or rounding_mode='floor'), 0 whenever k < i: each factor 1 - k / i is "
             "a fraction, so divide as floats",
             _product_with(floor=True),

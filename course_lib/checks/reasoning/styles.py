@@ -255,6 +255,14 @@ def check_style_share(fn) -> bool:
             ),
         ),
         Mistake(
+            "malformed completions are left out (of the total, and so of their own share): the share is over all "
+            "completions, so a model that writes garbage cannot raise its shares",
+            lambda labels, style: float(
+                ((flatten(labels) == style) & (flatten(labels) != "malformed")).sum()
+                / max(1, (flatten(labels) != "malformed").sum())
+            ),
+        ),
+        Mistake(
             "the denominator is the number of prompts (rows), not of completions: flatten the labels first",
             lambda labels, style: float((flatten(labels) == style).sum() / max(1, len(labels))),
         ),
