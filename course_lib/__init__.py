@@ -31,7 +31,8 @@ holds the classic wrong implementations that a long check names):
 - 10 longer answers . ``tasks_reasoning`` (addition with a scratchpad or filler, its verifier and styles),
                       ``lectures.reasoning`` (pass@k, per-token weights, style share, the warm-up),
                       ``lectures.reasoning_stats`` (samples measured: styles, work and answer, pass@k),
-                      ``lectures.reasoning_rl`` (GRPO on it)
+                      ``lectures.reasoning_rl`` (GRPO on it), ``lectures.critic`` (GRPO against PPO on
+                      it: the shipped report read)
 - 11 GRPO family .... ``family`` (RLOO, REINFORCE++, DAPO's parts, GSPO, CISPO, GMPO, SAPO as small functions;
                       TRL agreement in ``hf.agreement``), ``policy_losses`` (their per-token losses with one
                       signature: the loop's table), ``family_diagnostics`` (what each loss silences),
