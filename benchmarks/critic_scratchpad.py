@@ -68,12 +68,11 @@ import _results
 import torch
 from _warm_cache import cached_warm_up
 
-from course_lib.lectures import capstone, reasoning, reasoning_rl
+from course_lib.lectures import capstone, critic, reasoning, reasoning_rl
 from course_lib.lectures.protocol import (
     PROTOCOL_VERSION,
     holm_table,
     matched_lr,
-    paired_difference,
     recipe_hash,
     summary,
 )
@@ -259,8 +258,8 @@ def print_report(args, files, frozen: dict, scores: dict, seeds) -> None:
             )
     if any(len(v) < len(seeds) for v in scores.values()):
         return
-    pairs = {"rung 5 - GRPO": ("GRPO", "rung 5"), "PPO - rung 5": ("rung 5", "PPO"), "PPO - GRPO": ("GRPO", "PPO")}
-    differences = {name: paired_difference(scores[a], scores[b]) for name, (a, b) in pairs.items()}
+    pairs = critic.CONTRASTS  # the same three differences chapter 10 reads
+    differences = critic.differences(scores)
     print(holm_table(differences))
     tuning = by_seed(files["tune"], args.seeds, "tune")
     print(f"at matched rates (PROTOCOL.md, rule 7): validation accuracy, tuning seeds {list(args.seeds)}")
@@ -268,10 +267,10 @@ def print_report(args, files, frozen: dict, scores: dict, seeds) -> None:
         matched = matched_lr(tuning.get(a, {}), tuning.get(b, {}))
         print(f"  {name:<14} " + ("   ".join(f"lr {lr:g}: {d}" for lr, d in matched.items()) or "no shared rate"))
     means = {m: summary(list(v.values())).mean for m, v in scores.items()}
-    critic, whole = differences["PPO - rung 5"], differences["PPO - GRPO"]
+    own, whole = differences["PPO - rung 5"], differences["PPO - GRPO"]
     print(
         f"critic: seeds={len(seeds)} grpo_mean={means['GRPO']:.3f} rung5_mean={means['rung 5']:.3f} "
-        f"ppo_mean={means['PPO']:.3f} ppo_minus_rung5={critic}[{critic.low:+.3f},{critic.high:+.3f}] "
+        f"ppo_mean={means['PPO']:.3f} ppo_minus_rung5={own}[{own.low:+.3f},{own.high:+.3f}] "
         f"ppo_minus_grpo={whole}[{whole.low:+.3f},{whole.high:+.3f}]"
     )
 
