@@ -22,25 +22,18 @@ from pathlib import Path
 import _protocol
 import _results
 
-from course_lib.lectures import family_claims, family_results, family_testbeds
+from course_lib.lectures import family_testbeds, family_v2
 from course_lib.lectures.family import TESTBEDS as FAMILY_TESTBEDS
 from course_lib.lectures.family import testbed_variants
-from course_lib.lectures.protocol import holm_table, paired_difference, summary
 
 VERSION = 2
-SAVE_NAME = "grpo_family_v2_11.json"
+SAVE_NAME = family_v2.SAVE_NAME
 TESTBEDS = ("length", "drift")
 FLOORS = {"length": 0.75, "drift": 0.30}
 """PROTOCOL.md, rule 2's table: validation accuracy a setting's worst tuning seed must reach."""
 TUNE_SEEDS = (0, 1, 2, 3)
 REPORT_SET = "family-3"
-MATCHED = "@matched"
-"""The suffix of a length variant's recipe frozen at GRPO's tuned rate."""
-EXTRA_CLAIMS = [
-    ("length", "Dr.GRPO-divisor", "GRPO", "final.length_wrong"),
-    ("length", "Dr.GRPO", "Dr.GRPO-divisor", "final.length_wrong"),
-]
-"""Differences version 2 adds on the length testbed: the divisor alone against GRPO, and the std's share."""
+MATCHED = family_v2.MATCHED
 
 
 def files(results: Path, quick: bool) -> dict:
@@ -133,7 +126,7 @@ def save(args, paths, frozen: dict, seeds, seconds: float) -> None:
     """``grpo_family_v2_11.json``: version 2's report runs, recipes and tuning runs, for notebook 11."""
     results = {
         "protocol": VERSION,
-        "seed_set": REPORT_SET,
+        "seed_set": "quick seeds" if args.quick else REPORT_SET,
         "seeds": list(seeds),
         "tune_seeds": list(args.tune_seeds),
         "floors": FLOORS,
@@ -157,35 +150,19 @@ def print_tuning(args, paths) -> None:
         print(f"  {bed:<9} {name:<21} {cells}" + (f"   ({'; '.join(notes)})" if notes else ""))
 
 
-def _values(runs: list[dict], frozen: dict, key: str, metric: str) -> dict[int, float]:
-    """seed -> the metric of recipe ``key``'s report runs."""
-    entry = frozen[key]
-    return {r["seed"]: family_results.value(r, metric) for r in runs if r["recipe_hash"] == entry["hash"]}
-
-
 def print_report(args, paths, frozen: dict, seeds) -> None:
     runs = [r for r in _protocol.load_runs(paths["report"]) if r["seed"] in seeds]
-    print(f"test accuracy (greedy), {len(seeds)} seeds (protocol v{VERSION}): mean (std), worst seed")
-    for key, entry in frozen.items():
-        s = summary(list(_values(runs, frozen, key, "score").values()) or [float("nan")])
-        lr = entry["recipe"]["rl"]["lr"]
-        print(f"  {key:<40} lr={lr:<8g} [{entry['hash']}] {s.mean:.3f} ({s.std:.3f}) worst {s.worst:.3f}")
-    claims = [(c.testbed, c.variant, c.baseline, c.key) for c in family_claims.CLAIMS] + EXTRA_CLAIMS
-    differences = {}
-    for bed, variant, baseline, metric in claims:
-        if bed not in args.testbeds or f"{bed}/{variant}" not in frozen or f"{bed}/{baseline}" not in frozen:
-            continue
-        base = _values(runs, frozen, f"{bed}/{baseline}", metric)
-        differences[f"{variant} - {baseline}, {metric} (tuned)"] = paired_difference(
-            base, _values(runs, frozen, f"{bed}/{variant}", metric)
-        )
-        tuned_hash = frozen[f"{bed}/{variant}"]["hash"]
-        if frozen.get(f"{bed}/{variant}{MATCHED}", {}).get("hash", tuned_hash) != tuned_hash:  # a rate of its own
-            matched = _values(runs, frozen, f"{bed}/{variant}{MATCHED}", metric)
-            differences[f"{variant} - {baseline}, {metric} (at GRPO's rate)"] = paired_difference(base, matched)
-    if differences:
-        print("the claims, tuned and at a matched rate, read together (PROTOCOL.md, rules 7 and 8):")
-        print(holm_table(differences))
+    recipes = {key: {"hash": e["hash"], "lr": e["recipe"]["rl"]["lr"]} for key, e in frozen.items()}
+    results = {
+        "runs": runs,
+        "recipes": recipes,
+        "seeds": list(seeds),
+        "seed_set": "quick seeds" if args.quick else REPORT_SET,
+    }
+    print(family_v2.format_recipes(results))
+    judged = family_v2.verdicts(family_v2.differences(runs, recipes, tuple(args.testbeds)))
+    print("the claims, tuned and at a matched rate, read together (PROTOCOL.md, rules 7 and 8):")
+    print(family_v2.format_verdicts(judged))
     n_seeds = min((len({r["seed"] for r in runs if r["testbed"] == bed}) for bed in args.testbeds), default=0)
-    print(f"family_v2: testbeds={','.join(args.testbeds)} recipes={len(frozen)} differences={len(differences)} "
+    print(f"family_v2: testbeds={','.join(args.testbeds)} recipes={len(frozen)} differences={len(judged)} "
           f"seeds={n_seeds}")  # fmt: skip

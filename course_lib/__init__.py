@@ -39,7 +39,8 @@ holds the classic wrong implementations that a long check names):
                       ``lectures.family`` (the variants and testbeds), ``lectures.group_estimators`` (each advantage
                       against the exact gradient), ``lectures.family_testbeds`` (length, sparse reward, drift),
                       ``lectures.family_claims`` (each claim and its verdict), ``lectures.family_results``
-                      (the tables), ``lectures.family_before`` (the runs from before the protocol)
+                      (the tables), ``lectures.family_v2`` (the second round: matched rates, Holm),
+                      ``lectures.family_before`` (the runs from before the protocol)
 
 Shared helpers: ``_validate`` (argument checks that raise ``ValueError`` naming the argument), ``masked``
 (masked means and sums) and ``_threads`` (the ``one_thread()`` context). ``plotting`` draws every figure
