@@ -66,3 +66,19 @@ def test_testbed_curves_and_scores():
     with pytest.raises(ValueError, match="runs"):
         plots.plot_testbed_scores(RUNS, "length")
     plt.close("all")
+
+
+def test_paired_differences_one_panel_per_measured_number():
+    from course_lib.lectures import family_v2
+
+    recipes = {"drift/GRPO": {"hash": "g", "lr": 1e-3}, "drift/GSPO": {"hash": "s", "lr": 1e-3}}
+    runs = [{**r, "recipe_hash": "g" if r["variant"] == "GRPO" else "s"} for r in RUNS]
+    runs += [{**r, "seed": 3} for r in runs[:1]] + [{**r, "seed": 3, "score": 0.5} for r in runs[2:3]]
+    judged = family_v2.verdicts(family_v2.differences(runs, recipes, ("drift",)))
+    fig = plots.plot_paired_differences(judged)
+    (ax,) = fig.axes  # the drift testbed reads one number: test accuracy
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["GSPO - GRPO (tuned): not seen"]
+    assert len(ax.collections[0].get_offsets()) == 3  # one dot per seed
+    plt.close(fig)
+    with pytest.raises(ValueError, match="judged"):
+        plots.plot_paired_differences([])

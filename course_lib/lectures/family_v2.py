@@ -82,7 +82,8 @@ def differences(runs: list[dict], recipes: dict, testbeds: tuple[str, ...] = TES
     variant's matched recipe has a rate of its own, at GRPO's rate.
 
     Each row: ``claim``, ``rate`` (``"tuned"`` or ``"at GRPO's rate"``), ``name`` (as the benchmark prints it) and
-    ``difference`` (a ``protocol.PairedDifference`` over the seeds both recipes ran).
+    ``difference`` (a ``protocol.PairedDifference`` over the seeds both recipes ran) and ``per_seed`` (seed ->
+    variant minus baseline, the differences the interval is taken over).
     """
     rows = []
     for claim in claims(testbeds):
@@ -97,7 +98,8 @@ def differences(runs: list[dict], recipes: dict, testbeds: tuple[str, ...] = TES
             readings.append(("at GRPO's rate", matched_key))
         for rate, key in readings:
             variant = recipe_values(runs, recipes, key, claim.key)
-            if len(set(baseline) & set(variant)) < 2:
+            seeds = sorted(set(baseline) & set(variant))
+            if len(seeds) < 2:
                 continue  # not yet run on two seeds: nothing to read
             rows.append(
                 {
@@ -105,6 +107,7 @@ def differences(runs: list[dict], recipes: dict, testbeds: tuple[str, ...] = TES
                     "rate": rate,
                     "name": f"{claim.variant} - {claim.baseline}, {claim.key} ({rate})",
                     "difference": paired_difference(baseline, variant),
+                    "per_seed": {seed: variant[seed] - baseline[seed] for seed in seeds},
                 }
             )
     return rows

@@ -4,7 +4,9 @@
   and its signal-to-noise ratio against the group size;
 - :func:`plot_testbed_curves`: a trained testbed's per-round quantities against the completions sampled, the mean
   over seeds of each variant with the range over seeds as a band;
-- :func:`plot_testbed_scores`: one number per seed and variant (dots), its mean (a bar), the warm-up's start.
+- :func:`plot_testbed_scores`: one number per seed and variant (dots), its mean (a bar), the warm-up's start;
+- :func:`plot_paired_differences`: the second round's differences (``lectures.family_v2``), each seed's
+  variant minus baseline (dots), the mean (a bar) and the 95% interval, one panel per measured number.
 
 ``runs`` is a list of report records (:func:`course_lib.lectures.family_testbeds.record` plus ``testbed``,
 ``variant`` and ``seed``), the shape the benchmark saves.
@@ -124,4 +126,35 @@ def plot_testbed_scores(
     ax.set_yticks(range(len(names)), names)
     ax.set_xlabel(f"{label} (dots: seeds; bar: mean)")
     ax.grid(axis="x", lw=0.3)
+    return fig
+
+
+def plot_paired_differences(judged: list[dict]) -> Figure:
+    """One row per difference of :func:`course_lib.lectures.family_v2.verdicts`: each seed's variant minus baseline
+    (dots), the mean (a bar) and its 95% t-interval (a line), coloured by the verdict; one panel per measured number,
+    since a length in tokens and an accuracy share no axis. A dotted line marks 0."""
+    if not judged:
+        raise ValueError("judged: expected at least one difference (lectures.family_v2.verdicts)")
+    keys = list(dict.fromkeys(row["claim"].key for row in judged))
+    heights = [sum(row["claim"].key == key for row in judged) for key in keys]
+    fig, axes = plt.subplots(
+        len(keys), 1, figsize=(8, 0.42 * sum(heights) + 1.0 * len(keys)), layout="constrained",
+        gridspec_kw={"height_ratios": heights}, squeeze=False,
+    )  # fmt: skip
+    colours = {"held": "C2", "contradicted": "C3", "resolved": "C0"}
+    for ax, key in zip(axes[:, 0], keys):
+        rows = [row for row in judged if row["claim"].key == key][::-1]  # the first on top
+        for i, row in enumerate(rows):
+            d = row["difference"]
+            colour = colours.get(row["verdict"], "grey")
+            per_seed = list(row["per_seed"].values())
+            ax.scatter(per_seed, [i] * len(per_seed), s=10, color=colour, alpha=0.45, zorder=3)
+            ax.plot([d.low, d.high], [i, i], color="black", lw=1.2, zorder=4)
+            ax.plot([d.mean] * 2, [i - 0.3, i + 0.3], color="black", lw=2.5, zorder=5)
+        ax.axvline(0, color="grey", lw=0.8, ls=":")
+        labels = [f"{row['name'].split(',')[0]} ({row['rate']}): {row['verdict']}" for row in rows]
+        ax.set_yticks(range(len(rows)), labels)
+        ax.set_xlabel(f"{rows[0]['claim'].metric}: variant - baseline")
+        ax.grid(axis="x", lw=0.3)
+    fig.suptitle("dots: seeds; bar: mean; line: 95% t-interval", fontsize=9)
     return fig
