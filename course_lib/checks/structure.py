@@ -14,6 +14,7 @@ where to look, never which line is wrong. Where the wrong cases share something 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 import torch
@@ -42,8 +43,11 @@ def describe(evidence: list[Seen], rtol: float, atol: float, right_in: str | Non
     """What the output did on every wrong case, and where it is wrong; None when nothing holds on all of them.
 
     ``right_in``: the dtypes every case already passed in (float64, when the evidence is float32's)."""
+    # A count returned as a float (``n / 2`` for ``n * 2``) is wrong in value and in kind, and the kind is told
+    # once every value is right: the relation and the scope read the values alone.
+    evidence = [dataclasses.replace(seen, wrong=_values(seen.wrong)) for seen in evidence]
     wrong = [seen for seen in evidence if seen.wrong]
-    if not wrong or any(_unexplainable(what) for seen in wrong for what in seen.wrong):
+    if not wrong or any(REFUSES in seen.wrong for seen in wrong):  # a refusal is said plainly by the check
         return None
     pairs = [_pair(seen, what) for seen in wrong for what in _first_kind(seen.wrong)]
     if any(pair is None for pair in pairs):
@@ -84,9 +88,9 @@ def _first_kind(wrong: list[str]) -> list[str]:
     return values or wrong
 
 
-def _unexplainable(what: str) -> bool:
-    """A dtype or a refusal that disagrees: said plainly by the check's own message, no relation needed."""
-    return what.startswith("dtype of ") or what == REFUSES
+def _values(wrong: list[str]) -> list[str]:
+    """What disagrees but the dtypes."""
+    return [what for what in wrong if not what.startswith("dtype of ")]
 
 
 def _pair(seen: Seen, what: str) -> _Pair | None:
