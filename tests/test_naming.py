@@ -44,6 +44,7 @@ CHECKS = [
     ("family.cispo", "cispo_loss"),
     ("family.gspo", "gspo_sequence_log_ratio"),
     ("memory", "memory_accounting"),
+    ("hf.config", "grpo_config_kwargs"),
 ]
 
 

@@ -120,11 +120,30 @@ class _Others:
                 wrong = _run(mistake.fn, kwargs, case.grad, self.select, name="mistake", refuses=case.refuses)
             except Exception:  # noqa: BLE001 - a mistake that cannot run on this case tells nothing
                 continue
+            if component is not None and self._right_where_mistake_is_not(number, kwargs, case, wrong, got):
+                return False
             if component is not None:
                 wrong, got = _component(wrong, component), _component(got, component)
             if _compare(wrong, got, self.rtol, self.atol) is not None:
                 return False
         return True
+
+    def _right_where_mistake_is_not(self, number, kwargs, case, wrong, got) -> bool:
+        """Whether the student is right on case ``number`` where ``mistake`` (its outputs ``wrong``) is wrong: a
+        part of the outputs that agrees with the mistake is then no evidence of it (the mistake would have made
+        this case wrong, and the student did not)."""
+        try:
+            expected = _run(self.reference, kwargs, case.grad, self.select, name="reference", refuses=case.refuses)
+        except Exception:  # noqa: BLE001 - a case the reference refuses tells nothing here
+            return False
+        return not self._wrong_values(expected, got) and bool(self._wrong_values(expected, wrong))
+
+    def _wrong_values(self, expected: _Outcome, got: _Outcome) -> list[str]:
+        """The outputs whose values disagree. A kind alone (a float for a tensor) is not a value, and gradients
+        are left out: a catalogued mistake written one way can carry a NaN gradient (0 / 0 in a branch it drops)
+        that the student's way of making the same mistake does not."""
+        differences = _differences(expected, got, self.rtol, self.atol)
+        return [what for what, _ in differences if not what.startswith(("dtype of ", "gradient of "))]
 
     def right_in(self, dtype: torch.dtype) -> str | None:
         """The dtypes every case passed in before ``dtype`` (the check runs them in order), in words."""

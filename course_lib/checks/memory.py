@@ -45,7 +45,8 @@ def _accounting_with(
     frozen_bytes=None,
 ):
     """A wrong memory_accounting: the reference formula with one classic slip switched on (``master="different"``:
-    a master copy whenever the two dtypes differ; ``unit``: bytes per reported unit, 1e9 for gigabytes)."""
+    a master copy whenever the two dtypes differ; ``frozen_grads="reference"``: gradients for the reference only;
+    ``unit``: bytes per reported unit, 1e9 for gigabytes)."""
 
     def wrong(
         n_params_actor,
@@ -76,7 +77,7 @@ def _accounting_with(
             "actor": n_params_actor * (w + grad),
             "critic": n_params_critic * (w + (grad if critic_grads else 0)),
             "reference": n_params_ref * frozen[frozen_bytes] * (2 if frozen_grads else 1),
-            "reward": n_params_reward * frozen[frozen_bytes] * (2 if frozen_grads else 1),
+            "reward": n_params_reward * frozen[frozen_bytes] * (2 if frozen_grads is True else 1),
             "optimizer": trained * (adam_states * o + copy[master]),
         }
         if grads_in_optimizer_row:  # the gradients moved from the models' rows to the optimizer's
@@ -164,6 +165,11 @@ def check_memory_accounting(fn) -> bool:
         Mistake(
             "the frozen reference (and reward model) got gradients: a frozen model stores its weights only",
             _accounting_with(frozen_grads=True),
+        ),
+        Mistake(
+            "the frozen reference got gradients, as if it were the actor it was copied from: a frozen model "
+            "stores its weights only",
+            _accounting_with(frozen_grads="reference"),  # the reward model counted right
         ),
         Mistake(
             "the frozen reference (and reward model) got Adam states: only trained models have optimizer state",

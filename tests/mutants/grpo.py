@@ -321,6 +321,7 @@ def _grpo(
         a = adv.detach()
     else:
         a = adv_fn(rewards, normalize_std) if adv_fn else advantages_trl_style(rewards.detach(), normalize_std)
+    own_adv = a if adv_fn else adv  # a student's diagnostics report the advantages their loss used
     a = a[..., None].expand_as(logp)  # (B, G, T)
     high = clip_eps if clip_eps_high is None else clip_eps_high
     per_token = (
@@ -344,7 +345,7 @@ def _grpo(
         normalize_std,
         clip_eps_high,
         **(info or {}),
-        adv=adv,
+        adv=own_adv,
     )
 
 
