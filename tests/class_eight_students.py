@@ -1406,3 +1406,1789 @@ ROWS += [
     _row("td_residuals", "04", r23_td_residuals_where_terminal),
     _row("td_residuals", "04", r24_td_residuals_roll_then_overwrite),
 ]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 05: clipped_surrogate_loss
+# ---------------------------------------------------------------------------
+
+
+def _surrogate_parts(logp, logp_old, adv, clip_eps, mask, clip_eps_high):
+    """The masked ratio, advantages and per-entry loss that chapter 05's students all start from."""
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()
+    zero = torch.zeros_like(logp)
+    logp = torch.where(valid, logp, zero)
+    logp_old = torch.where(valid, logp_old.detach(), zero)
+    adv = torch.where(valid, adv.detach(), zero)
+    ratio = torch.exp(logp - logp_old)
+    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + high)
+    per_element = -torch.minimum(ratio * adv, clipped * adv)
+    return valid, zero, logp - logp_old, ratio, adv, high, per_element
+
+
+def w66_clipped_surrogate_loss_fractions_over_every_entry(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    valid, zero, log_ratio, ratio, adv, high, per_element = _surrogate_parts(
+        logp, logp_old, adv, clip_eps, mask, clip_eps_high
+    )
+    n_valid = valid.sum().clamp(min=1)
+    loss = torch.where(valid, per_element, zero).sum() / n_valid
+    with torch.no_grad():
+        low, above = ratio < 1.0 - clip_eps, ratio > 1.0 + high
+        binding = (above & (adv > 0)) | (low & (adv < 0))
+        info = {
+            "clip_fraction": (low | above).float().mean().item(),
+            "clip_active_fraction": binding.float().mean().item(),
+            "approx_kl": (torch.where(valid, (ratio - 1.0) - log_ratio, zero).sum() / n_valid).item(),
+        }
+    return loss, info
+
+
+def w67_clipped_surrogate_loss_active_is_any_clip(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    valid, zero, log_ratio, ratio, adv, high, per_element = _surrogate_parts(
+        logp, logp_old, adv, clip_eps, mask, clip_eps_high
+    )
+    n_valid = valid.sum().clamp(min=1)
+    loss = torch.where(valid, per_element, zero).sum() / n_valid
+    with torch.no_grad():
+        clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + high)
+        outside = (ratio != clipped) & valid
+        n = n_valid.item()
+        info = {
+            "clip_fraction": outside.sum().item() / n,
+            "clip_active_fraction": (outside & (adv != 0)).sum().item() / n,  # the clip changed the term
+            "approx_kl": torch.where(valid, (ratio - 1.0) - log_ratio, zero).sum().item() / n,
+        }
+    return loss, info
+
+
+def w68_clipped_surrogate_loss_old_cleanrl_kl(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    valid, zero, log_ratio, ratio, adv, high, per_element = _surrogate_parts(
+        logp, logp_old, adv, clip_eps, mask, clip_eps_high
+    )
+    n_valid = valid.sum().clamp(min=1)
+    loss = torch.where(valid, per_element, zero).sum() / n_valid
+    with torch.no_grad():
+        low, above = ratio < 1.0 - clip_eps, ratio > 1.0 + high
+        binding = (above & (adv > 0)) | (low & (adv < 0))
+        n = n_valid.item()
+        info = {
+            "clip_fraction": ((low | above) & valid).sum().item() / n,
+            "clip_active_fraction": (binding & valid).sum().item() / n,
+            "approx_kl": torch.where(valid, -log_ratio, zero).sum().item() / n,  # old_approx_kl = (-logratio).mean()
+        }
+    return loss, info
+
+
+def w69_clipped_surrogate_loss_tensor_diagnostics(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    valid, zero, log_ratio, ratio, adv, high, per_element = _surrogate_parts(
+        logp, logp_old, adv, clip_eps, mask, clip_eps_high
+    )
+    n_valid = valid.sum().clamp(min=1)
+    loss = torch.where(valid, per_element, zero).sum() / n_valid
+    with torch.no_grad():
+        low, above = ratio < 1.0 - clip_eps, ratio > 1.0 + high
+        binding = (above & (adv > 0)) | (low & (adv < 0))
+        info = {
+            "clip_fraction": ((low | above) & valid).sum() / n_valid,
+            "clip_active_fraction": (binding & valid).sum() / n_valid,
+            "approx_kl": torch.where(valid, (ratio - 1.0) - log_ratio, zero).sum() / n_valid,
+        }
+    return loss, info
+
+
+def w70_clipped_surrogate_loss_unclamped_count_in_diagnostics(
+    logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None
+):
+    valid, zero, log_ratio, ratio, adv, high, per_element = _surrogate_parts(
+        logp, logp_old, adv, clip_eps, mask, clip_eps_high
+    )
+    loss = torch.where(valid, per_element, zero).sum() / valid.sum().clamp(min=1)
+    with torch.no_grad():
+        low, above = ratio < 1.0 - clip_eps, ratio > 1.0 + high
+        binding = (above & (adv > 0)) | (low & (adv < 0))
+        n = valid.sum()  # the loss already handles an empty batch
+        info = {
+            "clip_fraction": (((low | above) & valid).sum() / n).item(),
+            "clip_active_fraction": ((binding & valid).sum() / n).item(),
+            "approx_kl": (torch.where(valid, (ratio - 1.0) - log_ratio, zero).sum() / n).item(),
+        }
+    return loss, info
+
+
+def w71_clipped_surrogate_loss_kl_log_ratio_flipped(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    valid, zero, log_ratio, ratio, adv, high, per_element = _surrogate_parts(
+        logp, logp_old, adv, clip_eps, mask, clip_eps_high
+    )
+    n_valid = valid.sum().clamp(min=1)
+    loss = torch.where(valid, per_element, zero).sum() / n_valid
+    with torch.no_grad():
+        low, above = ratio < 1.0 - clip_eps, ratio > 1.0 + high
+        binding = (above & (adv > 0)) | (low & (adv < 0))
+        n = n_valid.item()
+        log_r = torch.where(valid, logp_old - logp, zero)  # log r
+        info = {
+            "clip_fraction": ((low | above) & valid).sum().item() / n,
+            "clip_active_fraction": (binding & valid).sum().item() / n,
+            "approx_kl": torch.where(valid, (ratio - 1.0) - log_r, zero).sum().item() / n,
+        }
+    return loss, info
+
+
+def r25_clipped_surrogate_loss_clip_in_log_space(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    upper = clip_eps if clip_eps_high is None else clip_eps_high
+    valid = torch.ones(logp.shape, dtype=torch.bool) if mask is None else mask != 0
+    log_ratio = (logp - logp_old.detach()).masked_fill(~valid, 0.0)
+    advantages = adv.detach().masked_fill(~valid, 0.0)
+    # clipping the ratio to [1 - eps, 1 + eps_high] is clipping its log to [log(1 - eps), log(1 + eps_high)]
+    lowest = math.log(1.0 - clip_eps) if clip_eps < 1.0 else -math.inf
+    clipped_log_ratio = log_ratio.clamp(lowest, math.log1p(upper))
+    ratio = log_ratio.exp()
+    per_element = -torch.minimum(ratio * advantages, clipped_log_ratio.exp() * advantages)
+    count = max(int(valid.sum()), 1)
+    loss = per_element.masked_fill(~valid, 0.0).sum() / count
+    with torch.no_grad():
+        outside = valid & ((ratio < 1.0 - clip_eps) | (ratio > 1.0 + upper))
+        binds = valid & (((ratio > 1.0 + upper) & (advantages > 0)) | ((ratio < 1.0 - clip_eps) & (advantages < 0)))
+        kl = ((ratio - 1.0) - log_ratio).masked_fill(~valid, 0.0)
+        info = {
+            "clip_fraction": float(outside.sum()) / count,
+            "clip_active_fraction": float(binds.sum()) / count,
+            "approx_kl": float(kl.sum()) / count,
+        }
+    return loss, info
+
+
+def r26_clipped_surrogate_loss_boolean_selection(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    upper = clip_eps if clip_eps_high is None else clip_eps_high
+    valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()
+    new, old, a = logp[valid], logp_old.detach()[valid], adv.detach()[valid]  # (n,) valid entries only
+    ratio = torch.exp(new - old)
+    surrogate = torch.minimum(ratio * a, ratio.clamp(1.0 - clip_eps, 1.0 + upper) * a)
+    n = max(new.numel(), 1)
+    loss = -surrogate.sum() / n
+    with torch.no_grad():
+        below, above = ratio < 1.0 - clip_eps, ratio > 1.0 + upper
+        info = {
+            "clip_fraction": (below | above).sum().item() / n,
+            "clip_active_fraction": ((above & (a > 0)) | (below & (a < 0))).sum().item() / n,
+            "approx_kl": (torch.expm1(new - old) - (new - old)).sum().item() / n,
+        }
+    return loss, info
+
+
+ROWS += [
+    _row(
+        "clipped_surrogate_loss",
+        "05",
+        w66_clipped_surrogate_loss_fractions_over_every_entry,
+        "Divides clip_fraction and clip_active_fraction by every entry, padding included, instead of the valid ones.",
+    ),
+    _row(
+        "clipped_surrogate_loss",
+        "05",
+        w67_clipped_surrogate_loss_active_is_any_clip,
+        "Counts the clip as active wherever the ratio is outside the range and the advantage is nonzero, whatever its sign.",
+    ),
+    _row(
+        "clipped_surrogate_loss",
+        "05",
+        w68_clipped_surrogate_loss_old_cleanrl_kl,
+        "Reports CleanRL's old approx_kl, the mean of -log(ratio), instead of the mean of (ratio - 1) - log(ratio).",
+    ),
+    _row(
+        "clipped_surrogate_loss",
+        "05",
+        w69_clipped_surrogate_loss_tensor_diagnostics,
+        "Returns the three diagnostics as 0-dimensional tensors instead of Python floats.",
+    ),
+    _row(
+        "clipped_surrogate_loss",
+        "05",
+        w70_clipped_surrogate_loss_unclamped_count_in_diagnostics,
+        "Divides the diagnostics by the unclamped count of valid entries, so an all-padding batch gives NaN.",
+    ),
+    _row(
+        "clipped_surrogate_loss",
+        "05",
+        w71_clipped_surrogate_loss_kl_log_ratio_flipped,
+        "Subtracts log(pi_old / pi_theta) instead of log(ratio) in approx_kl, so it averages (r - 1) + log r.",
+    ),
+    _row("clipped_surrogate_loss", "05", r25_clipped_surrogate_loss_clip_in_log_space),
+    _row("clipped_surrogate_loss", "05", r26_clipped_surrogate_loss_boolean_selection),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 05: value_loss
+# ---------------------------------------------------------------------------
+
+
+def w72_value_loss_clips_around_returns(values, returns, values_old=None, clip_eps=None, mask=None):
+    valid = torch.ones_like(values, dtype=torch.bool) if mask is None else mask.bool()
+    zero = torch.zeros_like(values)
+    values = torch.where(valid, values, zero)
+    returns = torch.where(valid, returns.detach(), zero)
+    squared_error = (values - returns) ** 2
+    if clip_eps is not None:
+        values_clipped = returns + torch.clamp(values - returns, -clip_eps, clip_eps)
+        squared_error = torch.maximum(squared_error, (values_clipped - returns) ** 2)
+    return 0.5 * torch.where(valid, squared_error, zero).sum() / valid.sum().clamp(min=1)
+
+
+def w73_value_loss_values_old_keeps_its_graph(values, returns, values_old=None, clip_eps=None, mask=None):
+    valid = torch.ones_like(values, dtype=torch.bool) if mask is None else mask.bool()
+    zero = torch.zeros_like(values)
+    values = torch.where(valid, values, zero)
+    returns = torch.where(valid, returns.detach(), zero)
+    squared_error = (values - returns) ** 2
+    if clip_eps is not None:
+        values_old = torch.where(valid, values_old, zero)
+        values_clipped = values_old + torch.clamp(values - values_old, -clip_eps, clip_eps)
+        squared_error = torch.maximum(squared_error, (values_clipped - returns) ** 2)
+    return 0.5 * torch.where(valid, squared_error, zero).sum() / valid.sum().clamp(min=1)
+
+
+def w74_value_loss_sb3_mse(values, returns, values_old=None, clip_eps=None, mask=None):
+    valid = torch.ones_like(values, dtype=torch.bool) if mask is None else mask.bool()
+    zero = torch.zeros_like(values)
+    values = torch.where(valid, values, zero)
+    returns = torch.where(valid, returns.detach(), zero)
+    squared_error = (values - returns) ** 2
+    if clip_eps is not None:
+        values_old = torch.where(valid, values_old.detach(), zero)
+        values_clipped = values_old + torch.clamp(values - values_old, -clip_eps, clip_eps)
+        squared_error = torch.maximum(squared_error, (values_clipped - returns) ** 2)
+    return torch.where(valid, squared_error, zero).sum() / valid.sum().clamp(min=1)  # F.mse_loss, as SB3
+
+
+def w75_value_loss_mse_of_selected_entries(values, returns, values_old=None, clip_eps=None, mask=None):
+    valid = torch.ones_like(values, dtype=torch.bool) if mask is None else mask.bool()
+    v, R = values[valid], returns.detach()[valid]
+    if clip_eps is None:
+        return 0.5 * F.mse_loss(v, R)
+    v_old = values_old.detach()[valid]
+    v_clipped = v_old + torch.clamp(v - v_old, -clip_eps, clip_eps)
+    return 0.5 * torch.maximum((v - R) ** 2, (v_clipped - R) ** 2).mean()
+
+
+def w76_value_loss_optimistic_min(values, returns, values_old=None, clip_eps=None, mask=None):
+    valid = torch.ones_like(values, dtype=torch.bool) if mask is None else mask.bool()
+    zero = torch.zeros_like(values)
+    values = torch.where(valid, values, zero)
+    returns = torch.where(valid, returns.detach(), zero)
+    squared_error = (values - returns) ** 2
+    if clip_eps is not None:
+        values_old = torch.where(valid, values_old.detach(), zero)
+        values_clipped = values_old + torch.clamp(values - values_old, -clip_eps, clip_eps)
+        squared_error = torch.minimum(squared_error, (values_clipped - returns) ** 2)
+    return 0.5 * torch.where(valid, squared_error, zero).sum() / valid.sum().clamp(min=1)
+
+
+def r27_value_loss_tensor_bounds(values, returns, values_old=None, clip_eps=None, mask=None):
+    valid = torch.ones(values.shape, dtype=torch.bool) if mask is None else mask != 0
+    targets = returns.detach().masked_fill(~valid, 0.0)
+    current = values.masked_fill(~valid, 0.0)
+    errors = [(current - targets).square()]
+    if clip_eps is not None:
+        old = values_old.detach().masked_fill(~valid, 0.0)
+        kept_near = torch.clamp(current, old - clip_eps, old + clip_eps)  # clamp with tensor bounds
+        errors.append((kept_near - targets).square())
+    worst = torch.stack(errors).amax(dim=0)
+    return worst.masked_fill(~valid, 0.0).sum() / (2 * valid.sum().clamp(min=1))
+
+
+def r28_value_loss_huberless_halves(values, returns, values_old=None, clip_eps=None, mask=None):
+    weights = torch.ones_like(values) if mask is None else mask.to(values.dtype)
+    keep = weights > 0
+    diff = torch.where(keep, values - returns.detach(), torch.zeros_like(values))
+    loss_terms = 0.5 * diff * diff
+    if clip_eps is not None:
+        moved = torch.where(keep, values - values_old.detach(), torch.zeros_like(values))
+        clipped_diff = torch.where(keep, values_old.detach() - returns.detach(), torch.zeros_like(values))
+        clipped_diff = clipped_diff + moved.clamp(-clip_eps, clip_eps)
+        loss_terms = torch.maximum(loss_terms, 0.5 * clipped_diff * clipped_diff)
+    return loss_terms.sum() / keep.sum().clamp(min=1)
+
+
+ROWS += [
+    _row(
+        "value_loss",
+        "05",
+        w72_value_loss_clips_around_returns,
+        "Clips the new value around the returns instead of around values_old.",
+    ),
+    _row(
+        "value_loss",
+        "05",
+        w73_value_loss_values_old_keeps_its_graph,
+        "Does not detach values_old, so gradient flows into it through the clipped term.",
+    ),
+    _row(
+        "value_loss",
+        "05",
+        w74_value_loss_sb3_mse,
+        "Leaves out the factor 0.5 (Stable-Baselines3's mean squared error).",
+    ),
+    _row(
+        "value_loss",
+        "05",
+        w75_value_loss_mse_of_selected_entries,
+        "Averages the selected valid entries with F.mse_loss / .mean(), which is NaN when no entry is valid.",
+    ),
+    _row(
+        "value_loss",
+        "05",
+        w76_value_loss_optimistic_min,
+        "Takes the minimum of the clipped and unclipped errors instead of the maximum.",
+    ),
+    _row("value_loss", "05", r27_value_loss_tensor_bounds),
+    _row("value_loss", "05", r28_value_loss_huberless_halves),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 05: PPOLoss
+# ---------------------------------------------------------------------------
+
+
+def _my_clipped_surrogate_loss(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    """A chapter 05 student's own (right) exercise 1, reused by the PPOLoss students."""
+    valid, zero, log_ratio, ratio, adv, high, per_element = _surrogate_parts(
+        logp, logp_old, adv, clip_eps, mask, clip_eps_high
+    )
+    return torch.where(valid, per_element, zero).sum() / valid.sum().clamp(min=1), {}
+
+
+def _my_value_loss(values, returns, values_old=None, clip_eps=None, mask=None):
+    """A chapter 05 student's own (right) exercise 2, reused by the PPOLoss students."""
+    valid = torch.ones_like(values, dtype=torch.bool) if mask is None else mask.bool()
+    zero = torch.zeros_like(values)
+    error = torch.where(valid, values - returns.detach(), zero) ** 2
+    return 0.5 * error.sum() / valid.sum().clamp(min=1)
+
+
+def _masked_mean(x, mask):
+    valid = torch.ones_like(x, dtype=torch.bool) if mask is None else mask.bool()
+    return torch.where(valid, x, torch.zeros_like(x)).sum() / valid.sum().clamp(min=1)
+
+
+class _PPOLossInit(nn.Module):
+    """``__init__`` as the exercise gives it."""
+
+    def __init__(self, clip_epsilon: float = 0.2, value_loss_coef: float = 0.5, entropy_coef: float = 0.01):
+        super().__init__()
+        self.clip_epsilon = clip_epsilon
+        self.value_loss_coef = value_loss_coef
+        self.entropy_coef = entropy_coef
+
+
+class w77_PPOLoss_entropy_detached(_PPOLossInit):
+    def forward(
+        self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None
+    ):
+        policy_loss, _ = _my_clipped_surrogate_loss(
+            policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask=mask
+        )
+        v_loss = _my_value_loss(values, returns, mask=mask)
+        mean_entropy = _masked_mean(entropy.detach(), mask)  # a bonus, logged like the others
+        return policy_loss + self.value_loss_coef * v_loss - self.entropy_coef * mean_entropy
+
+
+class w78_PPOLoss_policy_term_unmasked(_PPOLossInit):
+    def forward(
+        self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None
+    ):
+        policy_loss, _ = _my_clipped_surrogate_loss(
+            policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon
+        )
+        v_loss = _my_value_loss(values, returns, mask=mask)
+        mean_entropy = _masked_mean(entropy, mask)
+        return policy_loss + self.value_loss_coef * v_loss - self.entropy_coef * mean_entropy
+
+
+class w79_PPOLoss_normalises_advantages(_PPOLossInit):
+    def forward(
+        self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None
+    ):
+        # CleanRL's norm_adv, per minibatch
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        policy_loss, _ = _my_clipped_surrogate_loss(
+            policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask=mask
+        )
+        v_loss = _my_value_loss(values, returns, mask=mask)
+        mean_entropy = _masked_mean(entropy, mask)
+        return policy_loss + self.value_loss_coef * v_loss - self.entropy_coef * mean_entropy
+
+
+class w80_PPOLoss_returns_loss_and_parts(_PPOLossInit):
+    def forward(
+        self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None
+    ):
+        policy_loss, _ = _my_clipped_surrogate_loss(
+            policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask=mask
+        )
+        v_loss = _my_value_loss(values, returns, mask=mask)
+        mean_entropy = _masked_mean(entropy, mask)
+        total = policy_loss + self.value_loss_coef * v_loss - self.entropy_coef * mean_entropy
+        parts = {"policy": policy_loss.item(), "value": v_loss.item(), "entropy": mean_entropy.item()}
+        return total, parts
+
+
+class w81_PPOLoss_value_loss_mse(_PPOLossInit):
+    def forward(
+        self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None
+    ):
+        policy_loss, _ = _my_clipped_surrogate_loss(
+            policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask=mask
+        )
+        v_loss = 2.0 * _my_value_loss(values, returns, mask=mask)  # the plain mean squared error of eq. 9
+        mean_entropy = _masked_mean(entropy, mask)
+        return policy_loss + self.value_loss_coef * v_loss - self.entropy_coef * mean_entropy
+
+
+class w82_PPOLoss_clip_epsilon_as_value_clip(_PPOLossInit):
+    def forward(
+        self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None
+    ):
+        policy_loss, _ = _my_clipped_surrogate_loss(
+            policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask=mask
+        )
+        # the critic may not move further than clip_epsilon from the targets either
+        clipped_values = torch.clamp(values, returns - self.clip_epsilon, returns + self.clip_epsilon)
+        v_loss = _my_value_loss(clipped_values, returns, mask=mask)
+        mean_entropy = _masked_mean(entropy, mask)
+        return policy_loss + self.value_loss_coef * v_loss - self.entropy_coef * mean_entropy
+
+
+class r29_PPOLoss_one_masked_mean_helper(_PPOLossInit):
+    def forward(
+        self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None
+    ):
+        policy_loss, _ = r25_clipped_surrogate_loss_clip_in_log_space(
+            policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask=mask
+        )
+        v_loss = r27_value_loss_tensor_bounds(values, returns, mask=mask)
+        valid = torch.ones(entropy.shape, dtype=torch.bool) if mask is None else mask != 0
+        bonus = entropy.masked_fill(~valid, 0.0).sum() / valid.sum().clamp(min=1)
+        self.info = {"policy_loss": policy_loss.item(), "value_loss": v_loss.item(), "entropy": bonus.item()}
+        return policy_loss + self.value_loss_coef * v_loss - self.entropy_coef * bonus
+
+
+class r30_PPOLoss_weighted_sum_of_terms(_PPOLossInit):
+    def forward(
+        self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None
+    ):
+        terms = torch.stack(
+            [
+                _my_clipped_surrogate_loss(policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask)[0],
+                r28_value_loss_huberless_halves(values, returns, mask=mask),
+                _masked_mean(entropy, mask),
+            ]
+        )
+        coefficients = torch.tensor([1.0, self.value_loss_coef, -self.entropy_coef], dtype=terms.dtype)
+        return (coefficients * terms).sum()
+
+
+ROWS += [
+    _row("PPOLoss", "05", w77_PPOLoss_entropy_detached, "Detaches the entropy, so the bonus gives no gradient."),
+    _row(
+        "PPOLoss",
+        "05",
+        w78_PPOLoss_policy_term_unmasked,
+        "Does not pass the mask to the clipped surrogate, so padding enters the policy loss.",
+    ),
+    _row(
+        "PPOLoss",
+        "05",
+        w79_PPOLoss_normalises_advantages,
+        "Normalises the advantages inside forward (CleanRL's norm_adv) instead of using them as given.",
+    ),
+    _row(
+        "PPOLoss",
+        "05",
+        w80_PPOLoss_returns_loss_and_parts,
+        "Returns a (loss, parts) tuple instead of the loss tensor.",
+    ),
+    _row(
+        "PPOLoss",
+        "05",
+        w81_PPOLoss_value_loss_mse,
+        "Uses the plain mean squared error for the value term, twice the exercise's value loss with its 0.5.",
+    ),
+    _row(
+        "PPOLoss",
+        "05",
+        w82_PPOLoss_clip_epsilon_as_value_clip,
+        "Clamps the values to within clip_epsilon of the returns before the value loss, which is to stay unclipped.",
+    ),
+    _row("PPOLoss", "05", r29_PPOLoss_one_masked_mean_helper),
+    _row("PPOLoss", "05", r30_PPOLoss_weighted_sum_of_terms),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 06: group_advantages
+# ---------------------------------------------------------------------------
+
+
+def w83_group_advantages_isclose_counts_as_equal(rewards, normalize_std=True, eps=1e-6):
+    mean = rewards.mean(dim=-1, keepdim=True)
+    adv = rewards - mean
+    all_equal = torch.isclose(rewards, mean).all(dim=-1, keepdim=True)  # robust to rounding
+    adv = torch.where(all_equal, torch.zeros_like(adv), adv)
+    if not normalize_std or rewards.shape[-1] == 1:
+        return adv
+    return adv / (rewards.std(dim=-1, keepdim=True) + eps)
+
+
+def w84_group_advantages_eps_inside_sqrt(rewards, normalize_std=True, eps=1e-6):
+    adv = rewards - rewards.mean(dim=-1, keepdim=True)
+    all_equal = (rewards == rewards[:, :1]).all(dim=-1, keepdim=True)
+    adv = torch.where(all_equal, torch.zeros_like(adv), adv)
+    if not normalize_std or rewards.shape[-1] == 1:
+        return adv
+    return adv / torch.sqrt(rewards.var(dim=-1, keepdim=True) + eps)
+
+
+def w85_group_advantages_mean_without_keepdim(rewards, normalize_std=True, eps=1e-6):
+    adv = rewards - rewards.mean(dim=-1)
+    all_equal = (rewards == rewards[:, :1]).all(dim=-1, keepdim=True)
+    adv = torch.where(all_equal, torch.zeros_like(adv), adv)
+    if not normalize_std or rewards.shape[-1] == 1:
+        return adv
+    return adv / (rewards.std(dim=-1, keepdim=True) + eps)
+
+
+def w86_group_advantages_equality_over_the_batch(rewards, normalize_std=True, eps=1e-6):
+    if rewards.shape[-1] == 1 or bool((rewards == rewards.flatten()[0]).all()):
+        return torch.zeros_like(rewards)  # nothing to learn from
+    adv = rewards - rewards.mean(dim=-1, keepdim=True)
+    if not normalize_std:
+        return adv
+    return adv / (rewards.std(dim=-1, keepdim=True) + eps)
+
+
+def w87_group_advantages_eps_after_division(rewards, normalize_std=True, eps=1e-6):
+    adv = rewards - rewards.mean(dim=-1, keepdim=True)
+    all_equal = (rewards == rewards[:, :1]).all(dim=-1, keepdim=True)
+    if not normalize_std or rewards.shape[-1] == 1:
+        return torch.where(all_equal, torch.zeros_like(adv), adv)
+    std = rewards.std(dim=-1, keepdim=True)
+    return torch.where(all_equal, torch.zeros_like(adv), adv / std + eps)
+
+
+def w88_group_advantages_subtracts_in_place(rewards, normalize_std=True, eps=1e-6):
+    all_equal = (rewards == rewards[:, :1]).all(dim=-1, keepdim=True)
+    std = rewards.std(dim=-1, keepdim=True) if rewards.shape[-1] > 1 else None
+    adv = rewards.sub_(rewards.mean(dim=-1, keepdim=True))
+    adv = torch.where(all_equal, torch.zeros_like(adv), adv)
+    if not normalize_std or std is None:
+        return adv
+    return adv / (std + eps)
+
+
+def r31_group_advantages_masked_fill_range(rewards, normalize_std=True, eps=1e-6):
+    G = rewards.shape[-1]
+    spread_zero = rewards.amax(dim=-1, keepdim=True) == rewards.amin(dim=-1, keepdim=True)
+    adv = rewards - rewards.mean(dim=-1, keepdim=True)
+    if normalize_std and G > 1:
+        adv = adv / (rewards.std(dim=-1, keepdim=True) + eps)
+    return adv.masked_fill(spread_zero, 0.0)
+
+
+def r32_group_advantages_row_loop(rewards, normalize_std=True, eps=1e-6):
+    rows = []
+    for group in rewards:
+        if len(group) == 1 or torch.unique(group).numel() == 1:
+            rows.append(torch.zeros_like(group))
+            continue
+        centred = group - group.mean()
+        rows.append(centred / (group.std() + eps) if normalize_std else centred)
+    return torch.stack(rows)
+
+
+ROWS += [
+    _row(
+        "group_advantages",
+        "06",
+        w83_group_advantages_isclose_counts_as_equal,
+        "Finds all-equal groups with torch.isclose against the mean, so nearly equal rewards get zeros.",
+    ),
+    _row(
+        "group_advantages",
+        "06",
+        w84_group_advantages_eps_inside_sqrt,
+        "Adds eps to the variance inside the square root instead of to the std.",
+    ),
+    _row(
+        "group_advantages",
+        "06",
+        w85_group_advantages_mean_without_keepdim,
+        "Takes the group mean without keepdim, so the (B,) means broadcast along the group axis.",
+    ),
+    _row(
+        "group_advantages",
+        "06",
+        w86_group_advantages_equality_over_the_batch,
+        "Tests whether all rewards of the whole batch are equal, not each group, so an all-equal group beside a "
+        "mixed one is not zeroed.",
+    ),
+    _row(
+        "group_advantages",
+        "06",
+        w87_group_advantages_eps_after_division,
+        "Adds eps after dividing by the std (adv / std + eps) instead of to the std.",
+    ),
+    _row(
+        "group_advantages",
+        "06",
+        w88_group_advantages_subtracts_in_place,
+        "Subtracts the group mean from the rewards in place (sub_), changing the caller's tensor.",
+    ),
+    _row("group_advantages", "06", r31_group_advantages_masked_fill_range),
+    _row("group_advantages", "06", r32_group_advantages_row_loop),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 06: kl_estimate
+# ---------------------------------------------------------------------------
+
+
+def _kl_kind(kind):
+    if kind not in ("k1", "k2", "k3"):
+        raise ValueError(f"kind: expected 'k1', 'k2' or 'k3', got {kind!r}")
+
+
+def w89_kl_estimate_verl_clamp(logp, logp_ref, kind):
+    _kl_kind(kind)
+    log_r = logp_ref - logp
+    if kind == "k1":
+        return -log_r
+    if kind == "k2":
+        return 0.5 * log_r**2
+    return torch.clamp(torch.expm1(log_r) - log_r, -10.0, 10.0)  # verl's low_var_kl bounds
+
+
+def w90_kl_estimate_mean_over_tokens(logp, logp_ref, kind):
+    _kl_kind(kind)
+    log_r = logp_ref - logp
+    estimates = {"k1": -log_r, "k2": 0.5 * log_r**2, "k3": torch.expm1(log_r) - log_r}
+    return estimates[kind].mean()  # the estimate of the KL
+
+
+def w91_kl_estimate_ratio_through_numpy(logp, logp_ref, kind):
+    _kl_kind(kind)
+    log_r = logp_ref - logp
+    if kind == "k1":
+        return -log_r
+    if kind == "k2":
+        return 0.5 * log_r**2
+    r = torch.as_tensor(np.exp(log_r.detach().cpu().numpy()), dtype=logp.dtype)
+    return (r - 1.0) - log_r
+
+
+def w92_kl_estimate_k2_squares_ratio_minus_one(logp, logp_ref, kind):
+    _kl_kind(kind)
+    log_r = logp_ref - logp
+    if kind == "k1":
+        return -log_r
+    if kind == "k2":
+        return 0.5 * torch.expm1(log_r) ** 2  # 0.5 (r - 1)^2
+    return torch.expm1(log_r) - log_r
+
+
+def w93_kl_estimate_k3_of_the_reverse_ratio(logp, logp_ref, kind):
+    _kl_kind(kind)
+    log_r = logp_ref - logp
+    if kind == "k1":
+        return -log_r
+    if kind == "k2":
+        return 0.5 * log_r**2
+    log_ratio = logp - logp_ref  # pi_theta / pi_ref
+    return torch.expm1(log_ratio) - log_ratio
+
+
+def r33_kl_estimate_table_of_lambdas(logp, logp_ref, kind):
+    estimators = {
+        "k1": lambda d: d,  # d = logp - logp_ref = -log r
+        "k2": lambda d: d.square() / 2,
+        "k3": lambda d: torch.expm1(-d) + d,
+    }
+    if kind not in estimators:
+        raise ValueError(f"kind: expected one of {sorted(estimators)}, got {kind!r}")
+    return estimators[kind](logp - logp_ref)
+
+
+def r34_kl_estimate_match_statement(logp, logp_ref, kind):
+    log_r = logp_ref - logp
+    match kind:
+        case "k1":
+            return log_r.neg()
+        case "k2":
+            return 0.5 * log_r * log_r
+        case "k3":
+            return log_r.expm1() - log_r
+        case _:
+            raise ValueError(f"kind: expected 'k1', 'k2' or 'k3', got {kind!r}")
+
+
+ROWS += [
+    _row(
+        "kl_estimate",
+        "06",
+        w89_kl_estimate_verl_clamp,
+        "Clamps k3 to [-10, 10] as verl does, which the course does not.",
+    ),
+    _row(
+        "kl_estimate",
+        "06",
+        w90_kl_estimate_mean_over_tokens,
+        "Returns the mean over the tokens instead of one estimate per token.",
+    ),
+    _row(
+        "kl_estimate",
+        "06",
+        w91_kl_estimate_ratio_through_numpy,
+        "Computes k3's ratio r with numpy on detached values, so its term gives no gradient to logp.",
+    ),
+    _row(
+        "kl_estimate",
+        "06",
+        w92_kl_estimate_k2_squares_ratio_minus_one,
+        "Computes k2 as 0.5 * (r - 1)^2 instead of 0.5 * (log r)^2.",
+    ),
+    _row(
+        "kl_estimate",
+        "06",
+        w93_kl_estimate_k3_of_the_reverse_ratio,
+        "Uses pi_theta / pi_ref as the ratio in k3, instead of r = pi_ref / pi_theta.",
+    ),
+    _row("kl_estimate", "06", r33_kl_estimate_table_of_lambdas),
+    _row("kl_estimate", "06", r34_kl_estimate_match_statement),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 06: aggregate_loss
+# ---------------------------------------------------------------------------
+
+_AGG_MODES = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum-norm")
+
+
+def _agg_mode(mode):
+    if mode not in _AGG_MODES:
+        raise ValueError(f"mode: expected one of {_AGG_MODES}, got {mode!r}")
+
+
+def w94_aggregate_loss_drops_empty_responses(per_token, mask, mode, max_len=None):
+    _agg_mode(mode)
+    valid = mask.bool()
+    per_token = torch.where(valid, per_token, torch.zeros_like(per_token))
+    n_valid = valid.sum(dim=-1).to(per_token.dtype)
+    if mode == "token-mean":
+        return per_token.sum() / n_valid.sum().clamp(min=1)
+    per_response = per_token.sum(dim=-1)
+    if mode == "seq-mean-token-mean":
+        nonempty = n_valid > 0  # later verl: empty responses leave the mean
+        return (per_response / n_valid.clamp(min=1))[nonempty].sum() / nonempty.sum().clamp(min=1)
+    L = per_token.shape[-1] if max_len is None else max_len
+    return (per_response / L).mean()
+
+
+def w95_aggregate_loss_longest_valid_length(per_token, mask, mode, max_len=None):
+    _agg_mode(mode)
+    valid = mask.bool()
+    per_token = torch.where(valid, per_token, torch.zeros_like(per_token))
+    n_valid = valid.sum(dim=-1).to(per_token.dtype)
+    if mode == "token-mean":
+        return per_token.sum() / n_valid.sum().clamp(min=1)
+    per_response = per_token.sum(dim=-1)
+    if mode == "seq-mean-token-mean":
+        return (per_response / n_valid.clamp(min=1)).mean()
+    L = n_valid.max().clamp(min=1) if max_len is None else max_len  # the longest response
+    return (per_response / L).mean()
+
+
+def w96_aggregate_loss_verl_sum_norm(per_token, mask, mode, max_len=None):
+    _agg_mode(mode)
+    valid = mask.bool()
+    per_token = torch.where(valid, per_token, torch.zeros_like(per_token))
+    n_valid = valid.sum(dim=-1).to(per_token.dtype)
+    if mode == "token-mean":
+        return per_token.sum() / n_valid.sum().clamp(min=1)
+    per_response = per_token.sum(dim=-1)
+    if mode == "seq-mean-token-mean":
+        return (per_response / n_valid.clamp(min=1)).mean()
+    L = per_token.shape[-1] if max_len is None else max_len
+    return per_response.sum() / L  # verl: the sum over responses, over the padded length
+
+
+def w97_aggregate_loss_returns_item(per_token, mask, mode, max_len=None):
+    _agg_mode(mode)
+    valid = mask.bool()
+    per_token = torch.where(valid, per_token, torch.zeros_like(per_token))
+    n_valid = valid.sum(dim=-1).to(per_token.dtype)
+    if mode == "token-mean":
+        loss = per_token.sum() / n_valid.sum().clamp(min=1)
+    elif mode == "seq-mean-token-mean":
+        loss = (per_token.sum(dim=-1) / n_valid.clamp(min=1)).mean()
+    else:
+        L = per_token.shape[-1] if max_len is None else max_len
+        loss = (per_token.sum(dim=-1) / L).mean()
+    return loss.item()
+
+
+def w98_aggregate_loss_mean_over_first_axis_only(per_token, mask, mode, max_len=None):
+    _agg_mode(mode)
+    valid = mask.bool()
+    per_token = torch.where(valid, per_token, torch.zeros_like(per_token))
+    n_valid = valid.sum(dim=-1).to(per_token.dtype)
+    if mode == "token-mean":
+        return per_token.sum() / n_valid.sum().clamp(min=1)
+    per_response = per_token.sum(dim=-1)
+    if mode == "seq-mean-token-mean":
+        per_response = per_response / n_valid.clamp(min=1)
+    else:
+        per_response = per_response / (per_token.shape[-1] if max_len is None else max_len)
+    if per_response.dim() == 0:
+        return per_response
+    return per_response.mean(dim=0).sum()  # mean over the batch
+
+
+def r35_aggregate_loss_weights_per_response(per_token, mask, mode, max_len=None):
+    _agg_mode(mode)
+    valid = mask.bool() if mask.dtype == torch.bool else mask > 0
+    lengths = valid.sum(dim=-1, keepdim=True).to(per_token.dtype)  # (..., 1)
+    N = lengths.numel()
+    if mode == "token-mean":
+        weight = torch.ones_like(lengths) / lengths.sum().clamp(min=1)
+    elif mode == "seq-mean-token-mean":
+        weight = 1.0 / (N * lengths.clamp(min=1))
+    else:
+        weight = torch.full_like(lengths, 1.0 / (N * (per_token.shape[-1] if max_len is None else max_len)))
+    return per_token.masked_fill(~valid, 0.0).mul(weight).sum()
+
+
+def r36_aggregate_loss_flattened_rows(per_token, mask, mode, max_len=None):
+    _agg_mode(mode)
+    T = per_token.shape[-1]
+    rows = per_token.reshape(-1, T)
+    keep = (mask != 0).reshape(-1, T)
+    sums = torch.where(keep, rows, torch.zeros_like(rows)).sum(dim=1)  # (N,)
+    counts = keep.sum(dim=1)
+    if mode == "token-mean":
+        return sums.sum() / max(int(counts.sum()), 1)
+    if mode == "seq-mean-token-mean":
+        return (sums / counts.clamp(min=1)).mean()
+    return sums.mean() / (T if max_len is None else max_len)
+
+
+ROWS += [
+    _row(
+        "aggregate_loss",
+        "06",
+        w94_aggregate_loss_drops_empty_responses,
+        "Leaves empty responses out of the mean over responses in the per-sequence mode, instead of counting them as 0.",
+    ),
+    _row(
+        "aggregate_loss",
+        "06",
+        w95_aggregate_loss_longest_valid_length,
+        "Uses the longest valid length in the batch as Dr. GRPO's default constant instead of the padded T.",
+    ),
+    _row(
+        "aggregate_loss",
+        "06",
+        w96_aggregate_loss_verl_sum_norm,
+        "Sums the Dr. GRPO mode over responses (verl's convention) instead of taking the mean over them.",
+    ),
+    _row(
+        "aggregate_loss",
+        "06",
+        w97_aggregate_loss_returns_item,
+        "Returns the loss as a Python float (.item()) instead of a tensor that carries the gradient.",
+    ),
+    _row(
+        "aggregate_loss",
+        "06",
+        w98_aggregate_loss_mean_over_first_axis_only,
+        "Averages the per-response terms over the first axis only and sums the rest, so [B, G, T] inputs are G "
+        "times too large.",
+    ),
+    _row("aggregate_loss", "06", r35_aggregate_loss_weights_per_response),
+    _row("aggregate_loss", "06", r36_aggregate_loss_flattened_rows),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 06: grpo_loss
+# ---------------------------------------------------------------------------
+
+
+def _grpo_pieces(logp, logp_old, rewards, clip_eps, normalize_std, clip_eps_high, adv):
+    """What every chapter 06 grpo_loss student computes first: advantages, ratio and the clipped surrogate."""
+    if adv is None:
+        adv = grpo.group_advantages(rewards.detach(), normalize_std=normalize_std)
+    adv = adv.detach()
+    adv_tokens = adv.unsqueeze(-1).expand_as(logp)
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    ratio = torch.exp(logp - logp_old.detach())
+    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + high)
+    per_token = -torch.minimum(ratio * adv_tokens, clipped * adv_tokens)
+    return adv, adv_tokens, high, ratio, per_token
+
+
+def _grpo_info(ratio, adv, adv_tokens, mask, clip_eps, high, kl, rewards):
+    with torch.no_grad():
+        valid = mask.bool()
+        low, above = ratio < 1.0 - clip_eps, ratio > 1.0 + high
+        binding = (above & (adv_tokens > 0)) | (low & (adv_tokens < 0))
+        info = {
+            "clip_fraction": (low | above)[valid].double().mean().item(),
+            "clip_active_fraction": binding[valid].double().mean().item(),
+            "kl": kl[valid].mean().item() if kl is not None else 0.0,
+            "adv_abs_mean": adv.abs().mean().item(),
+        }
+        if rewards is not None:
+            info["reward_mean"] = rewards.mean().item()
+    return info
+
+
+def w99_grpo_loss_kl_info_over_padding(
+    logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
+    normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, clip_eps_high=None, adv=None,
+):  # fmt: skip
+    adv, adv_tokens, high, ratio, per_token = _grpo_pieces(
+        logp, logp_old, rewards, clip_eps, normalize_std, clip_eps_high, adv
+    )
+    kl = None
+    if logp_ref is not None:
+        kl = grpo.kl_estimate(logp, logp_ref.detach(), kl_kind)
+        per_token = per_token + kl_coef * kl
+    loss = grpo.aggregate_loss(per_token, mask, loss_agg, max_len)
+    info = _grpo_info(ratio, adv, adv_tokens, mask, clip_eps, high, kl, rewards)
+    if kl is not None:
+        info["kl"] = kl.detach().mean().item()  # the mean estimate
+    return loss, info
+
+
+def w100_grpo_loss_adv_abs_mean_over_tokens(
+    logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
+    normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, clip_eps_high=None, adv=None,
+):  # fmt: skip
+    adv, adv_tokens, high, ratio, per_token = _grpo_pieces(
+        logp, logp_old, rewards, clip_eps, normalize_std, clip_eps_high, adv
+    )
+    kl = None
+    if logp_ref is not None:
+        kl = grpo.kl_estimate(logp, logp_ref.detach(), kl_kind)
+        per_token = per_token + kl_coef * kl
+    loss = grpo.aggregate_loss(per_token, mask, loss_agg, max_len)
+    info = _grpo_info(ratio, adv, adv_tokens, mask, clip_eps, high, kl, rewards)
+    info["adv_abs_mean"] = adv_tokens[mask.bool()].abs().mean().item()  # over the tokens it weighs
+    return loss, info
+
+
+def w101_grpo_loss_fraction_with_symmetric_range(
+    logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
+    normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, clip_eps_high=None, adv=None,
+):  # fmt: skip
+    adv, adv_tokens, high, ratio, per_token = _grpo_pieces(
+        logp, logp_old, rewards, clip_eps, normalize_std, clip_eps_high, adv
+    )
+    kl = None
+    if logp_ref is not None:
+        kl = grpo.kl_estimate(logp, logp_ref.detach(), kl_kind)
+        per_token = per_token + kl_coef * kl
+    loss = grpo.aggregate_loss(per_token, mask, loss_agg, max_len)
+    info = _grpo_info(ratio, adv, adv_tokens, mask, clip_eps, clip_eps, kl, rewards)  # the clip range
+    return loss, info
+
+
+def w102_grpo_loss_kl_token_mean_after_aggregation(
+    logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
+    normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, clip_eps_high=None, adv=None,
+):  # fmt: skip
+    adv, adv_tokens, high, ratio, per_token = _grpo_pieces(
+        logp, logp_old, rewards, clip_eps, normalize_std, clip_eps_high, adv
+    )
+    loss = grpo.aggregate_loss(per_token, mask, loss_agg, max_len)
+    kl = None
+    if logp_ref is not None:
+        kl = grpo.kl_estimate(logp, logp_ref.detach(), kl_kind)
+        valid = mask.bool()
+        loss = loss + kl_coef * kl[valid].mean()  # the mean KL over the valid tokens
+    info = _grpo_info(ratio, adv, adv_tokens, mask, clip_eps, high, kl, rewards)
+    return loss, info
+
+
+def w103_grpo_loss_default_normalisation(
+    logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
+    normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, clip_eps_high=None, adv=None,
+):  # fmt: skip
+    if adv is None:
+        adv = grpo.group_advantages(rewards.detach())
+    adv, adv_tokens, high, ratio, per_token = _grpo_pieces(
+        logp, logp_old, None, clip_eps, normalize_std, clip_eps_high, adv
+    )
+    kl = None
+    if logp_ref is not None:
+        kl = grpo.kl_estimate(logp, logp_ref.detach(), kl_kind)
+        per_token = per_token + kl_coef * kl
+    loss = grpo.aggregate_loss(per_token, mask, loss_agg, max_len)
+    return loss, _grpo_info(ratio, adv, adv_tokens, mask, clip_eps, high, kl, rewards)
+
+
+def w104_grpo_loss_max_len_not_passed(
+    logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
+    normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, clip_eps_high=None, adv=None,
+):  # fmt: skip
+    adv, adv_tokens, high, ratio, per_token = _grpo_pieces(
+        logp, logp_old, rewards, clip_eps, normalize_std, clip_eps_high, adv
+    )
+    kl = None
+    if logp_ref is not None:
+        kl = grpo.kl_estimate(logp, logp_ref.detach(), kl_kind)
+        per_token = per_token + kl_coef * kl
+    loss = grpo.aggregate_loss(per_token, mask, loss_agg)
+    return loss, _grpo_info(ratio, adv, adv_tokens, mask, clip_eps, high, kl, rewards)
+
+
+def r37_grpo_loss_log_space_clip(
+    logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
+    normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, clip_eps_high=None, adv=None,
+):  # fmt: skip
+    upper = clip_eps if clip_eps_high is None else clip_eps_high
+    given = adv is not None
+    advantages = (adv if given else grpo.group_advantages(rewards, normalize_std=normalize_std)).detach()
+    A = advantages[..., None]  # (B, G, 1) broadcasts over the tokens
+    log_ratio = logp - logp_old.detach()
+    lowest = math.log(1.0 - clip_eps) if clip_eps < 1.0 else -math.inf
+    surrogate = torch.minimum(log_ratio.exp() * A, log_ratio.clamp(lowest, math.log1p(upper)).exp() * A)
+    per_token = -surrogate
+    kl_tokens = None
+    if logp_ref is not None:
+        kl_tokens = grpo.kl_estimate(logp, logp_ref.detach(), kl_kind)
+        per_token = per_token + kl_coef * kl_tokens
+    loss = grpo.aggregate_loss(per_token, mask, loss_agg, max_len=max_len)
+    with torch.no_grad():
+        keep = mask.bool()
+        ratio = log_ratio.exp()[keep]
+        a = A.expand_as(logp)[keep]
+        below, above = ratio < 1.0 - clip_eps, ratio > 1.0 + upper
+        info = {
+            "clip_fraction": (below | above).double().mean().item(),
+            "clip_active_fraction": ((above & (a > 0)) | (below & (a < 0))).double().mean().item(),
+            "kl": 0.0 if kl_tokens is None else kl_tokens[keep].double().mean().item(),
+            "adv_abs_mean": advantages.abs().mean().item(),
+        }
+        if rewards is not None:
+            info["reward_mean"] = rewards.mean().item()
+    return loss, info
+
+
+def r38_grpo_loss_where_clip(
+    logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
+    normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, clip_eps_high=None, adv=None,
+):  # fmt: skip
+    upper = clip_eps if clip_eps_high is None else clip_eps_high
+    if adv is None:
+        adv = grpo.group_advantages(rewards.detach(), normalize_std, 1e-6)
+    A = repeat(adv.detach(), "B G -> B G T", T=logp.shape[-1])
+    ratio = (logp - logp_old.detach()).exp()
+    # the clipped branch wins where it is smaller: above the range with A > 0, below it with A < 0
+    above = (ratio > 1.0 + upper) & (A > 0)
+    below = (ratio < 1.0 - clip_eps) & (A < 0)
+    capped = torch.where(above, torch.full_like(ratio, 1.0 + upper), ratio)
+    capped = torch.where(below, torch.full_like(ratio, 1.0 - clip_eps), capped)
+    per_token = -capped * A
+    kl = grpo.kl_estimate(logp, logp_ref.detach(), kl_kind) if logp_ref is not None else None
+    if kl is not None:
+        per_token = per_token + kl_coef * kl
+    loss = grpo.aggregate_loss(per_token, mask, loss_agg, max_len)
+    return loss, _grpo_info(ratio, adv.detach(), A, mask, clip_eps, upper, kl, rewards)
+
+
+ROWS += [
+    _row(
+        "grpo_loss",
+        "06",
+        w99_grpo_loss_kl_info_over_padding,
+        "Reports info['kl'] as the mean over every token, padding included, instead of over the valid tokens.",
+    ),
+    _row(
+        "grpo_loss",
+        "06",
+        w100_grpo_loss_adv_abs_mean_over_tokens,
+        "Reports adv_abs_mean over the valid tokens (weighting long responses more) instead of over responses.",
+    ),
+    _row(
+        "grpo_loss",
+        "06",
+        w101_grpo_loss_fraction_with_symmetric_range,
+        "Computes the clip diagnostics with clip_eps on both sides, ignoring clip_eps_high there.",
+    ),
+    _row(
+        "grpo_loss",
+        "06",
+        w102_grpo_loss_kl_token_mean_after_aggregation,
+        "Adds the KL as a token mean after aggregating the surrogate, instead of to every token before loss_agg.",
+    ),
+    _row(
+        "grpo_loss",
+        "06",
+        w103_grpo_loss_default_normalisation,
+        "Calls group_advantages without normalize_std, so Dr. GRPO's advantages are still divided by the std.",
+    ),
+    _row(
+        "grpo_loss",
+        "06",
+        w104_grpo_loss_max_len_not_passed,
+        "Does not pass max_len to aggregate_loss, so Dr. GRPO divides by T instead of max_len.",
+    ),
+    _row("grpo_loss", "06", r37_grpo_loss_log_space_clip),
+    _row("grpo_loss", "06", r38_grpo_loss_where_clip),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 07: memory_accounting
+# ---------------------------------------------------------------------------
+
+_BYTES = {"fp64": 8, "fp32": 4, "bf16": 2, "fp16": 2}
+
+
+def w105_memory_accounting_master_copy_when_dtypes_differ(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
+    w, o = _BYTES[weights_dtype], _BYTES[optimizer_dtype]
+    master = o if weights_dtype != optimizer_dtype else 0  # mixed precision keeps a copy
+    account = {
+        "actor": n_params_actor * 2 * w,
+        "critic": n_params_critic * 2 * w,
+        "reference": n_params_ref * w,
+        "reward": n_params_reward * w,
+        "optimizer": (n_params_actor + n_params_critic) * (2 * o + master),
+    }
+    account["total"] = sum(account.values())
+    return account
+
+
+def w106_memory_accounting_bytes_from_bits(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
+    bits = {"fp64": 64, "fp32": 32, "bf16": 16, "fp16": 16}
+    w, o = bits[weights_dtype] / 8, bits[optimizer_dtype] / 8
+    master = o if w < o else 0
+    account = {
+        "actor": n_params_actor * 2 * w,
+        "critic": n_params_critic * 2 * w,
+        "reference": n_params_ref * w,
+        "reward": n_params_reward * w,
+        "optimizer": (n_params_actor + n_params_critic) * (2 * o + master),
+    }
+    account["total"] = sum(account.values())
+    return account
+
+
+def w107_memory_accounting_optimizer_for_every_model(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
+    w, o = _BYTES[weights_dtype], _BYTES[optimizer_dtype]
+    master = o if w < o else 0
+    loaded = n_params_actor + n_params_critic + n_params_ref + n_params_reward
+    account = {
+        "actor": n_params_actor * 2 * w,
+        "critic": n_params_critic * 2 * w,
+        "reference": n_params_ref * w,
+        "reward": n_params_reward * w,
+        "optimizer": loaded * (2 * o + master),  # Adam state for the parameters on the GPU
+    }
+    account["total"] = sum(account.values())
+    return account
+
+
+def w108_memory_accounting_master_in_weights_dtype(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
+    w, o = _BYTES[weights_dtype], _BYTES[optimizer_dtype]
+    master = w if w < o else 0  # a second copy of the weights
+    account = {
+        "actor": n_params_actor * 2 * w,
+        "critic": n_params_critic * 2 * w,
+        "reference": n_params_ref * w,
+        "reward": n_params_reward * w,
+        "optimizer": (n_params_actor + n_params_critic) * (2 * o + master),
+    }
+    account["total"] = sum(account.values())
+    return account
+
+
+def w109_memory_accounting_total_of_models_only(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
+    w, o = _BYTES[weights_dtype], _BYTES[optimizer_dtype]
+    master = o if w < o else 0
+    account = {
+        "actor": n_params_actor * 2 * w,
+        "critic": n_params_critic * 2 * w,
+        "reference": n_params_ref * w,
+        "reward": n_params_reward * w,
+    }
+    account["total"] = sum(account.values())  # the models themselves
+    account["optimizer"] = (n_params_actor + n_params_critic) * (2 * o + master)
+    return account
+
+
+def r39_memory_accounting_per_model_table(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
+    size = {"fp64": 8, "fp32": 4, "bf16": 2, "fp16": 2}
+    weight_bytes, state_bytes = size[weights_dtype], size[optimizer_dtype]
+    models = {  # name: (parameters, trained?)
+        "actor": (n_params_actor, True),
+        "critic": (n_params_critic, True),
+        "reference": (n_params_ref, False),
+        "reward": (n_params_reward, False),
+    }
+    account, optimizer = {}, 0
+    for name, (count, trained) in models.items():
+        account[name] = count * weight_bytes * (2 if trained else 1)
+        if trained:
+            copies = 3 if weight_bytes < state_bytes else 2  # moments (+ master weights)
+            optimizer += count * copies * state_bytes
+    account["optimizer"] = optimizer
+    account["total"] = sum(account.values())
+    return account
+
+
+def r40_memory_accounting_torch_itemsize(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
+    dtypes = {"fp64": torch.float64, "fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    w = dtypes[weights_dtype].itemsize
+    o = dtypes[optimizer_dtype].itemsize
+    trained = int(n_params_actor) + int(n_params_critic)
+    per_trained_state = 2 * o + (o if o > w else 0)
+    account = {
+        "actor": 2 * w * n_params_actor,
+        "critic": 2 * w * n_params_critic,
+        "reference": w * n_params_ref,
+        "reward": w * n_params_reward,
+        "optimizer": per_trained_state * trained,
+    }
+    account["total"] = account["actor"] + account["critic"] + account["reference"]
+    account["total"] += account["reward"] + account["optimizer"]
+    return account
+
+
+ROWS += [
+    _row(
+        "memory_accounting",
+        "07",
+        w105_memory_accounting_master_copy_when_dtypes_differ,
+        "Adds the master copy whenever the two dtypes differ, also when the weights are wider (fp64 weights).",
+    ),
+    _row(
+        "memory_accounting",
+        "07",
+        w106_memory_accounting_bytes_from_bits,
+        "Computes bytes as bits / 8 with true division, so every entry is a float instead of an int.",
+    ),
+    _row(
+        "memory_accounting",
+        "07",
+        w107_memory_accounting_optimizer_for_every_model,
+        "Counts Adam's state for the frozen reference and reward models too, not only the trained ones.",
+    ),
+    _row(
+        "memory_accounting",
+        "07",
+        w108_memory_accounting_master_in_weights_dtype,
+        "Counts the master copy in weights_dtype instead of optimizer_dtype.",
+    ),
+    _row(
+        "memory_accounting",
+        "07",
+        w109_memory_accounting_total_of_models_only,
+        "Computes the total before adding the optimizer row, so the total leaves out Adam's state.",
+    ),
+    _row("memory_accounting", "07", r39_memory_accounting_per_model_table),
+    _row("memory_accounting", "07", r40_memory_accounting_torch_itemsize),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 07: read_sweep
+# ---------------------------------------------------------------------------
+
+
+def _best_cell(reward):
+    flat = int(torch.argmax(reward))
+    return divmod(flat, reward.shape[1])
+
+
+def w110_read_sweep_saturation_as_plateau(group_sizes, clip_eps, reward, tol=0.1):
+    i, j = _best_cell(reward)
+    best_per_group = reward.max(dim=1).values
+    k = len(group_sizes) - 1
+    for row in range(1, len(group_sizes)):
+        if best_per_group[row] - best_per_group[row - 1] <= tol:  # no real gain from the larger group
+            k = row - 1
+            break
+    return int(group_sizes[i]), float(clip_eps[j]), int(group_sizes[k])
+
+
+def w111_read_sweep_last_of_the_ties(group_sizes, clip_eps, reward, tol=0.1):
+    i, j = (int(x) for x in torch.nonzero(reward == reward.max())[-1])
+    best_per_group = reward.max(dim=1).values
+    k = int((best_per_group >= reward.max() - tol).nonzero()[0, 0])
+    return int(group_sizes[i]), float(clip_eps[j]), int(group_sizes[k])
+
+
+def w112_read_sweep_strictly_within_tol(group_sizes, clip_eps, reward, tol=0.1):
+    i, j = _best_cell(reward)
+    best_per_group = reward.max(dim=1).values
+    k = int((best_per_group > reward.max() - tol).nonzero()[0, 0])
+    return int(group_sizes[i]), float(clip_eps[j]), int(group_sizes[k])
+
+
+def w113_read_sweep_tensor_clip_eps(group_sizes, clip_eps, reward, tol=0.1):
+    i, j = _best_cell(reward)
+    best_per_group = reward.max(dim=1).values
+    k = int((best_per_group >= reward.max() - tol).nonzero()[0, 0])
+    return int(group_sizes[i]), clip_eps[j], int(group_sizes[k])
+
+
+def w114_read_sweep_saturation_on_row_means(group_sizes, clip_eps, reward, tol=0.1):
+    i, j = _best_cell(reward)
+    typical = reward.mean(dim=1)  # each group size over the clip ranges
+    k = int((typical >= reward.max() - tol).nonzero()[0, 0]) if (typical >= reward.max() - tol).any() else -1
+    return int(group_sizes[i]), float(clip_eps[j]), int(group_sizes[k])
+
+
+def r41_read_sweep_python_loops(group_sizes, clip_eps, reward, tol=0.1):
+    table = reward.tolist()
+    best_value, best = None, None
+    for i, row in enumerate(table):
+        for j, value in enumerate(row):
+            if best_value is None or value > best_value:  # strict: the first (cheapest) maximum stays
+                best_value, best = value, (i, j)
+    saturation = next(i for i, row in enumerate(table) if max(row) >= best_value - tol)
+    return int(group_sizes[best[0]]), float(clip_eps[best[1]]), int(group_sizes[saturation])
+
+
+def r42_read_sweep_numpy_lexsort(group_sizes, clip_eps, reward, tol=0.1):
+    table = reward.detach().cpu().numpy()
+    rows, cols = np.indices(table.shape)
+    order = np.lexsort((cols.ravel(), rows.ravel(), -table.ravel()))  # highest reward, then row, then column
+    i, j = rows.ravel()[order[0]], cols.ravel()[order[0]]
+    row_best = table.max(axis=1)
+    k = int(np.flatnonzero(row_best >= table.max() - tol)[0])
+    return int(group_sizes[i]), float(clip_eps[j]), int(group_sizes[k])
+
+
+ROWS += [
+    _row(
+        "read_sweep",
+        "07",
+        w110_read_sweep_saturation_as_plateau,
+        "Takes saturation as the first group size after which the next one gains at most tol, not the first within "
+        "tol of the table's best.",
+    ),
+    _row(
+        "read_sweep",
+        "07",
+        w111_read_sweep_last_of_the_ties,
+        "Breaks ties at the maximum with the last maximal cell (largest group, then clip range), not the first.",
+    ),
+    _row(
+        "read_sweep",
+        "07",
+        w112_read_sweep_strictly_within_tol,
+        "Requires a group's best to be strictly more than best - tol, so a row exactly tol below does not count.",
+    ),
+    _row(
+        "read_sweep",
+        "07",
+        w113_read_sweep_tensor_clip_eps,
+        "Returns best_clip_eps as a 0-dimensional tensor instead of a Python float.",
+    ),
+    _row(
+        "read_sweep",
+        "07",
+        w114_read_sweep_saturation_on_row_means,
+        "Finds saturation from each group size's mean over the clip ranges instead of its best.",
+    ),
+    _row("read_sweep", "07", r41_read_sweep_python_loops),
+    _row("read_sweep", "07", r42_read_sweep_numpy_lexsort),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 08: addition_exact_reward
+# ---------------------------------------------------------------------------
+
+
+def w115_addition_exact_reward_strips_spaces(completion, answer):
+    head, eos, _ = completion.partition("$")
+    return float(bool(eos) and head.strip() == answer)
+
+
+def w116_addition_exact_reward_compares_as_integers(completion, answer):
+    head, eos, _ = completion.partition("$")
+    if not eos or not head.isdigit():
+        return 0.0
+    return float(int(head) == int(answer))
+
+
+def w117_addition_exact_reward_last_eos(completion, answer):
+    head, eos, _ = completion.rpartition("$")
+    return float(bool(eos) and head == answer)
+
+
+def w118_addition_exact_reward_returns_bool(completion, answer):
+    head, eos, _ = completion.partition("$")
+    return bool(eos) and head == answer
+
+
+def w119_addition_exact_reward_regex_search(completion, answer):
+    found = re.search(r"(\d+)\$", completion)  # the digits right before EOS
+    return 1.0 if found is not None and found.group(1) == answer else 0.0
+
+
+def r43_addition_exact_reward_startswith(completion, answer):
+    return 1.0 if completion.startswith(answer + "$") else 0.0
+
+
+def r44_addition_exact_reward_find_index(completion, answer):
+    stop = completion.find("$")
+    if stop == -1:
+        return 0.0
+    return float(completion[:stop] == answer)
+
+
+ROWS += [
+    _row(
+        "addition_exact_reward",
+        "08",
+        w115_addition_exact_reward_strips_spaces,
+        "Strips whitespace before comparing, so ' 132$' is paid.",
+    ),
+    _row(
+        "addition_exact_reward",
+        "08",
+        w116_addition_exact_reward_compares_as_integers,
+        "Compares int(head) with int(answer), so leading zeros ('0132$') are paid.",
+    ),
+    _row(
+        "addition_exact_reward",
+        "08",
+        w117_addition_exact_reward_last_eos,
+        "Splits at the last EOS (rpartition) instead of the first.",
+    ),
+    _row(
+        "addition_exact_reward",
+        "08",
+        w118_addition_exact_reward_returns_bool,
+        "Returns a bool instead of the float 1.0 or 0.0.",
+    ),
+    _row(
+        "addition_exact_reward",
+        "08",
+        w119_addition_exact_reward_regex_search,
+        "Looks for digits before a '$' anywhere with re.search, so text before the answer ('x132$') is paid.",
+    ),
+    _row("addition_exact_reward", "08", r43_addition_exact_reward_startswith),
+    _row("addition_exact_reward", "08", r44_addition_exact_reward_find_index),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 08: completion_mask
+# ---------------------------------------------------------------------------
+
+
+def w120_completion_mask_bool_mask(completion_ids, eos_id):
+    is_eos = (completion_ids == eos_id).long()
+    return (torch.cumsum(is_eos, dim=-1) - is_eos) == 0
+
+
+def w121_completion_mask_cumsum_over_first_axis(completion_ids, eos_id):
+    is_eos = (completion_ids == eos_id).long()
+    eos_before = torch.cumsum(is_eos, dim=0) - is_eos
+    return (eos_before == 0).float()
+
+
+def w122_completion_mask_through_second_eos(completion_ids, eos_id):
+    seen = torch.cumsum((completion_ids == eos_id).long(), dim=-1)
+    return (seen <= 1).float()  # up to the first EOS (one EOS seen)
+
+
+def w123_completion_mask_first_eos_of_the_batch(completion_ids, eos_id):
+    L = completion_ids.shape[-1]
+    positions = (completion_ids == eos_id).nonzero()
+    cut = int(positions[0, -1]) if len(positions) else L - 1  # where generation stopped
+    return (torch.arange(L) <= cut).float().expand(completion_ids.shape).contiguous()
+
+
+def w124_completion_mask_scatter_last_write_wins(completion_ids, eos_id):
+    L = completion_ids.shape[-1]
+    rows = completion_ids.reshape(-1, L)
+    first = torch.full((rows.shape[0],), L - 1)
+    r, c = (rows == eos_id).nonzero(as_tuple=True)
+    first[r] = c  # one EOS per row
+    mask = torch.arange(L)[None, :] <= first[:, None]
+    return mask.float().reshape(completion_ids.shape)
+
+
+def r45_completion_mask_cummax_shift(completion_ids, eos_id):
+    is_eos = (completion_ids == eos_id).to(torch.int64)
+    seen = is_eos.cummax(dim=-1).values  # 1 from the first EOS on
+    seen_before = F.pad(seen, (1, 0))[..., :-1]  # ... strictly before t
+    return (1 - seen_before).to(torch.float32)
+
+
+def r46_completion_mask_cumprod_of_not_eos(completion_ids, eos_id):
+    not_eos = (completion_ids != eos_id).float()
+    alive = torch.cumprod(not_eos, dim=-1)  # 1 until the first EOS (exclusive)
+    ones = torch.ones_like(alive[..., :1])
+    return torch.cat([ones, alive[..., :-1]], dim=-1)  # shifted: the EOS itself stays in
+
+
+ROWS += [
+    _row(
+        "completion_mask",
+        "08",
+        w120_completion_mask_bool_mask,
+        "Returns a bool mask instead of a float32 one.",
+    ),
+    _row(
+        "completion_mask",
+        "08",
+        w121_completion_mask_cumsum_over_first_axis,
+        "Takes the cumulative sum over dim 0 instead of the token axis.",
+    ),
+    _row(
+        "completion_mask",
+        "08",
+        w122_completion_mask_through_second_eos,
+        "Keeps every position where at most one EOS has been seen, so tokens after the first EOS stay in until a "
+        "second one.",
+    ),
+    _row(
+        "completion_mask",
+        "08",
+        w123_completion_mask_first_eos_of_the_batch,
+        "Cuts every row at the first EOS found in the whole batch instead of at each row's own.",
+    ),
+    _row(
+        "completion_mask",
+        "08",
+        w124_completion_mask_scatter_last_write_wins,
+        "Scatters every EOS position into one slot per row, so with two EOS a row is cut at the last one.",
+    ),
+    _row("completion_mask", "08", r45_completion_mask_cummax_shift),
+    _row("completion_mask", "08", r46_completion_mask_cumprod_of_not_eos),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 08: grpo_step
+# ---------------------------------------------------------------------------
+
+
+def _my_completion_mask(completion_ids, eos_id):
+    """A chapter 08 student's own (right) completion_mask, the one their grpo_step calls."""
+    is_eos = (completion_ids == eos_id).long()
+    return ((torch.cumsum(is_eos, dim=-1) - is_eos) == 0).float()
+
+
+def _step_logps(model, prompts, completions):
+    """(B, G, L) log-probs of the completions under ``model``, the right way."""
+    B, G, L = completions.shape
+    P = prompts.shape[1]
+    flat = rearrange(completions, "B G L -> (B G) L")
+    ids = torch.cat([repeat(prompts, "B P -> (B G) P", G=G), flat[:, :-1]], dim=1)
+    logits = model(ids)[:, P - 1 :, :]
+    return rearrange(gather_log_probs(logits, flat), "(B G) L -> B G L", G=G)
+
+
+def _reference_logps(ref_model, prompts, completions, kl_coef):
+    if ref_model is None or kl_coef <= 0:
+        return None
+    with torch.no_grad():
+        return _step_logps(ref_model, prompts, completions)
+
+
+def w125_grpo_step_scores_each_token_at_its_own_position(
+    policy, ref_model, optimizer, prompts, completions, rewards, logp_old, eos_id,
+    clip_eps=0.2, kl_coef=0.04, max_grad_norm=1.0,
+):  # fmt: skip
+    B, G, L = completions.shape
+    P = prompts.shape[1]
+    flat = rearrange(completions, "B G L -> (B G) L")
+    ids = torch.cat([repeat(prompts, "B P -> (B G) P", G=G), flat], dim=1)  # (B*G, P + L)
+    logits = policy(ids)[:, P:, :]  # the completion's positions
+    logp = rearrange(gather_log_probs(logits, flat), "(B G) L -> B G L", G=G)
+    logp_ref = _reference_logps(ref_model, prompts, completions, kl_coef)
+    mask = _my_completion_mask(completions, eos_id)
+    loss, _ = grpo_loss(logp, logp_old, logp_ref, rewards, mask, clip_eps=clip_eps, kl_coef=kl_coef)
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+    optimizer.step()
+    return loss.item()
+
+
+def w126_grpo_step_clips_after_the_step(
+    policy, ref_model, optimizer, prompts, completions, rewards, logp_old, eos_id,
+    clip_eps=0.2, kl_coef=0.04, max_grad_norm=1.0,
+):  # fmt: skip
+    logp = _step_logps(policy, prompts, completions)
+    logp_ref = _reference_logps(ref_model, prompts, completions, kl_coef)
+    mask = _my_completion_mask(completions, eos_id)
+    loss, _ = grpo_loss(logp, logp_old, logp_ref, rewards, mask, clip_eps=clip_eps, kl_coef=kl_coef)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+    return loss.item()
+
+
+def w127_grpo_step_returns_the_tensor(
+    policy, ref_model, optimizer, prompts, completions, rewards, logp_old, eos_id,
+    clip_eps=0.2, kl_coef=0.04, max_grad_norm=1.0,
+):  # fmt: skip
+    logp = _step_logps(policy, prompts, completions)
+    logp_ref = _reference_logps(ref_model, prompts, completions, kl_coef)
+    mask = _my_completion_mask(completions, eos_id)
+    loss, _ = grpo_loss(logp, logp_old, logp_ref, rewards, mask, clip_eps=clip_eps, kl_coef=kl_coef)
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+    optimizer.step()
+    return loss.detach()
+
+
+def w128_grpo_step_kl_coef_left_at_default(
+    policy, ref_model, optimizer, prompts, completions, rewards, logp_old, eos_id,
+    clip_eps=0.2, kl_coef=0.04, max_grad_norm=1.0,
+):  # fmt: skip
+    logp = _step_logps(policy, prompts, completions)
+    logp_ref = _reference_logps(ref_model, prompts, completions, kl_coef)
+    mask = _my_completion_mask(completions, eos_id)
+    loss, _ = grpo_loss(logp, logp_old, logp_ref, rewards, mask, clip_eps=clip_eps)
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+    optimizer.step()
+    return loss.item()
+
+
+def w129_grpo_step_recomputes_logp_old(
+    policy, ref_model, optimizer, prompts, completions, rewards, logp_old, eos_id,
+    clip_eps=0.2, kl_coef=0.04, max_grad_norm=1.0,
+):  # fmt: skip
+    logp = _step_logps(policy, prompts, completions)
+    logp_old = logp.detach()  # the policy that sampled them is the current one
+    logp_ref = _reference_logps(ref_model, prompts, completions, kl_coef)
+    mask = _my_completion_mask(completions, eos_id)
+    loss, _ = grpo_loss(logp, logp_old, logp_ref, rewards, mask, clip_eps=clip_eps, kl_coef=kl_coef)
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+    optimizer.step()
+    return loss.item()
+
+
+def r47_grpo_step_repeat_interleave_and_view(
+    policy, ref_model, optimizer, prompts, completions, rewards, logp_old, eos_id,
+    clip_eps=0.2, kl_coef=0.04, max_grad_norm=1.0,
+):  # fmt: skip
+    B, G, L = completions.shape
+    P = prompts.shape[1]
+    flat = completions.reshape(B * G, L)
+    inputs = torch.cat([prompts.repeat_interleave(G, dim=0), flat[:, : L - 1]], dim=1)
+
+    def token_logps(model):
+        logits = model(inputs).narrow(1, P - 1, L)  # (B*G, L, V)
+        return gather_log_probs(logits, flat).view(B, G, L)
+
+    logp = token_logps(policy)
+    logp_ref = None
+    if ref_model is not None and kl_coef > 0:
+        with torch.no_grad():
+            logp_ref = token_logps(ref_model)
+    mask = _my_completion_mask(completions, eos_id)
+    loss, _ = grpo_loss(logp, logp_old, logp_ref, rewards, mask, clip_eps=clip_eps, kl_coef=kl_coef)
+    for p in policy.parameters():
+        p.grad = None
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), max_norm=max_grad_norm)
+    optimizer.step()
+    return float(loss)
+
+
+def r48_grpo_step_group_by_group(
+    policy, ref_model, optimizer, prompts, completions, rewards, logp_old, eos_id,
+    clip_eps=0.2, kl_coef=0.04, max_grad_norm=1.0,
+):  # fmt: skip
+    B, G, L = completions.shape
+    P = prompts.shape[1]
+
+    def group_logps(model, b):
+        ids = torch.cat([prompts[b].expand(G, P), completions[b, :, :-1]], dim=1)  # (G, P + L - 1)
+        return gather_log_probs(model(ids)[:, P - 1 :], completions[b])  # (G, L)
+
+    logp = torch.stack([group_logps(policy, b) for b in range(B)])
+    logp_ref = None
+    if ref_model is not None and kl_coef > 0:
+        with torch.no_grad():
+            logp_ref = torch.stack([group_logps(ref_model, b) for b in range(B)])
+    mask = _my_completion_mask(completions, eos_id)
+    loss, _ = grpo_loss(logp, logp_old, logp_ref, rewards, mask, clip_eps=clip_eps, kl_coef=kl_coef)
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+    optimizer.step()
+    return loss.item()
+
+
+ROWS += [
+    _row(
+        "grpo_step",
+        "08",
+        w125_grpo_step_scores_each_token_at_its_own_position,
+        "Feeds the whole completion and scores token t with the logits at position P + t, which predict the next "
+        "token.",
+    ),
+    _row(
+        "grpo_step",
+        "08",
+        w126_grpo_step_clips_after_the_step,
+        "Clips the gradient norm after optimizer.step(), so the step uses unclipped gradients.",
+    ),
+    _row(
+        "grpo_step",
+        "08",
+        w127_grpo_step_returns_the_tensor,
+        "Returns the detached loss tensor instead of a Python float.",
+    ),
+    _row(
+        "grpo_step",
+        "08",
+        w128_grpo_step_kl_coef_left_at_default,
+        "Does not pass kl_coef to grpo_loss, so the KL weight is always grpo_loss's default 0.04.",
+    ),
+    _row(
+        "grpo_step",
+        "08",
+        w129_grpo_step_recomputes_logp_old,
+        "Ignores the given logp_old and uses the current policy's detached log-probs, so every ratio is 1.",
+    ),
+    _row("grpo_step", "08", r47_grpo_step_repeat_interleave_and_view),
+    _row("grpo_step", "08", r48_grpo_step_group_by_group),
+]
