@@ -3129,7 +3129,7 @@ def r47_grpo_step_repeat_interleave_and_view(
     loss.backward()
     torch.nn.utils.clip_grad_norm_(policy.parameters(), max_norm=max_grad_norm)
     optimizer.step()
-    return float(loss)
+    return float(loss.detach())
 
 
 def r48_grpo_step_group_by_group(
@@ -3191,4 +3191,1448 @@ ROWS += [
     ),
     _row("grpo_step", "08", r47_grpo_step_repeat_interleave_and_view),
     _row("grpo_step", "08", r48_grpo_step_group_by_group),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 09: answer_reward
+# ---------------------------------------------------------------------------
+
+
+def _completion_text(completion):
+    return completion if isinstance(completion, str) else completion[-1]["content"]
+
+
+def w130_answer_reward_first_message(prompts, completions, answer, **kwargs):
+    rewards = []
+    for completion, truth in zip(completions, answer):
+        if truth is None:
+            rewards.append(None)
+            continue
+        text = completion if isinstance(completion, str) else completion[0]["content"]  # the assistant's message
+        rewards.append(math_answer_reward(text, str(truth)))
+    return rewards
+
+
+def w131_answer_reward_answer_per_prompt(prompts, completions, answer, **kwargs):
+    distinct_prompts = []
+    for prompt in prompts:
+        if prompt not in distinct_prompts:
+            distinct_prompts.append(prompt)
+    G = len(completions) // len(distinct_prompts)  # completions per prompt
+    rewards = []
+    for i, completion in enumerate(completions):
+        truth = answer[i // G]  # the answer of completion i's prompt
+        rewards.append(None if truth is None else math_answer_reward(_completion_text(completion), str(truth)))
+    return rewards
+
+
+def w132_answer_reward_no_kwargs(prompts, completions, answer, completion_ids=None):
+    return [
+        None if truth is None else math_answer_reward(_completion_text(completion), str(truth))
+        for completion, truth in zip(completions, answer)
+    ]
+
+
+def w133_answer_reward_joins_every_message(prompts, completions, answer, **kwargs):
+    rewards = []
+    for completion, truth in zip(completions, answer):
+        if truth is None:
+            rewards.append(None)
+            continue
+        if isinstance(completion, str):
+            text = completion
+        else:
+            text = "\n".join(message["content"] for message in completion)  # the whole conversation turn
+        rewards.append(math_answer_reward(text, str(truth)))
+    return rewards
+
+
+def w134_answer_reward_tensor_with_nan(prompts, completions, answer, **kwargs):
+    scores = [
+        float("nan") if truth is None else math_answer_reward(_completion_text(completion), str(truth))
+        for completion, truth in zip(completions, answer)
+    ]
+    return torch.tensor(scores)  # TRL stacks the rewards into a tensor anyway
+
+
+def r49_answer_reward_comprehension(prompts, completions, answer, **kwargs):
+    texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+    return [None if a is None else math_answer_reward(t, str(a)) for t, a in zip(texts, answer)]
+
+
+def r50_answer_reward_indexed_loop(*, prompts, completions, answer, **kwargs):
+    rewards = [None] * len(completions)
+    for i in range(len(completions)):
+        if answer[i] is not None:
+            last = completions[i] if isinstance(completions[i], str) else completions[i][len(completions[i]) - 1]
+            text = last if isinstance(last, str) else last.get("content", "")
+            rewards[i] = math_answer_reward(text, str(answer[i]))
+    return rewards
+
+
+ROWS += [
+    _row(
+        "answer_reward",
+        "09",
+        w130_answer_reward_first_message,
+        "Reads the first message of a conversational completion instead of the last.",
+    ),
+    _row(
+        "answer_reward",
+        "09",
+        w131_answer_reward_answer_per_prompt,
+        "Indexes the answers by prompt (answer[i // G]), although TRL already repeated them once per completion.",
+    ),
+    _row(
+        "answer_reward",
+        "09",
+        w132_answer_reward_no_kwargs,
+        "Has no **kwargs in its signature, so TRL's other keyword arguments make the call fail.",
+    ),
+    _row(
+        "answer_reward",
+        "09",
+        w133_answer_reward_joins_every_message,
+        "Scores the text of every message joined together instead of the last message's content.",
+    ),
+    _row(
+        "answer_reward",
+        "09",
+        w134_answer_reward_tensor_with_nan,
+        "Returns a tensor with NaN for rows without an answer instead of a list with None.",
+    ),
+    _row("answer_reward", "09", r49_answer_reward_comprehension),
+    _row("answer_reward", "09", r50_answer_reward_indexed_loop),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 09: completion_logps
+# ---------------------------------------------------------------------------
+
+
+def _first_eos_mask(completion_ids, eos_id):
+    is_eos = (completion_ids == eos_id).long()
+    return ((torch.cumsum(is_eos, dim=-1) - is_eos) == 0).float()
+
+
+def w135_completion_logps_temperature_after_log_softmax(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    P = prompt_mask.shape[1]
+    completion_ids = sequences[:, P:]
+    attention_mask = torch.cat([prompt_mask.long(), torch.ones_like(completion_ids)], dim=1)
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    logits = model(input_ids=sequences, attention_mask=attention_mask, position_ids=position_ids).logits
+    logp_all = torch.log_softmax(logits[:, P - 1 : -1].float(), dim=-1) / temperature
+    logp = logp_all.gather(-1, completion_ids[..., None]).squeeze(-1)
+    return logp, _first_eos_mask(completion_ids, eos_id)
+
+
+def w136_completion_logps_attends_to_padding(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    P = prompt_mask.shape[1]
+    completion_ids = sequences[:, P:]
+    real = torch.cat([prompt_mask.long(), torch.ones_like(completion_ids)], dim=1)
+    position_ids = (real.cumsum(-1) - 1).clamp(min=0)
+    attention_mask = torch.ones_like(sequences)  # every column holds a token
+    logits = model(input_ids=sequences, attention_mask=attention_mask, position_ids=position_ids).logits
+    logp_all = torch.log_softmax(logits[:, P - 1 : -1].float() / temperature, dim=-1)
+    logp = logp_all.gather(-1, completion_ids[..., None]).squeeze(-1)
+    return logp, _first_eos_mask(completion_ids, eos_id)
+
+
+def w137_completion_logps_bool_mask(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    P = prompt_mask.shape[1]
+    completion_ids = sequences[:, P:]
+    attention_mask = torch.cat([prompt_mask.long(), torch.ones_like(completion_ids)], dim=1)
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    logits = model(input_ids=sequences, attention_mask=attention_mask, position_ids=position_ids).logits
+    logp_all = torch.log_softmax(logits[:, P - 1 : -1].float() / temperature, dim=-1)
+    logp = logp_all.gather(-1, completion_ids[..., None]).squeeze(-1)
+    is_eos = (completion_ids == eos_id).long()
+    return logp, (torch.cumsum(is_eos, dim=-1) - is_eos) == 0
+
+
+def w138_completion_logps_padding_positions_minus_one(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    P = prompt_mask.shape[1]
+    completion_ids = sequences[:, P:]
+    attention_mask = torch.cat([prompt_mask.long(), torch.ones_like(completion_ids)], dim=1)
+    position_ids = attention_mask.cumsum(-1) - 1  # the first real token is position 0
+    logits = model(input_ids=sequences, attention_mask=attention_mask, position_ids=position_ids).logits
+    logp_all = torch.log_softmax(logits[:, P - 1 : -1].float() / temperature, dim=-1)
+    logp = logp_all.gather(-1, completion_ids[..., None]).squeeze(-1)
+    return logp, _first_eos_mask(completion_ids, eos_id)
+
+
+def w139_completion_logps_under_no_grad(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    P = prompt_mask.shape[1]
+    completion_ids = sequences[:, P:]
+    attention_mask = torch.cat([prompt_mask.long(), torch.ones_like(completion_ids)], dim=1)
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():  # scoring only: no need for a graph
+        logits = model(input_ids=sequences, attention_mask=attention_mask, position_ids=position_ids).logits
+    logp_all = torch.log_softmax(logits[:, P - 1 : -1].float() / temperature, dim=-1)
+    logp = logp_all.gather(-1, completion_ids[..., None]).squeeze(-1)
+    return logp, _first_eos_mask(completion_ids, eos_id)
+
+
+def r51_completion_logps_cross_entropy(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    B, P = prompt_mask.shape
+    L = sequences.shape[1] - P
+    targets = sequences[:, P:]
+    attention = torch.ones_like(sequences)
+    attention[:, :P] = prompt_mask.to(attention.dtype)
+    positions = torch.where(attention.bool(), attention.cumsum(dim=1) - 1, torch.zeros_like(attention))
+    out = model(input_ids=sequences, attention_mask=attention, position_ids=positions)
+    scores = out.logits[:, P - 1 : P - 1 + L].float() / temperature  # (B, L, V)
+    logp = -F.cross_entropy(scores.reshape(B * L, -1), targets.reshape(-1), reduction="none").view(B, L)
+    eos_seen = (targets == eos_id).int().cumsum(dim=1)
+    mask = ((eos_seen == 0) | ((eos_seen == 1) & (targets == eos_id))).float()
+    return logp, mask
+
+
+def r52_completion_logps_logsumexp(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    P = prompt_mask.shape[1]
+    completion = sequences[:, P:]
+    L = completion.shape[1]
+    attention_mask = torch.cat([prompt_mask.long(), completion.new_ones(completion.shape)], dim=1)
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    logits = model(input_ids=sequences, attention_mask=attention_mask, position_ids=position_ids).logits
+    scaled = logits[:, -L - 1 : -1].float() / temperature  # the L positions that predict the completion
+    picked = scaled.gather(-1, completion.unsqueeze(-1)).squeeze(-1)
+    logp = picked - torch.logsumexp(scaled, dim=-1)
+    mask = _first_eos_mask(completion, eos_id)
+    return logp, mask
+
+
+ROWS += [
+    _row(
+        "completion_logps",
+        "09",
+        w135_completion_logps_temperature_after_log_softmax,
+        "Divides the log-probs by the temperature after log_softmax instead of dividing the logits before it.",
+    ),
+    _row(
+        "completion_logps",
+        "09",
+        w136_completion_logps_attends_to_padding,
+        "Passes an all-ones attention mask, so the left padding is attended to.",
+    ),
+    _row(
+        "completion_logps",
+        "09",
+        w137_completion_logps_bool_mask,
+        "Returns the completion mask as a bool tensor instead of a float one.",
+    ),
+    _row(
+        "completion_logps",
+        "09",
+        w138_completion_logps_padding_positions_minus_one,
+        "Leaves the positions of the left padding at -1 (no clamp(min=0)), an invalid position for models with "
+        "learned position embeddings.",
+    ),
+    _row(
+        "completion_logps",
+        "09",
+        w139_completion_logps_under_no_grad,
+        "Runs the forward pass under torch.no_grad(), so the log-probs carry no gradient.",
+    ),
+    _row("completion_logps", "09", r51_completion_logps_cross_entropy),
+    _row("completion_logps", "09", r52_completion_logps_logsumexp),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 09: grpo_config_kwargs
+# ---------------------------------------------------------------------------
+
+_SWITCHES = ("algo", "adv_estimator", "policy_loss", "dynamic_sampling", "overlong_cache", "kl_placement")
+_SWITCHES += ("whiten_advantages",)
+_LOSS_TYPES = {"seq-mean-token-mean": "grpo", "token-mean": "dapo", "seq-mean-token-sum-norm": "dr_grpo"}
+
+
+def _refuse(cfg, switches=_SWITCHES):
+    defaults = LMRLConfig()
+    for switch in switches:
+        if getattr(cfg, switch) != getattr(defaults, switch):
+            raise ValueError(f"cfg.{switch}: GRPOConfig has no field for {getattr(cfg, switch)!r} here")
+
+
+def _split(cfg, num_processes):
+    """(micro-batch, accumulation steps per process) of a course round, refusing what does not divide."""
+    completions = cfg.prompts_per_step * cfg.group_size
+    M = cfg.num_minibatches
+    minibatch = completions // M
+    per_process = minibatch // num_processes
+    micro = cfg.micro_batch_size or per_process
+    if completions % M or minibatch % num_processes or per_process % micro:
+        raise ValueError(f"num_processes: {completions} completions do not split over {num_processes} processes")
+    return micro, per_process // micro
+
+
+def w140_grpo_config_kwargs_max_steps_in_rounds(cfg, num_processes=1):
+    _refuse(cfg)
+    micro, accumulation = _split(cfg, num_processes)
+    steps = cfg.update_epochs * cfg.num_minibatches
+    schedule = cfg.lr_schedule
+    if schedule == "constant" and cfg.warmup_iterations > 0:
+        schedule = "constant_with_warmup"
+    return {
+        "num_generations": cfg.group_size,
+        "per_device_train_batch_size": micro,
+        "gradient_accumulation_steps": accumulation,
+        "steps_per_generation": cfg.num_minibatches * accumulation,
+        "num_iterations": cfg.update_epochs,
+        "max_steps": cfg.iterations,  # one step per round
+        "warmup_steps": cfg.warmup_iterations * steps,
+        "lr_scheduler_type": schedule,
+        "learning_rate": cfg.lr,
+        "max_grad_norm": cfg.max_grad_norm,
+        "max_completion_length": cfg.max_new_tokens,
+        "temperature": cfg.temperature,
+        "top_p": cfg.top_p,
+        "beta": cfg.kl_coef,
+        "use_bias_correction_kl": False,
+        "epsilon": cfg.clip_eps,
+        "epsilon_high": cfg.clip_eps if cfg.clip_eps_high is None else cfg.clip_eps_high,
+        "loss_type": _LOSS_TYPES[cfg.loss_agg],
+        "scale_rewards": "group" if cfg.normalize_std else "none",
+        "mask_truncated_completions": cfg.overlong_filter,
+        "seed": cfg.seed,
+    }
+
+
+def w141_grpo_config_kwargs_warmup_in_rounds(cfg, num_processes=1):
+    _refuse(cfg)
+    micro, accumulation = _split(cfg, num_processes)
+    steps = cfg.update_epochs * cfg.num_minibatches
+    schedule = cfg.lr_schedule
+    if schedule == "constant" and cfg.warmup_iterations > 0:
+        schedule = "constant_with_warmup"
+    return {
+        "num_generations": cfg.group_size,
+        "per_device_train_batch_size": micro,
+        "gradient_accumulation_steps": accumulation,
+        "steps_per_generation": cfg.num_minibatches * accumulation,
+        "num_iterations": cfg.update_epochs,
+        "max_steps": cfg.iterations * steps,
+        "warmup_steps": cfg.warmup_iterations,
+        "lr_scheduler_type": schedule,
+        "learning_rate": cfg.lr,
+        "max_grad_norm": cfg.max_grad_norm,
+        "max_completion_length": cfg.max_new_tokens,
+        "temperature": cfg.temperature,
+        "top_p": cfg.top_p,
+        "beta": cfg.kl_coef,
+        "use_bias_correction_kl": False,
+        "epsilon": cfg.clip_eps,
+        "epsilon_high": cfg.clip_eps if cfg.clip_eps_high is None else cfg.clip_eps_high,
+        "loss_type": _LOSS_TYPES[cfg.loss_agg],
+        "scale_rewards": "group" if cfg.normalize_std else "none",
+        "mask_truncated_completions": cfg.overlong_filter,
+        "seed": cfg.seed,
+    }
+
+
+def w142_grpo_config_kwargs_accumulation_over_all_processes(cfg, num_processes=1):
+    _refuse(cfg)
+    micro, _ = _split(cfg, num_processes)
+    minibatch = cfg.prompts_per_step * cfg.group_size // cfg.num_minibatches
+    accumulation = minibatch // micro  # forward passes per optimiser step
+    steps = cfg.update_epochs * cfg.num_minibatches
+    schedule = cfg.lr_schedule
+    if schedule == "constant" and cfg.warmup_iterations > 0:
+        schedule = "constant_with_warmup"
+    return {
+        "num_generations": cfg.group_size,
+        "per_device_train_batch_size": micro,
+        "gradient_accumulation_steps": accumulation,
+        "steps_per_generation": cfg.num_minibatches * accumulation,
+        "num_iterations": cfg.update_epochs,
+        "max_steps": cfg.iterations * steps,
+        "warmup_steps": cfg.warmup_iterations * steps,
+        "lr_scheduler_type": schedule,
+        "learning_rate": cfg.lr,
+        "max_grad_norm": cfg.max_grad_norm,
+        "max_completion_length": cfg.max_new_tokens,
+        "temperature": cfg.temperature,
+        "top_p": cfg.top_p,
+        "beta": cfg.kl_coef,
+        "use_bias_correction_kl": False,
+        "epsilon": cfg.clip_eps,
+        "epsilon_high": cfg.clip_eps if cfg.clip_eps_high is None else cfg.clip_eps_high,
+        "loss_type": _LOSS_TYPES[cfg.loss_agg],
+        "scale_rewards": "group" if cfg.normalize_std else "none",
+        "mask_truncated_completions": cfg.overlong_filter,
+        "seed": cfg.seed,
+    }
+
+
+def w143_grpo_config_kwargs_epsilon_high_passed_through(cfg, num_processes=1):
+    _refuse(cfg)
+    micro, accumulation = _split(cfg, num_processes)
+    steps = cfg.update_epochs * cfg.num_minibatches
+    schedule = cfg.lr_schedule
+    if schedule == "constant" and cfg.warmup_iterations > 0:
+        schedule = "constant_with_warmup"
+    return {
+        "num_generations": cfg.group_size,
+        "per_device_train_batch_size": micro,
+        "gradient_accumulation_steps": accumulation,
+        "steps_per_generation": cfg.num_minibatches * accumulation,
+        "num_iterations": cfg.update_epochs,
+        "max_steps": cfg.iterations * steps,
+        "warmup_steps": cfg.warmup_iterations * steps,
+        "lr_scheduler_type": schedule,
+        "learning_rate": cfg.lr,
+        "max_grad_norm": cfg.max_grad_norm,
+        "max_completion_length": cfg.max_new_tokens,
+        "temperature": cfg.temperature,
+        "top_p": cfg.top_p,
+        "beta": cfg.kl_coef,
+        "use_bias_correction_kl": False,
+        "epsilon": cfg.clip_eps,
+        "epsilon_high": cfg.clip_eps_high,  # the same field under TRL's name
+        "loss_type": _LOSS_TYPES[cfg.loss_agg],
+        "scale_rewards": "group" if cfg.normalize_std else "none",
+        "mask_truncated_completions": cfg.overlong_filter,
+        "seed": cfg.seed,
+    }
+
+
+def w144_grpo_config_kwargs_constant_schedule_kept(cfg, num_processes=1):
+    _refuse(cfg)
+    micro, accumulation = _split(cfg, num_processes)
+    steps = cfg.update_epochs * cfg.num_minibatches
+    return {
+        "num_generations": cfg.group_size,
+        "per_device_train_batch_size": micro,
+        "gradient_accumulation_steps": accumulation,
+        "steps_per_generation": cfg.num_minibatches * accumulation,
+        "num_iterations": cfg.update_epochs,
+        "max_steps": cfg.iterations * steps,
+        "warmup_steps": cfg.warmup_iterations * steps,
+        "lr_scheduler_type": cfg.lr_schedule,
+        "learning_rate": cfg.lr,
+        "max_grad_norm": cfg.max_grad_norm,
+        "max_completion_length": cfg.max_new_tokens,
+        "temperature": cfg.temperature,
+        "top_p": cfg.top_p,
+        "beta": cfg.kl_coef,
+        "use_bias_correction_kl": False,
+        "epsilon": cfg.clip_eps,
+        "epsilon_high": cfg.clip_eps if cfg.clip_eps_high is None else cfg.clip_eps_high,
+        "loss_type": _LOSS_TYPES[cfg.loss_agg],
+        "scale_rewards": "group" if cfg.normalize_std else "none",
+        "mask_truncated_completions": cfg.overlong_filter,
+        "seed": cfg.seed,
+    }
+
+
+def w145_grpo_config_kwargs_trl_kl_correction_left_on(cfg, num_processes=1):
+    _refuse(cfg)
+    micro, accumulation = _split(cfg, num_processes)
+    steps = cfg.update_epochs * cfg.num_minibatches
+    schedule = cfg.lr_schedule
+    if schedule == "constant" and cfg.warmup_iterations > 0:
+        schedule = "constant_with_warmup"
+    return {
+        "num_generations": cfg.group_size,
+        "per_device_train_batch_size": micro,
+        "gradient_accumulation_steps": accumulation,
+        "steps_per_generation": cfg.num_minibatches * accumulation,
+        "num_iterations": cfg.update_epochs,
+        "max_steps": cfg.iterations * steps,
+        "warmup_steps": cfg.warmup_iterations * steps,
+        "lr_scheduler_type": schedule,
+        "learning_rate": cfg.lr,
+        "max_grad_norm": cfg.max_grad_norm,
+        "max_completion_length": cfg.max_new_tokens,
+        "temperature": cfg.temperature,
+        "top_p": cfg.top_p,
+        "beta": cfg.kl_coef,
+        "epsilon": cfg.clip_eps,
+        "epsilon_high": cfg.clip_eps if cfg.clip_eps_high is None else cfg.clip_eps_high,
+        "loss_type": _LOSS_TYPES[cfg.loss_agg],
+        "scale_rewards": "group" if cfg.normalize_std else "none",
+        "mask_truncated_completions": cfg.overlong_filter,
+        "seed": cfg.seed,
+    }
+
+
+def w146_grpo_config_kwargs_refuses_five_switches(cfg, num_processes=1):
+    _refuse(cfg, ("algo", "adv_estimator", "policy_loss", "dynamic_sampling", "overlong_cache"))
+    micro, accumulation = _split(cfg, num_processes)
+    steps = cfg.update_epochs * cfg.num_minibatches
+    schedule = cfg.lr_schedule
+    if schedule == "constant" and cfg.warmup_iterations > 0:
+        schedule = "constant_with_warmup"
+    return {
+        "num_generations": cfg.group_size,
+        "per_device_train_batch_size": micro,
+        "gradient_accumulation_steps": accumulation,
+        "steps_per_generation": cfg.num_minibatches * accumulation,
+        "num_iterations": cfg.update_epochs,
+        "max_steps": cfg.iterations * steps,
+        "warmup_steps": cfg.warmup_iterations * steps,
+        "lr_scheduler_type": schedule,
+        "learning_rate": cfg.lr,
+        "max_grad_norm": cfg.max_grad_norm,
+        "max_completion_length": cfg.max_new_tokens,
+        "temperature": cfg.temperature,
+        "top_p": cfg.top_p,
+        "beta": cfg.kl_coef,
+        "use_bias_correction_kl": False,
+        "epsilon": cfg.clip_eps,
+        "epsilon_high": cfg.clip_eps if cfg.clip_eps_high is None else cfg.clip_eps_high,
+        "loss_type": _LOSS_TYPES[cfg.loss_agg],
+        "scale_rewards": "group" if cfg.normalize_std else "none",
+        "mask_truncated_completions": cfg.overlong_filter,
+        "seed": cfg.seed,
+    }
+
+
+def r53_grpo_config_kwargs_divmod(cfg, num_processes=1):
+    defaults = LMRLConfig.grpo()
+    for name in _SWITCHES:
+        if getattr(cfg, name) != getattr(defaults, name):
+            raise ValueError(f"cfg.{name}: no GRPOConfig field for {getattr(cfg, name)!r}")
+    minibatch, left = divmod(cfg.prompts_per_step * cfg.group_size, cfg.num_minibatches)
+    per_process, left_p = divmod(minibatch, num_processes)
+    micro = per_process if cfg.micro_batch_size is None else cfg.micro_batch_size
+    passes, left_m = divmod(per_process, micro) if micro else (0, 1)
+    if left or left_p or left_m:
+        raise ValueError(f"num_processes: the batch does not split evenly over {num_processes} processes")
+    optimiser_steps = cfg.update_epochs * cfg.num_minibatches  # per round
+    warm = cfg.warmup_iterations > 0
+    kwargs = dict(num_generations=cfg.group_size, num_iterations=cfg.update_epochs)
+    kwargs.update(per_device_train_batch_size=micro, gradient_accumulation_steps=passes)
+    kwargs.update(steps_per_generation=cfg.num_minibatches * passes)
+    kwargs.update(max_steps=cfg.iterations * optimiser_steps, warmup_steps=cfg.warmup_iterations * optimiser_steps)
+    kwargs["lr_scheduler_type"] = "constant_with_warmup" if cfg.lr_schedule == "constant" and warm else cfg.lr_schedule
+    kwargs.update(learning_rate=cfg.lr, max_grad_norm=cfg.max_grad_norm, max_completion_length=cfg.max_new_tokens)
+    kwargs.update(temperature=cfg.temperature, top_p=cfg.top_p, beta=cfg.kl_coef, use_bias_correction_kl=False)
+    kwargs.update(epsilon=cfg.clip_eps, epsilon_high=cfg.clip_eps_high if cfg.clip_eps_high is not None else cfg.clip_eps)
+    kwargs["loss_type"] = {"seq-mean-token-mean": "grpo", "token-mean": "dapo"}.get(cfg.loss_agg, "dr_grpo")
+    kwargs["scale_rewards"] = "group" if cfg.normalize_std else "none"
+    kwargs.update(mask_truncated_completions=cfg.overlong_filter, seed=cfg.seed)
+    return kwargs
+
+
+def r54_grpo_config_kwargs_named_quantities(cfg, num_processes=1):
+    _refuse(cfg)
+    micro, accumulation = _split(cfg, num_processes)
+    rounds_to_steps = cfg.update_epochs * cfg.num_minibatches
+    by_name = {  # fields copied under another name
+        "num_generations": "group_size",
+        "num_iterations": "update_epochs",
+        "learning_rate": "lr",
+        "max_grad_norm": "max_grad_norm",
+        "max_completion_length": "max_new_tokens",
+        "temperature": "temperature",
+        "top_p": "top_p",
+        "beta": "kl_coef",
+        "epsilon": "clip_eps",
+        "mask_truncated_completions": "overlong_filter",
+        "seed": "seed",
+    }
+    kwargs = {field: getattr(cfg, name) for field, name in by_name.items()}
+    kwargs["per_device_train_batch_size"] = micro
+    kwargs["gradient_accumulation_steps"] = accumulation
+    kwargs["steps_per_generation"] = cfg.num_minibatches * accumulation
+    kwargs["max_steps"] = cfg.iterations * rounds_to_steps
+    kwargs["warmup_steps"] = cfg.warmup_iterations * rounds_to_steps
+    constant_with_warmup = cfg.lr_schedule == "constant" and cfg.warmup_iterations > 0
+    kwargs["lr_scheduler_type"] = "constant_with_warmup" if constant_with_warmup else cfg.lr_schedule
+    kwargs["epsilon_high"] = cfg.clip_eps if cfg.clip_eps_high is None else cfg.clip_eps_high
+    kwargs["loss_type"] = _LOSS_TYPES[cfg.loss_agg]
+    kwargs["scale_rewards"] = "group" if cfg.normalize_std else "none"
+    kwargs["use_bias_correction_kl"] = False
+    return kwargs
+
+
+ROWS += [
+    _row(
+        "grpo_config_kwargs",
+        "09",
+        w140_grpo_config_kwargs_max_steps_in_rounds,
+        "Sets max_steps to the number of rounds instead of the number of optimiser steps.",
+    ),
+    _row(
+        "grpo_config_kwargs",
+        "09",
+        w141_grpo_config_kwargs_warmup_in_rounds,
+        "Sets warmup_steps to the warm-up rounds instead of converting them to optimiser steps.",
+    ),
+    _row(
+        "grpo_config_kwargs",
+        "09",
+        w142_grpo_config_kwargs_accumulation_over_all_processes,
+        "Counts gradient_accumulation_steps over the whole minibatch instead of one process's share.",
+    ),
+    _row(
+        "grpo_config_kwargs",
+        "09",
+        w143_grpo_config_kwargs_epsilon_high_passed_through,
+        "Passes clip_eps_high through as epsilon_high, None when unset, instead of falling back to clip_eps.",
+    ),
+    _row(
+        "grpo_config_kwargs",
+        "09",
+        w144_grpo_config_kwargs_constant_schedule_kept,
+        "Keeps lr_scheduler_type 'constant' with a warm-up instead of 'constant_with_warmup'.",
+    ),
+    _row(
+        "grpo_config_kwargs",
+        "09",
+        w145_grpo_config_kwargs_trl_kl_correction_left_on,
+        "Leaves out use_bias_correction_kl, so TRL's default (True) reweights the KL term.",
+    ),
+    _row(
+        "grpo_config_kwargs",
+        "09",
+        w146_grpo_config_kwargs_refuses_five_switches,
+        "Refuses only five of the switches, letting kl_placement and whiten_advantages through.",
+    ),
+    _row("grpo_config_kwargs", "09", r53_grpo_config_kwargs_divmod),
+    _row("grpo_config_kwargs", "09", r54_grpo_config_kwargs_named_quantities),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 10: pass_at_k
+# ---------------------------------------------------------------------------
+
+
+def _pass_at_k_factors(n, c, k, start_offset=1):
+    """The broadcast n, c, k (float64) and the factors (1 - k / i) laid out on a new last axis."""
+    n, c, k = torch.broadcast_tensors(*(torch.as_tensor(x, dtype=torch.float64) for x in (n, c, k)))
+    j = torch.arange(int(c.max()), dtype=torch.float64)
+    i = (n - c + start_offset)[..., None] + j
+    factors = torch.where(j < c[..., None], 1 - k[..., None] / i, torch.ones((), dtype=torch.float64))
+    return n, c, k, factors
+
+
+def w147_pass_at_k_float32(n, c, k):
+    n, c, k, factors = _pass_at_k_factors(n, c, k)
+    estimate = 1 - factors.prod(dim=-1)
+    return torch.where(n - c < k, (c > 0).double(), estimate).float()  # a probability
+
+
+def w148_pass_at_k_one_when_k_exceeds_n(n, c, k):
+    n, c, k, factors = _pass_at_k_factors(n, c, k)
+    estimate = 1 - factors.prod(dim=-1)
+    return torch.where(n - c < k, torch.ones_like(estimate), estimate)  # every draw holds a right one
+
+
+def w149_pass_at_k_product_from_n_minus_c(n, c, k):
+    n, c, k, factors = _pass_at_k_factors(n, c, k, start_offset=0)  # i = n - c, ..., n - 1
+    estimate = 1 - factors.prod(dim=-1)
+    return torch.where(n - c < k, (c > 0).double(), estimate)
+
+
+def w150_pass_at_k_python_float_for_ints(n, c, k):
+    n_t, c_t, k_t, factors = _pass_at_k_factors(n, c, k)
+    result = torch.where(n_t - c_t < k_t, (c_t > 0).double(), 1 - factors.prod(dim=-1))
+    if all(isinstance(x, int) for x in (n, c, k)):
+        return result.item()
+    return result
+
+
+def w151_pass_at_k_k_without_factor_axis(n, c, k):
+    n, c = torch.broadcast_tensors(*(torch.as_tensor(x, dtype=torch.float64) for x in (n, c)))
+    k = torch.as_tensor(k, dtype=torch.float64)
+    j = torch.arange(int(c.max()), dtype=torch.float64)
+    i = (n - c + 1)[..., None] + j
+    factors = torch.where(j < c[..., None], 1 - k / i, torch.ones((), dtype=torch.float64))
+    estimate = 1 - factors.prod(dim=-1)
+    return torch.where(n - c < k, (c > 0).double(), estimate)
+
+
+def w152_pass_at_k_boundary_at_equality(n, c, k):
+    n, c, k, factors = _pass_at_k_factors(n, c, k)
+    estimate = 1 - factors.prod(dim=-1)
+    return torch.where(n - c <= k, (c > 0).double(), estimate)
+
+
+def r55_pass_at_k_exact_binomials(n, c, k):
+    n_a, c_a, k_a = np.broadcast_arrays(*(np.asarray(torch.as_tensor(x).cpu()) for x in (n, c, k)))
+    flat = []
+    for n_i, c_i, k_i in zip(n_a.ravel().tolist(), c_a.ravel().tolist(), k_a.ravel().tolist()):
+        n_i, c_i, k_i = int(n_i), int(c_i), int(k_i)
+        if n_i - c_i < k_i:
+            flat.append(1.0 if c_i > 0 else 0.0)
+        else:
+            flat.append(1.0 - math.comb(n_i - c_i, k_i) / math.comb(n_i, k_i))  # exact integers, one rounding
+    return torch.tensor(flat, dtype=torch.float64).reshape(n_a.shape)
+
+
+def r56_pass_at_k_log1p_sum(n, c, k):
+    n, c, k = torch.broadcast_tensors(*(torch.as_tensor(x).to(torch.float64) for x in (n, c, k)))
+    C = int(c.max()) if c.numel() else 0
+    steps = torch.arange(C, dtype=torch.float64)
+    i = n[..., None] - steps  # n, n - 1, ..., n - c + 1
+    inside = steps < c[..., None]
+    ratio = torch.where(inside, k[..., None] / i, torch.zeros((), dtype=torch.float64))
+    log_all_wrong = torch.log1p(-ratio.clamp(max=1.0)).sum(dim=-1)  # log C(n - c, k) / C(n, k)
+    estimate = -torch.expm1(log_all_wrong)
+    return torch.where(n - c < k, (c > 0).to(torch.float64), estimate)
+
+
+ROWS += [
+    _row("pass_at_k", "10", w147_pass_at_k_float32, "Returns a float32 tensor instead of float64."),
+    _row(
+        "pass_at_k",
+        "10",
+        w148_pass_at_k_one_when_k_exceeds_n,
+        "Returns 1 whenever n - c < k, also when c = 0 (k > n with no right sample gives 1 instead of 0).",
+    ),
+    _row(
+        "pass_at_k",
+        "10",
+        w149_pass_at_k_product_from_n_minus_c,
+        "Runs the product over i = n - c, ..., n - 1 instead of i = n - c + 1, ..., n.",
+    ),
+    _row(
+        "pass_at_k",
+        "10",
+        w150_pass_at_k_python_float_for_ints,
+        "Returns a Python float for int inputs instead of a 0-dimensional float64 tensor.",
+    ),
+    _row(
+        "pass_at_k",
+        "10",
+        w151_pass_at_k_k_without_factor_axis,
+        "Divides by i without giving a tensor k a factor axis, so a k tensor broadcasts against the factors wrongly.",
+    ),
+    _row(
+        "pass_at_k",
+        "10",
+        w152_pass_at_k_boundary_at_equality,
+        "Returns 1 already when n - c == k (<= instead of <), where the estimate is 1 - 1 / C(n, k).",
+    ),
+    _row("pass_at_k", "10", r55_pass_at_k_exact_binomials),
+    _row("pass_at_k", "10", r56_pass_at_k_log1p_sum),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 10: aggregation_token_weight
+# ---------------------------------------------------------------------------
+
+
+def _as_float_lengths(length):
+    return length.to(length.dtype if length.is_floating_point() else torch.get_default_dtype())
+
+
+def w153_aggregation_token_weight_counts_nonempty_responses(length, mode, max_len=None):
+    _agg_mode(mode)
+    o = _as_float_lengths(length)
+    N = (o > 0).sum()  # responses that have tokens
+    L = o.max() if max_len is None else max_len
+    if mode == "seq-mean-token-mean":
+        w = 1 / (N * o.clamp(min=1))
+    elif mode == "token-mean":
+        w = torch.ones_like(o) / o.sum()
+    else:
+        w = torch.ones_like(o) / (N * L)
+    return torch.where(o > 0, w, torch.zeros_like(w))
+
+
+def w154_aggregation_token_weight_default_from_shape(length, mode, max_len=None):
+    _agg_mode(mode)
+    o = _as_float_lengths(length)
+    N = o.numel()
+    L = length.shape[-1] if max_len is None else max_len  # the padded length
+    if mode == "seq-mean-token-mean":
+        w = 1 / (N * o.clamp(min=1))
+    elif mode == "token-mean":
+        w = torch.ones_like(o) / o.sum()
+    else:
+        w = torch.ones_like(o) / (N * L)
+    return torch.where(o > 0, w, torch.zeros_like(w))
+
+
+def w155_aggregation_token_weight_empty_keeps_clamped_weight(length, mode, max_len=None):
+    _agg_mode(mode)
+    o = _as_float_lengths(length)
+    N = o.numel()
+    L = o.max() if max_len is None else max_len
+    if mode == "seq-mean-token-mean":
+        return 1 / (N * o.clamp(min=1))  # clamp(min=1), as aggregate_loss
+    if mode == "token-mean":
+        return torch.where(o > 0, torch.ones_like(o) / o.sum(), torch.zeros_like(o))
+    return torch.where(o > 0, torch.ones_like(o) / (N * L), torch.zeros_like(o))
+
+
+def w156_aggregation_token_weight_dr_grpo_without_n(length, mode, max_len=None):
+    _agg_mode(mode)
+    o = _as_float_lengths(length)
+    N = o.numel()
+    L = o.max() if max_len is None else max_len
+    if mode == "seq-mean-token-mean":
+        w = 1 / (N * o.clamp(min=1))
+    elif mode == "token-mean":
+        w = torch.ones_like(o) / o.sum()
+    else:
+        w = torch.ones_like(o) / L  # 1 / max_len
+    return torch.where(o > 0, w, torch.zeros_like(w))
+
+
+def w157_aggregation_token_weight_n_from_first_axis(length, mode, max_len=None):
+    _agg_mode(mode)
+    o = _as_float_lengths(length)
+    N = o.shape[0] if o.dim() else 1  # one entry per response
+    L = o.max() if max_len is None else max_len
+    if mode == "seq-mean-token-mean":
+        w = 1 / (N * o.clamp(min=1))
+    elif mode == "token-mean":
+        w = torch.ones_like(o) / o.sum()
+    else:
+        w = torch.ones_like(o) / (N * L)
+    return torch.where(o > 0, w, torch.zeros_like(w))
+
+
+def r57_aggregation_token_weight_table_of_lambdas(length, mode, max_len=None):
+    o = length.double()
+    N = o.numel()
+    L = o.max() if max_len is None else torch.tensor(float(max_len), dtype=torch.float64)
+    weight_of = {
+        "seq-mean-token-mean": lambda: 1.0 / (N * o.clamp(min=1)),
+        "token-mean": lambda: torch.full_like(o, 1.0) / o.sum().clamp(min=1),
+        "seq-mean-token-sum-norm": lambda: torch.full_like(o, 1.0) / (N * L),
+    }
+    if mode not in weight_of:
+        raise ValueError(f"mode: expected one of {sorted(weight_of)}, got {mode!r}")
+    w = weight_of[mode]().masked_fill(o == 0, 0.0)
+    return w.to(length.dtype if length.is_floating_point() else torch.get_default_dtype())
+
+
+def r58_aggregation_token_weight_autograd_of_aggregate_loss(length, mode, max_len=None):
+    _agg_mode(mode)
+    dtype = length.dtype if length.is_floating_point() else torch.get_default_dtype()
+    lengths = length.reshape(-1).long()
+    T = max(int(lengths.max()), 1) if lengths.numel() else 1
+    mask = torch.arange(T)[None, :] < lengths[:, None]  # (N, T)
+    per_token = torch.zeros(mask.shape, dtype=torch.float64, requires_grad=True)
+    L = int(lengths.max()) if max_len is None else max_len
+    loss = grpo.aggregate_loss(per_token, mask, mode, max_len=L if mode == "seq-mean-token-sum-norm" else None)
+    (grad,) = torch.autograd.grad(loss, per_token)
+    w = grad[:, 0].masked_fill(lengths == 0, 0.0)  # every valid token of response i has the same weight
+    return w.reshape(length.shape).to(dtype)
+
+
+ROWS += [
+    _row(
+        "aggregation_token_weight",
+        "10",
+        w153_aggregation_token_weight_counts_nonempty_responses,
+        "Counts only the non-empty responses in N, although an empty response still counts.",
+    ),
+    _row(
+        "aggregation_token_weight",
+        "10",
+        w154_aggregation_token_weight_default_from_shape,
+        "Takes the default max_len from length's last dimension instead of the longest length.",
+    ),
+    _row(
+        "aggregation_token_weight",
+        "10",
+        w155_aggregation_token_weight_empty_keeps_clamped_weight,
+        "Gives an empty response the clamped weight 1 / N in the per-sequence mode instead of 0.",
+    ),
+    _row(
+        "aggregation_token_weight",
+        "10",
+        w156_aggregation_token_weight_dr_grpo_without_n,
+        "Gives Dr. GRPO's weight as 1 / max_len, leaving out the 1 / N of the mean over responses.",
+    ),
+    _row(
+        "aggregation_token_weight",
+        "10",
+        w157_aggregation_token_weight_n_from_first_axis,
+        "Takes N from the first axis of length instead of its number of entries.",
+    ),
+    _row("aggregation_token_weight", "10", r57_aggregation_token_weight_table_of_lambdas),
+    _row("aggregation_token_weight", "10", r58_aggregation_token_weight_autograd_of_aggregate_loss),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 10: completion_style
+# ---------------------------------------------------------------------------
+
+
+def w158_completion_style_up_to_last_eos(text, n_digits=3):
+    body, eos, _ = text.rpartition("$")
+    if not eos:
+        return "malformed"
+    if re.fullmatch(r"[0-9]+", body):
+        return "direct"
+    m = re.fullmatch(r"\[([^\[\]]+)\]([0-9]+)", body)
+    if m is None:
+        return "malformed"
+    if re.fullmatch(r"\.+", m.group(1)):
+        return "filler"
+    totals = m.group(1).split(",")
+    if len(totals) == n_digits and all(re.fullmatch(r"1?[0-9]", t) for t in totals):
+        return "scratchpad"
+    return "malformed"
+
+
+def w159_completion_style_totals_by_value(text, n_digits=3):
+    body, eos, _ = text.partition("$")
+    if not eos:
+        return "malformed"
+    if re.fullmatch(r"[0-9]+", body):
+        return "direct"
+    m = re.fullmatch(r"\[([^\[\]]+)\]([0-9]+)", body)
+    if m is None:
+        return "malformed"
+    if re.fullmatch(r"\.+", m.group(1)):
+        return "filler"
+    totals = m.group(1).split(",")
+    if len(totals) == n_digits and all(t.isdigit() and int(t) <= 19 for t in totals):
+        return "scratchpad"
+    return "malformed"
+
+
+def w160_completion_style_empty_bracket_is_filler(text, n_digits=3):
+    body, eos, _ = text.partition("$")
+    if not eos:
+        return "malformed"
+    if re.fullmatch(r"[0-9]+", body):
+        return "direct"
+    m = re.fullmatch(r"\[([^\[\]]*)\]([0-9]+)", body)
+    if m is None:
+        return "malformed"
+    if re.fullmatch(r"\.*", m.group(1)):  # dots, however many
+        return "filler"
+    totals = m.group(1).split(",")
+    if len(totals) == n_digits and all(re.fullmatch(r"1?[0-9]", t) for t in totals):
+        return "scratchpad"
+    return "malformed"
+
+
+def w161_completion_style_any_number_of_totals(text, n_digits=3):
+    body, eos, _ = text.partition("$")
+    if not eos:
+        return "malformed"
+    if re.fullmatch(r"[0-9]+", body):
+        return "direct"
+    m = re.fullmatch(r"\[([^\[\]]+)\]([0-9]+)", body)
+    if m is None:
+        return "malformed"
+    if re.fullmatch(r"\.+", m.group(1)):
+        return "filler"
+    if all(re.fullmatch(r"1?[0-9]", t) for t in m.group(1).split(",")):
+        return "scratchpad"
+    return "malformed"
+
+
+def w162_completion_style_no_eos_reads_everything(text, n_digits=3):
+    body = text.split("$")[0]  # what comes before EOS
+    if re.fullmatch(r"[0-9]+", body):
+        return "direct"
+    m = re.fullmatch(r"\[([^\[\]]+)\]([0-9]+)", body)
+    if m is None:
+        return "malformed"
+    if re.fullmatch(r"\.+", m.group(1)):
+        return "filler"
+    totals = m.group(1).split(",")
+    if len(totals) == n_digits and all(re.fullmatch(r"1?[0-9]", t) for t in totals):
+        return "scratchpad"
+    return "malformed"
+
+
+def w163_completion_style_answer_digits_optional(text, n_digits=3):
+    body, eos, _ = text.partition("$")
+    if not eos:
+        return "malformed"
+    if re.fullmatch(r"[0-9]+", body):
+        return "direct"
+    m = re.fullmatch(r"\[([^\[\]]+)\]([0-9]*)", body)
+    if m is None:
+        return "malformed"
+    if re.fullmatch(r"\.+", m.group(1)):
+        return "filler"
+    totals = m.group(1).split(",")
+    if len(totals) == n_digits and all(re.fullmatch(r"1?[0-9]", t) for t in totals):
+        return "scratchpad"
+    return "malformed"
+
+
+def r59_completion_style_string_methods(text, n_digits=3):
+    digits = set("0123456789")
+    if "$" not in text:
+        return "malformed"
+    body = text[: text.index("$")]
+    if body and set(body) <= digits:
+        return "direct"
+    if not body.startswith("[") or body.count("[") != 1 or body.count("]") != 1:
+        return "malformed"
+    close = body.index("]")
+    inside, answer = body[1:close], body[close + 1 :]
+    if not inside or not answer or not set(answer) <= digits:
+        return "malformed"
+    if set(inside) == {"."}:
+        return "filler"
+    totals = inside.split(",")
+
+    def is_total(t):
+        return t in {str(v) for v in range(20)}
+
+    if len(totals) == n_digits and all(is_total(t) for t in totals):
+        return "scratchpad"
+    return "malformed"
+
+
+def r60_completion_style_one_pattern(text, n_digits=3):
+    body, eos, _ = text.partition("$")
+    total = r"(?:1[0-9]|[0-9])"
+    patterns = {
+        "direct": r"[0-9]+",
+        "filler": r"\[\.+\][0-9]+",
+        "scratchpad": r"\[" + ",".join([total] * n_digits) + r"\][0-9]+" if n_digits > 0 else r"(?!)",
+    }
+    if eos:
+        for label, pattern in patterns.items():
+            if re.fullmatch(pattern, body):
+                return label
+    return "malformed"
+
+
+ROWS += [
+    _row(
+        "completion_style",
+        "10",
+        w158_completion_style_up_to_last_eos,
+        "Reads the text up to the last '$' (rpartition) instead of the first.",
+    ),
+    _row(
+        "completion_style",
+        "10",
+        w159_completion_style_totals_by_value,
+        "Checks each total with int(t) <= 19, which accepts totals with a leading zero such as '07'.",
+    ),
+    _row(
+        "completion_style",
+        "10",
+        w160_completion_style_empty_bracket_is_filler,
+        "Matches filler with \\.* (zero or more dots), so an empty bracket counts as filler.",
+    ),
+    _row(
+        "completion_style",
+        "10",
+        w161_completion_style_any_number_of_totals,
+        "Accepts any number of totals in the scratchpad instead of exactly n_digits.",
+    ),
+    _row(
+        "completion_style",
+        "10",
+        w162_completion_style_no_eos_reads_everything,
+        "Reads the whole text when there is no '$', so a completion that never stopped still gets a style.",
+    ),
+    _row(
+        "completion_style",
+        "10",
+        w163_completion_style_answer_digits_optional,
+        "Lets the digits after the bracket be empty, so '[15,14,10]$' is a scratchpad.",
+    ),
+    _row("completion_style", "10", r59_completion_style_string_methods),
+    _row("completion_style", "10", r60_completion_style_one_pattern),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 10: style_share
+# ---------------------------------------------------------------------------
+
+
+def w164_style_share_counts_outer_list(labels, style):
+    if len(labels) == 0:
+        raise ValueError("labels: no completion, so no share")
+    return list(labels).count(style) / len(labels)
+
+
+def w165_style_share_empty_is_zero(labels, style):
+    flat = np.asarray(labels).reshape(-1)
+    if flat.size == 0:
+        return 0.0  # no completion of that style
+    return float((flat == style).mean())
+
+
+def w166_style_share_among_well_formed(labels, style):
+    flat = np.asarray(labels).reshape(-1)
+    if flat.size == 0:
+        raise ValueError("labels: no completion, so no share")
+    well_formed = flat[flat != "malformed"]
+    if well_formed.size == 0:
+        return 0.0
+    return float((well_formed == style).mean())
+
+
+def w167_style_share_numpy_float32(labels, style):
+    flat = np.asarray(labels).reshape(-1)
+    if flat.size == 0:
+        raise ValueError("labels: no completion, so no share")
+    return np.mean(flat == style, dtype=np.float32)
+
+
+def w168_style_share_len_for_emptiness(labels, style):
+    if len(labels) == 0:
+        raise ValueError("labels: no completion, so no share")
+    flat = np.asarray(labels).reshape(-1)
+    with np.errstate(invalid="ignore"):
+        return float(np.sum(flat == style) / flat.size) if flat.size else float("nan")
+
+
+def r61_style_share_recursive_flatten(labels, style):
+    def leaves(x):
+        if isinstance(x, str):
+            yield x
+        else:
+            for item in x:
+                yield from leaves(item)
+
+    every = list(leaves(labels.tolist() if isinstance(labels, np.ndarray) else labels))
+    if not every:
+        raise ValueError("labels: expected at least one completion, got none")
+    return sum(label == style for label in every) / len(every)
+
+
+def r62_style_share_counter(labels, style):
+    counts = collections.Counter(np.ravel(np.asarray(labels, dtype=object)).tolist())
+    total = sum(counts.values())
+    if total == 0:
+        raise ValueError("labels: no completion, so no share")
+    return counts[style] / total
+
+
+ROWS += [
+    _row(
+        "style_share",
+        "10",
+        w164_style_share_counts_outer_list,
+        "Counts with list.count over the outer list, so a nested [B][G] list (or an array) counts prompts, not "
+        "completions.",
+    ),
+    _row(
+        "style_share",
+        "10",
+        w165_style_share_empty_is_zero,
+        "Returns 0.0 for no labels instead of raising ValueError.",
+    ),
+    _row(
+        "style_share",
+        "10",
+        w166_style_share_among_well_formed,
+        "Leaves the malformed completions out of the denominator.",
+    ),
+    _row(
+        "style_share",
+        "10",
+        w167_style_share_numpy_float32,
+        "Returns a numpy float32 (np.mean with dtype=float32) instead of a Python float.",
+    ),
+    _row(
+        "style_share",
+        "10",
+        w168_style_share_len_for_emptiness,
+        "Tests emptiness with len(labels), so an array of shape (2, 0) gives NaN instead of ValueError.",
+    ),
+    _row("style_share", "10", r61_style_share_recursive_flatten),
+    _row("style_share", "10", r62_style_share_counter),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 11: rloo_advantages
+# ---------------------------------------------------------------------------
+
+
+def w169_rloo_advantages_inverted_scale(rewards):
+    G = rewards.shape[-1]
+    if G == 1:
+        return torch.zeros_like(rewards)
+    return (G - 1) / G * (rewards - rewards.mean(dim=-1, keepdim=True))
+
+
+def w170_rloo_advantages_group_of_one_keeps_reward(rewards):
+    G = rewards.shape[-1]
+    if G == 1:
+        return rewards.clone()  # no baseline to subtract
+    others_mean = (rewards.sum(dim=-1, keepdim=True) - rewards) / (G - 1)
+    return rewards - others_mean
+
+
+def w171_rloo_advantages_groups_on_first_axis(rewards):
+    G = rewards.shape[0]  # JAX code of mine: [G, B]
+    if G == 1:
+        return torch.zeros_like(rewards)
+    others_mean = (rewards.sum(dim=0, keepdim=True) - rewards) / (G - 1)
+    return rewards - others_mean
+
+
+def w172_rloo_advantages_in_place(rewards):
+    G = rewards.shape[-1]
+    if G == 1:
+        return torch.zeros_like(rewards)
+    others_mean = (rewards.sum(dim=-1, keepdim=True) - rewards) / (G - 1)
+    rewards -= others_mean
+    return rewards
+
+
+def w173_rloo_advantages_divides_by_group_std(rewards):
+    G = rewards.shape[-1]
+    if G == 1:
+        return torch.zeros_like(rewards)
+    others_mean = (rewards.sum(dim=-1, keepdim=True) - rewards) / (G - 1)
+    return (rewards - others_mean) / (rewards.std(dim=-1, keepdim=True) + 1e-6)
+
+
+def r63_rloo_advantages_scaled_centring(rewards):
+    G = rewards.shape[-1]
+    if G < 2:
+        return rewards.new_zeros(rewards.shape)
+    # the docstring's identity: r_i - mean of the others = G / (G - 1) * (r_i - mean of all)
+    return G / (G - 1) * (rewards - rewards.mean(dim=-1, keepdim=True))
+
+
+def r64_rloo_advantages_nan_to_num_for_one(rewards):
+    G = rewards.shape[-1]
+    others_mean = rewards.sum(dim=-1, keepdim=True).sub(rewards) / (G - 1)  # a group of one: 0 / 0 = NaN
+    return torch.nan_to_num(rewards - others_mean, nan=0.0)
+
+
+ROWS += [
+    _row(
+        "rloo_advantages",
+        "11",
+        w169_rloo_advantages_inverted_scale,
+        "Scales the centred rewards by (G - 1) / G instead of G / (G - 1).",
+    ),
+    _row(
+        "rloo_advantages",
+        "11",
+        w170_rloo_advantages_group_of_one_keeps_reward,
+        "Returns the raw reward for a group of one (verl's choice) instead of 0.",
+    ),
+    _row(
+        "rloo_advantages",
+        "11",
+        w171_rloo_advantages_groups_on_first_axis,
+        "Takes the group along the first axis (a [G, B] layout) instead of the last.",
+    ),
+    _row(
+        "rloo_advantages",
+        "11",
+        w172_rloo_advantages_in_place,
+        "Subtracts the baseline from the rewards in place and returns the caller's tensor.",
+    ),
+    _row(
+        "rloo_advantages",
+        "11",
+        w173_rloo_advantages_divides_by_group_std,
+        "Divides the leave-one-out advantages by the group std, as GRPO does.",
+    ),
+    _row("rloo_advantages", "11", r63_rloo_advantages_scaled_centring),
+    _row("rloo_advantages", "11", r64_rloo_advantages_nan_to_num_for_one),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 11: gspo_sequence_log_ratio
+# ---------------------------------------------------------------------------
+
+
+def w174_gspo_sequence_log_ratio_divides_by_t(logp, logp_old, mask):
+    valid = mask.bool()
+    log_ratio = torch.where(valid, logp - logp_old.detach(), torch.zeros_like(logp))
+    return log_ratio.sum(dim=-1) / logp.shape[-1]
+
+
+def w175_gspo_sequence_log_ratio_returns_ratio(logp, logp_old, mask):
+    valid = mask.bool()
+    log_ratio = torch.where(valid, logp - logp_old.detach(), torch.zeros_like(logp))
+    return torch.exp(log_ratio.sum(dim=-1) / valid.sum(dim=-1).clamp(min=1))  # s_i
+
+
+def w176_gspo_sequence_log_ratio_sum_of_log_ratios(logp, logp_old, mask):
+    valid = mask.bool()
+    log_ratio = torch.where(valid, logp - logp_old.detach(), torch.zeros_like(logp))
+    return log_ratio.sum(dim=-1)  # log of the sequence ratio
+
+
+def w177_gspo_sequence_log_ratio_where_with_mask_as_given(logp, logp_old, mask):
+    log_ratio = torch.where(mask, logp - logp_old.detach(), torch.zeros_like(logp))
+    lengths = mask.sum(dim=-1).clamp(min=1)
+    return log_ratio.sum(dim=-1) / lengths
+
+
+def w178_gspo_sequence_log_ratio_keepdim(logp, logp_old, mask):
+    valid = mask.bool()
+    log_ratio = torch.where(valid, logp - logp_old.detach(), torch.zeros_like(logp))
+    return log_ratio.sum(dim=-1, keepdim=True) / valid.sum(dim=-1, keepdim=True).clamp(min=1)
+
+
+def r65_gspo_sequence_log_ratio_masked_fill_nan_to_num(logp, logp_old, mask):
+    padding = ~mask.bool()
+    log_ratio = (logp - logp_old.detach()).masked_fill(padding, 0.0)
+    mean = log_ratio.sum(dim=-1) / (~padding).sum(dim=-1).to(logp.dtype)
+    return torch.nan_to_num(mean, nan=0.0)  # an empty response is 0 / 0
+
+
+def r66_gspo_sequence_log_ratio_weights_einsum(logp, logp_old, mask):
+    keep = mask != 0
+    weights = keep.to(logp.dtype) / keep.sum(dim=-1, keepdim=True).clamp(min=1)  # 1 / |y_i| on valid tokens
+    clean = torch.where(keep, logp, torch.zeros_like(logp)) - torch.where(
+        keep, logp_old.detach(), torch.zeros_like(logp)
+    )
+    return torch.einsum("...t,...t->...", weights, clean)
+
+
+ROWS += [
+    _row(
+        "gspo_sequence_log_ratio",
+        "11",
+        w174_gspo_sequence_log_ratio_divides_by_t,
+        "Divides the summed log ratio by the padded length T instead of the number of valid tokens.",
+    ),
+    _row(
+        "gspo_sequence_log_ratio",
+        "11",
+        w175_gspo_sequence_log_ratio_returns_ratio,
+        "Returns the sequence ratio s_i (its exponential) instead of log s_i.",
+    ),
+    _row(
+        "gspo_sequence_log_ratio",
+        "11",
+        w176_gspo_sequence_log_ratio_sum_of_log_ratios,
+        "Sums the token log ratios without dividing by the response length.",
+    ),
+    _row(
+        "gspo_sequence_log_ratio",
+        "11",
+        w177_gspo_sequence_log_ratio_where_with_mask_as_given,
+        "Passes the mask to torch.where as given, which fails for a 0/1 float or integer mask.",
+    ),
+    _row(
+        "gspo_sequence_log_ratio",
+        "11",
+        w178_gspo_sequence_log_ratio_keepdim,
+        "Keeps the token axis (keepdim=True), returning shape [..., 1] instead of [...].",
+    ),
+    _row("gspo_sequence_log_ratio", "11", r65_gspo_sequence_log_ratio_masked_fill_nan_to_num),
+    _row("gspo_sequence_log_ratio", "11", r66_gspo_sequence_log_ratio_weights_einsum),
+]
+
+
+# ---------------------------------------------------------------------------
+# Chapter 11: cispo_loss
+# ---------------------------------------------------------------------------
+
+
+def w179_cispo_loss_trl_cap(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    ratio = torch.exp(logp - logp_old.detach())
+    low = None if clip_eps is None else 1.0 - clip_eps
+    weight = torch.clamp(ratio, min=low, max=clip_eps_high).detach()  # TRL: epsilon_high is the cap
+    return -weight * adv.detach() * logp
+
+
+def w180_cispo_loss_symmetric_default_floor(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    ratio = torch.exp(logp - logp_old.detach())
+    low = 1.0 - (clip_eps_high if clip_eps is None else clip_eps)  # symmetric unless told otherwise
+    weight = torch.clamp(ratio, min=low, max=1.0 + clip_eps_high).detach()
+    return -weight * adv.detach() * logp
+
+
+def w181_cispo_loss_token_mean(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    ratio = torch.exp(logp - logp_old.detach())
+    low = None if clip_eps is None else 1.0 - clip_eps
+    weight = torch.clamp(ratio, min=low, max=1.0 + clip_eps_high).detach()
+    return (-weight * adv.detach() * logp).mean()  # DAPO's token mean
+
+
+def w182_cispo_loss_none_floor_as_zero_range(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    ratio = torch.exp(logp - logp_old.detach())
+    low = 1.0 - (clip_eps or 0.0)
+    weight = torch.clamp(ratio, min=low, max=1.0 + clip_eps_high).detach()
+    return -weight * adv.detach() * logp
+
+
+def w183_cispo_loss_ratio_upside_down(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    ratio = torch.exp(logp_old.detach() - logp)
+    low = None if clip_eps is None else 1.0 - clip_eps
+    weight = torch.clamp(ratio, min=low, max=1.0 + clip_eps_high).detach()
+    return -weight * adv.detach() * logp
+
+
+def w184_cispo_loss_advantages_keep_their_graph(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    ratio = torch.exp(logp - logp_old.detach())
+    low = None if clip_eps is None else 1.0 - clip_eps
+    weight = torch.clamp(ratio, min=low, max=1.0 + clip_eps_high).detach()
+    return -weight * adv * logp
+
+
+def r67_cispo_loss_where_bounds(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    with torch.no_grad():
+        ratio = (logp - logp_old).exp()
+        cap = torch.full_like(ratio, 1.0 + clip_eps_high)
+        weight = torch.where(ratio > cap, cap, ratio)
+        if clip_eps is not None:
+            floor = torch.full_like(ratio, 1.0 - clip_eps)
+            weight = torch.where(weight < floor, floor, weight)
+    return -(weight * adv.detach()) * logp
+
+
+def r68_cispo_loss_log_space_weight(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    log_ratio = (logp - logp_old).detach()
+    upper = math.log1p(clip_eps_high)
+    if clip_eps is None or clip_eps >= 1.0:
+        lower = -math.inf
+    else:
+        lower = math.log1p(-clip_eps)
+    weight = log_ratio.clamp(min=lower, max=upper).exp()
+    return logp * (-weight * adv.detach())
+
+
+ROWS += [
+    _row(
+        "cispo_loss",
+        "11",
+        w179_cispo_loss_trl_cap,
+        "Caps the weight at clip_eps_high itself (TRL's convention) instead of 1 + clip_eps_high.",
+    ),
+    _row(
+        "cispo_loss",
+        "11",
+        w180_cispo_loss_symmetric_default_floor,
+        "Floors the weight at 1 - clip_eps_high when clip_eps is None, where None means no lower bound.",
+    ),
+    _row(
+        "cispo_loss",
+        "11",
+        w181_cispo_loss_token_mean,
+        "Returns the mean over tokens instead of the per-token loss.",
+    ),
+    _row(
+        "cispo_loss",
+        "11",
+        w182_cispo_loss_none_floor_as_zero_range,
+        "Treats clip_eps=None as a lower range of 0 (clip_eps or 0.0), flooring every weight at 1.",
+    ),
+    _row(
+        "cispo_loss",
+        "11",
+        w183_cispo_loss_ratio_upside_down,
+        "Computes the ratio as pi_old / pi_theta (exp(logp_old - logp)) instead of pi_theta / pi_old.",
+    ),
+    _row(
+        "cispo_loss",
+        "11",
+        w184_cispo_loss_advantages_keep_their_graph,
+        "Does not detach the advantages, so gradient flows into adv.",
+    ),
+    _row("cispo_loss", "11", r67_cispo_loss_where_bounds),
+    _row("cispo_loss", "11", r68_cispo_loss_log_space_weight),
 ]
