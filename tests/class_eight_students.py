@@ -186,7 +186,9 @@ def r03_reward_to_go_masked_power_matrix(rewards, gamma):
     T = rewards.shape[-1]
     t = torch.arange(T)
     offset = t[None, :] - t[:, None]  # [t, k] = k - t
-    weights = torch.where(offset >= 0, torch.full((T, T), float(gamma), dtype=torch.float64) ** offset.clamp(min=0), 0.0)
+    weights = torch.where(
+        offset >= 0, torch.full((T, T), float(gamma), dtype=torch.float64) ** offset.clamp(min=0), 0.0
+    )
     return torch.einsum("...k,tk->...t", rewards, weights.to(rewards.dtype))
 
 
@@ -1389,7 +1391,7 @@ ROWS += [
         "td_residuals",
         "04",
         w63_td_residuals_last_values_on_first_axis,
-        "Reshapes last_values to (1, -1) before the concatenation, which only works for a single batch axis of one row.",
+        "Reshapes last_values to (1, -1) before concatenating, which only fits a batch of exactly one row.",
     ),
     _row(
         "td_residuals",
@@ -1588,7 +1590,7 @@ ROWS += [
         "clipped_surrogate_loss",
         "05",
         w67_clipped_surrogate_loss_active_is_any_clip,
-        "Counts the clip as active wherever the ratio is outside the range and the advantage is nonzero, whatever its sign.",
+        "Counts the clip as active wherever the ratio is outside the range and the advantage is nonzero, any sign.",
     ),
     _row(
         "clipped_surrogate_loss",
@@ -1784,9 +1786,7 @@ class _PPOLossInit(nn.Module):
 
 
 class w77_PPOLoss_entropy_detached(_PPOLossInit):
-    def forward(
-        self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None
-    ):
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
         policy_loss, _ = _my_clipped_surrogate_loss(
             policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask=mask
         )
@@ -1796,21 +1796,15 @@ class w77_PPOLoss_entropy_detached(_PPOLossInit):
 
 
 class w78_PPOLoss_policy_term_unmasked(_PPOLossInit):
-    def forward(
-        self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None
-    ):
-        policy_loss, _ = _my_clipped_surrogate_loss(
-            policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon
-        )
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
+        policy_loss, _ = _my_clipped_surrogate_loss(policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon)
         v_loss = _my_value_loss(values, returns, mask=mask)
         mean_entropy = _masked_mean(entropy, mask)
         return policy_loss + self.value_loss_coef * v_loss - self.entropy_coef * mean_entropy
 
 
 class w79_PPOLoss_normalises_advantages(_PPOLossInit):
-    def forward(
-        self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None
-    ):
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
         # CleanRL's norm_adv, per minibatch
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
         policy_loss, _ = _my_clipped_surrogate_loss(
@@ -1822,9 +1816,7 @@ class w79_PPOLoss_normalises_advantages(_PPOLossInit):
 
 
 class w80_PPOLoss_returns_loss_and_parts(_PPOLossInit):
-    def forward(
-        self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None
-    ):
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
         policy_loss, _ = _my_clipped_surrogate_loss(
             policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask=mask
         )
@@ -1836,9 +1828,7 @@ class w80_PPOLoss_returns_loss_and_parts(_PPOLossInit):
 
 
 class w81_PPOLoss_value_loss_mse(_PPOLossInit):
-    def forward(
-        self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None
-    ):
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
         policy_loss, _ = _my_clipped_surrogate_loss(
             policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask=mask
         )
@@ -1848,9 +1838,7 @@ class w81_PPOLoss_value_loss_mse(_PPOLossInit):
 
 
 class w82_PPOLoss_clip_epsilon_as_value_clip(_PPOLossInit):
-    def forward(
-        self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None
-    ):
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
         policy_loss, _ = _my_clipped_surrogate_loss(
             policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask=mask
         )
@@ -1862,9 +1850,7 @@ class w82_PPOLoss_clip_epsilon_as_value_clip(_PPOLossInit):
 
 
 class r29_PPOLoss_one_masked_mean_helper(_PPOLossInit):
-    def forward(
-        self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None
-    ):
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
         policy_loss, _ = r25_clipped_surrogate_loss_clip_in_log_space(
             policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask=mask
         )
@@ -1876,12 +1862,12 @@ class r29_PPOLoss_one_masked_mean_helper(_PPOLossInit):
 
 
 class r30_PPOLoss_weighted_sum_of_terms(_PPOLossInit):
-    def forward(
-        self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None
-    ):
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
         terms = torch.stack(
             [
-                _my_clipped_surrogate_loss(policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask)[0],
+                _my_clipped_surrogate_loss(policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask)[
+                    0
+                ],
                 r28_value_loss_huberless_halves(values, returns, mask=mask),
                 _masked_mean(entropy, mask),
             ]
@@ -2290,7 +2276,7 @@ ROWS += [
         "aggregate_loss",
         "06",
         w94_aggregate_loss_drops_empty_responses,
-        "Leaves empty responses out of the mean over responses in the per-sequence mode, instead of counting them as 0.",
+        "Leaves empty responses out of the per-sequence mean over responses, instead of counting them as 0.",
     ),
     _row(
         "aggregate_loss",
@@ -2357,9 +2343,20 @@ def _grpo_info(ratio, adv, adv_tokens, mask, clip_eps, high, kl, rewards):
 
 
 def w99_grpo_loss_kl_info_over_padding(
-    logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
-    normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, clip_eps_high=None, adv=None,
-):  # fmt: skip
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
     adv, adv_tokens, high, ratio, per_token = _grpo_pieces(
         logp, logp_old, rewards, clip_eps, normalize_std, clip_eps_high, adv
     )
@@ -2375,9 +2372,20 @@ def w99_grpo_loss_kl_info_over_padding(
 
 
 def w100_grpo_loss_adv_abs_mean_over_tokens(
-    logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
-    normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, clip_eps_high=None, adv=None,
-):  # fmt: skip
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
     adv, adv_tokens, high, ratio, per_token = _grpo_pieces(
         logp, logp_old, rewards, clip_eps, normalize_std, clip_eps_high, adv
     )
@@ -2392,9 +2400,20 @@ def w100_grpo_loss_adv_abs_mean_over_tokens(
 
 
 def w101_grpo_loss_fraction_with_symmetric_range(
-    logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
-    normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, clip_eps_high=None, adv=None,
-):  # fmt: skip
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
     adv, adv_tokens, high, ratio, per_token = _grpo_pieces(
         logp, logp_old, rewards, clip_eps, normalize_std, clip_eps_high, adv
     )
@@ -2408,9 +2427,20 @@ def w101_grpo_loss_fraction_with_symmetric_range(
 
 
 def w102_grpo_loss_kl_token_mean_after_aggregation(
-    logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
-    normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, clip_eps_high=None, adv=None,
-):  # fmt: skip
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
     adv, adv_tokens, high, ratio, per_token = _grpo_pieces(
         logp, logp_old, rewards, clip_eps, normalize_std, clip_eps_high, adv
     )
@@ -2425,9 +2455,20 @@ def w102_grpo_loss_kl_token_mean_after_aggregation(
 
 
 def w103_grpo_loss_default_normalisation(
-    logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
-    normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, clip_eps_high=None, adv=None,
-):  # fmt: skip
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
     if adv is None:
         adv = grpo.group_advantages(rewards.detach())
     adv, adv_tokens, high, ratio, per_token = _grpo_pieces(
@@ -2442,9 +2483,20 @@ def w103_grpo_loss_default_normalisation(
 
 
 def w104_grpo_loss_max_len_not_passed(
-    logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
-    normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, clip_eps_high=None, adv=None,
-):  # fmt: skip
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
     adv, adv_tokens, high, ratio, per_token = _grpo_pieces(
         logp, logp_old, rewards, clip_eps, normalize_std, clip_eps_high, adv
     )
@@ -2457,9 +2509,20 @@ def w104_grpo_loss_max_len_not_passed(
 
 
 def r37_grpo_loss_log_space_clip(
-    logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
-    normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, clip_eps_high=None, adv=None,
-):  # fmt: skip
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
     upper = clip_eps if clip_eps_high is None else clip_eps_high
     given = adv is not None
     advantages = (adv if given else grpo.group_advantages(rewards, normalize_std=normalize_std)).detach()
@@ -2490,9 +2553,20 @@ def r37_grpo_loss_log_space_clip(
 
 
 def r38_grpo_loss_where_clip(
-    logp, logp_old, logp_ref, rewards, mask, clip_eps=0.2, kl_coef=0.04, kl_kind="k3",
-    normalize_std=True, loss_agg="seq-mean-token-mean", max_len=None, clip_eps_high=None, adv=None,
-):  # fmt: skip
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
     upper = clip_eps if clip_eps_high is None else clip_eps_high
     if adv is None:
         adv = grpo.group_advantages(rewards.detach(), normalize_std, 1e-6)
@@ -3024,9 +3098,18 @@ def _reference_logps(ref_model, prompts, completions, kl_coef):
 
 
 def w125_grpo_step_scores_each_token_at_its_own_position(
-    policy, ref_model, optimizer, prompts, completions, rewards, logp_old, eos_id,
-    clip_eps=0.2, kl_coef=0.04, max_grad_norm=1.0,
-):  # fmt: skip
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+):
     B, G, L = completions.shape
     P = prompts.shape[1]
     flat = rearrange(completions, "B G L -> (B G) L")
@@ -3044,9 +3127,18 @@ def w125_grpo_step_scores_each_token_at_its_own_position(
 
 
 def w126_grpo_step_clips_after_the_step(
-    policy, ref_model, optimizer, prompts, completions, rewards, logp_old, eos_id,
-    clip_eps=0.2, kl_coef=0.04, max_grad_norm=1.0,
-):  # fmt: skip
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+):
     logp = _step_logps(policy, prompts, completions)
     logp_ref = _reference_logps(ref_model, prompts, completions, kl_coef)
     mask = _my_completion_mask(completions, eos_id)
@@ -3059,9 +3151,18 @@ def w126_grpo_step_clips_after_the_step(
 
 
 def w127_grpo_step_returns_the_tensor(
-    policy, ref_model, optimizer, prompts, completions, rewards, logp_old, eos_id,
-    clip_eps=0.2, kl_coef=0.04, max_grad_norm=1.0,
-):  # fmt: skip
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+):
     logp = _step_logps(policy, prompts, completions)
     logp_ref = _reference_logps(ref_model, prompts, completions, kl_coef)
     mask = _my_completion_mask(completions, eos_id)
@@ -3074,9 +3175,18 @@ def w127_grpo_step_returns_the_tensor(
 
 
 def w128_grpo_step_kl_coef_left_at_default(
-    policy, ref_model, optimizer, prompts, completions, rewards, logp_old, eos_id,
-    clip_eps=0.2, kl_coef=0.04, max_grad_norm=1.0,
-):  # fmt: skip
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+):
     logp = _step_logps(policy, prompts, completions)
     logp_ref = _reference_logps(ref_model, prompts, completions, kl_coef)
     mask = _my_completion_mask(completions, eos_id)
@@ -3089,9 +3199,18 @@ def w128_grpo_step_kl_coef_left_at_default(
 
 
 def w129_grpo_step_recomputes_logp_old(
-    policy, ref_model, optimizer, prompts, completions, rewards, logp_old, eos_id,
-    clip_eps=0.2, kl_coef=0.04, max_grad_norm=1.0,
-):  # fmt: skip
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+):
     logp = _step_logps(policy, prompts, completions)
     logp_old = logp.detach()  # the policy that sampled them is the current one
     logp_ref = _reference_logps(ref_model, prompts, completions, kl_coef)
@@ -3105,9 +3224,18 @@ def w129_grpo_step_recomputes_logp_old(
 
 
 def r47_grpo_step_repeat_interleave_and_view(
-    policy, ref_model, optimizer, prompts, completions, rewards, logp_old, eos_id,
-    clip_eps=0.2, kl_coef=0.04, max_grad_norm=1.0,
-):  # fmt: skip
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+):
     B, G, L = completions.shape
     P = prompts.shape[1]
     flat = completions.reshape(B * G, L)
@@ -3133,9 +3261,18 @@ def r47_grpo_step_repeat_interleave_and_view(
 
 
 def r48_grpo_step_group_by_group(
-    policy, ref_model, optimizer, prompts, completions, rewards, logp_old, eos_id,
-    clip_eps=0.2, kl_coef=0.04, max_grad_norm=1.0,
-):  # fmt: skip
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+):
     B, G, L = completions.shape
     P = prompts.shape[1]
 
@@ -3711,7 +3848,9 @@ def r53_grpo_config_kwargs_divmod(cfg, num_processes=1):
     kwargs["lr_scheduler_type"] = "constant_with_warmup" if cfg.lr_schedule == "constant" and warm else cfg.lr_schedule
     kwargs.update(learning_rate=cfg.lr, max_grad_norm=cfg.max_grad_norm, max_completion_length=cfg.max_new_tokens)
     kwargs.update(temperature=cfg.temperature, top_p=cfg.top_p, beta=cfg.kl_coef, use_bias_correction_kl=False)
-    kwargs.update(epsilon=cfg.clip_eps, epsilon_high=cfg.clip_eps_high if cfg.clip_eps_high is not None else cfg.clip_eps)
+    kwargs.update(
+        epsilon=cfg.clip_eps, epsilon_high=cfg.clip_eps_high if cfg.clip_eps_high is not None else cfg.clip_eps
+    )
     kwargs["loss_type"] = {"seq-mean-token-mean": "grpo", "token-mean": "dapo"}.get(cfg.loss_agg, "dr_grpo")
     kwargs["scale_rewards"] = "group" if cfg.normalize_std else "none"
     kwargs.update(mask_truncated_completions=cfg.overlong_filter, seed=cfg.seed)
