@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from course_lib.baselines import MODES, compute_deltas, gradient_variance
-from course_lib.checks import Case, Mistake, check_against_reference
+from course_lib.checks import Case, Mistake, check_against_reference, recording
 from course_lib.checks.baselines_mistakes import (
     DELTAS_MISTAKES_MORE,
     VARIANCE_MISTAKES_MORE,
@@ -52,6 +52,8 @@ def check_compute_deltas(fn) -> bool:
             torch.tensor([[0.0, 1e-3, 2e-3], [1e-3, 0.0, 0.0]], dtype=torch.float64),
         ),
         ("one prompt, G=6 rewards on a large scale", 100.0 * torch.randn(1, 6, generator=g, dtype=torch.float64)),
+        # alone in its batch: torch reduces one row another way, and in float32 its std is 6e-8 there, not 0
+        ("one group of seven rewards of 0.7 alone (B=1)", torch.full((1, 7), 0.7, dtype=torch.float64)),
         (
             "seven rewards of 0.7 beside a mixed group (in float32 their mean rounds: zeros exactly, not 0.06)",
             torch.tensor([[0.7] * 7, [1.0, 0.0, 0.5, 0.2, 0.9, 0.3, 0.1]], dtype=torch.float64),
@@ -188,9 +190,35 @@ def check_compute_deltas(fn) -> bool:
         ),
         *DELTAS_MISTAKES_MORE,
     ]
+    _require_a_new_tensor(fn)
     return check_against_reference(
         fn, compute_deltas, cases, name="compute_deltas", mistakes=mistakes, check_dtype=True
     )
+
+
+def _require_a_new_tensor(fn) -> None:
+    """Mode 'rewards' returns the rewards unchanged, as a new tensor: the exercise's table asks for it, since a
+    caller that changes the deltas in place (``deltas *= 2``) would otherwise change the rewards too."""
+
+    def returns_its_input() -> float:
+        try:
+            for mode in MODES:
+                rewards = torch.tensor([[1.0, 0.0], [0.5, 0.5]], dtype=torch.float64)
+                fn(rewards, mode)
+                if not torch.equal(rewards, torch.tensor([[1.0, 0.0], [0.5, 0.5]], dtype=torch.float64)):
+                    return 0.0  # it works in place: the check's cases say so, more usefully
+            deltas = fn(rewards, "rewards")
+        except Exception:  # noqa: BLE001 - a function that fails here fails the cases too, with their message
+            return 0.0
+        shares = isinstance(deltas, torch.Tensor) and deltas.data_ptr() == rewards.data_ptr()
+        return float(shares)
+
+    if recording.replayable(returns_its_input, "compute_deltas"):
+        raise AssertionError(
+            "compute_deltas: mode 'rewards' returned the input tensor itself (or a view of it); return a new "
+            "tensor, rewards.clone(): a caller that changes the deltas in place would change the rewards too\n"
+            "  seen on the case: rewards=[[1.0, 0.0], [0.5, 0.5]] (float64), mode='rewards'"
+        )
 
 
 def check_gradient_variance(fn) -> bool:

@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from course_lib.checks.kinds import _kind_hint, _kind_name, _shape_hint, same_kind
+from course_lib.checks.kinds import _kind_hint, _kind_name, _shape_hint, not_a_value, same_kind
 
 # Bound once, at import: a solution that later replaces torch.allclose (or torch.equal,
 # torch.isnan) globally cannot make a wrong answer compare equal to the reference.
@@ -169,7 +169,7 @@ def _outcome(result, args, grad, select, name) -> _Outcome:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             value = torch.tensor(float(value), dtype=torch.float64)
         if not isinstance(value, torch.Tensor):
-            raise AssertionError(f"{name}: {key} should be a tensor or a number, got {type(value).__name__}")
+            raise AssertionError(not_a_value(name, key, value))
         outcome.values[key] = value
     if grad:
         first = next(iter(outcome.values.values()))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from course_lib.checks import Case, check_against_reference, forget_pass, record_pass, recording
+from course_lib.checks import Case, Mistake, check_against_reference, forget_pass, record_pass, recording
 from course_lib.checks.gae_mistakes import GAE_MISTAKES, GAE_MISTAKES_MORE, gae_mistake
 from course_lib.checks.gae_table_mistakes import (
     TABLE_ADV_MISTAKES,
@@ -63,6 +63,18 @@ def _gae_cases(with_lam: bool) -> list[Case]:
     ]
 
 
+def _one_tensor(rewards, values, dones, last_values, gamma, lam):
+    _, returns = compute_gae(rewards, values, dones, last_values, gamma, lam)
+    return returns, returns
+
+
+ONE_TENSOR = Mistake(
+    "your advantages and returns are one tensor: `returns = advantages` names the same tensor, so "
+    "`returns += values` changed the advantages too; make a new one, returns = advantages + values",
+    _one_tensor,
+)
+
+
 def check_compute_gae(fn) -> bool:
     """Check a student's ``compute_gae(rewards, values, dones, last_values, gamma, lam)``."""
     return check_against_reference(
@@ -70,7 +82,7 @@ def check_compute_gae(fn) -> bool:
         compute_gae,
         _gae_cases(with_lam=True),
         name="compute_gae",
-        mistakes=GAE_MISTAKES + GAE_MISTAKES_MORE,
+        mistakes=GAE_MISTAKES + GAE_MISTAKES_MORE + [ONE_TENSOR],
         check_dtype=True,
     )
 

@@ -13,6 +13,7 @@ import torch
 
 from course_lib.checks import Mistake
 from course_lib.checks.baselines import _std, batch_std, group_std, population_std, wrong_deltas, zeroed_below_eps
+from course_lib.grpo import group_advantages
 
 
 def advantages_by(baseline=None, spread=None, single="zeros", eps_used=None):
@@ -48,6 +49,14 @@ def advantages_with(**mistake):
         return wrong(rewards, "normalized_rewards" if normalize_std else "centered_rewards", eps)
 
     return advantages
+
+
+def zeroed_when_close(rewards, normalize_std=True, eps=1e-6):
+    """group_advantages with "all equal" read as torch.isclose to the group mean (its default tolerances)."""
+    mean = rewards.mean(-1, keepdim=True)  # (B, 1)
+    close = torch.isclose(rewards, mean.expand_as(rewards)).all(-1, keepdim=True)  # (B, 1)
+    right = group_advantages(rewards, normalize_std, eps)
+    return torch.where(close, torch.zeros_like(right), right)
 
 
 def flag_inverted(rewards, normalize_std=True, eps=1e-6):
@@ -123,6 +132,11 @@ GROUP_ADVANTAGE_MISTAKES = [
         "nothing to learn: rewards that differ by less than eps still give (r - mean) / (std + eps), small and "
         "not 0; test (rewards == rewards[..., :1]).all(-1) for the equal groups",
         zeroed_below_eps,
+    ),
+    Mistake(
+        "a group whose rewards are merely close (torch.isclose or allclose, rtol=1e-5) is set to zero; only a "
+        "group whose rewards are exactly equal has nothing to learn: test (rewards == rewards[..., :1]).all(-1)",
+        zeroed_when_close,
     ),
     Mistake(
         "the std divides by G, not G - 1: GRPO (like TRL and verl) uses Bessel's correction, rewards.std(dim=-1)",

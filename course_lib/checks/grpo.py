@@ -44,6 +44,11 @@ def check_group_advantages(fn) -> bool:
             torch.tensor([[0.0, 1e-7, 0.0, 1e-7], [1.0, 0.0, 0.0, 1.0]], dtype=torch.float64),
         ),
         (
+            # exact in float32 too (steps of 2^-9 near 2^10), so only the test for equal rewards is measured
+            "rewards near 1024 that differ by 1/512 (torch.isclose's rtol=1e-5 calls them equal; they are not)",
+            torch.tensor([[1024.0, 1024.0 + 2**-9, 1024.0, 1024.0 + 2**-8], [1.0, 0.0, 0.0, 1.0]], dtype=torch.float64),
+        ),
+        (
             "seven rewards of 0.7 beside a mixed group (in float32 their mean rounds: zeros exactly, not 0.06)",
             torch.tensor([[0.7] * 7, [1.0, 0.0, 0.5, 0.2, 0.9, 0.3, 0.1]], dtype=torch.float64),
         ),

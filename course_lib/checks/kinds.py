@@ -96,3 +96,15 @@ def _shape_hint(got: torch.Tensor, expected: torch.Tensor) -> str:
     if expected.dim() == 0:
         return " (several numbers where the answer is one: a final .mean() or .sum() missing?)"
     return ""
+
+
+def not_a_value(name: str, key: str, value) -> str:
+    """What to say of an output that is neither a tensor nor a number. A tuple's item that is a dict (or a list)
+    is most often a loss returned with its parts, ``return loss, {"policy": ...}``, where the loss alone is asked."""
+    kind = type(value).__name__
+    if key.startswith("output[") and isinstance(value, (dict, list)):
+        return (
+            f"{name}: you returned a tuple whose {key} is a {kind}; return the answer alone (a loss and a {kind} of "
+            f"its parts is two answers): the exercise asks for tensors or numbers only"
+        )
+    return f"{name}: {key} should be a tensor or a number, got {kind}"

@@ -78,16 +78,18 @@ def _mistake_raw_substring(response_text, ground_truth):
 # Round seven: one step of the docstring's recipe left out or done another way, the rest right.
 
 
-def _answer_with(response_text, statement=_STATEMENT, boxed=True, cut=True, normalise=normalize_answer, sentence=True):
+def _answer_with(
+    response_text, statement=_STATEMENT, boxed=True, cut=True, normalise=normalize_answer, sentence=True, ends=r"[\n<]"
+):
     """The reference's extraction with its parts as arguments: the statement's pattern, whether \\boxed{...} is read,
-    whether the stated answer ends at its sentence, and the normalisation."""
+    whether the stated answer ends at its sentence, what else ends it (``ends``), and the normalisation."""
     answer = _last_boxed(response_text) if boxed else None
     if answer is None:
         statements = list(statement.finditer(response_text))
         if not statements:
             return None
         rest = response_text[statements[-1].end() :].lstrip()
-        line = re.split(r"[\n<]", rest)[0]
+        line = re.split(ends, rest)[0]
         answer = (_SENTENCE_END.split(line)[0] if sentence else line) if cut else rest
     return normalise(answer) or None
 
@@ -178,6 +180,22 @@ def _mistake_every_comma(response_text, ground_truth):
     )
 
 
+def _mistake_tag_kept(response_text, ground_truth):
+    return _same_answer(_answer_with(response_text, ends=r"\n"), ground_truth)
+
+
+_UNSIGNED = re.compile(r"\d+(?:\.\d*)?|\.\d+")
+
+
+def _mistake_unsigned_numbers(response_text, ground_truth):
+    answer, truth = extract_final_answer(response_text), normalize_answer(ground_truth)
+    if answer is None:
+        return 0.0
+    if _UNSIGNED.fullmatch(answer) and _UNSIGNED.fullmatch(truth):
+        return float(float(answer) == float(truth))
+    return float(answer == truth)  # '-3.0' against '-3', '+5' against '5': compared as strings
+
+
 def _with_tolerance(tolerance):
     def wrong(response_text, ground_truth):
         answer, truth = extract_final_answer(response_text), normalize_answer(ground_truth)
@@ -189,6 +207,15 @@ def _with_tolerance(tolerance):
 
 
 MATH_MISTAKES_MORE = [
+    Mistake(
+        "your numbers have no sign: '-2.50' and '+5' are compared as strings, so they miss '-2.5' and '5'; a plain "
+        "decimal may start with '+' or '-' ([+-]?)",
+        _mistake_unsigned_numbers,
+    ),
+    Mistake(
+        "the stated answer runs on past a tag ('14</answer>'): it ends at its line, its sentence or the next '<'",
+        _mistake_tag_kept,
+    ),
     Mistake(
         "you accept a number within 0.5 of the ground truth; the answer must equal it: "
         "float(answer) == float(ground_truth) (14.2 is not 14)",

@@ -25,6 +25,7 @@ _CLASSIFIER_CASES = [  # (text, n_digits): each teaches one rule of the module d
     ("[1,2,3]999$", 3),
     ("0001045$", 3),
     ("1045$[15,14,10]", 3),
+    ("1045$12$", 3),  # a second EOS: the completion still ends at the first
     ("[15,14]132$", 2),
     ("[7,0]7$", 2),
     ("[18,19,19]1998$", 3),  # 999 + 999: 9 + 9 = 18, then 9 + 9 and a carry = 19, twice
@@ -120,7 +121,12 @@ def check_completion_style(fn) -> bool:
         ),
         Mistake(
             "the text after the first EOS ($) must be ignored: cut it off before classifying",
-            keep(lambda s, n: "malformed" if "$" in s and not s.endswith("$") else None),
+            keep(lambda s, n: "malformed" if "$" in s and (not s.endswith("$") or s.count("$") > 1) else None),
+        ),
+        Mistake(
+            "the completion ends at the first EOS ($), not the last: '1045$12$' is the direct answer 1045 "
+            "(text.partition('$'), not rpartition)",
+            keep(lambda s, n: "malformed" if s.count("$") > 1 else None),  # a '$' inside the body fits no style
         ),
         Mistake(
             "a run of dots is the filler, not a scratchpad: the scratchpad holds column totals",
@@ -232,6 +238,11 @@ def check_style_share(fn) -> bool:
         Case(
             "no labels at all (an empty list): no share to give, raise ValueError",
             {"labels": [], "style": "direct"},
+            refuses=True,
+        ),
+        Case(
+            "B=2 prompts with no completion each (a numpy array of shape (2, 0)): no share, raise ValueError",
+            {"labels": np.empty((2, 0), dtype=object), "style": "direct"},
             refuses=True,
         ),
     ]
