@@ -37,7 +37,8 @@ from run_class_four import judge
 from test_naming import _arguments, _key, _wrong_cases
 
 from course_lib.checks import check_against_reference
-from course_lib.checks.compare import _crash_hint, _default_outputs
+from course_lib.checks.compare import _default_outputs
+from course_lib.checks.crash_hints import _crash_hint
 
 # What a message that names nothing looks like: the plain difference, a shape, a described relation, the string
 # table's "f(...) returned x, expected y", the GAE table's "off by more than".

@@ -24,7 +24,7 @@ from catalogue_round7_05_08 import ROWS
 from run_class_four import judge
 
 from course_lib.checks import watch
-from course_lib.checks.compare import _crash_hint
+from course_lib.checks.crash_hints import _crash_hint
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[row["student"].__name__ for row in ROWS])

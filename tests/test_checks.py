@@ -355,6 +355,10 @@ def _message(fn) -> str:
         (lambda x, y: (x[: len(x) - 1] * y.detach()).mean(), "len(x)"),
         (lambda x, y: (x * y.detach()[x.shape[-1]]).mean(), "an index past the end of an axis"),
         (lambda x, y: (x * y.detach()).mean() * (1 / (x.shape[-1] - 3)), "a Python division by a count"),
+        (lambda x, y: (x * y.detach()).mean() if not (y > 0) else x.sum(), "mask.any() or mask.all()"),
+        (lambda x, y: (x * torch.multinomial(y.detach().abs() + 1, 5)).mean(), "replacement=True"),
+        (lambda x, y: torch.where((y > 0).long(), x, 0 * x).mean(), "mask.bool()"),
+        (lambda x, y: torch.cat([x, y.detach()[None]]).mean(), "x.unsqueeze(-1)"),
     ],
 )
 def test_every_crash_hint_matches_todays_torch(wrong, hint):

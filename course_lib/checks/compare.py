@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from course_lib.checks.crash_hints import _crash_hint
 from course_lib.checks.kinds import _kind_hint, _kind_name, _shape_hint, not_a_value, same_kind
 
 # Bound once, at import: a solution that later replaces torch.allclose (or torch.equal,
@@ -99,46 +100,6 @@ def _run(fn, kwargs, grad, select, name, refuses: bool = False) -> _Outcome:
         return _refusal(False)
     result = fn(**args)
     return _outcome(result, args, grad, select, name)
-
-
-def _crash_hint(error: Exception) -> str:
-    """A likely cause of a crash that says little by itself (a broadcast of two shapes that do not fit).
-
-    Each pattern is torch's own wording, tested against the installed torch (tests/test_checks.py), so a
-    release that rewords an error is caught by the tests, not by a student who misses the hint."""
-    text = str(error)
-    if "must match the size of tensor" in text or "shapes cannot be multiplied" in text:
-        return (
-            " (two shapes that do not broadcast: did a .mean(), .std() or .sum() drop an axis? keepdim=True "
-            "keeps it, or index with [..., None] to add one back. Or was a size read from the wrong axis: len(x) "
-            "and x.shape[0] are the first axis, x.shape[-1] the last, the one a [..., T] docstring means)"
-        )
-    if "is out of bounds for dimension" in text or "index out of range" in text:
-        return (
-            " (an index past the end of an axis: which size was it computed from? A flat index splits into "
-            "(row, column) by the number of columns, and a size read with len(x) is the first axis's)"
-        )
-    if "operator.invert" in text or "bitwise_not" in text or "bitwise_xor" in text:
-        return " (~ negates bool tensors only: for 0/1 numbers use 1 - x, after x.float() where x is bool)"
-    if "with a bool tensor is not supported" in text or "with two bool tensors is not supported" in text:
-        return " (a bool tensor such as dones or a mask: convert it first, for example dones.float())"
-    if "'NoneType' object" in text:
-        return (
-            " (something is None on this case: an optional argument this case leaves out (None), or a value"
-            " taken from a function that returns nothing?)"
-        )
-    if "expected np.ndarray (got numpy." in text:
-        return (
-            " (torch.from_numpy takes an array, and a numpy sum down to one number is a numpy scalar: "
-            "torch.as_tensor takes both; or stay in torch, which keeps the inputs' dtype)"
-        )
-    if isinstance(error, ZeroDivisionError):
-        return (
-            " (a Python division by a count, a size or a binomial that is 0 on this case: what should it give there?)"
-        )
-    if "derivative for aten::floor_divide" in text or "derivative for aten::round" in text:
-        return " (// and round() have no gradient: divide with /, which keeps the gradient)"
-    return ""
 
 
 def _from_torch(error: BaseException) -> bool:

@@ -11,6 +11,7 @@ import math
 import torch
 
 from course_lib.checks import Case, Mistake, check_against_reference, drawing, forget_pass, record_pass, recording
+from course_lib.checks.crash_hints import _crash_hint
 from course_lib.lectures.mc_gradient import mc_gradient_std, mc_policy_gradient
 from course_lib.policy_gradient import expected_reward_gradient
 
@@ -345,7 +346,7 @@ def _ask_student(fn, name, logits, rewards, n, seed) -> torch.Tensor:
                 f"{name}: with generator=None it raised {type(error).__name__}: {error}; the docstring allows "
                 "None (sample with the global RNG: generator=None in torch.multinomial)"
             ) from error
-        raise AssertionError(f"{name} raised {type(error).__name__}: {error}") from error
+        raise AssertionError(f"{name} raised {type(error).__name__}: {error}{_crash_hint(error)}") from error
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(logits.shape):
         shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise AssertionError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from course_lib.checks import Case, Mistake, check_against_reference, drawing
+from course_lib.checks.crash_hints import _crash_hint
 from course_lib.lectures.reasoning import pass_at_k
 
 # ---------------------------------------------------------------------------
@@ -259,6 +260,7 @@ def check_pass_at_k(fn) -> bool:
     except AssertionError as error:
         first, _, rest = str(error).partition("\n")
         if "Boolean value of Tensor" in first and "raised" in first:
+            first = first.removesuffix(_crash_hint(RuntimeError(first)))  # the general hint gives way to this one
             raise AssertionError(
                 f"{first} (an `if`, `and`, `or` or `min()` on a tensor of several counts, as in Chen et al.'s "
                 "code for one prompt: pass_at_k takes tensors of counts, one per prompt, as well as ints; write "

@@ -1,0 +1,64 @@
+"""Hints for crashes that say little by themselves, read from torch's own error text.
+
+When a student's function raises inside torch (two shapes that do not broadcast, an index past an axis, ``~`` on a
+float tensor, a tensor used as a truth value), the check reports the error with the case it happened on and, where
+the wording points to a likely cause, one sentence about it. Each pattern is torch's own wording, tested against the
+installed torch (``tests/test_checks.py``), so a release that rewords an error is caught by the tests, not by a
+student who misses the hint.
+"""
+
+from __future__ import annotations
+
+
+def _crash_hint(error: Exception) -> str:
+    """A likely cause of a crash that says little by itself, as words to append to its message ("" if none)."""
+    text = str(error)
+    if "must match the size of tensor" in text or "shapes cannot be multiplied" in text:
+        return (
+            " (two shapes that do not broadcast: did a .mean(), .std() or .sum() drop an axis? keepdim=True "
+            "keeps it, or index with [..., None] to add one back. Or was a size read from the wrong axis: len(x) "
+            "and x.shape[0] are the first axis, x.shape[-1] the last, the one a [..., T] docstring means)"
+        )
+    if "is out of bounds for dimension" in text or "index out of range" in text:
+        return (
+            " (an index past the end of an axis: which size was it computed from? A flat index splits into "
+            "(row, column) by the number of columns, and a size read with len(x) is the first axis's)"
+        )
+    if "operator.invert" in text or "bitwise_not" in text or "bitwise_xor" in text:
+        return " (~ negates bool tensors only: for 0/1 numbers use 1 - x, after x.float() where x is bool)"
+    if "with a bool tensor is not supported" in text or "with two bool tensors is not supported" in text:
+        return " (a bool tensor such as dones or a mask: convert it first, for example dones.float())"
+    if "'NoneType' object" in text:
+        return (
+            " (something is None on this case: an optional argument this case leaves out (None), or a value"
+            " taken from a function that returns nothing?)"
+        )
+    if "expected np.ndarray (got numpy." in text:
+        return (
+            " (torch.from_numpy takes an array, and a numpy sum down to one number is a numpy scalar: "
+            "torch.as_tensor takes both; or stay in torch, which keeps the inputs' dtype)"
+        )
+    if isinstance(error, ZeroDivisionError):
+        return (
+            " (a Python division by a count, a size or a binomial that is 0 on this case: what should it give there?)"
+        )
+    if "derivative for aten::floor_divide" in text or "derivative for aten::round" in text:
+        return " (// and round() have no gradient: divide with /, which keeps the gradient)"
+    if "Boolean value of Tensor with more than one value is ambiguous" in text:
+        return (
+            " (a tensor of several entries used as a truth value: `if mask:`, `not mask`, `and`/`or` between "
+            "tensors; say which you mean, mask.any() or mask.all(), or keep it a tensor: torch.where, &, |, ~)"
+        )
+    if "without replacement" in text:
+        return (
+            " (torch.multinomial draws without replacement by default, so never more draws than categories: "
+            "pass replacement=True to draw each sample independently)"
+        )
+    if "where expected condition to be a boolean tensor" in text:
+        return " (torch.where needs a bool condition: a 0/1 mask becomes one with mask.bool() or mask > 0)"
+    if "Tensors must have same number of dimensions" in text:
+        return (
+            " (torch.cat joins tensors that have the same number of axes: add the missing one to the smaller, "
+            "x.unsqueeze(-1) or x[..., None], rather than reshaping it)"
+        )
+    return ""
