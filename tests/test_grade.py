@@ -1482,11 +1482,11 @@ def _record_and_judge(tmp_path, check, fn):
 
 def test_a_check_that_calls_the_function_itself_is_replayed_in_the_judge(tmp_path):
     from course_lib.checks.gae import check_gae_table
-    from course_lib.checks.rewards import check_math_answer_reward
+    from course_lib.checks.rewards import _MATH_CASES, check_math_answer_reward
     from course_lib.rewards import math_answer_reward
 
     assert _record_and_judge(tmp_path / "a", check_math_answer_reward, math_answer_reward) == (
-        "\u2714 math_answer_reward: correct on all 38 cases.",
+        f"\u2714 math_answer_reward: correct on all {len(_MATH_CASES)} cases.",
         True,
     )
     # Wrong in the kernel already: the kernel fails it, with the notebook's message.
