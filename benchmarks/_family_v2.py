@@ -12,6 +12,22 @@ Tuning: seeds 0 to 3, each testbed's floor (PROTOCOL.md, rule 2), ``_protocol.pi
 ``results/family_v2_tune.jsonl``, ``family_v2_recipes.json``, ``family_v2_report.jsonl``, every run tagged
 ``"protocol": 2``. The claims are read with Holm's correction over every difference the report prints; ``--save
 DIR`` writes ``grpo_family_v2_11.json`` beside version 1's ``grpo_family_11.json``.
+
+Tuning (176 runs in ``results/family_v2_tune.jsonl``), as ``--freeze`` printed it: the drift grid was extended twice
+below its edge, and four of its picks are still at the lowest rate; the soft overlong punishment clears no floor::
+
+    validation accuracy, tuning seeds [0, 1, 2, 3] (protocol v2): mean (worst); * the pick
+      length    GRPO                  lr 0.0005: 0.815 (0.792)    lr 0.001: 0.821 (0.800)*   lr 0.002: 0.821 (0.792)
+      length    Dr.GRPO               lr 0.0005: 0.821 (0.804)    lr 0.001: 0.826 (0.812)*   lr 0.002: 0.811 (0.788)
+      length    DAPO-token-mean       lr 0.0005: 0.824 (0.802)    lr 0.001: 0.826 (0.808)*   lr 0.002: 0.821 (0.804)
+      length    DAPO-overlong-filter  lr 0.0005: 0.815 (0.794)    lr 0.001: 0.819 (0.800)*   lr 0.002: 0.810 (0.770)
+      length    DAPO-soft-overlong    lr 0.00025: 0.491 (0.280)    lr 0.0005: 0.505 (0.318)*   lr 0.001: 0.499 (0.282)    lr 0.002: 0.463 (0.294)    (no rate cleared the floor 0.75)
+      length    Dr.GRPO-divisor       lr 0.0005: 0.821 (0.802)    lr 0.001: 0.828 (0.816)*   lr 0.002: 0.811 (0.798)
+      drift     GRPO                  lr 0.00025: 0.573 (0.468)*   lr 0.0005: 0.551 (0.418)    lr 0.001: 0.490 (0.400)    lr 0.002: 0.366 (0.336)    lr 0.004: 0.064 (0.046)    (at the grid's edge)
+      drift     GSPO                  lr 0.00025: 0.503 (0.446)    lr 0.0005: 0.542 (0.460)*   lr 0.001: 0.498 (0.408)    lr 0.002: 0.461 (0.372)    lr 0.004: 0.202 (0.088)
+      drift     GMPO                  lr 0.00025: 0.588 (0.462)*   lr 0.0005: 0.561 (0.462)    lr 0.001: 0.464 (0.328)    lr 0.002: 0.300 (0.204)    lr 0.004: 0.046 (0.026)    (at the grid's edge)
+      drift     CISPO                 lr 0.00025: 0.591 (0.458)*   lr 0.0005: 0.584 (0.418)    lr 0.001: 0.492 (0.318)    lr 0.002: 0.239 (0.134)    lr 0.004: 0.020 (0.006)    (at the grid's edge)
+      drift     SAPO                  lr 0.00025: 0.608 (0.446)*   lr 0.0005: 0.567 (0.444)    lr 0.001: 0.484 (0.370)    lr 0.002: 0.312 (0.210)    lr 0.004: 0.024 (0.018)    (at the grid's edge)
 """
 
 from __future__ import annotations

@@ -38,7 +38,8 @@ less than wall time.
 
 The last line is ``family: claims=C held=H not_seen=N contradicted=X variants=V seeds=S``.
 
-``--protocol 2`` runs chapter 11's second round instead (``benchmarks/_family_v2.py``, nothing run yet): the length
+``--protocol 2`` runs chapter 11's second round instead (``benchmarks/_family_v2.py``, tuned and frozen, its tuning
+table there; the report on family-3 under way): the length
 and drift testbeds tuned on seeds 0 to 3 with PROTOCOL.md's floors and edge rule, ``Dr.GRPO-divisor`` beside
 Dr. GRPO, every length variant also at GRPO's tuned rate, reported on ``family-3``; its last line is
 ``family_v2: testbeds=length,drift recipes=R differences=D seeds=S``. ``--quick --protocol 2`` runs it tiny.
