@@ -159,17 +159,25 @@ def check_gae_table(fn, atol: float = 1e-3) -> bool:
         if slip is not None:
             raise AssertionError(f"gae_table: {slip} (the advantages are checked once the deltas are right)")
         lines = []
+        named = 0
         for t in wrong:
             why = f"off by more than {atol:g}: delta_{t} = r_{t} + gamma * (1 - done_{t}) * V(s_{t + 1}) - V(s_{t})"
             for message, mistake in TABLE_DELTA_MISTAKES:
                 # named only on evidence: the student's column is the mistake's wherever the mistake is off
                 if explains(mistake(r, v, d, v_next, d_next, g), deltas, want_deltas, t, atol):
                     why = message.format(t=t, t1=t + 1, tm=t - 1)
+                    named += 1
                     break
-            lines.append(f"  deltas[{t}] = {deltas[t].item():.4g}: {why}")
+            lines.append(f"deltas[{t}] = {deltas[t].item():.4g}: {why}")
         count = "1 of the 5 deltas is" if len(wrong) == 1 else f"{len(wrong)} of the 5 deltas are"
+        if named == len(wrong):  # every wrong entry has its mistake: the first one leads, where a student reads
+            raise AssertionError(
+                f"gae_table: {lines[0]} ({count} wrong; the advantages are checked once the deltas are right)"
+                + "".join(f"\n  {line}" for line in lines[1:])
+            )
         raise AssertionError(
-            f"gae_table: {count} wrong (the advantages are checked once the deltas are right)\n" + "\n".join(lines)
+            f"gae_table: {count} wrong (the advantages are checked once the deltas are right)"
+            + "".join(f"\n  {line}" for line in lines)
         )
 
     # 2. The advantages, from t = 4 down: the first wrong entry is diagnosed from the (right) ones after it.
