@@ -49,6 +49,8 @@ CHECKS = [
 
 
 PER_CHECK = 4
+ALWAYS = ("the processes are forgotten",)
+"""Mistakes replayed whatever the spread picks: each once had a near miss named from one field of its outputs."""
 
 
 class _Captured(Exception):
@@ -113,7 +115,9 @@ def test_a_near_miss_is_not_named_as_the_mistake(module_name, exercise, monkeypa
     assert candidates, f"{exercise}: no catalogued mistake is wrong on two cases"
     # A spread of the catalogue, PER_CHECK of them, keeps the suite quick (all of them pass too: PER_CHECK = 99).
     step = max(1, len(candidates) // PER_CHECK)
-    for mistake, wrong in candidates[::step][:PER_CHECK]:
+    chosen = candidates[::step][:PER_CHECK]
+    chosen += [c for c in candidates if c[0].message.startswith(ALWAYS) and c not in chosen]
+    for mistake, wrong in chosen:
         target = _key(_cast(cases[wrong[0]].kwargs, dtype))
 
         def near_miss(_mistake=mistake, _target=target, **inputs):
