@@ -732,6 +732,57 @@ def test_the_judge_refuses_records_changed_after_the_guard_signed_them(tmp_path,
     assert judging.records_final(run, folder, "ex-check", "ex") is not None
 
 
+def _ask_the_keeper(keeper, event: str, args: tuple) -> None:
+    keeper(event, args)  # the keeper answers only the code it knows: this function's, in the test below
+
+
+def test_the_keeper_signs_the_records_before_the_watch_goes_off(tmp_path):
+    """Section 2 at the keeper's own level: a rewrite run the moment the watch goes off (a SIGALRM handler runs
+    between any two of the keeper's bytecodes: round five's rewrite-sigalrm once earned its points on CI) is not
+    what the keeper signs, so the grader refuses it. The digest taken after the watch went off, it would be."""
+    from course_lib.checks import guard, recording, seal, watch
+
+    records = tmp_path / "records"
+    folder = records / "ex-check"
+    folder.mkdir(parents=True)
+    (folder / "record-1.npz").write_bytes(b"the student's answers, recorded by the check")
+    key = bytes(16)
+    watch_on = []
+
+    def all_threads(hook):
+        watch_on.append(hook is not None)
+        if hook is None:  # a signal handler's moment, with the watch just off
+            (folder / "record-1.npz").write_bytes(b"the reference's answers, written by the handler")
+
+    read_end, write_end = os.pipe()
+    code = _ask_the_keeper.__code__
+    keeper = guard._keeper(
+        key,
+        write_end,
+        {(code.co_filename, code.co_name): code.co_code},
+        all_threads,
+        watch.make_hook(frozenset(), (), None, 0),
+        vars(__builtins__) if not isinstance(__builtins__, dict) else __builtins__,
+        (str(records) + os.sep, seal.NAME_CHARACTERS, seal.make_digest()),
+        lambda: False,
+    )
+    armed: list = []
+    _ask_the_keeper(keeper, recording.ARM, ("ex-check", "ex", (), armed))
+    assert armed and armed[0][1] == () and watch_on == [True]
+    disarmed: list = []
+    _ask_the_keeper(keeper, recording.DISARM, (disarmed,))
+    assert disarmed and watch_on == [True, False]
+    line = os.read(read_end, 65536).decode("utf-8")
+    os.close(read_end)
+    os.close(write_end)
+    text = guard.verify(key, line)
+    assert text is not None and text.startswith("cell ex-check ")
+    run = runner.Run(key=key)
+    run.verdicts = {"ex-check": [text.removeprefix("cell ex-check ")]}
+    status, message = judging.records_final(run, folder, "ex-check", "ex")
+    assert status == "failed" and "changed after its check ended" in message
+
+
 def _scratch_with(tmp_path: Path, cell: str, content: bytes) -> Path:
     scratch = tmp_path / "scratch"
     (scratch / "records" / cell).mkdir(parents=True, exist_ok=True)

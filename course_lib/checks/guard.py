@@ -9,12 +9,13 @@ two look up no global name, so patching a module changes nothing they do.
   recording code (:mod:`course_lib.checks.recording`, known by its bytecode). ``arm`` turns the watch
   (:func:`course_lib.checks.watch.make_hook`) on in *every* thread of the kernel and gives the check cell its
   seed, once per cell; ``watch`` adds a check's reference and its allowed helpers; the watch reports each
-  borrowed call to it (``seen``); ``disarm`` turns the watch off and writes the cell's verdict (what the watch
-  saw; a thread or process started while the check ran; a process still running when it began; and a digest of
-  the cell's records folder, which makes the records final at that moment), signed with the key, to a pipe that
-  only the grader reads. The grader believes that line, not the kernel, and judges only records whose digest is
-  the signed one. ``arm`` also refuses a check whose import machinery or IPython transformers are not those of the
-  grader's first cell (each check cell puts them back before it imports). Both in :mod:`course_lib.checks.seal`.
+  borrowed call to it (``seen``); ``disarm`` takes a digest of the cell's records folder while the watch is still on
+  (which makes the records final at that moment), turns the watch off and writes the cell's verdict (what the watch saw;
+  a thread or process started while the check ran; a process still running when it began; and that digest), signed with
+  the key, to a pipe that only the grader reads. The grader believes that line, not the kernel, and judges only records
+  whose digest is the signed one. ``arm`` also refuses a check whose import machinery or IPython transformers are not
+  those of the grader's first cell (each check cell puts them back before it imports). Both in
+  :mod:`course_lib.checks.seal`.
 - The **blocker** refuses, when the student's code asks (the nearest code on the stack that is neither an
   installed package's nor course_lib's is a notebook cell's; course_lib's frames are looked through, since a
   course_lib frame doing one of these things is calling back a callable it was handed): replacing or turning off
@@ -305,18 +306,22 @@ def _keeper(key, pipe, genuine, all_threads, template, builtins, records, change
                     turn_on(armed)
             elif event == disarm:
                 (box,) = args
-                armed, state["armed"] = state["armed"], None
+                armed = state["armed"]
                 if armed is None or _type(box) is not _list:
                     return
+                # The records are final now, while the watch is still on and still reports to this cell: what the
+                # grader judges must be what the folder holds at this moment. Taken after the watch went off, a
+                # signal handler run in between (a SIGALRM timer's, between two bytecodes here) could rewrite the
+                # folder unseen and have its rewrite signed.
+                name = "".join([c if c in characters else "_" for c in armed["cell"]])
+                records_digest = "records=" + digest(folder_of + name)
+                state["armed"] = None
                 all_threads(None)
                 problems = _list(armed["problems"])
                 if own and read("/proc/sys/kernel/ns_last_pid") != armed["tasks"]:
                     problems.append(tasks_changed)
                 seen = armed["seen"][:1]
                 verdict = ("borrowed " + seen[0][0] + (" reference" if seen[0][1] else "")) if seen else "clean"
-                # The records are final now: what the grader judges must be what the folder holds at this moment.
-                name = "".join([c if c in characters else "_" for c in armed["cell"]])
-                records_digest = "records=" + digest(folder_of + name)
                 text = " ".join(["cell", armed["cell"], records_digest, verdict, "|", " ".join(problems)])
                 text = text.replace("\n", " ")
                 line = hmac_digest(key, text.encode("utf-8"), "sha256").hex() + " " + text + "\n"
