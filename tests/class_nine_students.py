@@ -12,6 +12,7 @@ import re
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 
 def _row(exercise: str, chapter: str, student, truth: str | None = None) -> dict:
@@ -1553,4 +1554,2180 @@ ROWS += [
     ),
     _row("td_residuals", "04", r23_td_residuals_logical_not),
     _row("td_residuals", "04", r24_td_residuals_step_loop),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Chapter 05: clipped_surrogate_loss
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def _surrogate(
+    logp,
+    logp_old,
+    adv,
+    clip_eps,
+    mask=None,
+    clip_eps_high=None,
+    *,
+    ignore_high=False,
+    detach_old=True,
+    detach_adv=True,
+    select_late=False,
+    fraction_binding=False,
+    kl_k1=False,
+    optimistic=False,
+    raw_count=False,
+    tensor_info=False,
+):
+    high = clip_eps if (clip_eps_high is None or ignore_high) else clip_eps_high
+    valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()
+    zero = torch.zeros_like(logp)
+    logp_old = logp_old.detach() if detach_old else logp_old
+    adv = adv.detach() if detach_adv else adv
+    if not select_late:
+        logp = torch.where(valid, logp, zero)
+        logp_old = torch.where(valid, logp_old, zero)
+        adv = torch.where(valid, adv, zero)
+    log_ratio = logp - logp_old
+    ratio = torch.exp(log_ratio)
+    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + high)
+    if optimistic:
+        per_element = -torch.maximum(ratio * adv, clipped * adv)
+    else:
+        per_element = -torch.minimum(ratio * adv, clipped * adv)
+    count = valid.sum() if raw_count else valid.sum().clamp(min=1)
+    loss = torch.where(valid, per_element, zero).sum() / count
+    with torch.no_grad():
+        below = ratio < 1.0 - clip_eps
+        above = ratio > 1.0 + high
+        binding = (above & (adv > 0)) | (below & (adv < 0))
+        outside = binding if fraction_binding else (below | above)
+        kl_terms = -log_ratio if kl_k1 else (ratio - 1.0) - log_ratio
+        n = valid.sum().clamp(min=1)
+        info = {
+            "clip_fraction": (outside & valid).sum() / n,
+            "clip_active_fraction": (binding & valid).sum() / n,
+            "approx_kl": torch.where(valid, kl_terms, zero).sum() / n,
+        }
+        if not tensor_info:
+            info = {key: value.item() for key, value in info.items()}
+    return loss, info
+
+
+def w78_clipped_surrogate_loss_ignores_clip_high(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    return _surrogate(logp, logp_old, adv, clip_eps, mask, clip_eps_high, ignore_high=True)
+
+
+def w79_clipped_surrogate_loss_old_logp_not_detached(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    return _surrogate(logp, logp_old, adv, clip_eps, mask, clip_eps_high, detach_old=False)
+
+
+def w80_clipped_surrogate_loss_selects_padding_last(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    return _surrogate(logp, logp_old, adv, clip_eps, mask, clip_eps_high, select_late=True)
+
+
+def w81_clipped_surrogate_loss_fraction_is_binding(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    return _surrogate(logp, logp_old, adv, clip_eps, mask, clip_eps_high, fraction_binding=True)
+
+
+def w82_clipped_surrogate_loss_k1_approx_kl(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    return _surrogate(logp, logp_old, adv, clip_eps, mask, clip_eps_high, kl_k1=True)
+
+
+def w83_clipped_surrogate_loss_optimistic_max(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    return _surrogate(logp, logp_old, adv, clip_eps, mask, clip_eps_high, optimistic=True)
+
+
+def w84_clipped_surrogate_loss_empty_mask_nan(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    return _surrogate(logp, logp_old, adv, clip_eps, mask, clip_eps_high, raw_count=True)
+
+
+def w85_clipped_surrogate_loss_tensor_diagnostics(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    return _surrogate(logp, logp_old, adv, clip_eps, mask, clip_eps_high, tensor_info=True)
+
+
+def r25_clipped_surrogate_loss_boolean_select(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    eps_high = clip_eps if clip_eps_high is None else clip_eps_high
+    valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()
+    lp, lp_old, a = logp[valid], logp_old.detach()[valid], adv.detach()[valid]
+    log_ratio = lp - lp_old
+    ratio = log_ratio.exp()
+    surrogate = torch.min(ratio * a, ratio.clamp(1 - clip_eps, 1 + eps_high) * a)
+    n = max(int(valid.sum()), 1)
+    loss = -surrogate.sum() / n
+    with torch.no_grad():
+        low = ratio < 1 - clip_eps
+        high = ratio > 1 + eps_high
+        info = {
+            "clip_fraction": float((low | high).sum()) / n,
+            "clip_active_fraction": float(((high & (a > 0)) | (low & (a < 0))).sum()) / n,
+            "approx_kl": float((torch.expm1(log_ratio) - log_ratio).sum()) / n,
+        }
+    return loss, info
+
+
+def r26_clipped_surrogate_loss_pessimistic_max(logp, logp_old, adv, clip_eps, mask=None, clip_eps_high=None):
+    upper = 1.0 + (clip_eps if clip_eps_high is None else clip_eps_high)
+    lower = 1.0 - clip_eps
+    valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask != 0
+    weights = valid.to(logp.dtype)
+    n = weights.sum().clamp(min=1.0)
+    log_ratio = torch.where(valid, logp - logp_old.detach(), torch.zeros_like(logp))
+    a = torch.where(valid, adv.detach(), torch.zeros_like(logp))
+    ratio = torch.exp(log_ratio)
+    unclipped_loss = -a * ratio
+    clipped_loss = -a * torch.clamp(ratio, lower, upper)
+    loss = (torch.maximum(unclipped_loss, clipped_loss) * weights).sum() / n
+    with torch.no_grad():
+        out_of_range = ((ratio < lower) | (ratio > upper)) & valid
+        binds = (((ratio > upper) & (a > 0)) | ((ratio < lower) & (a < 0))) & valid
+        info = {
+            "clip_fraction": (out_of_range.sum() / n).item(),
+            "clip_active_fraction": (binds.sum() / n).item(),
+            "approx_kl": (((ratio - 1) - log_ratio) * weights).sum().item() / n.item(),
+        }
+    return loss, info
+
+
+ROWS += [
+    _row(
+        "clipped_surrogate_loss",
+        "05",
+        w78_clipped_surrogate_loss_ignores_clip_high,
+        "Ignores clip_eps_high and clips to [1 - clip_eps, 1 + clip_eps] on both sides.",
+    ),
+    _row(
+        "clipped_surrogate_loss",
+        "05",
+        w79_clipped_surrogate_loss_old_logp_not_detached,
+        "Does not detach logp_old, so a gradient flows into the old policy's log-probs.",
+    ),
+    _row(
+        "clipped_surrogate_loss",
+        "05",
+        w80_clipped_surrogate_loss_selects_padding_last,
+        "Computes the ratio on the raw inputs and removes the padding only at the end with torch.where, so -inf "
+        "padding makes NaN (in the diagnostics, and in the gradient through the unselected branch).",
+    ),
+    _row(
+        "clipped_surrogate_loss",
+        "05",
+        w81_clipped_surrogate_loss_fraction_is_binding,
+        "Reports clip_fraction as the share where the clip binds (taking the advantage's sign into account), the same "
+        "number as clip_active_fraction.",
+    ),
+    _row(
+        "clipped_surrogate_loss",
+        "05",
+        w82_clipped_surrogate_loss_k1_approx_kl,
+        "Reports approx_kl as the mean of -log r (the k1 estimator) instead of (r - 1) - log r.",
+    ),
+    _row(
+        "clipped_surrogate_loss",
+        "05",
+        w83_clipped_surrogate_loss_optimistic_max,
+        "Takes the max of the unclipped and clipped objectives (the optimistic bound) instead of the min.",
+    ),
+    _row(
+        "clipped_surrogate_loss",
+        "05",
+        w84_clipped_surrogate_loss_empty_mask_nan,
+        "Divides the loss by the raw number of valid entries, so an all-padding mask gives 0/0 = NaN.",
+    ),
+    _row(
+        "clipped_surrogate_loss",
+        "05",
+        w85_clipped_surrogate_loss_tensor_diagnostics,
+        "Returns the three diagnostics as 0-dim tensors instead of Python floats.",
+    ),
+    _row("clipped_surrogate_loss", "05", r25_clipped_surrogate_loss_boolean_select),
+    _row("clipped_surrogate_loss", "05", r26_clipped_surrogate_loss_pessimistic_max),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Chapter 05: value_loss
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def _value_loss(
+    values,
+    returns,
+    values_old=None,
+    clip_eps=None,
+    mask=None,
+    *,
+    half=0.5,
+    optimistic=False,
+    clip_around_returns=False,
+    detach_returns=True,
+    detach_old=True,
+    count_padding=False,
+):
+    valid = torch.ones_like(values, dtype=torch.bool) if mask is None else mask.bool()
+    zero = torch.zeros_like(values)
+    values = torch.where(valid, values, zero)
+    returns = torch.where(valid, returns.detach() if detach_returns else returns, zero)
+    squared_error = (values - returns) ** 2
+    if clip_eps is not None:
+        anchor = returns if clip_around_returns else values_old
+        anchor = torch.where(valid, anchor.detach() if detach_old else anchor, zero)
+        values_clipped = anchor + torch.clamp(values - anchor, -clip_eps, clip_eps)
+        clipped_error = (values_clipped - returns) ** 2
+        pick = torch.minimum if optimistic else torch.maximum
+        squared_error = pick(squared_error, clipped_error)
+    count = torch.tensor(values.numel()) if count_padding else valid.sum().clamp(min=1)
+    return half * torch.where(valid, squared_error, zero).sum() / count
+
+
+def w86_value_loss_no_half(values, returns, values_old=None, clip_eps=None, mask=None):
+    return _value_loss(values, returns, values_old, clip_eps, mask, half=1.0)
+
+
+def w87_value_loss_clipped_min(values, returns, values_old=None, clip_eps=None, mask=None):
+    return _value_loss(values, returns, values_old, clip_eps, mask, optimistic=True)
+
+
+def w88_value_loss_clips_around_returns(values, returns, values_old=None, clip_eps=None, mask=None):
+    return _value_loss(values, returns, values_old, clip_eps, mask, clip_around_returns=True)
+
+
+def w89_value_loss_returns_not_detached(values, returns, values_old=None, clip_eps=None, mask=None):
+    return _value_loss(values, returns, values_old, clip_eps, mask, detach_returns=False)
+
+
+def w90_value_loss_old_values_not_detached(values, returns, values_old=None, clip_eps=None, mask=None):
+    return _value_loss(values, returns, values_old, clip_eps, mask, detach_old=False)
+
+
+def w91_value_loss_counts_padding(values, returns, values_old=None, clip_eps=None, mask=None):
+    return _value_loss(values, returns, values_old, clip_eps, mask, count_padding=True)
+
+
+def w92_value_loss_mse_on_selection(values, returns, values_old=None, clip_eps=None, mask=None):
+    valid = torch.ones_like(values, dtype=torch.bool) if mask is None else mask.bool()
+    v, R = values[valid], returns.detach()[valid]
+    if clip_eps is None:
+        return 0.5 * F.mse_loss(v, R)
+    old = values_old.detach()[valid]
+    v_clipped = old + (v - old).clamp(-clip_eps, clip_eps)
+    return 0.5 * torch.maximum((v - R) ** 2, (v_clipped - R) ** 2).mean()
+
+
+def r27_value_loss_selected_entries(values, returns, values_old=None, clip_eps=None, mask=None):
+    valid = torch.ones_like(values, dtype=torch.bool) if mask is None else mask.bool()
+    v = values[valid]
+    target = returns.detach()[valid]
+    error = (v - target).pow(2)
+    if clip_eps is not None:
+        old = values_old.detach()[valid]
+        moved = old + torch.clamp(v - old, min=-clip_eps, max=clip_eps)
+        error = torch.max(error, (moved - target).pow(2))
+    return error.sum() / (2 * max(v.numel(), 1))
+
+
+def r28_value_loss_weighted(values, returns, values_old=None, clip_eps=None, mask=None):
+    valid = torch.ones_like(values, dtype=torch.bool) if mask is None else mask != 0
+    w = valid.to(values.dtype) / valid.sum().clamp(min=1)
+    v = values.masked_fill(~valid, 0.0)
+    target = returns.detach().masked_fill(~valid, 0.0)
+    loss_terms = 0.5 * (v - target) ** 2
+    if clip_eps is not None:
+        old = values_old.detach().masked_fill(~valid, 0.0)
+        step = torch.clamp(v - old, -clip_eps, clip_eps)
+        loss_terms = torch.maximum(loss_terms, 0.5 * (old + step - target) ** 2)
+    return (loss_terms * w).sum()
+
+
+ROWS += [
+    _row(
+        "value_loss",
+        "05",
+        w86_value_loss_no_half,
+        "Leaves out the factor 1/2 (Stable-Baselines3's convention), doubling the loss.",
+    ),
+    _row(
+        "value_loss",
+        "05",
+        w87_value_loss_clipped_min,
+        "With value clipping takes the min of the clipped and unclipped errors instead of the pessimistic max.",
+    ),
+    _row(
+        "value_loss",
+        "05",
+        w88_value_loss_clips_around_returns,
+        "Clips the new value to within clip_eps of the returns instead of within clip_eps of values_old.",
+    ),
+    _row(
+        "value_loss",
+        "05",
+        w89_value_loss_returns_not_detached,
+        "Does not detach the returns, so a gradient flows into the regression targets.",
+    ),
+    _row(
+        "value_loss",
+        "05",
+        w90_value_loss_old_values_not_detached,
+        "Does not detach values_old, so with clipping a gradient flows into the old values.",
+    ),
+    _row(
+        "value_loss",
+        "05",
+        w91_value_loss_counts_padding,
+        "Divides the masked sum by every entry (numel), padding included, instead of by the valid ones.",
+    ),
+    _row(
+        "value_loss",
+        "05",
+        w92_value_loss_mse_on_selection,
+        "Averages the selected entries with F.mse_loss / .mean(), which is NaN when no entry is valid.",
+    ),
+    _row("value_loss", "05", r27_value_loss_selected_entries),
+    _row("value_loss", "05", r28_value_loss_weighted),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Chapter 05: PPOLoss (a class, built as PPOLoss(clip_epsilon, value_loss_coef, entropy_coef))
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def _masked_mean(x, mask):
+    valid = torch.ones_like(x, dtype=torch.bool) if mask is None else mask.bool()
+    return torch.where(valid, x, torch.zeros_like(x)).sum() / valid.sum().clamp(min=1)
+
+
+class _PPOLossInit(nn.Module):
+    def __init__(self, clip_epsilon: float = 0.2, value_loss_coef: float = 0.5, entropy_coef: float = 0.01):
+        super().__init__()
+        self.clip_epsilon = clip_epsilon
+        self.value_loss_coef = value_loss_coef
+        self.entropy_coef = entropy_coef
+
+
+class w93_PPOLoss_entropy_added(_PPOLossInit):
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
+        policy_loss, _ = _surrogate(policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask)
+        v_loss = _value_loss(values, returns, mask=mask)
+        return policy_loss + self.value_loss_coef * v_loss + self.entropy_coef * _masked_mean(entropy, mask)
+
+
+class w94_PPOLoss_entropy_detached(_PPOLossInit):
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
+        policy_loss, _ = _surrogate(policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask)
+        v_loss = _value_loss(values, returns, mask=mask)
+        bonus = _masked_mean(entropy.detach(), mask)  # "the entropy is only a regulariser"
+        return policy_loss + self.value_loss_coef * v_loss - self.entropy_coef * bonus
+
+
+class w95_PPOLoss_entropy_over_padding(_PPOLossInit):
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
+        policy_loss, _ = _surrogate(policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask)
+        v_loss = _value_loss(values, returns, mask=mask)
+        return policy_loss + self.value_loss_coef * v_loss - self.entropy_coef * entropy.mean()
+
+
+class w96_PPOLoss_coefficient_on_policy(_PPOLossInit):
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
+        policy_loss, _ = _surrogate(policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask)
+        v_loss = _value_loss(values, returns, mask=mask)
+        return self.value_loss_coef * policy_loss + v_loss - self.entropy_coef * _masked_mean(entropy, mask)
+
+
+class w97_PPOLoss_normalises_advantages(_PPOLossInit):
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        policy_loss, _ = _surrogate(policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask)
+        v_loss = _value_loss(values, returns, mask=mask)
+        return policy_loss + self.value_loss_coef * v_loss - self.entropy_coef * _masked_mean(entropy, mask)
+
+
+class w98_PPOLoss_mse_value_term(_PPOLossInit):
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
+        policy_loss, _ = _surrogate(policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask)
+        v_loss = _value_loss(values, returns, mask=mask, half=1.0)
+        return policy_loss + self.value_loss_coef * v_loss - self.entropy_coef * _masked_mean(entropy, mask)
+
+
+class w99_PPOLoss_value_loss_unmasked(_PPOLossInit):
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
+        policy_loss, _ = _surrogate(policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask)
+        v_loss = _value_loss(values, returns)
+        return policy_loss + self.value_loss_coef * v_loss - self.entropy_coef * _masked_mean(entropy, mask)
+
+
+class w100_PPOLoss_entropy_summed(_PPOLossInit):
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
+        policy_loss, _ = _surrogate(policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask)
+        v_loss = _value_loss(values, returns, mask=mask)
+        valid = torch.ones_like(entropy, dtype=torch.bool) if mask is None else mask.bool()
+        total_entropy = torch.where(valid, entropy, torch.zeros_like(entropy)).sum()
+        return policy_loss + self.value_loss_coef * v_loss - self.entropy_coef * total_entropy
+
+
+class w101_PPOLoss_advantages_keep_gradient(_PPOLossInit):
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
+        policy_loss, _ = _surrogate(
+            policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask, detach_adv=False
+        )
+        v_loss = _value_loss(values, returns, mask=mask)
+        return policy_loss + self.value_loss_coef * v_loss - self.entropy_coef * _masked_mean(entropy, mask)
+
+
+class r29_PPOLoss_inline(_PPOLossInit):
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
+        valid = torch.ones_like(policy_logprobs, dtype=torch.bool) if mask is None else mask.bool()
+        n = valid.sum().clamp(min=1)
+        zero = torch.zeros_like(policy_logprobs)
+        log_ratio = torch.where(valid, policy_logprobs - old_policy_logprobs.detach(), zero)
+        adv = torch.where(valid, advantages.detach(), zero)
+        ratio = log_ratio.exp()
+        eps = self.clip_epsilon
+        surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv)
+        policy_term = -torch.where(valid, surrogate, zero).sum() / n
+        v = torch.where(valid, values, zero)
+        R = torch.where(valid, returns.detach(), zero)
+        value_term = 0.5 * ((v - R) ** 2).sum() / n
+        entropy_term = torch.where(valid, entropy, zero).sum() / n
+        return policy_term + self.value_loss_coef * value_term - self.entropy_coef * entropy_term
+
+
+class r30_PPOLoss_helper_functions(_PPOLossInit):
+    def forward(self, policy_logprobs, old_policy_logprobs, values, returns, advantages, entropy, mask=None):
+        policy_loss, _ = r25_clipped_surrogate_loss_boolean_select(
+            policy_logprobs, old_policy_logprobs, advantages, self.clip_epsilon, mask=mask
+        )
+        critic_loss = r27_value_loss_selected_entries(values, returns, mask=mask)
+        valid = torch.ones_like(entropy, dtype=torch.bool) if mask is None else mask.bool()
+        mean_entropy = entropy[valid].sum() / max(int(valid.sum()), 1)
+        return policy_loss + self.value_loss_coef * critic_loss - self.entropy_coef * mean_entropy
+
+
+ROWS += [
+    _row(
+        "PPOLoss",
+        "05",
+        w93_PPOLoss_entropy_added,
+        "Adds the entropy term (+ c2 * H) instead of subtracting it, so more entropy raises the loss.",
+    ),
+    _row(
+        "PPOLoss",
+        "05",
+        w94_PPOLoss_entropy_detached,
+        "Detaches the entropy, so the bonus sends no gradient to the policy.",
+    ),
+    _row(
+        "PPOLoss",
+        "05",
+        w95_PPOLoss_entropy_over_padding,
+        "Averages the entropy over every entry, padding included, instead of over the valid ones.",
+    ),
+    _row(
+        "PPOLoss",
+        "05",
+        w96_PPOLoss_coefficient_on_policy,
+        "Multiplies the policy loss by value_loss_coef instead of the value loss.",
+    ),
+    _row(
+        "PPOLoss",
+        "05",
+        w97_PPOLoss_normalises_advantages,
+        "Normalises the advantages inside the loss (minus mean, over std), although they are to be used as given.",
+    ),
+    _row(
+        "PPOLoss",
+        "05",
+        w98_PPOLoss_mse_value_term,
+        "Uses the mean squared error without the factor 1/2 as the value term.",
+    ),
+    _row(
+        "PPOLoss",
+        "05",
+        w99_PPOLoss_value_loss_unmasked,
+        "Does not pass the mask to the value loss, so padding counts in it.",
+    ),
+    _row(
+        "PPOLoss",
+        "05",
+        w100_PPOLoss_entropy_summed,
+        "Sums the entropy over the valid entries (the paper's S[pi] summed) instead of averaging it.",
+    ),
+    _row(
+        "PPOLoss",
+        "05",
+        w101_PPOLoss_advantages_keep_gradient,
+        "Does not detach the advantages in the policy term, so a gradient flows into them.",
+    ),
+    _row("PPOLoss", "05", r29_PPOLoss_inline),
+    _row("PPOLoss", "05", r30_PPOLoss_helper_functions),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Chapter 06: group_advantages
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def _centred_with_zeros(rewards):
+    centred = rewards - rewards.mean(dim=-1, keepdim=True)
+    all_equal = (rewards == rewards[:, :1]).all(dim=-1, keepdim=True)
+    return torch.where(all_equal, torch.zeros_like(centred), centred)
+
+
+def w102_group_advantages_always_divides(rewards, normalize_std=True, eps=1e-6):
+    adv = _centred_with_zeros(rewards)
+    if rewards.shape[-1] == 1:
+        return adv
+    return adv / (rewards.std(dim=-1, keepdim=True) + eps)
+
+
+def w103_group_advantages_group_of_one_nan(rewards, normalize_std=True, eps=1e-6):
+    adv = rewards - rewards.mean(dim=-1, keepdim=True)
+    std = rewards.std(dim=-1, keepdim=True)
+    adv = torch.where(std == 0, torch.zeros_like(adv), adv)  # all-equal groups
+    if not normalize_std:
+        return adv
+    return adv / (std + eps)
+
+
+def w104_group_advantages_batch_std(rewards, normalize_std=True, eps=1e-6):
+    adv = _centred_with_zeros(rewards)
+    if not normalize_std or rewards.shape[-1] == 1:
+        return adv
+    return adv / (rewards.std() + eps)  # one scale for the whole batch
+
+
+def w105_group_advantages_fixed_eps(rewards, normalize_std=True, eps=1e-6):
+    adv = _centred_with_zeros(rewards)
+    if not normalize_std or rewards.shape[-1] == 1:
+        return adv
+    return adv / (rewards.std(dim=-1, keepdim=True) + 1e-6)
+
+
+def w106_group_advantages_groups_on_rows(rewards, normalize_std=True, eps=1e-6):
+    centred = rewards - rewards.mean(dim=0, keepdim=True)
+    all_equal = (rewards == rewards[:, :1]).all(dim=-1, keepdim=True)
+    adv = torch.where(all_equal, torch.zeros_like(centred), centred)
+    if not normalize_std or rewards.shape[-1] == 1:
+        return adv
+    return adv / (rewards.std(dim=0, keepdim=True) + eps)
+
+
+def w107_group_advantages_float_cast(rewards, normalize_std=True, eps=1e-6):
+    rewards = rewards.float()
+    adv = _centred_with_zeros(rewards)
+    if not normalize_std or rewards.shape[-1] == 1:
+        return adv
+    return adv / (rewards.std(dim=-1, keepdim=True) + eps)
+
+
+def r31_group_advantages_masked_fill(rewards, normalize_std=True, eps=1e-6):
+    G = rewards.shape[1]
+    flat = (rewards.max(dim=1, keepdim=True).values - rewards.min(dim=1, keepdim=True).values) == 0
+    adv = (rewards - rewards.mean(dim=1, keepdim=True)).masked_fill(flat, 0.0)
+    if normalize_std and G > 1:
+        adv = adv / (torch.std(rewards, dim=1, keepdim=True, correction=1) + eps)
+    return adv
+
+
+def r32_group_advantages_per_group(rewards, normalize_std=True, eps=1e-6):
+    out = torch.zeros_like(rewards)
+    for b in range(rewards.shape[0]):
+        group = rewards[b]
+        if group.numel() == 1 or bool((group == group[0]).all()):
+            continue
+        adv = group - group.mean()
+        if normalize_std:
+            adv = adv / (group.std() + eps)
+        out[b] = adv
+    return out
+
+
+ROWS += [
+    _row(
+        "group_advantages",
+        "06",
+        w102_group_advantages_always_divides,
+        "Ignores normalize_std=False and always divides by the group std (no Dr. GRPO mode).",
+    ),
+    _row(
+        "group_advantages",
+        "06",
+        w103_group_advantages_group_of_one_nan,
+        "Finds all-equal groups by std == 0 without handling G == 1, where torch.std is NaN, so groups of one give "
+        "NaN.",
+    ),
+    _row(
+        "group_advantages",
+        "06",
+        w104_group_advantages_batch_std,
+        "Centres per group but divides by the std of the whole batch instead of each group's std.",
+    ),
+    _row(
+        "group_advantages",
+        "06",
+        w105_group_advantages_fixed_eps,
+        "Adds a hard-coded 1e-6 to the std, ignoring the eps argument.",
+    ),
+    _row(
+        "group_advantages",
+        "06",
+        w106_group_advantages_groups_on_rows,
+        "Takes the mean and std over dim=0 (across prompts) instead of over each prompt's group (the last axis).",
+    ),
+    _row(
+        "group_advantages",
+        "06",
+        w107_group_advantages_float_cast,
+        "Casts the rewards to float32 with .float(), so float64 rewards give float32 advantages.",
+    ),
+    _row("group_advantages", "06", r31_group_advantages_masked_fill),
+    _row("group_advantages", "06", r32_group_advantages_per_group),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Chapter 06: kl_estimate
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def _kind_error(kind):
+    return ValueError(f"kind: expected 'k1', 'k2' or 'k3', got {kind!r}")
+
+
+def w108_kl_estimate_k1_sign(logp, logp_ref, kind):
+    log_r = logp_ref - logp
+    if kind == "k1":
+        return log_r  # "k1 = log r"
+    if kind == "k2":
+        return 0.5 * log_r**2
+    if kind == "k3":
+        return torch.expm1(log_r) - log_r
+    raise _kind_error(kind)
+
+
+def w109_kl_estimate_k2_no_half(logp, logp_ref, kind):
+    log_r = logp_ref - logp
+    if kind == "k1":
+        return -log_r
+    if kind == "k2":
+        return log_r**2
+    if kind == "k3":
+        return torch.expm1(log_r) - log_r
+    raise _kind_error(kind)
+
+
+def w110_kl_estimate_k3_other_ratio(logp, logp_ref, kind):
+    log_r = logp_ref - logp
+    if kind == "k1":
+        return -log_r
+    if kind == "k2":
+        return 0.5 * log_r**2
+    if kind == "k3":
+        log_ratio = logp - logp_ref  # r = pi_theta / pi_ref, as in PPO's ratio
+        return torch.expm1(log_ratio) - log_ratio
+    raise _kind_error(kind)
+
+
+def w111_kl_estimate_k3_ratio_detached(logp, logp_ref, kind):
+    log_r = logp_ref - logp
+    if kind == "k1":
+        return -log_r
+    if kind == "k2":
+        return 0.5 * log_r**2
+    if kind == "k3":
+        ratio = torch.exp(log_r).detach()  # a weight, like PPO's ratio
+        return (ratio - 1) - log_r
+    raise _kind_error(kind)
+
+
+def w112_kl_estimate_mean_over_tokens(logp, logp_ref, kind):
+    log_r = logp_ref - logp
+    if kind == "k1":
+        estimate = -log_r
+    elif kind == "k2":
+        estimate = 0.5 * log_r**2
+    elif kind == "k3":
+        estimate = torch.expm1(log_r) - log_r
+    else:
+        raise _kind_error(kind)
+    return estimate.mean()
+
+
+def r33_kl_estimate_dictionary(logp, logp_ref, kind):
+    estimators = {
+        "k1": lambda x: -x,
+        "k2": lambda x: torch.square(x) / 2,
+        "k3": lambda x: torch.exp(x) - 1 - x,
+    }
+    if kind not in estimators:
+        raise _kind_error(kind)
+    return estimators[kind](logp_ref - logp)
+
+
+def r34_kl_estimate_forward_ratio(logp, logp_ref, kind):
+    d = logp - logp_ref  # log(pi_theta / pi_ref)
+    if kind == "k1":
+        return d
+    if kind == "k2":
+        return 0.5 * d * d
+    if kind == "k3":
+        return torch.expm1(-d) + d
+    raise _kind_error(kind)
+
+
+ROWS += [
+    _row(
+        "kl_estimate",
+        "06",
+        w108_kl_estimate_k1_sign,
+        "Returns log r = logp_ref - logp for k1 instead of -log r.",
+    ),
+    _row(
+        "kl_estimate",
+        "06",
+        w109_kl_estimate_k2_no_half,
+        "Leaves out the factor 1/2 in k2 ((log r)^2 instead of (log r)^2 / 2).",
+    ),
+    _row(
+        "kl_estimate",
+        "06",
+        w110_kl_estimate_k3_other_ratio,
+        "Computes k3 with the ratio pi_theta / pi_ref (PPO's direction) instead of pi_ref / pi_theta.",
+    ),
+    _row(
+        "kl_estimate",
+        "06",
+        w111_kl_estimate_k3_ratio_detached,
+        "Detaches the ratio r in k3, so its gradient is only that of -log r.",
+    ),
+    _row(
+        "kl_estimate",
+        "06",
+        w112_kl_estimate_mean_over_tokens,
+        "Returns the mean over tokens instead of one estimate per token.",
+    ),
+    _row("kl_estimate", "06", r33_kl_estimate_dictionary),
+    _row("kl_estimate", "06", r34_kl_estimate_forward_ratio),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Chapter 06: aggregate_loss
+# ----------------------------------------------------------------------------------------------------------------------
+
+_AGG_MODES = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum-norm")
+
+
+def _aggregate(
+    per_token,
+    mask,
+    mode,
+    max_len=None,
+    *,
+    ignore_max_len=False,
+    skip_empty=False,
+    verl_sum=False,
+    divide_by_T=False,
+    first_axis_count=False,
+):
+    if mode not in _AGG_MODES:
+        raise ValueError(f"mode: expected one of {_AGG_MODES}, got {mode!r}")
+    valid = mask.bool()
+    per_token = torch.where(valid, per_token, torch.zeros_like(per_token))
+    n_valid = valid.sum(dim=-1).to(per_token.dtype)
+    if mode == "token-mean":
+        return per_token.sum() / n_valid.sum().clamp(min=1)
+    per_response = per_token.sum(dim=-1)
+    n_responses = per_token.shape[0] if first_axis_count else per_response.numel()
+    if mode == "seq-mean-token-mean":
+        denominator = torch.full_like(n_valid, per_token.shape[-1]) if divide_by_T else n_valid.clamp(min=1)
+        if skip_empty:
+            keep = n_valid > 0
+            return (per_response[keep] / n_valid[keep]).sum() / keep.sum().clamp(min=1)
+        return (per_response / denominator).sum() / n_responses
+    L = per_token.shape[-1] if (max_len is None or ignore_max_len) else max_len
+    if verl_sum:
+        return per_response.sum() / L
+    return (per_response / L).sum() / n_responses
+
+
+def w113_aggregate_loss_ignores_max_len(per_token, mask, mode, max_len=None):
+    return _aggregate(per_token, mask, mode, max_len, ignore_max_len=True)
+
+
+def w114_aggregate_loss_skips_empty_responses(per_token, mask, mode, max_len=None):
+    return _aggregate(per_token, mask, mode, max_len, skip_empty=True)
+
+
+def w115_aggregate_loss_verl_sum_norm(per_token, mask, mode, max_len=None):
+    return _aggregate(per_token, mask, mode, max_len, verl_sum=True)
+
+
+def w116_aggregate_loss_seq_mean_over_T(per_token, mask, mode, max_len=None):
+    return _aggregate(per_token, mask, mode, max_len, divide_by_T=True)
+
+
+def w117_aggregate_loss_counts_first_axis(per_token, mask, mode, max_len=None):
+    return _aggregate(per_token, mask, mode, max_len, first_axis_count=True)
+
+
+def w118_aggregate_loss_mask_after_sum(per_token, mask, mode, max_len=None):
+    if mode not in _AGG_MODES:
+        raise ValueError(f"mode: expected one of {_AGG_MODES}, got {mode!r}")
+    m = mask.to(per_token.dtype)
+    n_valid = m.sum(dim=-1)
+    if mode == "token-mean":
+        return (per_token * m).sum() / n_valid.sum().clamp(min=1)
+    # the mean of each response over its own tokens, taken as (mean over T) * T / |o|
+    per_response = per_token.mean(dim=-1) * per_token.shape[-1] * (n_valid > 0)
+    if mode == "seq-mean-token-mean":
+        return (per_response / n_valid.clamp(min=1)).mean()
+    L = per_token.shape[-1] if max_len is None else max_len
+    return (per_response / L).mean()
+
+
+def r35_aggregate_loss_weights(per_token, mask, mode, max_len=None):
+    if mode not in _AGG_MODES:
+        raise ValueError(f"mode: expected one of {_AGG_MODES}, got {mode!r}")
+    valid = mask != 0
+    lengths = valid.sum(dim=-1, keepdim=True).to(per_token.dtype)  # (..., 1)
+    n_responses = lengths.numel()
+    if mode == "token-mean":
+        weights = torch.ones_like(lengths) / lengths.sum().clamp(min=1)
+    elif mode == "seq-mean-token-mean":
+        weights = 1.0 / (n_responses * lengths.clamp(min=1))
+    else:
+        L = per_token.shape[-1] if max_len is None else max_len
+        weights = torch.full_like(lengths, 1.0 / (n_responses * L))
+    return (torch.where(valid, per_token, torch.zeros_like(per_token)) * weights).sum()
+
+
+def r36_aggregate_loss_flattened_rows(per_token, mask, mode, max_len=None):
+    if mode not in _AGG_MODES:
+        raise ValueError(f"mode: expected one of {_AGG_MODES}, got {mode!r}")
+    T = per_token.shape[-1]
+    rows = per_token.reshape(-1, T)
+    keep = mask.reshape(-1, T).bool()
+    clean = rows.masked_fill(~keep, 0.0)
+    sums = clean.sum(dim=1)
+    counts = keep.sum(dim=1)
+    if mode == "token-mean":
+        return sums.sum() / max(int(counts.sum()), 1)
+    if mode == "seq-mean-token-mean":
+        return torch.stack([s / max(int(c), 1) for s, c in zip(sums, counts)]).mean()
+    return (sums / (T if max_len is None else max_len)).mean()
+
+
+ROWS += [
+    _row(
+        "aggregate_loss",
+        "06",
+        w113_aggregate_loss_ignores_max_len,
+        "Always divides by the padded length T in Dr. GRPO's mode, ignoring max_len.",
+    ),
+    _row(
+        "aggregate_loss",
+        "06",
+        w114_aggregate_loss_skips_empty_responses,
+        "Leaves empty responses out of the mean over responses (as later verl versions do) instead of counting them "
+        "with 0.",
+    ),
+    _row(
+        "aggregate_loss",
+        "06",
+        w115_aggregate_loss_verl_sum_norm,
+        "In Dr. GRPO's mode divides the sum over all responses by L without the mean over responses (verl's "
+        "seq-mean-token-sum-norm), N times too large.",
+    ),
+    _row(
+        "aggregate_loss",
+        "06",
+        w116_aggregate_loss_seq_mean_over_T,
+        "In the per-sequence mean divides each response's sum by the padded length T instead of its own length |o_i|.",
+    ),
+    _row(
+        "aggregate_loss",
+        "06",
+        w117_aggregate_loss_counts_first_axis,
+        "Averages over responses by dividing by per_token.shape[0] (the prompts) instead of the number of responses "
+        "over all leading axes.",
+    ),
+    _row(
+        "aggregate_loss",
+        "06",
+        w118_aggregate_loss_mask_after_sum,
+        "In the per-sequence modes sums each response over all T tokens, padding included, and applies the mask only "
+        "afterwards (to the count), so garbage in the padding enters the loss.",
+    ),
+    _row("aggregate_loss", "06", r35_aggregate_loss_weights),
+    _row("aggregate_loss", "06", r36_aggregate_loss_flattened_rows),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Chapter 06: grpo_loss (uses the library's group_advantages, kl_estimate and aggregate_loss, as the exercise says)
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def _grpo(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+    *,
+    detach_given_adv=True,
+    ignore_high=False,
+    bias_corrected_kl=False,
+    beta_on_surrogate=False,
+    drop_normalize_std=False,
+    drop_max_len=False,
+    kl_info_over_padding=False,
+    adv_abs_over_tokens=False,
+    kl_from_old=False,
+    ratio_to_reference=False,
+):
+    from course_lib import grpo
+
+    if adv is None:
+        adv = grpo.group_advantages(rewards.detach(), normalize_std=True if drop_normalize_std else normalize_std)
+    elif detach_given_adv:
+        adv = adv.detach()
+    adv_tokens = adv.unsqueeze(-1).expand_as(logp)
+    high = clip_eps if (clip_eps_high is None or ignore_high) else clip_eps_high
+    if ratio_to_reference and logp_ref is not None:
+        base = logp_ref.detach()
+    else:
+        base = logp_old.detach()
+    ratio = torch.exp(logp - base)
+    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + high)
+    per_token = -torch.minimum(ratio * adv_tokens, clipped * adv_tokens)
+    if beta_on_surrogate:
+        per_token = kl_coef * per_token
+    kl = None
+    if logp_ref is not None:
+        kl = grpo.kl_estimate(logp_old.detach() if kl_from_old else logp, logp_ref.detach(), kl_kind)
+        penalty = kl
+        if bias_corrected_kl:
+            penalty = torch.exp(logp - logp_old.detach()) * kl  # TRL's use_bias_correction_kl
+        per_token = per_token + (penalty if beta_on_surrogate else kl_coef * penalty)
+    loss = grpo.aggregate_loss(per_token, mask, loss_agg, None if drop_max_len else max_len)
+    with torch.no_grad():
+        valid = mask.bool()
+        low, above = ratio < 1.0 - clip_eps, ratio > 1.0 + high
+        binding = (above & (adv_tokens > 0)) | (low & (adv_tokens < 0))
+        if kl is None:
+            kl_mean = 0.0
+        elif kl_info_over_padding:
+            kl_mean = kl.mean().item()
+        else:
+            kl_mean = kl[valid].mean().item()
+        if adv_abs_over_tokens:
+            adv_abs = adv_tokens.abs()[valid].mean().item()
+        else:
+            adv_abs = adv.abs().mean().item()
+        info = {
+            "clip_fraction": (low | above)[valid].double().mean().item(),
+            "clip_active_fraction": binding[valid].double().mean().item(),
+            "kl": kl_mean,
+            "adv_abs_mean": adv_abs,
+        }
+        if rewards is not None:
+            info["reward_mean"] = rewards.mean().item()
+    return loss, info
+
+
+def w119_grpo_loss_given_adv_keeps_gradient(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
+    args = (logp, logp_old, logp_ref, rewards, mask, clip_eps, kl_coef, kl_kind, normalize_std, loss_agg, max_len)
+    return _grpo(*args, clip_eps_high, adv, detach_given_adv=False)
+
+
+def w120_grpo_loss_ignores_clip_high(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
+    args = (logp, logp_old, logp_ref, rewards, mask, clip_eps, kl_coef, kl_kind, normalize_std, loss_agg, max_len)
+    return _grpo(*args, clip_eps_high, adv, ignore_high=True)
+
+
+def w121_grpo_loss_bias_corrected_kl(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
+    args = (logp, logp_old, logp_ref, rewards, mask, clip_eps, kl_coef, kl_kind, normalize_std, loss_agg, max_len)
+    return _grpo(*args, clip_eps_high, adv, bias_corrected_kl=True)
+
+
+def w122_grpo_loss_beta_on_surrogate(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
+    args = (logp, logp_old, logp_ref, rewards, mask, clip_eps, kl_coef, kl_kind, normalize_std, loss_agg, max_len)
+    return _grpo(*args, clip_eps_high, adv, beta_on_surrogate=True)
+
+
+def w123_grpo_loss_drops_normalize_std(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
+    args = (logp, logp_old, logp_ref, rewards, mask, clip_eps, kl_coef, kl_kind, normalize_std, loss_agg, max_len)
+    return _grpo(*args, clip_eps_high, adv, drop_normalize_std=True)
+
+
+def w124_grpo_loss_drops_max_len(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
+    args = (logp, logp_old, logp_ref, rewards, mask, clip_eps, kl_coef, kl_kind, normalize_std, loss_agg, max_len)
+    return _grpo(*args, clip_eps_high, adv, drop_max_len=True)
+
+
+def w125_grpo_loss_kl_info_over_padding(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
+    args = (logp, logp_old, logp_ref, rewards, mask, clip_eps, kl_coef, kl_kind, normalize_std, loss_agg, max_len)
+    return _grpo(*args, clip_eps_high, adv, kl_info_over_padding=True)
+
+
+def w126_grpo_loss_adv_abs_over_tokens(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
+    args = (logp, logp_old, logp_ref, rewards, mask, clip_eps, kl_coef, kl_kind, normalize_std, loss_agg, max_len)
+    return _grpo(*args, clip_eps_high, adv, adv_abs_over_tokens=True)
+
+
+def w127_grpo_loss_kl_from_old_policy(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
+    args = (logp, logp_old, logp_ref, rewards, mask, clip_eps, kl_coef, kl_kind, normalize_std, loss_agg, max_len)
+    return _grpo(*args, clip_eps_high, adv, kl_from_old=True)
+
+
+def w128_grpo_loss_ratio_to_reference(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
+    args = (logp, logp_old, logp_ref, rewards, mask, clip_eps, kl_coef, kl_kind, normalize_std, loss_agg, max_len)
+    return _grpo(*args, clip_eps_high, adv, ratio_to_reference=True)
+
+
+def r37_grpo_loss_pessimistic_max(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
+    from course_lib import grpo
+
+    eps_high = clip_eps_high if clip_eps_high is not None else clip_eps
+    if adv is not None:
+        advantages = adv.detach()
+    else:
+        advantages = grpo.group_advantages(rewards.detach(), normalize_std=normalize_std)
+    A = advantages[..., None]  # (B, G, 1) broadcasts over tokens
+    log_ratio = logp - logp_old.detach()
+    ratio = log_ratio.exp()
+    per_token = torch.maximum(-ratio * A, -ratio.clamp(1 - clip_eps, 1 + eps_high) * A)
+    kl_mean = 0.0
+    valid = mask.bool()
+    if logp_ref is not None:
+        kl = grpo.kl_estimate(logp, logp_ref.detach(), kl_kind)
+        per_token = per_token + kl_coef * kl
+        kl_mean = kl.detach()[valid].mean().item()
+    loss = grpo.aggregate_loss(per_token, mask, loss_agg, max_len)
+    r = ratio.detach()
+    outside = (r < 1 - clip_eps) | (r > 1 + eps_high)
+    binds = ((r > 1 + eps_high) & (A > 0)) | ((r < 1 - clip_eps) & (A < 0))
+    info = {
+        "clip_fraction": outside[valid].double().mean().item(),
+        "clip_active_fraction": binds[valid].double().mean().item(),
+        "kl": kl_mean,
+        "adv_abs_mean": advantages.abs().mean().item(),
+    }
+    if rewards is not None:
+        info["reward_mean"] = rewards.mean().item()
+    return loss, info
+
+
+def r38_grpo_loss_piecewise(
+    logp,
+    logp_old,
+    logp_ref,
+    rewards,
+    mask,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    kl_kind="k3",
+    normalize_std=True,
+    loss_agg="seq-mean-token-mean",
+    max_len=None,
+    clip_eps_high=None,
+    adv=None,
+):
+    """The clipped objective written piecewise: where the clip binds, the ratio is a constant."""
+    from course_lib import grpo
+
+    upper = 1 + (clip_eps if clip_eps_high is None else clip_eps_high)
+    lower = 1 - clip_eps
+    advantages = grpo.group_advantages(rewards.detach(), normalize_std=normalize_std) if adv is None else adv.detach()
+    A = advantages.unsqueeze(-1).expand_as(logp)
+    ratio = torch.exp(logp - logp_old.detach())
+    binds = ((ratio > upper) & (A > 0)) | ((ratio < lower) & (A < 0))
+    frozen = torch.clamp(ratio, lower, upper).detach()
+    objective = torch.where(binds, frozen * A, ratio * A)
+    per_token = -objective
+    valid = mask.bool()
+    kl_value = 0.0
+    if logp_ref is not None:
+        kl = grpo.kl_estimate(logp, logp_ref.detach(), kl_kind)
+        per_token = per_token + kl_coef * kl
+        kl_value = float(kl.detach()[valid].mean())
+    loss = grpo.aggregate_loss(per_token, mask, loss_agg, max_len)
+    with torch.no_grad():
+        n = valid.sum().double()
+        outside = ((ratio < lower) | (ratio > upper)) & valid
+        info = {
+            "clip_fraction": float(outside.sum() / n),
+            "clip_active_fraction": float((binds & valid).sum() / n),
+            "kl": kl_value,
+            "adv_abs_mean": float(advantages.abs().mean()),
+        }
+        if rewards is not None:
+            info["reward_mean"] = float(rewards.mean())
+    return loss, info
+
+
+ROWS += [
+    _row(
+        "grpo_loss",
+        "06",
+        w119_grpo_loss_given_adv_keeps_gradient,
+        "Does not detach advantages passed in as adv (only those computed from rewards), so a gradient flows into adv.",
+    ),
+    _row(
+        "grpo_loss",
+        "06",
+        w120_grpo_loss_ignores_clip_high,
+        "Ignores clip_eps_high and clips the ratio to [1 - clip_eps, 1 + clip_eps].",
+    ),
+    _row(
+        "grpo_loss",
+        "06",
+        w121_grpo_loss_bias_corrected_kl,
+        "Multiplies the KL term by the ratio pi_theta / pi_old (TRL's use_bias_correction_kl), which the course does "
+        "not.",
+    ),
+    _row(
+        "grpo_loss",
+        "06",
+        w122_grpo_loss_beta_on_surrogate,
+        "Puts kl_coef on the clipped surrogate instead of on the KL term.",
+    ),
+    _row(
+        "grpo_loss",
+        "06",
+        w123_grpo_loss_drops_normalize_std,
+        "Does not pass normalize_std to group_advantages, so Dr. GRPO's normalize_std=False still divides by the std.",
+    ),
+    _row(
+        "grpo_loss",
+        "06",
+        w124_grpo_loss_drops_max_len,
+        "Does not pass max_len to aggregate_loss, so Dr. GRPO's constant is always T.",
+    ),
+    _row(
+        "grpo_loss",
+        "06",
+        w125_grpo_loss_kl_info_over_padding,
+        "Reports info['kl'] as the mean over every token, padding included, instead of over the valid ones.",
+    ),
+    _row(
+        "grpo_loss",
+        "06",
+        w126_grpo_loss_adv_abs_over_tokens,
+        "Reports adv_abs_mean as the mean of |A| over valid tokens instead of over responses.",
+    ),
+    _row(
+        "grpo_loss",
+        "06",
+        w127_grpo_loss_kl_from_old_policy,
+        "Estimates the KL from logp_old instead of logp, so the penalty is a constant with no gradient.",
+    ),
+    _row(
+        "grpo_loss",
+        "06",
+        w128_grpo_loss_ratio_to_reference,
+        "Takes the importance ratio against the reference policy (logp - logp_ref) instead of the old policy whenever "
+        "a reference is given.",
+    ),
+    _row("grpo_loss", "06", r37_grpo_loss_pessimistic_max),
+    _row("grpo_loss", "06", r38_grpo_loss_piecewise),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Chapter 07: memory_accounting
+# ----------------------------------------------------------------------------------------------------------------------
+
+_BYTES = {"fp64": 8, "fp32": 4, "bf16": 2, "fp16": 2}
+
+
+def _memory(
+    n_params_actor,
+    n_params_critic,
+    n_params_ref,
+    n_params_reward,
+    weights_dtype,
+    optimizer_dtype,
+    *,
+    master_always=False,
+    optimizer_for_frozen=False,
+    grads_in_optimizer_dtype=False,
+    master_when_different=False,
+    total_without_optimizer=False,
+):
+    w, o = _BYTES[weights_dtype], _BYTES[optimizer_dtype]
+    g = o if grads_in_optimizer_dtype else w
+    if master_always:
+        master = o
+    elif master_when_different:
+        master = o if w != o else 0
+    else:
+        master = o if w < o else 0
+    optimised = n_params_actor + n_params_critic
+    if optimizer_for_frozen:
+        optimised += n_params_ref + n_params_reward
+    account = {
+        "actor": n_params_actor * (w + g),
+        "critic": n_params_critic * (w + g),
+        "reference": n_params_ref * w,
+        "reward": n_params_reward * w,
+        "optimizer": optimised * (2 * o + master),
+    }
+    account["total"] = sum(v for k, v in account.items() if not (total_without_optimizer and k == "optimizer"))
+    return account
+
+
+def w129_memory_accounting_master_always(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
+    args = (n_params_actor, n_params_critic, n_params_ref, n_params_reward, weights_dtype, optimizer_dtype)
+    return _memory(*args, master_always=True)
+
+
+def w130_memory_accounting_adam_for_frozen_models(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
+    args = (n_params_actor, n_params_critic, n_params_ref, n_params_reward, weights_dtype, optimizer_dtype)
+    return _memory(*args, optimizer_for_frozen=True)
+
+
+def w131_memory_accounting_fp32_gradients(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
+    args = (n_params_actor, n_params_critic, n_params_ref, n_params_reward, weights_dtype, optimizer_dtype)
+    return _memory(*args, grads_in_optimizer_dtype=True)
+
+
+def w132_memory_accounting_master_when_different(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
+    args = (n_params_actor, n_params_critic, n_params_ref, n_params_reward, weights_dtype, optimizer_dtype)
+    return _memory(*args, master_when_different=True)
+
+
+def w133_memory_accounting_bits_over_eight(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
+    bits = {"fp64": 64, "fp32": 32, "bf16": 16, "fp16": 16}
+    w, o = bits[weights_dtype] / 8, bits[optimizer_dtype] / 8
+    master = o if w < o else 0
+    account = {
+        "actor": n_params_actor * 2 * w,
+        "critic": n_params_critic * 2 * w,
+        "reference": n_params_ref * w,
+        "reward": n_params_reward * w,
+        "optimizer": (n_params_actor + n_params_critic) * (2 * o + master),
+    }
+    account["total"] = sum(account.values())
+    return account
+
+
+def w134_memory_accounting_total_of_models(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
+    args = (n_params_actor, n_params_critic, n_params_ref, n_params_reward, weights_dtype, optimizer_dtype)
+    return _memory(*args, total_without_optimizer=True)
+
+
+def r39_memory_accounting_per_model_table(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
+    size = {"fp64": 8, "fp32": 4, "bf16": 2, "fp16": 2}
+    weight_bytes = size[weights_dtype]
+    state_bytes = size[optimizer_dtype]
+    needs_master = weight_bytes < state_bytes
+    per_trained_param_optimizer = 2 * state_bytes + (state_bytes if needs_master else 0)
+    result = {}
+    for name, count, trained in (
+        ("actor", n_params_actor, True),
+        ("critic", n_params_critic, True),
+        ("reference", n_params_ref, False),
+        ("reward", n_params_reward, False),
+    ):
+        result[name] = int(count) * weight_bytes * (2 if trained else 1)
+    result["optimizer"] = (int(n_params_actor) + int(n_params_critic)) * per_trained_param_optimizer
+    result["total"] = result["actor"] + result["critic"] + result["reference"] + result["reward"] + result["optimizer"]
+    return result
+
+
+def r40_memory_accounting_torch_itemsize(
+    n_params_actor, n_params_critic=0, n_params_ref=0, n_params_reward=0, weights_dtype="bf16", optimizer_dtype="fp32"
+):
+    dtypes = {"fp64": torch.float64, "fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    w = dtypes[weights_dtype].itemsize
+    o = dtypes[optimizer_dtype].itemsize
+    trained = n_params_actor + n_params_critic
+    optimizer = trained * 2 * o
+    if w < o:
+        optimizer += trained * o
+    out = dict(
+        actor=2 * w * n_params_actor,
+        critic=2 * w * n_params_critic,
+        reference=w * n_params_ref,
+        reward=w * n_params_reward,
+        optimizer=optimizer,
+    )
+    out["total"] = sum(out.values())
+    return out
+
+
+ROWS += [
+    _row(
+        "memory_accounting",
+        "07",
+        w129_memory_accounting_master_always,
+        "Always counts a master copy of the weights in the optimizer (ZeRO's 12 bytes), even when the weights are "
+        "already as wide as the optimizer's dtype.",
+    ),
+    _row(
+        "memory_accounting",
+        "07",
+        w130_memory_accounting_adam_for_frozen_models,
+        "Counts Adam's state for the frozen reference and reward models too, not only for the trained ones.",
+    ),
+    _row(
+        "memory_accounting",
+        "07",
+        w131_memory_accounting_fp32_gradients,
+        "Stores the gradients in optimizer_dtype instead of weights_dtype.",
+    ),
+    _row(
+        "memory_accounting",
+        "07",
+        w132_memory_accounting_master_when_different,
+        "Adds the master copy whenever the two dtypes differ, so fp64 weights with fp32 Adam get one too.",
+    ),
+    _row(
+        "memory_accounting",
+        "07",
+        w133_memory_accounting_bits_over_eight,
+        "Converts bits to bytes with / 8, so every entry is a float instead of an int.",
+    ),
+    _row(
+        "memory_accounting",
+        "07",
+        w134_memory_accounting_total_of_models,
+        "Leaves the optimizer out of the total (sums only the four models).",
+    ),
+    _row("memory_accounting", "07", r39_memory_accounting_per_model_table),
+    _row("memory_accounting", "07", r40_memory_accounting_torch_itemsize),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Chapter 07: read_sweep
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def w135_read_sweep_last_tie(group_sizes, clip_eps, reward, tol=0.1):
+    i, j = (reward == reward.max()).nonzero()[-1].tolist()
+    best_per_group = reward.max(dim=1).values
+    k = int((best_per_group >= reward.max() - tol).nonzero()[0, 0])
+    return int(group_sizes[i]), float(clip_eps[j]), int(group_sizes[k])
+
+
+def w136_read_sweep_indices(group_sizes, clip_eps, reward, tol=0.1):
+    i, j = divmod(int(torch.argmax(reward)), reward.shape[1])
+    best_per_group = reward.max(dim=1).values
+    k = int((best_per_group >= reward.max() - tol).nonzero()[0, 0])
+    return i, j, k
+
+
+def w137_read_sweep_row_mean_saturation(group_sizes, clip_eps, reward, tol=0.1):
+    i, j = divmod(int(torch.argmax(reward)), reward.shape[1])
+    typical = reward.mean(dim=1)  # each group size over all clip ranges
+    k = int((typical >= reward.max() - tol).nonzero()[0, 0])
+    return int(group_sizes[i]), float(clip_eps[j]), int(group_sizes[k])
+
+
+def w138_read_sweep_stops_at_first_plateau(group_sizes, clip_eps, reward, tol=0.1):
+    i, j = divmod(int(torch.argmax(reward)), reward.shape[1])
+    best_per_group = reward.max(dim=1).values
+    k = len(best_per_group) - 1
+    for g in range(len(best_per_group) - 1):
+        if best_per_group[g + 1] - best_per_group[g] < tol:  # the next size adds less than tol
+            k = g
+            break
+    return int(group_sizes[i]), float(clip_eps[j]), int(group_sizes[k])
+
+
+def w139_read_sweep_strict_tolerance(group_sizes, clip_eps, reward, tol=0.1):
+    i, j = divmod(int(torch.argmax(reward)), reward.shape[1])
+    best_per_group = reward.max(dim=1).values
+    k = int((best_per_group > reward.max() - tol).nonzero()[0, 0])
+    return int(group_sizes[i]), float(clip_eps[j]), int(group_sizes[k])
+
+
+def w140_read_sweep_divmod_rows(group_sizes, clip_eps, reward, tol=0.1):
+    i, j = divmod(int(torch.argmax(reward)), reward.shape[0])
+    best_per_group = reward.max(dim=1).values
+    k = int((best_per_group >= reward.max() - tol).nonzero()[0, 0])
+    return int(group_sizes[i]), float(clip_eps[j]), int(group_sizes[k])
+
+
+def r41_read_sweep_python_scan(group_sizes, clip_eps, reward, tol=0.1):
+    table = reward.tolist()
+    best = max(max(row) for row in table)
+    best_cell = None
+    for i, row in enumerate(table):
+        for j, value in enumerate(row):
+            if value == best and best_cell is None:
+                best_cell = (i, j)
+    threshold = float(reward.max() - tol)  # in the table's own dtype, as the table's numbers are
+    saturation = next(i for i, row in enumerate(table) if max(row) >= threshold)
+    i, j = best_cell
+    return int(group_sizes[i]), float(clip_eps[j]), int(group_sizes[saturation])
+
+
+def r42_read_sweep_row_then_column(group_sizes, clip_eps, reward, tol=0.1):
+    row_best, row_arg = reward.max(dim=1)
+    top = row_best.max()
+    i = int(torch.nonzero(row_best == top)[0, 0])
+    j = int(torch.nonzero(reward[i] == top)[0, 0])
+    k = int(torch.nonzero(row_best >= top - tol)[0, 0])
+    return int(group_sizes[i]), float(clip_eps[j]), int(group_sizes[k])
+
+
+ROWS += [
+    _row(
+        "read_sweep",
+        "07",
+        w135_read_sweep_last_tie,
+        "Among tied best cells takes the last one (largest group size, largest clip range) instead of the cheapest.",
+    ),
+    _row(
+        "read_sweep",
+        "07",
+        w136_read_sweep_indices,
+        "Returns the row and column indices instead of the group sizes and clip range they stand for.",
+    ),
+    _row(
+        "read_sweep",
+        "07",
+        w137_read_sweep_row_mean_saturation,
+        "Judges saturation by each group size's mean reward over the clip ranges instead of its best.",
+    ),
+    _row(
+        "read_sweep",
+        "07",
+        w138_read_sweep_stops_at_first_plateau,
+        "Takes as saturation the first group size after which the next one gains less than tol, so a stall before a "
+        "later rise counts as saturation.",
+    ),
+    _row(
+        "read_sweep",
+        "07",
+        w139_read_sweep_strict_tolerance,
+        "Tests 'within tol' with a strict >, so a reward exactly tol below the best (or any with tol = 0) does not "
+        "count.",
+    ),
+    _row(
+        "read_sweep",
+        "07",
+        w140_read_sweep_divmod_rows,
+        "Unflattens the argmax with divmod by the number of rows instead of columns (right only for square tables).",
+    ),
+    _row("read_sweep", "07", r41_read_sweep_python_scan),
+    _row("read_sweep", "07", r42_read_sweep_row_then_column),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Chapter 08: addition_exact_reward
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def w141_addition_exact_reward_eos_optional(completion, answer):
+    return float(completion.split("$")[0] == answer)
+
+
+def w142_addition_exact_reward_strips_spaces(completion, answer):
+    head, eos, _ = completion.partition("$")
+    return float(bool(eos) and head.strip() == answer)
+
+
+def w143_addition_exact_reward_integer_compare(completion, answer):
+    head, eos, _ = completion.partition("$")
+    if not eos:
+        return 0.0
+    try:
+        return float(int(head) == int(answer))
+    except ValueError:
+        return 0.0
+
+
+def w144_addition_exact_reward_last_eos(completion, answer):
+    head, eos, _ = completion.rpartition("$")
+    return float(bool(eos) and head == answer)
+
+
+def w145_addition_exact_reward_substring(completion, answer):
+    head, eos, _ = completion.partition("$")
+    return float(bool(eos) and answer in head)
+
+
+def w146_addition_exact_reward_whole_string(completion, answer):
+    return float(completion == answer + "$")
+
+
+def r43_addition_exact_reward_startswith(completion, answer):
+    return 1.0 if completion.startswith(answer + "$") else 0.0
+
+
+def r44_addition_exact_reward_index(completion, answer):
+    position = completion.find("$")
+    if position < 0:
+        return 0.0
+    return float(completion[:position] == answer)
+
+
+ROWS += [
+    _row(
+        "addition_exact_reward",
+        "08",
+        w141_addition_exact_reward_eos_optional,
+        "Compares the text before the first '$' without requiring that a '$' exists, so '132' (never stopped) is paid.",
+    ),
+    _row(
+        "addition_exact_reward",
+        "08",
+        w142_addition_exact_reward_strips_spaces,
+        "Strips whitespace before comparing, so ' 132$' and '132 $' are paid.",
+    ),
+    _row(
+        "addition_exact_reward",
+        "08",
+        w143_addition_exact_reward_integer_compare,
+        "Compares as integers, so leading zeros ('0132$') are paid.",
+    ),
+    _row(
+        "addition_exact_reward",
+        "08",
+        w144_addition_exact_reward_last_eos,
+        "Splits at the last '$' (rpartition) instead of the first, so text between two EOS tokens counts.",
+    ),
+    _row(
+        "addition_exact_reward",
+        "08",
+        w145_addition_exact_reward_substring,
+        "Tests whether the answer occurs in the text before EOS (a substring) instead of equality, so '1320$' is paid.",
+    ),
+    _row(
+        "addition_exact_reward",
+        "08",
+        w146_addition_exact_reward_whole_string,
+        "Requires the whole completion to be the answer and '$', so anything after the first EOS ('132$7') loses the "
+        "reward.",
+    ),
+    _row("addition_exact_reward", "08", r43_addition_exact_reward_startswith),
+    _row("addition_exact_reward", "08", r44_addition_exact_reward_index),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Chapter 08: completion_mask
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def w147_completion_mask_drops_eos(completion_ids, eos_id):
+    return (torch.cumsum((completion_ids == eos_id).long(), dim=-1) == 0).float()
+
+
+def w148_completion_mask_not_eos(completion_ids, eos_id):
+    return (completion_ids != eos_id).float()
+
+
+def w149_completion_mask_cumsum_dim0(completion_ids, eos_id):
+    is_eos = (completion_ids == eos_id).long()
+    return ((torch.cumsum(is_eos, dim=0) - is_eos) == 0).float()
+
+
+def w150_completion_mask_long(completion_ids, eos_id):
+    is_eos = (completion_ids == eos_id).long()
+    return (torch.cumsum(is_eos, dim=-1) - is_eos) == 0
+
+
+def w151_completion_mask_up_to_second_eos(completion_ids, eos_id):
+    seen = torch.cumsum((completion_ids == eos_id).long(), dim=-1)
+    return (seen <= 1).float()  # "up to and including the EOS"
+
+
+def w152_completion_mask_two_dim_loop(completion_ids, eos_id):
+    mask = torch.ones(completion_ids.shape, dtype=torch.float32)
+    for b in range(completion_ids.shape[0]):
+        hits = (completion_ids[b] == eos_id).nonzero()
+        if len(hits):
+            mask[b, hits[0, -1] + 1 :] = 0.0
+    return mask
+
+
+def r45_completion_mask_cummax(completion_ids, eos_id):
+    is_eos = (completion_ids == eos_id).to(torch.int64)
+    seen_by_now = torch.cummax(is_eos, dim=-1).values  # 1 from the first EOS on
+    before = torch.cat([torch.zeros_like(seen_by_now[..., :1]), seen_by_now[..., :-1]], dim=-1)
+    return (1 - before).to(torch.float32)
+
+
+def r46_completion_mask_rows(completion_ids, eos_id):
+    L = completion_ids.shape[-1]
+    rows = completion_ids.reshape(-1, L).tolist()
+    out = []
+    for row in rows:
+        keep = []
+        stopped = False
+        for token in row:
+            keep.append(0.0 if stopped else 1.0)
+            stopped = stopped or token == eos_id
+        out.append(keep)
+    return torch.tensor(out, dtype=torch.float32).reshape(completion_ids.shape)
+
+
+ROWS += [
+    _row(
+        "completion_mask",
+        "08",
+        w147_completion_mask_drops_eos,
+        "Masks out the EOS itself (cumsum == 0 is 1 only strictly before the first EOS).",
+    ),
+    _row(
+        "completion_mask",
+        "08",
+        w148_completion_mask_not_eos,
+        "Marks every token that is not EOS as valid, so everything after the first EOS (but the EOS itself) counts.",
+    ),
+    _row(
+        "completion_mask",
+        "08",
+        w149_completion_mask_cumsum_dim0,
+        "Takes the cumulative sum over dim=0 (the batch) instead of the last axis.",
+    ),
+    _row(
+        "completion_mask",
+        "08",
+        w150_completion_mask_long,
+        "Returns a bool mask instead of a float32 one.",
+    ),
+    _row(
+        "completion_mask",
+        "08",
+        w151_completion_mask_up_to_second_eos,
+        "Keeps tokens while the EOS count is <= 1, so everything up to (not including) a second EOS counts.",
+    ),
+    _row(
+        "completion_mask",
+        "08",
+        w152_completion_mask_two_dim_loop,
+        "Loops over the first axis as if the input were (B, L), which mis-handles a 1-D row or a (B, G, L) batch.",
+    ),
+    _row("completion_mask", "08", r45_completion_mask_cummax),
+    _row("completion_mask", "08", r46_completion_mask_rows),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Chapter 08: grpo_step (the course's grpo_loss and gather_log_probs, the student's own mask)
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def _own_completion_mask(completion_ids, eos_id):
+    is_eos = (completion_ids == eos_id).long()
+    return ((torch.cumsum(is_eos, dim=-1) - is_eos) == 0).float()
+
+
+def _grpo_step(
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+    *,
+    no_shift=False,
+    no_clip=False,
+    clip_values=False,
+    mask_without_eos=False,
+    return_tensor=False,
+    ratio_one=False,
+    tiled_unflatten=False,
+    clip_after_step=False,
+):
+    from course_lib.grpo import grpo_loss
+    from course_lib.policy_gradient import gather_log_probs
+
+    B, G, L = completions.shape
+    P = prompts.shape[1]
+    flat_prompts = prompts.repeat_interleave(G, dim=0)
+    flat = completions.reshape(B * G, L)
+    start = P if no_shift else P - 1
+    ids = torch.cat([flat_prompts, flat if no_shift else flat[:, :-1]], dim=1)
+
+    def logp_of(model):
+        logits = model(ids)[:, start : start + L, :]
+        logp = gather_log_probs(logits, flat)
+        if tiled_unflatten:
+            return logp.reshape(G, B, L).transpose(0, 1)
+        return logp.reshape(B, G, L)
+
+    logp = logp_of(policy)
+    logp_ref = None
+    if ref_model is not None and kl_coef > 0:
+        with torch.no_grad():
+            logp_ref = logp_of(ref_model)
+    if mask_without_eos:
+        mask = (torch.cumsum((completions == eos_id).long(), dim=-1) == 0).float()
+    else:
+        mask = _own_completion_mask(completions, eos_id)
+    old = logp.detach() if ratio_one else logp_old
+    loss, _ = grpo_loss(logp, old, logp_ref, rewards, mask, clip_eps=clip_eps, kl_coef=kl_coef)
+    optimizer.zero_grad()
+    loss.backward()
+    if clip_values:
+        torch.nn.utils.clip_grad_value_(policy.parameters(), max_grad_norm)
+    elif not no_clip and not clip_after_step:
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+    optimizer.step()
+    if clip_after_step:
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+    return loss if return_tensor else loss.item()
+
+
+def w153_grpo_step_no_shift(
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+):
+    args = (policy, ref_model, optimizer, prompts, completions, rewards, logp_old, eos_id)
+    return _grpo_step(*args, clip_eps, kl_coef, max_grad_norm, no_shift=True)
+
+
+def w154_grpo_step_no_grad_clip(
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+):
+    args = (policy, ref_model, optimizer, prompts, completions, rewards, logp_old, eos_id)
+    return _grpo_step(*args, clip_eps, kl_coef, max_grad_norm, no_clip=True)
+
+
+def w155_grpo_step_clip_grad_value(
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+):
+    args = (policy, ref_model, optimizer, prompts, completions, rewards, logp_old, eos_id)
+    return _grpo_step(*args, clip_eps, kl_coef, max_grad_norm, clip_values=True)
+
+
+def w156_grpo_step_mask_without_eos(
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+):
+    args = (policy, ref_model, optimizer, prompts, completions, rewards, logp_old, eos_id)
+    return _grpo_step(*args, clip_eps, kl_coef, max_grad_norm, mask_without_eos=True)
+
+
+def w157_grpo_step_returns_tensor(
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+):
+    args = (policy, ref_model, optimizer, prompts, completions, rewards, logp_old, eos_id)
+    return _grpo_step(*args, clip_eps, kl_coef, max_grad_norm, return_tensor=True)
+
+
+def w158_grpo_step_ratio_one(
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+):
+    args = (policy, ref_model, optimizer, prompts, completions, rewards, logp_old, eos_id)
+    return _grpo_step(*args, clip_eps, kl_coef, max_grad_norm, ratio_one=True)
+
+
+def w159_grpo_step_tiled_unflatten(
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+):
+    args = (policy, ref_model, optimizer, prompts, completions, rewards, logp_old, eos_id)
+    return _grpo_step(*args, clip_eps, kl_coef, max_grad_norm, tiled_unflatten=True)
+
+
+def w160_grpo_step_clip_after_step(
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+):
+    args = (policy, ref_model, optimizer, prompts, completions, rewards, logp_old, eos_id)
+    return _grpo_step(*args, clip_eps, kl_coef, max_grad_norm, clip_after_step=True)
+
+
+def r47_grpo_step_expand_groups(
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+):
+    """Expands the prompts along a group axis before flattening, instead of repeat_interleave."""
+    from course_lib.grpo import grpo_loss
+    from course_lib.policy_gradient import gather_log_probs
+
+    B, G, L = completions.shape
+    P = prompts.shape[1]
+    inputs = torch.cat([prompts[:, None, :].expand(B, G, P), completions[..., :-1]], dim=-1)
+    sequences = inputs.reshape(B * G, P + L - 1)
+    targets = completions.reshape(B * G, L)
+
+    def score(model):
+        logits = model(sequences)[:, P - 1 :]
+        return gather_log_probs(logits, targets).view(B, G, L)
+
+    logp = score(policy)
+    logp_ref = None
+    if ref_model is not None and kl_coef > 0:
+        with torch.no_grad():
+            logp_ref = score(ref_model)
+    mask = r45_completion_mask_cummax(completions, eos_id)
+    loss, _ = grpo_loss(logp, logp_old, logp_ref, rewards, mask, clip_eps=clip_eps, kl_coef=kl_coef)
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+    optimizer.step()
+    return float(loss.detach())
+
+
+def r48_grpo_step_einops(
+    policy,
+    ref_model,
+    optimizer,
+    prompts,
+    completions,
+    rewards,
+    logp_old,
+    eos_id,
+    clip_eps=0.2,
+    kl_coef=0.04,
+    max_grad_norm=1.0,
+):
+    from einops import rearrange, repeat
+
+    from course_lib.grpo import grpo_loss
+    from course_lib.policy_gradient import gather_log_probs
+
+    G = completions.shape[1]
+    P = prompts.shape[1]
+    mask = r46_completion_mask_rows(completions, eos_id)
+    optimizer.zero_grad(set_to_none=True)
+    inputs = torch.cat(
+        [repeat(prompts, "b p -> (b g) p", g=G), rearrange(completions[..., :-1], "b g l -> (b g) l")], dim=1
+    )
+    targets = rearrange(completions, "b g l -> (b g) l")
+    logp = rearrange(gather_log_probs(policy(inputs)[:, P - 1 :], targets), "(b g) l -> b g l", g=G)
+    logp_ref = None
+    if ref_model is not None and kl_coef > 0:
+        with torch.no_grad():
+            ref_logits = ref_model(inputs)[:, P - 1 :]
+            logp_ref = rearrange(gather_log_probs(ref_logits, targets), "(b g) l -> b g l", g=G)
+    loss, _ = grpo_loss(logp, logp_old, logp_ref, rewards, mask, clip_eps=clip_eps, kl_coef=kl_coef)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(list(policy.parameters()), max_norm=max_grad_norm)
+    optimizer.step()
+    return loss.item()
+
+
+ROWS += [
+    _row(
+        "grpo_step",
+        "08",
+        w153_grpo_step_no_shift,
+        "Scores completion token t with the logits at position P + t (no shift), which predict token t + 1.",
+    ),
+    _row(
+        "grpo_step",
+        "08",
+        w154_grpo_step_no_grad_clip,
+        "Never clips the gradient norm before the step.",
+    ),
+    _row(
+        "grpo_step",
+        "08",
+        w155_grpo_step_clip_grad_value,
+        "Clips each gradient entry to [-max_grad_norm, max_grad_norm] (clip_grad_value_) instead of the global norm.",
+    ),
+    _row(
+        "grpo_step",
+        "08",
+        w156_grpo_step_mask_without_eos,
+        "Builds the mask without the EOS token (1 strictly before the first EOS).",
+    ),
+    _row(
+        "grpo_step",
+        "08",
+        w157_grpo_step_returns_tensor,
+        "Returns the loss tensor instead of a Python float.",
+    ),
+    _row(
+        "grpo_step",
+        "08",
+        w158_grpo_step_ratio_one,
+        "Passes logp.detach() as the old log-probs instead of logp_old, so every ratio is 1 and the clip never acts.",
+    ),
+    _row(
+        "grpo_step",
+        "08",
+        w159_grpo_step_tiled_unflatten,
+        "Flattens the groups interleaved but unflattens the log-probs as if they were tiled ((G, B, L) then "
+        "transposed), so log-probs land on the wrong completions.",
+    ),
+    _row(
+        "grpo_step",
+        "08",
+        w160_grpo_step_clip_after_step,
+        "Clips the gradient norm after optimizer.step(), so the step uses the unclipped gradient.",
+    ),
+    _row("grpo_step", "08", r47_grpo_step_expand_groups),
+    _row("grpo_step", "08", r48_grpo_step_einops),
 ]
