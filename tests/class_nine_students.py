@@ -7,6 +7,7 @@ broke the gradient. Each wrong answer makes exactly one mistake, stated in its r
 the solution on random inputs of every allowed shape and dtype before the checks were ever run on it.
 """
 
+import math
 import re
 
 import numpy as np
@@ -3730,4 +3731,1202 @@ ROWS += [
     ),
     _row("grpo_step", "08", r47_grpo_step_expand_groups),
     _row("grpo_step", "08", r48_grpo_step_einops),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Chapter 09: answer_reward (TRL's keyword call; chapter 01's math_answer_reward, as the setup cell imports it)
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def _completion_text(completion):
+    return completion if isinstance(completion, str) else completion[-1]["content"]
+
+
+def w161_answer_reward_first_message(prompts, completions, answer, **kwargs):
+    from course_lib.rewards import math_answer_reward
+
+    rewards = []
+    for completion, truth in zip(completions, answer):
+        if truth is None:
+            rewards.append(None)
+            continue
+        text = completion if isinstance(completion, str) else completion[0]["content"]
+        rewards.append(math_answer_reward(text, str(truth)))
+    return rewards
+
+
+def w162_answer_reward_zero_for_missing(prompts, completions, answer, **kwargs):
+    from course_lib.rewards import math_answer_reward
+
+    return [
+        0.0 if truth is None else math_answer_reward(_completion_text(c), str(truth))
+        for c, truth in zip(completions, answer)
+    ]
+
+
+def w163_answer_reward_no_kwargs(prompts, completions, answer, completion_ids=None):
+    from course_lib.rewards import math_answer_reward
+
+    return [
+        None if truth is None else math_answer_reward(_completion_text(c), str(truth))
+        for c, truth in zip(completions, answer)
+    ]
+
+
+def w164_answer_reward_tensor(prompts, completions, answer, **kwargs):
+    from course_lib.rewards import math_answer_reward
+
+    scores = [
+        float("nan") if t is None else math_answer_reward(_completion_text(c), str(t))
+        for c, t in zip(completions, answer)
+    ]
+    return torch.tensor(scores)
+
+
+def w165_answer_reward_stringified_messages(prompts, completions, answer, **kwargs):
+    from course_lib.rewards import math_answer_reward
+
+    return [None if truth is None else math_answer_reward(str(c), str(truth)) for c, truth in zip(completions, answer)]
+
+
+def r49_answer_reward_index_loop(prompts, completions, answer, **kwargs):
+    from course_lib.rewards import math_answer_reward
+
+    out = []
+    for i in range(len(completions)):
+        if answer[i] is None:
+            out.append(None)
+            continue
+        completion = completions[i]
+        if isinstance(completion, list):
+            text = completion[-1]["content"]
+        else:
+            text = completion
+        out.append(float(math_answer_reward(text, str(answer[i]))))
+    return out
+
+
+def r50_answer_reward_comprehension(prompts, completions, answer, **kwargs):
+    from course_lib.rewards import math_answer_reward
+
+    texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+    return [None if a is None else math_answer_reward(t, str(a)) for t, a in zip(texts, answer)]
+
+
+ROWS += [
+    _row(
+        "answer_reward",
+        "09",
+        w161_answer_reward_first_message,
+        "Reads the first message of a conversational completion instead of the last, missing the answer after a tool "
+        "call.",
+    ),
+    _row(
+        "answer_reward",
+        "09",
+        w162_answer_reward_zero_for_missing,
+        "Returns 0.0 instead of None where the row has no answer.",
+    ),
+    _row(
+        "answer_reward",
+        "09",
+        w163_answer_reward_no_kwargs,
+        "Names completion_ids but has no **kwargs, so TRL's other keyword arguments (trainer_state, log_metric, ...) "
+        "raise a TypeError.",
+    ),
+    _row(
+        "answer_reward",
+        "09",
+        w164_answer_reward_tensor,
+        "Returns a tensor (with NaN for missing answers) instead of a list of floats and None.",
+    ),
+    _row(
+        "answer_reward",
+        "09",
+        w165_answer_reward_stringified_messages,
+        "Scores str(completion), so a list of messages is read as its Python repr instead of the last message's "
+        "content.",
+    ),
+    _row("answer_reward", "09", r49_answer_reward_index_loop),
+    _row("answer_reward", "09", r50_answer_reward_comprehension),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Chapter 09: completion_logps
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def _logps(
+    model,
+    sequences,
+    prompt_mask,
+    eos_id,
+    temperature=1.0,
+    *,
+    no_positions=False,
+    no_shift=False,
+    ignore_prompt_mask=False,
+    temperature_after=False,
+    no_grad=False,
+):
+    P = prompt_mask.shape[1]
+    completion_ids = sequences[:, P:]
+    is_eos = (completion_ids == eos_id).long()
+    mask = ((torch.cumsum(is_eos, dim=-1) - is_eos) == 0).float()
+    prompt_part = torch.ones_like(prompt_mask.long()) if ignore_prompt_mask else prompt_mask.long()
+    attention_mask = torch.cat([prompt_part, torch.ones_like(completion_ids)], dim=1)
+    kwargs = {"input_ids": sequences, "attention_mask": attention_mask}
+    if not no_positions:
+        kwargs["position_ids"] = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    if no_grad:
+        with torch.no_grad():
+            logits = model(**kwargs).logits
+    else:
+        logits = model(**kwargs).logits
+    logits = logits[:, P:] if no_shift else logits[:, P - 1 : -1]
+    if temperature_after:
+        logp_all = torch.log_softmax(logits.float(), dim=-1) / temperature
+    else:
+        logp_all = torch.log_softmax(logits.float() / temperature, dim=-1)
+    return logp_all.gather(-1, completion_ids[..., None]).squeeze(-1), mask
+
+
+def w166_completion_logps_no_position_ids(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    return _logps(model, sequences, prompt_mask, eos_id, temperature, no_positions=True)
+
+
+def w167_completion_logps_no_shift(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    return _logps(model, sequences, prompt_mask, eos_id, temperature, no_shift=True)
+
+
+def w168_completion_logps_attends_padding(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    return _logps(model, sequences, prompt_mask, eos_id, temperature, ignore_prompt_mask=True)
+
+
+def w169_completion_logps_temperature_after_softmax(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    return _logps(model, sequences, prompt_mask, eos_id, temperature, temperature_after=True)
+
+
+def w170_completion_logps_no_grad(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    return _logps(model, sequences, prompt_mask, eos_id, temperature, no_grad=True)
+
+
+def r51_completion_logps_logsumexp(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    B, P = prompt_mask.shape
+    completion = sequences[:, P:]
+    stopped_before = torch.cummax((completion == eos_id).long(), dim=-1).values
+    stopped_before = torch.cat([torch.zeros_like(stopped_before[:, :1]), stopped_before[:, :-1]], dim=1)
+    mask = (stopped_before == 0).to(torch.float32)
+    attention_mask = torch.ones_like(sequences)
+    attention_mask[:, :P] = prompt_mask
+    position_ids = torch.clamp(torch.cumsum(attention_mask, dim=1) - 1, min=0)
+    out = model(input_ids=sequences, attention_mask=attention_mask, position_ids=position_ids)
+    scaled = out.logits[:, P - 1 : sequences.shape[1] - 1, :].float() / temperature
+    picked = torch.take_along_dim(scaled, completion.unsqueeze(-1), dim=-1).squeeze(-1)
+    return picked - torch.logsumexp(scaled, dim=-1), mask
+
+
+def r52_completion_logps_row_mask_loop(model, sequences, prompt_mask, eos_id, temperature=1.0):
+    P = prompt_mask.shape[1]
+    completion_ids = sequences[:, P:]
+    mask = torch.ones(completion_ids.shape, dtype=torch.float32)
+    for b, row in enumerate(completion_ids.tolist()):
+        if eos_id in row:
+            mask[b, row.index(eos_id) + 1 :] = 0.0
+    full_mask = torch.cat([prompt_mask.to(sequences.dtype), torch.ones_like(completion_ids)], dim=1)
+    positions = full_mask.cumsum(dim=1).sub(1).clamp(min=0)
+    logits = model(input_ids=sequences, attention_mask=full_mask, position_ids=positions).logits
+    logp_all = F.log_softmax(logits[:, P - 1 : -1].float() / temperature, dim=-1)
+    return logp_all.gather(2, completion_ids.unsqueeze(2)).squeeze(2), mask
+
+
+ROWS += [
+    _row(
+        "completion_logps",
+        "09",
+        w166_completion_logps_no_position_ids,
+        "Passes the attention mask but no position_ids, so a model that does not derive positions from the mask "
+        "(GPT-2) numbers left-padded rows from the padding.",
+    ),
+    _row(
+        "completion_logps",
+        "09",
+        w167_completion_logps_no_shift,
+        "Takes logits[:, P:] instead of logits[:, P - 1:-1], so each completion token is scored by the logits that "
+        "predict the next one.",
+    ),
+    _row(
+        "completion_logps",
+        "09",
+        w168_completion_logps_attends_padding,
+        "Uses an attention mask of all ones, ignoring prompt_mask, so left padding is attended to.",
+    ),
+    _row(
+        "completion_logps",
+        "09",
+        w169_completion_logps_temperature_after_softmax,
+        "Divides the log-probs by the temperature after log_softmax instead of the logits before it.",
+    ),
+    _row(
+        "completion_logps",
+        "09",
+        w170_completion_logps_no_grad,
+        "Runs the forward pass under torch.no_grad(), so logp carries no gradient.",
+    ),
+    _row("completion_logps", "09", r51_completion_logps_logsumexp),
+    _row("completion_logps", "09", r52_completion_logps_row_mask_loop),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Chapter 09: grpo_config_kwargs
+# ----------------------------------------------------------------------------------------------------------------------
+
+_SWITCHES = ("algo", "adv_estimator", "policy_loss", "dynamic_sampling", "overlong_cache", "kl_placement")
+_SWITCHES += ("whiten_advantages",)
+_LOSS_TYPES = {"seq-mean-token-mean": "grpo", "token-mean": "dapo", "seq-mean-token-sum-norm": "dr_grpo"}
+
+
+def _config(
+    cfg,
+    num_processes=1,
+    *,
+    true_division=False,
+    ignore_processes=False,
+    steps_are_iterations=False,
+    keep_constant=False,
+    raw_clip_high=False,
+):
+    from course_lib.lm_rl import LMRLConfig
+
+    defaults = LMRLConfig()
+    for switch in _SWITCHES:
+        if getattr(cfg, switch) != getattr(defaults, switch):
+            raise ValueError(f"cfg.{switch}: GRPOConfig has no field for {getattr(cfg, switch)!r}")
+    B, G, K, M = cfg.prompts_per_step, cfg.group_size, cfg.update_epochs, cfg.num_minibatches
+    processes = 1 if ignore_processes else num_processes
+    minibatch = B * G // M
+    per_process = minibatch // processes
+    micro = cfg.micro_batch_size or per_process
+    if B * G % M or minibatch % processes or per_process % micro:
+        raise ValueError(f"num_processes: {B * G} completions do not split evenly")
+    accumulation = per_process // micro
+    if true_division:
+        micro = B * G / M / processes if cfg.micro_batch_size is None else cfg.micro_batch_size
+        accumulation = B * G / M / processes / micro
+    steps_per_round = 1 if steps_are_iterations else K * M
+    schedule = cfg.lr_schedule
+    if schedule == "constant" and cfg.warmup_iterations > 0 and not keep_constant:
+        schedule = "constant_with_warmup"
+    return {
+        "num_generations": G,
+        "per_device_train_batch_size": micro,
+        "gradient_accumulation_steps": accumulation,
+        "steps_per_generation": M * accumulation,
+        "num_iterations": K,
+        "max_steps": cfg.iterations * steps_per_round,
+        "warmup_steps": cfg.warmup_iterations * steps_per_round,
+        "lr_scheduler_type": schedule,
+        "learning_rate": cfg.lr,
+        "max_grad_norm": cfg.max_grad_norm,
+        "max_completion_length": cfg.max_new_tokens,
+        "temperature": cfg.temperature,
+        "top_p": cfg.top_p,
+        "beta": cfg.kl_coef,
+        "use_bias_correction_kl": False,
+        "epsilon": cfg.clip_eps,
+        "epsilon_high": cfg.clip_eps_high if raw_clip_high or cfg.clip_eps_high is not None else cfg.clip_eps,
+        "loss_type": _LOSS_TYPES[cfg.loss_agg],
+        "scale_rewards": "group" if cfg.normalize_std else "none",
+        "mask_truncated_completions": cfg.overlong_filter,
+        "seed": cfg.seed,
+    }
+
+
+def w171_grpo_config_kwargs_true_division(cfg, num_processes=1):
+    return _config(cfg, num_processes, true_division=True)
+
+
+def w172_grpo_config_kwargs_ignores_processes(cfg, num_processes=1):
+    return _config(cfg, num_processes, ignore_processes=True)
+
+
+def w173_grpo_config_kwargs_steps_are_rounds(cfg, num_processes=1):
+    return _config(cfg, num_processes, steps_are_iterations=True)
+
+
+def w174_grpo_config_kwargs_constant_with_warmup_dropped(cfg, num_processes=1):
+    return _config(cfg, num_processes, keep_constant=True)
+
+
+def w175_grpo_config_kwargs_raw_clip_high(cfg, num_processes=1):
+    return _config(cfg, num_processes, raw_clip_high=True)
+
+
+def r53_grpo_config_kwargs_step_by_step(cfg, num_processes=1):
+    from course_lib.lm_rl import LMRLConfig
+
+    reference = LMRLConfig()
+    for name in ("algo", "adv_estimator", "policy_loss", "dynamic_sampling", "overlong_cache"):
+        if getattr(cfg, name) != getattr(reference, name):
+            raise ValueError(f"cfg.{name}: no GRPOConfig field for {getattr(cfg, name)!r}")
+    for name in ("kl_placement", "whiten_advantages"):
+        if getattr(cfg, name) != getattr(reference, name):
+            raise ValueError(f"cfg.{name}: no GRPOConfig field for {getattr(cfg, name)!r}")
+    completions = cfg.prompts_per_step * cfg.group_size
+    if completions % cfg.num_minibatches:
+        raise ValueError(f"num_processes: {completions} completions into {cfg.num_minibatches} minibatches")
+    minibatch = completions // cfg.num_minibatches
+    if minibatch % num_processes:
+        raise ValueError(f"num_processes: a minibatch of {minibatch} over {num_processes} processes")
+    share = minibatch // num_processes
+    micro = share if cfg.micro_batch_size is None else cfg.micro_batch_size
+    if share % micro:
+        raise ValueError(f"num_processes: {share} completions in micro-batches of {micro}")
+    accumulation = share // micro
+    optimiser_steps = cfg.update_epochs * cfg.num_minibatches
+    scheduler = cfg.lr_schedule
+    if scheduler == "constant" and cfg.warmup_iterations:
+        scheduler = "constant_with_warmup"
+    kwargs = dict(
+        num_generations=cfg.group_size,
+        per_device_train_batch_size=micro,
+        gradient_accumulation_steps=accumulation,
+        steps_per_generation=cfg.num_minibatches * accumulation,
+        num_iterations=cfg.update_epochs,
+        max_steps=cfg.iterations * optimiser_steps,
+        warmup_steps=cfg.warmup_iterations * optimiser_steps,
+        lr_scheduler_type=scheduler,
+        learning_rate=cfg.lr,
+        max_grad_norm=cfg.max_grad_norm,
+        max_completion_length=cfg.max_new_tokens,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        beta=cfg.kl_coef,
+        use_bias_correction_kl=False,
+        epsilon=cfg.clip_eps,
+    )
+    kwargs["epsilon_high"] = cfg.clip_eps if cfg.clip_eps_high is None else cfg.clip_eps_high
+    kwargs["loss_type"] = {"seq-mean-token-mean": "grpo", "token-mean": "dapo"}.get(cfg.loss_agg, "dr_grpo")
+    kwargs["scale_rewards"] = "group" if cfg.normalize_std else "none"
+    kwargs["mask_truncated_completions"] = cfg.overlong_filter
+    kwargs["seed"] = cfg.seed
+    return kwargs
+
+
+def r54_grpo_config_kwargs_divmod(cfg, num_processes=1):
+    from dataclasses import asdict
+
+    from course_lib.lm_rl import LMRLConfig
+
+    given, grpo_defaults = asdict(cfg), asdict(LMRLConfig())
+    refused = [name for name in _SWITCHES if given[name] != grpo_defaults[name]]
+    if refused:
+        raise ValueError(f"cfg.{refused[0]}: TRL's GRPOConfig cannot express {given[refused[0]]!r}")
+    minibatch, left = divmod(cfg.prompts_per_step * cfg.group_size, cfg.num_minibatches)
+    per_process, left_2 = divmod(minibatch, num_processes)
+    micro = cfg.micro_batch_size if cfg.micro_batch_size else per_process
+    accumulation, left_3 = divmod(per_process, micro)
+    if left or left_2 or left_3:
+        raise ValueError("num_processes: the batch does not split evenly over minibatches, processes and micro-batches")
+    per_round = cfg.update_epochs * cfg.num_minibatches
+    warm = cfg.warmup_iterations > 0
+    out = {
+        "num_generations": cfg.group_size,
+        "per_device_train_batch_size": micro,
+        "gradient_accumulation_steps": accumulation,
+        "steps_per_generation": cfg.num_minibatches * accumulation,
+        "num_iterations": cfg.update_epochs,
+        "max_steps": cfg.iterations * per_round,
+        "warmup_steps": cfg.warmup_iterations * per_round,
+        "lr_scheduler_type": "constant_with_warmup" if cfg.lr_schedule == "constant" and warm else cfg.lr_schedule,
+    }
+    out.update(learning_rate=cfg.lr, max_grad_norm=cfg.max_grad_norm, max_completion_length=cfg.max_new_tokens)
+    out.update(temperature=cfg.temperature, top_p=cfg.top_p, beta=cfg.kl_coef, use_bias_correction_kl=False)
+    out.update(epsilon=cfg.clip_eps, epsilon_high=cfg.clip_eps_high or cfg.clip_eps)
+    out.update(loss_type=_LOSS_TYPES[cfg.loss_agg], scale_rewards="group" if cfg.normalize_std else "none")
+    out.update(mask_truncated_completions=cfg.overlong_filter, seed=cfg.seed)
+    return out
+
+
+ROWS += [
+    _row(
+        "grpo_config_kwargs",
+        "09",
+        w171_grpo_config_kwargs_true_division,
+        "Computes the per-device batch size and accumulation steps with / instead of //, so the counts are floats.",
+    ),
+    _row(
+        "grpo_config_kwargs",
+        "09",
+        w172_grpo_config_kwargs_ignores_processes,
+        "Ignores num_processes: the per-device batch is the whole minibatch, as if there were one process.",
+    ),
+    _row(
+        "grpo_config_kwargs",
+        "09",
+        w173_grpo_config_kwargs_steps_are_rounds,
+        "Sets max_steps and warmup_steps to the number of rounds instead of optimiser steps (times update_epochs * "
+        "num_minibatches).",
+    ),
+    _row(
+        "grpo_config_kwargs",
+        "09",
+        w174_grpo_config_kwargs_constant_with_warmup_dropped,
+        "Passes lr_schedule 'constant' through even with a warm-up, where HF's 'constant' ignores the warm-up.",
+    ),
+    _row(
+        "grpo_config_kwargs",
+        "09",
+        w175_grpo_config_kwargs_raw_clip_high,
+        "Passes clip_eps_high as epsilon_high even when it is None, instead of falling back to clip_eps.",
+    ),
+    _row("grpo_config_kwargs", "09", r53_grpo_config_kwargs_step_by_step),
+    _row("grpo_config_kwargs", "09", r54_grpo_config_kwargs_divmod),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Chapter 10: pass_at_k
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def _as_float64(*values):
+    return torch.broadcast_tensors(*(torch.as_tensor(v, dtype=torch.float64) for v in values))
+
+
+def _product_pass_at_k(n, c, k, first_offset=1):
+    j = torch.arange(int(c.max()) if c.numel() else 0, dtype=torch.float64)
+    i = (n - c + first_offset)[..., None] + j
+    factors = torch.where(j < c[..., None], 1 - k[..., None] / i, torch.ones((), dtype=torch.float64))
+    return 1 - factors.prod(dim=-1)
+
+
+def w176_pass_at_k_plug_in(n, c, k):
+    n, c, k = _as_float64(n, c, k)
+    return 1 - (1 - c / n) ** k
+
+
+def w177_pass_at_k_no_k_above_n(n, c, k):
+    n, c, k = _as_float64(n, c, k)
+    estimate = _product_pass_at_k(n, c, k)
+    return torch.where((n - c < k) & (k <= n), torch.ones_like(estimate), estimate)
+
+
+def w178_pass_at_k_default_dtype(n, c, k):
+    n, c, k = _as_float64(n, c, k)
+    estimate = _product_pass_at_k(n, c, k)
+    return torch.where(n - c < k, (c > 0).double(), estimate).to(torch.get_default_dtype())
+
+
+def w179_pass_at_k_range_off_by_one(n, c, k):
+    n, c, k = _as_float64(n, c, k)
+    estimate = _product_pass_at_k(n, c, k, first_offset=0)  # i = n - c, ..., n - 1
+    return torch.where(n - c < k, (c > 0).double(), estimate)
+
+
+def w180_pass_at_k_tensor_only(n, c, k):
+    n, c, k = torch.broadcast_tensors(n.double(), c.double(), k.double())
+    estimate = _product_pass_at_k(n, c, k)
+    return torch.where(n - c < k, (c > 0).double(), estimate)
+
+
+def r55_pass_at_k_exact_binomials(n, c, k):
+    n, c, k = torch.broadcast_tensors(*(torch.as_tensor(v) for v in (n, c, k)))
+    out = []
+    for n_i, c_i, k_i in zip(n.reshape(-1).tolist(), c.reshape(-1).tolist(), k.reshape(-1).tolist()):
+        n_i, c_i, k_i = int(n_i), int(c_i), int(k_i)
+        if k_i > n_i:
+            out.append(1.0 if c_i > 0 else 0.0)
+        else:
+            out.append(1.0 - math.comb(n_i - c_i, k_i) / math.comb(n_i, k_i))  # exact integers, one rounding
+    return torch.tensor(out, dtype=torch.float64).reshape(n.shape)
+
+
+def r56_pass_at_k_log_space(n, c, k):
+    n, c, k = _as_float64(n, c, k)
+    C = int(c.max()) if c.numel() else 0
+    offsets = torch.arange(C, dtype=torch.float64)
+    i = (n - c + 1).unsqueeze(-1) + offsets
+    terms = torch.log1p(-k.unsqueeze(-1) / i)
+    terms = torch.where(offsets < c.unsqueeze(-1), terms, torch.zeros((), dtype=torch.float64))
+    all_wrong = torch.exp(terms.sum(dim=-1))
+    certain = n - c < k
+    return torch.where(certain, (c > 0).to(torch.float64), 1 - torch.where(certain, 0.0, all_wrong))
+
+
+ROWS += [
+    _row(
+        "pass_at_k",
+        "10",
+        w176_pass_at_k_plug_in,
+        "Returns the plug-in estimate 1 - (1 - c/n)^k (drawing with replacement) instead of Chen et al.'s unbiased "
+        "one.",
+    ),
+    _row(
+        "pass_at_k",
+        "10",
+        w177_pass_at_k_no_k_above_n,
+        "Handles n - c < k only when k <= n, so k > n falls through to the product, whose factors are then negative.",
+    ),
+    _row(
+        "pass_at_k",
+        "10",
+        w178_pass_at_k_default_dtype,
+        "Casts the result to the default dtype (float32) instead of returning float64.",
+    ),
+    _row(
+        "pass_at_k",
+        "10",
+        w179_pass_at_k_range_off_by_one,
+        "Runs the product over i = n - c, ..., n - 1 instead of i = n - c + 1, ..., n.",
+    ),
+    _row(
+        "pass_at_k",
+        "10",
+        w180_pass_at_k_tensor_only,
+        "Calls .double() on its arguments, so Python ints (which the docstring allows) raise AttributeError.",
+    ),
+    _row("pass_at_k", "10", r55_pass_at_k_exact_binomials),
+    _row("pass_at_k", "10", r56_pass_at_k_log_space),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Chapter 10: aggregation_token_weight
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def _token_weight(
+    length,
+    mode,
+    max_len=None,
+    *,
+    keep_empty=False,
+    max_len_from_shape=False,
+    first_axis_n=False,
+    integer_result=False,
+    no_n=False,
+):
+    o = length.to(length.dtype if length.is_floating_point() else torch.get_default_dtype())
+    N = o.shape[0] if first_axis_n else o.numel()
+    if max_len is None:
+        max_len = length.shape[-1] if max_len_from_shape else o.max()
+    if mode == "seq-mean-token-mean":
+        w = 1 / ((1 if no_n else N) * o.clamp(min=1))
+    elif mode == "token-mean":
+        w = torch.ones_like(o) / o.sum()
+    elif mode == "seq-mean-token-sum-norm":
+        w = torch.ones_like(o) / (N * max_len)
+    else:
+        raise ValueError(f"mode: expected one of {_AGG_MODES}, got {mode!r}")
+    if not keep_empty:
+        w = torch.where(o > 0, w, torch.zeros_like(w))
+    return w.to(length.dtype) if integer_result else w
+
+
+def w181_aggregation_token_weight_empty_weighted(length, mode, max_len=None):
+    return _token_weight(length, mode, max_len, keep_empty=True)
+
+
+def w182_aggregation_token_weight_max_len_is_shape(length, mode, max_len=None):
+    return _token_weight(length, mode, max_len, max_len_from_shape=True)
+
+
+def w183_aggregation_token_weight_n_first_axis(length, mode, max_len=None):
+    return _token_weight(length, mode, max_len, first_axis_n=True)
+
+
+def w184_aggregation_token_weight_integer_dtype(length, mode, max_len=None):
+    return _token_weight(length, mode, max_len, integer_result=True)
+
+
+def w185_aggregation_token_weight_no_n(length, mode, max_len=None):
+    return _token_weight(length, mode, max_len, no_n=True)
+
+
+def r57_aggregation_token_weight_autograd(length, mode, max_len=None):
+    """Builds aggregate_loss's reduction on a tensor of ones and reads each token's weight from its gradient."""
+    if mode not in _AGG_MODES:
+        raise ValueError(f"mode: expected one of {_AGG_MODES}, got {mode!r}")
+    dtype = length.dtype if length.is_floating_point() else torch.get_default_dtype()
+    lengths = length.reshape(-1).to(dtype)
+    N = lengths.numel()
+    T = int(lengths.max().item()) if N else 0
+    L = lengths.max() if max_len is None else max_len
+    per_token = torch.ones(N, max(T, 1), dtype=dtype, requires_grad=True)
+    valid = torch.arange(max(T, 1)) < lengths[:, None]
+    kept = torch.where(valid, per_token, torch.zeros_like(per_token))
+    if mode == "token-mean":
+        loss = kept.sum() / valid.sum()
+    elif mode == "seq-mean-token-mean":
+        loss = (kept.sum(dim=1) / lengths.clamp(min=1)).mean()
+    else:
+        loss = (kept.sum(dim=1) / L).mean()
+    (grad,) = torch.autograd.grad(loss, per_token)
+    weights = grad[:, 0].clone()
+    weights[lengths == 0] = 0.0
+    return weights.reshape(length.shape)
+
+
+def r58_aggregation_token_weight_table(length, mode, max_len=None):
+    dtype = length.dtype if length.is_floating_point() else torch.get_default_dtype()
+    o = length.to(dtype)
+    n_responses = o.numel()
+    nonempty = o > 0
+    if mode == "token-mean":
+        per_response = torch.full_like(o, 1.0) / o.sum()
+    elif mode == "seq-mean-token-mean":
+        per_response = 1.0 / (n_responses * torch.where(nonempty, o, torch.ones_like(o)))
+    elif mode == "seq-mean-token-sum-norm":
+        constant = o.max() if max_len is None else torch.as_tensor(max_len, dtype=dtype)
+        per_response = torch.full_like(o, 1.0) / (n_responses * constant)
+    else:
+        raise ValueError(f"mode: expected one of {_AGG_MODES}, got {mode!r}")
+    return per_response * nonempty.to(dtype)
+
+
+ROWS += [
+    _row(
+        "aggregation_token_weight",
+        "10",
+        w181_aggregation_token_weight_empty_weighted,
+        "Gives a response of length 0 the same weight as the others in the token-mean and Dr. GRPO modes instead of 0.",
+    ),
+    _row(
+        "aggregation_token_weight",
+        "10",
+        w182_aggregation_token_weight_max_len_is_shape,
+        "Takes max_len=None as length.shape[-1] (the number of entries on the last axis) instead of the longest "
+        "length.",
+    ),
+    _row(
+        "aggregation_token_weight",
+        "10",
+        w183_aggregation_token_weight_n_first_axis,
+        "Counts N as length.shape[0] instead of every entry of length, wrong for a [B, G] table of lengths.",
+    ),
+    _row(
+        "aggregation_token_weight",
+        "10",
+        w184_aggregation_token_weight_integer_dtype,
+        "Casts the weights back to length's dtype, so integer lengths give integer weights (all 0).",
+    ),
+    _row(
+        "aggregation_token_weight",
+        "10",
+        w185_aggregation_token_weight_no_n,
+        "Gives the per-sequence mean's tokens 1 / |o_i|, leaving out the 1 / N of the mean over responses.",
+    ),
+    _row("aggregation_token_weight", "10", r57_aggregation_token_weight_autograd),
+    _row("aggregation_token_weight", "10", r58_aggregation_token_weight_table),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Chapter 10: completion_style
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def _style(
+    text,
+    n_digits=3,
+    *,
+    whole_text=False,
+    two_digit_totals=False,
+    any_count=False,
+    empty_filler=False,
+    digits_optional=False,
+):
+    if whole_text:
+        if not text.endswith("$"):
+            return "malformed"
+        body = text[:-1]
+    else:
+        body, eos, _ = text.partition("$")
+        if not eos:
+            return "malformed"
+    if re.fullmatch(r"[0-9]+", body):
+        return "direct"
+    tail = "[0-9]*" if digits_optional else "[0-9]+"
+    inside = r"[^\[\]]*" if empty_filler else r"[^\[\]]+"
+    m = re.fullmatch(r"\[(" + inside + r")\](" + tail + ")", body)
+    if m is None:
+        return "malformed"
+    content = m.group(1)
+    if re.fullmatch(r"\.*" if empty_filler else r"\.+", content):
+        return "filler"
+    totals = content.split(",")
+    total = r"[0-9]{1,2}" if two_digit_totals else r"1?[0-9]"
+    if (any_count or len(totals) == n_digits) and all(re.fullmatch(total, t) for t in totals):
+        return "scratchpad"
+    return "malformed"
+
+
+def w186_completion_style_whole_text(text, n_digits=3):
+    return _style(text, n_digits, whole_text=True)
+
+
+def w187_completion_style_two_digit_totals(text, n_digits=3):
+    return _style(text, n_digits, two_digit_totals=True)
+
+
+def w188_completion_style_any_number_of_totals(text, n_digits=3):
+    return _style(text, n_digits, any_count=True)
+
+
+def w189_completion_style_empty_bracket_filler(text, n_digits=3):
+    return _style(text, n_digits, empty_filler=True)
+
+
+def w190_completion_style_digits_optional(text, n_digits=3):
+    return _style(text, n_digits, digits_optional=True)
+
+
+def r59_completion_style_string_methods(text, n_digits=3):
+    if "$" not in text:
+        return "malformed"
+    body = text[: text.index("$")]
+    if body.isdigit() and body.isascii():
+        return "direct"
+    if not body.startswith("[") or body.count("[") != 1 or body.count("]") != 1:
+        return "malformed"
+    close = body.index("]")
+    content, answer = body[1:close], body[close + 1 :]
+    if not content or not (answer.isdigit() and answer.isascii()):
+        return "malformed"
+    if set(content) == {"."}:
+        return "filler"
+    parts = content.split(",")
+    if len(parts) != n_digits:
+        return "malformed"
+    for part in parts:
+        if not (part.isdigit() and part.isascii()) or len(part) > 2:
+            return "malformed"
+        if len(part) == 2 and part[0] != "1":
+            return "malformed"
+    return "scratchpad"
+
+
+def r60_completion_style_one_regex_per_label(text, n_digits=3):
+    body = text.split("$", 1)[0]
+    if "$" not in text:
+        return "malformed"
+    total = r"(?:1[0-9]|[0-9])"
+    patterns = {
+        "direct": r"[0-9]+",
+        "scratchpad": r"\[" + ",".join([total] * n_digits) + r"\][0-9]+",
+        "filler": r"\[\.+\][0-9]+",
+    }
+    for label, pattern in patterns.items():
+        if re.fullmatch(pattern, body):
+            return label
+    return "malformed"
+
+
+ROWS += [
+    _row(
+        "completion_style",
+        "10",
+        w186_completion_style_whole_text,
+        "Requires the text to end with '$' and reads all of it, instead of reading only up to the first '$' and "
+        "ignoring what follows.",
+    ),
+    _row(
+        "completion_style",
+        "10",
+        w187_completion_style_two_digit_totals,
+        "Accepts any total of one or two digits (up to 99, and leading zeros) instead of 0 to 19 without leading "
+        "zeros.",
+    ),
+    _row(
+        "completion_style",
+        "10",
+        w188_completion_style_any_number_of_totals,
+        "Does not check that there are exactly n_digits totals.",
+    ),
+    _row(
+        "completion_style",
+        "10",
+        w189_completion_style_empty_bracket_filler,
+        "Lets the dots be zero or more, so an empty bracket '[]1045$' is filler instead of malformed.",
+    ),
+    _row(
+        "completion_style",
+        "10",
+        w190_completion_style_digits_optional,
+        "Lets the digits after the bracket be empty, so '[15,14,10]$' is a scratchpad instead of malformed.",
+    ),
+    _row("completion_style", "10", r59_completion_style_string_methods),
+    _row("completion_style", "10", r60_completion_style_one_regex_per_label),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Chapter 10: style_share
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def w191_style_share_flat_list_count(labels, style):
+    labels = list(labels)
+    if not labels:
+        raise ValueError("labels: no completion, so no share")
+    return labels.count(style) / len(labels)
+
+
+def w192_style_share_empty_is_zero(labels, style):
+    flat = np.asarray(labels).reshape(-1)
+    if flat.size == 0:
+        return 0.0
+    return float((flat == style).mean())
+
+
+def w193_style_share_without_malformed(labels, style):
+    flat = np.asarray(labels).reshape(-1)
+    if flat.size == 0:
+        raise ValueError("labels: no completion, so no share")
+    well_formed = flat[flat != "malformed"]
+    return float((well_formed == style).sum() / max(well_formed.size, 1))
+
+
+def r61_style_share_recursive(labels, style):
+    def walk(x):
+        if isinstance(x, str):
+            yield x
+        else:
+            for item in x:
+                yield from walk(item)
+
+    every = list(walk(labels.tolist() if isinstance(labels, np.ndarray) else labels))
+    if not every:
+        raise ValueError("labels: empty, no completion to share")
+    return sum(label == style for label in every) / len(every)
+
+
+def r62_style_share_ravel(labels, style):
+    array = np.array(labels, dtype=object).ravel()
+    if len(array) == 0:
+        raise ValueError("labels: expected at least one completion")
+    return float(np.count_nonzero(array == style)) / len(array)
+
+
+ROWS += [
+    _row(
+        "style_share",
+        "10",
+        w191_style_share_flat_list_count,
+        "Counts with list.count and len, so a nested [B][G] list or a 2-D array is counted per prompt, not per "
+        "completion.",
+    ),
+    _row(
+        "style_share",
+        "10",
+        w192_style_share_empty_is_zero,
+        "Returns 0.0 for an empty list of labels instead of raising ValueError.",
+    ),
+    _row(
+        "style_share",
+        "10",
+        w193_style_share_without_malformed,
+        "Leaves malformed completions out of the denominator.",
+    ),
+    _row("style_share", "10", r61_style_share_recursive),
+    _row("style_share", "10", r62_style_share_ravel),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Chapter 11: rloo_advantages
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def w194_rloo_advantages_divides_by_G(rewards):
+    G = rewards.shape[-1]
+    if G == 1:
+        return torch.zeros_like(rewards)
+    others_mean = (rewards.sum(dim=-1, keepdim=True) - rewards) / G
+    return rewards - others_mean
+
+
+def w195_rloo_advantages_group_of_one_nan(rewards):
+    G = rewards.shape[-1]
+    others_mean = (rewards.sum(dim=-1, keepdim=True) - rewards) / (G - 1)
+    return rewards - others_mean
+
+
+def w196_rloo_advantages_batch_others(rewards):
+    B = rewards.shape[0]
+    if rewards.shape[-1] == 1:
+        return torch.zeros_like(rewards)
+    others_mean = (rewards.sum(dim=0, keepdim=True) - rewards) / (B - 1)  # the other prompts' responses
+    return rewards - others_mean
+
+
+def w197_rloo_advantages_raw_reward_alone(rewards):
+    G = rewards.shape[-1]
+    if G == 1:
+        return rewards.clone()  # verl: no baseline, the reward itself
+    others_mean = (rewards.sum(dim=-1, keepdim=True) - rewards) / (G - 1)
+    return rewards - others_mean
+
+
+def w198_rloo_advantages_divided_by_std(rewards):
+    G = rewards.shape[-1]
+    if G == 1:
+        return torch.zeros_like(rewards)
+    adv = rewards - (rewards.sum(dim=-1, keepdim=True) - rewards) / (G - 1)
+    return adv / (rewards.std(dim=-1, keepdim=True) + 1e-6)
+
+
+def r63_rloo_advantages_rescaled_grpo(rewards):
+    G = rewards.shape[1]
+    if G < 2:
+        return torch.zeros_like(rewards)
+    return G / (G - 1) * (rewards - rewards.mean(dim=1, keepdim=True))
+
+
+def r64_rloo_advantages_explicit_others(rewards):
+    B, G = rewards.shape
+    out = torch.zeros_like(rewards)
+    if G == 1:
+        return out
+    for i in range(G):
+        others = torch.cat([rewards[:, :i], rewards[:, i + 1 :]], dim=1)
+        out[:, i] = rewards[:, i] - others.mean(dim=1)
+    return out
+
+
+ROWS += [
+    _row(
+        "rloo_advantages",
+        "11",
+        w194_rloo_advantages_divides_by_G,
+        "Divides the sum of the other rewards by G instead of G - 1.",
+    ),
+    _row(
+        "rloo_advantages",
+        "11",
+        w195_rloo_advantages_group_of_one_nan,
+        "Has no case for G == 1, where it divides 0 by 0 and returns NaN.",
+    ),
+    _row(
+        "rloo_advantages",
+        "11",
+        w196_rloo_advantages_batch_others,
+        "Leaves one out along dim=0, so the baseline is the same response slot of the other prompts instead of the "
+        "other responses to the same prompt.",
+    ),
+    _row(
+        "rloo_advantages",
+        "11",
+        w197_rloo_advantages_raw_reward_alone,
+        "Returns the raw reward for a group of one (verl's convention) instead of 0.",
+    ),
+    _row(
+        "rloo_advantages",
+        "11",
+        w198_rloo_advantages_divided_by_std,
+        "Divides the leave-one-out advantage by the group std, as GRPO does, although RLOO divides by nothing.",
+    ),
+    _row("rloo_advantages", "11", r63_rloo_advantages_rescaled_grpo),
+    _row("rloo_advantages", "11", r64_rloo_advantages_explicit_others),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Chapter 11: gspo_sequence_log_ratio
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def w199_gspo_sequence_log_ratio_sum(logp, logp_old, mask):
+    valid = mask.bool()
+    log_ratio = torch.where(valid, logp - logp_old.detach(), torch.zeros_like(logp))
+    return log_ratio.sum(dim=-1)  # log of the sequence ratio pi(y|x) / pi_old(y|x)
+
+
+def w200_gspo_sequence_log_ratio_over_T(logp, logp_old, mask):
+    valid = mask.bool()
+    log_ratio = torch.where(valid, logp - logp_old.detach(), torch.zeros_like(logp))
+    return log_ratio.mean(dim=-1)
+
+
+def w201_gspo_sequence_log_ratio_old_not_detached(logp, logp_old, mask):
+    valid = mask.bool()
+    log_ratio = torch.where(valid, logp - logp_old, torch.zeros_like(logp))
+    return log_ratio.sum(dim=-1) / valid.sum(dim=-1).clamp(min=1)
+
+
+def w202_gspo_sequence_log_ratio_empty_nan(logp, logp_old, mask):
+    valid = mask.bool()
+    log_ratio = torch.where(valid, logp - logp_old.detach(), torch.zeros_like(logp))
+    return log_ratio.sum(dim=-1) / valid.sum(dim=-1)
+
+
+def w203_gspo_sequence_log_ratio_batch_token_mean(logp, logp_old, mask):
+    valid = mask.bool()
+    log_ratio = torch.where(valid, logp - logp_old.detach(), torch.zeros_like(logp))
+    shared = log_ratio.sum() / valid.sum().clamp(min=1)  # DAPO-style token mean over the batch
+    return shared.expand(logp.shape[:-1])
+
+
+def r65_gspo_sequence_log_ratio_masked_fill(logp, logp_old, mask):
+    keep = mask != 0
+    per_token = (logp - logp_old.detach()).masked_fill(~keep, 0.0)
+    lengths = keep.sum(dim=-1)
+    return per_token.sum(dim=-1) / torch.maximum(lengths, torch.ones_like(lengths))
+
+
+def r66_gspo_sequence_log_ratio_separate_sums(logp, logp_old, mask):
+    valid = mask.bool()
+    zero = torch.zeros_like(logp)
+    new_total = torch.where(valid, logp, zero).sum(dim=-1)
+    old_total = torch.where(valid, logp_old.detach(), zero).sum(dim=-1)
+    n = valid.sum(dim=-1).clamp(min=1).to(logp.dtype)
+    return (new_total - old_total) / n
+
+
+ROWS += [
+    _row(
+        "gspo_sequence_log_ratio",
+        "11",
+        w199_gspo_sequence_log_ratio_sum,
+        "Sums the token log ratios (the log of the whole sequence's ratio) without the 1/|y_i| of the geometric mean.",
+    ),
+    _row(
+        "gspo_sequence_log_ratio",
+        "11",
+        w200_gspo_sequence_log_ratio_over_T,
+        "Divides by the padded length T instead of the number of valid tokens.",
+    ),
+    _row(
+        "gspo_sequence_log_ratio",
+        "11",
+        w201_gspo_sequence_log_ratio_old_not_detached,
+        "Does not detach logp_old, so a gradient flows into it.",
+    ),
+    _row(
+        "gspo_sequence_log_ratio",
+        "11",
+        w202_gspo_sequence_log_ratio_empty_nan,
+        "Divides by the raw number of valid tokens, so an empty response gives 0/0 = NaN.",
+    ),
+    _row(
+        "gspo_sequence_log_ratio",
+        "11",
+        w203_gspo_sequence_log_ratio_batch_token_mean,
+        "Takes one token mean over the whole batch and gives every response that same log ratio.",
+    ),
+    _row("gspo_sequence_log_ratio", "11", r65_gspo_sequence_log_ratio_masked_fill),
+    _row("gspo_sequence_log_ratio", "11", r66_gspo_sequence_log_ratio_separate_sums),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Chapter 11: cispo_loss
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def w204_cispo_loss_weight_not_detached(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    ratio = torch.exp(logp - logp_old.detach())
+    low = None if clip_eps is None else 1.0 - clip_eps
+    weight = torch.clamp(ratio, min=low, max=1.0 + clip_eps_high)
+    return -weight * adv.detach() * logp
+
+
+def w205_cispo_loss_symmetric_floor(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    ratio = torch.exp(logp - logp_old.detach())
+    eps_low = clip_eps_high if clip_eps is None else clip_eps  # "eps_low defaults to eps_high", as in PPO
+    weight = torch.clamp(ratio, 1.0 - eps_low, 1.0 + clip_eps_high).detach()
+    return -weight * adv.detach() * logp
+
+
+def w206_cispo_loss_trl_cap(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    ratio = torch.exp(logp - logp_old.detach())
+    low = None if clip_eps is None else 1.0 - clip_eps
+    weight = torch.clamp(ratio, min=low, max=clip_eps_high).detach()  # TRL's epsilon_high is the cap
+    return -weight * adv.detach() * logp
+
+
+def w207_cispo_loss_adv_not_detached(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    ratio = torch.exp(logp - logp_old.detach())
+    low = None if clip_eps is None else 1.0 - clip_eps
+    weight = torch.clamp(ratio, min=low, max=1.0 + clip_eps_high).detach()
+    return -weight * adv * logp
+
+
+def w208_cispo_loss_reduced(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    ratio = torch.exp(logp - logp_old.detach())
+    low = None if clip_eps is None else 1.0 - clip_eps
+    weight = torch.clamp(ratio, min=low, max=1.0 + clip_eps_high).detach()
+    return (-weight * adv.detach() * logp).mean()
+
+
+def w209_cispo_loss_times_ratio(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    ratio = torch.exp(logp - logp_old.detach())
+    low = None if clip_eps is None else 1.0 - clip_eps
+    weight = torch.clamp(ratio, min=low, max=1.0 + clip_eps_high).detach()
+    return -weight * adv.detach() * ratio  # the importance-sampled objective, as in PPO
+
+
+def r67_cispo_loss_where(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    with torch.no_grad():
+        ratio = (logp - logp_old).exp()
+        cap = torch.full_like(ratio, 1.0 + clip_eps_high)
+        weight = torch.where(ratio > cap, cap, ratio)
+        if clip_eps is not None:
+            floor = torch.full_like(ratio, 1.0 - clip_eps)
+            weight = torch.where(weight < floor, floor, weight)
+    return -(weight * adv.detach()) * logp
+
+
+def r68_cispo_loss_min_max(logp, logp_old, adv, clip_eps_high, clip_eps=None):
+    ratio = torch.exp(logp.detach() - logp_old.detach())
+    weight = torch.minimum(ratio, torch.tensor(1.0 + clip_eps_high, dtype=ratio.dtype))
+    if clip_eps is not None:
+        weight = torch.maximum(weight, torch.tensor(1.0 - clip_eps, dtype=ratio.dtype))
+    return logp * (-weight * adv.detach())
+
+
+ROWS += [
+    _row(
+        "cispo_loss",
+        "11",
+        w204_cispo_loss_weight_not_detached,
+        "Does not stop the gradient of the clipped weight, so the unclipped tokens get an extra term from the ratio.",
+    ),
+    _row(
+        "cispo_loss",
+        "11",
+        w205_cispo_loss_symmetric_floor,
+        "Floors the weight at 1 - clip_eps_high when clip_eps is None, instead of applying no lower bound.",
+    ),
+    _row(
+        "cispo_loss",
+        "11",
+        w206_cispo_loss_trl_cap,
+        "Caps the weight at clip_eps_high itself (TRL's convention) instead of 1 + clip_eps_high.",
+    ),
+    _row(
+        "cispo_loss",
+        "11",
+        w207_cispo_loss_adv_not_detached,
+        "Does not detach adv, so a gradient flows into the advantages.",
+    ),
+    _row(
+        "cispo_loss",
+        "11",
+        w208_cispo_loss_reduced,
+        "Returns the mean over tokens instead of the per-token loss.",
+    ),
+    _row(
+        "cispo_loss",
+        "11",
+        w209_cispo_loss_times_ratio,
+        "Multiplies the weight and advantage by the ratio instead of by logp, so the gradient carries an extra factor "
+        "of the ratio.",
+    ),
+    _row("cispo_loss", "11", r67_cispo_loss_where),
+    _row("cispo_loss", "11", r68_cispo_loss_min_max),
 ]
