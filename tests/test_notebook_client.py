@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from queue import Empty
 
 import pytest
@@ -24,11 +25,18 @@ class Channel:
         return {"msg_type": "execute_reply"}
 
 
+def _run(coroutine):
+    """``asyncio.run`` in a thread of its own: a test that ran before on this worker may have left an event loop
+    marked as running in the main thread (seen once under pytest-xdist), where asyncio.run refuses to start."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 def test_a_long_wait_is_made_of_short_polls(monkeypatch):
     monkeypatch.setattr(notebook_client, "SLICE_S", 0.01)
     channel = Channel(found_on_poll=3)
     notebook_client._wait_in_slices(channel)
-    assert asyncio.run(channel.get_msg(timeout=120)) == {"msg_type": "execute_reply"}
+    assert _run(channel.get_msg(timeout=120)) == {"msg_type": "execute_reply"}
     assert len(channel.timeouts) == 3 and max(channel.timeouts) <= 0.01
 
 
@@ -36,7 +44,7 @@ def test_no_timeout_waits_in_slices_until_the_message(monkeypatch):
     monkeypatch.setattr(notebook_client, "SLICE_S", 0.01)
     channel = Channel(found_on_poll=5)
     notebook_client._wait_in_slices(channel)
-    assert asyncio.run(channel.get_msg()) == {"msg_type": "execute_reply"}
+    assert _run(channel.get_msg()) == {"msg_type": "execute_reply"}
     assert channel.timeouts[:4] == [0.01] * 4
 
 
@@ -44,7 +52,7 @@ def test_the_deadline_is_kept():
     channel = Channel(found_on_poll=10**6)
     notebook_client._wait_in_slices(channel)
     with pytest.raises(Empty):
-        asyncio.run(channel.get_msg(timeout=0.05))
+        _run(channel.get_msg(timeout=0.05))
     assert sum(channel.timeouts) == pytest.approx(0.05, abs=0.02)
 
 
