@@ -359,6 +359,8 @@ def _message(fn) -> str:
         (lambda x, y: (x * torch.multinomial(y.detach().abs() + 1, 5)).mean(), "replacement=True"),
         (lambda x, y: torch.where((y > 0).long(), x, 0 * x).mean(), "mask.bool()"),
         (lambda x, y: torch.cat([x, y.detach()[None]]).mean(), "x.unsqueeze(-1)"),
+        (lambda x, y: torch.cat([x[:, None], y.detach()[:2, None]], dim=-1).mean(), "unsqueeze(0) a first"),
+        (lambda x, y: (x * y.detach()).mean() * x.shape[-1].double(), "torch.as_tensor(x)"),
     ],
 )
 def test_every_crash_hint_matches_todays_torch(wrong, hint):
@@ -376,3 +378,41 @@ def test_a_crash_in_the_checks_own_backward_names_the_case():
 def test_not_implemented_inside_torch_is_a_crash_not_an_untouched_stub():
     message = _message(lambda x, y: (x ^ y).mean())
     assert "NotImplementedError inside torch" in message and "on the case: three numbers" in message
+
+
+# --- an edge promise told last (Case.last) ------------------------------------------------------------------------
+
+
+def _masked_mean(x, mask):
+    return torch.where(mask, x, torch.zeros_like(x)).sum() / mask.sum().clamp(min=1)
+
+
+EDGE_CASES = [
+    Case("a mask with padding", {"x": torch.tensor([1.0, 2.0, 4.0]), "mask": torch.tensor([True, False, True])}),
+    Case("no padding", {"x": torch.tensor([3.0, -1.0]), "mask": torch.tensor([True, True])}),
+    Case("no valid entry: 0", {"x": torch.tensor([5.0, 6.0]), "mask": torch.tensor([False, False])}, last=True),
+]
+UNCLAMPED = Mistake("0 / 0 on no valid entry", lambda x, mask: torch.where(mask, x, 0.0).sum() / mask.sum())
+DOUBLED = Mistake("you doubled it", lambda x, mask: 2 * _masked_mean(x, mask))
+
+
+def test_a_mistake_made_elsewhere_is_named_though_the_edge_is_wrong_too():
+    """Doubled and unclamped: the edge case is no evidence against 'doubled' (told first); without ``last`` it is,
+    and the student would get the plain difference."""
+
+    def doubled_and_unclamped(x, mask):
+        return 2 * torch.where(mask, x, 0.0).sum() / mask.sum()
+
+    mistakes = [UNCLAMPED, DOUBLED]
+    with pytest.raises(AssertionError, match="you doubled it"):
+        check_against_reference(doubled_and_unclamped, _masked_mean, EDGE_CASES, name="f", mistakes=mistakes)
+    plain = [Case(c.description, c.kwargs) for c in EDGE_CASES]
+    with pytest.raises(AssertionError) as rejected:
+        check_against_reference(doubled_and_unclamped, _masked_mean, plain, name="f", mistakes=mistakes)
+    assert "doubled" not in str(rejected.value).splitlines()[0]
+
+
+def test_the_edge_is_told_once_every_other_case_is_right():
+    with pytest.raises(AssertionError, match="0 / 0 on no valid entry") as rejected:
+        check_against_reference(UNCLAMPED.fn, _masked_mean, EDGE_CASES, name="f", mistakes=[UNCLAMPED, DOUBLED])
+    assert "no valid entry: 0" in str(rejected.value)

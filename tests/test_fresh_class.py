@@ -67,7 +67,7 @@ def value_loss_huber(values, returns, values_old=None, clip_eps=None, mask=None)
     return (error * m).sum() / m.sum()
 
 
-def value_loss_mse_right(values, returns, values_old=None, clip_eps=None, mask=None):
+def value_loss_mse_of_the_selection(values, returns, values_old=None, clip_eps=None, mask=None):  # NaN on no entry
     m = torch.ones_like(values, dtype=torch.bool) if mask is None else mask.bool()
     error = (values - returns.detach()).pow(2)
     if clip_eps is not None:
@@ -128,7 +128,7 @@ TABLE = [
     ("value_loss", value_loss_numel, "mask.numel()"),
     ("value_loss", value_loss_half_twice, "0.5 is applied twice"),
     ("value_loss", value_loss_huber, None),
-    ("value_loss", value_loss_mse_right, "pass"),
+    ("value_loss", value_loss_mse_of_the_selection, "a mask with no valid entry gives 0 / 0"),
     ("group_advantages", advantages_bessel_twice, "Bessel's correction is applied twice"),
     ("group_advantages", advantages_clamped_std, "floored at eps"),
     ("group_advantages", advantages_einops_style_right, "pass"),

@@ -84,6 +84,10 @@ class Case:
     kwargs: Mapping[str, Any]
     grad: Sequence[str] = ()
     refuses: bool = False  # the reference raises ValueError on this case: so must the student's function
+    # A promise at the edge of the domain (a mask with no valid entry): told only once every other case is right,
+    # and no evidence against naming a mistake made elsewhere. A student who makes a catalogued mistake and also
+    # divides by an unclamped mask.sum() is told the mistake first, then the edge.
+    last: bool = False
 
 
 @dataclass
@@ -149,6 +153,7 @@ def check_against_reference(
             return _run_student(fn, _cast(cases[number].kwargs, dtype), cases[number], select, name)
 
     labels = []
+    edge_failure = None  # the first wrong case marked ``last``: told only if every other case is right
     kind_failure = None  # the first case whose values are right and whose dtype is not: told only if no value is wrong
     try:
         for dtype in dtypes:
@@ -165,16 +170,19 @@ def check_against_reference(
                 problem = _compare(expected, got, rtol, atol)
                 if problem is not None and _only_kind_differs(expected, got, rtol, atol):
                     kind_failure = kind_failure or (case, dtype, problem, got, kwargs, expected)
+                elif problem is not None and case.last:
+                    edge_failure = edge_failure or (case, dtype, problem, got, kwargs, expected)
                 elif problem is not None:
-                    others = _Others(cases, dtypes, select, reference, student_on, rtol, atol, categorical)
+                    others = _Others(cases, dtypes, select, reference, student_on, rtol, atol, categorical, edges=False)
                     _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol, expected, others)
                 label = _label(kwargs, dtype)
                 if label not in labels:
                     labels.append(label)
-        if kind_failure is not None:
-            case, dtype, problem, got, kwargs, expected = kind_failure
-            others = _Others(cases, dtypes, select, reference, student_on, rtol, atol, categorical)
-            _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol, expected, others)
+        for deferred in (edge_failure, kind_failure):  # the edge's values first: a kind is told last of all
+            if deferred is not None:
+                case, dtype, problem, got, kwargs, expected = deferred
+                others = _Others(cases, dtypes, select, reference, student_on, rtol, atol, categorical)
+                _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol, expected, others)
     except AssertionError:
         forget_pass(fn)
         raise

@@ -236,6 +236,10 @@ def check_gradient_variance(fn) -> bool:
             {"grad_samples": torch.tensor([[1.0, -2.0, 3.0]], dtype=torch.float64).repeat(4, 1)},
         ),
         Case("N=3 samples of P=3 (square)", {"grad_samples": torch.randn(3, 3, generator=g, dtype=torch.float64)}),
+        Case(  # float32 keeps about 7 digits: E[g^2] and E[g]^2 near 10^6 agree in all but the last one
+            "N=20 samples of a P=3 gradient with a mean near 1000 and a spread near 1",
+            {"grad_samples": 1000.0 + torch.randn(20, 3, generator=g, dtype=torch.float64)},
+        ),
     ]
     mistakes = [
         Mistake(

@@ -175,6 +175,15 @@ DELTAS_MISTAKES_MORE = [
 ]
 
 
+def _one_pass_variance(grad_samples):
+    """E[g^2] - E[g]^2 per coordinate, Bessel-corrected and summed: a Python float, as the reference returns (so
+    that only the values, never the kind, tell it apart)."""
+    N = grad_samples.shape[0]
+    mean_of_squares = (grad_samples**2).mean(dim=0)  # (P,)
+    square_of_mean = grad_samples.mean(dim=0) ** 2  # (P,)
+    return float(((mean_of_squares - square_of_mean) * N / (N - 1)).sum())
+
+
 VARIANCE_MISTAKES_MORE = [
     Mistake(
         "you summed the standard deviations; the total variance sums the variances, grad_samples.var(dim=0).sum()",
@@ -204,5 +213,16 @@ VARIANCE_MISTAKES_MORE = [
         "you took the variance of the sum of the coordinates, which adds their covariances; the total variance "
         "is the sum of each coordinate's variance, grad_samples.var(dim=0).sum()",
         lambda grad_samples: grad_samples.sum(dim=1).var(),
+    ),
+    Mistake(
+        "you took one variance of all N x P entries pooled and multiplied it by P; pooling mixes the coordinates' "
+        "different means into the spread: take each coordinate's variance over the samples (dim=0) and sum them",
+        lambda grad_samples: float(grad_samples.var() * grad_samples.shape[1]),
+    ),
+    Mistake(
+        "you used the one-pass formula E[g^2] - E[g]^2: when the mean is large next to the spread, the two terms "
+        "agree in nearly every digit and their difference is mostly rounding (in float32 here); subtract the mean "
+        "first, grad_samples.var(dim=0).sum()",
+        _one_pass_variance,
     ),
 ]

@@ -84,6 +84,7 @@ def _fresh(kwargs: Mapping[str, Any], grad: Sequence[str]) -> dict[str, Any]:
 
 
 REFUSES = "raises ValueError (1 = yes)"  # the one output of a case the reference refuses (Case.refuses)
+MUST_REFUSE = "this case must raise ValueError (it has no answer)"
 
 
 def _refusal(raised: bool) -> _Outcome:
@@ -250,7 +251,7 @@ def _differences(expected: _Outcome, got: _Outcome, rtol: float, atol: float):
                     yield (
                         what,
                         (
-                            "this case must raise ValueError (it has no answer), and your function returned one"
+                            f"{MUST_REFUSE}, and your function returned one"
                             if float(exp) == 1.0
                             else "your function raised ValueError on a case that has an answer"
                         ),

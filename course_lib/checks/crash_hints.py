@@ -56,6 +56,16 @@ def _crash_hint(error: Exception) -> str:
         )
     if "where expected condition to be a boolean tensor" in text:
         return " (torch.where needs a bool condition: a 0/1 mask becomes one with mask.bool() or mask > 0)"
+    if "Sizes of tensors must match except in dimension" in text:
+        return (
+            " (torch.cat joins along one axis, and every other axis must agree: one piece has a size there that the "
+            "others lack; was an axis added in the wrong place? unsqueeze(-1) adds a last axis, unsqueeze(0) a first)"
+        )
+    if isinstance(error, AttributeError) and text.startswith(("'int' object", "'float' object", "'list' object")):
+        return (
+            " (a Python number or list where your code expects a tensor: the docstring allows one here; "
+            "torch.as_tensor(x) makes a tensor of it first)"
+        )
     if "Tensors must have same number of dimensions" in text:
         return (
             " (torch.cat joins tensors that have the same number of axes: add the missing one to the smaller, "

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 import torch
 
-from course_lib.checks.compare import _cast, _compare, _differences, _label, _Outcome, _run, _show
+from course_lib.checks.compare import MUST_REFUSE, _cast, _compare, _differences, _label, _Outcome, _run, _show
 from course_lib.checks.recording import NotRecorded
 from course_lib.checks.structure import Seen, describe
 
@@ -72,10 +72,13 @@ def _time_limit(seconds: float):
 class _Others:
     """Every case of a failing check, to test a mistake against all the evidence, not one case."""
 
-    def __init__(self, cases, dtypes, select, reference, student_on, rtol, atol, categorical=()):
+    def __init__(self, cases, dtypes, select, reference, student_on, rtol, atol, categorical=(), edges=True):
         self.cases, self.dtypes, self.select, self.reference = cases, dtypes, select, reference
         self.student_on, self.rtol, self.atol = student_on, rtol, atol
         self.categorical = frozenset(categorical)
+        # Without the edges, the cases marked ``last`` (Case.last) are no evidence: a failure elsewhere is explained
+        # by the other cases alone, and the edge is told once they are right.
+        self.edges = edges
         self._seen: dict[tuple[int, torch.dtype], _Outcome | AssertionError] = {}
         self._too_long: AssertionError | None = None
 
@@ -110,6 +113,8 @@ class _Others:
         dtype = self.dtypes[0]
         for number, case in enumerate(self.cases):
             if case.refuses and not refusals:
+                continue
+            if case.last and not self.edges:
                 continue
             kwargs = _cast(case.kwargs, dtype)
             try:
@@ -155,6 +160,8 @@ class _Others:
         student's function crashed on a case (no relation between two outputs explains a crash)."""
         seen = []
         for number, case in enumerate(self.cases):
+            if case.last and not self.edges:
+                continue
             kwargs = _cast(case.kwargs, dtype)
             try:
                 expected = _run(self.reference, kwargs, case.grad, self.select, name="reference", refuses=case.refuses)
@@ -214,7 +221,12 @@ def _fail(name, case, dtype, problem, got, mistakes, kwargs, select, rtol, atol,
     described = _structure(others, case, dtype, rtol, atol)
     if described is not None:
         raise AssertionError(f"{name}: {described}\n  seen on the case: {where}\n  {problem}{evidence}")
-    # 4. Nothing explains the evidence: the difference, and what to replay it with.
+    # 4. Nothing explains the evidence: the difference, and what to replay it with. A case with no answer is named
+    #    on the first line: what makes it unanswerable (an empty list, a group of one) is what the student missed.
+    if case.refuses and problem.startswith(MUST_REFUSE):
+        raise AssertionError(
+            f"{name}: you returned an answer where there is none to give: {case.description}\n  {problem}{evidence}"
+        )
     raise AssertionError(f"{name}: {problem}\n  on the case: {where}{evidence}")
 
 

@@ -92,6 +92,7 @@ def check_clipped_surrogate_loss(fn) -> bool:
             "an empty mask (no valid entry): the loss is 0 and so are the diagnostics",
             {**policy_case("", 9, (2, 4)).kwargs, "mask": torch.zeros(2, 4, dtype=torch.bool)},
             grad=("logp", "logp_old", "adv"),
+            last=True,
         ),
     ]
     mistakes = [Mistake(message, wrong_loss(surrogate(**options))) for message, options in SURROGATE_MISTAKES]
@@ -206,6 +207,12 @@ def check_value_loss(fn) -> bool:
         value_case("no clipping, an uneven mask", 1, (3, 5), mask_p=0.6),
         value_case("value clipping with clip_eps = 0.2", 2, (4, 6), clip_eps=0.2),
         value_case("value clipping with clip_eps = 0.1 and a mask", 3, (2, 3, 4), clip_eps=0.1, mask_p=0.6),
+        Case(
+            "a mask with no valid entry: the loss is 0 (the docstring's promise), and so is its gradient",
+            {**value_case("", 4, (2, 3)).kwargs, "mask": torch.zeros(2, 3, dtype=torch.bool)},
+            grad=("values", "returns"),
+            last=True,
+        ),
     ]
     mistakes = VALUE_MISTAKES
     return check_against_reference(fn, value_loss, cases, name="value_loss", mistakes=mistakes, check_dtype=True)

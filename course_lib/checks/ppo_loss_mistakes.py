@@ -36,6 +36,7 @@ def wrong_ppo_loss(
     policy_sum=False,
     value_factor=1.0,
     coef_on_policy=False,
+    coef_moved=False,
 ):
     """A wrong PPO loss: the reference's three terms with one slip switched on by the options."""
 
@@ -64,8 +65,9 @@ def wrong_ppo_loss(
             logp = torch.where(valid, logp, torch.zeros_like(logp))
             logp_old = torch.where(valid, logp_old, torch.zeros_like(logp_old))
         adv = advantages.detach()
-        if normalise_adv:  # CleanRL's norm_adv, over the valid entries
-            adv = (adv - adv[valid].mean()) / (adv[valid].std() + 1e-8)
+        if normalise_adv:  # CleanRL's norm_adv: over the valid entries, or ("all") over every entry, padding too
+            pool = adv if normalise_adv == "all" else adv[valid]
+            adv = (adv - pool.mean()) / (pool.std() + 1e-8)
         per = (policy or clipped_surrogate)(logp, logp_old, adv, eps)
         p_mask = everything if policy_over_padding else valid
         p_loss = torch.where(p_mask, per, torch.zeros_like(per)).sum() if policy_sum else _mean(per, p_mask)
@@ -85,6 +87,8 @@ def wrong_ppo_loss(
             h_term = _mean(h, h_mask)
         if coef_on_policy:  # value_loss_coef * (policy_loss + value_loss)
             return scale * (c_v * (p_loss + v_loss) + sign * c_e * h_term)
+        if coef_moved:  # value_loss_coef * policy_loss + value_loss
+            return scale * (c_v * p_loss + v_loss + sign * c_e * h_term)
         return scale * (p_loss + c_v * v_loss + sign * c_e * h_term)
 
     return wrong
@@ -144,10 +148,13 @@ PPO_LOSS_MISTAKES = [
     ),
 ] + [Mistake(message, wrong_ppo_loss(policy=surrogate(**options))) for message, options in SURROGATE_MISTAKES[:-N_HIGH]]
 PPO_LOSS_MISTAKES += [
-    Mistake(
-        "the advantages are normalised inside the loss (CleanRL's norm_adv): PPOLoss uses them as given; "
-        "normalise them before the call if wanted",
-        wrong_ppo_loss(normalise_adv=True),
+    *(
+        Mistake(
+            "the advantages are normalised inside the loss (CleanRL's norm_adv): PPOLoss uses them as given; "
+            "normalise them before the call if wanted",
+            wrong_ppo_loss(normalise_adv=pool),
+        )
+        for pool in (True, "all")
     ),
     Mistake(
         "the coefficients are swapped: value_loss_coef weighs the value loss and entropy_coef the entropy, "
@@ -183,6 +190,11 @@ PPO_LOSS_MISTAKES += [
         "value_loss_coef multiplies the policy loss too (value_loss_coef * (policy_loss + value_loss)); it weighs "
         "the value loss alone: policy_loss + value_loss_coef * value_loss - entropy_coef * entropy",
         wrong_ppo_loss(coef_on_policy=True),
+    ),
+    Mistake(
+        "value_loss_coef multiplies the policy loss instead of the value loss (value_loss_coef * policy_loss + "
+        "value_loss); it weighs the value loss: policy_loss + value_loss_coef * value_loss - entropy_coef * entropy",
+        wrong_ppo_loss(coef_moved=True),
     ),
     Mistake(
         "the value loss's 0.5 is applied twice: value_loss already holds the 0.5, so the loss adds "

@@ -29,10 +29,12 @@ def wrong_value_loss(
     huber=False,
     error="squared",
     reduction="mean",
+    clamp=True,
 ):
     """``error``: ``"squared"`` or ``"abs"``; ``reduction``: ``"mean"`` over the valid entries, ``"per_row"`` (each
     row's mean, then their mean), ``"sum_last"`` (each row's sum, then their mean), ``"rmse"`` (the root of the
-    mean) or ``"square_of_mean"`` (the mean error, squared)."""
+    mean) or ``"square_of_mean"`` (the mean error, squared); ``clamp``: the count of valid entries clamped to 1, as
+    the reference's (without it, a mask with no valid entry gives 0 / 0: that mistake alone)."""
 
     def measure(a, b):
         return (a - b).abs() if error == "abs" else (a - b) ** 2
@@ -66,9 +68,11 @@ def wrong_value_loss(
         if reduction == "sum_last":
             return scale * (per_entry * valid).sum(-1).mean()
         if reduction == "square_of_mean":
-            return scale * (((values - returns) * valid).sum() / valid.sum()) ** 2
+            return scale * (((values - returns) * valid).sum() / valid.sum().clamp(min=1)) ** 2
         count = valid.numel() if denominator == "numel" else valid.sum()
-        mean = (per_entry * valid).sum() / count
+        count = count.clamp(min=1) if clamp and denominator != "numel" else count
+        # Selected, not multiplied: the padding's entries get a gradient of exactly 0, even when count is 0.
+        mean = torch.where(valid > 0, per_entry, torch.zeros_like(per_entry)).sum() / count
         return scale * mean.sqrt() if reduction == "rmse" else scale * mean
 
     return wrong
@@ -172,5 +176,9 @@ VALUE_MISTAKES = [
     Mistake(
         "only the clipped error is used; the loss is the max (the pessimistic one) of the clipped and unclipped errors",
         wrong_value_loss(reduce=lambda unclipped, clipped: clipped),
+    ),
+    Mistake(
+        "a mask with no valid entry gives 0 / 0 = NaN: divide by mask.sum().clamp(min=1), so the loss is 0",
+        wrong_value_loss(clamp=False),
     ),
 ]
