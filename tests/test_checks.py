@@ -354,6 +354,7 @@ def _message(fn) -> str:
         (lambda x, y: (x[:2] * y.detach()).mean(), "keepdim=True"),
         (lambda x, y: (x[: len(x) - 1] * y.detach()).mean(), "len(x)"),
         (lambda x, y: (x * y.detach()[x.shape[-1]]).mean(), "an index past the end of an axis"),
+        (lambda x, y: (x * y.detach()).mean() * (x[x > 100]).nonzero()[0, 0], "a selection such as nonzero()"),
         (lambda x, y: (x * y.detach()).mean() * (1 / (x.shape[-1] - 3)), "a Python division by a count"),
         (lambda x, y: (x * y.detach()).mean() if not (y > 0) else x.sum(), "mask.any() or mask.all()"),
         (lambda x, y: (x * torch.multinomial(y.detach().abs() + 1, 5)).mean(), "replacement=True"),

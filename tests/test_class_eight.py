@@ -12,8 +12,8 @@ helper judged the first sight, strictly; the lead judged each line that changed 
   passed.
 - after this class's fixes: 149 named (81%), 16 described, 16 generic, 0 false, 3 passed. After the ninth class's
   fixes (a one-pass variance, pooled variances, a value loss's empty mask told after every other case,
-  advantages normalised over every entry, a refusal's case on the first line): 155 named (84%), 15 described,
-  13 generic, 0 false, 1 passed: ``epsilon_high=None``, not wrong (TRL's trainer reads it as ``epsilon``).
+  advantages normalised over every entry, a refusal's case on the first line): 155 named (84%), 16 described,
+  12 generic, 0 false, 1 passed: ``epsilon_high=None``, not wrong (TRL's trainer reads it as ``epsilon``).
 - the one right answer rejected calls ``course_lib``'s own ``grpo.aggregate_loss``, which grading counts as not
   solved: the class's writer says so, and it stays rejected.
 

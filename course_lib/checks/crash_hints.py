@@ -19,6 +19,11 @@ def _crash_hint(error: Exception) -> str:
             "keeps it, or index with [..., None] to add one back. Or was a size read from the wrong axis: len(x) "
             "and x.shape[0] are the first axis, x.shape[-1] the last, the one a [..., T] docstring means)"
         )
+    if "is out of bounds for dimension" in text and text.endswith("with size 0"):
+        return (
+            " (the axis is empty on this case: a selection such as nonzero(), a boolean mask or a filter kept "
+            "nothing, so there is no first entry to take: which condition did no entry meet here?)"
+        )
     if "is out of bounds for dimension" in text or "index out of range" in text:
         return (
             " (an index past the end of an axis: which size was it computed from? A flat index splits into "
