@@ -499,3 +499,42 @@ def test_a_case_that_never_ends_does_not_hang_the_explanation(monkeypatch):
         check_td_residuals(wrong_then_stuck)
     assert time.perf_counter() - started < 5
     assert "td_residuals" in str(failure.value)
+
+
+def _discounted_rows(x):
+    """A reward-to-go per row: G_t = x_t + 0.9 G_{t+1}, each row on its own."""
+    out = torch.empty_like(x)
+    running = torch.zeros_like(x[..., 0])
+    for t in reversed(range(x.shape[-1])):
+        running = x[..., t] + 0.9 * running
+        out[..., t] = running
+    return out
+
+
+def test_a_value_carried_from_one_row_into_the_next():
+    def not_reset(x):  # the running total starts each row where the last row's ended
+        flat = x.reshape(-1, x.shape[-1])
+        out = torch.empty_like(flat)
+        running = torch.zeros((), dtype=x.dtype)
+        for row in range(flat.shape[0]):
+            for t in reversed(range(flat.shape[1])):
+                running = flat[row, t] + 0.9 * running
+                out[row, t] = running
+        return out.reshape(x.shape)
+
+    cases = _cases("x", shapes=[(2, 3), (4, 5), (3,), (3, 4)])
+    words = "right in the first row and wrong in a later row"
+    assert words in _first_line(not_reset, _discounted_rows, cases)
+    # wrong in the first row too, on one case: no longer said
+    near_miss = _spoiled(not_reset, (4, 5))
+    assert words not in _first_line(near_miss, _discounted_rows, cases)
+
+
+def test_one_number_everywhere_where_each_row_has_its_own():
+    def row_means(x):
+        return x.mean(-1)
+
+    cases = _cases("x", shapes=[(2, 3), (4, 5), (3, 4)])
+    words = "is one and the same number where the reference's differ"
+    assert words in _first_line(lambda x: x.mean().expand(x.shape[:-1]), row_means, cases)
+    assert words not in _first_line(lambda x: x.mean(-1) + x.mean(), row_means, cases)

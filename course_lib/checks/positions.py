@@ -1,5 +1,6 @@
-"""Where a wrong output is wrong: at the first or last step, only at padded positions, a row at a time, or in
-the order of its entries, on every wrong case (the relations of :mod:`course_lib.checks.relations`, about places).
+"""Where a wrong output is wrong: at the first or last step, only at padded positions, a row at a time, after the
+first row, or in the order of its entries, or one number everywhere, on every wrong case (the relations of
+:mod:`course_lib.checks.relations`, about places).
 """
 
 from __future__ import annotations
@@ -221,3 +222,38 @@ def _varies(pairs, per_row: list[torch.Tensor], atol: float) -> bool:
     rows = torch.cat([values.flatten() for values in per_row])
     wide = any(p.got.shape[-1] >= 2 and not _close(p.got, p.expected, 0, atol) for p in pairs)
     return wide and rows.numel() >= 2 and float(rows.max() - rows.min()) > 1e-3 * max(1.0, float(rows.abs().max()))
+
+
+def _same_everywhere(pairs, rtol, atol) -> str | None:
+    """One number in every entry where the reference has several: each row's own quantity (a mean, a sum, a
+    baseline) computed once for the whole batch. Said of the values, on every case where they are wrong (a case
+    where only a gradient is wrong, one response alone, has no entries to compare)."""
+    values = [p for p in pairs if not p.what.startswith("gradient of ")]
+    if not values or not _finite(values):
+        return None
+    for p in values:
+        if p.got.numel() < 2 or not _close(p.got, p.got.flatten()[0].expand_as(p.got), rtol, atol):
+            return None
+        if _close(p.expected, p.expected.flatten()[0].expand_as(p.expected), rtol, atol):
+            return None
+    return (
+        f"every entry of {_outputs(values)} is one and the same number where the reference's differ, on every case "
+        "where its values are wrong: was a mean or a sum taken over the whole batch where each row has its own?"
+    )
+
+
+def _first_row_right(pairs, rtol, atol) -> str | None:
+    """Right in the first row of the batch and wrong in a later one: something carried from one row into the next."""
+    if not _finite(pairs):
+        return None
+    for p in pairs:
+        if p.got.dim() < 2 or p.got.shape != p.expected.shape:
+            return None
+        rows_got, rows_expected = p.got.reshape(-1, p.got.shape[-1]), p.expected.reshape(-1, p.got.shape[-1])
+        if not _close(rows_got[0], rows_expected[0], rtol, atol):
+            return None
+    return (
+        f"{_outputs(pairs)} is right in the first row and wrong in a later row, on every case where yours is wrong: "
+        "does a value carry over from one row into the next (a running total not reset for each row, a loop "
+        "over the wrong axis)?"
+    )

@@ -20,7 +20,16 @@ from typing import Callable
 import torch
 
 from course_lib.checks.compare import REFUSES
-from course_lib.checks.positions import _boundary, _flagged, _moved, _padding, _per_row, _permuted
+from course_lib.checks.positions import (
+    _boundary,
+    _first_row_right,
+    _flagged,
+    _moved,
+    _padding,
+    _per_row,
+    _permuted,
+    _same_everywhere,
+)
 from course_lib.checks.relations import (
     Seen,
     _an_input,
@@ -111,6 +120,7 @@ _RELATIONS: list[Callable[..., str | None]] = [
     _reduced,
     _gradient,
     _zero,
+    _same_everywhere,
     _factor,
     _an_input,
     _input_factor,
@@ -123,6 +133,7 @@ _RELATIONS: list[Callable[..., str | None]] = [
     _padding,
     _flagged,
     _per_row,
+    _first_row_right,
     _permuted,
 ]
 
