@@ -76,6 +76,7 @@ def gae_mistake(
     flip=False,
     shift_delta=None,
     lam_used=None,
+    first_axis=False,
     **delta,
 ):
     def wrong(rewards, values, dones, last_values, gamma, lam):
@@ -84,7 +85,8 @@ def gae_mistake(
         in_delta = used if shift_delta is None else wrong_dones(dones, shift=shift_delta).to(rewards.dtype)
         deltas = wrong_deltas(rewards, values, in_delta, last_values, gamma, **delta)
         k = gamma * lam if factor is None else factor(gamma, lam)
-        adv, T = torch.empty_like(deltas), deltas.shape[-1]
+        # ``first_axis``: the loop counts len(rewards), the batch axis of a (B, T) input, and leaves the rest 0.
+        adv, T = torch.zeros_like(deltas), deltas.shape[0 if first_axis else -1]
         running = last_values.clone() if init_last else torch.zeros_like(deltas[..., 0])
         for t in range(T) if forward else reversed(range(T)):
             # Forwards, the mistake reads A_{t-1} and cuts at done_{t-1} (or done_t); backwards, A_{t+1} and done_t.
@@ -307,13 +309,9 @@ def _dones_as_keep(rewards, values, dones, last_values, gamma, lam):
 
 
 def _lam_in_delta(rewards, values, dones, last_values, gamma, lam):
-    keep = 1.0 - dones.to(rewards.dtype)
-    deltas = rewards + lam * keep * _next_values(values, last_values) - values
-    adv = torch.empty_like(deltas)
-    running = torch.zeros_like(deltas[..., 0])
-    for t in reversed(range(deltas.shape[-1])):
-        running = deltas[..., t] + gamma * lam * keep[..., t] * running
-        adv[..., t] = running
+    deltas = wrong_deltas(rewards, values, dones, last_values, lam)  # lam where gamma belongs
+    # GAE of the residuals themselves (values and last_values 0) is the right recursion over the wrong residuals.
+    adv, _ = compute_gae(deltas, torch.zeros_like(values), dones, torch.zeros_like(last_values), gamma, lam)
     return adv, adv + values
 
 
@@ -392,5 +390,10 @@ GAE_MISTAKES_MORE = [
         "you added gamma * lam * delta_{t+1}, the next residual; the recursion adds the next *advantage*, "
         "A_t = delta_t + gamma * lam * (1 - done_t) * A_{t+1}, which carries every later residual",
         _next_delta,
+    ),
+    Mistake(
+        "the loop runs over len(rewards), the first axis: for a batch of shape (B, T) that is B steps, not T; "
+        "loop over the time axis, for t in reversed(range(rewards.shape[-1]))",
+        gae_mistake(first_axis=True),
     ),
 ]

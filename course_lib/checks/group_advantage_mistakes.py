@@ -107,6 +107,11 @@ GROUP_ADVANTAGE_MISTAKES = [
         advantages_with(mean_dim=0, std_fn=lambda r: _std(r, dim=0).expand_as(r), g1_zero=False),
     ),
     Mistake(
+        # The same axis slip, with the equal groups still found along each row and zeroed.
+        "the mean and the std are over the batch (dim=0); take both within each group (dim=-1)",
+        advantages_by(baseline=lambda r: r.mean(0, keepdim=True), spread=lambda r, c: _std(r, dim=0).expand_as(r)),
+    ),
+    Mistake(
         "normalize_std is ignored: normalize_std=True (GRPO) divides the centred rewards by std + eps",
         advantages_with(modes={"normalized_rewards": "centered_rewards"}),
     ),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from course_lib.checks import Mistake
+from course_lib.checks.grpo_info_mistakes import info_adv, info_clip_fraction, info_kl, ratio_of
 from course_lib.grpo import aggregate_loss, group_advantages, grpo_loss, kl_estimate, masked_mean
 from course_lib.ppo import clipped_surrogate
 
@@ -31,6 +32,7 @@ def wrong_grpo(
     ratio_ref=False,
     renormalise_adv=False,
     kl_token_mean=False,
+    coef_on_surrogate=False,
 ):
     def loss_fn(
         logp,
@@ -65,6 +67,8 @@ def wrong_grpo(
         )
         kind = kl_kind if kl_kind_used is None else kl_kind_used
         coef = kl_coef if kl_coef_used is None else kl_coef_used
+        if coef_on_surrogate:  # kl_coef * surrogate + KL: the coefficient weighs the wrong term
+            surrogate, coef = coef * surrogate, 1.0
         k = None
         if logp_ref is not None:
             k = (
@@ -118,46 +122,6 @@ def wrong_grpo(
         return loss, right
 
     return loss_fn
-
-
-def ratio_of(logp, logp_old):
-    return torch.exp(logp - logp_old)
-
-
-def info_clip_fraction(binding=False, every_token=False, bounds="right"):
-    """clip_fraction counted a wrong way; ``bounds``: ``"low"`` (clip_eps on both sides, clip_eps_high ignored)
-    or ``"high"`` (clip_eps_high on both sides)."""
-
-    def info(p, p_old, q, adv, valid, eps, high, coef, kind):
-        ratio = ratio_of(p, p_old)
-        a = adv[..., None].expand_as(p)
-        if bounds == "low":
-            high = eps
-        if bounds == "high":
-            eps = high
-        out = (ratio < 1 - eps) | (ratio > 1 + high)
-        if binding:
-            out = ((ratio > 1 + high) & (a > 0)) | ((ratio < 1 - eps) & (a < 0))
-        where = torch.ones_like(valid) if every_token else valid
-        return {"clip_fraction": float((out & where).sum()) / float(where.sum())}
-
-    return info
-
-
-def info_kl(transform):
-    def info(p, p_old, q, adv, valid, eps, high, coef, kind):
-        if q is None:
-            return {}
-        return {"kl": float(transform(kl_estimate(p, q.detach(), kind), valid, coef))}
-
-    return info
-
-
-def info_adv(value):
-    def info(p, p_old, q, adv, valid, eps, high, coef, kind):
-        return {"adv_abs_mean": float(value(adv))}
-
-    return info
 
 
 def surrogate_attached(*, old=False, adv=False):
@@ -264,6 +228,11 @@ GRPO_LOSS_MISTAKES = [
     ),
     Mistake("kl_coef is ignored (0.04 is used whatever is passed): add kl_coef * KL", wrong_grpo(kl_coef_used=0.04)),
     Mistake("the KL penalty has no coefficient: add kl_coef * KL, not KL", wrong_grpo(kl_coef_used=1.0)),
+    Mistake(
+        "kl_coef multiplies the clipped surrogate and the KL is added bare; the coefficient weighs the KL "
+        "penalty: surrogate + kl_coef * KL",
+        wrong_grpo(coef_on_surrogate=True),
+    ),
     Mistake(
         "kl_kind is ignored (k3 is used whatever is passed): pass kl_kind to kl_estimate",
         wrong_grpo(kl_kind_used="k3"),

@@ -102,6 +102,24 @@ def _compare_with(answer, truth):
     return float(answer == truth)
 
 
+def _keeps_trailing_zeros(text):
+    """The normalisation without its last rule: '14.0' stays '14.0' (a decimal point hidden from it)."""
+    return normalize_answer(re.sub(r"\.(?=\d)", "\x00", text)).replace("\x00", ".")
+
+
+def _mistake_strings_only(response_text, ground_truth):
+    answer = _answer_with(response_text, normalise=_keeps_trailing_zeros)
+    return float(answer is not None and answer == _keeps_trailing_zeros(ground_truth))
+
+
+def _mistake_numbers_only(response_text, ground_truth):
+    answer = extract_final_answer(response_text)
+    try:
+        return float(float(answer) == float(normalize_answer(ground_truth)))
+    except (TypeError, ValueError):  # no answer, or one that float() cannot read: never a match
+        return 0.0
+
+
 def _keeps_separators(text):
     return normalize_answer(text.replace(",", "\x00")).replace("\x00", ",")
 
@@ -314,6 +332,16 @@ MATH_MISTAKES = [
         "you check whether the ground truth appears anywhere in the response; extract the "
         "final answer and compare it whole (140 is not 14)",
         _mistake_raw_substring,
+    ),
+    Mistake(
+        "you compare the answers only as strings, so '14.0' is not '14' and '2.50' is not '2.5'; when both "
+        "are numbers compare float(answer) == float(ground_truth)",
+        _mistake_strings_only,
+    ),
+    Mistake(
+        "you compare the answers only as numbers (float()), so an answer that is not a number, such as "
+        "\\frac{1}{2} or x + 1, never matches; compare as strings when either side is not a number",
+        _mistake_numbers_only,
     ),
     *MATH_MISTAKES_MORE,
 ]

@@ -48,7 +48,19 @@ _FLOOR = (
     "a token far below the best one has a log-prob far below log(eps); use torch.log_softmax, which is exact there"
 )
 
+
+def _shifted_again(logits, tokens):
+    """The language-model shift (logits at t score token t + 1) applied to inputs already aligned."""
+    picked = _picked(torch.log_softmax(logits, -1)[..., :-1, :], tokens[..., 1:])  # (..., T - 1)
+    return torch.cat([torch.zeros_like(picked[..., :1]), picked], dim=-1)
+
+
 GATHER_MISTAKES_MORE = [
+    Mistake(
+        "you shifted by one (logits[..., :-1, :] scoring tokens[..., 1:]), but the inputs are already aligned: "
+        "logits[..., t, :] is the distribution that tokens[..., t] was drawn from, so gather at the same t",
+        _shifted_again,
+    ),
     Mistake(
         "your output keeps the gathered axis of 1, shape [..., T, 1]: .squeeze(-1) after the gather gives [..., T]",
         lambda logits, tokens: torch.log_softmax(logits, -1).gather(-1, tokens.long()[..., None]),

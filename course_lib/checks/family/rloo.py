@@ -77,6 +77,14 @@ def check_rloo_advantages(fn) -> bool:
             lambda rewards: torch.zeros_like(rewards) if rewards.shape[-1] == 1 else rloo_with(dim=0)(rewards),
         ),
         Mistake(
+            # Groups of one guarded on the group axis, the baseline taken over the batch axis: one prompt leaves
+            # nothing over dim=0, and (sum - r) / (B - 1) is 0 / 0.
+            "the baseline runs over the batch (dim=0); RLOO leaves one out of each prompt's own group (dim=-1)",
+            lambda rewards: (
+                torch.zeros_like(rewards) if rewards.shape[-1] == 1 else rloo_with(dim=0, g1_zero=False)(rewards)
+            ),
+        ),
+        Mistake(
             "the sign is reversed: the advantage is r_i minus its baseline, not the baseline minus r_i",
             rloo_with(sign=-1.0),
         ),
