@@ -17,7 +17,13 @@ SEQ_MODES = ("seq-mean-token-mean", "seq-mean-token-sum-norm")
 
 
 def seq_sum(x, m):
-    return (x * m).sum(-1)
+    return _kept(x, m).sum(-1)
+
+
+def _kept(x, m):
+    # Each mistake selects the valid tokens as the reference does: padding may hold inf, and x * m would add a
+    # second mistake (0 * inf = NaN) to the one the mistake is about. The one that multiplies says so.
+    return torch.where(m > 0, x, torch.zeros_like(x))
 
 
 def n_tokens(m):
@@ -35,7 +41,7 @@ def aggregate_with(**wrong_modes):
 
 
 def token_mean(x, m, L):
-    return (x * m).sum() / m.sum().clamp(min=1)
+    return _kept(x, m).sum() / m.sum().clamp(min=1)
 
 
 def seq_mean(x, m, L):
@@ -100,13 +106,16 @@ AGGREGATE_MISTAKES = [
         "padding is counted in the denominator: divide by the number of valid tokens, mask.sum(), "
         "not by the padded size",
         aggregate_with(
-            **{"token-mean": lambda x, m, L: (x * m).mean(), "seq-mean-token-mean": lambda x, m, L: (x * m).mean()}
+            **{
+                "token-mean": lambda x, m, L: _kept(x, m).mean(),
+                "seq-mean-token-mean": lambda x, m, L: _kept(x, m).mean(),
+            }
         ),
     ),
     Mistake(
         "a batch with no valid token gives 0 / 0 = NaN in the token mean; the loss is 0 there: divide by "
         "mask.sum().clamp(min=1)",
-        aggregate_with(**{"token-mean": lambda x, m, L: (x * m).sum() / m.sum()}),
+        aggregate_with(**{"token-mean": lambda x, m, L: _kept(x, m).sum() / m.sum()}),
     ),
     Mistake(
         "an empty response (no valid token) gives 0 / 0 = NaN; it contributes 0: divide by mask.sum(-1).clamp(min=1)",
@@ -163,7 +172,7 @@ def _per_group_token_mean(x, m, L):
     """The token mean of each group (a prompt's responses together), then the mean over groups."""
     if x.dim() < 3:
         return token_mean(x, m, L)
-    return ((x * m).sum((-1, -2)) / m.sum((-1, -2)).clamp(min=1)).mean()
+    return (_kept(x, m).sum((-1, -2)) / m.sum((-1, -2)).clamp(min=1)).mean()
 
 
 def _per_response(x, m, L, mode):
@@ -182,12 +191,12 @@ AGGREGATE_MISTAKES += [
     Mistake(
         "padding is counted in the denominator in mode 'token-mean': divide by the number of valid tokens, "
         "mask.sum(), not by the padded size",
-        aggregate_with(**{"token-mean": lambda x, m, L: (x * m).mean()}),
+        aggregate_with(**{"token-mean": lambda x, m, L: _kept(x, m).mean()}),
     ),
     Mistake(
         "padding is counted in each response's denominator in mode 'seq-mean-token-mean': divide each response's "
         "sum by its number of valid tokens, mask.sum(-1), not by the padded length",
-        aggregate_with(**{"seq-mean-token-mean": lambda x, m, L: (x * m).mean(-1).mean()}),
+        aggregate_with(**{"seq-mean-token-mean": lambda x, m, L: _kept(x, m).mean(-1).mean()}),
     ),
     Mistake(
         "'token-mean' sums each response's tokens and averages over responses: that divides by the number of "
@@ -198,6 +207,17 @@ AGGREGATE_MISTAKES += [
         "'token-mean' is taken within each group (each prompt's responses), then averaged over groups; it runs "
         "over every valid token of the batch at once: (loss * mask).sum() / mask.sum()",
         aggregate_with(**{"token-mean": _per_group_token_mean}),
+    ),
+    Mistake(
+        "the padding reaches the loss: per_token * mask is NaN where the padding holds inf or NaN (0 * inf); "
+        "select the valid tokens, torch.where(mask, per_token, 0)",
+        aggregate_with(
+            **{
+                "token-mean": lambda x, m, L: (x * m).sum() / m.sum().clamp(min=1),
+                "seq-mean-token-mean": lambda x, m, L: ((x * m).sum(-1) / m.sum(-1).clamp(min=1)).mean(),
+                "seq-mean-token-sum-norm": lambda x, m, L: ((x * m).sum(-1) / L).mean(),
+            }
+        ),
     ),
     Mistake(
         "Dr. GRPO's default constant T is read from the first axis (per_token.shape[0]); T is the padded length, "

@@ -103,9 +103,14 @@ def check_aggregate_loss(fn) -> bool:
             "a batch whose every response is empty (all padding): the loss is 0, not 0 / 0",
             {"per_token": per_token_of(2, 3), "mask": torch.zeros(2, 3)},
         ),
+        (
+            "lengths 5, 2, 1 / 3, 4, 2 with inf and NaN in the padding (it may hold anything)",
+            {"per_token": _poisoned(per_token_of(2, 3, 5), ragged), "mask": ragged},
+        ),
     ]
+    # Edge promises, told once every other case is right: an all-padding batch, and padding that holds inf or NaN.
     cases = [
-        Case(f"{text}, mode={mode!r}", {**kwargs, "mode": mode}, grad=("per_token",), last=not kwargs["mask"].any())
+        Case(f"{text}, mode={mode!r}", {**kwargs, "mode": mode}, grad=("per_token",), last=_edge(kwargs))
         for mode in LOSS_AGG_MODES
         for text, kwargs in grids
     ]
@@ -121,6 +126,18 @@ def check_aggregate_loss(fn) -> bool:
     return check_against_reference(
         fn, aggregate_loss, cases, name="aggregate_loss", mistakes=mistakes, check_dtype=True
     )
+
+
+def _poisoned(per_token: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``per_token`` with inf and NaN in turn at its padded positions: ``x * mask`` is NaN there, a select is not."""
+    padding = ~mask.bool()
+    fill = torch.full_like(per_token, float("inf"))
+    fill.view(-1)[::2] = float("nan")
+    return torch.where(padding, fill, per_token)
+
+
+def _edge(kwargs: dict) -> bool:
+    return not kwargs["mask"].any() or not bool(torch.isfinite(kwargs["per_token"]).all())
 
 
 def check_grpo_loss(fn) -> bool:

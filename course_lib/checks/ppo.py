@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from course_lib.checks import Case, Mistake, check_against_reference, forget_pass, record_pass
-from course_lib.checks.ppo_cases import padded_case, policy_case, value_case
+from course_lib.checks.ppo_cases import padded_case, padded_value_case, policy_case, value_case
 from course_lib.checks.ppo_loss_mistakes import PPO_LOSS_MISTAKES
 from course_lib.checks.ppo_mistakes import SURROGATE_MISTAKES, surrogate, wrong_loss
 from course_lib.checks.value_mistakes import VALUE_MISTAKES
@@ -213,6 +213,7 @@ def check_value_loss(fn) -> bool:
             grad=("values", "returns"),
             last=True,
         ),
+        padded_value_case(5, (3, 4)),
     ]
     mistakes = VALUE_MISTAKES
     return check_against_reference(fn, value_loss, cases, name="value_loss", mistakes=mistakes, check_dtype=True)

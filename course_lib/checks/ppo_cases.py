@@ -49,3 +49,18 @@ def value_case(description, seed, shape, *, clip_eps=None, mask_p=None):
         mask.view(-1)[0] = True
         kwargs["mask"] = mask
     return Case(description, kwargs, grad=grad)
+
+
+def padded_value_case(seed: int, shape: tuple[int, ...]) -> Case:
+    """A masked value case whose padding holds inf in ``values`` and NaN in ``returns``: the exercise says the mask
+    works as in the clipped surrogate's, where padding may hold anything (``x * mask`` is NaN where x is inf). An
+    edge promise (``last``): told once every other case is right."""
+    case = value_case("", seed, shape, mask_p=0.6)
+    kwargs = dict(case.kwargs)
+    padding = ~kwargs["mask"]
+    kwargs["values"] = kwargs["values"].masked_fill(padding, float("inf"))
+    kwargs["returns"] = kwargs["returns"].masked_fill(padding, float("nan"))
+    description = (
+        "padding whose values are inf and returns NaN (the mask says so): it changes nothing, gradients included"
+    )
+    return Case(description, kwargs, grad=case.grad, last=True)

@@ -30,8 +30,10 @@ def wrong_value_loss(
     error="squared",
     reduction="mean",
     clamp=True,
+    multiplied=False,
 ):
-    """``error``: ``"squared"`` or ``"abs"``; ``reduction``: ``"mean"`` over the valid entries, ``"per_row"`` (each
+    """``multiplied``: the errors multiplied by the mask rather than selected (inf or NaN padding poisons them).
+    ``error``: ``"squared"`` or ``"abs"``; ``reduction``: ``"mean"`` over the valid entries, ``"per_row"`` (each
     row's mean, then their mean), ``"sum_last"`` (each row's sum, then their mean), ``"rmse"`` (the root of the
     mean) or ``"square_of_mean"`` (the mean error, squared); ``clamp``: the count of valid entries clamped to 1, as
     the reference's (without it, a mask with no valid entry gives 0 / 0: that mistake alone)."""
@@ -72,7 +74,8 @@ def wrong_value_loss(
         count = valid.numel() if denominator == "numel" else valid.sum()
         count = count.clamp(min=1) if clamp and denominator != "numel" else count
         # Selected, not multiplied: the padding's entries get a gradient of exactly 0, even when count is 0.
-        mean = torch.where(valid > 0, per_entry, torch.zeros_like(per_entry)).sum() / count
+        kept = per_entry * valid if multiplied else torch.where(valid > 0, per_entry, torch.zeros_like(per_entry))
+        mean = kept.sum() / count
         return scale * mean.sqrt() if reduction == "rmse" else scale * mean
 
     return wrong
@@ -81,6 +84,11 @@ def wrong_value_loss(
 _SQUARED = "the course's value loss is 0.5 * (values - returns)^2 averaged over the valid entries"
 
 VALUE_MISTAKES = [
+    Mistake(
+        "the padding's inf or NaN reaches the loss: error * mask is NaN there (0 * inf), and so is the gradient; "
+        "select the valid entries, torch.where(mask, error, 0), or select values and returns before the error",
+        wrong_value_loss(multiplied=True),
+    ),
     Mistake(
         "the factor 0.5 is missing: the course's value loss is 0.5 * (values - returns)^2 "
         "(as CleanRL; SB3 leaves it out)",

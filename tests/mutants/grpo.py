@@ -198,11 +198,12 @@ def _aggregate(per_token, mask, mode, max_len=None, **wrong):
     L = per_token.shape[-1] if max_len is None else max_len
     if mode in wrong:
         return wrong[mode](per_token, mask, L)
+    kept = torch.where(mask > 0, per_token, 0.0)  # padding may hold inf: selected, not multiplied
     if mode == "token-mean":
-        return (per_token * mask).sum() / mask.sum().clamp(min=1)
+        return kept.sum() / mask.sum().clamp(min=1)
     if mode == "seq-mean-token-mean":
-        return ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1)).mean()
-    return ((per_token * mask).sum(-1) / L).mean()
+        return (kept.sum(-1) / mask.sum(-1).clamp(min=1)).mean()
+    return (kept.sum(-1) / L).mean()
 
 
 def aggregate_token_mean_for_seq_mean(per_token, mask, mode, max_len=None):
@@ -275,9 +276,10 @@ def aggregate_loop(per_token, mask, mode, max_len=None):
     T = per_token.shape[-1]
     rows, masks = per_token.reshape(-1, T), mask.reshape(-1, T).bool()
     L = T if max_len is None else max_len
-    per_response, total, count = [], per_token.sum() * 0.0, 0
+    zero = torch.where(mask.bool(), per_token, 0.0).sum() * 0.0  # a 0 on the graph; padding may hold inf
+    per_response, total, count = [], zero, 0
     for row, valid in zip(rows, masks):
-        row_sum, n = per_token.sum() * 0.0, 0
+        row_sum, n = zero, 0
         for t in range(T):
             if valid[t]:
                 row_sum = row_sum + row[t]
@@ -652,7 +654,9 @@ MUTANTS.append(("group_advantages", advantages_no_equal_guard, "not set to zero 
 
 def aggregate_token_mean_of_nothing(per_token, mask, mode, max_len=None):
     """Issue 44's student: the token mean without a floor, NaN on a batch of empty responses."""
-    return _aggregate(per_token, mask, mode, max_len, **{"token-mean": lambda x, m, L: (x * m).sum() / m.sum()})
+    return _aggregate(
+        per_token, mask, mode, max_len, **{"token-mean": lambda x, m, L: torch.where(m > 0, x, 0.0).sum() / m.sum()}
+    )
 
 
 MUTANTS.append(("aggregate_loss", aggregate_token_mean_of_nothing, "no valid token"))

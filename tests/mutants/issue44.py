@@ -210,10 +210,11 @@ def aggregate_in_float32(per_token, mask, mode, max_len=None):
     per_token = per_token.float()
     mask = mask.to(per_token.dtype)
     lengths = mask.sum(-1)
+    kept = torch.where(mask > 0, per_token, 0.0)  # padding may hold inf: selected, not multiplied
     if mode == "token-mean":
-        return (per_token * mask).sum() / mask.sum().clamp(min=1)
+        return kept.sum() / mask.sum().clamp(min=1)
     divisor = lengths.clamp(min=1) if mode == "seq-mean-token-mean" else (max_len or per_token.shape[-1])
-    return ((per_token * mask).sum(-1) / divisor).mean()
+    return (kept.sum(-1) / divisor).mean()
 
 
 MUTANTS.append(("aggregate_loss", aggregate_in_float32, "is a float32 tensor; the exercise asks for a float64 tensor"))

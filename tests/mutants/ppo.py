@@ -547,11 +547,13 @@ def value_loss_mse(values, returns, values_old=None, clip_eps=None, mask=None):
     if clip_eps is None:
         if mask is None:
             return 0.5 * torch.nn.functional.mse_loss(values, returns.detach())
-        return 0.5 * (((values - returns.detach()) ** 2) * m).sum() / m.sum().clamp(min=1)
-    old = values_old.detach()
+        values, returns = torch.where(m > 0, values, 0.0), torch.where(m > 0, returns, 0.0)  # padding may hold inf
+        return 0.5 * ((values - returns.detach()) ** 2).sum() / m.sum().clamp(min=1)
+    values, returns = torch.where(m > 0, values, 0.0), torch.where(m > 0, returns, 0.0)
+    old = torch.where(m > 0, values_old.detach(), 0.0)
     v_clipped = old + torch.clamp(values - old, -clip_eps, clip_eps)
     v_loss_max = torch.max((values - returns.detach()) ** 2, (v_clipped - returns.detach()) ** 2)
-    return 0.5 * (v_loss_max * m).sum() / m.sum().clamp(min=1)  # the docstring: 0 when no entry is valid
+    return 0.5 * v_loss_max.sum() / m.sum().clamp(min=1)  # the docstring: 0 when no entry is valid
 
 
 def ppo_loss_function(
