@@ -301,8 +301,9 @@ GRPO_LOSS_MISTAKES = [
         wrong_grpo(kl_token_mean=True),
     ),
     Mistake(
-        "the clipped surrogate sends no gradient (it is computed from logp.detach()): only the KL term trains "
-        "the policy; the ratio is exp(logp - logp_old.detach()), with logp as it comes",
+        "the clipped surrogate sends no gradient (its ratio is computed from a detached logp, or under "
+        "torch.no_grad()): only the KL term trains the policy; the ratio is exp(logp - logp_old.detach()), with "
+        "logp as it comes and the graph on",
         wrong_grpo(
             per_token=lambda p, p_old, a, eps, hi: (
                 -torch.minimum(

@@ -142,6 +142,17 @@ def _mistake_separators_kept(response_text, ground_truth):
     return _compare_with(answer, _keeps_separators(ground_truth))
 
 
+def _separators_consumed(text):
+    # One pass of a pattern that consumes the digit before each comma: in '1,234,567' the first match takes
+    # '1,234', so the search resumes at ',567' with no digit before it, and that comma stays.
+    return _keeps_separators(re.sub(r"(\d),(\d{3})(?!\d)", r"\1\2", text))
+
+
+def _mistake_separators_consumed(response_text, ground_truth):
+    answer = _answer_with(response_text, normalise=_separators_consumed)
+    return _compare_with(answer, _separators_consumed(ground_truth))
+
+
 def _mistake_dollars_kept(response_text, ground_truth):
     return _compare_with(_answer_with(response_text, normalise=_keeps_dollars), _keeps_dollars(ground_truth))
 
@@ -342,6 +353,11 @@ MATH_MISTAKES = [
         "you compare the answers only as numbers (float()), so an answer that is not a number, such as "
         "\\frac{1}{2} or x + 1, never matches; compare as strings when either side is not a number",
         _mistake_numbers_only,
+    ),
+    Mistake(
+        "your separator pattern consumes the digit before each comma, so a second separator is never matched: "
+        "'1,234,567' becomes '1234,567'; match the comma alone with lookarounds, (?<=\\d),(?=\\d{3}(?!\\d))",
+        _mistake_separators_consumed,
     ),
     *MATH_MISTAKES_MORE,
 ]

@@ -164,6 +164,11 @@ def check_clipped_surrogate_loss(fn) -> bool:
             wrong_loss(clip_fraction="high"),
         ),
         Mistake(
+            "clip_active_fraction has the signs swapped: the clip binds above the range where adv > 0 and below "
+            "it where adv < 0 (there the clipped term is the smaller one and the gradient stops)",
+            wrong_loss(active="swapped"),
+        ),
+        Mistake(
             "clip_active_fraction counts only ratios above 1 + clip_eps; the clip also binds below "
             "1 - clip_eps where adv < 0",
             wrong_loss(active="high"),

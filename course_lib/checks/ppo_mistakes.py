@@ -207,7 +207,8 @@ def wrong_info(
         where = valid if count == "valid" else torch.ones_like(valid)
         if not fraction_high:
             outside = low | (ratio > 1 + clip_eps)
-        frac = {"outside": outside, "binding": binding, "high": high}
+        swapped = (high & (adv < 0)) | (low & (adv > 0))  # the binding sides' signs exchanged
+        frac = {"outside": outside, "binding": binding, "high": high, "swapped": swapped}
         kl_count = count if kl_count is None else kl_count
         kl_n = float(valid.sum().clamp(min=1)) if kl_count == "valid" else float(valid.numel())
         kl_where = valid if kl_count == "valid" else torch.ones_like(valid)

@@ -322,3 +322,25 @@ def _offset(pairs, rtol, atol) -> str | None:
         f"{_outputs(pairs)} is the reference plus {common:+.4g} in every entry, on every case where yours is "
         "wrong: a constant added or left out"
     )
+
+
+def _nearly(pairs, rtol, atol) -> str | None:
+    """Close to the reference but outside the check's tolerance, on every wrong case: a few significant digits
+    agree. Read last, after every relation that names a shape of the difference: only the size is said here."""
+    if not _finite(pairs):
+        return None
+    worst = 0.0
+    for p in pairs:
+        scale = float(p.expected.abs().max()) if p.expected.numel() else 0.0
+        if scale <= atol:
+            return None
+        worst = max(worst, float((p.got - p.expected).abs().max()) / scale)
+    if not 0.0 < worst <= 1e-2:
+        return None
+    digits = int(-math.log10(worst))
+    return (
+        f"{_outputs(pairs)} is close to the reference but not within the check's tolerance, on every case where "
+        f"yours is wrong: the largest difference is {worst:.1g} of the output's size (about {digits} significant "
+        "digits agree); look for a value kept in low precision (float16, bfloat16, or float32 for float64 inputs), "
+        "a rounding, or a small constant (an eps) that differs"
+    )

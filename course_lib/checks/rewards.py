@@ -203,6 +203,7 @@ _MATH_CASES = [
     ("So $x = \\boxed{\\frac{1}{2}}$.", "\\frac{1}{2}", 1.0, "nested braces inside \\boxed{...}"),
     ("The answer is 1,000", "1000", 1.0, "a thousands separator"),
     ("The answer is 1000.", "1,000", 1.0, "a thousands separator in the ground truth"),
+    ("The answer is 1,234,567", "1234567", 1.0, "two thousands separators"),
     ("Answer: 14.0", "14", 1.0, "'Answer:' and a number written as 14.0"),
     ("The answer is 2.50", "2.5", 1.0, "numbers compared as numbers"),
     ("The answer is 3.75. I rounded it.", "3.75", 1.0, "a decimal answer: only its second '.' ends the sentence"),

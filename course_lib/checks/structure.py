@@ -6,7 +6,8 @@ the student's output and the reference's that holds on each of them: the referen
 whether that constant is a count the inputs show: the sequence length, the number of valid tokens, G/(G-1)),
 a flipped sign, a constant offset, an offset or a factor of its own in each row, a difference only at the
 first or last step or only at padded positions, the reference shifted or reversed along time, the reference
-summed over an axis, no gradient where the reference has one. A relation that fails on one wrong case is not
+summed over an axis, no gradient where the reference has one, an output close to the reference's
+but outside the tolerance (a few significant digits agree). A relation that fails on one wrong case is not
 said. These are facts about the output, not guesses about the code: the message says what the output did and
 where to look, never which line is wrong. Where the wrong cases share something that the right ones lack
 (``mode='token-mean'``, ``clip_eps=None``, a mask with padding) that is said too: :mod:`course_lib.checks.scope`.
@@ -38,6 +39,7 @@ from course_lib.checks.relations import (
     _factor,
     _gradient,
     _input_factor,
+    _nearly,
     _non_finite,
     _normalised,
     _offset,
@@ -135,6 +137,7 @@ _RELATIONS: list[Callable[..., str | None]] = [
     _per_row,
     _first_row_right,
     _permuted,
+    _nearly,
 ]
 
 # For an output of category codes (a label as a number: direct=0, scratchpad=1), arithmetic means nothing: a

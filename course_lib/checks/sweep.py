@@ -28,6 +28,8 @@ def _sweep_reader(
     tol_used=None,
     saturation_column=False,
     columns_first=False,
+    walk_back=False,
+    per_column=False,
 ):
     """A wrong read_sweep: the reference with one classic slip switched on (``within``: ``"relative"``, a reward
     within ``tol`` times the best, or ``"strict"``, strictly above best - tol)."""
@@ -51,10 +53,16 @@ def _sweep_reader(
         if best_column_apart:  # the best row, then the best column of the whole table, each on its own
             i, j = int(torch.argmax(reward.max(dim=1).values)), int(torch.argmax(reward.max(dim=0).values))
         per_group = reward.mean(dim=1) if mean_over_eps else reward.max(dim=1).values
+        if per_column:  # each clip range's best over the group sizes: an index of clip ranges, read as a group size
+            per_group = reward.max(dim=0).values
         if saturation_column:  # each group size at the best configuration's clip range only
             per_group = reward[:, j]
         if argmax_saturation:
             k = int(torch.argmax(per_group))
+        elif walk_back:  # from the largest group size down, while the next smaller one stays within tol
+            k = n_rows - 1
+            while k > 0 and per_group[k - 1] >= reward.max() - tol:
+                k -= 1
         elif plateau:  # stops at the first step that gains less than tol: a noisy dip ends it early
             gains = per_group[1:] - per_group[:-1]
             flat_steps = (gains < tol).nonzero()
@@ -110,6 +118,14 @@ def check_read_sweep(fn) -> bool:
                 "group_sizes": torch.tensor([2, 4, 8, 16, 32]),
                 "clip_eps": torch.tensor([0.2], dtype=torch.float64),
                 "reward": torch.tensor([[2.0], [3.0], [3.05], [4.0], [4.95]], dtype=torch.float64),
+            },
+        ),
+        Case(
+            "a dip: the smallest group size is within tol of the best, the next one is not (tol=0.1)",
+            {
+                "group_sizes": G4,
+                "clip_eps": torch.tensor([0.2], dtype=torch.float64),
+                "reward": torch.tensor([[0.95], [0.7], [0.99], [1.0]], dtype=torch.float64),
             },
         ),
         Case(
@@ -188,6 +204,16 @@ def check_read_sweep(fn) -> bool:
             "saturation stopped at the first step that gains less than tol; a noisy dip is not saturation: "
             "take the smallest group size within tol of the best reward of the table",
             _sweep_reader(plateau=True),
+        ),
+        Mistake(
+            "saturation read each clip range's best over the group sizes (max over dim 0); it reads each group "
+            "size's best over the clip ranges, reward.max(dim=1), and returns the smallest group size within tol",
+            _sweep_reader(per_column=True),
+        ),
+        Mistake(
+            "you walked back from the largest group size while the next smaller one stayed within tol, so a dip "
+            "stops the walk; saturation is the smallest group size within tol of the best, wherever it lies",
+            _sweep_reader(walk_back=True),
         ),
         Mistake(
             "saturation was measured against the largest group size; measure it against the best reward of "

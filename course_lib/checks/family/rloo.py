@@ -121,6 +121,11 @@ def check_rloo_advantages(fn) -> bool:
             _whole_batch,
         ),
         Mistake(
+            "the responses left one out of are the whole batch's (rewards.sum() over every prompt); RLOO's baseline "
+            "is the mean of the other responses to the same prompt: sum over the last axis, keepdim=True",
+            lambda rewards: torch.zeros_like(rewards) if rewards.shape[-1] == 1 else _whole_batch(rewards),
+        ),
+        Mistake(
             "the others' sum is divided by B - 1, B read from the first axis (rewards.shape[0]); G is the group "
             "size, the last axis: rewards.shape[-1] - 1",
             _divided_by_b_minus_1,

@@ -67,6 +67,11 @@ RULE_MISTAKES = [
         _rule(count=lambda n: None),
     ),
     Mistake(
+        "n_digits is ignored: yours always expects three totals; a scratchpad holds n_digits totals, one per "
+        "column of the operands",
+        _rule(count=lambda n: 3),
+    ),
+    Mistake(
         "a scratchpad holds n_digits totals, one per column of the operands; n_digits + 1 is the number of the "
         "answer's digits",
         _rule(count=lambda n: n + 1),

@@ -49,6 +49,9 @@ _CLASSIFIER_CASES = [  # (text, n_digits): each teaches one rule of the module d
     ("[15,+4,10]1045$", 3),
     ("[15,14,10]+1045$", 3),
     ("10+45$", 3),
+    # a space is in no style's alphabet: stripping the text first would make these direct
+    (" 1045$", 3),
+    ("1045 $", 3),
 ]
 
 
@@ -68,6 +71,12 @@ def _signed_numbers(text: str, n_digits: int) -> str | None:
     if not eos or unsigned == body:
         return None
     return completion_style(unsigned + "$", n_digits)
+
+
+def _stripped(text: str, n_digits: int = 3) -> str:
+    """The style of the text with the spaces around its body (before EOS) stripped first."""
+    body, eos, rest = text.partition("$")
+    return completion_style(body.strip() + eos + rest, n_digits)
 
 
 def check_completion_style(fn) -> bool:
@@ -100,6 +109,11 @@ def check_completion_style(fn) -> bool:
         return wrong
 
     mistakes = [
+        Mistake(
+            "you strip spaces before reading the style; a space is in no style's alphabet, so ' 1045$' and "
+            "'1045 $' are malformed: read the text as it is",
+            _stripped,
+        ),
         Mistake(
             "a completion with no EOS never stopped: it is malformed, whatever it holds",
             keep(
@@ -253,6 +267,13 @@ def check_style_share(fn) -> bool:
     def top_level_count(labels, style):
         return float(list(labels).count(style) / len(labels))
 
+    def prompts_with_one(labels, style):
+        # for nested labels, the share of prompts (rows) with at least one completion of the style
+        rows = np.asarray(labels, dtype=object)
+        if rows.ndim < 2:
+            return float((rows == style).mean())
+        return float((rows == style).reshape(rows.shape[0], -1).any(axis=1).mean())
+
     mistakes = [
         Mistake(
             "you returned a count; the share is the count divided by the number of completions",
@@ -272,6 +293,11 @@ def check_style_share(fn) -> bool:
                 ((flatten(labels) == style) & (flatten(labels) != "malformed")).sum()
                 / max(1, (flatten(labels) != "malformed").sum())
             ),
+        ),
+        Mistake(
+            "you counted the prompts with at least one completion of the style; the share counts completions: "
+            "of all B * G completions, the fraction with that style (flatten the labels first)",
+            prompts_with_one,
         ),
         Mistake(
             "the denominator is the number of prompts (rows), not of completions: flatten the labels first",
