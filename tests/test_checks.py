@@ -362,6 +362,7 @@ def _message(fn) -> str:
         (lambda x, y: torch.cat([x, y.detach()[None]]).mean(), "x.unsqueeze(-1)"),
         (lambda x, y: torch.cat([x[:, None], y.detach()[:2, None]], dim=-1).mean(), "unsqueeze(0) a first"),
         (lambda x, y: (x * y.detach()).mean() * x.shape[-1].double(), "torch.as_tensor(x)"),
+        (lambda x, y: torch.einsum("bt,t->b", x, y.detach()).mean(), "'...t,t->...'"),
     ],
 )
 def test_every_crash_hint_matches_todays_torch(wrong, hint):

@@ -76,4 +76,9 @@ def _crash_hint(error: Exception) -> str:
             " (torch.cat joins tensors that have the same number of axes: add the missing one to the smaller, "
             "x.unsqueeze(-1) or x[..., None], rather than reshaping it)"
         )
+    if "einsum()" in text and "does not match the number of dimensions" in text:
+        return (
+            " (an einsum equation names every axis, so it fits one number of dimensions only: write the leading "
+            "axes as an ellipsis, '...t,t->...', to accept (T,), (B, T) and (B, G, T) alike)"
+        )
     return ""

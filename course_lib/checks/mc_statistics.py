@@ -47,8 +47,10 @@ def _ask_student(fn, name, logits, rewards, n, seed) -> torch.Tensor:
         raise AssertionError(f"{name} raised {type(error).__name__}: {error}{_crash_hint(error)}") from error
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(logits.shape):
         shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        # One number for a vector: the mean over the n samples took every axis (.mean() with no dim).
+        hint = ": a mean or sum over every axis? average over the samples only, dim=0" if shape == () else ""
         raise AssertionError(
-            f"{name}: expected a tensor of shape {tuple(logits.shape)} (one entry per action), got {shape}"
+            f"{name}: expected a tensor of shape {tuple(logits.shape)} (one entry per action), got {shape}{hint}"
         )
     return out.detach().to(torch.float64)
 

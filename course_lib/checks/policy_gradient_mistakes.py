@@ -49,6 +49,11 @@ _FLOOR = (
 )
 
 
+def _normaliser_detached(logits, tokens):
+    """log_softmax written out with its log-sum-exp taken from detached logits: right values, half a gradient."""
+    return _picked(logits, tokens) - torch.logsumexp(logits.detach(), dim=-1)
+
+
 def _shifted_again(logits, tokens):
     """The language-model shift (logits at t score token t + 1) applied to inputs already aligned."""
     picked = _picked(torch.log_softmax(logits, -1)[..., :-1, :], tokens[..., 1:])  # (..., T - 1)
@@ -56,6 +61,11 @@ def _shifted_again(logits, tokens):
 
 
 GATHER_MISTAKES_MORE = [
+    Mistake(
+        "the normaliser (the log-sum-exp) is computed from detached logits: the values are right, but the gradient "
+        "misses its -softmax part, so no logit but the taken token's gets any; use torch.log_softmax(logits, -1)",
+        _normaliser_detached,
+    ),
     Mistake(
         "you shifted by one (logits[..., :-1, :] scoring tokens[..., 1:]), but the inputs are already aligned: "
         "logits[..., t, :] is the distribution that tokens[..., t] was drawn from, so gather at the same t",

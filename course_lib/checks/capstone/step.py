@@ -14,7 +14,7 @@ from course_lib.checks import (
     record_pass,
     recording,
 )
-from course_lib.checks.capstone.mask import _mask_drops_eos
+from course_lib.checks.capstone.mask import _mask_drops_eos, _mask_runs_on
 from course_lib.checks.compare import _crash_hint
 from course_lib.grpo import grpo_loss
 from course_lib.lectures.capstone import grpo_step
@@ -131,6 +131,8 @@ def _wrong_step(
             m = completion_mask(completions, eos_id)
         elif mask == "drop_eos":
             m = _mask_drops_eos(completions, eos_id)
+        elif callable(mask):  # a wrong completion mask of chapter 08's first exercise
+            m = mask(completions, eos_id)
         else:
             m = torch.ones(completions.shape)
         options = {"clip_eps": clip_eps, "kl_coef": kl_coef, **(loss_options or {})}
@@ -167,6 +169,11 @@ def _step_mistakes():
             _wrong_step(mask="drop_eos"),
         ),
         Mistake("the padding after EOS is counted in the loss: use the completion mask", _wrong_step(mask="ones")),
+        Mistake(
+            "the mask runs on after the first EOS (up to the next EOS or the row's end), so tokens after the "
+            "completion ended are trained on: keep the tokens through the FIRST EOS only",
+            _wrong_step(mask=_mask_runs_on),
+        ),
         Mistake(
             "the step used an unclipped gradient: call torch.nn.utils.clip_grad_norm_ after backward() and before "
             "optimizer.step() (not at all, or after the step, is the same to the step)",
