@@ -28,6 +28,23 @@ below its edge, and four of its picks are still at the lowest rate; the soft ove
       drift     GMPO                  lr 0.00025: 0.588 (0.462)*   lr 0.0005: 0.561 (0.462)    lr 0.001: 0.464 (0.328)    lr 0.002: 0.300 (0.204)    lr 0.004: 0.046 (0.026)    (at the grid's edge)
       drift     CISPO                 lr 0.00025: 0.591 (0.458)*   lr 0.0005: 0.584 (0.418)    lr 0.001: 0.492 (0.318)    lr 0.002: 0.239 (0.134)    lr 0.004: 0.020 (0.006)    (at the grid's edge)
       drift     SAPO                  lr 0.00025: 0.608 (0.446)*   lr 0.0005: 0.567 (0.444)    lr 0.001: 0.484 (0.370)    lr 0.002: 0.312 (0.210)    lr 0.004: 0.024 (0.018)    (at the grid's edge)
+
+The report (288 runs on ``family-3``, seeds 1500 to 1523: 3.1 CPU-hours; the tuning took 1.8), as it printed it::
+
+    11 differences read together; Holm's correction at family level 0.05:
+      Dr.GRPO - GRPO, final.length_wrong (tuned)                   -0.276 [-0.417, -0.135]  p 0.001  Holm 0.004  held
+      DAPO-token-mean - GRPO, final.length_wrong (tuned)           +0.009 [-0.029, +0.048]  p 0.626  Holm 1.000  not seen
+      DAPO-overlong-filter - GRPO, score (tuned)                   -0.002 [-0.004, +0.001]  p 0.218  Holm 0.655  not seen
+      DAPO-soft-overlong - GRPO, final.truncated (tuned)           -0.127 [-0.135, -0.118]  p 0.000  Holm 0.000  held
+      DAPO-soft-overlong - GRPO, final.truncated (at GRPO's rate)  -0.129 [-0.138, -0.120]  p 0.000  Holm 0.000  held
+      GSPO - GRPO, score (tuned)                                   -0.013 [-0.031, +0.004]  p 0.135  Holm 0.541  not seen
+      GMPO - GRPO, score (tuned)                                   +0.025 [+0.013, +0.038]  p 0.000  Holm 0.002  held
+      CISPO - GRPO, score (tuned)                                  +0.026 [+0.009, +0.043]  p 0.005  Holm 0.027  held
+      SAPO - GRPO, score (tuned)                                   +0.016 [+0.000, +0.032]  p 0.044  Holm 0.221  not seen
+      Dr.GRPO-divisor - GRPO, final.length_wrong (tuned)           +0.019 [-0.051, +0.088]  p 0.581  Holm 1.000  not seen
+      Dr.GRPO - Dr.GRPO-divisor, final.length_wrong (tuned)        -0.295 [-0.383, -0.206]  p 0.000  Holm 0.000  resolved
+
+Six of version 1's eight length and drift verdicts changed; notebook 11's section 8 reads them.
 """
 
 from __future__ import annotations

@@ -98,3 +98,26 @@ def test_the_tables_print_what_was_computed():
     assert table.splitlines()[0].startswith("3 differences read together")
     assert "-2.000 [-2.000, -2.000]  p 0.000  Holm 0.000  held" in table
     assert family_v2.format_verdicts([]) == "no difference has run on two seeds yet"
+
+
+def test_each_recipes_caveats_are_read_from_its_tuning_runs():
+    results = _results()
+    results |= {"tune_seeds": [0, 1], "floors": {"length": 0.75}}
+    tuning = [
+        ("GRPO", 5e-4, (0.80, 0.78)),  # GRPO's frozen 5e-4 is the lowest of its two rates: at the edge
+        ("GRPO", 1e-3, (0.90, 0.70)),
+        ("Dr.GRPO", 5e-4, (0.50, 0.40)),  # Dr. GRPO's three rates all miss the floor 0.75 on a seed
+        ("Dr.GRPO", 1e-3, (0.60, 0.50)),
+        ("Dr.GRPO", 2e-3, (0.60, 0.30)),
+    ]
+    results["tuning"] = [
+        {"testbed": "length", "variant": name, "lr": lr, "seed": seed, "score": score}
+        for name, lr, scores in tuning
+        for seed, score in zip((0, 1), scores)
+    ]
+    found = family_v2.caveats(results)
+    assert found["length/GRPO"] == ["at the grid's edge: the lowest of 2 rates tried"]
+    assert found["length/Dr.GRPO"] == ["no rate cleared the floor 0.75: picked by its worst seed"]  # 1e-3: inside
+    assert found["length/Dr.GRPO@matched"][0] == "frozen at GRPO's rate, not its own"
+    table = family_v2.format_caveats(results)
+    assert "length/GRPO " in table and "@matched" not in table

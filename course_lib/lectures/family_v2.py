@@ -179,6 +179,38 @@ def format_recipes(results: dict) -> str:
     return "\n".join(lines)
 
 
+def caveats(results: dict) -> dict[str, list[str]]:
+    """Each frozen recipe's caveats, read from its tuning runs: a rate at the edge of the rates tried (after the
+    edge rule's extensions), and a grid where no rate's worst tuning seed cleared the testbed's floor."""
+    tried: dict = {}
+    for r in results["tuning"]:
+        if r["seed"] in results["tune_seeds"]:
+            tried.setdefault((r["testbed"], r["variant"]), {}).setdefault(r["lr"], []).append(r["score"])
+    found = {}
+    for key, entry in results["recipes"].items():
+        bed, name = key.removesuffix(MATCHED).split("/")
+        by_lr = tried.get((bed, name), {})
+        notes = []
+        if key.endswith(MATCHED):
+            notes.append("frozen at GRPO's rate, not its own")
+        elif by_lr and entry["lr"] in (min(by_lr), max(by_lr)):
+            side = "lowest" if entry["lr"] == min(by_lr) else "highest"
+            notes.append(f"at the grid's edge: the {side} of {len(by_lr)} rates tried")
+        if by_lr and all(min(scores) < results["floors"][bed] for scores in by_lr.values()):
+            notes.append(f"no rate cleared the floor {results['floors'][bed]:g}: picked by its worst seed")
+        found[key] = notes
+    return found
+
+
+def format_caveats(results: dict) -> str:
+    """The caveats of :func:`caveats`, one line per recipe that has any."""
+    lines = ["each recipe's caveats (from its tuning runs):"]
+    for key, notes in caveats(results).items():
+        if notes and not key.endswith(MATCHED):
+            lines.append(f"  {key:<28} " + "; ".join(notes))
+    return "\n".join(lines)
+
+
 def format_verdicts(judged: list[dict], alpha: float = ALPHA) -> str:
     """The differences read together: each with its interval, its own and Holm's p-value, and the verdict."""
     if not judged:

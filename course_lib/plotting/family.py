@@ -17,6 +17,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from course_lib.lectures.family_claims import read
 
@@ -152,9 +153,12 @@ def plot_paired_differences(judged: list[dict]) -> Figure:
             ax.plot([d.low, d.high], [i, i], color="black", lw=1.2, zorder=4)
             ax.plot([d.mean] * 2, [i - 0.3, i + 0.3], color="black", lw=2.5, zorder=5)
         ax.axvline(0, color="grey", lw=0.8, ls=":")
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=6))  # a narrow panel's ticks would run into each other
         labels = [f"{row['name'].split(',')[0]} ({row['rate']}): {row['verdict']}" for row in rows]
         ax.set_yticks(range(len(rows)), labels)
-        ax.set_xlabel(f"{rows[0]['claim'].metric}: variant - baseline")
+        ax.set_xlabel(rows[0]["claim"].metric)
         ax.grid(axis="x", lw=0.3)
-    fig.suptitle("dots: seeds; bar: mean; line: 95% t-interval", fontsize=9)
+    fig.suptitle(
+        "each row: variant - baseline, paired by seed; dots: seeds; bar: mean; line: 95% t-interval", fontsize=9
+    )
     return fig
