@@ -76,6 +76,15 @@ def tiled_statistics(rewards, normalize_std=True, eps=1e-6):
     return advantages.view(B, G)
 
 
+def eps_after_division(rewards, normalize_std=True, eps=1e-6):
+    """adv / std + eps: eps added to the quotient, not to the std; a group of equal rewards still gives zeros."""
+    centred = advantages_by()(rewards, False, eps)
+    if not normalize_std or rewards.shape[-1] == 1:
+        return centred
+    equal = (rewards == rewards[..., :1]).all(-1, keepdim=True)  # (B, 1)
+    return torch.where(equal, torch.zeros_like(centred), centred / group_std(rewards) + eps)
+
+
 def batch_baseline(rewards, normalize_std=True, eps=1e-6):
     # The whole batch's mean as every group's baseline; each group's own std, and zeros where a group is equal.
     equal = (rewards == rewards[..., :1]).all(-1, keepdim=True)
@@ -185,6 +194,15 @@ GROUP_ADVANTAGE_MISTAKES = [
 ]
 
 GROUP_ADVANTAGE_MISTAKES += [
+    Mistake(
+        "the std is the whole batch's (rewards.std(), every reward of every group); each group is divided by its "
+        "own std, rewards.std(dim=-1, keepdim=True) + eps",
+        advantages_by(spread=lambda r, c: r.std()),
+    ),
+    Mistake(
+        "eps is added after the division (adv / std + eps); it belongs to the std: (r - mean) / (std + eps)",
+        eps_after_division,
+    ),
     Mistake(
         "you divided by the group's range (max - min); GRPO divides by the group's standard deviation, "
         "rewards.std(dim=-1, keepdim=True) + eps",

@@ -30,6 +30,7 @@ def _sweep_reader(
     columns_first=False,
     walk_back=False,
     per_column=False,
+    own_best=False,
 ):
     """A wrong read_sweep: the reference with one classic slip switched on (``within``: ``"relative"``, a reward
     within ``tol`` times the best, or ``"strict"``, strictly above best - tol)."""
@@ -68,7 +69,7 @@ def _sweep_reader(
             flat_steps = (gains < tol).nonzero()
             k = int(flat_steps[0, 0]) if len(flat_steps) else n_rows - 1
         else:
-            target = per_group[-1] if against_last else reward.max()
+            target = per_group[-1] if against_last else (per_group.max() if own_best else reward.max())
             if within == "relative":
                 close = per_group >= target * (1 - tol)
             elif within == "strict":
@@ -204,6 +205,11 @@ def check_read_sweep(fn) -> bool:
             "saturation stopped at the first step that gains less than tol; a noisy dip is not saturation: "
             "take the smallest group size within tol of the best reward of the table",
             _sweep_reader(plateau=True),
+        ),
+        Mistake(
+            "saturation was judged on each group size's mean over the clip ranges, against the best of those means; "
+            "it is each group size's best over the clip ranges (reward.max(dim=1)), within tol of the table's best",
+            _sweep_reader(mean_over_eps=True, own_best=True),
         ),
         Mistake(
             "saturation read each clip range's best over the group sizes (max over dim 0); it reads each group "
