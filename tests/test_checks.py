@@ -343,6 +343,17 @@ def _message(fn) -> str:
     return str(rejected.value)
 
 
+def _two_axes(x):
+    batch, steps = x.shape  # written for (B, T): a 1-D x has one axis to unpack
+    return x.sum() / (batch * steps)
+
+
+def _refuses_negatives(x):
+    if (x < 0).any():  # a validation the exercise never asked for
+        raise ValueError("x must not be negative")
+    return x.mean()
+
+
 @pytest.mark.parametrize(
     "wrong, hint",
     [
@@ -363,6 +374,8 @@ def _message(fn) -> str:
         (lambda x, y: torch.cat([x[:, None], y.detach()[:2, None]], dim=-1).mean(), "unsqueeze(0) a first"),
         (lambda x, y: (x * y.detach()).mean() * x.shape[-1].double(), "torch.as_tensor(x)"),
         (lambda x, y: torch.einsum("bt,t->b", x, y.detach()).mean(), "'...t,t->...'"),
+        (lambda x, y: _two_axes(x) * y.detach().mean(), "x.shape[-1]"),
+        (lambda x, y: x.mean() * _refuses_negatives(y.detach()), "your own code refused this case"),
     ],
 )
 def test_every_crash_hint_matches_todays_torch(wrong, hint):

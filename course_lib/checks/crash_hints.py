@@ -9,6 +9,8 @@ student who misses the hint.
 
 from __future__ import annotations
 
+import linecache
+
 
 def _crash_hint(error: Exception) -> str:
     """A likely cause of a crash that says little by itself, as words to append to its message ("" if none)."""
@@ -76,9 +78,36 @@ def _crash_hint(error: Exception) -> str:
             " (torch.cat joins tensors that have the same number of axes: add the missing one to the smaller, "
             "x.unsqueeze(-1) or x[..., None], rather than reshaping it)"
         )
+    if "values to unpack (expected" in text:
+        return (
+            " (the shape was unpacked into a fixed number of axes, as B, T = x.shape; a [..., T] docstring allows any "
+            "number of leading axes: read the last with x.shape[-1], and keep the others as they come)"
+        )
+    if isinstance(error, (ValueError, TypeError)) and _raised_by_the_student(error):
+        return (
+            " (your own code refused this case, but the exercise allows it: the reference answers it. Compare what "
+            "your function checks with what the docstring's Args allow)"
+        )
     if "einsum()" in text and "does not match the number of dimensions" in text:
         return (
             " (an einsum equation names every axis, so it fits one number of dimensions only: write the leading "
             "axes as an ellipsis, '...t,t->...', to accept (T,), (B, T) and (B, G, T) alike)"
         )
     return ""
+
+
+def _raised_by_the_student(error: Exception) -> bool:
+    """Whether the innermost frame of ``error`` is the student's code, not torch's, numpy's, Python's or the
+    course's: a ValueError raised there is a validation the student wrote."""
+    frame = error.__traceback__
+    if frame is None:
+        return False
+    while frame.tb_next is not None:
+        frame = frame.tb_next
+    filename = frame.tb_frame.f_code.co_filename
+    outside = ("site-packages", "/lib/python", "course_lib/")
+    if any(part in filename.replace("\\", "/") for part in outside):
+        return False
+    # Only a `raise` the student wrote: a TypeError of an operator on None, or str.index's ValueError, is a
+    # crash of the student's code, not a refusal.
+    return linecache.getline(filename, frame.tb_lineno).strip().startswith("raise ")

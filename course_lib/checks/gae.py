@@ -152,6 +152,15 @@ def check_gae_table(fn, atol: float = 1e-3) -> bool:
     def off(got, want):
         return abs(float(got) - float(want)) > atol
 
+    # 0. The two columns swapped: each is the other's right answer (they agree where A_t = delta_t).
+    if any(off(deltas[t], want_deltas[t]) for t in range(5)) and not any(
+        off(deltas[t], want_adv[t]) or off(advantages[t], want_deltas[t]) for t in range(5)
+    ):
+        raise AssertionError(
+            "gae_table: your two columns are swapped: the first holds the advantages and the second the deltas; "
+            "return (deltas, advantages), in that order"
+        )
+
     # 1. The deltas: every entry on its own.
     wrong = [t for t in range(5) if off(deltas[t], want_deltas[t])]
     if wrong:

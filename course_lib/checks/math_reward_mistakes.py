@@ -153,6 +153,11 @@ def _mistake_separators_consumed(response_text, ground_truth):
     return _compare_with(answer, _separators_consumed(ground_truth))
 
 
+def _mistake_truth_as_given(response_text, ground_truth):
+    # The answer normalised, the ground truth compared as it came: '1,000' or ' 14 ' never matches.
+    return _compare_with(_answer_with(response_text), ground_truth)
+
+
 def _mistake_dollars_kept(response_text, ground_truth):
     return _compare_with(_answer_with(response_text, normalise=_keeps_dollars), _keeps_dollars(ground_truth))
 
@@ -358,6 +363,11 @@ MATH_MISTAKES = [
         "your separator pattern consumes the digit before each comma, so a second separator is never matched: "
         "'1,234,567' becomes '1234,567'; match the comma alone with lookarounds, (?<=\\d),(?=\\d{3}(?!\\d))",
         _mistake_separators_consumed,
+    ),
+    Mistake(
+        "you normalise the extracted answer but not the ground truth, so '1,000', ' 14 ' or '$14$' as the ground "
+        "truth never matches: normalize_answer(ground_truth) too",
+        _mistake_truth_as_given,
     ),
     *MATH_MISTAKES_MORE,
 ]

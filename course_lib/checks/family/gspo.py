@@ -108,6 +108,11 @@ def check_gspo_sequence_log_ratio(fn) -> bool:
 
     mistakes = [
         Mistake(
+            "you averaged the token ratios exp(logp - logp_old), not their logs: the function returns the mean of "
+            "the token LOG ratios, (logp - logp_old) averaged over the valid tokens (GSPO exponentiates that mean)",
+            with_detach(lambda p, q, m: valid(torch.exp(p - q), m).sum(-1) / count(m)),
+        ),
+        Mistake(
             "this is the sum of the token log ratios (the log ratio of the whole sequences' probabilities); "
             "GSPO takes their mean, sum / |y_i|, so long responses do not get extreme ratios",
             with_detach(lambda p, q, m: valid(p - q, m).sum(-1)),

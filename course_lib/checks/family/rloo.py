@@ -77,6 +77,16 @@ def check_rloo_advantages(fn) -> bool:
             lambda rewards: torch.zeros_like(rewards) if rewards.shape[-1] == 1 else rloo_with(dim=0)(rewards),
         ),
         Mistake(
+            "the others' mean is floored (// or rounding_mode='floor'): rewards are not whole numbers, and the "
+            "baseline is their plain mean, (sum - r_i) / (G - 1) with /",
+            lambda rewards: (
+                torch.zeros_like(rewards)
+                if rewards.shape[-1] == 1
+                else rewards
+                - torch.div(rewards.sum(-1, keepdim=True) - rewards, rewards.shape[-1] - 1, rounding_mode="floor")
+            ),
+        ),
+        Mistake(
             # Groups of one guarded on the group axis, the baseline taken over the batch axis: one prompt leaves
             # nothing over dim=0, and (sum - r) / (B - 1) is 0 / 0.
             "the baseline runs over the batch (dim=0); RLOO leaves one out of each prompt's own group (dim=-1)",
