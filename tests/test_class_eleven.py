@@ -18,9 +18,11 @@ the first sight, strictly and alone; the lead judged each line that changed sinc
   adjacent rows in ``answer_reward``), and five not wrong by the exercises' contracts (an unknown mode or kind not
   refused, which no docstring asks for; ``scale_rewards=True`` and ``epsilon_high=None``, which TRL reads as the
   course's values; ``str.isdigit``, wrong only on digits the task's tokenizer cannot write).
-- after this class's fixes: 164 named (85%), 16 described, 5 generic, 0 false. Eleven of the twelve came from two
-  general hints: a ``raise`` in the student's own code on a case the reference answers ("your own code refused this
-  case, but the exercise allows it") and a shape unpacked into a fixed number of axes.
+- after this class's fixes: 165 named (85%), 16 described, 5 generic, 0 false, 7 passed (the five not wrong, the
+  float32 variance, and ``answer_reward``'s per-group answer: it differs only where two rows share a prompt's text
+  and not its answer). Eleven of the thirteen came from two general hints: a ``raise`` in the student's own code on
+  a case the reference answers ("your own code refused this case, but the exercise allows it") and a shape unpacked
+  into a fixed number of axes; ``grpo_loss`` has a case for ``kl_coef=0`` with a reference given (an edge promise).
 
 Rerun the record with ``python tests/run_class_four.py --students class_eleven_students`` (it rewrites the first
 sight: keep the committed one).
@@ -63,7 +65,7 @@ def test_the_record_is_whole():
     assert [r["student"] for r in first_sight] == [row["student"].__name__ for row in ROWS]
     assert sum(r["verdict"] == "true" for r in JUDGEMENT.values()) == 152  # the first sight, judged
     assert sum(r["verdict_now"] == "false" for r in JUDGEMENT.values()) == 0
-    assert sum(r["verdict_now"] == "passed" for r in JUDGEMENT.values()) == 8  # the module's docstring says which
+    assert sum(r["verdict_now"] == "passed" for r in JUDGEMENT.values()) == 7  # the module's docstring says which
 
 
 def test_the_one_rejected_right_answer_is_not_right():

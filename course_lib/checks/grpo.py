@@ -164,6 +164,12 @@ def check_grpo_loss(fn) -> bool:
         Case("kl_coef=0.5 with the k1 estimator", {**base, "kl_coef": 0.5, "kl_kind": "k1"}, grad),
         Case("kl_coef=0.2 with the k2 estimator", {**base, "kl_coef": 0.2, "kl_kind": "k2"}, grad),
         Case(
+            "kl_coef=0 with a reference given: no KL in the loss, but info's kl still measures it",
+            {**base, "kl_coef": 0.0},
+            grad,
+            last=True,  # an edge value: told once the rest is right, and no evidence against a name found there
+        ),
+        Case(
             "Dr. GRPO: normalize_std=False, loss_agg='seq-mean-token-sum-norm', max_len=6",
             {**base, "normalize_std": False, "loss_agg": "seq-mean-token-sum-norm", "max_len": 6},
             grad,

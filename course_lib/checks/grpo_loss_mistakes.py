@@ -229,6 +229,11 @@ GRPO_LOSS_MISTAKES = [
     Mistake("kl_coef is ignored (0.04 is used whatever is passed): add kl_coef * KL", wrong_grpo(kl_coef_used=0.04)),
     Mistake("the KL penalty has no coefficient: add kl_coef * KL, not KL", wrong_grpo(kl_coef_used=1.0)),
     Mistake(
+        "with kl_coef = 0 the KL is skipped and info's kl is 0; info reports the KL estimate whenever logp_ref is "
+        "given, whatever kl_coef weighs it by in the loss",
+        wrong_grpo(info=lambda p, p_old, q, adv, valid, eps, high, coef, kind: {"kl": 0.0} if coef == 0 else {}),
+    ),
+    Mistake(
         "kl_coef multiplies the clipped surrogate and the KL is added bare; the coefficient weighs the KL "
         "penalty: surrogate + kl_coef * KL",
         wrong_grpo(coef_on_surrogate=True),
