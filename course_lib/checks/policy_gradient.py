@@ -7,6 +7,7 @@ imports its checks, so the file a student opens is the maths alone.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from course_lib.checks import Case, Mistake, check_against_reference
 from course_lib.checks.policy_gradient_mistakes import GATHER_MISTAKES_MORE, REINFORCE_MISTAKES_MORE
@@ -57,9 +58,19 @@ def check_gather_log_probs(fn) -> bool:
     def raw_logits(logits, tokens):
         return logits.gather(-1, tokens.long()[..., None]).squeeze(-1)
 
-    def shifted(logits, tokens):
-        logp_all = torch.log_softmax(logits, -1)[..., :-1, :]
-        return logp_all.gather(-1, tokens.long()[..., 1:, None]).squeeze(-1)
+    def shifted(pad):
+        # The language-model shift (logits at t score token t + 1) on inputs already aligned: T - 1 entries, or T
+        # with a 0 put in front (pad "cat": zeros_like(x[..., :1]); pad "pad": F.pad, a 0 even where T = 1).
+        def wrong(logits, tokens):
+            logp_all = torch.log_softmax(logits, -1)[..., :-1, :]
+            picked = logp_all.gather(-1, tokens.long()[..., 1:, None]).squeeze(-1)  # (..., T - 1)
+            if pad == "pad":
+                return F.pad(picked, (1, 0))
+            if pad == "cat":
+                return torch.cat([torch.zeros_like(picked[..., :1]), picked], dim=-1)
+            return picked
+
+        return wrong
 
     def next_position(logits, tokens):
         logp_all = torch.log_softmax(logits, -1)
@@ -132,10 +143,13 @@ def check_gather_log_probs(fn) -> bool:
             for axis in (0, 1, 2)
         ),
         Mistake("you gathered raw logits; normalise them first with torch.log_softmax(logits, dim=-1)", raw_logits),
-        Mistake(
-            "you shifted logits and tokens by one position, as in next-token training; here "
-            "logits[..., t, :] is already the distribution of tokens[..., t]: gather without a shift",
-            shifted,
+        *(
+            Mistake(
+                "you shifted logits and tokens by one position, as in next-token training; here "
+                "logits[..., t, :] is already the distribution of tokens[..., t]: gather without a shift",
+                shifted(pad),
+            )
+            for pad in (None, "cat", "pad")
         ),
         Mistake(
             "you gathered each token from the logits of the next position; logits[..., t, :] is "

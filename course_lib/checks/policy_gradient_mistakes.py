@@ -54,35 +54,11 @@ def _normaliser_detached(logits, tokens):
     return _picked(logits, tokens) - torch.logsumexp(logits.detach(), dim=-1)
 
 
-def _shifted_again(padded: bool):
-    """The language-model shift (logits at t score token t + 1) applied to inputs already aligned, a 0 put in
-    front: ``padded`` with F.pad (a 0 even where T = 1 leaves nothing to shift), else with zeros_like(x[..., :1])
-    (nothing at all there)."""
-
-    def wrong(logits, tokens):
-        picked = _picked(torch.log_softmax(logits, -1)[..., :-1, :], tokens[..., 1:])  # (..., T - 1)
-        if padded:
-            return F.pad(picked, (1, 0))
-        return torch.cat([torch.zeros_like(picked[..., :1]), picked], dim=-1)
-
-    return wrong
-
-
 GATHER_MISTAKES_MORE = [
     Mistake(
         "the normaliser (the log-sum-exp) is computed from detached logits: the values are right, but the gradient "
         "misses its -softmax part, so no logit but the taken token's gets any; use torch.log_softmax(logits, -1)",
         _normaliser_detached,
-    ),
-    Mistake(
-        "you shifted by one (logits[..., :-1, :] scoring tokens[..., 1:]), but the inputs are already aligned: "
-        "logits[..., t, :] is the distribution that tokens[..., t] was drawn from, so gather at the same t",
-        _shifted_again(padded=False),
-    ),
-    Mistake(
-        "you shifted by one (logits[..., :-1, :] scoring tokens[..., 1:]), but the inputs are already aligned: "
-        "logits[..., t, :] is the distribution that tokens[..., t] was drawn from, so gather at the same t",
-        _shifted_again(padded=True),
     ),
     Mistake(
         "your output keeps the gathered axis of 1, shape [..., T, 1]: .squeeze(-1) after the gather gives [..., T]",

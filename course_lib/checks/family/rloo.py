@@ -11,6 +11,14 @@ from course_lib.grpo import group_advantages
 F64 = torch.float64
 
 
+# Two mistakes that each come in a few shapes (with or without a guard for groups of one), told the same way.
+_BATCH_AXIS = "the baseline runs over the batch (dim=0); RLOO leaves one out of each prompt's own group (dim=-1)"
+_WHOLE_BATCH = (
+    "the responses left one out of are the whole batch's (rewards.sum() over every prompt); RLOO's baseline "
+    "is the mean of the other responses to the same prompt: sum over the last axis, keepdim=True"
+)
+
+
 def _rloo_cases() -> list[Case]:
     g = torch.Generator().manual_seed(11)
     cases = [
@@ -69,11 +77,11 @@ def check_rloo_advantages(fn) -> bool:
             rloo_with(keep_self=True),
         ),
         Mistake(
-            "the baseline runs over the batch (dim=0); RLOO leaves one out of each prompt's own group (dim=-1)",
+            _BATCH_AXIS,
             rloo_with(dim=0),
         ),
         Mistake(
-            "the baseline runs over the batch (dim=0); RLOO leaves one out of each prompt's own group (dim=-1)",
+            _BATCH_AXIS,
             lambda rewards: torch.zeros_like(rewards) if rewards.shape[-1] == 1 else rloo_with(dim=0)(rewards),
         ),
         Mistake(
@@ -89,7 +97,7 @@ def check_rloo_advantages(fn) -> bool:
         Mistake(
             # Groups of one guarded on the group axis, the baseline taken over the batch axis: one prompt leaves
             # nothing over dim=0, and (sum - r) / (B - 1) is 0 / 0.
-            "the baseline runs over the batch (dim=0); RLOO leaves one out of each prompt's own group (dim=-1)",
+            _BATCH_AXIS,
             lambda rewards: (
                 torch.zeros_like(rewards) if rewards.shape[-1] == 1 else rloo_with(dim=0, g1_zero=False)(rewards)
             ),
@@ -126,13 +134,11 @@ def check_rloo_advantages(fn) -> bool:
             rloo_with(divisor=lambda G: G, shift=1.0),
         ),
         Mistake(
-            "the responses left one out of are the whole batch's (rewards.sum() over every prompt); RLOO's baseline "
-            "is the mean of the other responses to the same prompt: sum over the last axis, keepdim=True",
+            _WHOLE_BATCH,
             _whole_batch,
         ),
         Mistake(
-            "the responses left one out of are the whole batch's (rewards.sum() over every prompt); RLOO's baseline "
-            "is the mean of the other responses to the same prompt: sum over the last axis, keepdim=True",
+            _WHOLE_BATCH,
             lambda rewards: torch.zeros_like(rewards) if rewards.shape[-1] == 1 else _whole_batch(rewards),
         ),
         Mistake(
