@@ -67,7 +67,7 @@ from course_lib.checks.compare import (
 )
 from course_lib.checks.demo import CheckNotPassed, forget_pass, passed, record_pass, your  # noqa: F401 (demo cells)
 from course_lib.checks.drawing import drawn_cases, is_drawn
-from course_lib.checks.explain import _fail, _Others
+from course_lib.checks.explain import _fail, _Others, explain_crash
 from course_lib.checks.kinds import _with_dtypes
 
 
@@ -166,7 +166,12 @@ def check_against_reference(
                     if _is_secret(case):
                         continue  # a drawn case the reference refuses (say, out of its domain): not asked
                     raise
-                got = student_on(number, dtype)
+                try:
+                    got = student_on(number, dtype)
+                except AssertionError as crash:
+                    others = _Others(cases, dtypes, select, reference, student_on, rtol, atol, categorical, edges=False)
+                    explain_crash(name, crash, number, dtype, others)
+                    raise
                 problem = _compare(expected, got, rtol, atol)
                 if problem is not None and _only_kind_differs(expected, got, rtol, atol):
                     kind_failure = kind_failure or (case, dtype, problem, got, kwargs, expected)

@@ -20,6 +20,8 @@ from typing import Any, Mapping
 import torch
 
 from course_lib.checks.compare import MUST_REFUSE, _cast, _compare, _differences, _label, _Outcome, _run, _show
+from course_lib.checks.crash_hints import _crash_hint
+from course_lib.checks.ranks import rank_split
 from course_lib.checks.recording import NotRecorded
 from course_lib.checks.structure import Seen, describe
 
@@ -247,9 +249,31 @@ def _structure(others, case, dtype, rtol, atol) -> str | None:
         return None
     try:
         seen = others.evidence(dtype)
-        return describe(seen, rtol, atol, others.right_in(dtype)) if seen else None
+        described = describe(seen, rtol, atol, others.right_in(dtype)) if seen else None
+        return described or rank_split(others, dtype)
     except Exception:  # noqa: BLE001 - no description rather than a crash of the check
         return None
+
+
+def explain_crash(name: str, crash: AssertionError, number: int, dtype: torch.dtype, others: _Others) -> None:
+    """Raise a crash of the student's function on case ``number`` with what every case says, where that is more:
+    a function that crashes on every batch and is right on every single row is told so (the crash itself follows).
+    Returns, leaving the crash to be raised as it is, otherwise."""
+    # Read from the words, which the grader has too (it holds the crash's text, not the exception): an input
+    # changed in place or a wrong kind is not a crash of the student's code, and is said plainly already.
+    words = str(crash)
+    if not words.startswith(f"{name} raised ") or others.cases[number].refuses:
+        return
+    if _crash_hint(RuntimeError(words.split("\n  on the case:")[0])):
+        return  # torch's words point to a cause (a shape unpacked, an einsum of fixed rank): more than where it fails
+    others._seen[number, dtype] = crash
+    try:
+        split = rank_split(others, dtype)
+    except Exception:  # noqa: BLE001 - the crash as it is rather than a crash of the check
+        return
+    if split is not None:
+        first_seen = str(crash).replace("\n", "\n  ")
+        raise AssertionError(f"{name}: {split}\n  first seen as: {first_seen}") from crash.__cause__
 
 
 def _inputs(kwargs: Mapping[str, Any]) -> str:

@@ -40,6 +40,9 @@ def scope(evidence) -> str | None:
         return _exactly(exact, len(wrong), len(cases))
     if len(wrong) < 2:
         return None
+    values = _values_of_one_argument(cases, wrong)
+    if values is not None:
+        return _exactly([values], len(wrong), len(cases))
     names = sorted(holders)
     for first in names:
         for second in names:
@@ -54,6 +57,26 @@ def scope(evidence) -> str | None:
         f"every case where yours is wrong has {words} (wrong on {len(wrong)} of the {size} such cases), "
         "and every other case is right"
     )
+
+
+def _values_of_one_argument(cases: list[Mapping[str, Any]], wrong: frozenset) -> str | None:
+    """Words for "`key` one of these values", when the wrong cases are exactly those where one argument takes one of
+    a few named values (``weights_dtype`` "fp16" or "fp64": a table that lacks two entries). Read before pairs of
+    features: two features that happen to meet on the same cases explain less than one argument's values do."""
+    keys = []
+    for kwargs in cases:
+        keys += [key for key in kwargs if key not in keys]
+    for key in keys:
+        values = [kwargs.get(key) for kwargs in cases]
+        if not all(v is None or isinstance(v, str) for v in values):  # a mode or a dtype: numbers meet by chance
+            continue
+        wrong_values = {values[i] for i in wrong}
+        right_values = {v for i, v in enumerate(values) if i not in wrong}
+        named = all(isinstance(v, str) for v in wrong_values)
+        if named and len(wrong_values) >= 2 and right_values and not wrong_values & right_values:
+            shown = " or ".join(f"`{key}={v!r}`" for v in sorted(wrong_values, key=repr))
+            return shown
+    return None
 
 
 def _numeric(words: str) -> bool:
