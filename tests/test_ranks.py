@@ -1,6 +1,7 @@
 """The reading of the inputs' number of axes (course_lib.checks.ranks): a student right on one shape alone is told
 so, whether the other shapes crash or give other numbers, and nothing is said when one right case could be chance;
-and the wrong cases named by the values of one argument (course_lib.checks.scope)."""
+the wrong cases named by the values of one argument (course_lib.checks.scope); and an output rounded to a narrower
+dtype than its inputs (course_lib.checks.relations)."""
 
 import pytest
 import torch
@@ -87,3 +88,25 @@ def test_the_wrong_cases_named_by_one_arguments_values():
         check_memory_accounting(four_bytes_for_fp16_and_fp64)
     first = str(raised.value).splitlines()[0]
     assert "wrong on every case with `weights_dtype='fp16'` or `weights_dtype='fp64'`" in first
+
+
+def test_a_value_rounded_to_a_narrower_dtype_is_named():
+    # course_lib.checks.relations._rounded: every value of the student's is exactly a bfloat16 number, though the
+    # inputs are float64 (k3's cancellation makes the difference up to 6% of the output: too far for "nearly")
+    from course_lib.checks.grpo import check_kl_estimate
+
+    def kl_in_bfloat16(logp, logp_ref, kind):
+        log_r = (logp_ref - logp).bfloat16()
+        if kind == "k1":
+            out = -log_r
+        elif kind == "k2":
+            out = 0.5 * log_r**2
+        else:
+            out = torch.expm1(log_r) - log_r
+        return out.to(logp.dtype)
+
+    with pytest.raises(AssertionError) as raised:
+        check_kl_estimate(kl_in_bfloat16)
+    first = str(raised.value).splitlines()[0]
+    assert "is exactly a bfloat16 number" in first
+    assert "though the inputs are float64" in first

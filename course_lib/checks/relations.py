@@ -324,6 +324,50 @@ def _offset(pairs, rtol, atol) -> str | None:
     )
 
 
+_NARROW = (torch.bfloat16, torch.float16, torch.float32)  # by mantissa bits, 8, 11 and 24: the fewest first
+
+
+def _input_dtype(seen: Seen) -> torch.dtype | None:
+    """The floating dtype the case ran in (its floating inputs'), or None where it has none."""
+    for value in seen.kwargs.values():
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            return value.dtype
+    return None
+
+
+def _held_in(t: torch.Tensor, dtype: torch.dtype) -> bool:
+    """Whether every entry of ``t`` (float64) is exactly a number of ``dtype``: a value that was rounded to it."""
+    return bool((t.to(dtype).to(torch.float64) == t).all())
+
+
+def _rounded(pairs, rtol, atol) -> str | None:
+    """Every value of yours is exactly a number of a narrower dtype than the inputs', where the reference's are
+    not: part of the computation ran in float16, bfloat16 or float32, and its rounding is the difference. Read
+    before :func:`_nearly`, which says only the size of such a difference."""
+    if not _finite(pairs):
+        return None
+    widths = {torch.float16: 16, torch.bfloat16: 16, torch.float32: 32, torch.float64: 64}
+    for narrow in _NARROW:
+        held = True
+        for p in pairs:
+            wide = _input_dtype(p.seen)
+            if wide is None or widths.get(wide, 0) <= widths[narrow]:
+                return None
+            if not _held_in(p.got, narrow) or _held_in(p.expected, narrow):
+                held = False
+                break
+        if held:
+            name = str(narrow).removeprefix("torch.")
+            wide_name = str(_input_dtype(pairs[0].seen)).removeprefix("torch.")
+            return (
+                f"every value of {_outputs(pairs)} is exactly a {name} number, on every case where yours is wrong, "
+                f"though the inputs are {wide_name}: part of your computation ran in {name} (a .half(), "
+                ".bfloat16() or .float(), or a tensor made without dtype=), and its rounding is the difference; "
+                "compute in the inputs' dtype"
+            )
+    return None
+
+
 def _nearly(pairs, rtol, atol) -> str | None:
     """Close to the reference but outside the check's tolerance, on every wrong case: a few significant digits
     agree. Read last, after every relation that names a shape of the difference: only the size is said here."""

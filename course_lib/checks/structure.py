@@ -45,6 +45,7 @@ from course_lib.checks.relations import (
     _offset,
     _Pair,
     _reduced,
+    _rounded,
     _zero,
 )
 from course_lib.checks.scope import scope
@@ -137,6 +138,7 @@ _RELATIONS: list[Callable[..., str | None]] = [
     _per_row,
     _first_row_right,
     _permuted,
+    _rounded,
     _nearly,
 ]
 
