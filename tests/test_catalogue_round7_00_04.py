@@ -79,7 +79,7 @@ NEW = [
     ("policy_gradient", "reinforce_loss", "course_lib.checks.policy_gradient_mistakes", "REINFORCE_MISTAKES_MORE", 0),
     ("baselines", "compute_deltas", "course_lib.checks.baselines_mistakes", "DELTAS_MISTAKES_MORE", 0),
     ("baselines", "gradient_variance", "course_lib.checks.baselines_mistakes", "VARIANCE_MISTAKES_MORE", 0),
-    ("gae", "compute_gae", "course_lib.checks.gae_mistakes", "GAE_MISTAKES_MORE", 0),
+    ("gae", "compute_gae", "course_lib.checks.gae_more_mistakes", "GAE_MISTAKES_MORE", 0),
     ("gae", "td_residuals", "course_lib.checks.td_mistakes", "TD_MISTAKES_MORE", 0),
 ]
 

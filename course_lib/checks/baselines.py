@@ -158,10 +158,13 @@ def check_compute_deltas(fn) -> bool:
             "return zeros for such groups",
             wrong_deltas(std_fn=group_std, g1_zero=False),
         ),
-        Mistake(
-            "the mean is over the batch axis (dim=0); the baseline is each prompt's group mean, "
-            "rewards.mean(dim=-1, keepdim=True)",
-            wrong_deltas(mean_dim=0, std_fn=group_std),
+        *(
+            Mistake(
+                "the mean is over the batch axis (dim=0); the baseline is each prompt's group mean, "
+                "rewards.mean(dim=-1, keepdim=True)",
+                wrong_deltas(mean_dim=0, std_fn=group_std, equal_zero=equal_zero),
+            )
+            for equal_zero in (False, True)  # with the groups of equal rewards zeroed, as asked, or not
         ),
         Mistake(
             "the std is over the batch axis; take it over each group, rewards.std(dim=-1, keepdim=True)",
@@ -265,9 +268,15 @@ def check_gradient_variance(fn) -> bool:
             "you averaged the per-coordinate variances; the trace of the covariance is their sum",
             lambda grad_samples: grad_samples.var(dim=0).mean(),
         ),
-        Mistake(
-            "you did not subtract the mean: that is the second moment, not the variance",
-            lambda grad_samples: (grad_samples**2).sum(dim=1).mean(),
+        *(
+            Mistake(
+                "you did not subtract the mean: that is the second moment, not the variance",
+                second_moment,
+            )
+            for second_moment in (
+                lambda grad_samples: (grad_samples**2).sum(dim=1).mean(),
+                lambda grad_samples: float((grad_samples**2).sum() / (grad_samples.shape[0] - 1)),  # Bessel's N - 1
+            )
         ),
         *VARIANCE_MISTAKES_MORE,
     ]

@@ -27,14 +27,23 @@ def batch_std(r):
 
 
 def wrong_deltas(
-    centre=True, mean_dim=-1, std_fn=group_std, eps_where="outside", g1_zero=True, eps_used=None, modes=None
+    centre=True,
+    mean_dim=-1,
+    std_fn=group_std,
+    eps_where="outside",
+    g1_zero=True,
+    eps_used=None,
+    modes=None,
+    equal_zero=False,
 ):
     """A wrong ``compute_deltas(rewards, mode, eps)``: each option is one mistake (the defaults are right).
 
     ``centre=False`` skips the mean before dividing (mode 'normalized_rewards'), ``centre="never"`` in both
     modes; ``mean_dim`` is the mean's axis (``None``: the whole batch); ``std_fn`` the
     spread divided by; ``eps_where`` ``"inside"`` a square root or ``"none"``; ``g1_zero=False`` divides a group of
-    one by its NaN std; ``eps_used`` replaces the ``eps`` passed; ``modes`` maps a mode to the one computed.
+    one by its NaN std; ``eps_used`` replaces the ``eps`` passed; ``modes`` maps a mode to the one computed;
+    ``equal_zero=True`` sets a group of equal rewards to zero, as the reference does (so that a mistake made elsewhere
+    is replayed with that promise kept, as a student who kept it wrote it).
     """
 
     def wrong(rewards, mode, eps=1e-6):
@@ -43,9 +52,13 @@ def wrong_deltas(
         if mode == "rewards":
             return rewards.clone()
         mean = rewards.mean() if mean_dim is None else rewards.mean(dim=mean_dim, keepdim=True)
+        centred = rewards - mean
+        if equal_zero:  # a group whose rewards all agree carries no signal: zero, whatever the mean subtracted
+            all_equal = (rewards == rewards[..., :1]).all(dim=-1, keepdim=True)
+            centred = torch.where(all_equal, torch.zeros_like(centred), centred)
         if mode == "centered_rewards":
-            return rewards.clone() if centre == "never" else rewards - mean
-        x = rewards - mean if centre is True else rewards.clone()
+            return rewards.clone() if centre == "never" else centred
+        x = centred if centre is True else rewards.clone()
         if rewards.shape[-1] == 1 and g1_zero:
             return torch.zeros_like(rewards)
         spread = std_fn(rewards)

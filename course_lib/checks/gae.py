@@ -2,9 +2,9 @@
 
 The checks import the reference implementations of ``course_lib.gae``; the maths module never
 imports its checks, so the file a student opens is the maths alone. The wrong implementations of
-``compute_gae`` and ``td_residuals`` that the checks name are built in :mod:`course_lib.checks.gae_mistakes` and
-:mod:`course_lib.checks.td_mistakes`;
-the table's, a column at a time, are here.
+``compute_gae`` and ``td_residuals`` that the checks name are built in :mod:`course_lib.checks.gae_mistakes` (more in
+:mod:`course_lib.checks.gae_more_mistakes`) and :mod:`course_lib.checks.td_mistakes`; the table's, a column at a
+time, are here.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 import torch
 
 from course_lib.checks import Case, Mistake, check_against_reference, forget_pass, record_pass, recording
-from course_lib.checks.gae_mistakes import GAE_MISTAKES, GAE_MISTAKES_MORE, gae_mistake
+from course_lib.checks.gae_mistakes import GAE_MISTAKES, gae_mistake
+from course_lib.checks.gae_more_mistakes import GAE_MISTAKES_MORE
 from course_lib.checks.gae_table_mistakes import (
     TABLE_ADV_MISTAKES,
     TABLE_DELTA_MISTAKES,

@@ -120,6 +120,17 @@ def _last_without_gamma(rewards, values, dones, last_values, gamma):
     return deltas
 
 
+def _gamma_on_both_values(rewards, values, dones, last_values, gamma):
+    """r_t + gamma * ((1 - done_t) * V(s_{t+1}) - V(s_t)): the discount read as applying to the difference."""
+    return rewards + gamma * (_keep(rewards, dones) * _next_values(values, last_values) - values)
+
+
+def _previous_values_after_last(rewards, values, dones, last_values, gamma):
+    """V(s_{t-1}) for V(s_{t+1}), with last_values put in front: the shift of the values made the wrong way."""
+    previous = torch.cat([last_values.unsqueeze(-1).to(values.dtype), values[..., :-1]], dim=-1)  # (..., T)
+    return rewards + gamma * _keep(rewards, dones) * previous - values
+
+
 TD_MISTAKES_MORE = [
     Mistake(
         "the last step bootstraps from last_values without gamma; it is discounted like every other step: "
@@ -161,5 +172,16 @@ TD_MISTAKES_MORE = [
     Mistake(
         "V(s_{t+1}) is discounted by gamma ** 2; one step ahead costs one factor gamma",
         lambda rewards, values, dones, last_values, gamma: td_residuals(rewards, values, dones, last_values, gamma**2),
+    ),
+    Mistake(
+        "gamma multiplies V(s_t) too; only the next state's value is discounted: "
+        "delta_t = r_t + gamma * (1 - done_t) * V(s_{t+1}) - V(s_t), not r_t + gamma * (V(s_{t+1}) - V(s_t))",
+        _gamma_on_both_values,
+    ),
+    Mistake(
+        "your next values are shifted the wrong way: step t bootstraps from V(s_{t-1}) (and step 0 from "
+        "last_values); V(s_{t+1}) is values[..., t+1], and last_values at the end: "
+        "torch.cat([values[..., 1:], last_values[..., None]], -1)",
+        _previous_values_after_last,
     ),
 ]
