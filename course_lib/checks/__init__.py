@@ -48,6 +48,7 @@ what demo cells ask (:func:`your`: did this very function pass its check?) in
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -145,11 +146,59 @@ def check_against_reference(
     if session is not None and session.mode == "record":
         with recording.watching(reference, name):  # the reference must not run while the student's code can
             return _record(fn, cases, dtypes, select, name, records)
+    judge = functools.partial(
+        _judge, fn, reference, cases, name, mistakes, select, dtypes, rtol, atol, categorical, session, records
+    )
+    try:
+        return judge()
+    except watch.ReferenceCalled as rule:
+        if session is not None or name not in watch.EARLIER:
+            raise
+        raise watch.ReferenceCalled(f"{rule}{_with_earlier_functions(name, judge)}") from None
+
+
+def _with_earlier_functions(name: str, judge: Callable[..., bool]) -> str:
+    """In a notebook, for a borrowed call of the exercise's own earlier functions (:data:`watch.EARLIER`, which the
+    exercise's text tells the student to use): what the check finds with those calls allowed, as words to add to
+    the rule's first line, so that the student who writes them learns the next mistake now rather than after.
+    Nothing where something else is borrowed too: the rule alone, as at grading."""
+    try:
+        judge(allowed=watch.EARLIER[name], rehearsal=True)
+    except watch.ReferenceCalled:
+        return ""
+    except AssertionError as diagnosis:
+        first, _, rest = str(diagnosis).partition("\n")
+        return f"; and with it, {first.removeprefix(f'{name}: ')}" + (f"\n{rest}" if rest else "")
+    except Exception:  # noqa: BLE001 - the rule as it is rather than a crash of the check
+        return ""
+    return f"; otherwise your {name} agrees with the reference"
+
+
+def _judge(
+    fn,
+    reference,
+    cases,
+    name,
+    mistakes,
+    select,
+    dtypes,
+    rtol,
+    atol,
+    categorical,
+    session,
+    records,
+    *,
+    allowed=(),
+    rehearsal=False,
+) -> bool:
+    """The comparison itself, case by case, once the inputs are ready: the judging half at grading, the whole check
+    in a notebook. ``allowed``: more course_lib calls the student's function may make (a ``rehearsal``, which
+    neither prints its success nor marks the function as passed)."""
 
     def student_on(number: int, dtype: torch.dtype) -> _Outcome:
         if session is not None:  # in the grader: what the student's function gave in the kernel
             return _Outcome(*records.get(number, dtype))
-        with watch.watched(name, reference):  # the same rule as at grading, with the same words
+        with watch.watched(name, reference, allowed):  # the same rule as at grading, with the same words
             return _run_student(fn, _cast(cases[number].kwargs, dtype), cases[number], select, name)
 
     labels = []
@@ -191,6 +240,8 @@ def check_against_reference(
     except AssertionError:
         forget_pass(fn)
         raise
+    if rehearsal:
+        return True
     grads = ", gradients included" if any(c.grad for c in cases) else ""
     shown = len([c for c in cases if not _is_secret(c)])
     recording.report(f"\u2714 {name}: correct on all {shown} cases ({' and '.join(labels)}{grads}).")
