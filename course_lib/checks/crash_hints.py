@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import linecache
 
+# Two causes, either of which the cases may tell apart (course_lib.checks.explain.explain_crash reads them).
+BROADCAST_HINT = (
+    " (two shapes that do not broadcast: did a .mean(), .std() or .sum() drop an axis? keepdim=True "
+    "keeps it, or index with [..., None] to add one back. Or was a size read from the wrong axis: len(x) "
+    "and x.shape[0] are the first axis, x.shape[-1] the last, the one a [..., T] docstring means)"
+)
+
 
 def _crash_hint(error: Exception) -> str:
     """A likely cause of a crash that says little by itself, as words to append to its message ("" if none)."""
     text = str(error)
     if "must match the size of tensor" in text or "shapes cannot be multiplied" in text:
-        return (
-            " (two shapes that do not broadcast: did a .mean(), .std() or .sum() drop an axis? keepdim=True "
-            "keeps it, or index with [..., None] to add one back. Or was a size read from the wrong axis: len(x) "
-            "and x.shape[0] are the first axis, x.shape[-1] the last, the one a [..., T] docstring means)"
-        )
+        return BROADCAST_HINT
     if "is out of bounds for dimension" in text and text.endswith("with size 0"):
         return (
             " (the axis is empty on this case: a selection such as nonzero(), a boolean mask or a filter kept "

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 import torch
 
 from course_lib.checks.compare import MUST_REFUSE, _cast, _compare, _differences, _label, _Outcome, _run, _show
-from course_lib.checks.crash_hints import _crash_hint
+from course_lib.checks.crash_hints import BROADCAST_HINT, _crash_hint
 from course_lib.checks.ranks import rank_split
 from course_lib.checks.recording import NotRecorded
 from course_lib.checks.structure import Seen, describe
@@ -264,8 +264,11 @@ def explain_crash(name: str, crash: AssertionError, number: int, dtype: torch.dt
     words = str(crash)
     if not words.startswith(f"{name} raised ") or others.cases[number].refuses:
         return
-    if _crash_hint(RuntimeError(words.split("\n  on the case:")[0])):
+    hint = _crash_hint(RuntimeError(words.split("\n  on the case:")[0]))
+    if hint and hint != BROADCAST_HINT:
         return  # torch's words point to a cause (a shape unpacked, an einsum of fixed rank): more than where it fails
+    # Shapes that do not broadcast have two likely causes, one a size read from the front: where every single row is
+    # right and every batch fails, the cases say it is that one.
     others._seen[number, dtype] = crash
     try:
         split = rank_split(others, dtype)

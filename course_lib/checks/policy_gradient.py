@@ -226,6 +226,8 @@ def check_reinforce_loss(fn) -> bool:
             grad,
         )
     )
+    more_axes = {"logp": logp_of(2, 3, 4), "deltas": deltas_of(2, 3)}  # drawn last: the values above stay
+    cases.append(Case("B=2 prompts, G=3 responses of T=4 tokens, no mask", more_axes, grad))
 
     def multiplied(logp, deltas, mask=None):
         per_token = -(deltas.detach()[..., None] * logp)

@@ -59,9 +59,16 @@ def rank_split(others, dtype: torch.dtype) -> str | None:
     if len(right) < 2 or failing < 2:
         return None
     keys = sorted({key for axes_here in counted for key in axes_here})
-    for depth, names in _shapes_that_split(keys, numbers, counted, right):
+    for depth, up_to, names in _shapes_that_split(keys, numbers, counted, right):
         fewest = all(depth <= axes_here.get(names[0], depth) for axes_here in counted)
         listed = _listed(names)
+        if up_to:
+            return (
+                f"yours is right on every case where {listed} at most {depth} {'axis' if depth == 1 else 'axes'} and "
+                f"fails on every case with more ({failing} of {len(numbers)} cases): a shape built for that many "
+                "axes (x.reshape(-1, 1), B, T = x.shape) breaks on more leading axes, which the exercise allows; "
+                "add and read axes at the end: x[..., None] (x.unsqueeze(-1)), x.shape[-1], dim=-1"
+            )
         if fewest:
             return (
                 f"yours is right on every case of one row (the fewest axes each input has) and fails on every "
@@ -80,16 +87,20 @@ def rank_split(others, dtype: torch.dtype) -> str | None:
 
 
 def _shapes_that_split(keys, numbers, counted, right):
-    """Each (number of axes, inputs) such that the cases where those inputs have that many axes are exactly the
-    right cases; inputs that split the cases the same way are named together."""
-    found: dict[tuple[int, frozenset], list[str]] = {}
+    """Each (number of axes, up to it, inputs) such that the cases where those inputs have that many axes (or, with
+    ``up to``, at most that many, fewer than the most any case gives) are exactly the right cases; inputs that split
+    the cases the same way are named together."""
+    found: dict[tuple[int, bool, frozenset], list[str]] = {}
     for key in keys:
-        depths = {axes_here[key] for axes_here in counted if key in axes_here}
-        for depth in sorted(depths):
+        depths = sorted({axes_here[key] for axes_here in counted if key in axes_here})
+        for depth in depths:
             holders = frozenset(n for n, axes_here in zip(numbers, counted) if axes_here.get(key) == depth)
+            at_most = frozenset(n for n, axes_here in zip(numbers, counted) if axes_here.get(key, depth + 1) <= depth)
             if holders == right:
-                found.setdefault((depth, holders), []).append(key)
-    return [(depth, names) for (depth, _), names in found.items()]
+                found.setdefault((depth, False, holders), []).append(key)
+            elif at_most == right and depth < depths[-1]:
+                found.setdefault((depth, True, at_most), []).append(key)
+    return [(depth, up_to, names) for (depth, up_to, _), names in found.items()]
 
 
 def _listed(keys: list[str]) -> str:
