@@ -8,7 +8,9 @@ import torch
 
 from course_lib.checks.capstone import check_completion_mask
 from course_lib.checks.gae import check_td_residuals
+from course_lib.checks.policy_gradient import check_reinforce_loss
 from course_lib.checks.ranks import axes
+from course_lib.checks.rewards import check_sort_inclusion_ordering_reward
 from course_lib.checks.warmup import check_discounted_return
 
 
@@ -63,6 +65,36 @@ def test_a_function_for_one_shape_is_told_so():
         check_completion_mask(rows_only_completion_mask)
     first = str(raised.value).splitlines()[0]
     assert "right on every case where `completion_ids` has 2 axes" in first
+
+
+def diff_down_the_batch_sort_reward(prompt, response):
+    # torch.diff's default axis is the last, but dim=0 was written: one row is right, a batch crashes on a broadcast
+    inclusion = (prompt[..., :, None] == response[..., None, :]).any(dim=-1).sum(dim=-1)
+    ordering = (torch.diff(response, dim=0) >= 0).sum(dim=-1)
+    return (inclusion + ordering).float()
+
+
+def column_weights_reinforce_loss(logp, deltas, mask=None):
+    # deltas.reshape(-1, 1) is a column for (B,) deltas; (B, G) deltas become B * G rows, which do not broadcast
+    valid = torch.ones_like(logp, dtype=torch.bool) if mask is None else mask.bool()
+    per_token = torch.where(valid, -(deltas.detach().reshape(-1, 1) * logp), torch.zeros_like(logp))
+    return per_token.sum() / valid.sum().clamp(min=1)
+
+
+def test_a_broadcast_crash_on_every_batch_is_read_as_the_batch_axis():
+    """The broadcast hint names two causes (an axis dropped, a size read from the front): the cases tell which."""
+    with pytest.raises(AssertionError) as raised:
+        check_sort_inclusion_ordering_reward(diff_down_the_batch_sort_reward)
+    message = str(raised.value)
+    assert "right on every case of one row" in message.splitlines()[0]
+    assert "first seen as: sort_inclusion_ordering_reward raised RuntimeError" in message
+
+
+def test_a_function_right_up_to_some_axes_is_told_so():
+    with pytest.raises(AssertionError) as raised:
+        check_reinforce_loss(column_weights_reinforce_loss)
+    first = str(raised.value).splitlines()[0]
+    assert "right on every case where `deltas` has at most 1 axis and fails on every case with more" in first
 
 
 def test_a_right_answer_still_passes():
