@@ -2,6 +2,7 @@
 
 import contextlib
 import io
+import math
 
 import pytest
 import torch
@@ -376,6 +377,7 @@ def _refuses_negatives(x):
         (lambda x, y: torch.einsum("bt,t->b", x, y.detach()).mean(), "'...t,t->...'"),
         (lambda x, y: _two_axes(x) * y.detach().mean(), "x.shape[-1]"),
         (lambda x, y: x.mean() * _refuses_negatives(y.detach()), "your own code refused this case"),
+        (lambda x, y: x.mean() * float(math.comb(5000, 200)), "a binomial coefficient, math.comb"),
     ],
 )
 def test_every_crash_hint_matches_todays_torch(wrong, hint):

@@ -273,9 +273,12 @@ def _differences(expected: _Outcome, got: _Outcome, rtol: float, atol: float):
 def _where(expected: torch.Tensor, got: torch.Tensor, rtol, atol, key: str, reference: _Outcome) -> str:
     """The pattern of a difference, both outputs, and its largest entry; for a category code (``reference``
     names it categorical) no arithmetic: how far apart two labels' numbers are means nothing."""
-    shown = f": expected {_show(expected)}, got {_show(got)}"
+    wrong = ~_isclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
+    # Both shown from the first wrong entry when it lies past the first eight: two identical prefixes hide it.
+    first_wrong = int(wrong.flatten().nonzero()[0, 0]) if bool(wrong.any()) else 0
+    start = first_wrong if first_wrong >= SHOWN else 0
+    shown = f": expected {_show(expected, start)}, got {_show(got, start)}"
     if key in reference.categorical:
-        wrong = ~_isclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
         count = f" in {int(wrong.sum())} of {wrong.numel()} entries" if wrong.numel() > 1 else ""
         return f"{count}{shown}"
     diff = (got - expected).abs().nan_to_num(math.inf)
@@ -352,10 +355,16 @@ def _only_kind_differs(expected: _Outcome, got: _Outcome, rtol: float, atol: flo
     return all(what.startswith("dtype of ") for what, _ in _differences(expected, got, rtol, atol))
 
 
-def _show(t: torch.Tensor) -> str:
-    """A short, rounded rendering of a tensor for a message."""
+SHOWN = 8  # the entries of a tensor a message shows
+
+
+def _show(t: torch.Tensor, start: int = 0) -> str:
+    """A short, rounded rendering of a tensor for a message: ``SHOWN`` entries of the flattened tensor from flat
+    index ``start``."""
     if t.numel() == 1:
         return f"{t.item():.4g}"
-    flat = [f"{x:.4g}" for x in t.flatten()[:8].tolist()]
-    more = ", ..." if t.numel() > 8 else ""
-    return f"[{', '.join(flat)}{more}] (shape {tuple(t.shape)})"
+    flat = [f"{x:.4g}" for x in t.flatten()[start : start + SHOWN].tolist()]
+    before = "..., " if start > 0 else ""
+    more = ", ..." if t.numel() > start + SHOWN else ""
+    where = f", from flat index {start}" if start > 0 else ""
+    return f"[{before}{', '.join(flat)}{more}] (shape {tuple(t.shape)}{where})"

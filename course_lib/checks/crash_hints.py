@@ -52,6 +52,12 @@ def _crash_hint(error: Exception) -> str:
         return (
             " (a Python division by a count, a size or a binomial that is 0 on this case: what should it give there?)"
         )
+    if isinstance(error, OverflowError) and "int too large to convert to float" in text:
+        return (
+            " (an exact Python int past what a float64 holds, about 1.8e308, made a float: a binomial coefficient, "
+            "math.comb, or a factorial is one for large n; keep such numbers out of floats: compute a ratio of two "
+            "of them as a product of ratios of small numbers, or in log space with torch.lgamma)"
+        )
     if "derivative for aten::floor_divide" in text or "derivative for aten::round" in text:
         return " (// and round() have no gradient: divide with /, which keeps the gradient)"
     if "Boolean value of Tensor with more than one value is ambiguous" in text:

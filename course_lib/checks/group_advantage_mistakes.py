@@ -94,6 +94,11 @@ def batch_baseline(rewards, normalize_std=True, eps=1e-6):
     return centred / (group_std(rewards) + eps)
 
 
+WHOLE_BATCH = (
+    "you used the statistics of the whole batch; GRPO's baseline and std are each prompt's group's: "
+    "rewards.mean(dim=-1, keepdim=True) and rewards.std(dim=-1, keepdim=True)"
+)
+
 GROUP_ADVANTAGE_MISTAKES = [
     Mistake(
         "a group of equal rewards is not set to zero exactly: in float32 the mean of seven 0.7s rounds, and "
@@ -101,16 +106,10 @@ GROUP_ADVANTAGE_MISTAKES = [
         "the group's advantages are 0",
         advantages_with(),
     ),
-    Mistake(
-        "you used the statistics of the whole batch; GRPO's baseline and std are each prompt's group's: "
-        "rewards.mean(dim=-1, keepdim=True) and rewards.std(dim=-1, keepdim=True)",
-        advantages_with(mean_dim=None, std_fn=batch_std, g1_zero=False),
-    ),
-    Mistake(
-        "you used the statistics of the whole batch; GRPO's baseline and std are each prompt's group's: "
-        "rewards.mean(dim=-1, keepdim=True) and rewards.std(dim=-1, keepdim=True)",
-        advantages_with(mean_dim=None, std_fn=batch_std),
-    ),
+    Mistake(WHOLE_BATCH, advantages_with(mean_dim=None, std_fn=batch_std, g1_zero=False)),
+    Mistake(WHOLE_BATCH, advantages_with(mean_dim=None, std_fn=batch_std)),
+    # The same statistics, with the groups of equal rewards still found along each row and zeroed.
+    Mistake(WHOLE_BATCH, advantages_by(baseline=lambda r: r.mean(), spread=lambda r, c: batch_std(r))),
     Mistake(
         "the mean and the std are over the batch (dim=0); take both within each group (dim=-1)",
         advantages_with(mean_dim=0, std_fn=lambda r: _std(r, dim=0).expand_as(r), g1_zero=False),

@@ -66,7 +66,9 @@ def _sweep_reader(
                 k -= 1
         elif plateau:  # stops at the first step that gains less than tol: a noisy dip ends it early
             gains = per_group[1:] - per_group[:-1]
-            flat_steps = (gains < tol).nonzero()
+            # "at most": a step that gains exactly tol stalls too (so that tol = 0 stops at the first flat step)
+            stalled = gains <= tol if plateau == "at most" else gains < tol
+            flat_steps = stalled.nonzero()
             k = int(flat_steps[0, 0]) if len(flat_steps) else n_rows - 1
         else:
             target = per_group[-1] if against_last else (per_group.max() if own_best else reward.max())
@@ -201,10 +203,13 @@ def check_read_sweep(fn) -> bool:
             "saturation used the mean over clip ranges; take each group size at its best clip range, reward.max(dim=1)",
             _sweep_reader(mean_over_eps=True),
         ),
-        Mistake(
-            "saturation stopped at the first step that gains less than tol; a noisy dip is not saturation: "
-            "take the smallest group size within tol of the best reward of the table",
-            _sweep_reader(plateau=True),
+        *(
+            Mistake(
+                f"saturation stopped at the first step that gains {words} tol; a noisy dip is not saturation: "
+                "take the smallest group size within tol of the best reward of the table",
+                _sweep_reader(plateau=stall),
+            )
+            for stall, words in ((True, "less than"), ("at most", "at most"))
         ),
         Mistake(
             "saturation was judged on each group size's mean over the clip ranges, against the best of those means; "

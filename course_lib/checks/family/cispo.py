@@ -80,7 +80,9 @@ def check_cispo_loss(fn) -> bool:
             a = adv.detach() if detach_adv else adv
             ratio = torch.exp(logp - old)
             if ppo:
-                clipped = ratio.clamp(1 - (clip_eps or clip_eps_high), 1 + clip_eps_high)
+                # PPO's floor 1 - clip_eps_high where clip_eps is None, or CISPO's bounds (no floor then)
+                floor = None if ppo == "cispo bounds" and clip_eps is None else 1 - (clip_eps or clip_eps_high)
+                clipped = ratio.clamp(floor, 1 + clip_eps_high)
                 return -torch.minimum(ratio * a, clipped * a)
             floor = low(clip_eps_high) if low else (None if clip_eps is None or ignore_low else 1 - clip_eps)
             weight = ratio.clamp(min=floor, max=cap(clip_eps_high)) if clamp else ratio
@@ -121,11 +123,14 @@ def check_cispo_loss(fn) -> bool:
             "course caps at 1 + clip_eps_high, as every clip here: torch.clamp(ratio, max=1 + clip_eps_high)",
             cispo_with(cap=lambda high: high),
         ),
-        Mistake(
-            "this is PPO's clipped surrogate; CISPO multiplies the clipped, detached weight by A * logp, "
-            "so a clipped token keeps its gradient",
-            cispo_with(ppo=True),
-        ),
+        *[
+            Mistake(
+                "this is PPO's clipped surrogate; CISPO multiplies the clipped, detached weight by A * logp, "
+                "so a clipped token keeps its gradient",
+                cispo_with(ppo=bounds),
+            )
+            for bounds in (True, "cispo bounds")
+        ],
         Mistake(
             "neither the weight nor logp_old is detached: the gradient flows into the old policy's "
             "log-probs and through the weight; use clip(exp(logp - logp_old.detach())).detach()",

@@ -48,13 +48,18 @@ def check_rloo_advantages(fn) -> bool:
     """Check a student's ``rloo_advantages(rewards)``."""
     cases = _rloo_cases()
 
-    def rloo_with(*, divisor=lambda G: G - 1, keep_self=False, dim=-1, sign=1.0, g1_zero=True, shift=0.0):
+    def rloo_with(
+        *, divisor=lambda G: G - 1, keep_self=False, dim=-1, sign=1.0, g1_zero=True, shift=0.0, size_dim=None
+    ):
+        # size_dim: the axis whose size is the count divided by (and tested for a group of one), dim's by default
+        counted = dim if size_dim is None else size_dim
+
         def wrong(rewards):
-            if rewards.shape[dim] == 1 and g1_zero:  # nothing to leave one out of, along the axis used
+            if rewards.shape[counted] == 1 and g1_zero:  # nothing to leave one out of, along the axis used
                 return torch.zeros_like(rewards)
             total = rewards.sum(dim=dim, keepdim=True)
             others = total if keep_self else total - rewards
-            return sign * (rewards - (others / divisor(rewards.shape[dim]) + shift))
+            return sign * (rewards - (others / divisor(rewards.shape[counted]) + shift))
 
         return wrong
 
@@ -80,6 +85,8 @@ def check_rloo_advantages(fn) -> bool:
             _BATCH_AXIS,
             rloo_with(dim=0),
         ),
+        # The sum over the batch axis with the group's own size, G - 1, dividing it.
+        Mistake(_BATCH_AXIS, rloo_with(dim=0, size_dim=-1)),
         Mistake(
             _BATCH_AXIS,
             lambda rewards: torch.zeros_like(rewards) if rewards.shape[-1] == 1 else rloo_with(dim=0)(rewards),

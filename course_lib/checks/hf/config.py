@@ -9,7 +9,7 @@ import dataclasses
 import torch
 
 from course_lib.checks import Case, Mistake, check_against_reference, drawing
-from course_lib.checks.hf.config_mistakes import BOOKKEEPING, _config_with, left_at_default
+from course_lib.checks.hf.config_mistakes import BOOKKEEPING, _config_with, left_at_default, share_in_prompts
 from course_lib.checks.hf.grpo_config import coded_fields, config_fields
 from course_lib.hf.trl_contract import LOSS_TYPES, _check_translatable, grpo_config_kwargs
 from course_lib.lm_rl import LMRLConfig
@@ -178,14 +178,21 @@ def _draw_configs(g: torch.Generator) -> list[Case]:
     return cases
 
 
+COUNTS_COMPLETIONS = (
+    "per_device_train_batch_size counts completions, not prompts: one optimiser step sees "
+    "B * G / num_minibatches of them (per process)"
+)
+
+
 def check_grpo_config_kwargs(fn) -> bool:
     """Check a student's ``grpo_config_kwargs(cfg, num_processes=1)`` field by field, as ``GRPOConfig`` reads it."""
     mistakes = [
         Mistake(
-            "per_device_train_batch_size counts completions, not prompts: one optimiser step sees "
-            "B * G / num_minibatches of them (per process)",
+            COUNTS_COMPLETIONS,
             _config_with(per_device_train_batch_size=lambda c, n, k: k["per_device_train_batch_size"] // c.group_size),
         ),
+        # The same count in prompts, with the micro-batch and the forward passes per step computed from it.
+        Mistake(COUNTS_COMPLETIONS, share_in_prompts),
         Mistake(
             "max_steps counts TRL's optimiser steps, not the course's rounds: each round takes "
             "update_epochs * num_minibatches of them, so max_steps = iterations * update_epochs * "

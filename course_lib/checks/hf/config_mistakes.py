@@ -166,6 +166,22 @@ BOOKKEEPING = [
 ]
 
 
+def share_in_prompts(cfg, num_processes=1):
+    """A process's share of a minibatch counted in prompts, B / num_minibatches / num_processes (at least one),
+    where it is completions, B * G / num_minibatches / num_processes: the micro-batch (micro_batch_size, or the
+    whole share, never more than the share) and the forward passes per optimiser step follow from it."""
+    kwargs = grpo_config_kwargs(cfg, num_processes)  # the sizes that do not split are refused as the reference does
+    share = max(cfg.prompts_per_step // cfg.num_minibatches // num_processes, 1)
+    micro = min(cfg.micro_batch_size or share, share)
+    accumulation = share // micro
+    kwargs.update(
+        per_device_train_batch_size=micro,
+        gradient_accumulation_steps=accumulation,
+        steps_per_generation=cfg.num_minibatches * accumulation,
+    )
+    return kwargs
+
+
 def _share(cfg, num_processes) -> int:
     """One process's completions per optimiser step."""
     return cfg.prompts_per_step * cfg.group_size // cfg.num_minibatches // num_processes

@@ -178,6 +178,7 @@ def _logp_with(
             "second": (is_eos.cumsum(-1) - is_eos) <= 1,
             "not_pad": completion != model.config.pad_token_id,
             "cumsum": is_eos.cumsum(-1) <= 1,
+            "argmax": t[None] <= is_eos.argmax(-1, keepdim=True),  # 0 where a row has no EOS
         }[mask_kind].float()  # "last": through the last EOS; "second": through the second
         if mask_dtype is not None:
             mask = mask.to(mask_dtype)
@@ -291,6 +292,12 @@ def check_completion_logps(fn) -> bool:
             "cumsum(is_eos) <= 1 keeps the tokens after the first EOS (their cumsum is still 1) up to the next EOS: "
             "keep a token when no EOS came before it, (cumsum(is_eos) - is_eos) == 0",
             _logp_with(mask_kind="cumsum"),
+        ),
+        Mistake(
+            "the first EOS was found with argmax(completion == eos_id), which is 0 in a row with no EOS (generation "
+            "cut at max_new_tokens): that row keeps only its first token; a row that never stopped keeps every "
+            "token: (cumsum(is_eos) - is_eos) == 0, or the argmax only where is_eos.any(-1)",
+            _logp_with(mask_kind="argmax"),
         ),
         Mistake(
             "the mask runs past the first EOS, to the second: (cumsum(is_eos) - is_eos) == 0 keeps every token "

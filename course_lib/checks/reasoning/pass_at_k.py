@@ -67,10 +67,11 @@ def _product_from_k(n, c, k):
     return pass_at_k(n, torch.where((c > 0) & (n - c >= k), n - k, c), k)
 
 
-def _product_with(*, first=1, last=0, numerator=lambda k: k.double(), floor=False, complement=True):
+def _product_with(*, first=1, last=0, numerator=lambda k: k.double(), floor=False, complement=True, padding=1.0):
     """The guarded product over i = n - c + first, ..., n - last of (1 - numerator / i), then 1 minus it (or not):
     the reference at first=1, last=0, where the slips of a loop's bounds, of k and of the division are one argument
-    each."""
+    each. ``padding`` fills the factors past an entry's own count (the entries of a batch have different c), where
+    the product's neutral value, 1, belongs."""
 
     def wrong(n, c, k):
         n, c, k = torch.broadcast_tensors(*(torch.as_tensor(x).long() for x in (n, c, k)))
@@ -79,7 +80,7 @@ def _product_with(*, first=1, last=0, numerator=lambda k: k.double(), floor=Fals
         i = (n - c + first).double()[..., None] + j
         top = numerator(k)[..., None]
         ratio = torch.div(top, i, rounding_mode="floor") if floor else top / i
-        all_wrong = torch.where(j < count.double()[..., None], 1.0 - ratio, 1.0).prod(-1)
+        all_wrong = torch.where(j < count.double()[..., None], 1.0 - ratio, padding).prod(-1)
         if complement:
             return torch.where(n - c < k, (c > 0).double(), 1.0 - all_wrong)
         return torch.where(n - c < k, (c == 0).double(), all_wrong)
@@ -251,6 +252,12 @@ def check_pass_at_k(fn) -> bool:
             _product_with(floor=True),
         ),
         Mistake(
+            "the factors past each entry's own c are filled with 0 (where a batch's c differ, the product is padded "
+            "to the largest c), which makes the product 0 for every smaller c; pad with 1, which leaves a product "
+            "as it is: torch.where(j < c[..., None], 1 - k / i, 1.0)",
+            _product_with(padding=0.0),
+        ),
+        Mistake(
             "each factor uses k - 1; it is 1 - k / i: the chance that sample i is left out of a draw of k",
             _product_with(numerator=lambda k: (k - 1).double()),
         ),
@@ -265,6 +272,14 @@ def check_pass_at_k(fn) -> bool:
                 f"{first} (an `if`, `and`, `or` or `min()` on a tensor of several counts, as in Chen et al.'s "
                 "code for one prompt: pass_at_k takes tensors of counts, one per prompt, as well as ints; write "
                 f"each branch with torch.where)\n{rest}"
+            ) from None
+        if first.startswith("pass_at_k raised OverflowError: int too large to convert to float"):
+            first = first.removesuffix(_crash_hint(OverflowError(first.partition(": ")[2])))
+            raise AssertionError(
+                f"{first} (a binomial coefficient or a factorial, exact as a Python int, made a float: for large n "
+                "they pass float64's 1e308, C(5000, 200) is about 1e363; compute the ratio C(n-c, k) / C(n, k) as "
+                "the product "
+                f"prod_{{i=n-c+1}}^{{n}} (1 - k/i), whose factors all lie in [0, 1))\n{rest}"
             ) from None
         raise
 
