@@ -99,6 +99,24 @@ that report, what version 2 asks before the next one (PROTOCOL.md, rules 6 and 8
 Read together, no step of the version 1 ladder is resolved: the lr warm-up's +0.069 has p 0.038 alone and 0.228
 after Holm's correction for six intervals, and it is measured against rung 3, the ladder's worst rung; rung 4 is
 level with GRPO (+0.001±0.058), and its step also cut the peak learning rate threefold (3e-3 to 1e-3).
+
+Version 2's tuning (96 runs in ``benchmarks/results/ladder_v2_tune.jsonl``, tuning seeds 0 to 3, two at a time; about
+110 s a run with both cores to it, up to 640 s beside other work), as ``--freeze`` printed it; the edge rule added
+5e-4 below three rungs whose pick sat at 1e-3, and none of them moved::
+
+    validation accuracy, tuning seeds [0, 1, 2, 3] (protocol v2): mean (worst seed); * the pick (the highest mean whose worst seed clears 0.9; PROTOCOL.md, rule 2)
+      0 GRPO                   lr 0.0005: 0.912 (0.748)    lr 0.001: 0.956 (0.928)*   lr 0.002: 0.934 (0.848)    lr 0.003: 0.944 (0.888)
+      1 + token mean           lr 0.001: 0.954 (0.932)    lr 0.002: 0.965 (0.938)*   lr 0.003: 0.937 (0.836)
+      2 + KL in the reward     lr 0.001: 0.922 (0.870)    lr 0.002: 0.929 (0.914)*   lr 0.003: 0.909 (0.836)
+      3 + symmetric clip       lr 0.0005: 0.891 (0.734)    lr 0.001: 0.950 (0.936)*   lr 0.002: 0.950 (0.936)    lr 0.003: 0.947 (0.900)
+      4 + lr warm-up           lr 0.0005: 0.892 (0.704)    lr 0.001: 0.950 (0.930)*   lr 0.002: 0.942 (0.908)    lr 0.003: 0.894 (0.850)
+      5 + whitened advantages  lr 0.001: 0.936 (0.904)    lr 0.002: 0.941 (0.930)*   lr 0.003: 0.807 (0.484)
+      6 PPO                    lr 0.001: 0.947 (0.914)    lr 0.002: 0.956 (0.920)*   lr 0.003: 0.867 (0.822)
+    froze benchmarks/results/ladder_v2_recipes.json: rung 0 lr=0.001 [a940d40f], rung 1 lr=0.002 [bd4711dd], rung 2 lr=0.002 [df6e4aa5], rung 3 lr=0.001 [50b0ecec], rung 4 lr=0.001 [5a56e83a], rung 5 lr=0.002 [43a2c0a3], rung 6 lr=0.002 [adce1768]
+
+The rule moved GRPO from version 1's 3e-3 to 1e-3: at 3e-3 its worst tuning seed is 0.888, below the floor. A
+lower rate is not a safer one here: at 5e-4, GRPO, rung 3 and rung 4 each fell to 0.70 to 0.75 on tuning seed 3.
+``ladder-3`` was spent on these seven recipes when the report began (128 runs).
 """
 
 from __future__ import annotations

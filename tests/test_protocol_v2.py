@@ -276,15 +276,18 @@ def test_version_2s_seed_sets_are_new_unspent_and_large_enough():
 
     sets = json.loads(_protocol.SEED_SETS.read_text())["sets"]
     new = ("ladder-3", "critic-1", "family-3", "reasoning-2")
-    reported = {"critic-1": "critic", "family-3": "family"}
+    reported = {"critic-1": "critic", "family-3": "family", "ladder-3": "ladder"}
+    benchmarks = {
+        "critic": "benchmarks/critic_scratchpad.py",
+        "family": "benchmarks/grpo_family.py",
+        "ladder": "benchmarks/capstone.py",
+    }
     assert all("spent_on" not in sets[name] for name in new if name not in reported)
-    # critic-1 and family-3 are spent once, each by its report, on exactly the recipes its tuning froze.
+    # critic-1, family-3 and ladder-3 are spent once, each by its report, on exactly the recipes its tuning froze.
     for name, files in reported.items():
         frozen = json.loads((_protocol.RESULTS / f"{files}_v2_recipes.json").read_text())
         spent = sets[name]["spent_on"]
-        assert spent["benchmark"] == {"critic": "benchmarks/critic_scratchpad.py"}.get(
-            files, "benchmarks/grpo_family.py"
-        )
+        assert spent["benchmark"] == benchmarks[files]
         assert spent["recipes"] == {key: entry["hash"] for key, entry in frozen.items()}
     used = {seed for name, entry in sets.items() if name not in new for seed in entry["seeds"]}
     assert not used & {seed for name in new for seed in sets[name]["seeds"]}
